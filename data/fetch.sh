@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Fetches MNIST and/or Fashion-MNIST (four IDX .gz files each) and checks every file's MD5.
+#   data/fetch.sh [mnist|fashion-mnist|all] [--dir DIR]
+# Files go to DIR/mnist and DIR/fashion-mnist; DIR defaults to ${LOUPE_DATA:-$HOME/.cache/loupe},
+# where loupe looks without --data. Fashion-MNIST comes from Debian's dataset-fashion-mnist
+# package when it is installed (no download).
+set -euo pipefail
+
+FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
+# Official MD5 of each .gz (torchvision's), then of its decompressed contents. The second lets us
+# accept a recompressed copy whose data is identical: Debian's package is one (its .gz differ).
+declare -A GZ_MD5=(
+  [mnist/train-images-idx3-ubyte]=f68b3c2dcbeaaa9fbdd348bbdeb94873
+  [mnist/train-labels-idx1-ubyte]=d53e105ee54ea40749a09fcbcd1e9432
+  [mnist/t10k-images-idx3-ubyte]=9fb629c4189551a2d022fa330f9573f3
+  [mnist/t10k-labels-idx1-ubyte]=ec29112dd5afa0611ce80d1b7f02629c
+  [fashion-mnist/train-images-idx3-ubyte]=8d4fb7e6c68d591d4c3dfef9ec88bf0d
+  [fashion-mnist/train-labels-idx1-ubyte]=25c81989df183df01b3e8a0aad5dffbe
+  [fashion-mnist/t10k-images-idx3-ubyte]=bef4ecab320f06d8554ea6380940ec79
+  [fashion-mnist/t10k-labels-idx1-ubyte]=bb300cfdad3c16e7a12a480ee83cd310
+)
+declare -A RAW_MD5=(
+  [mnist/train-images-idx3-ubyte]=6bbc9ace898e44ae57da46a324031adb
+  [mnist/train-labels-idx1-ubyte]=a25bea736e30d166cdddb491f175f624
+  [mnist/t10k-images-idx3-ubyte]=2646ac647ad5339dbf082846283269ea
+  [mnist/t10k-labels-idx1-ubyte]=27ae3e4e09519cfbb04c329615203637
+  [fashion-mnist/train-images-idx3-ubyte]=f4a8712d7a061bf5bd6d2ca38dc4d50a
+  [fashion-mnist/train-labels-idx1-ubyte]=9018921c3c673c538a1fc5bad174d6f9
+  [fashion-mnist/t10k-images-idx3-ubyte]=8181f5470baa50b63fa0f6fddb340f0a
+  [fashion-mnist/t10k-labels-idx1-ubyte]=15d484375f8d13e6eb1aabb0c3f46965
+)
+# yann.lecun.com went offline in 2023; torchvision switched to the ossci mirror.
+MNIST_URLS=(https://ossci-datasets.s3.amazonaws.com/mnist/ http://yann.lecun.com/exdb/mnist/)
+FASHION_URLS=(http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/)
+# Overridable so the tests can pretend the package is absent.
+DEBIAN_FASHION=${LOUPE_DEBIAN_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
+
+die() { echo "fetch.sh: error: $*" >&2; exit 1; }
+usage() { sed -n '2,6s/^# \{0,1\}//p' "$0"; }
+
+what=all
+dir=${LOUPE_DATA:-$HOME/.cache/loupe}
+while (($#)); do
+  case $1 in
+    mnist|fashion-mnist|all) what=$1 ;;
+    --dir) (($# >= 2)) || die "--dir needs a directory"; dir=$2; shift ;;
+    --dir=*) dir=${1#--dir=} ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument '$1'" ;;
+  esac
+  shift
+done
+command -v md5sum >/dev/null || die "md5sum not found; install coreutils"
+
+# verify SET FILE PATH: true when PATH is the official .gz or a recompression of the same data.
+verify() {
+  local key=$1/$2 path=$3 sum
+  sum=$(md5sum <"$path" | cut -d' ' -f1)
+  [[ $sum == "${GZ_MD5[$key]}" ]] && return 0
+  sum=$(gzip -dc <"$path" 2>/dev/null | md5sum | cut -d' ' -f1) || return 1
+  [[ $sum == "${RAW_MD5[$key]}" ]]
+}
+
+# download URL OUT: curl or wget, quiet but with errors shown.
+download() {
+  if command -v curl >/dev/null; then
+    curl -fsSL --connect-timeout 20 --retry 2 -o "$2" "$1"
+  elif command -v wget >/dev/null; then
+    wget -q --timeout=20 --tries=3 -O "$2" "$1"
+  else
+    die "neither curl nor wget is installed; install one, or copy the files into $(dirname "$2")"
+  fi
+}
+
+fetch_set() {
+  local set=$1 dest=$dir/$1 f out url ok
+  local -a urls
+  if [[ $set == mnist ]]; then urls=("${MNIST_URLS[@]}"); else urls=("${FASHION_URLS[@]}"); fi
+  mkdir -p "$dest" || die "cannot create $dest"
+  for f in "${FILES[@]}"; do
+    out=$dest/$f.gz
+    if [[ -e $out ]] && verify "$set" "$f" "$out"; then
+      echo "$out: present, checksum ok"
+      continue
+    fi
+    if [[ $set == fashion-mnist && -f $DEBIAN_FASHION/$f.gz ]]; then
+      verify "$set" "$f" "$DEBIAN_FASHION/$f.gz" ||
+        die "$DEBIAN_FASHION/$f.gz (package dataset-fashion-mnist) has the wrong contents; reinstall it with 'sudo apt-get install --reinstall dataset-fashion-mnist'"
+      rm -f "$out"
+      ln -s "$DEBIAN_FASHION/$f.gz" "$out" 2>/dev/null || cp "$DEBIAN_FASHION/$f.gz" "$out"
+      echo "$out: linked to Debian's copy in $DEBIAN_FASHION (package dataset-fashion-mnist), contents checked"
+      continue
+    fi
+    ok=
+    for url in "${urls[@]}"; do
+      echo "downloading $url$f.gz"
+      if ! download "$url$f.gz" "$out.part" 2>"$out.log"; then
+        echo "fetch.sh: $url$f.gz: download failed: $(tail -n 1 "$out.log")" >&2
+      elif verify "$set" "$f" "$out.part"; then
+        ok=1; break
+      else
+        echo "fetch.sh: $url$f.gz: wrong MD5 $(md5sum <"$out.part" | cut -d' ' -f1), expected ${GZ_MD5[$set/$f]}" >&2
+      fi
+    done
+    rm -f "$out.log"
+    if [[ -z $ok ]]; then
+      rm -f "$out.part"
+      rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
+      die "could not get a valid $f.gz from ${urls[*]} (no network, or a bad copy). Download it by hand into $dest, or install the Debian package dataset-fashion-mnist and use Fashion-MNIST"
+    fi
+    mv "$out.part" "$out" || die "cannot move $out.part to $out"
+    echo "$out: downloaded, checksum ok"
+  done
+  echo "$set ready in $dest"
+}
+
+case $what in
+  mnist|fashion-mnist) fetch_set "$what" ;;
+  all)  # each set in its own process, so a failed MNIST download still gets Fashion-MNIST
+    rc=0
+    bash "$0" mnist --dir "$dir" || rc=1
+    bash "$0" fashion-mnist --dir "$dir" || rc=1
+    exit $rc ;;
+esac

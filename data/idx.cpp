@@ -1,0 +1,267 @@
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace loupe::data {
+namespace {
+
+const char* kFiles[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                         "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+const char* kRefetch = "delete it and fetch it again (data/fetch.sh)";
+
+// Every message starts with the file: with four similar names, the user must know which one.
+[[noreturn]] void bad(const std::string& path, const std::string& msg) {
+  throw Error(path + ": " + msg);
+}
+
+std::string hex(unsigned v) {
+  char s[8];
+  std::snprintf(s, sizeof s, "0x%02x", v & 0xffu);
+  return s;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) bad(path, "file not found");
+  if (fs::is_directory(path, ec)) bad(path, "is a directory, not an IDX file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) bad(path, "read error");
+  return b;
+}
+
+// Inflates a whole gzip file in memory (inflate rather than gzread: gzread silently returns a
+// short count for a truncated stream and ignores trailing garbage, and we want both as errors).
+std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>& in) {
+  if (in.size() > 0xffffffffu) bad(path, "compressed file larger than 4 GiB; not an MNIST file");
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) bad(path, "zlib could not start inflating");
+  zs.next_in = const_cast<Bytef*>(in.data());
+  zs.avail_in = static_cast<uInt>(in.size());
+  std::vector<uint8_t> out(std::max<size_t>(in.size() * 2, 1 << 16));
+  size_t have = 0;
+  std::string err;
+  for (;;) {
+    if (have == out.size()) out.resize(out.size() * 2);
+    size_t room = std::min<size_t>(out.size() - have, 1u << 30);
+    zs.next_out = out.data() + have;
+    zs.avail_out = static_cast<uInt>(room);
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    have += room - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (zs.avail_in == 0) break;
+      // gzip allows several members back to back; anything else after the stream is damage.
+      if (zs.avail_in >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b) {
+        inflateReset(&zs);
+        continue;
+      }
+      err = std::to_string(zs.avail_in) + " bytes of trailing garbage after the gzip stream; " +
+            kRefetch;
+      break;
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_out == 0) continue;  // output full: grow and go on
+    if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && zs.avail_out > 0)) {
+      err = "truncated gzip stream (the download was probably cut short); " +
+            std::string(kRefetch);
+      break;
+    }
+    if (rc != Z_OK) {
+      err = std::string("corrupt gzip stream (zlib: ") + (zs.msg ? zs.msg : "error " +
+            std::to_string(rc)) + "); " + kRefetch;
+      break;
+    }
+  }
+  inflateEnd(&zs);
+  if (!err.empty()) bad(path, err);
+  out.resize(have);
+  return out;
+}
+
+uint32_t be32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
+
+const char* type_name(unsigned t) {
+  switch (t) {
+    case 0x09: return "signed byte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    default: return "unknown";
+  }
+}
+
+IdxArray parse(const std::string& path, std::vector<uint8_t> b, bool gz) {
+  const std::string after = gz ? " (after decompression)" : "";
+  if (b.size() < 4)
+    bad(path, "too short to be an IDX file (" + std::to_string(b.size()) + " bytes" + after +
+                  "); " + kRefetch);
+  if (b[0] != 0 || b[1] != 0)
+    bad(path, "not an IDX file: the first two bytes must be 0x00 0x00, found " + hex(b[0]) + " " +
+                  hex(b[1]) + after + "; check the path, or " + kRefetch);
+  if (b[2] != 0x08)
+    bad(path, "IDX type byte is " + hex(b[2]) + " (" + type_name(b[2]) +
+                  "), but loupe reads only unsigned-byte IDX files (0x08), the type MNIST uses");
+  const unsigned ndim = b[3];
+  if (ndim < 1 || ndim > 4)
+    bad(path, "IDX header says " + std::to_string(ndim) +
+                  " dimensions; expected 1 to 4 (images have 3, labels 1); " + kRefetch);
+  const size_t header = 4 + 4 * size_t(ndim);
+  if (b.size() < header)
+    bad(path, "truncated: the header needs " + std::to_string(header) + " bytes, found " +
+                  std::to_string(b.size()) + after + "; " + kRefetch);
+  IdxArray a;
+  uint64_t total = 1;
+  std::string shape;
+  for (unsigned i = 0; i < ndim; ++i) {
+    uint32_t d = be32(&b[4 + 4 * i]);
+    shape += (i ? " x " : "") + std::to_string(d);
+    if (d == 0) bad(path, "dimension " + std::to_string(i) + " is 0 in the IDX header; " + kRefetch);
+    total *= d;  // cannot overflow: total <= 2^31 before, d < 2^32
+    if (total > (uint64_t(1) << 31))
+      bad(path, "IDX header declares dimensions " + shape + "..., more than the 2^31 elements "
+                "loupe accepts; the header is corrupt, " + kRefetch);
+    a.dims.push_back(d);
+  }
+  const size_t found = b.size() - header;
+  if (found < total)
+    bad(path, "truncated: expected " + std::to_string(total) + " bytes of data, found " +
+                  std::to_string(found) + after + " (shape " + shape + "); " + kRefetch);
+  if (found > total)
+    bad(path, std::to_string(found - total) + " bytes of trailing garbage after the " +
+                  std::to_string(total) + " bytes of data the header declares (shape " + shape +
+                  ")" + after + "; " + kRefetch);
+  b.erase(b.begin(), b.begin() + header);
+  a.data = std::move(b);
+  return a;
+}
+
+// The raw file if present, else the .gz one, else empty.
+std::string find_file(const fs::path& dir, const std::string& base) {
+  std::error_code ec;
+  for (const std::string& name : {base, base + ".gz"})
+    if (fs::is_regular_file(dir / name, ec)) return (dir / name).string();
+  return "";
+}
+
+bool complete_set(const fs::path& dir) {
+  for (const char* f : kFiles)
+    if (find_file(dir, f).empty()) return false;
+  return true;
+}
+
+std::string guess_name(const std::string& dir) {
+  std::string last = fs::absolute(dir).lexically_normal().string();
+  while (last.size() > 1 && last.back() == '/') last.pop_back();
+  last = fs::path(last).filename().string();
+  for (char& c : last) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (last.find("fashion") != std::string::npos) return "Fashion-MNIST";
+  if (last.find("mnist") != std::string::npos) return "MNIST";
+  return "MNIST-format";
+}
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  std::vector<uint8_t> b = read_bytes(path);
+  const bool gz = b.size() >= 2 && b[0] == 0x1f && b[1] == 0x8b;
+  if (gz) b = gunzip(path, b);
+  return parse(path, std::move(b), gz);
+}
+
+MnistData load_mnist(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(dir + ": data directory not found; pass --data with a directory holding the "
+                "four MNIST IDX files, or run data/fetch.sh");
+  std::string paths[4];
+  IdxArray arr[4];
+  for (int i = 0; i < 4; ++i) {
+    paths[i] = find_file(dir, kFiles[i]);
+    if (paths[i].empty())
+      throw Error((fs::path(dir) / kFiles[i]).string() + ": file not found (tried " + kFiles[i] +
+                  " and " + kFiles[i] + ".gz); run data/fetch.sh mnist or pass --data with a "
+                  "directory that holds all four MNIST files");
+    arr[i] = read_idx(paths[i]);
+  }
+  MnistData m;
+  m.dir = dir;
+  m.name = guess_name(dir);
+  for (int s = 0; s < 2; ++s) {  // s = 0: train, 1: test
+    const std::string &ip = paths[2 * s], &lp = paths[2 * s + 1];
+    IdxArray &im = arr[2 * s], &lb = arr[2 * s + 1];
+    if (im.dims.size() != 3)
+      bad(ip, "expected a 3-D image array (count x rows x cols), found " +
+                  std::to_string(im.dims.size()) + "-D; is this an images file?");
+    if (lb.dims.size() != 1)
+      bad(lp, "expected a 1-D label array, found " + std::to_string(lb.dims.size()) +
+                  "-D; is this a labels file?");
+    if (lb.dims[0] != im.dims[0])
+      bad(lp, "holds " + std::to_string(lb.dims[0]) + " labels but " + ip + " holds " +
+                  std::to_string(im.dims[0]) + " images; the two files come from different sets");
+    for (size_t k = 0; k < lb.data.size(); ++k)
+      if (lb.data[k] >= 10)
+        bad(lp, "label " + std::to_string(lb.data[k]) + " at index " + std::to_string(k) +
+                    " is out of range (MNIST labels are 0 to 9); " + kRefetch);
+    if (s == 0) {
+      m.rows = im.dims[1], m.cols = im.dims[2];
+    } else if (im.dims[1] != m.rows || im.dims[2] != m.cols) {
+      bad(ip, "images are " + std::to_string(im.dims[1]) + "x" + std::to_string(im.dims[2]) +
+                  " but the training images in " + paths[0] + " are " + std::to_string(m.rows) +
+                  "x" + std::to_string(m.cols) + "; train and test must come from one set");
+    }
+  }
+  m.n_train = arr[0].dims[0], m.n_test = arr[2].dims[0];
+  m.train_images = std::move(arr[0].data), m.train_labels = std::move(arr[1].data);
+  m.test_images = std::move(arr[2].data), m.test_labels = std::move(arr[3].data);
+  return m;
+}
+
+std::vector<std::string> default_mnist_dirs() {
+  const char* env = std::getenv("LOUPE_DATA");
+  const char* home = std::getenv("HOME");
+  std::vector<std::string> dirs;
+  for (const char* set : {"mnist", "fashion-mnist"}) {  // MNIST proper first
+    if (env && *env) dirs.push_back((fs::path(env) / set).string());
+    if (home && *home) dirs.push_back((fs::path(home) / ".cache/loupe" / set).string());
+    dirs.push_back((fs::path("data") / set).string());
+  }
+  dirs.push_back("/usr/share/datasets/fashion-mnist");  // Debian's dataset-fashion-mnist
+  return dirs;
+}
+
+std::optional<std::string> find_default_mnist_dir() {
+  for (const std::string& d : default_mnist_dirs())
+    if (complete_set(d)) return d;
+  return std::nullopt;
+}
+
+std::string how_to_get_data() {
+  std::string looked;
+  for (const std::string& d : default_mnist_dirs()) looked += (looked.empty() ? "" : ", ") + d;
+  return "To get MNIST-format data, use one of:\n"
+         "  data/fetch.sh mnist                          download MNIST to ~/.cache/loupe/mnist\n"
+         "  sudo apt-get install dataset-fashion-mnist   Debian/Ubuntu package, found as is\n"
+         "  data/fetch.sh fashion-mnist                  Fashion-MNIST (links the Debian copy)\n"
+         "or pass --data DIR, a directory holding train-images-idx3-ubyte, "
+         "train-labels-idx1-ubyte,\nt10k-images-idx3-ubyte and t10k-labels-idx1-ubyte "
+         "(raw or .gz).\nWithout --data loupe looks in: " + looked + "\n";
+}
+
+}  // namespace loupe::data

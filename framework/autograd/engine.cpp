@@ -1,0 +1,129 @@
+// The backward engine: a topological walk of the recorded graph from the root.
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace loupe::autograd {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
+  TensorImpl* impl = t.impl();
+  if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return impl->grad_accumulator;
+}
+
+// Adds g into slot (taking g itself when the slot is empty).
+void accumulate(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  if (!slot.defined()) slot = g;
+  else slot = add(slot, g);  // out of place: g may be shared with another slot
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
+            std::initializer_list<Tensor*> outputs) {
+  node->next_edges.clear();
+  for (const Tensor* t : inputs) {
+    Edge e;
+    if (t && t->defined() && t->requires_grad()) {
+      if (t->grad_fn()) e = Edge{t->grad_fn(), t->impl()->output_nr};
+      else e = Edge{grad_accumulator(*t), 0};
+    }
+    node->next_edges.push_back(e);
+  }
+  int nr = 0;
+  for (Tensor* out : outputs) {
+    out->impl()->requires_grad = true;
+    out->impl()->grad_fn = node;
+    out->impl()->output_nr = nr++;
+  }
+  node->num_outputs = nr;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
+  auto v = var.lock();
+  if (!v || !grads[0].defined()) return {};
+  NoGradGuard guard;
+  Tensor g = grads[0];
+  LOUPE_CHECK(g.shape() == v->shape, "gradient of shape ", g.shape().str(), " for a tensor of shape ",
+              v->shape.str());
+  if (!v->grad) {
+    v->grad = g.contiguous().impl_ptr();
+    if (v->grad == g.impl_ptr()) v->grad = g.clone().impl_ptr();  // never alias a gradient that flows elsewhere
+  } else {
+    add_(Tensor(v->grad), g);  // parameters: .grad is a view into the gradient arena
+  }
+  return {};
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_output) {
+  LOUPE_CHECK(root.requires_grad(), "backward() on a tensor that does not require grad");
+  NoGradGuard guard;  // the backward pass itself records nothing
+  if (!root.grad_fn()) {  // a leaf: just accumulate
+    std::vector<Tensor> g{grad_output};
+    grad_accumulator(root)->apply(g);
+    return;
+  }
+  // Count, for each node, how many edges lead into it, so a node runs once all its gradients are in.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  deps[root.grad_fn().get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.fn) continue;
+      auto it = deps.find(e.fn.get());
+      if (it == deps.end()) {
+        deps[e.fn.get()] = 1;
+        stack.push_back(e.fn.get());
+      } else {
+        ++it->second;
+      }
+    }
+  }
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  pending[root.grad_fn().get()].resize(root.grad_fn()->num_outputs);
+  pending[root.grad_fn().get()][root.impl()->output_nr] = grad_output;
+  std::vector<std::shared_ptr<Node>> ready{root.grad_fn()};
+  while (!ready.empty()) {
+    std::shared_ptr<Node> n = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(pending[n.get()]);
+    pending.erase(n.get());
+    grads.resize(n->num_outputs);
+    LOUPE_CHECK(!n->released, "backward() through the same graph a second time: its saved tensors are freed "
+                "after the first backward; run the forward pass again");
+    std::vector<Tensor> in_grads = n->apply(grads);
+    std::vector<Edge> edges = n->next_edges;
+    if (!n->reusable()) {
+      n->next_edges.clear();
+      n->release();
+      n->released = true;
+    }
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.fn) continue;
+      auto& slots = pending[e.fn.get()];
+      if (slots.size() < size_t(e.fn->num_outputs)) slots.resize(e.fn->num_outputs);
+      if (i < in_grads.size()) accumulate(slots[e.input_nr], in_grads[i]);
+      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn);
+    }
+  }
+}
+
+}  // namespace loupe::autograd

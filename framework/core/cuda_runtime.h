@@ -1,0 +1,37 @@
+// The few CUDA runtime services the device-independent code needs (memory, copies, sync),
+// behind an interface so that .cpp files never include CUDA headers. Implemented in
+// cuda_runtime.cu, which registers itself when loupe is built with CUDA.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace loupe {
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+class CudaRuntime {
+ public:
+  virtual ~CudaRuntime() = default;
+  virtual int device_count() = 0;
+  // Stream-ordered allocation on the compute stream (cudaMallocAsync); free is stream-ordered too.
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p) = 0;
+  virtual void* alloc_pinned(size_t bytes) = 0;  // page-locked host memory (cudaHostAlloc)
+  virtual void free_pinned(void* p) = 0;
+  // Asynchronous on the compute stream, except DeviceToHost, which waits for the copy to land.
+  virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
+  virtual void memset_zero(void* p, size_t bytes) = 0;
+  virtual void synchronize() = 0;  // waits for the compute stream
+  virtual std::string device_name() = 0;
+  virtual size_t bytes_in_use() = 0;       // the pool's current usage
+  virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset
+  virtual void reset_peak() = 0;
+};
+
+// nullptr when loupe was built without CUDA.
+CudaRuntime* cuda_runtime();
+void register_cuda_runtime(CudaRuntime* rt);
+// True when CUDA support was built and a device is present.
+bool cuda_available();
+
+}  // namespace loupe

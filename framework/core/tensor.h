@@ -1,0 +1,110 @@
+// Tensor: a typed, shaped, strided view of a Storage, with autograd bookkeeping.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace loupe {
+
+namespace autograd { struct Node; }
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape, strides;
+  DType dtype = DType::f32;
+  // autograd
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;  // the node that produced this tensor (null for leaves)
+  int output_nr = 0;                        // which output of grad_fn
+  std::shared_ptr<autograd::Node> grad_accumulator;  // leaves only, created on first use
+  std::string name;                         // parameters: their path in the module tree
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int dim() const { return impl_->shape.size(); }
+  int64_t size(int d) const;
+  int64_t numel() const { return impl_->shape.numel(); }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage ? impl_->storage->device() : kCPU; }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_contiguous() const;
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return size_t(numel()) * element_size(); }
+  void* data_ptr() const;
+  template <class T> T* data() const { return static_cast<T*>(data_ptr()); }
+
+  // Views share storage; they record autograd nodes like any op.
+  Tensor reshape(const Shape& s) const;   // copies only when the layout requires it
+  Tensor flatten(int start_dim = 1) const;
+  Tensor transpose(int d0, int d1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor slice(int dim, int64_t start, int64_t end) const;
+  Tensor expand(const Shape& s) const;    // broadcast view (stride 0); no autograd
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(Device d) const;
+  Tensor to(DType t) const;
+  Tensor detach() const;  // same data, no history
+
+  // Autograd.
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& requires_grad_(bool on = true);
+  Tensor grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+  void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
+  void backward(const Tensor& grad_output = Tensor()) const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
+  const std::string& name() const { return impl_->name; }
+
+  // Shortcuts for common ops (declared in ops/*.h).
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor sum() const;
+  Tensor mean() const;
+  Tensor sum(int dim, bool keepdim = false) const;
+  Tensor matmul(const Tensor& o) const;
+
+  // Host access (copies from the device and waits: not for use inside a training step).
+  template <class T> std::vector<T> to_vector() const;
+  double item() const;  // one element, converted to double
+  std::string str(int max_elems = 8) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Factories.
+Tensor empty(const Shape& s, DType t = DType::f32, Device d = kCPU);
+Tensor empty_pinned(const Shape& s, DType t);  // page-locked host memory where CUDA is present
+Tensor zeros(const Shape& s, DType t = DType::f32, Device d = kCPU);
+Tensor ones(const Shape& s, DType t = DType::f32, Device d = kCPU);
+Tensor full(const Shape& s, double value, DType t = DType::f32, Device d = kCPU);
+Tensor scalar_tensor(double value, DType t = DType::f32, Device d = kCPU);
+template <class T> Tensor from_vector(const std::vector<T>& v, const Shape& s, Device d = kCPU);
+// A view of `s` with `strides` at element `offset` into `base`'s storage (no autograd).
+Tensor as_strided(const Tensor& base, const Shape& s, const Shape& strides, int64_t offset);
+
+// In-place, no autograd: copies src into dst (same shape, same dtype; any strides or devices).
+void copy_(const Tensor& dst, const Tensor& src);
+// In-place, no autograd: dst = value everywhere.
+void fill_(const Tensor& dst, double value);
+
+}  // namespace loupe

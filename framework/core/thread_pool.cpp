@@ -1,0 +1,144 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace loupe {
+namespace {
+
+using Fn = std::function<void(int64_t, int64_t)>;
+
+// True on a worker, and on a caller while it runs chunks: a parallel_for from there runs inline,
+// so nested calls neither wait for busy workers (deadlock) nor oversubscribe the cores.
+thread_local bool t_inside = false;
+
+// Workers sleep on a condition variable between calls; a call publishes one job (fn, range,
+// chunk count) and everyone, the caller included, claims chunks until none are left.
+class Pool {
+ public:
+  std::mutex call_mutex;  // held by the one parallel_for that owns the pool
+
+  explicit Pool(int n) { resize(n); }
+  int size() const { return int(workers_.size()) + 1; }
+
+  void resize(int n) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& w : workers_) w.join();
+    workers_.clear();
+    stop_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  void run(int64_t begin, int64_t n, int64_t nchunks, const Fn& fn) {
+    std::unique_lock<std::mutex> lock(m_);
+    fn_ = &fn, begin_ = begin, n_ = n, nchunks_ = nchunks, next_ = 0, done_ = 0;
+    // Wake only as many workers as there are chunks left after the caller's first one.
+    if (nchunks - 1 >= int64_t(workers_.size())) work_cv_.notify_all();
+    else for (int64_t i = 1; i < nchunks; ++i) work_cv_.notify_one();
+    t_inside = true;
+    drain(lock);
+    t_inside = false;
+    done_cv_.wait(lock, [&] { return done_ == nchunks_; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  // Claims and runs chunks until none are left; called with m_ held. Claiming under the lock
+  // while next_ < nchunks_ means the job is still live (its caller waits for every claimed
+  // chunk), so a worker that wakes late can never pick up a finished call's fn.
+  void drain(std::unique_lock<std::mutex>& lock) {
+    while (next_ < nchunks_) {
+      const int64_t c = next_++;
+      const int64_t size = n_ / nchunks_, rem = n_ % nchunks_;  // first `rem` chunks get one more
+      const int64_t b = begin_ + c * size + std::min(c, rem), e = b + size + (c < rem);
+      const Fn& fn = *fn_;
+      lock.unlock();
+      std::exception_ptr err;
+      try {
+        fn(b, e);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lock.lock();
+      if (err && !error_) error_ = err;
+      if (++done_ == nchunks_) done_cv_.notify_one();
+    }
+  }
+
+  void work() {
+    t_inside = true;
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      work_cv_.wait(lock, [&] { return stop_ || next_ < nchunks_; });
+      if (stop_) return;
+      drain(lock);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex m_;  // guards everything below
+  std::condition_variable work_cv_, done_cv_;
+  bool stop_ = false;
+  const Fn* fn_ = nullptr;
+  int64_t begin_ = 0, n_ = 0, nchunks_ = 0, next_ = 0, done_ = 0;
+  std::exception_ptr error_;
+};
+
+int initial_threads() {
+  if (const char* env = std::getenv("LOUPE_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    LOUPE_CHECK(*env != '\0' && *end == '\0' && n >= 1 && n <= 4096,
+                "LOUPE_NUM_THREADS must be a whole number from 1 to 4096, got '", env,
+                "'; unset it to use every core");
+    return int(n);
+  }
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+// Deliberately never destroyed: joining workers during static destruction could deadlock (exit()
+// called from a worker) or race with other statics still using the pool.
+Pool& pool() {
+  static Pool* p = new Pool(initial_threads());
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) {
+  LOUPE_CHECK(n >= 1, "set_num_threads needs n >= 1, got ", n);
+  LOUPE_CHECK(!t_inside, "set_num_threads cannot be called from inside parallel_for");
+  Pool& p = pool();
+  std::lock_guard<std::mutex> own(p.call_mutex);
+  p.resize(n);
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
+  if (begin >= end) return;
+  const int64_t n = end - begin;
+  Pool& p = pool();
+  const int64_t nchunks = std::min<int64_t>(p.size(), n / std::max<int64_t>(grain, 1));
+  if (nchunks <= 1 || t_inside) return fn(begin, end);
+  // Another thread's call owns the pool: run inline rather than queue behind it.
+  std::unique_lock<std::mutex> own(p.call_mutex, std::try_to_lock);
+  if (!own.owns_lock()) return fn(begin, end);
+  p.run(begin, n, nchunks, fn);
+}
+
+}  // namespace loupe

@@ -1,0 +1,57 @@
+#include "nn/layers.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "core/random.h"
+#include "ops/dropout.h"
+#include "ops/linalg.h"
+
+namespace loupe::nn {
+
+void glorot_uniform_(const Tensor& t, int64_t fan_in, int64_t fan_out) {
+  LOUPE_CHECK(t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous(), "glorot_uniform_ fills a CPU float32 tensor");
+  double a = std::sqrt(6.0 / double(fan_in + fan_out));
+  Generator& g = default_generator();
+  uint64_t off = g.take(uint64_t(t.numel()));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((2.0 * philox_uniform(g.seed, off, uint64_t(i)) - 1.0) * a);
+}
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
+  Tensor w = empty(Shape{out, in}, DType::f32, kCPU);
+  glorot_uniform_(w, in, out);
+  weight = register_parameter("weight", w);
+  if (with_bias) bias = register_parameter("bias", zeros(Shape{out}, DType::f32, kCPU));
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+std::string Linear::type_name() const {
+  return "Linear(" + std::to_string(in_features) + " -> " + std::to_string(out_features) + ")";
+}
+
+Tensor ReLU::forward(const Tensor& x) { return x.relu(); }
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
+
+std::string Dropout::type_name() const {
+  std::ostringstream s;
+  s << "Dropout(" << p_ << ")";
+  return s.str();
+}
+
+Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> m) {
+  register_module(name, std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [n, m] : children()) h = m->forward(h);
+  return h;
+}
+
+}  // namespace loupe::nn

@@ -1,0 +1,72 @@
+#include "nn/module.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace loupe::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  t.requires_grad_(true);
+  params_.emplace_back(name, t);
+  return params_.back().second;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  for (auto& [n, t] : out) t.impl()->name = n;
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Tensor& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, m] : children_) m->train(on);
+}
+
+void Module::to(Device d) { arena_ = std::make_unique<ParameterArena>(parameters(), d); }
+
+ParameterArena& Module::arena() {
+  if (!arena_) to(kCPU);
+  return *arena_;
+}
+
+Device Module::device() const {
+  std::vector<Tensor> ps = parameters();
+  return ps.empty() ? kCPU : ps[0].device();
+}
+
+void Module::summarise(const std::string& prefix, int depth, std::string& out) const {
+  int64_t own = 0;
+  for (const auto& [n, t] : params_) own += t.numel();
+  std::ostringstream line;
+  line << std::string(size_t(depth) * 2, ' ') << (prefix.empty() ? "(model)" : prefix) << "  " << type_name();
+  if (own) line << "  " << own << " parameters";
+  out += line.str() + "\n";
+  for (const auto& [n, m] : children_) m->summarise(prefix.empty() ? n : prefix + "." + n, depth + 1, out);
+}
+
+std::string Module::summary() const {
+  std::string s;
+  summarise("", 0, s);
+  return s + "total: " + std::to_string(num_parameters()) + " parameters\n";
+}
+
+}  // namespace loupe::nn

@@ -1,0 +1,57 @@
+// Module: a node of the model tree holding named parameters and child modules.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/arena.h"
+
+namespace loupe::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& x) = 0;
+  virtual std::string type_name() const = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Moves every parameter to `d`, packed into one contiguous arena with a matching gradient arena
+  // (one optimizer launch per step, one memset to zero the gradients).
+  void to(Device d);
+  Device device() const;
+  // The arena of a module that was moved with to(); created on the CPU on first use otherwise.
+  ParameterArena& arena();
+
+  // A one-line-per-layer summary with parameter counts.
+  std::string summary() const;
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void summarise(const std::string& prefix, int depth, std::string& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::unique_ptr<ParameterArena> arena_;
+  bool training_ = true;
+};
+
+}  // namespace loupe::nn

@@ -1,0 +1,43 @@
+#include "ops/activation.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+
+namespace loupe {
+
+namespace {
+struct ActivationBackward : autograd::Node {
+  Act act;
+  Tensor y;
+  const char* name() const override {
+    static const char* names[] = {"ReluBackward", "SigmoidBackward", "TanhBackward"};
+    return names[int(act)];
+  }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gx = empty(y.shape(), y.dtype(), y.device());
+    kernels<ActivationKernels>(y.device()).backward(act, gx, y, g[0].contiguous());
+    return {gx};
+  }
+  void release() override { y = Tensor(); }
+};
+}  // namespace
+
+Tensor activation(Act a, const Tensor& x) {
+  LOUPE_CHECK(is_floating(x.dtype()), "activations need floating-point input, got ", dtype_name(x.dtype()));
+  Tensor xc = x.contiguous();
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(a, y, xc);
+  if (autograd::needs_grad({&x})) {
+    auto n = std::make_shared<ActivationBackward>();
+    n->act = a;
+    n->y = y.detach();
+    autograd::record(n, {&x}, {&y});
+  }
+  return y;
+}
+
+Tensor relu(const Tensor& x) { return activation(Act::Relu, x); }
+Tensor sigmoid(const Tensor& x) { return activation(Act::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return activation(Act::Tanh, x); }
+
+}  // namespace loupe

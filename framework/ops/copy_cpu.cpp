@@ -1,0 +1,72 @@
+#include <cstring>
+
+#include "core/dispatch.h"
+#include "ops/copy.h"
+#include "ops/cpu_util.h"
+
+namespace loupe {
+namespace {
+
+void copy_strided(const Tensor& dst, const Tensor& src) {
+  size_t es = dst.element_size();
+  char* d = static_cast<char*>(dst.data_ptr());
+  const char* s = static_cast<const char*>(src.data_ptr());
+  Shape st[2] = {dst.strides(), src.strides()};
+  cpu::strided_loop<2>(dst.shape(), st, 0, dst.numel(), [&](int64_t, int64_t od, int64_t os, int64_t) {
+    std::memcpy(d + od * int64_t(es), s + os * int64_t(es), es);
+  });
+}
+
+// Element conversion through float/double, with fp16/bf16 as bit patterns.
+double load(DType t, const void* p, int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::f64: return static_cast<const double*>(p)[i];
+    case DType::f16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DType::i32: return static_cast<const int32_t*>(p)[i];
+    case DType::u8: return static_cast<const uint8_t*>(p)[i];
+  }
+  return 0;
+}
+void store(DType t, void* p, int64_t i, double v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
+    case DType::f64: static_cast<double*>(p)[i] = v; break;
+    case DType::f16: static_cast<uint16_t*>(p)[i] = float_to_half(float(v)); break;
+    case DType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(float(v)); break;
+    case DType::i32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
+    case DType::u8: static_cast<uint8_t*>(p)[i] = uint8_t(v); break;
+  }
+}
+
+void cast(const Tensor& dst, const Tensor& src) {
+  DType dt = dst.dtype(), stp = src.dtype();
+  void* d = dst.data_ptr();
+  const void* s = src.data_ptr();
+  parallel_for(0, dst.numel(), cpu::kGrain, [&](int64_t b, int64_t e) {
+    if (dt == DType::f32 && stp == DType::f64) {
+      for (int64_t i = b; i < e; ++i) static_cast<float*>(d)[i] = float(static_cast<const double*>(s)[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) store(dt, d, i, load(stp, s, i));
+    }
+  });
+}
+
+void fill(const Tensor& dst, double v) {
+  void* d = dst.data_ptr();
+  DType t = dst.dtype();
+  if (t == DType::f32) {
+    float f = float(v);
+    float* p = static_cast<float*>(d);
+    for (int64_t i = 0; i < dst.numel(); ++i) p[i] = f;
+    return;
+  }
+  for (int64_t i = 0; i < dst.numel(); ++i) store(t, d, i, v);
+}
+
+const CopyKernels table{copy_strided, cast, fill};
+const RegisterBackend<CopyKernels> reg(DeviceType::CPU, &table);
+
+}  // namespace
+}  // namespace loupe

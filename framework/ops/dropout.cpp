@@ -1,0 +1,41 @@
+#include "ops/dropout.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+#include "core/random.h"
+
+namespace loupe {
+
+namespace {
+struct DropoutBackward : autograd::Node {
+  float p;
+  uint64_t seed, offset;
+  const char* name() const override { return "DropoutBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gy = g[0].contiguous();
+    Tensor gx = empty(gy.shape(), gy.dtype(), gy.device());
+    kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, seed, offset);  // the same mask, regenerated
+    return {gx};
+  }
+};
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
+  if (!training || p == 0) return x;
+  Generator& gen = default_generator();
+  uint64_t seed = gen.seed, offset = gen.take(uint64_t(x.numel()));
+  Tensor xc = x.contiguous();
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), seed, offset);
+  if (autograd::needs_grad({&x})) {
+    auto n = std::make_shared<DropoutBackward>();
+    n->p = float(p);
+    n->seed = seed;
+    n->offset = offset;
+    autograd::record(n, {&x}, {&y});
+  }
+  return y;
+}
+
+}  // namespace loupe

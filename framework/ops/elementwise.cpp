@@ -1,0 +1,130 @@
+#include "ops/elementwise.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+#include "ops/reduce.h"
+
+namespace loupe {
+
+using autograd::Node;
+
+namespace {
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  LOUPE_CHECK(a.device() == b.device(), op, ": tensors on ", a.device().str(), " and ", b.device().str(),
+              "; move one with .to()");
+  LOUPE_CHECK(a.dtype() == b.dtype(), op, ": dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), " differ");
+}
+
+struct BinaryBackward : Node {
+  BinaryOp op;
+  Tensor a, b;  // saved only where the gradient needs them
+  Shape a_shape, b_shape;
+  bool need_a = false, need_b = false;
+  const char* name() const override {
+    static const char* names[] = {"AddBackward", "SubBackward", "MulBackward", "DivBackward"};
+    return names[int(op)];
+  }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    Tensor ga, gb;
+    switch (op) {
+      case BinaryOp::Add: ga = g; gb = g; break;
+      case BinaryOp::Sub: ga = g; gb = mul(g, -1.0); break;
+      case BinaryOp::Mul:
+        if (need_a) ga = mul(g, b);
+        if (need_b) gb = mul(g, a);
+        break;
+      case BinaryOp::Div:
+        if (need_a) ga = div(g, b);
+        if (need_b) gb = mul(div(mul(g, a), mul(b, b)), -1.0);
+        break;
+    }
+    if (need_a) ga = sum_to(ga, a_shape); else ga = Tensor();
+    if (need_b) gb = sum_to(gb, b_shape); else gb = Tensor();
+    return {ga, gb};
+  }
+  void release() override { a = Tensor(); b = Tensor(); }
+};
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  check_same_device(a, b, name);
+  Shape s = broadcast_shapes(a.shape(), b.shape());
+  Tensor out = empty(s, a.dtype(), a.device());
+  if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).binary(op, out, a.expand(s), b.expand(s));
+  if (autograd::needs_grad({&a, &b})) {
+    auto n = std::make_shared<BinaryBackward>();
+    n->op = op;
+    n->a_shape = a.shape();
+    n->b_shape = b.shape();
+    n->need_a = a.requires_grad();
+    n->need_b = b.requires_grad();
+    if (op == BinaryOp::Mul || op == BinaryOp::Div) {
+      if (n->need_b) n->a = a.detach();
+      n->b = b.detach();
+    }
+    autograd::record(n, {&a, &b}, {&out});
+  }
+  return out;
+}
+
+struct AffineBackward : Node {
+  double scale;
+  const char* name() const override { return "ScalarBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {scale == 1.0 ? g[0] : mul(g[0], scale)}; }
+};
+
+Tensor affine(const Tensor& a, double m, double c) {
+  Tensor src = a.contiguous();
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(out, src, m, c);
+  if (autograd::needs_grad({&a})) {
+    auto n = std::make_shared<AffineBackward>();
+    n->scale = m;
+    autograd::record(n, {&a}, {&out});
+  }
+  return out;
+}
+
+struct BiasAddBackward : Node {
+  const char* name() const override { return "BiasAddBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    // db[c] = sum over every dimension but 1.
+    if (g.dim() == 2) return {g, sum(g, 0)};
+    Tensor g3 = g.contiguous().reshape(Shape{g.size(0), g.size(1), g.numel() / (g.size(0) * g.size(1))});
+    Tensor db = sum(sum(g3, 2), 0);
+    return {g, db};
+  }
+};
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b, "mul"); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b, "div"); }
+Tensor mul(const Tensor& a, double s) { return affine(a, s, 0.0); }
+Tensor add(const Tensor& a, double s) { return affine(a, 1.0, s); }
+
+Tensor bias_add(const Tensor& x, const Tensor& b) {
+  check_same_device(x, b, "bias_add");
+  LOUPE_CHECK(x.dim() >= 2 && b.dim() == 1 && b.size(0) == x.size(1), "bias_add: bias of shape ", b.shape().str(),
+              " does not match dimension 1 of ", x.shape().str());
+  Tensor xc = x.contiguous(), bc = b.contiguous();
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  int64_t outer = x.size(0), C = x.size(1), inner = C ? x.numel() / (outer * C) : 0;
+  if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
+  if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});
+  return out;
+}
+
+void add_(const Tensor& dst, const Tensor& src, double alpha) {
+  check_same_device(dst, src, "add_");
+  LOUPE_CHECK(dst.shape() == src.shape(), "add_: shapes ", dst.shape().str(), " and ", src.shape().str(), " differ");
+  LOUPE_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
+  if (dst.numel() == 0) return;
+  kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, src.contiguous());
+}
+
+}  // namespace loupe

@@ -1,0 +1,21 @@
+#include "ops/index.h"
+
+#include "core/dispatch.h"
+
+namespace loupe {
+
+Tensor index_select(const Tensor& src, const Tensor& idx, DType out_dtype, double scale) {
+  LOUPE_CHECK(src.dim() >= 1, "index_select needs a tensor with at least one dimension");
+  LOUPE_CHECK(idx.dtype() == DType::i32 && idx.dim() == 1, "index_select needs int32 indices [n]");
+  LOUPE_CHECK(idx.device() == src.device(), "index_select: indices on ", idx.device().str(), ", data on ",
+              src.device().str());
+  Shape s = src.shape();
+  s[0] = idx.size(0);
+  Tensor out = empty(s, out_dtype, src.device());
+  int64_t row = src.size(0) ? src.numel() / src.size(0) : 0;
+  if (out.numel() > 0)
+    kernels<IndexKernels>(src.device()).gather(out, src.contiguous(), idx.contiguous(), idx.size(0), row, scale);
+  return out;
+}
+
+}  // namespace loupe

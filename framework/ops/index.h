@@ -1,0 +1,16 @@
+// Row gathers: the batch of a data set that lives in device (or host) memory.
+#pragma once
+#include "core/tensor.h"
+
+namespace loupe {
+
+// out[i] = src[idx[i]] * scale along dimension 0, converted to out_dtype (uint8 images -> float
+// in [0, 1] with scale 1/255, uint8 labels -> int32). idx: int32 on src's device. No autograd.
+Tensor index_select(const Tensor& src, const Tensor& idx, DType out_dtype, double scale = 1.0);
+
+struct IndexKernels {
+  // src contiguous [rows, row_elems]; out contiguous [n, row_elems].
+  void (*gather)(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row_elems, double scale);
+};
+
+}  // namespace loupe

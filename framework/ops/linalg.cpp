@@ -1,0 +1,90 @@
+#include "ops/linalg.h"
+
+#include <algorithm>
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+#include "ops/elementwise.h"
+
+namespace loupe {
+
+namespace {
+// A 2-D operand as the GEMM sees it: data, leading dimension and whether it is stored transposed.
+struct Operand {
+  Tensor t;  // keeps a contiguous copy alive when one was needed
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+Operand as_operand(const Tensor& x) {
+  int64_t r = x.size(0), c = x.size(1);
+  const Shape& st = x.strides();
+  if ((st[1] == 1 || c == 1) && st[0] >= std::max<int64_t>(c, 1)) return {x, false, st[0]};
+  if ((st[0] == 1 || r == 1) && st[1] >= std::max<int64_t>(r, 1)) return {x, true, st[1]};
+  Tensor cx = x.contiguous();
+  return {cx, false, std::max<int64_t>(c, 1)};
+}
+
+// out = a @ b without autograd.
+Tensor gemm(const Tensor& a, const Tensor& b) {
+  Tensor out = empty(Shape{a.size(0), b.size(1)}, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  Operand A = as_operand(a), B = as_operand(b);
+  GemmArgs g;
+  g.ta = A.trans;
+  g.tb = B.trans;
+  g.M = a.size(0);
+  g.N = b.size(1);
+  g.K = a.size(1);
+  g.A = A.t.data_ptr();
+  g.lda = A.ld;
+  g.B = B.t.data_ptr();
+  g.ldb = B.ld;
+  g.C = out.data_ptr();
+  g.ldc = std::max<int64_t>(g.N, 1);
+  g.dtype = a.dtype();
+  if (g.K == 0) { fill_(out, 0); return out; }
+  kernels<LinalgKernels>(a.device()).gemm(g);
+  return out;
+}
+
+struct MatmulBackward : autograd::Node {
+  Tensor a, b;
+  bool need_a = false, need_b = false;
+  const char* name() const override { return "MatmulBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    Tensor ga = need_a ? gemm(g, b.t()) : Tensor();
+    Tensor gb = need_b ? gemm(a.t(), g) : Tensor();
+    return {ga, gb};
+  }
+  void release() override { a = b = Tensor(); }
+};
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  LOUPE_CHECK(a.dim() == 2 && b.dim() == 2, "matmul needs 2-D tensors, got ", a.shape().str(), " and ", b.shape().str());
+  LOUPE_CHECK(a.size(1) == b.size(0), "matmul: shapes ", a.shape().str(), " and ", b.shape().str(),
+              " do not chain (", a.size(1), " != ", b.size(0), ")");
+  LOUPE_CHECK(a.device() == b.device(), "matmul: tensors on ", a.device().str(), " and ", b.device().str());
+  LOUPE_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::f32 || a.dtype() == DType::f64),
+              "matmul supports float32 and float64 (same for both), got ", dtype_name(a.dtype()), " and ",
+              dtype_name(b.dtype()));
+  Tensor out = gemm(a, b);
+  if (autograd::needs_grad({&a, &b})) {
+    auto n = std::make_shared<MatmulBackward>();
+    n->need_a = a.requires_grad();
+    n->need_b = b.requires_grad();
+    if (n->need_b) n->a = a.detach();
+    if (n->need_a) n->b = b.detach();
+    autograd::record(n, {&a, &b}, {&out});
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor y = matmul(x, w.t());
+  return b.defined() ? bias_add(y, b) : y;
+}
+
+}  // namespace loupe

@@ -1,0 +1,33 @@
+// Matrix products: cuBLAS on the GPU, BLAS (or the built-in GEMM) on the CPU. Transposed views
+// are passed to the GEMM as transpose flags, never copied.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace loupe {
+
+// a [M, K] @ b [K, N] -> [M, N].
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x [N, in] @ w[out, in]^T + b[out]: a Linear layer (b may be undefined).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+
+struct GemmArgs {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0;
+  double alpha = 1, beta = 0;
+  const void* A = nullptr;
+  int64_t lda = 0;
+  const void* B = nullptr;
+  int64_t ldb = 0;
+  void* C = nullptr;
+  int64_t ldc = 0;
+  DType dtype = DType::f32;
+};
+
+struct LinalgKernels {
+  // Row-major C = alpha * op(A) op(B) + beta * C.
+  void (*gemm)(const GemmArgs& g);
+};
+
+}  // namespace loupe

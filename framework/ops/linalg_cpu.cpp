@@ -1,0 +1,21 @@
+#include "core/dispatch.h"
+#include "ops/gemm_cpu.h"
+#include "ops/linalg.h"
+
+namespace loupe {
+namespace {
+
+void gemm(const GemmArgs& g) {
+  if (g.dtype == DType::f32)
+    cpu::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, float(g.alpha), static_cast<const float*>(g.A), g.lda,
+                     static_cast<const float*>(g.B), g.ldb, float(g.beta), static_cast<float*>(g.C), g.ldc);
+  else
+    cpu::gemm<double>(g.ta, g.tb, g.M, g.N, g.K, g.alpha, static_cast<const double*>(g.A), g.lda,
+                      static_cast<const double*>(g.B), g.ldb, g.beta, static_cast<double*>(g.C), g.ldc);
+}
+
+const LinalgKernels table{gemm};
+const RegisterBackend<LinalgKernels> reg(DeviceType::CPU, &table);
+
+}  // namespace
+}  // namespace loupe

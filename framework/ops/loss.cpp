@@ -1,0 +1,79 @@
+#include "ops/loss.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+
+namespace loupe {
+
+namespace {
+struct CrossEntropyBackward : autograd::Node {
+  Tensor logits, labels;
+  const char* name() const override { return "CrossEntropyBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
+    kernels<LossKernels>(logits.device()).ce_backward(gx, logits, labels, g[0], logits.size(0), logits.size(1));
+    return {gx, Tensor()};
+  }
+  void release() override { logits = labels = Tensor(); }
+};
+
+struct BceBackward : autograd::Node {
+  Tensor logits, targets;
+  const char* name() const override { return "BinaryCrossEntropyWithLogitsBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
+    kernels<LossKernels>(logits.device()).bce_backward(gx, logits, targets, g[0], logits.numel());
+    return {gx, Tensor()};
+  }
+  void release() override { logits = targets = Tensor(); }
+};
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  LOUPE_CHECK(logits.dim() == 2 && is_floating(logits.dtype()), "cross_entropy needs float logits [N, C], got ",
+              logits.shape().str());
+  LOUPE_CHECK(labels.dtype() == DType::i32 && labels.dim() == 1 && labels.size(0) == logits.size(0),
+              "cross_entropy needs int32 labels [N] matching logits ", logits.shape().str(), ", got ",
+              labels.shape().str(), " ", dtype_name(labels.dtype()));
+  LOUPE_CHECK(labels.device() == logits.device(), "cross_entropy: logits and labels are on different devices");
+  Tensor lc = logits.contiguous(), yc = labels.contiguous();
+  Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
+  kernels<LossKernels>(logits.device()).ce_forward(loss, lc, yc, logits.size(0), logits.size(1));
+  if (autograd::needs_grad({&logits})) {
+    auto n = std::make_shared<CrossEntropyBackward>();
+    n->logits = lc.detach();
+    n->labels = yc;
+    autograd::record(n, {&logits, &labels}, {&loss});
+  }
+  return loss;
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets) {
+  LOUPE_CHECK(is_floating(logits.dtype()) && targets.dtype() == logits.dtype() && targets.numel() == logits.numel(),
+              "binary_cross_entropy_with_logits needs float logits and float targets of the same size, got ",
+              logits.shape().str(), " and ", targets.shape().str());
+  LOUPE_CHECK(targets.device() == logits.device(), "binary_cross_entropy_with_logits: tensors on different devices");
+  Tensor lc = logits.contiguous(), tc = targets.contiguous();
+  Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
+  kernels<LossKernels>(logits.device()).bce_forward(loss, lc, tc, logits.numel());
+  if (autograd::needs_grad({&logits})) {
+    auto n = std::make_shared<BceBackward>();
+    n->logits = lc.detach();
+    n->targets = tc;
+    autograd::record(n, {&logits, &targets}, {&loss});
+  }
+  return loss;
+}
+
+Tensor count_correct(const Tensor& logits, const Tensor& labels) {
+  int64_t N = logits.size(0), C = logits.dim() == 2 ? logits.size(1) : 1;
+  LOUPE_CHECK(logits.dim() <= 2 && labels.numel() == N, "count_correct: logits ", logits.shape().str(),
+              " and labels ", labels.shape().str(), " do not match");
+  LOUPE_CHECK(C > 1 ? labels.dtype() == DType::i32 : labels.dtype() == logits.dtype(),
+              "count_correct: labels must be int32 for classes, float for binary outputs");
+  Tensor out = empty(Shape{}, DType::f32, logits.device());
+  kernels<LossKernels>(logits.device()).count_correct(out, logits.contiguous(), labels.contiguous(), N, C);
+  return out;
+}
+
+}  // namespace loupe

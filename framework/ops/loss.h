@@ -1,0 +1,29 @@
+// Losses with their activation fused in (numerically stable, one kernel each way), and the
+// correct-prediction count. Losses are means over the batch; results stay on the device.
+#pragma once
+#include "core/tensor.h"
+
+namespace loupe {
+
+// logits [N, C] float, labels [N] int32 in [0, C): mean of -log softmax(logits)[label].
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+// logits of any shape, targets float of the same numel in [0, 1]: mean of BCE(sigmoid(logits), t).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets);
+// How many rows are classified correctly, as a float32 scalar on logits' device; no autograd.
+// logits [N, C] with C > 1: argmax == label; logits [N] or [N, 1]: (logit > 0) == (label > 0.5).
+Tensor count_correct(const Tensor& logits, const Tensor& labels);
+
+struct LossKernels {
+  // loss: scalar; logits [N, C]; labels int32 [N].
+  void (*ce_forward)(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C);
+  // gx = (softmax(logits) - onehot(label)) * gloss / N; gloss is a device scalar.
+  void (*ce_backward)(const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss,
+                      int64_t N, int64_t C);
+  void (*bce_forward)(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n);
+  void (*bce_backward)(const Tensor& gx, const Tensor& logits, const Tensor& targets, const Tensor& gloss,
+                       int64_t n);
+  // out: float32 scalar; C == 1 means binary.
+  void (*count_correct)(const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C);
+};
+
+}  // namespace loupe

@@ -1,0 +1,77 @@
+#include "ops/reduce.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+#include "ops/elementwise.h"
+
+namespace loupe {
+
+namespace {
+// Gradient of a reduction: broadcast g (shaped like the kept dimensions) back to the input shape.
+struct SumBackward : autograd::Node {
+  Shape in_shape, kept_shape;  // kept_shape: the output with the reduced dimension kept as 1
+  double scale = 1.0;
+  const char* name() const override { return "SumBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gk = g[0].reshape(kept_shape).expand(in_shape).contiguous();
+    return {scale == 1.0 ? gk : gk * scale};
+  }
+};
+
+Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
+  LOUPE_CHECK(is_floating(x.dtype()), "sum/mean need floating-point input");
+  Tensor xc = x.contiguous();
+  int d = wrap_dim(dim, x.dim());
+  int64_t outer = 1, inner = 1, n = x.size(d);
+  for (int i = 0; i < d; ++i) outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Shape kept = x.shape(), out_shape;
+  kept[d] = 1;
+  for (int i = 0; i < x.dim(); ++i)
+    if (i != d || keepdim) out_shape.push_back(kept[i]);
+  double scale = mean_of ? 1.0 / double(n) : 1.0;
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  if (out.numel() > 0) kernels<ReduceKernels>(x.device()).sum_dim(out, xc, outer, n, inner, scale);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SumBackward>();
+    node->in_shape = x.shape();
+    node->kept_shape = kept;
+    node->scale = scale;
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
+Tensor reduce_all(const Tensor& x, bool mean_of) {
+  Tensor flat = x.reshape(Shape{x.numel()});
+  return reduce_dim(flat, 0, false, mean_of);
+}
+}  // namespace
+
+Tensor sum(const Tensor& x) { return reduce_all(x, false); }
+Tensor mean(const Tensor& x) { return reduce_all(x, true); }
+Tensor sum(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, false); }
+Tensor mean(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, true); }
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  Tensor r = g;
+  int lead = g.dim() - shape.size();
+  for (int i = 0; i < lead; ++i) r = sum(r, 0);  // dimensions broadcasting added in front
+  for (int i = 0; i < shape.size(); ++i)
+    if (shape[i] == 1 && r.size(i) != 1) r = sum(r, i, true);
+  return r;
+}
+
+Tensor argmax(const Tensor& x) {
+  LOUPE_CHECK(x.dim() >= 1 && x.size(-1) > 0, "argmax needs a non-empty last dimension");
+  Tensor xc = x.contiguous();
+  int64_t cols = x.size(-1), rows = x.numel() / cols;
+  Shape s;
+  for (int i = 0; i + 1 < x.dim(); ++i) s.push_back(x.size(i));
+  Tensor out = empty(s, DType::i32, x.device());
+  if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(out, xc, rows, cols);
+  return out;
+}
+
+}  // namespace loupe

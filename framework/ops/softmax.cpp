@@ -1,0 +1,41 @@
+#include "ops/softmax.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+
+namespace loupe {
+
+namespace {
+struct SoftmaxBackward : autograd::Node {
+  bool log;
+  Tensor y;
+  const char* name() const override { return log ? "LogSoftmaxBackward" : "SoftmaxBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    int64_t cols = y.size(-1), rows = y.numel() / cols;
+    Tensor gx = empty(y.shape(), y.dtype(), y.device());
+    kernels<SoftmaxKernels>(y.device()).backward(log, gx, y, g[0].contiguous(), rows, cols);
+    return {gx};
+  }
+  void release() override { y = Tensor(); }
+};
+
+Tensor softmax_impl(const Tensor& x, bool log) {
+  LOUPE_CHECK(x.dim() >= 1 && is_floating(x.dtype()), "softmax needs a floating-point tensor of at least 1 dimension");
+  Tensor xc = x.contiguous();
+  int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  if (y.numel() > 0) kernels<SoftmaxKernels>(x.device()).forward(log, y, xc, rows, cols);
+  if (autograd::needs_grad({&x})) {
+    auto n = std::make_shared<SoftmaxBackward>();
+    n->log = log;
+    n->y = y.detach();
+    autograd::record(n, {&x}, {&y});
+  }
+  return y;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x) { return softmax_impl(x, false); }
+Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true); }
+
+}  // namespace loupe

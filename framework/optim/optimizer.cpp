@@ -1,0 +1,57 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "core/dispatch.h"
+
+namespace loupe::optim {
+
+Tensor& Optimizer::add_state(const std::string& name) {
+  state_.emplace_back(name, zeros(arena_.values().shape(), DType::f32, arena_.device()));
+  return state_.back().second;
+}
+
+SGD::SGD(nn::ParameterArena& arena, double lr, double momentum, bool nesterov, double weight_decay)
+    : Optimizer(arena), momentum_(momentum), weight_decay_(weight_decay), nesterov_(nesterov) {
+  lr_ = lr;
+  LOUPE_CHECK(!nesterov || momentum > 0, "Nesterov momentum needs momentum > 0");
+  add_state("momentum_buffer");
+}
+
+void SGD::step() {
+  ++steps_;
+  kernels<OptimKernels>(arena_.device())
+      .sgd(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(momentum_), nesterov_,
+           float(weight_decay_));
+}
+
+RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
+    : Optimizer(arena), rho_(rho), eps_(eps) {
+  lr_ = lr;
+  add_state("square_avg");
+}
+
+void RMSprop::step() {
+  ++steps_;
+  kernels<OptimKernels>(arena_.device())
+      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_));
+}
+
+Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Optimizer(arena), beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay) {
+  lr_ = lr;
+  add_state("exp_avg");
+  add_state("exp_avg_sq");
+}
+
+void Adam::step() {
+  ++steps_;
+  // The bias corrections depend only on the host's step count: no device read-back.
+  float bias1 = float(1.0 - std::pow(beta1_, double(steps_)));
+  float bias2 = float(1.0 - std::pow(beta2_, double(steps_)));
+  kernels<OptimKernels>(arena_.device())
+      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(beta1_),
+            float(beta2_), float(eps_), bias1, bias2, float(weight_decay_));
+}
+
+}  // namespace loupe::optim

@@ -1,0 +1,270 @@
+#include "train/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+
+namespace loupe {
+namespace {
+
+constexpr char kMagic[8] = {'L', 'O', 'U', 'P', 'E', 'C', 'K', 'P'};
+constexpr char kEndMarker[8] = {'L', 'O', 'U', 'P', 'E', 'E', 'N', 'D'};
+constexpr size_t kHeader = sizeof kMagic + 4;        // magic + version
+constexpr size_t kTrailer = 4 + sizeof kEndMarker;  // crc32 + end marker
+
+// zlib's crc32 takes a 32-bit length, so large records go in 1 GiB pieces.
+uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
+  auto p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, size_t{1} << 30));
+    crc = static_cast<uint32_t>(crc32(crc, p, chunk));
+    p += chunk;
+    n -= chunk;
+  }
+  return crc;
+}
+
+uint64_t load_le(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+[[noreturn]] void io_fail(const std::string& what, const std::string& path, int err) {
+  throw Error("cannot " + what + " checkpoint '" + path + "': " + std::strerror(err));
+}
+
+// The temp file is removed on every path out of write_checkpoint_file except a successful
+// rename, so a failed write never leaves debris beside the checkpoint.
+struct TempFile {
+  std::string path;
+  FILE* f = nullptr;
+  bool renamed = false;
+  ~TempFile() {
+    if (f) std::fclose(f);
+    if (!renamed) std::remove(path.c_str());
+  }
+};
+
+// Streams little-endian fields to the file and keeps the running CRC, so the records are
+// never copied into one big buffer.
+class Writer {
+ public:
+  Writer(FILE* f, const std::string& path) : f_(f), path_(path) {}
+  void raw(const void* p, size_t n) {
+    if (n == 0) return;
+    if (std::fwrite(p, 1, n, f_) != n) io_fail("write", path_, errno);
+    crc_ = crc_update(crc_, p, n);
+  }
+  void le(uint64_t v, int n) {
+    uint8_t b[8];
+    for (int i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    raw(b, n);
+  }
+  void u32(size_t v, const char* what) {
+    if (v > std::numeric_limits<uint32_t>::max())
+      throw Error("cannot write checkpoint '" + path_ + "': " + what + " is too large");
+    le(v, 4);
+  }
+  void str(const std::string& s, const char* what) {
+    u32(s.size(), what);
+    raw(s.data(), s.size());
+  }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  FILE* f_;
+  const std::string& path_;
+  uint32_t crc_ = 0;
+};
+
+// Bounds-checked view of the verified body: every length is checked against what remains
+// before anything is allocated, so a bad length is an Error, not a huge allocation.
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n, const std::string& who) : p_(p), n_(n), who_(who) {}
+  size_t left() const { return n_ - pos_; }
+  const uint8_t* take(uint64_t n, const std::string& what) {
+    if (n > left())
+      throw Error(who_ + " is corrupt: " + what + " needs " + std::to_string(n) +
+                  " bytes at offset " + std::to_string(pos_) + " but only " +
+                  std::to_string(left()) + " remain");
+    const uint8_t* p = p_ + pos_;
+    pos_ += n;
+    return p;
+  }
+  uint64_t le(int n, const std::string& what) { return load_le(take(n, what), n); }
+  std::string str(const std::string& what) {
+    const uint64_t n = le(4, what + " length");
+    const uint8_t* p = take(n, what);
+    return std::string(reinterpret_cast<const char*>(p), n);
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, pos_ = 0;
+  const std::string& who_;
+};
+
+std::vector<uint8_t> read_all(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    if (errno == ENOENT) throw Error("checkpoint '" + path + "' does not exist");
+    io_fail("open", path, errno);
+  }
+  std::vector<uint8_t> data;
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.insert(data.end(), buf, buf + n);
+  const bool failed = std::ferror(f);
+  const int err = errno;  // e.g. EISDIR when path is a directory
+  std::fclose(f);
+  if (failed) io_fail("read", path, err);
+  return data;
+}
+
+}  // namespace
+
+const CheckpointRecord* CheckpointFile::find(const std::string& name) const {
+  for (const auto& r : records)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+std::string CheckpointFile::meta_value(const std::string& key, const std::string& fallback) const {
+  for (const auto& kv : meta)
+    if (kv.first == key) return kv.second;
+  return fallback;
+}
+
+void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
+  // Refuse rather than create directories: a typo in --checkpoint-dir should not silently
+  // scatter checkpoints somewhere new.
+  const std::string dir = parent_dir(path);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error("cannot write checkpoint '" + path + "': directory '" + dir +
+                "' does not exist; create it first");
+  std::set<std::string> names;
+  for (const auto& r : ckpt.records)
+    if (!names.insert(r.name).second)
+      throw Error("cannot write checkpoint '" + path + "': record '" + r.name + "' appears twice");
+
+  TempFile tmp{path + ".tmp." + std::to_string(getpid())};
+  tmp.f = std::fopen(tmp.path.c_str(), "wb");
+  if (!tmp.f) io_fail("write", path, errno);
+
+  Writer w(tmp.f, path);
+  w.raw(kMagic, sizeof kMagic);
+  w.le(kCheckpointVersion, 4);
+  w.str(ckpt.model, "model name");
+  w.u32(ckpt.meta.size(), "meta count");
+  for (const auto& kv : ckpt.meta) {
+    w.str(kv.first, "meta key");
+    w.str(kv.second, "meta value");
+  }
+  w.u32(ckpt.records.size(), "record count");
+  for (const auto& r : ckpt.records) {
+    w.str(r.name, "record name");
+    w.le(static_cast<uint32_t>(r.dtype), 4);
+    w.u32(r.shape.size(), "record rank");
+    for (int64_t d : r.shape) w.le(static_cast<uint64_t>(d), 8);
+    w.le(r.bytes.size(), 8);
+    w.raw(r.bytes.data(), r.bytes.size());
+  }
+  w.le(w.crc(), 4);
+  w.raw(kEndMarker, sizeof kEndMarker);
+
+  // The data must be on disk before the rename makes it visible under the real name.
+  if (std::fflush(tmp.f) != 0 || fsync(fileno(tmp.f)) != 0) io_fail("write", path, errno);
+  const int closed = std::fclose(tmp.f);
+  tmp.f = nullptr;
+  if (closed != 0) io_fail("write", path, errno);
+  if (std::rename(tmp.path.c_str(), path.c_str()) != 0) io_fail("rename into", path, errno);
+  tmp.renamed = true;
+  // Best effort: fsync the directory so the rename itself survives a power loss.
+  const int fd = open(dir.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+CheckpointFile read_checkpoint_file(const std::string& path) {
+  const std::vector<uint8_t> data = read_all(path);
+  const std::string who = "checkpoint '" + path + "'";
+  const size_t n = data.size();
+
+  // A file that starts like the magic but stops early was cut off; anything else is foreign.
+  if (!std::equal(data.begin(), data.begin() + std::min(n, sizeof kMagic), kMagic))
+    throw Error("'" + path + "' is not a loupe checkpoint (it does not start with LOUPECKP)");
+  if (n < kHeader)
+    throw Error(who + " is truncated: only " + std::to_string(n) + " bytes, shorter than the header");
+  // The version comes before the trailer check: a newer format may end differently.
+  const uint64_t version = load_le(data.data() + sizeof kMagic, 4);
+  if (version > kCheckpointVersion)
+    throw Error(who + " was written by a newer loupe (format version " + std::to_string(version) +
+                "); this loupe reads version " + std::to_string(kCheckpointVersion));
+  if (version != kCheckpointVersion)
+    throw Error(who + " has unknown format version " + std::to_string(version) +
+                "; this loupe reads version " + std::to_string(kCheckpointVersion));
+  if (n < kHeader + kTrailer ||
+      std::memcmp(data.data() + n - sizeof kEndMarker, kEndMarker, sizeof kEndMarker) != 0)
+    throw Error(who + " is truncated: " + std::to_string(n) +
+                " bytes and no end marker (was the write interrupted?)");
+
+  // Verify the checksum before parsing, so nothing below ever trusts unverified bytes.
+  const size_t body = n - kTrailer;
+  const uint32_t stored = static_cast<uint32_t>(load_le(data.data() + body, 4));
+  if (stored != crc_update(0, data.data(), body))
+    throw Error(who + " is corrupt: its CRC32 does not match its contents");
+
+  Reader r(data.data(), body, who);
+  r.take(kHeader, "header");
+  CheckpointFile ckpt;
+  ckpt.model = r.str("model name");
+  const uint64_t n_meta = r.le(4, "meta count");
+  for (uint64_t i = 0; i < n_meta; ++i) {
+    std::string key = r.str("meta key");
+    ckpt.meta.emplace_back(std::move(key), r.str("meta value"));
+  }
+  const uint64_t n_records = r.le(4, "record count");
+  for (uint64_t i = 0; i < n_records; ++i) {
+    CheckpointRecord rec;
+    rec.name = r.str("record name");
+    const std::string what = "record '" + rec.name + "'";
+    rec.dtype = static_cast<int32_t>(r.le(4, what + " dtype"));
+    const uint64_t rank = r.le(4, what + " rank");
+    const uint8_t* dims = r.take(rank * 8, what + " shape");
+    for (uint64_t d = 0; d < rank; ++d)
+      rec.shape.push_back(static_cast<int64_t>(load_le(dims + 8 * d, 8)));
+    const uint64_t n_bytes = r.le(8, what + " size");
+    const uint8_t* p = r.take(n_bytes, what + " data");
+    rec.bytes.assign(p, p + n_bytes);
+    ckpt.records.push_back(std::move(rec));
+  }
+  if (r.left() != 0)
+    throw Error(who + " is corrupt: " + std::to_string(r.left()) +
+                " unexpected bytes after the last record");
+  return ckpt;
+}
+
+}  // namespace loupe

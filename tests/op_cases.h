@@ -1,0 +1,95 @@
+// One table of ops (after ggml's test-backend-ops): every op is checked by gradcheck in float64 on
+// the CPU (test_ops_grad.cpp) and by CPU-vs-CUDA parity on random inputs (test_ops_cuda.cpp).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loupe.h"
+
+namespace loupe::test {
+
+enum class Kind { Float, Positive, Labels, Targets01 };
+
+struct InputSpec {
+  Shape shape;
+  Kind kind = Kind::Float;
+  int classes = 0;  // Labels: values in [0, classes)
+};
+
+struct OpCase {
+  std::string name;
+  std::vector<InputSpec> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+};
+
+// Random inputs, never zero: floats in +-[0.1, 1.1], positives in [0.5, 1.5].
+inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed) {
+  std::vector<Tensor> xs;
+  uint64_t off = 0;
+  for (const InputSpec& s : c.inputs) {
+    int64_t n = s.shape.numel();
+    if (s.kind == Kind::Labels) {
+      std::vector<int32_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t(philox(seed, off + uint64_t(i), 7).v[0] % uint32_t(s.classes));
+      xs.push_back(from_vector(v, s.shape));
+    } else {
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        double u = philox_uniform(seed, off, uint64_t(i));
+        double sign = philox(seed, off + uint64_t(i), 9).v[1] & 1 ? 1.0 : -1.0;
+        v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) : s.kind == Kind::Positive ? 0.5 + u : u;
+      }
+      Tensor t = from_vector(v, s.shape).to(dt);
+      if (s.kind != Kind::Targets01) t.requires_grad_(true);
+      xs.push_back(t);
+    }
+    off += uint64_t(n);
+  }
+  return xs;
+}
+
+inline std::vector<OpCase> op_cases() {
+  using V = const std::vector<Tensor>&;
+  std::vector<OpCase> c;
+  c.push_back({"add_same", {{{3, 5}}, {{3, 5}}}, [](V x) { return x[0] + x[1]; }});
+  c.push_back({"add_broadcast_row", {{{4, 6}}, {{6}}}, [](V x) { return x[0] + x[1]; }});
+  c.push_back({"sub_broadcast_col", {{{4, 6}}, {{4, 1}}}, [](V x) { return x[0] - x[1]; }});
+  c.push_back({"mul_broadcast_3d", {{{2, 3, 4}}, {{3, 1}}}, [](V x) { return x[0] * x[1]; }});
+  c.push_back({"div", {{{3, 7}}, {{3, 7}, Kind::Positive}}, [](V x) { return x[0] / x[1]; }});
+  c.push_back({"div_broadcast", {{{5}, Kind::Float}, {{2, 5}, Kind::Positive}}, [](V x) { return x[0] / x[1]; }});
+  c.push_back({"scalar_affine", {{{4, 3}}}, [](V x) { return x[0] * 2.5 + 1.0; }});
+  c.push_back({"bias_add_2d", {{{5, 7}}, {{7}}}, [](V x) { return bias_add(x[0], x[1]); }});
+  c.push_back({"bias_add_4d", {{{2, 3, 2, 2}}, {{3}}}, [](V x) { return bias_add(x[0], x[1]); }});
+  c.push_back({"relu", {{{6, 9}}}, [](V x) { return relu(x[0]); }});
+  c.push_back({"sigmoid", {{{6, 9}}}, [](V x) { return sigmoid(x[0]); }});
+  c.push_back({"tanh", {{{6, 9}}}, [](V x) { return tanh(x[0]); }});
+  c.push_back({"dropout", {{{8, 33}}}, [](V x) { manual_seed(42); return dropout(x[0], 0.3, true); }});
+  c.push_back({"sum_all", {{{4, 5}}}, [](V x) { return sum(x[0]); }});
+  c.push_back({"mean_all", {{{4, 5}}}, [](V x) { return mean(x[0]); }});
+  c.push_back({"sum_dim0", {{{4, 5}}}, [](V x) { return sum(x[0], 0); }});
+  c.push_back({"sum_dim1_keep", {{{3, 4, 5}}}, [](V x) { return sum(x[0], 1, true); }});
+  c.push_back({"mean_dim_last", {{{3, 4, 5}}}, [](V x) { return mean(x[0], -1); }});
+  c.push_back({"softmax", {{{5, 7}}}, [](V x) { return softmax(x[0]); }});
+  c.push_back({"log_softmax", {{{5, 7}}}, [](V x) { return log_softmax(x[0]); }});
+  c.push_back({"cross_entropy", {{{6, 10}}, {{6}, Kind::Labels, 10}},
+               [](V x) { return cross_entropy(x[0], x[1]); }});
+  c.push_back({"bce_with_logits", {{{9}}, {{9}, Kind::Targets01}},
+               [](V x) { return binary_cross_entropy_with_logits(x[0], x[1]); }});
+  c.push_back({"matmul", {{{5, 7}}, {{7, 3}}}, [](V x) { return matmul(x[0], x[1]); }});
+  c.push_back({"matmul_transposed_views", {{{7, 5}}, {{3, 7}}},
+               [](V x) { return matmul(x[0].t(), x[1].t()); }});
+  c.push_back({"matmul_odd", {{{1, 13}}, {{13, 1}}}, [](V x) { return matmul(x[0], x[1]); }});
+  c.push_back({"linear", {{{4, 6}}, {{3, 6}}, {{3}}}, [](V x) { return linear(x[0], x[1], x[2]); }});
+  c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return x[0].flatten(1) * x[0].flatten(1); }});
+  c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return x[0].t().contiguous() * 2.0; }});
+  c.push_back({"slice", {{{5, 4}}}, [](V x) { return x[0].slice(0, 1, 4) * x[0].slice(0, 2, 5); }});
+  c.push_back({"mlp_chain", {{{4, 6}}, {{5, 6}}, {{5}}, {{3, 5}}, {{4}, Kind::Labels, 3}},
+               [](V x) {
+                 Tensor h = relu(linear(x[0], x[1], x[2]));
+                 return cross_entropy(matmul(h, x[3].t()), x[4]);
+               }});
+  return c;
+}
+
+}  // namespace loupe::test

@@ -1,0 +1,154 @@
+// Tensor basics: views, copies, dtypes, autograd bookkeeping, RNG and the parameter arena.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loupe.h"
+
+using namespace loupe;
+
+TEST(Tensor, ViewsShareStorage) {
+  Tensor x = from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, Shape{2, 3});
+  Tensor t = x.t();
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.contiguous().to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  Tensor s = x.slice(1, 1, 3);
+  EXPECT_EQ(s.contiguous().to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
+  Tensor r = x.reshape(Shape{3, 2});
+  EXPECT_EQ(r.data_ptr(), x.data_ptr());
+  EXPECT_EQ(x.flatten(0).shape(), (Shape{6}));
+}
+
+TEST(Tensor, DtypeConversionsRoundTrip) {
+  Tensor x = from_vector(std::vector<float>{0.5f, -2.25f, 1024.f, 3.1415926f, 1e-5f}, Shape{5});
+  std::vector<float> h = x.to(DType::f16).to(DType::f32).to_vector<float>();
+  EXPECT_FLOAT_EQ(h[0], 0.5f);
+  EXPECT_FLOAT_EQ(h[1], -2.25f);
+  EXPECT_FLOAT_EQ(h[2], 1024.f);
+  EXPECT_NEAR(h[3], 3.1415926f, 2e-3);
+  EXPECT_NEAR(h[4], 1e-5f, 1e-7);
+  std::vector<float> b = x.to(DType::bf16).to(DType::f32).to_vector<float>();
+  EXPECT_NEAR(b[3], 3.1415926f, 2e-2);
+  EXPECT_EQ(x.to(DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, -2, 1024, 3, 0}));
+  EXPECT_EQ(half_to_float(float_to_half(65504.f)), 65504.f);
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
+}
+
+TEST(Tensor, BroadcastErrorsAreClear) {
+  Tensor a = zeros(Shape{2, 3}), b = zeros(Shape{4});
+  try {
+    (void)(a + b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3] and [4] do not broadcast"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Autograd, AccumulatesAndReleases) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, Shape{3});
+  x.requires_grad_(true);
+  Tensor y = sum(x * x);
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_THROW(y.backward(), Error);  // the graph was freed
+  sum(x).backward();                  // gradients accumulate across backward calls
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 5, 7}));
+}
+
+TEST(Autograd, NoGradGuardRecordsNothing) {
+  Tensor x = ones(Shape{2});
+  x.requires_grad_(true);
+  NoGradGuard g;
+  Tensor y = x * 2.0;
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_FALSE(y.grad_fn());
+}
+
+TEST(Autograd, TensorUsedTwiceGetsBothGradients) {
+  Tensor x = from_vector(std::vector<float>{1, -2}, Shape{2});
+  x.requires_grad_(true);
+  Tensor y = sum(relu(x) + x * 3.0);
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 3}));
+}
+
+TEST(Random, PhiloxIsDeterministicAndUniform) {
+  double s = 0;
+  for (uint64_t i = 0; i < 40000; ++i) s += philox_uniform(7, 0, i);
+  EXPECT_NEAR(s / 40000, 0.5, 0.01);
+  EXPECT_EQ(philox_uniform(7, 3, 5), philox_uniform(7, 3, 5));
+  EXPECT_NE(philox_uniform(7, 3, 5), philox_uniform(8, 3, 5));
+}
+
+TEST(Dropout, MaskRateAndScale) {
+  manual_seed(3);
+  Tensor x = ones(Shape{100000});
+  std::vector<float> y = dropout(x, 0.2, true).to_vector<float>();
+  int64_t kept = 0;
+  for (float v : y) {
+    if (v != 0) { ++kept; EXPECT_FLOAT_EQ(v, 1.25f); }
+  }
+  EXPECT_NEAR(double(kept) / 100000, 0.8, 0.01);
+  EXPECT_TRUE(dropout(x, 0.2, false).same(x));
+}
+
+TEST(Arena, ParametersAreViewsAndOneMemsetZeroesGrads) {
+  manual_seed(1);
+  nn::Sequential m;
+  m.add("fc1", std::make_shared<nn::Linear>(4, 3)).add("act", std::make_shared<nn::ReLU>())
+   .add("fc2", std::make_shared<nn::Linear>(3, 2));
+  EXPECT_EQ(m.num_parameters(), 4 * 3 + 3 + 3 * 2 + 2);
+  std::vector<float> w_before = m.parameters()[0].to_vector<float>();
+  m.to(kCPU);
+  nn::ParameterArena& a = m.arena();
+  EXPECT_EQ(m.parameters()[0].to_vector<float>(), w_before);
+  EXPECT_EQ(a.num_parameters(), m.num_parameters());
+  // Every parameter lies inside the arena.
+  for (const Tensor& p : m.parameters()) {
+    const char* base = static_cast<const char*>(a.values().data_ptr());
+    const char* pp = static_cast<const char*>(p.data_ptr());
+    EXPECT_GE(pp, base);
+    EXPECT_LE(pp + p.nbytes(), base + a.values().nbytes());
+  }
+  Tensor x = ones(Shape{5, 4});
+  sum(m(x)).backward();
+  EXPECT_NE(sum(a.grads()).item(), 0.0);
+  a.zero_grad();
+  EXPECT_EQ(sum(a.grads().to(DType::f64)).item(), 0.0);
+  EXPECT_EQ(sum(m.parameters()[0].grad()).item(), 0.0);
+}
+
+TEST(Optim, SgdMatchesTheFormula) {
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(2, 1, false));
+  m.to(kCPU);
+  Tensor w = m.parameters()[0];
+  std::vector<float> w0 = w.to_vector<float>();
+  optim::SGD opt(m.arena(), 0.1, 0.9, true);
+  Tensor x = from_vector(std::vector<float>{1, 2}, Shape{1, 2});
+  sum(m(x)).backward();  // grad = x
+  opt.step();
+  // buf = g; nesterov: g + 0.9 * buf = 1.9 g
+  std::vector<float> w1 = w.to_vector<float>();
+  EXPECT_NEAR(w1[0], w0[0] - 0.1f * 1.9f * 1, 1e-6);
+  EXPECT_NEAR(w1[1], w0[1] - 0.1f * 1.9f * 2, 1e-6);
+}
+
+TEST(Optim, RmspropAndAdamFirstStep) {
+  for (int which = 0; which < 2; ++which) {
+    nn::Sequential m;
+    m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+    m.to(kCPU);
+    Tensor w = m.parameters()[0];
+    float w0 = w.to_vector<float>()[0];
+    std::unique_ptr<optim::Optimizer> opt;
+    if (which == 0) opt = std::make_unique<optim::RMSprop>(m.arena(), 0.01, 0.9, 1e-7);
+    else opt = std::make_unique<optim::Adam>(m.arena(), 0.01);
+    sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))).backward();  // g = 2
+    opt->step();
+    float expect = which == 0 ? w0 - 0.01f * 2 / (std::sqrt(0.1f * 4) + 1e-7f)  // v = 0.1 g^2
+                              : w0 - 0.01f;                                   // Adam: mhat / sqrt(vhat) = 1
+    EXPECT_NEAR(w.to_vector<float>()[0], expect, 1e-5) << opt->name();
+  }
+}
