@@ -23,6 +23,8 @@ struct OpCase {
   std::function<Tensor(const std::vector<Tensor>&)> f;
 };
 
+inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+
 // Random inputs, never zero: floats in +-[0.1, 1.1], positives in [0.5, 1.5].
 inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed) {
   std::vector<Tensor> xs;

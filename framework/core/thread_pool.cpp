@@ -1,6 +1,8 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -21,8 +23,18 @@ using Fn = std::function<void(int64_t, int64_t)>;
 // so nested calls neither wait for busy workers (deadlock) nor oversubscribe the cores.
 thread_local bool t_inside = false;
 
-// Workers sleep on a condition variable between calls; a call publishes one job (fn, range,
-// chunk count) and everyone, the caller included, claims chunks until none are left.
+// Waking a sleeping thread costs tens of microseconds (a futex and an inter-processor interrupt,
+// more in a VM), as long as a small op itself. So workers poll a little before sleeping, which
+// lets back-to-back ops find them awake, and the caller polls for the last chunk to finish.
+// yield() keeps the polling from starving other threads (the data loader) of a core.
+template <class Ready>
+void spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  while (!ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+}
+
+// A call publishes one job (fn, range, chunk count) and everyone, the caller included, claims
+// chunks until none are left. Workers sleep on a condition variable between calls.
 class Pool {
  public:
   std::mutex call_mutex;  // held by the one parallel_for that owns the pool
@@ -34,23 +46,27 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
+      wake_ = true;
     }
     work_cv_.notify_all();
     for (std::thread& w : workers_) w.join();
     workers_.clear();
-    stop_ = false;
+    stop_ = wake_ = false;
     for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
   }
 
   void run(int64_t begin, int64_t n, int64_t nchunks, const Fn& fn) {
     std::unique_lock<std::mutex> lock(m_);
-    fn_ = &fn, begin_ = begin, n_ = n, nchunks_ = nchunks, next_ = 0, done_ = 0;
+    fn_ = &fn, begin_ = begin, n_ = n, nchunks_ = nchunks, next_ = 0, done_ = 0, wake_ = true;
     // Wake only as many workers as there are chunks left after the caller's first one.
     if (nchunks - 1 >= int64_t(workers_.size())) work_cv_.notify_all();
     else for (int64_t i = 1; i < nchunks; ++i) work_cv_.notify_one();
     t_inside = true;
     drain(lock);
     t_inside = false;
+    lock.unlock();
+    spin_until([&] { return done_ == nchunks; });
+    lock.lock();
     done_cv_.wait(lock, [&] { return done_ == nchunks_; });
     fn_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
@@ -63,6 +79,7 @@ class Pool {
   void drain(std::unique_lock<std::mutex>& lock) {
     while (next_ < nchunks_) {
       const int64_t c = next_++;
+      if (next_ == nchunks_) wake_ = false;
       const int64_t size = n_ / nchunks_, rem = n_ % nchunks_;  // first `rem` chunks get one more
       const int64_t b = begin_ + c * size + std::min(c, rem), e = b + size + (c < rem);
       const Fn& fn = *fn_;
@@ -81,8 +98,9 @@ class Pool {
 
   void work() {
     t_inside = true;
-    std::unique_lock<std::mutex> lock(m_);
     for (;;) {
+      spin_until([&] { return wake_.load(std::memory_order_relaxed); });
+      std::unique_lock<std::mutex> lock(m_);
       work_cv_.wait(lock, [&] { return stop_ || next_ < nchunks_; });
       if (stop_) return;
       drain(lock);
@@ -94,7 +112,10 @@ class Pool {
   std::condition_variable work_cv_, done_cv_;
   bool stop_ = false;
   const Fn* fn_ = nullptr;
-  int64_t begin_ = 0, n_ = 0, nchunks_ = 0, next_ = 0, done_ = 0;
+  int64_t begin_ = 0, n_ = 0, nchunks_ = 0, next_ = 0;
+  // Also read without the lock, by the polling loops (written under it).
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> wake_{false};  // unclaimed chunks, or stop_
   std::exception_ptr error_;
 };
 

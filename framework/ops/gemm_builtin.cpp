@@ -26,16 +26,19 @@ struct Problem {
   int64_t brs, bcs;
   T* C;
   int64_t ldc;
+  int64_t mc, nc, tiles_n;  // C tile size and the number of tiles across N
 };
 
-// Block sizes for SIMD registers of VecBytes bytes. NR is two vectors and MR six rows, so the 12
-// accumulators, 2 B vectors and 1 broadcast A value fit the 16 registers of SSE and of AVX2.
-// A KC x NR panel of B (16 KiB) stays in L1, an MC x KC block of A in L2.
+// Register tile MR x NR for SIMD registers of VecBytes bytes: NR is two vectors and MR six rows,
+// so the 12 accumulators, 2 B vectors and 1 broadcast A value fit the 16 registers of SSE and of
+// AVX2. NR divides 16 for every type and ISA, so C tiles are cut at multiples of MR and of 16.
+constexpr int kMR = 6, kNRMultiple = 16;
 template <class T, int VecBytes>
-struct Blocking {
-  static constexpr int MR = 6, NR = 2 * VecBytes / int(sizeof(T));
-  static constexpr int64_t KC = 256, MC = 16 * MR, NC = 256;
-};
+constexpr int kNR = 2 * VecBytes / int(sizeof(T));
+
+// Cache blocking: a KC x NR panel of B (16 KiB for double on AVX2) stays in L1, and a C tile's
+// MC x KC block of A and KC x NC block of B stay in L2.
+constexpr int64_t kKC = 256, kMaxMC = 16 * kMR, kMaxNC = 256;
 
 // Packs the rows x depth matrix X(r, p) = X[r*rs + p*cs] into W-row panels stored depth-major
 // (W values for each p), zero-padding the last panel so the micro-kernel needs no edge checks.
@@ -78,21 +81,20 @@ template <class T, int VecBytes, int MR, int NR>
 template <class T, int VecBytes>
 [[gnu::always_inline]] inline void compute_tile(const Problem<T>& pb, int64_t t, T* abuf,
                                                 T* bbuf) {
-  using Bl = Blocking<T, VecBytes>;
-  const int64_t tiles_n = (pb.N + Bl::NC - 1) / Bl::NC;
-  const int64_t i0 = t / tiles_n * Bl::MC, j0 = t % tiles_n * Bl::NC;
-  const int64_t mc = std::min(Bl::MC, pb.M - i0), nc = std::min(Bl::NC, pb.N - j0);
-  for (int64_t p0 = 0; p0 < pb.K; p0 += Bl::KC) {
-    const int64_t kc = std::min(Bl::KC, pb.K - p0);
-    pack<Bl::MR>(pb.A + i0 * pb.ars + p0 * pb.acs, pb.ars, pb.acs, mc, kc, abuf);
-    pack<Bl::NR>(pb.B + p0 * pb.brs + j0 * pb.bcs, pb.bcs, pb.brs, nc, kc, bbuf);
+  constexpr int NR = kNR<T, VecBytes>;
+  const int64_t i0 = t / pb.tiles_n * pb.mc, j0 = t % pb.tiles_n * pb.nc;
+  const int64_t mc = std::min(pb.mc, pb.M - i0), nc = std::min(pb.nc, pb.N - j0);
+  for (int64_t p0 = 0; p0 < pb.K; p0 += kKC) {
+    const int64_t kc = std::min(kKC, pb.K - p0);
+    pack<kMR>(pb.A + i0 * pb.ars + p0 * pb.acs, pb.ars, pb.acs, mc, kc, abuf);
+    pack<NR>(pb.B + p0 * pb.brs + j0 * pb.bcs, pb.bcs, pb.brs, nc, kc, bbuf);
     const T beta = p0 == 0 ? pb.beta : T(1);  // later K slices accumulate onto the first
-    for (int64_t jr = 0; jr < nc; jr += Bl::NR)
-      for (int64_t ir = 0; ir < mc; ir += Bl::MR)
-        micro_kernel<T, VecBytes, Bl::MR, Bl::NR>(kc, abuf + ir * kc, bbuf + jr * kc, pb.alpha, beta,
-                                        pb.C + (i0 + ir) * pb.ldc + j0 + jr, pb.ldc,
-                                        int(std::min<int64_t>(Bl::MR, mc - ir)),
-                                        int(std::min<int64_t>(Bl::NR, nc - jr)));
+    for (int64_t jr = 0; jr < nc; jr += NR)
+      for (int64_t ir = 0; ir < mc; ir += kMR)
+        micro_kernel<T, VecBytes, kMR, NR>(kc, abuf + ir * kc, bbuf + jr * kc, pb.alpha, beta,
+                                           pb.C + (i0 + ir) * pb.ldc + j0 + jr, pb.ldc,
+                                           int(std::min<int64_t>(kMR, mc - ir)),
+                                           int(std::min<int64_t>(NR, nc - jr)));
   }
 }
 
@@ -108,24 +110,44 @@ template <class T>
   compute_tile<T, 32>(pb, t, abuf, bbuf);
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Cuts C into tiles of near-equal size: the fewest within the cache limits, then more until
+// their count is a multiple of the thread count, so that no thread waits for the others (3 tiles
+// on 2 threads take as long as 4). Small products stay on the calling thread.
+template <class T>
+int64_t plan_tiles(Problem<T>& pb) {
+  const bool small = double(pb.M) * double(pb.N) * double(pb.K) < double(1 << 17);
+  const int64_t want = small ? 1 : num_threads();
+  int64_t tm = ceil_div(pb.M, kMaxMC), tn = ceil_div(pb.N, kMaxNC);
+  const int64_t target = ceil_div(tm * tn, want) * want;
+  while (tm * tn < target) {
+    const bool split_n = pb.N / tn >= pb.M / tm;  // halve the longer side of the tile
+    if (split_n && pb.N >= (tn + 1) * kNRMultiple) ++tn;
+    else if (pb.M >= (tm + 1) * kMR) ++tm;
+    else if (pb.N >= (tn + 1) * kNRMultiple) ++tn;
+    else break;
+  }
+  pb.mc = ceil_div(ceil_div(pb.M, tm), kMR) * kMR;
+  pb.nc = ceil_div(ceil_div(pb.N, tn), kNRMultiple) * kNRMultiple;
+  pb.tiles_n = ceil_div(pb.N, pb.nc);
+  return ceil_div(pb.M, pb.mc) * pb.tiles_n;
+}
+
 std::atomic<bool> g_allow_avx2{true};
 
 template <class T>
-void run_tiles(const Problem<T>& pb) {
+void run_tiles(Problem<T> pb) {
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx2 = has_avx2 && g_allow_avx2.load(std::memory_order_relaxed);
-  constexpr int64_t MC = Blocking<T, 32>::MC, NC = Blocking<T, 32>::NC;  // same for both ISAs
-  const int64_t tiles = ((pb.M + MC - 1) / MC) * ((pb.N + NC - 1) / NC);
-  // Waking workers costs tens of microseconds: small products run on the calling thread.
-  const bool small = double(pb.M) * double(pb.N) * double(pb.K) < double(1 << 20);
-  const int64_t tasks = small ? 1 : std::min<int64_t>(tiles, num_threads());
+  const int64_t tiles = plan_tiles(pb);
   std::atomic<int64_t> next{0};
-  parallel_for(0, tasks, 1, [&](int64_t, int64_t) {
-    // Each thread keeps its pack buffers between calls; tiles are handed out one at a time so
-    // uneven edge tiles or a busy core do not leave other threads idle.
-    thread_local std::vector<T> abuf, bbuf;
-    abuf.resize(MC * Blocking<T, 32>::KC);
-    bbuf.resize(NC * Blocking<T, 32>::KC);
+  // One task per thread; tasks take tiles one at a time, so uneven edge tiles or a core that is
+  // busy with something else do not leave the other threads idle.
+  parallel_for(0, std::min<int64_t>(tiles, num_threads()), 1, [&](int64_t, int64_t) {
+    thread_local std::vector<T> abuf, bbuf;  // kept between calls: no allocation per gemm
+    abuf.resize(kMaxMC * kKC);
+    bbuf.resize(kMaxNC * kKC);
     for (int64_t t; (t = next++) < tiles;) {
       if (avx2) tile_avx2(pb, t, abuf.data(), bbuf.data());
       else tile_sse(pb, t, abuf.data(), bbuf.data());
@@ -163,7 +185,7 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
     return;
   }
   run_tiles(Problem<T>{M, N, K, alpha, beta, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb,
-                       tb ? ldb : 1, C, ldc});
+                       tb ? ldb : 1, C, ldc, 0, 0, 0});
 }
 
 template void gemm_builtin<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*,

@@ -1,0 +1,158 @@
+// The CUDA runtime behind CudaRuntime: a non-blocking compute stream, the stream-ordered memory
+// pool (cudaMallocAsync) with memory kept cached between steps, and checked errors.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "core/cuda_runtime.h"
+#include "core/cuda_util.cuh"
+
+namespace loupe::cuda {
+
+namespace {
+const char* short_path(const char* f) {
+  const char* p = std::strstr(f, "framework/");
+  return p ? p : f;
+}
+
+std::string hint_for(cudaError_t e) {
+  switch (e) {
+    case cudaErrorMemoryAllocation:
+      return "HINT: the GPU is out of memory; try a smaller --batch, or check nvidia-smi for other processes";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+      return "HINT: no usable GPU or driver; run with --device cpu";
+    case cudaErrorNoKernelImageForDevice:
+      return "HINT: this build has no code for this GPU; rebuild with -DCMAKE_CUDA_ARCHITECTURES=<its compute capability>";
+    default: return "";
+  }
+}
+
+struct State {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+};
+
+State& state() {
+  static State s;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    // Keep freed memory in the pool instead of returning it to the driver at every sync.
+    cudaMemPool_t pool;
+    int dev = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    uint64_t threshold = UINT64_MAX;
+    LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    LOUPE_CUBLAS_CHECK(cublasCreate(&s.cublas));
+    LOUPE_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
+    // fp32 GEMMs stay in full fp32 (no TF32) unless a precision mode asks otherwise.
+    LOUPE_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+  });
+  return s;
+}
+
+cudaMemPool_t pool() {
+  cudaMemPool_t p;
+  int dev = 0;
+  LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+  LOUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&p, dev));
+  return p;
+}
+}  // namespace
+
+void fail_cuda(cudaError_t e, const char* call, const char* file, int line) {
+  std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " + call +
+                    " at " + short_path(file) + ":" + std::to_string(line);
+  std::string h = hint_for(e);
+  if (!h.empty()) msg += "\n" + h;
+  throw Error(msg);
+}
+
+void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
+  std::string msg = std::string("cuBLAS error ") + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) +
+                    ") in " + call + " at " + short_path(file) + ":" + std::to_string(line);
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) msg += "\nHINT: the GPU is out of memory; try a smaller --batch";
+  throw Error(msg);
+}
+
+cudaStream_t stream() { return state().stream; }
+cublasHandle_t cublas() { return state().cublas; }
+
+namespace {
+class Runtime final : public CudaRuntime {
+ public:
+  int device_count() override {
+    static const int n = [] {
+      int c = 0;
+      if (cudaGetDeviceCount(&c) != cudaSuccess) {
+        cudaGetLastError();  // clear the "no device" error
+        return 0;
+      }
+      return c;
+    }();
+    return n;
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, bytes, stream());
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free_b = 0, total = 0;
+      cudaMemGetInfo(&free_b, &total);
+      throw Error("the GPU is out of memory allocating " + std::to_string(bytes >> 20) + " MiB (" +
+                  std::to_string(free_b >> 20) + " of " + std::to_string(total >> 20) +
+                  " MiB free)\nHINT: try a smaller --batch");
+    }
+    LOUPE_CUDA_CHECK(e);
+    return p;
+  }
+  void free(void* p) override { LOUPE_CUDA_CHECK(cudaFreeAsync(p, stream())); }
+  void* alloc_pinned(size_t bytes) override {
+    void* p = nullptr;
+    LOUPE_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    return p;
+  }
+  void free_pinned(void* p) override { LOUPE_CUDA_CHECK(cudaFreeHost(p)); }
+  void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                       : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                        : cudaMemcpyDeviceToDevice;
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, stream()));
+    // Host buffers may be reused or read as soon as we return.
+    if (kind != CopyKind::DeviceToDevice) LOUPE_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void memset_zero(void* p, size_t bytes) override { LOUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
+  void synchronize() override { LOUPE_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  std::string device_name() override {
+    cudaDeviceProp p{};
+    int dev = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+    return p.name;
+  }
+  size_t bytes_in_use() override {
+    uint64_t v = 0;
+    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemCurrent, &v));
+    return size_t(v);
+  }
+  size_t peak_bytes_in_use() override {
+    uint64_t v = 0;
+    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
+    return size_t(v);
+  }
+  void reset_peak() override {
+    uint64_t zero = 0;
+    LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero));
+  }
+};
+
+Runtime g_runtime;
+struct Registrar {
+  Registrar() { register_cuda_runtime(&g_runtime); }
+} g_registrar;
+}  // namespace
+
+}  // namespace loupe::cuda

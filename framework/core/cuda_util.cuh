@@ -1,0 +1,53 @@
+// Shared by the .cu files: checked CUDA/cuBLAS calls (file:line, the call, the status string and a
+// hint), the compute stream and cuBLAS handle, and launch helpers.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace loupe::cuda {
+
+[[noreturn]] void fail_cuda(cudaError_t e, const char* call, const char* file, int line);
+[[noreturn]] void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line);
+
+// The one stream all loupe work is ordered on, and the cuBLAS handle bound to it.
+cudaStream_t stream();
+cublasHandle_t cublas();
+
+constexpr int kThreads = 256;
+inline unsigned blocks_for(int64_t n, int threads = kThreads) {
+  int64_t b = (n + threads - 1) / threads;
+  return unsigned(b < 65535LL * 32 ? (b > 0 ? b : 1) : 65535LL * 32);  // grid-stride loops cover the rest
+}
+
+// Kernels here are float32; other dtypes arrive with the mixed-precision issue.
+inline void require_f32(const Tensor& t, const char* op) {
+  if (t.dtype() != DType::f32)
+    LOUPE_FAIL(op, " on CUDA supports float32 only for now, got ", dtype_name(t.dtype()),
+               " (float64 runs on the CPU: --device cpu)");
+}
+
+}  // namespace loupe::cuda
+
+#define LOUPE_CUDA_CHECK(call)                                                               \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) ::loupe::cuda::fail_cuda(e_, #call, __FILE__, __LINE__);          \
+  } while (0)
+
+#define LOUPE_CUBLAS_CHECK(call)                                                             \
+  do {                                                                                       \
+    cublasStatus_t s_ = (call);                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS) ::loupe::cuda::fail_cublas(s_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After a launch: catches bad configurations at once (cheap: no synchronisation).
+#define LOUPE_CUDA_LAUNCH_CHECK() LOUPE_CUDA_CHECK(cudaGetLastError())
+
+// for (i in [0, n)) over a grid-stride loop.
+#define LOUPE_KERNEL_LOOP(i, n) \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)

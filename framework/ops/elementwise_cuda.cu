@@ -1,0 +1,99 @@
+#include "core/cuda_util.cuh"
+#include "core/dispatch.h"
+#include "ops/elementwise.h"
+
+namespace loupe {
+namespace {
+
+struct Bcast {
+  int nd;
+  int64_t shape[kMaxDims], a_st[kMaxDims], b_st[kMaxDims];
+};
+
+__device__ __forceinline__ float op_apply(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    default: return a / b;
+  }
+}
+
+__global__ void binary_contig(BinaryOp op, float* o, const float* a, const float* b, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = op_apply(op, a[i], b[i]);
+}
+
+__global__ void binary_bcast(BinaryOp op, float* o, const float* a, const float* b, int64_t n, Bcast g) {
+  LOUPE_KERNEL_LOOP(i, n) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (int d = g.nd - 1; d >= 0; --d) {
+      int64_t idx = rem % g.shape[d];
+      rem /= g.shape[d];
+      oa += idx * g.a_st[d];
+      ob += idx * g.b_st[d];
+    }
+    o[i] = op_apply(op, a[oa], b[ob]);
+  }
+}
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  cuda::require_f32(out, "elementwise arithmetic");
+  int64_t n = out.numel();
+  if (a.is_contiguous() && b.is_contiguous()) {
+    binary_contig<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
+                                                                              b.data<float>(), n);
+  } else {
+    Bcast g{};
+    g.nd = out.dim();
+    for (int d = 0; d < g.nd; ++d) {
+      g.shape[d] = out.shape()[d];
+      g.a_st[d] = a.strides()[d];
+      g.b_st[d] = b.strides()[d];
+    }
+    binary_bcast<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
+                                                                             b.data<float>(), n, g);
+  }
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+__global__ void affine_kernel(float* o, const float* a, float m, float c, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = a[i] * m + c;
+}
+
+void affine(const Tensor& out, const Tensor& a, double m, double c) {
+  cuda::require_f32(out, "scalar arithmetic");
+  int64_t n = out.numel();
+  affine_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<float>(), a.data<float>(),
+                                                                           float(m), float(c), n);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+__global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) y[i] += alpha * x[i];
+}
+
+void axpy(const Tensor& y, double alpha, const Tensor& x) {
+  cuda::require_f32(y, "add_");
+  int64_t n = y.numel();
+  axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<float>(), float(alpha),
+                                                                         x.data<float>(), n);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+__global__ void bias_add_kernel(float* o, const float* x, const float* b, int64_t n, int64_t C, int64_t inner) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = x[i] + b[(i / inner) % C];
+}
+
+void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner) {
+  cuda::require_f32(out, "bias_add");
+  int64_t n = outer * C * inner;
+  bias_add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<float>(), x.data<float>(),
+                                                                             b.data<float>(), n, C, inner);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+const ElementwiseKernels table{binary, affine, axpy, bias_add};
+const RegisterBackend<ElementwiseKernels> reg(DeviceType::CUDA, &table);
+
+}  // namespace
+}  // namespace loupe

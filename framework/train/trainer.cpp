@@ -1,0 +1,82 @@
+#include "train/trainer.h"
+
+#include <chrono>
+
+#include "autograd/node.h"
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/loss.h"
+
+namespace loupe::train {
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = int32_t(i);
+  for (int64_t i = n - 1; i > 0; --i) {
+    Philox4 r = philox(seed, uint64_t(i), 0x9e3779b97f4a7c15ULL + uint64_t(epoch));
+    uint64_t u = (uint64_t(r.v[0]) << 32) | r.v[1];
+    std::swap(p[size_t(i)], p[size_t(u % uint64_t(i + 1))]);
+  }
+  return p;
+}
+
+EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps) {
+  EpochStats st;
+  st.epoch = epoch;
+  int64_t n = data.size();
+  LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
+  model_.train();
+  double t0 = now_seconds();
+  // The order is uploaded once per epoch, not per step.
+  Tensor perm = from_vector(epoch_permutation(n, seed, epoch), Shape{n}, device_);
+  Tensor loss_sum = zeros(Shape{}, DType::f32, device_), correct = zeros(Shape{}, DType::f32, device_);
+  for (int64_t start = 0; start < n && (max_steps < 0 || st.steps < max_steps); start += batch) {
+    int64_t end = std::min(n, start + batch), b = end - start;
+    Tensor idx = perm.slice(0, start, end);
+    Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
+    Tensor y = index_select(data.y, idx, DType::i32);
+    opt_.zero_grad();
+    Tensor logits = model_(x);
+    Tensor loss = cross_entropy(logits, y);
+    loss.backward();
+    opt_.step();
+    NoGradGuard g;
+    add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
+    add_(correct, count_correct(logits.detach(), y));
+    st.steps++;
+    st.samples += b;
+  }
+  // The one read-back of the epoch (it waits for the GPU to finish).
+  st.train_loss = loss_sum.item() / double(st.samples);
+  st.train_acc = correct.item() / double(st.samples);
+  st.train_seconds = now_seconds() - t0;
+  return st;
+}
+
+double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
+  NoGradGuard g;
+  model_.eval();
+  int64_t n = data.size();
+  Tensor correct = zeros(Shape{}, DType::f32, device_);
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
+  Tensor all = from_vector(order, Shape{n}, device_);
+  for (int64_t start = 0; start < n; start += batch) {
+    Tensor idx = all.slice(0, start, std::min(n, start + batch));
+    Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
+    Tensor y = index_select(data.y, idx, DType::i32);
+    add_(correct, count_correct(model_(x), y));
+  }
+  model_.train();
+  return n ? correct.item() / double(n) : 0.0;
+}
+
+}  // namespace loupe::train

@@ -1,0 +1,53 @@
+// The training loop: data resident on the device, one step = gather batch -> forward -> loss ->
+// backward -> fused update, with no host synchronisation inside a step (DESIGN.md principle 3).
+// Loss sums and correct counts accumulate on the device and are read once per epoch.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "core/tensor.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace loupe::train {
+
+// Samples and labels held in one tensor each (uint8 images, uint8 or int32 labels) on a device;
+// batches are gathered from it by index and converted to float (x * x_scale) on that device.
+struct TensorDataset {
+  Tensor x, y;
+  double x_scale = 1.0 / 255.0;
+  int64_t size() const { return x.defined() ? x.size(0) : 0; }
+  TensorDataset to(Device d) const { return {x.to(d), y.to(d), x_scale}; }
+};
+
+struct EpochStats {
+  int epoch = 0;
+  int64_t steps = 0, samples = 0;
+  double train_loss = 0, train_acc = 0, test_acc = -1;
+  double train_seconds = 0, eval_seconds = 0;
+  double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
+};
+
+// The order of epoch `epoch`: a Fisher-Yates shuffle driven by Philox(seed, epoch), so it depends
+// on nothing but those two numbers.
+std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
+
+class Trainer {
+ public:
+  Trainer(nn::Module& model, optim::Optimizer& opt, Device device) : model_(model), opt_(opt), device_(device) {}
+  // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
+  // max_steps steps when max_steps >= 0.
+  EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1);
+  // Accuracy on `data` in eval mode, no gradients.
+  double evaluate(const TensorDataset& data, int64_t batch = 1000);
+
+ private:
+  nn::Module& model_;
+  optim::Optimizer& opt_;
+  Device device_;
+};
+
+// Host wall-clock seconds.
+double now_seconds();
+
+}  // namespace loupe::train

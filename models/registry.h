@@ -1,0 +1,39 @@
+// The reference models by name, each with its recipe (../shared/REFERENCE_MODELS.md).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace loupe::models {
+
+struct Recipe {
+  std::string optimizer;  // "rmsprop", "adam", "sgd"
+  double lr = 1e-3;
+  double rho = 0.9, eps = 1e-7;         // RMSprop
+  double beta1 = 0.9, beta2 = 0.999;    // Adam
+  double momentum = 0;                  // SGD
+  int64_t batch = 128;
+  int epochs = 10;
+  std::string dataset;  // "mnist" (MNIST-format: MNIST or Fashion-MNIST)
+};
+
+struct ModelInfo {
+  std::string name, description;
+  Recipe recipe;
+  int64_t expected_parameters = 0;
+  std::function<std::shared_ptr<nn::Module>()> build;  // weights from the default generator
+};
+
+const std::vector<ModelInfo>& all_models();
+// Throws a user-facing Error that lists the known names.
+const ModelInfo& find_model(const std::string& name);
+std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr);
+
+// One function per model file.
+ModelInfo mnist_mlp();
+
+}  // namespace loupe::models

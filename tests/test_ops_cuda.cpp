@@ -1,0 +1,112 @@
+// Every op in the table: CPU vs CUDA parity, forward and every input gradient, on random inputs.
+// Skips with a message where there is no GPU (or no CUDA build).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "op_cases.h"
+
+using namespace loupe;
+
+// A macro: GTEST_SKIP must run in the test body itself to end the test.
+#define REQUIRE_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build): GPU parity not run"
+
+namespace {
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    float tol = 1e-5f + 1e-4f * std::abs(a[i]);
+    ASSERT_NEAR(a[i], b[i], tol) << what << " element " << i;
+  }
+}
+
+// Runs f on one device: returns the output and the gradients of sum(out * r).
+std::vector<std::vector<float>> run(const test::OpCase& c, Device d) {
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11);
+  std::vector<Tensor> on;
+  for (Tensor& x : xs) {
+    Tensor t = x.to(d).detach();
+    if (x.requires_grad()) t.requires_grad_(true);
+    on.push_back(t);
+  }
+  Tensor out = c.f(on);
+  std::vector<float> r(static_cast<size_t>(out.numel()));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5f + philox_uniform(99, 0, i);
+  sum(mul(out, from_vector(r, out.shape(), d))).backward();
+  std::vector<std::vector<float>> res{out.to_vector<float>()};
+  for (Tensor& t : on)
+    if (t.requires_grad()) res.push_back(t.grad().to_vector<float>());
+  return res;
+}
+}  // namespace
+
+class OpParity : public ::testing::TestWithParam<test::OpCase> {};
+
+TEST_P(OpParity, CpuAndCudaAgree) {
+  REQUIRE_GPU();
+  const test::OpCase& c = GetParam();
+  auto cpu = run(c, kCPU), gpu = run(c, kCUDA);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t k = 0; k < cpu.size(); ++k) expect_close(cpu[k], gpu[k], c.name + (k ? " grad " + std::to_string(k) : " output"));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(CudaLarge, BigShapesAgree) {
+  REQUIRE_GPU();
+  // Shapes past one block / one warp: large reductions, long softmax rows, a big GEMM.
+  manual_seed(5);
+  std::vector<float> v(static_cast<size_t>(300000));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(3, 0, i) - 0.5f;
+  Tensor x = from_vector(v, Shape{600, 500});
+  Tensor xg = x.to(kCUDA);
+  EXPECT_NEAR(sum(x).item(), sum(xg).item(), 1e-2);
+  expect_close(sum(x, 0).to_vector<float>(), sum(xg, 0).to_vector<float>(), "sum dim 0");
+  expect_close(softmax(x).to_vector<float>(), softmax(xg).to_vector<float>(), "softmax 500 cols");
+  Tensor w = x.slice(0, 0, 500);
+  std::vector<float> a = matmul(x, w).to_vector<float>(), b = matmul(xg, w.to(kCUDA)).to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-3 + 1e-4 * std::abs(a[i])) << i;
+  EXPECT_EQ(argmax(x).to_vector<int32_t>(), argmax(xg).to_vector<int32_t>());
+  Tensor labels = argmax(x);
+  EXPECT_EQ(count_correct(x, labels).item(), 600.0);
+  EXPECT_EQ(count_correct(xg, labels.to(kCUDA)).item(), 600.0);
+}
+
+TEST(CudaDropout, SameMaskAsCpu) {
+  REQUIRE_GPU();
+  Tensor x = ones(Shape{1001});
+  manual_seed(9);
+  std::vector<float> a = dropout(x, 0.5, true).to_vector<float>();
+  manual_seed(9);
+  std::vector<float> b = dropout(x.to(kCUDA), 0.5, true).to_vector<float>();
+  EXPECT_EQ(a, b);
+}
+
+TEST(CudaOptim, FusedUpdatesMatchCpu) {
+  REQUIRE_GPU();
+  for (int which = 0; which < 3; ++which) {
+    std::vector<float> results[2];
+    for (int dev = 0; dev < 2; ++dev) {
+      manual_seed(4);
+      nn::Sequential m;
+      m.add("fc1", std::make_shared<nn::Linear>(7, 5)).add("fc2", std::make_shared<nn::Linear>(5, 3));
+      Device d = dev ? kCUDA : kCPU;
+      m.to(d);
+      std::unique_ptr<optim::Optimizer> opt;
+      if (which == 0) opt = std::make_unique<optim::SGD>(m.arena(), 0.1, 0.9, true);
+      if (which == 1) opt = std::make_unique<optim::RMSprop>(m.arena(), 0.01);
+      if (which == 2) opt = std::make_unique<optim::Adam>(m.arena(), 0.01);
+      Tensor x = full(Shape{4, 7}, 0.3, DType::f32, d);
+      for (int s = 0; s < 3; ++s) {
+        opt->zero_grad();
+        sum(m(x).relu()).backward();
+        opt->step();
+      }
+      results[dev] = m.arena().values().to_vector<float>();
+    }
+    expect_close(results[0], results[1], "optimizer " + std::to_string(which));
+  }
+}

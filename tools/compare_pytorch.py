@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""PyTorch side of the speed comparison: the reference models in PyTorch with the same recipe,
+trained on data resident on the GPU (the same setting as `loupe train`), timed per epoch.
+
+usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
+                                [--synthetic] [--device cuda]
+Prints one line per epoch and a final line `pytorch MODEL batch B: N samples/s (best epoch)`.
+With --data it trains on the MNIST-format files there (raw or .gz) and reports test accuracy.
+"""
+import argparse
+import gzip
+import os
+import struct
+import time
+
+import torch
+import torch.nn as nn
+
+
+def read_idx(path):
+    for p in (path, path + ".gz"):
+        if os.path.exists(p):
+            opener = gzip.open if p.endswith(".gz") else open
+            with opener(p, "rb") as f:
+                data = f.read()
+            ndim = data[3]
+            dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+            return torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+    raise FileNotFoundError(path)
+
+
+def mnist_mlp():
+    # Keras defaults: Glorot-uniform weights, zero biases.
+    m = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
+                      nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+    for layer in m:
+        if isinstance(layer, nn.Linear):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    # Keras RMSprop: eps outside the sqrt, like torch's.
+    return m, lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, eps=1e-7)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="mnist_mlp")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--data", default="")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    assert a.model == "mnist_mlp", "only mnist_mlp so far"
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    if a.data:
+        xtr = read_idx(os.path.join(a.data, "train-images-idx3-ubyte"))
+        ytr = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
+        xte = read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte"))
+        yte = read_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte"))
+    else:  # synthetic data with the real shapes
+        xtr = torch.randint(0, 256, (60000, 28, 28), dtype=torch.uint8)
+        ytr = torch.randint(0, 10, (60000,), dtype=torch.uint8)
+        xte, yte = xtr[:10000], ytr[:10000]
+    xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
+    model, make_opt = mnist_mlp()
+    model.to(dev)
+    opt = make_opt(model.parameters())
+    loss_fn = nn.CrossEntropyLoss()
+    best = 0.0
+    n = xtr.shape[0]
+    for epoch in range(1, a.epochs + 1):
+        model.train()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        perm = torch.randperm(n, device=dev)
+        loss_sum = torch.zeros((), device=dev)
+        for s in range(0, n, a.batch):
+            idx = perm[s:s + a.batch]
+            x = xtr[idx].float() / 255.0
+            y = ytr[idx].long()
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach() * idx.numel()
+        lsum = loss_sum.item()
+        dt = time.perf_counter() - t0
+        sps = n / dt
+        best = max(best, sps)
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model(xte[s:s + 1000].float() / 255.0).argmax(1) == yte[s:s + 1000].long()).sum().item()
+                          for s in range(0, xte.shape[0], 1000))
+        print(f"pytorch epoch {epoch}: loss {lsum / n:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
+              f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
+    print(f"pytorch {a.model} batch {a.batch} eager fp32: {best:,.0f} samples/s (best epoch)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
