@@ -115,7 +115,8 @@ Device pick_device(const Args& a) {
   std::string d = str_opt(a, "device");
   if (d.empty()) {
     if (cuda_available()) return kCUDA;
-    std::printf("no GPU found: training on the CPU (--device cpu)\n");
+    std::printf("%s: running on the CPU (--device cpu)\n",
+                cuda_runtime() ? "no CUDA GPU is visible" : "this loupe was built without CUDA");
     return kCPU;
   }
   Device dev = parse_device(d);
@@ -169,13 +170,13 @@ int cmd_train(const Args& a) {
   if (a.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
   const models::ModelInfo& info = models::find_model(a.model);
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
-  Device dev = pick_device(a);
   int epochs = int(int_opt(a, "epochs", info.recipe.epochs));
   int64_t batch = int_opt(a, "batch", info.recipe.batch);
   double lr = float_opt(a, "lr", info.recipe.lr);
   uint64_t seed = uint64_t(int_opt(a, "seed", 1, 0));
   int64_t max_steps = int_opt(a, "max-steps", -1, 1);
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
+  Device dev = pick_device(a);
 
   Data data = load_data(a, dev);
   manual_seed(seed);

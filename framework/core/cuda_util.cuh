@@ -31,6 +31,40 @@ inline void require_f32(const Tensor& t, const char* op) {
                " (float64 runs on the CPU: --device cpu)");
 }
 
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x < blockDim.x / 32 ? warp_sums[threadIdx.x] : 0.f;
+  if (threadIdx.x < 32)
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Two same-shaped strided views, passed by value to a kernel: the offsets of element i of each.
+struct StridedPair {
+  int nd = 0;
+  int64_t shape[kMaxDims], st0[kMaxDims], st1[kMaxDims];
+  StridedPair(const Shape& s, const Shape& a, const Shape& b) : nd(s.size()) {
+    for (int d = 0; d < nd; ++d) {
+      shape[d] = s[d];
+      st0[d] = a[d];
+      st1[d] = b[d];
+    }
+  }
+  __device__ void offsets(int64_t i, int64_t& o0, int64_t& o1) const {
+    o0 = o1 = 0;
+    for (int d = nd - 1; d >= 0; --d) {
+      int64_t idx = i % shape[d];
+      i /= shape[d];
+      o0 += idx * st0[d];
+      o1 += idx * st1[d];
+    }
+  }
+};
+
 }  // namespace loupe::cuda
 
 #define LOUPE_CUDA_CHECK(call)                                                               \

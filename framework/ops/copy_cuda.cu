@@ -8,33 +8,17 @@
 namespace loupe {
 namespace {
 
-struct StridedArgs {
-  int nd;
-  int64_t shape[kMaxDims], dst_st[kMaxDims], src_st[kMaxDims];
-};
-
 template <class E>
-__global__ void copy_strided_kernel(E* dst, const E* src, int64_t n, StridedArgs a) {
+__global__ void copy_strided_kernel(E* dst, const E* src, int64_t n, cuda::StridedPair a) {
   LOUPE_KERNEL_LOOP(i, n) {
-    int64_t rem = i, od = 0, os = 0;
-    for (int d = a.nd - 1; d >= 0; --d) {
-      int64_t idx = rem % a.shape[d];
-      rem /= a.shape[d];
-      od += idx * a.dst_st[d];
-      os += idx * a.src_st[d];
-    }
+    int64_t od, os;
+    a.offsets(i, od, os);
     dst[od] = src[os];
   }
 }
 
 void copy_strided(const Tensor& dst, const Tensor& src) {
-  StridedArgs a{};
-  a.nd = dst.dim();
-  for (int d = 0; d < a.nd; ++d) {
-    a.shape[d] = dst.shape()[d];
-    a.dst_st[d] = dst.strides()[d];
-    a.src_st[d] = src.strides()[d];
-  }
+  cuda::StridedPair a(dst.shape(), dst.strides(), src.strides());
   int64_t n = dst.numel();
   auto s = cuda::stream();
   switch (dst.element_size()) {  // the copy moves bits: the element size is all that matters

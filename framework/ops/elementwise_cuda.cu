@@ -5,11 +5,6 @@
 namespace loupe {
 namespace {
 
-struct Bcast {
-  int nd;
-  int64_t shape[kMaxDims], a_st[kMaxDims], b_st[kMaxDims];
-};
-
 __device__ __forceinline__ float op_apply(BinaryOp op, float a, float b) {
   switch (op) {
     case BinaryOp::Add: return a + b;
@@ -23,15 +18,10 @@ __global__ void binary_contig(BinaryOp op, float* o, const float* a, const float
   LOUPE_KERNEL_LOOP(i, n) o[i] = op_apply(op, a[i], b[i]);
 }
 
-__global__ void binary_bcast(BinaryOp op, float* o, const float* a, const float* b, int64_t n, Bcast g) {
+__global__ void binary_bcast(BinaryOp op, float* o, const float* a, const float* b, int64_t n, cuda::StridedPair g) {
   LOUPE_KERNEL_LOOP(i, n) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (int d = g.nd - 1; d >= 0; --d) {
-      int64_t idx = rem % g.shape[d];
-      rem /= g.shape[d];
-      oa += idx * g.a_st[d];
-      ob += idx * g.b_st[d];
-    }
+    int64_t oa, ob;
+    g.offsets(i, oa, ob);
     o[i] = op_apply(op, a[oa], b[ob]);
   }
 }
@@ -43,13 +33,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     binary_contig<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
                                                                               b.data<float>(), n);
   } else {
-    Bcast g{};
-    g.nd = out.dim();
-    for (int d = 0; d < g.nd; ++d) {
-      g.shape[d] = out.shape()[d];
-      g.a_st[d] = a.strides()[d];
-      g.b_st[d] = b.strides()[d];
-    }
+    cuda::StridedPair g(out.shape(), a.strides(), b.strides());
     binary_bcast<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
                                                                              b.data<float>(), n, g);
   }

@@ -9,17 +9,6 @@ namespace {
 
 constexpr int kBlock = 512;
 
-__device__ float block_reduce_sum(float v) {
-  __shared__ float s[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = threadIdx.x < blockDim.x / 32 ? s[threadIdx.x] : 0.f;
-  if (threadIdx.x < 32)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __device__ float row_lse(const float* x, int64_t C) {
   float m = x[0];
   for (int64_t c = 1; c < C; ++c) m = fmaxf(m, x[c]);
@@ -35,7 +24,7 @@ __global__ void ce_fwd(float* loss, const float* x, const int32_t* y, int64_t N,
     // An out-of-range label cannot throw here; it makes the loss NaN, which the epoch report shows.
     acc += (label >= 0 && label < C) ? row_lse(x + r * C, C) - x[r * C + label] : NAN;
   }
-  acc = block_reduce_sum(acc);
+  acc = cuda::block_sum(acc);
   if (threadIdx.x == 0) *loss = N ? acc / float(N) : 0.f;
 }
 
@@ -52,7 +41,7 @@ __global__ void bce_fwd(float* loss, const float* x, const float* t, int64_t n) 
   float acc = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i])));
-  acc = block_reduce_sum(acc);
+  acc = cuda::block_sum(acc);
   if (threadIdx.x == 0) *loss = n ? acc / float(n) : 0.f;
 }
 
@@ -74,7 +63,7 @@ __global__ void correct_kernel(float* out, const float* x, const void* labels, i
       acc += best == static_cast<const int32_t*>(labels)[r] ? 1.f : 0.f;
     }
   }
-  acc = block_reduce_sum(acc);
+  acc = cuda::block_sum(acc);
   if (threadIdx.x == 0) *out = acc;
 }
 

@@ -7,18 +7,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-__device__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < blockDim.x / 32 ? warp_sums[threadIdx.x] : 0.f;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  return v;  // valid in thread 0
-}
-
 // One block per row of length n (inner == 1). Rows can be split across `splits` blocks whose
 // partial sums land in `partial` (for one long row such as a full reduction).
 __global__ void sum_rows_kernel(float* out, const float* x, int64_t n, float scale, int splits) {
@@ -28,7 +16,7 @@ __global__ void sum_rows_kernel(float* out, const float* x, int64_t n, float sca
   int64_t begin = part * chunk, end = min(n, begin + chunk);
   float acc = 0.f;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) acc += x[row * n + j];
-  acc = block_sum(acc);
+  acc = cuda::block_sum(acc);
   if (threadIdx.x == 0) out[blockIdx.x] = acc * scale;
 }
 
