@@ -222,16 +222,23 @@ TEST(ParallelFor, CoversEveryIndexExactlyOnce) {
   }
 }
 
-TEST(ParallelFor, UsesSeveralThreads) {
+TEST(ParallelFor, RunsChunksOnSeveralThreadsAtOnce) {
   ThreadsGuard guard;
   set_num_threads(4);
+  // Each chunk waits for the other three: that finishes only if four threads run them together.
+  std::atomic<int> arrived{0};
   std::mutex m;
   std::set<std::thread::id> ids;
   parallel_for(0, 4, 1, [&](int64_t, int64_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // so one thread cannot take all
-    std::lock_guard<std::mutex> lock(m);
-    ids.insert(std::this_thread::get_id());
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ids.insert(std::this_thread::get_id());
+    }
+    ++arrived;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
   });
+  EXPECT_EQ(arrived, 4);
   EXPECT_EQ(ids.size(), 4u);
 }
 
