@@ -11,6 +11,13 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "data/idx.h"
+#include "instrument/advice.h"
+#include "instrument/busy_tracker.h"
+#include "instrument/chrome_trace.h"
+#include "instrument/monitor.h"
+#include "instrument/nvtx.h"
+#include "instrument/peak.h"
+#include "instrument/report_io.h"
 #include "models/registry.h"
 #include "ops/gemm_cpu.h"
 #include "train/checkpoint.h"
@@ -27,6 +34,7 @@ usage:
   loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
                                   test accuracy of a saved model
   loupe models                    list the models and their recipes
+  loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
   loupe --help | loupe train --help
 
 Run `loupe train --help` for the training options.
@@ -47,6 +55,17 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   --resume PATH       continue training from a checkpoint
   --max-steps N       stop each epoch after N steps (for quick checks)
   --threads N         CPU threads for the CPU backend (default: all cores)
+
+instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
+  --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
+  --csv FILE          the same records as CSV
+  --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
+  --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
+  --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
+  --profile-steps A:B call cudaProfilerStart/Stop around global steps A..B (for nsys/ncu)
+  --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
+                      for the --profile-steps window (default steps 10:19)
+  --plain             no progress bar (it is also off when stdout is not a terminal)
 )";
 
 struct Args {
@@ -58,12 +77,20 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   static const std::vector<std::string> known{"device", "epochs", "batch", "lr", "data", "seed", "save",
-                                              "resume", "max-steps", "threads", "checkpoint"};
+                                              "resume", "max-steps", "threads", "checkpoint", "metrics",
+                                              "csv", "price-per-hour", "profile-steps", "trace"};
+  static const std::vector<std::string> flags{"busy", "no-nvml", "plain"};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { a.help = true; continue; }
     if (s.rfind("--", 0) == 0) {
       std::string key = s.substr(2), val;
+      bool is_flag = false;
+      for (const auto& f : flags) is_flag |= f == key;
+      if (is_flag) {
+        a.opts[key] = "1";
+        continue;
+      }
       size_t eq = key.find('=');
       if (eq != std::string::npos) {
         val = key.substr(eq + 1);
@@ -200,28 +227,136 @@ int cmd_train(const Args& a) {
               epochs, (unsigned long long)seed);
   std::fflush(stdout);
 
+  instrument::MonitorOptions mopt;
+  mopt.nvml = !a.opts.count("no-nvml");
+  mopt.busy = a.opts.count("busy") > 0;
+  mopt.price_per_hour = a.opts.count("price-per-hour") ? float_opt(a, "price-per-hour", 0) : -1;
+  instrument::EpochMonitor monitor(dev, mopt);
+  std::unique_ptr<instrument::JsonlWriter> jsonl;
+  std::unique_ptr<instrument::CsvWriter> csv;
+  if (a.opts.count("metrics")) jsonl = std::make_unique<instrument::JsonlWriter>(str_opt(a, "metrics"));
+  if (a.opts.count("csv")) csv = std::make_unique<instrument::CsvWriter>(str_opt(a, "csv"));
+  bool tty = !a.opts.count("plain") && instrument::ProgressBar::stdout_is_tty();
+  instrument::AdviceInputs adv;
+  adv.cuda = dev.is_cuda();
+  adv.tensor_cores = dev.is_cuda() && cuda_runtime()->compute_capability() >= 70;  // Volta and later
+  adv.precision = "fp32";
+  adv.batch = batch;
+
   train::Trainer trainer(*model, *opt, dev);
+  trainer.hooks.monitor = &monitor;
+  std::string trace_path = str_opt(a, "trace");
+  if (a.opts.count("profile-steps") || !trace_path.empty()) {
+    std::string ps = str_opt(a, "profile-steps", "10:19");
+    size_t colon = ps.find(':');
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    long long first = std::strtoll(ps.c_str(), &e1, 10);
+    long long last_step = colon == std::string::npos ? -1 : std::strtoll(ps.c_str() + colon + 1, &e2, 10);
+    if (colon == std::string::npos || *e1 != ':' || !e2 || *e2 || first < 1 || last_step < first)
+      throw Error("--profile-steps needs A:B with 1 <= A <= B (global step numbers), got '" + ps + "'");
+    trainer.hooks.profile_steps = {first, last_step};
+  }
+  // The trace window: host ranges always, GPU activity when CUPTI is on (--busy).
+  double trace_host_t0 = 0;
+  uint64_t trace_gpu_t0 = 0;
+  trainer.hooks.on_profile = [&](bool begin) {
+    if (trace_path.empty()) return;
+    instrument::BusyTracker* bt = monitor.busy_tracker();
+    if (begin) {
+      trace_host_t0 = train::now_seconds();
+      if (bt) trace_gpu_t0 = bt->now_ns();
+      instrument::host_trace_enable(true);
+      return;
+    }
+    instrument::host_trace_enable(false);
+    std::vector<instrument::TraceEvent> ev;
+    for (const auto& r : instrument::host_trace_take())
+      ev.push_back({r.name, "host", (r.begin - trace_host_t0) * 1e6, (std::max(r.end, r.begin) - r.begin) * 1e6, 1, 1, ""});
+    if (bt) {
+      if (dev.is_cuda()) cuda_runtime()->synchronize();  // once, at the window's end: its GPU work must finish
+      bt->flush();
+      for (const auto& r : bt->records(trace_gpu_t0, bt->now_ns()))
+        ev.push_back({r.name, r.kind == 0 ? "kernel" : r.kind == 1 ? "memcpy" : "memset",
+                      double(r.begin_ns - trace_gpu_t0) / 1e3, double(r.end_ns - r.begin_ns) / 1e3, 1,
+                      int(100 + r.stream), ""});
+    }
+    instrument::write_chrome_trace(trace_path, ev);
+    std::printf("trace of steps %lld..%lld written to %s (%zu events%s)\n",
+                (long long)trainer.hooks.profile_steps.first, (long long)trainer.hooks.profile_steps.second,
+                trace_path.c_str(), ev.size(), bt ? "" : "; host ranges only: add --busy for GPU activity");
+  };
+  if (first_epoch > 1) {
+    int64_t steps_per_epoch = (data.train.size() + batch - 1) / batch;
+    if (max_steps >= 0) steps_per_epoch = std::min(steps_per_epoch, max_steps);
+    trainer.set_global_step(int64_t(first_epoch - 1) * steps_per_epoch);
+  }
+
   double best = -1, last = -1;
   int best_epoch = 0;
   double t_start = train::now_seconds();
   for (int e = first_epoch; e <= epochs; ++e) {
+    int64_t total = (data.train.size() + batch - 1) / batch;
+    if (max_steps >= 0) total = std::min(total, max_steps);
+    instrument::ProgressBar bar(e, epochs, total, tty);
+    double te = train::now_seconds();
+    trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples) {
+      bar.update(step, train::now_seconds() - te, samples, std::nullopt);
+    };
     train::EpochStats st = trainer.train_epoch(data.train, batch, seed, e, max_steps);
+    bar.finish();
     double t0 = train::now_seconds();
     st.test_acc = trainer.evaluate(data.test);
     st.eval_seconds = train::now_seconds() - t0;
     last = st.test_acc;
     if (st.test_acc > best) { best = st.test_acc; best_epoch = e; }
-    std::printf("epoch %2d/%d  loss %.4f  train acc %6.2f%%  test acc %6.2f%%  %6.2f s  %10.0f samples/s\n", e,
-                epochs, st.train_loss, 100 * st.train_acc, 100 * st.test_acc, st.train_seconds + st.eval_seconds,
-                st.samples_per_sec());
+
+    instrument::EpochReport r;
+    r.model = info.name;
+    r.device = dev.str();
+    r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
+    r.batch = batch;
+    r.epoch = e;
+    r.epochs = epochs;
+    r.steps = st.steps;
+    r.samples = st.samples;
+    r.train_loss = st.train_loss;
+    r.train_acc = st.train_acc;
+    r.test_acc = st.test_acc;
+    r.train_seconds = st.train_seconds;
+    r.eval_seconds = st.eval_seconds;
+    r.epoch_seconds = st.train_seconds + st.eval_seconds;
+    r.samples_per_sec = st.samples_per_sec();
+    monitor.fill(r);
+    r.advice = instrument::advise(r, adv);
+    std::printf("%s\n", instrument::epoch_line(r).c_str());
     std::fflush(stdout);
-    if (!save.empty())
+    if (jsonl) jsonl->write(r);
+    if (csv) csv->write(r);
+    if (!save.empty()) {
+      instrument::NvtxRange ck("checkpoint");
       train::save_checkpoint(save, *model, opt.get(), {info.name, e, seed, default_generator().offset});
+    }
   }
   if (best >= 0)
     std::printf("done in %.1f s: final test accuracy %.2f%%, best %.2f%% (epoch %d)%s\n",
                 train::now_seconds() - t_start, 100 * last, 100 * best, best_epoch,
                 save.empty() ? "" : ("; checkpoint in " + save).c_str());
+  return 0;
+}
+
+int cmd_peak(const Args& a) {
+  Device dev = pick_device(a);
+  if (!dev.is_cuda()) throw Error("loupe peak measures a GPU; none is in use (--device cuda)");
+  std::string name = cuda_runtime()->device_name(), why;
+  std::printf("device  %s\n", name.c_str());
+  auto m = instrument::measure_gpu_peak(&why);
+  if (!m) throw Error("cannot measure: " + why);
+  auto sheet = instrument::datasheet_peak(name, "fp32");
+  std::printf("fp32 FMA loop   %7.1f TFLOP/s\nfp32 SGEMM 8192 %7.1f TFLOP/s\n", m->fma_tflops, m->sgemm_tflops);
+  if (sheet) std::printf("%s: %.1f TFLOP/s (FMA loop reaches %.0f%% of it)\n", sheet->source.c_str(), sheet->tflops,
+                         100 * m->fma_tflops / sheet->tflops);
+  else std::printf("no datasheet entry for this GPU\n");
   return 0;
 }
 
@@ -257,6 +392,7 @@ int main(int argc, char** argv) {
     if (a.command == "train") return cmd_train(a);
     if (a.command == "eval") return cmd_eval(a);
     if (a.command == "models") return cmd_models();
+    if (a.command == "peak") return cmd_peak(a);
     throw Error("unknown command '" + a.command + "' (see loupe --help)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loupe: %s\n", e.what());

@@ -1,5 +1,6 @@
 // The CUDA runtime behind CudaRuntime: a non-blocking compute stream, the stream-ordered memory
 // pool (cudaMallocAsync) with memory kept cached between steps, and checked errors.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -133,6 +134,13 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
     return p.name;
   }
+  int compute_capability() override {
+    int dev = 0, major = 0, minor = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major * 10 + minor;
+  }
   size_t bytes_in_use() override {
     uint64_t v = 0;
     LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemCurrent, &v));
@@ -143,6 +151,8 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
     return size_t(v);
   }
+  void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }
+  void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
   void reset_peak() override {
     uint64_t zero = 0;
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero));

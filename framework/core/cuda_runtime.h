@@ -23,9 +23,13 @@ class CudaRuntime {
   virtual void memset_zero(void* p, size_t bytes) = 0;
   virtual void synchronize() = 0;  // waits for the compute stream
   virtual std::string device_name() = 0;
+  virtual int compute_capability() = 0;  // major * 10 + minor, e.g. 90 for Hopper
   virtual size_t bytes_in_use() = 0;       // the pool's current usage
   virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset
   virtual void reset_peak() = 0;
+  // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
+  virtual void profiler_start() = 0;
+  virtual void profiler_stop() = 0;
 };
 
 // nullptr when loupe was built without CUDA.

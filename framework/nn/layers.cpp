@@ -50,7 +50,7 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> m) 
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [n, m] : children()) h = m->forward(h);
+  for (const auto& [n, m] : children()) h = (*m)(h);  // operator() opens the child's NVTX range
   return h;
 }
 

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "instrument/nvtx.h"
 
 namespace loupe::nn {
 
@@ -41,7 +42,23 @@ void Module::train(bool on) {
   for (auto& [n, m] : children_) m->train(on);
 }
 
-void Module::to(Device d) { arena_ = std::make_unique<ParameterArena>(parameters(), d); }
+void Module::to(Device d) {
+  assign_paths("");
+  arena_ = std::make_unique<ParameterArena>(parameters(), d);
+}
+
+void Module::assign_paths(const std::string& path) {
+  std::string type = type_name();
+  type = type.substr(0, type.find('('));  // "Linear(784 -> 512)" -> "Linear"
+  range_name_ = path.empty() ? type : path + "/" + type;
+  for (auto& [n, m] : children_) m->assign_paths(path.empty() ? n : path + "." + n);
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  if (range_name_.empty()) assign_paths("");
+  instrument::NvtxRange r(range_name_.c_str());
+  return forward(x);
+}
 
 ParameterArena& Module::arena() {
   if (!arena_) to(kCPU);

@@ -15,7 +15,8 @@ class Module {
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
   virtual std::string type_name() const = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Runs forward inside an NVTX range named by the module's path, e.g. "fc2/Linear".
+  Tensor operator()(const Tensor& x);
 
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
@@ -35,6 +36,8 @@ class Module {
 
   // A one-line-per-layer summary with parameter counts.
   std::string summary() const;
+  // The NVTX range name: "<path>/<Type>"; paths are assigned by to() on the root.
+  const std::string& range_name() const { return range_name_; }
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);
@@ -48,6 +51,8 @@ class Module {
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
   void summarise(const std::string& prefix, int depth, std::string& out) const;
+  void assign_paths(const std::string& path);
+  std::string range_name_;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::unique_ptr<ParameterArena> arena_;

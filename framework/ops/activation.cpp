@@ -2,6 +2,7 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -16,6 +17,7 @@ struct ActivationBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
     kernels<ActivationKernels>(y.device()).backward(act, gx, y, g[0].contiguous());
+    instrument::add_flops(double(y.numel()) * (act == Act::Relu ? 1 : 3));
     return {gx};
   }
   void release() override { y = Tensor(); }
@@ -27,6 +29,7 @@ Tensor activation(Act a, const Tensor& x) {
   Tensor xc = x.contiguous();
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(a, y, xc);
+  instrument::add_flops(double(y.numel()) * (a == Act::Relu ? 1 : 4));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<ActivationBackward>();
     n->act = a;

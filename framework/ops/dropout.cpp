@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/random.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -15,6 +16,7 @@ struct DropoutBackward : autograd::Node {
     Tensor gy = g[0].contiguous();
     Tensor gx = empty(gy.shape(), gy.dtype(), gy.device());
     kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, seed, offset);  // the same mask, regenerated
+    instrument::add_flops(double(gy.numel()));
     return {gx};
   }
 };
@@ -28,6 +30,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   Tensor xc = x.contiguous();
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), seed, offset);
+  instrument::add_flops(double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<DropoutBackward>();
     n->p = float(p);

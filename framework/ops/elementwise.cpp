@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "ops/reduce.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -52,6 +53,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Shape s = broadcast_shapes(a.shape(), b.shape());
   Tensor out = empty(s, a.dtype(), a.device());
   if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).binary(op, out, a.expand(s), b.expand(s));
+  instrument::add_flops(double(out.numel()));
   if (autograd::needs_grad({&a, &b})) {
     auto n = std::make_shared<BinaryBackward>();
     n->op = op;
@@ -78,6 +80,7 @@ Tensor affine(const Tensor& a, double m, double c) {
   Tensor src = a.contiguous();
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(out, src, m, c);
+  instrument::add_flops(double(out.numel()));
   if (autograd::needs_grad({&a})) {
     auto n = std::make_shared<AffineBackward>();
     n->scale = m;
@@ -115,6 +118,7 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   int64_t outer = x.size(0), C = x.size(1), inner = C ? x.numel() / (outer * C) : 0;
   if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
+  instrument::add_flops(double(out.numel()));
   if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});
   return out;
 }
@@ -125,6 +129,7 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   LOUPE_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
   if (dst.numel() == 0) return;
   kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, src.contiguous());
+  instrument::add_flops(double(dst.numel()));
 }
 
 }  // namespace loupe

@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "ops/elementwise.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -45,6 +46,7 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
   g.dtype = a.dtype();
   if (g.K == 0) { fill_(out, 0); return out; }
   kernels<LinalgKernels>(a.device()).gemm(g);
+  instrument::add_flops(2.0 * double(g.M) * double(g.N) * double(g.K));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -12,6 +13,7 @@ struct CrossEntropyBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
     kernels<LossKernels>(logits.device()).ce_backward(gx, logits, labels, g[0], logits.size(0), logits.size(1));
+    instrument::add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
   void release() override { logits = labels = Tensor(); }
@@ -23,6 +25,7 @@ struct BceBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
     kernels<LossKernels>(logits.device()).bce_backward(gx, logits, targets, g[0], logits.numel());
+    instrument::add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
   void release() override { logits = targets = Tensor(); }
@@ -39,6 +42,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   Tensor lc = logits.contiguous(), yc = labels.contiguous();
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
   kernels<LossKernels>(logits.device()).ce_forward(loss, lc, yc, logits.size(0), logits.size(1));
+  instrument::add_flops(4.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<CrossEntropyBackward>();
     n->logits = lc.detach();
@@ -56,6 +60,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   Tensor lc = logits.contiguous(), tc = targets.contiguous();
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
   kernels<LossKernels>(logits.device()).bce_forward(loss, lc, tc, logits.numel());
+  instrument::add_flops(6.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<BceBackward>();
     n->logits = lc.detach();
@@ -73,6 +78,7 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels) {
               "count_correct: labels must be int32 for classes, float for binary outputs");
   Tensor out = empty(Shape{}, DType::f32, logits.device());
   kernels<LossKernels>(logits.device()).count_correct(out, logits.contiguous(), labels.contiguous(), N, C);
+  instrument::add_flops(double(N * C));
   return out;
 }
 

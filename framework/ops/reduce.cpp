@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "ops/elementwise.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -32,6 +33,7 @@ Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
   double scale = mean_of ? 1.0 / double(n) : 1.0;
   Tensor out = empty(out_shape, x.dtype(), x.device());
   if (out.numel() > 0) kernels<ReduceKernels>(x.device()).sum_dim(out, xc, outer, n, inner, scale);
+  instrument::add_flops(double(x.numel()));
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->in_shape = x.shape();
@@ -71,6 +73,7 @@ Tensor argmax(const Tensor& x) {
   for (int i = 0; i + 1 < x.dim(); ++i) s.push_back(x.size(i));
   Tensor out = empty(s, DType::i32, x.device());
   if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(out, xc, rows, cols);
+  instrument::add_flops(double(x.numel()));
   return out;
 }
 

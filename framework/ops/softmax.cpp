@@ -2,6 +2,7 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "instrument/flops.h"
 
 namespace loupe {
 
@@ -14,6 +15,7 @@ struct SoftmaxBackward : autograd::Node {
     int64_t cols = y.size(-1), rows = y.numel() / cols;
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
     kernels<SoftmaxKernels>(y.device()).backward(log, gx, y, g[0].contiguous(), rows, cols);
+    instrument::add_flops(4.0 * double(y.numel()));
     return {gx};
   }
   void release() override { y = Tensor(); }
@@ -25,6 +27,7 @@ Tensor softmax_impl(const Tensor& x, bool log) {
   int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (y.numel() > 0) kernels<SoftmaxKernels>(x.device()).forward(log, y, xc, rows, cols);
+  instrument::add_flops(4.0 * double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<SoftmaxBackward>();
     n->log = log;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
+#include "instrument/flops.h"
 
 namespace loupe::optim {
 
@@ -23,6 +24,8 @@ void SGD::step() {
   kernels<OptimKernels>(arena_.device())
       .sgd(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(momentum_), nesterov_,
            float(weight_decay_));
+  double per = 2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0);
+  instrument::add_flops(per * double(arena_.num_parameters()));
 }
 
 RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
@@ -35,6 +38,7 @@ void RMSprop::step() {
   ++steps_;
   kernels<OptimKernels>(arena_.device())
       .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_));
+  instrument::add_flops(6.0 * double(arena_.num_parameters()));
 }
 
 Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, double eps, double weight_decay)
@@ -52,6 +56,7 @@ void Adam::step() {
   kernels<OptimKernels>(arena_.device())
       .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(beta1_),
             float(beta2_), float(eps_), bias1, bias2, float(weight_decay_));
+  instrument::add_flops(12.0 * double(arena_.num_parameters()));
 }
 
 }  // namespace loupe::optim

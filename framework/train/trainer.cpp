@@ -6,6 +6,9 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "instrument/flops.h"
+#include "instrument/monitor.h"
+#include "instrument/nvtx.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/loss.h"
@@ -34,34 +37,76 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
   model_.train();
+  instrument::NvtxRange epoch_range("epoch");
+  instrument::EpochMonitor* mon = hooks.monitor;
+  if (mon) mon->begin_epoch();
   double t0 = now_seconds();
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(epoch_permutation(n, seed, epoch), Shape{n}, device_);
   Tensor loss_sum = zeros(Shape{}, DType::f32, device_), correct = zeros(Shape{}, DType::f32, device_);
+  int64_t total = (n + batch - 1) / batch;
+  if (max_steps >= 0) total = std::min(total, max_steps);
+  auto [prof_first, prof_last] = hooks.profile_steps;
   for (int64_t start = 0; start < n && (max_steps < 0 || st.steps < max_steps); start += batch) {
     int64_t end = std::min(n, start + batch), b = end - start;
-    Tensor idx = perm.slice(0, start, end);
-    Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
-    Tensor y = index_select(data.y, idx, DType::i32);
-    opt_.zero_grad();
-    Tensor logits = model_(x);
-    Tensor loss = cross_entropy(logits, y);
-    loss.backward();
-    opt_.step();
-    NoGradGuard g;
-    add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
-    add_(correct, count_correct(logits.detach(), y));
+    ++global_step_;
+    instrument::set_current_step(global_step_);
+    if (global_step_ == prof_first) {
+      if (device_.is_cuda()) cuda_runtime()->profiler_start();
+      if (hooks.on_profile) hooks.on_profile(true);
+    }
+    {
+      instrument::NvtxRange step_range("step");
+      if (mon) mon->step_begin();
+      Tensor x, y;
+      {
+        instrument::NvtxRange r("data");
+        Tensor idx = perm.slice(0, start, end);
+        x = index_select(data.x, idx, DType::f32, data.x_scale);
+        y = index_select(data.y, idx, DType::i32);
+      }
+      if (mon) mon->data_ready();
+      double f0 = instrument::flops_counted();
+      Tensor logits, loss;
+      {
+        instrument::NvtxRange r("forward");
+        opt_.zero_grad();
+        logits = model_(x);
+        loss = cross_entropy(logits, y);
+      }
+      {
+        instrument::NvtxRange r("backward");
+        loss.backward();
+      }
+      {
+        instrument::NvtxRange r("optimizer");
+        opt_.step();
+      }
+      double step_flops = instrument::flops_counted() - f0;
+      NoGradGuard g;
+      add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
+      add_(correct, count_correct(logits.detach(), y));
+      if (mon) mon->step_issued(step_flops);
+    }
     st.steps++;
     st.samples += b;
+    if (global_step_ == prof_last) {
+      if (device_.is_cuda()) cuda_runtime()->profiler_stop();
+      if (hooks.on_profile) hooks.on_profile(false);
+    }
+    if (hooks.on_step) hooks.on_step(st.steps, total, st.samples);
   }
+  instrument::set_current_step(-1);
   // The one read-back of the epoch (it waits for the GPU to finish).
   st.train_loss = loss_sum.item() / double(st.samples);
   st.train_acc = correct.item() / double(st.samples);
   st.train_seconds = now_seconds() - t0;
+  if (mon) mon->end_train();
   return st;
 }
 
 double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
+  instrument::NvtxRange range("evaluation");
   NoGradGuard g;
   model_.eval();
   int64_t n = data.size();

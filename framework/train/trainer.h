@@ -4,10 +4,13 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+
+namespace loupe::instrument { class EpochMonitor; }
 
 namespace loupe::train {
 
@@ -32,9 +35,23 @@ struct EpochStats {
 // on nothing but those two numbers.
 std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
 
+// Per-step observers; all optional.
+struct TrainHooks {
+  instrument::EpochMonitor* monitor = nullptr;
+  // Called after each step is issued: step (1-based), steps in the epoch, samples so far.
+  std::function<void(int64_t step, int64_t total, int64_t samples)> on_step;
+  // Global steps [first, last] (counted from 1 across epochs) bracketed by cudaProfilerStart/Stop.
+  std::pair<int64_t, int64_t> profile_steps{-1, -1};
+  // Called with true before the first and false after the last profiled step (for traces).
+  std::function<void(bool)> on_profile;
+};
+
 class Trainer {
  public:
   Trainer(nn::Module& model, optim::Optimizer& opt, Device device) : model_(model), opt_(opt), device_(device) {}
+  TrainHooks hooks;
+  int64_t global_step() const { return global_step_; }
+  void set_global_step(int64_t s) { global_step_ = s; }
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0.
   EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1);
@@ -45,6 +62,7 @@ class Trainer {
   nn::Module& model_;
   optim::Optimizer& opt_;
   Device device_;
+  int64_t global_step_ = 0;
 };
 
 // Host wall-clock seconds.

@@ -1,0 +1,85 @@
+#include "instrument/advice.h"
+
+#include <cstdio>
+
+namespace loupe::instrument {
+namespace {
+
+constexpr double kDataBound = 0.2;    // the step waited for its batch this share of the time or more
+constexpr double kLaunchBound = 0.5;  // GPU busy less than this share of the time...
+constexpr double kIssueShare = 0.8;   // ...while issuing the work took this share of the step
+constexpr double kGpuBound = 0.9;     // GPU busy at least this share: it is the limit
+constexpr double kMemFree = 0.25;     // less than this share of device memory used
+
+std::string pct(double share) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%.0f%%", share * 100);
+  return b;
+}
+
+std::string gib(double bytes) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%.1f", bytes / (1 << 30));
+  return b;
+}
+
+}  // namespace
+
+std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
+  std::vector<std::string> out;
+  const Opt& wait = r.data_wait_share;
+  const bool data_bound_seen = wait && *wait >= kDataBound;
+
+  if (!in.cuda) {
+    // Waiting for data is device-independent; everything GPU-related is simply unmeasurable here.
+    if (data_bound_seen)
+      out.push_back("input pipeline: the step waited for data " + pct(*wait) +
+                    " of the time; more --workers / --prefetch");
+    out.push_back("CPU run: the GPU figures (utilisation, busy time, memory, power) are n/a");
+    return out;
+  }
+
+  // How busy the GPU was, as a share: CUPTI busy time when measured (exact), else NVML's sampled
+  // utilisation (the share of sample periods in which any kernel ran, so an upper bound).
+  Opt util;
+  if (r.gpu_busy_share) util = r.gpu_busy_share;
+  else if (r.gpu_util_mean) util = *r.gpu_util_mean / 100;
+
+  const bool gpu_bound = util && *util >= kGpuBound;
+  // A GPU that stayed busy hid the wait, so waiting for data is the bottleneck only when it did not.
+  const bool data_bound = data_bound_seen && !gpu_bound;
+  const bool launch_bound = util && *util < kLaunchBound && wait && *wait < kDataBound &&
+                            r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
+                            *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
+
+  // The bottleneck first (at most one of these three holds).
+  if (gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
+  if (data_bound)
+    out.push_back("input pipeline: the step waited for data " + pct(*wait) + " of the time" +
+                  (util ? " (GPU busy " + pct(*util) + ")" : std::string()) +
+                  "; more --workers / --prefetch, or keep the data set on the GPU");
+  if (launch_bound)
+    out.push_back("launch-bound: the GPU was busy only " + pct(*util) +
+                  " while the host spent most of each step issuing work; try a larger --batch" +
+                  (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) + " (or CUDA graphs)");
+
+  if (!r.throttle.empty())
+    out.push_back("the GPU throttled (" + r.throttle + "): its clocks were lowered, so step times and MFU "
+                  "understate it; check cooling and power limits");
+
+  // A larger batch helps a GPU with idle time to fill; it does not help one that is already the
+  // limit, nor a step that waits for data.
+  if (r.mem_used_max_bytes && r.mem_total_bytes && *r.mem_total_bytes > 0 &&
+      *r.mem_used_max_bytes / *r.mem_total_bytes < kMemFree && !gpu_bound && !data_bound)
+    out.push_back("most device memory is free (" + gib(*r.mem_used_max_bytes) + " of " +
+                  gib(*r.mem_total_bytes) + " GiB used): a larger batch fits");
+
+  // Lower precision speeds up the GPU's arithmetic; it cannot help a step limited by the host or
+  // the data, so it is not suggested then.
+  const std::string& prec = in.precision.empty() ? r.precision : in.precision;
+  if (in.tensor_cores && (prec == "fp32" || prec == "tf32") && !launch_bound && !data_bound)
+    out.push_back(prec + " on a tensor-core GPU: try --precision fp16 or bf16");
+  return out;
+}
+
+}  // namespace loupe::instrument

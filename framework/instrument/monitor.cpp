@@ -1,0 +1,163 @@
+#include "instrument/monitor.h"
+
+#include <algorithm>
+
+#include "core/cuda_runtime.h"
+#include "instrument/busy_tracker.h"
+#include "instrument/host_stats.h"
+#include "instrument/nvml_sampler.h"
+#include "instrument/peak.h"
+
+namespace loupe::instrument {
+
+std::optional<double> percentile(std::vector<double> v, double p) {
+  if (v.empty()) return std::nullopt;
+  std::sort(v.begin(), v.end());
+  double pos = p / 100.0 * double(v.size() - 1);
+  size_t lo = size_t(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(device), opt_(opt) {
+  if (!device.is_cuda()) {
+    nvml_why_ = "training on the CPU";
+    busy_why_ = "training on the CPU";
+  } else {
+    if (opt.nvml) {
+      nvml_ = std::make_unique<NvmlSampler>(device.index, opt.nvml_period_ms);
+      if (!nvml_->available()) {
+        nvml_why_ = nvml_->why_unavailable();
+        nvml_.reset();
+      } else {
+        nvml_->start();
+      }
+    } else {
+      nvml_why_ = "NVML sampling is off (--no-nvml)";
+    }
+    if (opt.busy) {
+      busy_ = make_busy_tracker(&busy_why_);
+      if (busy_) {
+        try {
+          busy_->start();
+        } catch (const std::exception& e) {
+          busy_why_ = e.what();
+          busy_.reset();
+        }
+      }
+    } else {
+      busy_why_ = "CUPTI busy time is off (use --busy)";
+    }
+  }
+}
+
+EpochMonitor::~EpochMonitor() {
+  if (busy_) busy_->stop();
+  if (nvml_) nvml_->stop();
+}
+
+void EpochMonitor::begin_epoch() {
+  step_ms_.clear();
+  issue_ms_.clear();
+  wait_ms_.clear();
+  flops_ = 0;
+  last_step_begin_ = -1;
+  if (device_.is_cuda()) cuda_runtime()->reset_peak();
+  ProcessStats ps = read_process_stats();
+  cpu0_ = ps.ok ? ps.cpu_seconds : -1;
+  if (busy_) busy_t0_ = busy_->now_ns();
+  t0_ = NvmlSampler::now();
+}
+
+void EpochMonitor::step_begin() {
+  double t = NvmlSampler::now();
+  // A step's wall time is the distance between step starts: once the launch queue is full the
+  // host is held back to the device's pace, so this is the real per-step time either way.
+  if (last_step_begin_ >= 0) step_ms_.push_back((t - last_step_begin_) * 1e3);
+  last_step_begin_ = step_t0_ = t;
+}
+
+void EpochMonitor::data_ready() {
+  data_t_ = NvmlSampler::now();
+  wait_ms_.push_back((data_t_ - step_t0_) * 1e3);
+}
+
+void EpochMonitor::step_issued(double step_flops) {
+  issue_ms_.push_back((NvmlSampler::now() - data_t_) * 1e3);
+  flops_ += step_flops;
+}
+
+void EpochMonitor::end_train() {
+  t_end_ = NvmlSampler::now();
+  if (last_step_begin_ >= 0) step_ms_.push_back((t_end_ - last_step_begin_) * 1e3);
+  ProcessStats ps = read_process_stats();
+  cpu_end_ = ps.ok ? ps.cpu_seconds : -1;
+  rss_ = ps.ok ? ps.rss_bytes : -1;
+  if (busy_) {
+    busy_->flush();
+    busy_t1_ = busy_->now_ns();
+  }
+}
+
+void EpochMonitor::fill(EpochReport& r) {
+  double wall = t_end_ - t0_;
+  r.step_ms_p50 = percentile(step_ms_, 50);
+  r.step_ms_p95 = percentile(step_ms_, 95);
+  r.issue_ms_p50 = percentile(issue_ms_, 50);
+  r.issue_ms_p95 = percentile(issue_ms_, 95);
+  r.data_wait_ms_p50 = percentile(wait_ms_, 50);
+  r.data_wait_ms_p95 = percentile(wait_ms_, 95);
+  double wait_total = 0;
+  for (double w : wait_ms_) wait_total += w;
+  if (wall > 0 && !wait_ms_.empty()) r.data_wait_share = wait_total / 1e3 / wall;
+
+  if (r.samples > 0 && flops_ > 0) r.flops_per_sample = flops_ / double(r.samples);
+  if (wall > 0 && flops_ > 0) r.achieved_tflops = flops_ / wall / 1e12;
+  if (device_.is_cuda()) {
+    std::string name = cuda_runtime()->device_name();
+    if (auto p = datasheet_peak(name, opt_.precision)) {
+      r.peak_tflops = p->tflops;
+      r.peak_source = p->source;
+    } else {
+      r.peak_source = "no datasheet entry for " + name + " (run loupe peak)";
+    }
+    r.alloc_peak_bytes = double(cuda_runtime()->peak_bytes_in_use());
+  } else {
+    r.peak_source = "no peak table for CPUs";
+  }
+  if (r.achieved_tflops && r.peak_tflops) r.mfu = *r.achieved_tflops / *r.peak_tflops;
+
+  r.nvml_why = nvml_why_;
+  if (nvml_) {
+    GpuSummary g = nvml_->summarize(t0_, t_end_);
+    r.nvml_samples = g.samples;
+    if (g.samples == 0) r.nvml_why = "no NVML sample fell inside the epoch (it was shorter than the sampling period)";
+    r.gpu_util_mean = g.gpu_util_mean;
+    r.gpu_util_max = g.gpu_util_max;
+    r.mem_util_mean = g.mem_util_mean;
+    r.mem_used_max_bytes = g.mem_used_max;
+    r.mem_total_bytes = g.mem_total;
+    r.power_mean_w = g.power_mean_w;
+    r.power_max_w = g.power_max_w;
+    r.energy_j = g.energy_j;
+    r.temp_max_c = g.temp_max_c;
+    r.sm_clock_mean_mhz = g.sm_clock_mean_mhz;
+    r.throttle = g.throttle;
+    if (g.energy_j && *g.energy_j > 0) r.samples_per_joule = double(r.samples) / *g.energy_j;
+  }
+  r.busy_why = busy_why_;
+  if (busy_ && busy_t1_ > busy_t0_) {
+    uint64_t b = busy_->busy_ns(busy_t0_, busy_t1_);
+    r.gpu_busy_share = double(b) / double(busy_t1_ - busy_t0_);
+    busy_->discard_before(busy_t1_);
+  }
+  if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;
+  if (rss_ > 0) r.host_rss_bytes = rss_;
+  if (opt_.price_per_hour >= 0) {
+    r.cost_epoch = opt_.price_per_hour * r.epoch_seconds / 3600.0;
+    if (r.samples > 0 && r.train_seconds > 0)
+      r.cost_per_million_samples = opt_.price_per_hour * (r.train_seconds / 3600.0) * 1e6 / double(r.samples);
+  }
+}
+
+}  // namespace loupe::instrument

@@ -1,0 +1,57 @@
+// EpochMonitor: gathers, for one epoch, everything the report shows: step timings, NVML samples,
+// CUPTI busy time, FLOPs, allocator and process memory, and turns them into an EpochReport.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "instrument/report.h"
+
+namespace loupe::instrument {
+
+class NvmlSampler;
+class BusyTracker;
+
+struct MonitorOptions {
+  bool nvml = true;
+  int nvml_period_ms = 50;
+  bool busy = false;            // CUPTI activity records (--busy)
+  double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
+  std::string precision = "fp32";
+};
+
+class EpochMonitor {
+ public:
+  EpochMonitor(Device device, const MonitorOptions& opt);
+  ~EpochMonitor();
+
+  void begin_epoch();
+  // Per step, on the host: the step starts, its batch is ready, its work is enqueued.
+  void step_begin();
+  void data_ready();
+  void step_issued(double step_flops);
+  // After the training loop, once the device has finished the epoch's work.
+  void end_train();
+  // Fills the measured fields of r (time, learning and identity fields are the caller's).
+  void fill(EpochReport& r);
+
+  BusyTracker* busy_tracker() { return busy_.get(); }
+  const std::string& nvml_why() const { return nvml_why_; }
+
+ private:
+  Device device_;
+  MonitorOptions opt_;
+  std::unique_ptr<NvmlSampler> nvml_;
+  std::unique_ptr<BusyTracker> busy_;
+  std::string nvml_why_, busy_why_;
+  double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0, rss_ = 0;
+  uint64_t busy_t0_ = 0, busy_t1_ = 0;
+  double step_t0_ = 0, data_t_ = 0, last_step_begin_ = -1, flops_ = 0;
+  std::vector<double> step_ms_, issue_ms_, wait_ms_;
+};
+
+// The p-th percentile (0..100) of v by linear interpolation; empty for an empty v.
+std::optional<double> percentile(std::vector<double> v, double p);
+
+}  // namespace loupe::instrument

@@ -1,0 +1,86 @@
+// NVML sampler: a background thread that reads the GPU's utilisation, memory, power, energy,
+// temperature, SM clock and throttle reasons every period_ms, and summarises a time window of
+// those samples for the epoch report. libnvidia-ml.so.1 is opened with dlopen at run time, so
+// loupe builds and runs where nvml.h or the driver is absent; then available() is false, why
+// says so, and every summary field stays empty (DESIGN.md principle 5: unmeasured is null, not 0).
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace loupe::instrument {
+
+// One reading. A quantity the device does not report is NaN (energy_mj: -1, with has_energy
+// false), so summaries skip it rather than average in a 0.
+struct GpuSample {
+  double t = 0;                  // seconds, NvmlSampler::now()
+  double gpu_util = 0, mem_util = 0;  // percent, averaged by the driver over its own sample period
+  double mem_used = 0, mem_total = 0; // bytes, all processes on the device
+  double power_w = 0;
+  double energy_mj = -1;         // millijoules since the driver loaded (a counter); -1 if unsupported
+  double temp_c = 0, sm_clock_mhz = 0;
+  uint64_t throttle = 0;         // NVML clocks-event (throttle) reason bits
+  bool has_power = false, has_energy = false;
+};
+
+struct GpuSummary {
+  int samples = 0;
+  std::string why;  // non-empty when nothing was sampled: NVML unavailable, or the window too short
+  std::optional<double> gpu_util_mean, gpu_util_max, mem_util_mean, mem_used_max, mem_total,
+      power_mean_w, power_max_w, energy_j, temp_max_c, sm_clock_mean_mhz;
+  std::string throttle;  // reasons seen (OR over samples), comma-separated, without GpuIdle
+};
+
+// "SwPowerCap,HwThermalSlowdown" for the given reason bits; GpuIdle is left out because an idle
+// GPU lowering its clocks is not a problem to report.
+std::string throttle_reason_names(uint64_t bits);
+
+class NvmlSampler {
+ public:
+  // device_index is NVML's index (PCI bus order; CUDA_VISIBLE_DEVICES does not apply to it).
+  explicit NvmlSampler(int device_index = 0, int period_ms = 50);  // never throws
+  ~NvmlSampler();
+  NvmlSampler(const NvmlSampler&) = delete;
+  NvmlSampler& operator=(const NvmlSampler&) = delete;
+
+  bool available() const { return available_; }
+  const std::string& why_unavailable() const { return why_; }
+  std::string device_name() const;  // "" when unavailable
+
+  // Call start/stop from one controlling thread. Samples accumulate across start/stop cycles
+  // (about 2 kB a second at 50 ms); summarize picks a window by time.
+  void start();  // no-op when unavailable or already running; one sample is taken at once
+  void stop();   // no-op when not running; takes a last sample, so a window ending now has one
+
+  // Samples with t in [t0, t1]. Energy: difference of the energy counter between the first and
+  // last sample in the window when supported, else the trapezoid integral of power (needs two
+  // samples); both cover [first sample, last sample], not the whole window.
+  GpuSummary summarize(double t0, double t1) const;
+  std::vector<GpuSample> samples() const;
+  void add_sample_for_test(const GpuSample& s);
+
+  static double now();  // steady_clock, seconds
+
+ private:
+  struct Api;  // the dlopen'ed NVML entry points
+  GpuSample read_sample() const;
+  void loop();
+
+  int period_ms_;
+  bool available_ = false;
+  std::string why_;
+  Api* api_ = nullptr;
+  void* device_ = nullptr;  // nvmlDevice_t
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_ = false;
+  std::thread thread_;
+  std::vector<GpuSample> samples_;
+};
+
+}  // namespace loupe::instrument

@@ -1,0 +1,85 @@
+#include "instrument/nvtx.h"
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "nvtx3/nvToolsExt.h"
+
+namespace loupe::instrument {
+
+namespace {
+int64_t g_step = -1;
+
+nvtxDomainHandle_t domain() {
+  static nvtxDomainHandle_t d = nvtxDomainCreateA("loupe");
+  return d;
+}
+
+// Registered strings are cheaper for tools than ASCII messages; register each name once.
+nvtxStringHandle_t registered(const char* name) {
+  static std::mutex m;
+  static std::unordered_map<std::string, nvtxStringHandle_t> cache;  // by content: callers' buffers may be reused
+  std::lock_guard<std::mutex> lock(m);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  nvtxStringHandle_t h = nvtxDomainRegisterStringA(domain(), name);
+  cache.emplace(name, h);
+  return h;
+}
+
+nvtxEventAttributes_t attributes(const char* name) {
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  a.message.registered = registered(name);
+  a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
+  a.payload.llValue = g_step;
+  return a;
+}
+}  // namespace
+
+namespace {
+bool g_trace_on = false;
+int g_depth = 0;
+int g_gen = 0;  // bumped by host_trace_take, so ranges still open then do not write into the next window
+std::vector<HostRange> g_trace;
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+void host_trace_enable(bool on) { g_trace_on = on; }
+std::vector<HostRange> host_trace_take() {
+  std::vector<HostRange> out;
+  out.swap(g_trace);
+  ++g_gen;
+  return out;
+}
+
+void set_current_step(int64_t step) { g_step = step; }
+int64_t current_step() { return g_step; }
+
+NvtxRange::NvtxRange(const char* name) {
+  nvtxEventAttributes_t a = attributes(name);
+  nvtxDomainRangePushEx(domain(), &a);
+  if (g_trace_on) {
+    trace_index_ = int(g_trace.size());
+    trace_gen_ = g_gen;
+    g_trace.push_back({name, now_s(), 0.0, g_depth});
+  }
+  ++g_depth;
+}
+
+NvtxRange::~NvtxRange() {
+  --g_depth;
+  if (trace_index_ >= 0 && trace_gen_ == g_gen) g_trace[size_t(trace_index_)].end = now_s();
+  nvtxDomainRangePop(domain());
+}
+
+void nvtx_mark(const char* name) {
+  nvtxEventAttributes_t a = attributes(name);
+  nvtxDomainMarkEx(domain(), &a);
+}
+
+}  // namespace loupe::instrument

@@ -1,0 +1,41 @@
+// NVTX ranges in the domain "loupe", for Nsight Systems / Nsight Compute. An RAII type; when no
+// tool is attached the NVTX calls are no-ops (NVTX3 resolves them to empty functions), so the
+// ranges cost a few nanoseconds.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loupe::instrument {
+
+// The training step now running; ranges carry it as their payload (-1 outside training).
+void set_current_step(int64_t step);
+int64_t current_step();
+
+// A range around a scope; each distinct name is registered with NVTX once.
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name);
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+
+ private:
+  int trace_index_ = -1;  // into the host trace, when recording
+  int trace_gen_ = 0;
+};
+
+// Host-side recording of the ranges, for the Chrome trace (--trace): while enabled, every
+// NvtxRange on this thread is also kept with its begin and end (steady clock, seconds).
+struct HostRange {
+  std::string name;
+  double begin, end;
+  int depth;
+};
+void host_trace_enable(bool on);
+std::vector<HostRange> host_trace_take();
+
+// Marks a point (e.g. "checkpoint written").
+void nvtx_mark(const char* name);
+
+}  // namespace loupe::instrument

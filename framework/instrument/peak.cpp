@@ -1,0 +1,67 @@
+#include "instrument/peak.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/cuda_runtime.h"
+
+namespace loupe::instrument {
+
+namespace {
+struct Row {
+  const char* match;  // substring of the CUDA device name
+  const char* label;
+  double fp32, tf32, fp16;  // dense TFLOP/s (fp16 and bf16 alike, fp32 accumulation)
+};
+// NVIDIA datasheets, dense (no sparsity). More specific names first.
+const std::vector<Row>& table() {
+  static const std::vector<Row> rows{
+      {"H200", "NVIDIA H200 SXM", 67, 494.7, 989.4},
+      {"H100 PCIe", "NVIDIA H100 PCIe", 51, 378, 756},
+      {"H100 NVL", "NVIDIA H100 NVL", 60, 417.5, 835},
+      {"H100", "NVIDIA H100 SXM", 67, 494.7, 989.4},
+      {"GH200", "NVIDIA GH200", 67, 494.7, 989.4},
+      {"A100", "NVIDIA A100", 19.5, 156, 312},
+      {"A10G", "NVIDIA A10G", 31.2, 62.5, 125},
+      {"A10", "NVIDIA A10", 31.2, 62.5, 125},
+      {"L40S", "NVIDIA L40S", 91.6, 183, 362},
+      {"L4", "NVIDIA L4", 30.3, 60, 121},
+      {"V100", "NVIDIA V100 SXM2", 15.7, 15.7, 125},
+      {"T4", "NVIDIA T4", 8.1, 8.1, 65},
+      {"RTX 4090", "NVIDIA GeForce RTX 4090", 82.6, 82.6, 165.2},
+      {"P100", "NVIDIA P100 SXM2", 10.6, 10.6, 21.2},
+      {"K80", "NVIDIA K80 (one GPU of two)", 4.37, 4.37, 4.37},
+  };
+  return rows;
+}
+
+MeasurePeakFn& measurer() {
+  static MeasurePeakFn f = nullptr;
+  return f;
+}
+}  // namespace
+
+std::optional<Peak> datasheet_peak(const std::string& name, const std::string& precision) {
+  for (const Row& r : table()) {
+    if (name.find(r.match) == std::string::npos) continue;
+    double v = precision == "tf32" ? r.tf32 : (precision == "fp16" || precision == "bf16") ? r.fp16 : r.fp32;
+    return Peak{v, std::string("datasheet: ") + r.label + ", " + precision};
+  }
+  return std::nullopt;
+}
+
+void register_gpu_peak_measurer(MeasurePeakFn f) { measurer() = f; }
+
+std::optional<MeasuredPeak> measure_gpu_peak(std::string* why) {
+  if (!measurer()) {
+    if (why) *why = "this loupe was built without CUDA";
+    return std::nullopt;
+  }
+  if (!cuda_available()) {
+    if (why) *why = "no CUDA GPU is visible";
+    return std::nullopt;
+  }
+  return measurer()();
+}
+
+}  // namespace loupe::instrument

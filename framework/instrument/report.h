@@ -1,0 +1,69 @@
+// The epoch report: one record per epoch with every figure loupe measures. A figure that could not
+// be measured here is an empty optional, printed as "n/a" and written as JSON null, never 0
+// (DESIGN.md principle 5); the *_why fields say why.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loupe::instrument {
+
+using Opt = std::optional<double>;
+
+struct EpochReport {
+  // What ran.
+  std::string model, device, device_name, precision = "fp32";
+  int64_t batch = 0;
+  int epoch = 0, epochs = 0;
+  int64_t steps = 0, samples = 0;
+
+  // Learning.
+  double train_loss = 0, train_acc = 0;
+  Opt test_acc;
+
+  // Time (host wall clock).
+  double epoch_seconds = 0, train_seconds = 0, eval_seconds = 0;
+  double samples_per_sec = 0;
+  Opt step_ms_p50, step_ms_p95;              // wall time per step
+  Opt issue_ms_p50, issue_ms_p95;            // host time to issue a step's work (enqueue only)
+  Opt data_wait_ms_p50, data_wait_ms_p95;    // time the step waited for its batch
+  Opt data_wait_share;                       // data wait / train wall time, 0..1
+
+  // Arithmetic (FLOPs counted analytically per op).
+  Opt flops_per_sample;                      // forward + backward + update, per training sample
+  Opt achieved_tflops;                       // over the training wall time
+  Opt peak_tflops;                           // of the device at this precision
+  std::string peak_source;                   // "table: NVIDIA H200 fp32", "measured (loupe peak)", ...
+  Opt mfu;                                   // achieved / peak, 0..1
+
+  // GPU, sampled by NVML every `nvml_period_ms`.
+  int nvml_samples = 0;
+  std::string nvml_why;                      // why the NVML fields are empty, when they are
+  Opt gpu_util_mean, gpu_util_max;           // percent
+  Opt mem_util_mean;                         // memory-controller utilisation, percent
+  Opt mem_used_max_bytes, mem_total_bytes;   // device memory per NVML (all processes)
+  Opt power_mean_w, power_max_w;
+  Opt energy_j;                              // over the epoch, from the energy counter
+  Opt samples_per_joule;
+  Opt temp_max_c, sm_clock_mean_mhz;
+  std::string throttle;                      // throttle reasons seen during the epoch, "" if none
+
+  // GPU busy time from CUPTI activity records (--busy): union of kernel and copy intervals.
+  Opt gpu_busy_share;                        // busy / train wall time, 0..1
+  std::string busy_why;
+
+  // Memory from loupe's allocator (the stream-ordered pool).
+  Opt alloc_peak_bytes;
+
+  // The host process, from /proc.
+  Opt host_cpu_util;                         // process CPU seconds / wall seconds (1.0 = one core)
+  Opt host_rss_bytes;
+
+  // Cost, with --price-per-hour.
+  Opt cost_epoch, cost_per_million_samples;
+
+  std::vector<std::string> advice;
+};
+
+}  // namespace loupe::instrument

@@ -1,0 +1,296 @@
+#include "instrument/report_io.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace loupe::instrument {
+namespace {
+
+// Calls f(name, value) for every scalar field of EpochReport, in declaration order. JSON and CSV
+// both walk this one list, so they cannot disagree; the macro keeps each name equal to its field.
+template <class F>
+void visit_fields(const EpochReport& r, F&& f) {
+#define LOUPE_FIELD(x) f(#x, r.x)
+  LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name); LOUPE_FIELD(precision);
+  LOUPE_FIELD(batch); LOUPE_FIELD(epoch); LOUPE_FIELD(epochs); LOUPE_FIELD(steps); LOUPE_FIELD(samples);
+  LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc);
+  LOUPE_FIELD(epoch_seconds); LOUPE_FIELD(train_seconds); LOUPE_FIELD(eval_seconds);
+  LOUPE_FIELD(samples_per_sec); LOUPE_FIELD(step_ms_p50); LOUPE_FIELD(step_ms_p95);
+  LOUPE_FIELD(issue_ms_p50); LOUPE_FIELD(issue_ms_p95); LOUPE_FIELD(data_wait_ms_p50);
+  LOUPE_FIELD(data_wait_ms_p95); LOUPE_FIELD(data_wait_share);
+  LOUPE_FIELD(flops_per_sample); LOUPE_FIELD(achieved_tflops); LOUPE_FIELD(peak_tflops);
+  LOUPE_FIELD(peak_source); LOUPE_FIELD(mfu);
+  LOUPE_FIELD(nvml_samples); LOUPE_FIELD(nvml_why); LOUPE_FIELD(gpu_util_mean); LOUPE_FIELD(gpu_util_max);
+  LOUPE_FIELD(mem_util_mean); LOUPE_FIELD(mem_used_max_bytes); LOUPE_FIELD(mem_total_bytes);
+  LOUPE_FIELD(power_mean_w); LOUPE_FIELD(power_max_w); LOUPE_FIELD(energy_j); LOUPE_FIELD(samples_per_joule);
+  LOUPE_FIELD(temp_max_c); LOUPE_FIELD(sm_clock_mean_mhz); LOUPE_FIELD(throttle);
+  LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
+  LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes);
+  LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
+#undef LOUPE_FIELD
+}
+
+// Shortest text that reads back as the same double; locale-independent (unlike printf).
+std::string num(double v) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\r': o += "\\r"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (c < 0x20) {  // other control characters must be \u-escaped; UTF-8 passes through
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          o += buf;
+        } else {
+          o += char(c);
+        }
+    }
+  }
+  return o + "\"";
+}
+
+// RFC 4180: quote a cell holding a separator, quote or line break; double the quotes inside.
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string o;
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? sep : "") + v[i];
+  return o;
+}
+
+// The text of one field for JSON (json = true) or CSV. JSON has no NaN/Inf, so those become null;
+// CSV keeps "nan"/"inf" (a diverged loss is a measured fact). Unmeasured: null / empty cell.
+template <class T>
+std::string field_text(const T& v, bool json) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return json ? json_string(v) : csv_cell(v);
+  } else if constexpr (std::is_same_v<T, Opt>) {
+    return v ? field_text(*v, json) : (json ? "null" : "");
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (std::isfinite(v)) return num(v);
+    if (json) return "null";
+    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  } else {
+    return std::to_string(v);
+  }
+}
+
+// ---- console formatting -------------------------------------------------------------------
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string commas(double v) {
+  std::string d = fmt("%.0f", std::fabs(v)), o;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) o += ',';
+    o += d[i];
+  }
+  return (v < 0 ? "-" : "") + o;
+}
+
+// About three significant digits; whole numbers with thousands separators from 100 up.
+std::string n3(double v) {
+  if (!std::isfinite(v)) return fmt("%g", v);
+  return std::fabs(v) >= 99.5 ? commas(v) : fmt("%.3g", v);
+}
+
+// Small shares keep two decimals, so a 0.04% MFU does not read as 0.0%.
+std::string pct(double share) {
+  const double p = share * 100;
+  return fmt(p == 0 || std::fabs(p) >= 1 ? "%.1f%%" : "%.2f%%", p);
+}
+
+std::string bytes(double b) {
+  return b >= (1 << 30) ? fmt("%.1f GiB", b / (1 << 30)) : commas(b / (1 << 20)) + " MiB";
+}
+
+std::string energy(double j) {
+  return j >= 1e6 ? n3(j / 1e6) + " MJ" : j >= 1e3 ? n3(j / 1e3) + " kJ" : n3(j) + " J";
+}
+
+// "n/a" when unmeasured, else the formatted value.
+template <class F>
+std::string or_na(const Opt& v, F&& f) {
+  return v ? f(*v) : "n/a";
+}
+
+std::string duration(double s) {
+  if (s < 60) return fmt("%.0fs", s);
+  int t = int(s + 0.5), h = t / 3600, m = t / 60 % 60, sec = t % 60;
+  char buf[32];
+  if (h) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", h, m, sec);
+  else std::snprintf(buf, sizeof buf, "%d:%02d", m, sec);
+  return buf;
+}
+
+std::FILE* open_or_throw(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f)
+    throw Error("cannot open '" + path + "' for writing: " + std::strerror(errno) +
+                "; check that its directory exists and is writable");
+  return f;
+}
+
+void put_line(std::FILE* f, const std::string& path, const std::string& line) {
+  if (std::fputs((line + "\n").c_str(), f) < 0 || std::fflush(f) != 0)
+    throw Error("cannot write to '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::string to_json(const EpochReport& r) {
+  std::string o = "{";
+  visit_fields(r, [&](const char* name, const auto& v) {
+    o += json_string(name) + ":" + field_text(v, true) + ",";
+  });
+  o += "\"advice\":[";
+  for (size_t i = 0; i < r.advice.size(); ++i) o += (i ? "," : "") + json_string(r.advice[i]);
+  return o + "]}";
+}
+
+std::string csv_header() {
+  std::vector<std::string> names;
+  visit_fields(EpochReport{}, [&](const char* name, const auto&) { names.push_back(name); });
+  names.push_back("advice");
+  return join(names, ",");
+}
+
+std::string to_csv_row(const EpochReport& r) {
+  std::vector<std::string> cells;
+  visit_fields(r, [&](const char*, const auto& v) { cells.push_back(field_text(v, false)); });
+  cells.push_back(csv_cell(join(r.advice, " | ")));
+  return join(cells, ",");
+}
+
+std::string epoch_line(const EpochReport& r) {
+  const int width = int(std::to_string(r.epochs).size());
+  char head[64];
+  std::snprintf(head, sizeof head, "epoch %*d/%d", width, r.epoch, r.epochs);
+  std::string o = std::string(head) + "  loss " + fmt("%.4f", r.train_loss) + "  train acc " +
+                  fmt("%.2f%%", 100 * r.train_acc) + "  test acc " +
+                  or_na(r.test_acc, [](double a) { return fmt("%.2f%%", 100 * a); }) + "  " +
+                  n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
+
+  // Line 2: the device. NVML's reason is shown once, where its first figure would be.
+  o += "\n  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
+  if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
+  if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
+  o += "  busy " + or_na(r.gpu_busy_share, pct);
+  if (r.mfu && r.peak_tflops) {
+    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
+  } else {
+    o += "  MFU n/a";
+    if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";
+  }
+  o += "  mem ";
+  if (r.mem_used_max_bytes && r.mem_total_bytes)
+    o += fmt("%.1f", *r.mem_used_max_bytes / (1 << 30)) + "/" + bytes(*r.mem_total_bytes);
+  else
+    o += "n/a";
+  o += "  power " + or_na(r.power_mean_w, [](double w) { return n3(w) + " W"; });
+  // samples/J derives from the energy counter, so it is shown with it or not at all.
+  if (r.energy_j) o += "  " + energy(*r.energy_j) + "  " + or_na(r.samples_per_joule, n3) + " samples/J";
+  else o += "  energy n/a";
+  if (!r.throttle.empty()) o += "  throttled: " + r.throttle;
+
+  // Line 3: the step and the host.
+  o += "\n  step p50 " + or_na(r.step_ms_p50, [](double m) { return n3(m) + " ms"; });
+  o += " p95 " + or_na(r.step_ms_p95, [](double m) { return n3(m) + " ms"; });
+  o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
+  o += "  data wait " + or_na(r.data_wait_share, pct);
+  o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
+  o += "  RSS " + or_na(r.host_rss_bytes, bytes);
+  if (r.alloc_peak_bytes) o += "  pool peak " + bytes(*r.alloc_peak_bytes);
+  // Cost is opt-in (--price-per-hour): shown only when asked for, not as n/a on every run.
+  if (r.cost_epoch) o += "  $" + fmt("%.4g", *r.cost_epoch) + "/epoch";
+  if (r.cost_per_million_samples) o += "  $" + fmt("%.4g", *r.cost_per_million_samples) + "/M samples";
+
+  for (const auto& a : r.advice) o += "\n  advice: " + a;
+  return o;
+}
+
+JsonlWriter::JsonlWriter(const std::string& path) : path_(path), f_(open_or_throw(path), &std::fclose) {}
+
+void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_json(r)); }
+
+CsvWriter::CsvWriter(const std::string& path) : path_(path), f_(open_or_throw(path), &std::fclose) {
+  put_line(f_.get(), path_, csv_header());
+}
+
+void CsvWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_csv_row(r)); }
+
+// ---- progress bar ---------------------------------------------------------------------------
+
+ProgressBar::ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out)
+    : epoch_(epoch), epochs_(epochs), total_(total_steps), tty_(is_tty), out_(out) {}
+
+bool ProgressBar::stdout_is_tty() { return isatty(fileno(stdout)) == 1; }
+
+void ProgressBar::update(int64_t step, double elapsed_s, int64_t samples, std::optional<double> loss) {
+  if (!tty_) return;
+  const bool final_step = total_ > 0 && step >= total_;
+  // A terminal redrawn every step costs more than a small model's step: ~10 redraws a second.
+  if (final_step ? drew_final_ : (last_draw_s_ >= 0 && elapsed_s - last_draw_s_ < 0.1)) return;
+  last_draw_s_ = elapsed_s;
+  drew_final_ = final_step;
+
+  const int w = int(std::to_string(std::max<int64_t>(total_, 0)).size());
+  char head[96];
+  std::snprintf(head, sizeof head, "epoch %d/%d %*lld/%lld ", epoch_, epochs_, w, (long long)step,
+                (long long)total_);
+  std::string line = head;
+  if (total_ > 0) {
+    const int bar = 30, done = int(bar * std::min<int64_t>(step, total_) / total_);
+    line += "[" + std::string(done, '=') + (done < bar ? ">" : "") +
+            std::string(std::max(0, bar - done - 1), '.') + "]";
+  }
+  if (final_step)
+    line += " " + fmt("%.2f", elapsed_s) + " s";
+  else if (total_ > 0 && step > 0)
+    line += " ETA " + duration(elapsed_s / step * (total_ - step));
+  line += "  loss " + (loss ? fmt("%.4f", *loss) : std::string("n/a"));
+  if (elapsed_s > 0) line += "  " + n3(samples / elapsed_s) + " samples/s";
+
+  // Pad over the previous line's tail: the new line may be shorter.
+  std::string padded = line;
+  if (padded.size() < last_.size()) padded += std::string(last_.size() - padded.size(), ' ');
+  std::fprintf(out_, "\r%s", padded.c_str());
+  std::fflush(out_);
+  last_ = line;
+  ++redraws_;
+}
+
+void ProgressBar::finish() {
+  if (!tty_ || last_.empty()) return;
+  std::fprintf(out_, "\r%s\r", std::string(last_.size(), ' ').c_str());
+  std::fflush(out_);
+}
+
+}  // namespace loupe::instrument

@@ -1,0 +1,74 @@
+// Turning an EpochReport into output: one JSON line, one CSV row, the human summary printed after
+// each epoch, and the per-step progress bar. A figure that was not measured is null in JSON, an
+// empty cell in CSV and "n/a" on the console, never 0 (DESIGN.md principle 5).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "instrument/report.h"
+
+namespace loupe::instrument {
+
+// One JSON object on one line (no trailing newline): every EpochReport field under its own name,
+// in declaration order; empty optionals and non-finite numbers as null; advice as an array.
+std::string to_json(const EpochReport& r);
+
+// The same scalar fields as to_json, in the same order; advice joined with " | " in the last column.
+std::string csv_header();
+std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured figure
+
+// The 3-line console summary (plus one "advice:" line per item), joined by '\n', no trailing newline.
+std::string epoch_line(const EpochReport& r);
+
+// Appends one JSON line per epoch. Truncates the file at open and flushes every line, so a run that
+// dies keeps the epochs it finished. Throws loupe::Error naming the path when it cannot write.
+class JsonlWriter {
+ public:
+  explicit JsonlWriter(const std::string& path);
+  void write(const EpochReport& r);
+
+ private:
+  std::string path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
+};
+
+// Like JsonlWriter, for spreadsheets: the header is written at open, then one row per epoch.
+class CsvWriter {
+ public:
+  explicit CsvWriter(const std::string& path);
+  void write(const EpochReport& r);
+
+ private:
+  std::string path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
+};
+
+// A Keras-style progress bar: one line rewritten with '\r' (step/total, bar, ETA, loss, samples/s).
+// When `is_tty` is false (output redirected, or --plain) it prints nothing per step: logs then get
+// only the epoch summary. `out` is the stream the caller checked with isatty (stdout by default).
+class ProgressBar {
+ public:
+  ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out = stdout);
+  static bool stdout_is_tty();
+
+  // Cheap when nothing is drawn: redraws at most every 0.1 s of `elapsed_s`, and once at the end.
+  void update(int64_t step, double elapsed_s, int64_t samples, std::optional<double> loss);
+  void finish();  // clears the line on a terminal, so the epoch summary starts on a clean line
+  std::string last_line() const { return last_; }  // the last line drawn ("" if none)
+  int redraws() const { return redraws_; }
+
+ private:
+  int epoch_, epochs_;
+  int64_t total_;
+  bool tty_;
+  std::FILE* out_;
+  double last_draw_s_ = -1;
+  bool drew_final_ = false;
+  int redraws_ = 0;
+  std::string last_;
+};
+
+}  // namespace loupe::instrument

@@ -1,0 +1,77 @@
+// FLOP counting: one mnist_mlp training step counts exactly the analytic number of FLOPs
+// (conventions in framework/instrument/flops.h), and the epoch report divides it per sample.
+#include <gtest/gtest.h>
+
+#include "instrument/flops.h"
+#include "instrument/monitor.h"
+#include "instrument/peak.h"
+#include "loupe.h"
+#include "models/registry.h"
+#include "train/trainer.h"
+
+using namespace loupe;
+
+namespace {
+// The analytic count for one step of mnist_mlp at batch B, written out layer by layer.
+double mnist_mlp_step_flops(double B) {
+  const double P = 669706;  // parameters
+  double gemm_fwd = 2 * B * (784 * 512 + 512 * 512 + 512 * 10);
+  double gemm_dx = 2 * B * (512 * 512 + 512 * 10);  // no gradient for the input images
+  double gemm_dw = 2 * B * (784 * 512 + 512 * 512 + 512 * 10);
+  double bias = B * (512 + 512 + 10);                // forward add; backward the same-size reduction
+  double relu = 2 * B * 512, drop = 2 * B * 512;     // forward; backward the same again
+  double ce = 4 * B * 10;                            // forward; backward the same again
+  double accumulate = P;                             // gradients added into the arena
+  double rmsprop = 6 * P;
+  return gemm_fwd + gemm_dx + gemm_dw + 2 * bias + 2 * relu + 2 * drop + 2 * ce + accumulate + rmsprop;
+}
+}  // namespace
+
+TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
+  const auto& info = models::find_model("mnist_mlp");
+  auto model = info.build();
+  model->to(kCPU);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), 1e-3);
+  Tensor x = full(Shape{128, 28, 28}, 0.5);
+  Tensor y = zeros(Shape{128}, DType::i32);
+  double f0 = instrument::flops_counted();
+  opt->zero_grad();
+  cross_entropy((*model)(x), y).backward();
+  opt->step();
+  EXPECT_DOUBLE_EQ(instrument::flops_counted() - f0, mnist_mlp_step_flops(128));
+  // At 128: 410,779,648 GEMM FLOPs of 416,266,822 in all.
+  EXPECT_EQ(mnist_mlp_step_flops(128), 416266822.0);
+}
+
+TEST(Flops, EpochReportGivesFlopsPerSample) {
+  const auto& info = models::find_model("mnist_mlp");
+  manual_seed(1);
+  auto model = info.build();
+  model->to(kCPU);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), 1e-3);
+  train::TensorDataset data{full(Shape{256, 28, 28}, 9, DType::u8), zeros(Shape{256}, DType::u8)};
+  instrument::EpochMonitor mon(kCPU, {});
+  train::Trainer t(*model, *opt, kCPU);
+  t.hooks.monitor = &mon;
+  train::EpochStats st = t.train_epoch(data, 128, 1, 1);
+  instrument::EpochReport r;
+  r.samples = st.samples;
+  r.train_seconds = st.train_seconds;
+  mon.fill(r);
+  ASSERT_TRUE(r.flops_per_sample.has_value());
+  EXPECT_DOUBLE_EQ(*r.flops_per_sample, mnist_mlp_step_flops(128) / 128);
+  EXPECT_TRUE(r.achieved_tflops.has_value());
+  EXPECT_FALSE(r.mfu.has_value());  // no CPU peak table: n/a, not 0
+  EXPECT_FALSE(r.gpu_util_mean.has_value());
+  EXPECT_EQ(r.nvml_why, "training on the CPU");
+  ASSERT_TRUE(r.step_ms_p50.has_value());
+  EXPECT_EQ(*instrument::percentile({1, 2, 3, 4}, 50), 2.5);
+}
+
+TEST(Peak, DatasheetTable) {
+  auto h = instrument::datasheet_peak("NVIDIA H200", "fp32");
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->tflops, 67);
+  EXPECT_EQ(instrument::datasheet_peak("NVIDIA H100 PCIe", "bf16")->tflops, 756);
+  EXPECT_FALSE(instrument::datasheet_peak("Some Future GPU", "fp32").has_value());
+}

@@ -1,0 +1,197 @@
+// GPU busy-time plumbing: interval union, the BusyTracker factory (CPU-only or CUDA build, with or
+// without a GPU) and the Chrome trace writer.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "instrument/busy_tracker.h"
+#include "instrument/chrome_trace.h"
+#include "instrument/intervals.h"
+
+namespace loupe::instrument {
+namespace {
+
+constexpr uint64_t kAll = ~uint64_t(0);
+
+TEST(UnionLength, EmptyInput) { EXPECT_EQ(union_length({}, 0, kAll), 0u); }
+
+TEST(UnionLength, Disjoint) { EXPECT_EQ(union_length({{0, 10}, {20, 25}, {100, 101}}, 0, kAll), 16u); }
+
+TEST(UnionLength, Overlapping) { EXPECT_EQ(union_length({{0, 10}, {5, 15}, {12, 20}}, 0, kAll), 20u); }
+
+TEST(UnionLength, Nested) { EXPECT_EQ(union_length({{0, 100}, {10, 20}, {30, 40}, {50, 100}}, 0, kAll), 100u); }
+
+TEST(UnionLength, TouchingMergesWithoutDoubleCount) { EXPECT_EQ(union_length({{0, 10}, {10, 20}}, 0, kAll), 20u); }
+
+TEST(UnionLength, Unsorted) {
+  // {30,40} U {0,10} U {5,12} U {35,50} U {100,110} = [0,12) + [30,50) + [100,110) = 12 + 20 + 10.
+  EXPECT_EQ(union_length({{30, 40}, {0, 10}, {100, 110}, {5, 12}, {35, 50}}, 0, kAll), 42u);
+}
+
+TEST(UnionLength, Clipped) {
+  std::vector<Interval> v{{0, 10}, {5, 15}, {20, 30}, {40, 50}};
+  EXPECT_EQ(union_length(v, 8, 25), 12u);   // [8,15) + [20,25) = 7 + 5
+  EXPECT_EQ(union_length(v, 15, 20), 0u);   // a gap
+  EXPECT_EQ(union_length(v, 0, 50), 35u);   // 15 + 10 + 10
+  EXPECT_EQ(union_length(v, 100, 200), 0u); // after everything
+  EXPECT_EQ(union_length(v, 25, 25), 0u);   // empty window
+  EXPECT_EQ(union_length(v, 30, 10), 0u);   // inverted window
+}
+
+TEST(UnionLength, EmptyAndInvertedIntervalsCountNothing) {
+  EXPECT_EQ(union_length({{5, 5}, {9, 3}, {0, 2}}, 0, kAll), 2u);
+}
+
+TEST(UnionLength, LargeTimestamps) {
+  const uint64_t t = uint64_t(1) << 62;  // CUPTI timestamps are ns since an epoch: large values
+  EXPECT_EQ(union_length({{t, t + 1000}, {t + 500, t + 3000}, {t + 5000, t + 5001}}, t + 100, t + 6000), 2901u);
+}
+
+// CPU-only build: no factory, nullptr and a reason. CUDA build without a GPU: CUPTI fails in the
+// factory's probe (nullptr and a reason) or in start() (a loupe::Error). With a GPU: it works.
+TEST(BusyTracker, FactoryFailsCleanlyOrWorks) {
+  std::string why;
+  std::unique_ptr<BusyTracker> t = make_busy_tracker(&why);
+  if (!t) {
+    EXPECT_FALSE(why.empty());
+    std::printf("  no busy tracker here: %s\n", why.c_str());
+    return;
+  }
+  std::string why2;
+  EXPECT_EQ(make_busy_tracker(&why2), nullptr) << "CUPTI's buffers are process-wide: one tracker at a time";
+  EXPECT_FALSE(why2.empty());
+  try {
+    t->start();
+    uint64_t t0 = t->now_ns();
+    t->flush();
+    uint64_t t1 = t->now_ns();
+    EXPECT_LE(t0, t1);
+    EXPECT_LE(t->busy_ns(t0, t1), t1 - t0);
+    t->stop();
+    t->discard_before(t1);
+  } catch (const Error& e) {
+    std::printf("  busy tracker failed cleanly: %s\n", e.what());
+  }
+  t.reset();
+  std::string why3;
+  std::unique_ptr<BusyTracker> again = make_busy_tracker(&why3);  // the slot is free again
+  EXPECT_TRUE(again || !why3.empty());
+}
+
+TEST(BusyTracker, NullWhyIsAllowed) { make_busy_tracker(nullptr); }
+
+// A minimal JSON validator: returns the position after one value, or npos on a syntax error.
+size_t skip_ws(const std::string& s, size_t i) {
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return i;
+}
+size_t parse_value(const std::string& s, size_t i);
+size_t parse_string(const std::string& s, size_t i) {
+  if (i >= s.size() || s[i] != '"') return std::string::npos;
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '"') return i + 1;
+    if (static_cast<unsigned char>(s[i]) < 0x20) return std::string::npos;
+    if (s[i] == '\\') ++i;
+  }
+  return std::string::npos;
+}
+size_t parse_seq(const std::string& s, size_t i, char close, bool keyed) {
+  i = skip_ws(s, i + 1);
+  if (i < s.size() && s[i] == close) return i + 1;
+  while (i != std::string::npos && i < s.size()) {
+    if (keyed) {
+      i = parse_string(s, skip_ws(s, i));
+      if (i == std::string::npos || (i = skip_ws(s, i)) >= s.size() || s[i] != ':') return std::string::npos;
+      ++i;
+    }
+    i = parse_value(s, i);
+    if (i == std::string::npos || (i = skip_ws(s, i)) >= s.size()) return std::string::npos;
+    if (s[i] == close) return i + 1;
+    if (s[i] != ',') return std::string::npos;
+    ++i;
+  }
+  return std::string::npos;
+}
+size_t parse_value(const std::string& s, size_t i) {
+  i = skip_ws(s, i);
+  if (i >= s.size()) return std::string::npos;
+  if (s[i] == '{') return parse_seq(s, i, '}', true);
+  if (s[i] == '[') return parse_seq(s, i, ']', false);
+  if (s[i] == '"') return parse_string(s, i);
+  for (const char* lit : {"true", "false", "null"})
+    if (s.compare(i, std::strlen(lit), lit) == 0) return i + std::strlen(lit);
+  size_t j = i;
+  while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || (s[j] && std::strchr("+-.eE", s[j])))) ++j;
+  return j > i ? j : std::string::npos;
+}
+bool valid_json(const std::string& s) {
+  size_t end = parse_value(s, 0);
+  return end != std::string::npos && skip_ws(s, end) == s.size();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const char* name) { return ::testing::TempDir() + name; }
+
+TEST(ChromeTrace, WritesValidJsonWithEscapedNames) {
+  const std::string path = temp_path("loupe_trace_test.json");
+  std::vector<TraceEvent> ev{
+      {"forward", "host", 0.0, 1234.5, 1, 1, ""},
+      {"void gemm<float>(\"tile\" \\ 64)", "gpu", 10.25, 3.125, 2, 7, "{\"grid\":[4,1,1],\"bytes\":1024}"},
+      {"line\nbreak\ttab\x01", "gpu", 1e9, 0.001, 2, 8, ""},
+  };
+  write_chrome_trace(path, ev);
+  const std::string s = read_all(path);
+  EXPECT_EQ(s.rfind("{\"traceEvents\":[", 0), 0u) << s;
+  EXPECT_TRUE(valid_json(s)) << s;
+  EXPECT_NE(s.find("\"name\":\"forward\""), std::string::npos);
+  EXPECT_NE(s.find("\"ph\":\"X\""), std::string::npos);
+  EXPECT_NE(s.find("void gemm<float>(\\\"tile\\\" \\\\ 64)"), std::string::npos) << s;
+  EXPECT_NE(s.find("line\\nbreak\\ttab\\u0001"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"args\":{\"grid\":[4,1,1],\"bytes\":1024}"), std::string::npos);
+  EXPECT_NE(s.find("\"ts\":10.250,\"dur\":3.125"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":1000000000.000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"displayTimeUnit\":\"ms\""), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(ChromeTrace, EmptyTraceIsValid) {
+  const std::string path = temp_path("loupe_trace_empty.json");
+  write_chrome_trace(path, {});
+  EXPECT_TRUE(valid_json(read_all(path)));
+  std::remove(path.c_str());
+}
+
+TEST(ChromeTrace, UnwritablePathThrowsNamingIt) {
+  const std::string path = "/nonexistent-dir-for-loupe/trace.json";
+  try {
+    write_chrome_trace(path, {{"a", "b", 0, 1, 0, 0, ""}});
+    FAIL() << "expected loupe::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChromeTrace, BadEventsThrowAndWriteNothing) {
+  const std::string path = temp_path("loupe_trace_bad.json");
+  std::remove(path.c_str());
+  EXPECT_THROW(write_chrome_trace(path, {{"nan", "c", std::nan(""), 1, 0, 0, ""}}), Error);
+  EXPECT_THROW(write_chrome_trace(path, {{"args", "c", 0, 1, 0, 0, "[1,2]"}}), Error);
+  EXPECT_FALSE(std::ifstream(path).good());
+}
+
+}  // namespace
+}  // namespace loupe::instrument

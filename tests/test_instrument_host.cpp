@@ -1,0 +1,213 @@
+// The NVML sampler and the host-process statistics: without a driver the sampler says why and
+// every figure stays empty (never 0); summaries of injected samples are right (means, maxima,
+// energy from the counter or from the power integral, throttle names); on a GPU machine a short
+// live run yields plausible readings; /proc CPU time and RSS move when we burn CPU and touch memory.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <thread>
+
+#include "instrument/host_stats.h"
+#include "instrument/nvml_sampler.h"
+
+using namespace loupe::instrument;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A sample with every field measured; tests blank out what they need unsupported.
+GpuSample sample(double t, double util, double power_w, double energy_mj, uint64_t throttle = 0) {
+  GpuSample s;
+  s.t = t;
+  s.gpu_util = util;
+  s.mem_util = util / 2;
+  s.mem_used = 1e9 * util;
+  s.mem_total = 80e9;
+  s.power_w = power_w;
+  s.has_power = true;
+  s.energy_mj = energy_mj;
+  s.has_energy = energy_mj >= 0;
+  s.temp_c = 40 + util / 10;
+  s.sm_clock_mhz = 1000 + util;
+  s.throttle = throttle;
+  return s;
+}
+
+void expect_all_empty(const GpuSummary& s) {
+  EXPECT_EQ(s.samples, 0);
+  EXPECT_FALSE(s.why.empty());
+  for (const auto* o : {&s.gpu_util_mean, &s.gpu_util_max, &s.mem_util_mean, &s.mem_used_max, &s.mem_total,
+                        &s.power_mean_w, &s.power_max_w, &s.energy_j, &s.temp_max_c, &s.sm_clock_mean_mhz})
+    EXPECT_FALSE(o->has_value());
+  EXPECT_EQ(s.throttle, "");
+}
+
+}  // namespace
+
+TEST(NvmlSampler, WithoutDriverSaysWhyAndMeasuresNothing) {
+  NvmlSampler nvml;
+  if (nvml.available()) GTEST_SKIP() << "NVML is available here (" << nvml.device_name() << ")";
+  EXPECT_FALSE(nvml.why_unavailable().empty());
+  EXPECT_EQ(nvml.device_name(), "");
+  nvml.start();
+  nvml.start();  // twice is harmless
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  nvml.stop();
+  nvml.stop();
+  EXPECT_TRUE(nvml.samples().empty());
+  GpuSummary s = nvml.summarize(-kInf, kInf);
+  expect_all_empty(s);
+  EXPECT_EQ(s.why, nvml.why_unavailable());
+  std::cout << "why: " << s.why << "\n";
+}
+
+TEST(NvmlSampler, BadDeviceIndexIsUnavailable) {
+  NvmlSampler nvml(9999);
+  EXPECT_FALSE(nvml.available());
+  EXPECT_FALSE(nvml.why_unavailable().empty());
+  expect_all_empty(nvml.summarize(-kInf, kInf));
+}
+
+TEST(NvmlSampler, SummaryOfInjectedSamples) {
+  NvmlSampler nvml(9999);  // never a real device: only the injected samples count
+  nvml.add_sample_for_test(sample(9.0, 99, 999, 0));  // before the window
+  nvml.add_sample_for_test(sample(10.0, 20, 100, 5000, 0x1));        // GpuIdle: not reported
+  nvml.add_sample_for_test(sample(11.0, 80, 300, 5000 + 250e3, 0x4));  // SwPowerCap
+  nvml.add_sample_for_test(sample(10.5, 40, 200, 5000 + 100e3));     // out of order on purpose
+  nvml.add_sample_for_test(sample(11.5, 60, 200, 5000 + 350e3, 0x40));  // HwThermalSlowdown
+  nvml.add_sample_for_test(sample(12.5, 99, 999, 1e9));  // after the window
+  GpuSummary s = nvml.summarize(10.0, 11.5);  // both ends inclusive
+  EXPECT_EQ(s.samples, 4);
+  EXPECT_TRUE(s.why.empty());
+  EXPECT_DOUBLE_EQ(*s.gpu_util_mean, 50);
+  EXPECT_DOUBLE_EQ(*s.gpu_util_max, 80);
+  EXPECT_DOUBLE_EQ(*s.mem_util_mean, 25);
+  EXPECT_DOUBLE_EQ(*s.mem_used_max, 80e9);
+  EXPECT_DOUBLE_EQ(*s.mem_total, 80e9);
+  EXPECT_DOUBLE_EQ(*s.power_mean_w, 200);
+  EXPECT_DOUBLE_EQ(*s.power_max_w, 300);
+  EXPECT_DOUBLE_EQ(*s.energy_j, 350);  // counter: last - first in the window, mJ -> J
+  EXPECT_DOUBLE_EQ(*s.temp_max_c, 48);
+  EXPECT_DOUBLE_EQ(*s.sm_clock_mean_mhz, 1050);
+  EXPECT_EQ(s.throttle, "SwPowerCap,HwThermalSlowdown");
+
+  GpuSummary none = nvml.summarize(20, 30);
+  expect_all_empty(none);
+}
+
+TEST(NvmlSampler, EnergyFromPowerWhenCounterUnsupported) {
+  NvmlSampler nvml(9999);
+  nvml.add_sample_for_test(sample(0.0, 50, 100, -1));
+  nvml.add_sample_for_test(sample(1.0, 50, 300, -1));
+  GpuSample gap = sample(1.5, 50, kNaN, -1);  // a failed power query is skipped, not read as 0 W
+  gap.has_power = false;
+  nvml.add_sample_for_test(gap);
+  nvml.add_sample_for_test(sample(3.0, 50, 300, -1));
+  GpuSummary s = nvml.summarize(0, 3);
+  // Trapezoids: (100+300)/2 * 1 s + 300 * 2 s.
+  EXPECT_DOUBLE_EQ(*s.energy_j, 200 + 600);
+  EXPECT_NEAR(*s.power_mean_w, 700.0 / 3, 1e-9);
+}
+
+TEST(NvmlSampler, UnsupportedFieldsStayEmpty) {
+  NvmlSampler nvml(9999);
+  for (double t : {0.0, 1.0}) {
+    GpuSample g = sample(t, 30, kNaN, -1);
+    g.has_power = false;
+    g.temp_c = kNaN;
+    g.sm_clock_mhz = kNaN;
+    nvml.add_sample_for_test(g);
+  }
+  GpuSummary s = nvml.summarize(0, 1);
+  EXPECT_EQ(s.samples, 2);
+  EXPECT_DOUBLE_EQ(*s.gpu_util_mean, 30);
+  EXPECT_FALSE(s.power_mean_w);
+  EXPECT_FALSE(s.power_max_w);
+  EXPECT_FALSE(s.energy_j);
+  EXPECT_FALSE(s.temp_max_c);
+  EXPECT_FALSE(s.sm_clock_mean_mhz);
+  // One sample spans no time: no energy, though it has a counter and power.
+  NvmlSampler one(9999);
+  one.add_sample_for_test(sample(5, 10, 100, 1000));
+  GpuSummary o = one.summarize(0, 10);
+  EXPECT_EQ(o.samples, 1);
+  EXPECT_FALSE(o.energy_j);
+  EXPECT_DOUBLE_EQ(*o.power_mean_w, 100);
+}
+
+TEST(NvmlSampler, ThrottleNames) {
+  EXPECT_EQ(throttle_reason_names(0), "");
+  EXPECT_EQ(throttle_reason_names(0x1), "");
+  EXPECT_EQ(throttle_reason_names(0x1 | 0x8 | 0x100), "HwSlowdown,DisplayClockSetting");
+  EXPECT_EQ(throttle_reason_names(0x2 | 0x10 | 0x20 | 0x80), "ApplicationsClocksSetting,SyncBoost,SwThermalSlowdown,HwPowerBrakeSlowdown");
+  EXPECT_EQ(throttle_reason_names(uint64_t(1) << 40), "bit40");
+}
+
+// Only where a driver is present (the GPU machines): a short live run gives plausible readings.
+TEST(NvmlSampler, LiveSamplesOnGpu) {
+  NvmlSampler nvml(0, 20);
+  if (!nvml.available()) GTEST_SKIP() << nvml.why_unavailable();
+  EXPECT_FALSE(nvml.device_name().empty());
+  double t0 = NvmlSampler::now();
+  nvml.start();
+  while (NvmlSampler::now() < t0 + 0.3) {  // summaries while the thread samples: must not race
+    EXPECT_LE(nvml.summarize(t0, NvmlSampler::now()).samples, int(nvml.samples().size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  nvml.stop();
+  double t1 = NvmlSampler::now();
+  GpuSummary s = nvml.summarize(t0, t1);
+  std::cout << nvml.device_name() << ": " << s.samples << " samples, util " << s.gpu_util_mean.value_or(-1)
+            << " %, mem " << s.mem_used_max.value_or(-1) / 1e9 << "/" << s.mem_total.value_or(-1) / 1e9
+            << " GB, power " << s.power_mean_w.value_or(-1) << " W, energy " << s.energy_j.value_or(-1)
+            << " J, temp " << s.temp_max_c.value_or(-1) << " C, sm " << s.sm_clock_mean_mhz.value_or(-1)
+            << " MHz, throttle '" << s.throttle << "'\n";
+  EXPECT_GE(s.samples, 5);
+  EXPECT_TRUE(s.why.empty());
+  ASSERT_TRUE(s.gpu_util_mean);
+  EXPECT_GE(*s.gpu_util_mean, 0);
+  EXPECT_LE(*s.gpu_util_max, 100);
+  ASSERT_TRUE(s.mem_total);
+  EXPECT_GT(*s.mem_total, 1e9);
+  ASSERT_TRUE(s.temp_max_c);
+  EXPECT_GT(*s.temp_max_c, 0);
+  if (s.power_mean_w) { EXPECT_GT(*s.power_mean_w, 0); }
+  if (s.energy_j) { EXPECT_GE(*s.energy_j, 0); }
+}
+
+TEST(HostStats, CpuSecondsGrowWithWork) {
+  ProcessStats a = read_process_stats();
+  ASSERT_TRUE(a.ok);
+  EXPECT_GE(a.cpu_seconds, 0);
+  // Burn CPU until /proc shows it (clock ticks are 10 ms), giving up after 10 s of wall time.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  volatile double x = 0;
+  ProcessStats b = a;
+  while (b.cpu_seconds < a.cpu_seconds + 0.2 && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 1000000; ++i) x = x + std::sqrt(double(i));
+    b = read_process_stats();
+  }
+  ASSERT_TRUE(b.ok);
+  EXPECT_GE(b.cpu_seconds, a.cpu_seconds + 0.2);
+}
+
+TEST(HostStats, RssGrowsWhenMemoryIsTouched) {
+  ProcessStats a = read_process_stats();
+  ASSERT_TRUE(a.ok);
+  EXPECT_GT(a.rss_bytes, 0);
+  const size_t n = 50u << 20;
+  std::unique_ptr<char[]> buf(new char[n]);  // untouched pages are not resident yet
+  std::memset(buf.get(), 1, n);
+  ProcessStats b = read_process_stats();
+  long sum = 0;
+  for (size_t i = 0; i < n; i += 4096) sum += buf[i];  // keep the writes observable
+  EXPECT_EQ(sum, long(n / 4096));
+  ASSERT_TRUE(b.ok);
+  EXPECT_GE(b.rss_bytes, a.rss_bytes + 40e6);
+}

@@ -1,0 +1,373 @@
+// The epoch report's outputs (JSON, CSV, console line, progress bar) and the advice rules.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+
+#include "core/error.h"
+#include "instrument/advice.h"
+#include "instrument/report_io.h"
+
+using namespace loupe::instrument;
+
+namespace {
+
+// The JSON schema: every EpochReport field, in declaration order, then advice.
+const std::vector<std::string> kFields = {
+    "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
+    "train_loss", "train_acc", "test_acc", "epoch_seconds", "train_seconds", "eval_seconds",
+    "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
+    "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops",
+    "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
+    "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
+    "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
+    "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch", "cost_per_million_samples",
+    "advice"};
+
+// The optional (measured) fields: null when unmeasured.
+const std::vector<std::string> kOptional = {
+    "test_acc", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
+    "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
+    "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
+    "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
+    "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch",
+    "cost_per_million_samples"};
+
+// EpochReport's members, type by type. When report.h gains a field, the sizes differ: add the
+// field to visit_fields in report_io.cpp and to kFields above, then here.
+struct ReportShape {
+  std::string s4[4];
+  int64_t batch;
+  int i2[2];
+  int64_t i64[2];
+  double d2[2];
+  Opt test_acc;
+  double d4[4];
+  Opt time[7];
+  Opt flops[3];
+  std::string peak_source;
+  Opt mfu;
+  int nvml_samples;
+  std::string nvml_why;
+  Opt nvml[11];
+  std::string throttle;
+  Opt busy;
+  std::string busy_why;
+  Opt rest[5];
+  std::vector<std::string> advice;
+};
+static_assert(sizeof(ReportShape) == sizeof(EpochReport),
+              "EpochReport changed: update report_io.cpp's field list and this test's kFields");
+
+EpochReport full_report() {
+  EpochReport r;
+  r.model = "mnist \"mlp\", v2\nline\\x\t\x01";
+  r.device = "cuda:0"; r.device_name = "NVIDIA H200"; r.precision = "fp32";
+  r.batch = 512; r.epoch = 3; r.epochs = 20; r.steps = 118; r.samples = 60000;
+  r.train_loss = 0.36961234; r.train_acc = 0.8649; r.test_acc = 0.8657;
+  r.epoch_seconds = 0.1416; r.train_seconds = 0.1; r.eval_seconds = 1.0 / 3; r.samples_per_sec = 455114.2;
+  r.step_ms_p50 = 0.28; r.step_ms_p95 = 0.35; r.issue_ms_p50 = 0.25; r.issue_ms_p95 = 0.3;
+  r.data_wait_ms_p50 = 0.0; r.data_wait_ms_p95 = 1e-7; r.data_wait_share = 0.0;
+  r.flops_per_sample = 2.4e6; r.achieved_tflops = 1.27; r.peak_tflops = 67; r.peak_source = "table: NVIDIA H200 fp32";
+  r.mfu = 0.019;
+  r.nvml_samples = 14; r.gpu_util_mean = 62; r.gpu_util_max = 80; r.mem_util_mean = 12.5;
+  r.mem_used_max_bytes = 1.2 * (1 << 30); r.mem_total_bytes = 150109880320.0;
+  r.power_mean_w = 180; r.power_max_w = 240; r.energy_j = 1234.5; r.samples_per_joule = 2300;
+  r.temp_max_c = 41; r.sm_clock_mean_mhz = 1980; r.throttle = "";
+  r.gpu_busy_share = 0.55; r.alloc_peak_bytes = 3.5e8;
+  r.host_cpu_util = 1.0; r.host_rss_bytes = 410.0 * (1 << 20);
+  r.cost_epoch = 0.000123; r.cost_per_million_samples = 0.002;
+  r.advice = {"first, with comma", "second \"quoted\""};
+  return r;
+}
+
+// The text of a top-level JSON value by key (numbers and null only).
+std::string json_value(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  size_t p = json.find(k);
+  if (p == std::string::npos) return "<missing>";
+  p += k.size();
+  return json.substr(p, json.find_first_of(",}", p) - p);
+}
+
+// RFC 4180 splitting of one record (quoted cells may hold commas, quotes and newlines).
+std::vector<std::string> split_csv(const std::string& s) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (quoted && c == '"' && i + 1 < s.size() && s[i + 1] == '"') { cells.back() += '"'; ++i; }
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) cells.emplace_back();
+    else cells.back() += c;
+  }
+  return cells;
+}
+
+size_t index_of(const std::string& name) {
+  return size_t(std::find(kFields.begin(), kFields.end(), name) - kFields.begin());
+}
+
+std::string read_all(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  for (int c; (c = std::fgetc(f)) != EOF;) s += char(c);
+  return s;
+}
+
+bool any_contains(const std::vector<std::string>& v, const std::string& what) {
+  for (const auto& s : v) if (s.find(what) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(ReportJson, EveryFieldOnceInOrder) {
+  const std::string j = to_json(full_report());
+  EXPECT_EQ(j.front(), '{');
+  EXPECT_EQ(j.back(), '}');
+  EXPECT_EQ(j.find('\n'), std::string::npos);  // one line: the model name's newline is escaped
+  size_t last = 0;
+  for (const auto& f : kFields) {
+    const std::string k = "\"" + f + "\":";
+    size_t p = j.find(k);
+    ASSERT_NE(p, std::string::npos) << f;
+    EXPECT_EQ(j.find(k, p + 1), std::string::npos) << f << " twice";
+    EXPECT_GT(p, last) << f << " out of order";
+    last = p;
+  }
+}
+
+TEST(ReportJson, UnmeasuredIsNullNeverZero) {
+  const std::string j = to_json(EpochReport{});
+  for (const auto& f : kOptional) EXPECT_EQ(json_value(j, f), "null") << f;
+  EXPECT_EQ(json_value(j, "train_loss"), "0");  // a plain double stays a number
+  EXPECT_NE(j.find("\"advice\":[]"), std::string::npos);
+  EXPECT_NE(j.find("\"throttle\":\"\""), std::string::npos);
+}
+
+TEST(ReportJson, NumbersRoundTrip) {
+  const EpochReport r = full_report();
+  const std::string j = to_json(r);
+  auto back = [&](const std::string& k) { return std::strtod(json_value(j, k).c_str(), nullptr); };
+  EXPECT_EQ(back("train_loss"), r.train_loss);
+  EXPECT_EQ(back("eval_seconds"), r.eval_seconds);  // 1/3: needs all 17 digits
+  EXPECT_EQ(back("train_seconds"), 0.1);
+  EXPECT_EQ(back("data_wait_ms_p95"), 1e-7);
+  EXPECT_EQ(back("mem_total_bytes"), 150109880320.0);
+  EXPECT_EQ(back("mfu"), 0.019);
+  EXPECT_EQ(json_value(j, "data_wait_share"), "0");  // measured zero stays 0
+  EXPECT_EQ(json_value(j, "samples"), "60000");
+  EXPECT_EQ(json_value(j, "nvml_samples"), "14");
+}
+
+TEST(ReportJson, StringsEscapedAndNonFiniteNull) {
+  EpochReport r = full_report();
+  r.train_loss = std::numeric_limits<double>::quiet_NaN();
+  r.achieved_tflops = std::numeric_limits<double>::infinity();
+  const std::string j = to_json(r);
+  EXPECT_NE(j.find(R"("model":"mnist \"mlp\", v2\nline\\x\t\u0001")"), std::string::npos) << j;
+  EXPECT_NE(j.find(R"("advice":["first, with comma","second \"quoted\""])"), std::string::npos);
+  EXPECT_EQ(json_value(j, "train_loss"), "null");  // JSON has no NaN
+  EXPECT_EQ(json_value(j, "achieved_tflops"), "null");
+}
+
+TEST(ReportCsv, HeaderAndRowsAgree) {
+  const auto header = split_csv(csv_header());
+  ASSERT_EQ(header, kFields);
+  const EpochReport full = full_report();
+  const auto row = split_csv(to_csv_row(full));
+  ASSERT_EQ(row.size(), header.size());
+  EXPECT_EQ(row[index_of("model")], full.model);  // quoting survives commas, quotes, newlines
+  EXPECT_EQ(row[index_of("advice")], "first, with comma | second \"quoted\"");
+  EXPECT_EQ(std::strtod(row[index_of("eval_seconds")].c_str(), nullptr), full.eval_seconds);
+  EXPECT_EQ(row[index_of("data_wait_share")], "0");
+
+  const auto empty = split_csv(to_csv_row(EpochReport{}));
+  ASSERT_EQ(empty.size(), header.size());
+  for (const auto& f : kOptional) EXPECT_EQ(empty[index_of(f)], "") << f;
+  EXPECT_EQ(empty[index_of("train_loss")], "0");
+}
+
+TEST(ReportWriters, FilesAndErrors) {
+  const std::string jp = ::testing::TempDir() + "loupe_report.jsonl", cp = ::testing::TempDir() + "loupe_report.csv";
+  {
+    JsonlWriter jw(jp);
+    CsvWriter cw(cp);
+    jw.write(full_report());
+    jw.write(EpochReport{});
+    cw.write(EpochReport{});
+    // Flushed per line: readable before the writers close.
+    std::ifstream j(jp), c(cp);
+    std::string line;
+    int n = 0;
+    while (std::getline(j, line)) ++n;
+    EXPECT_EQ(n, 2);
+    std::getline(c, line);
+    EXPECT_EQ(line, csv_header());
+  }
+  JsonlWriter again(jp);  // truncates
+  std::ifstream j(jp);
+  EXPECT_EQ(j.peek(), EOF);
+  try {
+    JsonlWriter bad("/nonexistent-dir/x.jsonl");
+    FAIL() << "expected loupe::Error";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.jsonl"), std::string::npos);
+  }
+  EXPECT_THROW(CsvWriter("/nonexistent-dir/x.csv"), loupe::Error);
+}
+
+TEST(EpochLine, MeasuredFigures) {
+  EpochReport r = full_report();
+  r.advice = {"a", "b"};
+  const std::string s = epoch_line(r);
+  EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  train acc 86.49%  test acc 86.57%  0.142 s  455,114 samples/s"), 0u) << s;
+  for (const char* part : {"GPU util 62% (max 80)", "busy 55.0%", "MFU 1.9% of 67 TFLOP/s fp32",
+                           "mem 1.2/139.8 GiB", "power 180 W", "1.23 kJ", "2,300 samples/J",
+                           "step p50 0.28 ms p95 0.35 ms", "host issue 0.25 ms", "data wait 0.0%",
+                           "CPU 1.0 cores", "RSS 410 MiB", "\n  advice: a\n  advice: b"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << "\n" << s;
+  EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
+  EXPECT_NE(s.back(), '\n');
+}
+
+TEST(EpochLine, UnmeasuredIsNa) {
+  EpochReport r;
+  r.epoch = 1; r.epochs = 2;
+  r.nvml_why = "NVML not available";
+  const std::string s = epoch_line(r);
+  for (const char* part : {"test acc n/a", "GPU util n/a (NVML not available)", "busy n/a", "MFU n/a",
+                           "mem n/a", "power n/a  energy n/a", "step p50 n/a", "host issue n/a", "data wait n/a",
+                           "CPU n/a", "RSS n/a"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << "\n" << s;
+  for (const char* zero : {"util 0", "busy 0", "MFU 0", "mem 0", "power 0", "wait 0", "CPU 0", "RSS 0"})
+    EXPECT_EQ(s.find(zero), std::string::npos) << zero << "\n" << s;  // unmeasured never shows as 0
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
+}
+
+TEST(ProgressBarTest, SilentWhenNotATerminal) {
+  std::FILE* f = std::tmpfile();
+  ProgressBar bar(1, 5, 100, /*is_tty=*/false, f);
+  for (int i = 1; i <= 100; ++i) bar.update(i, i * 0.5, i * 64, 1.0);
+  bar.finish();
+  EXPECT_EQ(read_all(f), "");
+  EXPECT_EQ(bar.redraws(), 0);
+  std::fclose(f);
+}
+
+TEST(ProgressBarTest, ThrottlesRedrawsOnATerminal) {
+  std::FILE* f = std::tmpfile();
+  ProgressBar bar(2, 5, 1000, /*is_tty=*/true, f);
+  for (int i = 1; i <= 1000; ++i) bar.update(i, i * 0.001, i * 64, i < 500 ? std::nullopt : std::optional<double>(0.25));
+  // 1 s of steps: the first draw, ~one per 0.1 s, and the final step.
+  EXPECT_GE(bar.redraws(), 10);
+  EXPECT_LE(bar.redraws(), 12);
+  const std::string line = bar.last_line();
+  EXPECT_NE(line.find("1000/1000 [=============================="), std::string::npos) << line;
+  EXPECT_NE(line.find("loss 0.2500"), std::string::npos) << line;
+  EXPECT_NE(line.find("64,000 samples/s"), std::string::npos) << line;
+  bar.finish();
+  const std::string out = read_all(f);
+  EXPECT_EQ(out.find('\n'), std::string::npos);  // one line, rewritten with '\r'
+  EXPECT_EQ(out.back(), '\r');                   // cleared for the epoch summary
+  std::fclose(f);
+
+  f = std::tmpfile();
+  ProgressBar mid(1, 1, 100, true, f);
+  mid.update(25, 1.0, 1600, std::nullopt);
+  EXPECT_NE(mid.last_line().find("ETA 3s  loss n/a  1,600 samples/s"), std::string::npos) << mid.last_line();
+  std::fclose(f);
+}
+
+// ---- advice ----------------------------------------------------------------------------------
+
+namespace {
+EpochReport gpu_report(double util, double step_ms, double issue_ms, double wait) {
+  EpochReport r;
+  r.gpu_util_mean = util * 100; r.gpu_util_max = util * 100;
+  r.step_ms_p50 = step_ms; r.issue_ms_p50 = issue_ms; r.data_wait_share = wait;
+  r.mem_used_max_bytes = 40.0 * (1 << 30); r.mem_total_bytes = 80.0 * (1 << 30);
+  return r;
+}
+const AdviceInputs kH100{true, true, "fp16", 512};
+}  // namespace
+
+TEST(Advice, LaunchBound) {
+  const auto a = advise(gpu_report(0.10, 0.28, 0.27, 0.0), kH100);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].rfind("launch-bound", 0), 0u) << a[0];
+  EXPECT_NE(a[0].find("10%"), std::string::npos);
+  EXPECT_NE(a[0].find("--batch"), std::string::npos);
+}
+
+TEST(Advice, BusyGpuIsNotLaunchBound) {
+  // batch 8192: the GPU is busy 95%, the host issues in a fraction of the step.
+  EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
+  const auto a = advise(r, {true, true, "fp16", 8192});
+  EXPECT_FALSE(any_contains(a, "launch-bound"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_NE(a[0].find("the GPU is the bottleneck (busy 95%)"), std::string::npos);
+  // CUPTI busy time, when measured, wins over NVML's sampled utilisation.
+  r.gpu_busy_share = 0.2;
+  r.issue_ms_p50 = 19.0;
+  EXPECT_TRUE(any_contains(advise(r, kH100), "launch-bound: the GPU was busy only 20%"));
+}
+
+TEST(Advice, DataStarved) {
+  const auto a = advise(gpu_report(0.30, 2.0, 0.3, 0.45), kH100);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].rfind("input pipeline", 0), 0u) << a[0];
+  EXPECT_NE(a[0].find("45%"), std::string::npos);
+  EXPECT_FALSE(any_contains(a, "launch-bound"));
+}
+
+TEST(Advice, NoNvmlNoGpuAdvice) {
+  EpochReport r;  // NVML and CUPTI figures all unmeasured; host figures say "launch-bound"-like
+  r.step_ms_p50 = 0.28; r.issue_ms_p50 = 0.27; r.data_wait_share = 0.0;
+  EXPECT_TRUE(advise(r, {true, false, "fp32", 512}).empty());
+}
+
+TEST(Advice, CpuRunOnlyNotesNa) {
+  EpochReport r = gpu_report(0.1, 0.28, 0.27, 0.0);  // even if GPU-looking figures leaked in
+  r.mem_used_max_bytes = 1.0;
+  auto a = advise(r, {false, false, "fp32", 64});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_NE(a[0].find("n/a"), std::string::npos);
+  r.data_wait_share = 0.3;
+  a = advise(r, {false, false, "fp32", 64});
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].rfind("input pipeline", 0), 0u);
+  EXPECT_EQ(a[0].find("GPU"), std::string::npos) << a[0];
+}
+
+TEST(Advice, MemoryHeadroom) {
+  EpochReport r = gpu_report(0.6, 2.0, 0.5, 0.0);
+  EXPECT_FALSE(any_contains(advise(r, kH100), "memory"));  // 40 of 80 GiB used
+  r.mem_used_max_bytes = 10.0 * (1 << 30);
+  EXPECT_TRUE(any_contains(advise(r, kH100), "most device memory is free (10.0 of 80.0 GiB used)"));
+  r.mem_total_bytes.reset();
+  EXPECT_FALSE(any_contains(advise(r, kH100), "memory"));
+}
+
+TEST(Advice, Fp32OnlyWithTensorCores) {
+  const EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
+  EXPECT_TRUE(any_contains(advise(r, {true, true, "fp32", 512}), "--precision fp16 or bf16"));
+  EXPECT_TRUE(any_contains(advise(r, {true, true, "tf32", 512}), "--precision fp16 or bf16"));
+  EXPECT_FALSE(any_contains(advise(r, {true, false, "fp32", 512}), "--precision"));
+  EXPECT_FALSE(any_contains(advise(r, {true, true, "bf16", 512}), "--precision"));
+  // Launch-bound: faster arithmetic would not help, so the bottleneck advice stands alone.
+  EXPECT_FALSE(any_contains(advise(gpu_report(0.1, 0.28, 0.27, 0.0), {true, true, "fp32", 512}), "--precision"));
+}
+
+TEST(Advice, Throttling) {
+  EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
+  r.throttle = "hw_thermal";
+  const auto a = advise(r, kH100);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_NE(a[1].find("throttled (hw_thermal)"), std::string::npos) << a[1];
+}
