@@ -371,3 +371,17 @@ TEST(Advice, Throttling) {
   ASSERT_GE(a.size(), 2u);
   EXPECT_NE(a[1].find("throttled (hw_thermal)"), std::string::npos) << a[1];
 }
+
+TEST(Advice, NvmlOnlyHostIssuingIsProbablyLaunchBound) {
+  // mnist_mlp at batch 128 on an H200: NVML read 78% while the host issued for 96% of each step.
+  const auto a = advise(gpu_report(0.78, 0.251, 0.24, 0.0), {true, true, "fp32", 128});
+  EXPECT_TRUE(any_contains(a, "probably launch-bound")) << (a.empty() ? "" : a[0]);
+  EXPECT_TRUE(any_contains(a, "--busy"));
+  // Measured busy time replaces the guess with the measured rule.
+  EpochReport r = gpu_report(0.78, 0.251, 0.24, 0.0);
+  r.gpu_busy_share = 0.45;
+  EXPECT_FALSE(any_contains(advise(r, kH100), "probably"));
+  EXPECT_TRUE(any_contains(advise(r, kH100), "launch-bound: the GPU was busy only 45%"));
+  // A host that issues quickly is not launch-bound whatever NVML says.
+  EXPECT_FALSE(any_contains(advise(gpu_report(0.78, 2.0, 0.3, 0.0), kH100), "launch-bound"));
+}

@@ -10,13 +10,17 @@ stamp() { while IFS= read -r line; do echo "$(date +%s.%N) $line"; done; }
 
 $L peak 2>&1 | tee "$O/peak.txt"
 for b in 128 1024 8192; do
-  ep=$([ $b = 128 ] && echo 12 || echo 30)
+  ep=$([ $b = 8192 ] && echo 300 || echo 30)  # 8192: epochs of ~30 ms, so many for enough NVML samples
   nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -lms 100 > "$O/smi_$b.csv" &
   smi=$!
   $L train mnist_mlp --data "$D" --batch $b --epochs $ep --plain --metrics "$O/m_$b.jsonl" | stamp > "$O/train_$b.log"
   kill $smi; wait $smi 2>/dev/null
   echo "== batch $b"; grep -A3 "^[0-9.]* epoch *$ep/" "$O/train_$b.log" | cut -d' ' -f2-
   python3 tools/check_nvml_agreement.py "$O/train_$b.log" "$O/smi_$b.csv" "$O/m_$b.jsonl"
+done
+echo "== advice with CUPTI busy time (--busy)"
+for b in 128 8192; do
+  echo "batch $b:"; $L train mnist_mlp --data "$D" --batch $b --epochs 3 --plain --busy | grep -E "advice|busy" | tail -3
 done
 echo "== overhead at batch 128 (median samples/s over 8 epochs)"
 for mode in "--no-nvml" "" "--busy"; do

@@ -63,6 +63,17 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
                   " while the host spent most of each step issuing work; try a larger --batch" +
                   (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) + " (or CUDA graphs)");
 
+  // Without CUPTI, NVML's utilisation over-reads short steps (a period counts as busy if any kernel
+  // ran in it). When the host spent the step issuing work and NVML is not saturated, say what the
+  // numbers support, and how to measure it exactly.
+  const bool host_issuing = wait && *wait < kDataBound && r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
+                            *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
+  if (!r.gpu_busy_share && util && *util >= kLaunchBound && !gpu_bound && host_issuing)
+    out.push_back("probably launch-bound: the host spent " + pct(*r.issue_ms_p50 / *r.step_ms_p50) +
+                  " of each step issuing work and NVML saw the GPU busy only " + pct(*util) +
+                  " (an upper bound); --busy measures the GPU's busy time exactly; a larger --batch or CUDA graphs "
+                  "would help");
+
   if (!r.throttle.empty())
     out.push_back("the GPU throttled (" + r.throttle + "): its clocks were lowered, so step times and MFU "
                   "understate it; check cooling and power limits");

@@ -278,10 +278,11 @@ GpuSummary NvmlSampler::summarize(double t0, double t1) const {
   r.throttle = throttle_reason_names(reasons);
 
   // Energy needs a span of time: at least two samples. The counter is exact; the power integral
-  // (trapezoids between the samples that have power) is the fallback for GPUs without it.
+  // (trapezoids between the samples that have power) is the fallback for GPUs without it, and for
+  // windows so short that the counter did not tick (it updates less often than we sample).
   const GpuSample &first = w.front(), &last = w.back();
   if (w.size() >= 2 && last.t > first.t && first.has_energy && last.has_energy &&
-      last.energy_mj >= first.energy_mj) {
+      last.energy_mj > first.energy_mj) {
     r.energy_j = (last.energy_mj - first.energy_mj) / 1000.0;
   } else {
     const GpuSample* prev = nullptr;
