@@ -32,6 +32,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
   for (int64_t v : {M, N, K, lda, ldb, ldc})
     LOUPE_CHECK(v <= INT_MAX, "gemm: size or stride ", v, " exceeds the 32-bit BLAS interface");
   if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == T(0)) {
+    // BLAS says A and B are not read then, but some OpenBLAS kernels still multiply 0 by them
+    // (0 * NaN = NaN; seen with OpenBLAS on a Sapphire Rapids host): scale C ourselves.
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
   blas_gemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
             int(K), alpha, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
