@@ -300,9 +300,11 @@ int cmd_train(const Args& a) {
     if (max_steps >= 0) total = std::min(total, max_steps);
     instrument::ProgressBar bar(e, epochs, total, tty);
     double te = train::now_seconds();
-    trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples) {
-      bar.update(step, train::now_seconds() - te, samples, std::nullopt);
-    };
+    // The bar only where it is drawn: otherwise the step has no per-step host work for it at all.
+    if (tty)
+      trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples, std::optional<double> loss) {
+        bar.update(step, train::now_seconds() - te, samples, loss);
+      };
     train::EpochStats st = trainer.train_epoch(data.train, batch, seed, e, max_steps);
     bar.finish();
     double t0 = train::now_seconds();

@@ -151,6 +151,22 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
     return size_t(v);
   }
+  void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
+  }
+  void* event_record() override {
+    cudaEvent_t e;
+    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    LOUPE_CUDA_CHECK(cudaEventRecord(e, stream()));
+    return e;
+  }
+  bool event_done(void* e) override {
+    cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (r == cudaErrorNotReady) return false;
+    LOUPE_CUDA_CHECK(r);
+    return true;
+  }
+  void event_destroy(void* e) override { LOUPE_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(e))); }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }
   void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
   void reset_peak() override {

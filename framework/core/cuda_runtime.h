@@ -27,6 +27,12 @@ class CudaRuntime {
   virtual size_t bytes_in_use() = 0;       // the pool's current usage
   virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset
   virtual void reset_peak() = 0;
+  // A copy device -> pinned host on the compute stream that does not wait, and an event after it:
+  // how the progress bar reads the running loss without stalling the GPU.
+  virtual void copy_to_host_async(void* pinned_dst, const void* src, size_t bytes) = 0;
+  virtual void* event_record() = 0;          // a new event, recorded on the compute stream
+  virtual bool event_done(void* event) = 0;  // cudaEventQuery: never blocks
+  virtual void event_destroy(void* event) = 0;
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
   virtual void profiler_start() = 0;
   virtual void profiler_stop() = 0;

@@ -47,6 +47,12 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   int64_t total = (n + batch - 1) / batch;
   if (max_steps >= 0) total = std::min(total, max_steps);
   auto [prof_first, prof_last] = hooks.profile_steps;
+  // The running loss for the progress bar: an asynchronous copy into pinned memory, polled.
+  Tensor peek = hooks.on_step ? empty_pinned(Shape{}, DType::f32) : Tensor();
+  void* peek_event = nullptr;
+  int64_t peek_samples = 0;
+  double peek_time = t0;
+  std::optional<double> running_loss;
   for (int64_t start = 0; start < n && (max_steps < 0 || st.steps < max_steps); start += batch) {
     int64_t end = std::min(n, start + batch), b = end - start;
     ++global_step_;
@@ -94,8 +100,30 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
       if (device_.is_cuda()) cuda_runtime()->profiler_stop();
       if (hooks.on_profile) hooks.on_profile(false);
     }
-    if (hooks.on_step) hooks.on_step(st.steps, total, st.samples);
+    if (hooks.on_step) {
+      double now = now_seconds();
+      if (!device_.is_cuda()) {
+        if (now - peek_time > 0.2) {  // host memory: a plain read
+          running_loss = loss_sum.item() / double(st.samples);
+          peek_time = now;
+        }
+      } else {
+        if (peek_event && cuda_runtime()->event_done(peek_event)) {
+          running_loss = double(*peek.data<float>()) / double(peek_samples);
+          cuda_runtime()->event_destroy(peek_event);
+          peek_event = nullptr;
+        }
+        if (!peek_event && now - peek_time > 0.2) {
+          cuda_runtime()->copy_to_host_async(peek.data_ptr(), loss_sum.data_ptr(), sizeof(float));
+          peek_event = cuda_runtime()->event_record();
+          peek_samples = st.samples;
+          peek_time = now;
+        }
+      }
+      hooks.on_step(st.steps, total, st.samples, running_loss);
+    }
   }
+  if (peek_event) cuda_runtime()->event_destroy(peek_event);
   instrument::set_current_step(-1);
   // The one read-back of the epoch (it waits for the GPU to finish).
   st.train_loss = loss_sum.item() / double(st.samples);

@@ -3,6 +3,7 @@
 // Loss sums and correct counts accumulate on the device and are read once per epoch.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -38,8 +39,10 @@ std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
 // Per-step observers; all optional.
 struct TrainHooks {
   instrument::EpochMonitor* monitor = nullptr;
-  // Called after each step is issued: step (1-based), steps in the epoch, samples so far.
-  std::function<void(int64_t step, int64_t total, int64_t samples)> on_step;
+  // Called after each step is issued: step (1-based), steps in the epoch, samples so far, and the
+  // running mean loss when a recent one has arrived from the device (read about every 0.2 s
+  // through pinned memory and an event, never by waiting for the GPU).
+  std::function<void(int64_t step, int64_t total, int64_t samples, std::optional<double> loss)> on_step;
   // Global steps [first, last] (counted from 1 across epochs) bracketed by cudaProfilerStart/Stop.
   std::pair<int64_t, int64_t> profile_steps{-1, -1};
   // Called with true before the first and false after the last profiled step (for traces).
