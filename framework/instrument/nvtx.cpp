@@ -17,15 +17,19 @@ nvtxDomainHandle_t domain() {
   return d;
 }
 
-// Registered strings are cheaper for tools than ASCII messages; register each name once.
+// Registered strings are cheaper for tools than ASCII messages; register each name once. The
+// per-thread cache is keyed by the caller's pointer and checked by content (a buffer may be reused
+// for another name), so a lookup costs no lock and no allocation.
 nvtxStringHandle_t registered(const char* name) {
-  static std::mutex m;
-  static std::unordered_map<std::string, nvtxStringHandle_t> cache;  // by content: callers' buffers may be reused
-  std::lock_guard<std::mutex> lock(m);
+  struct Entry {
+    std::string text;
+    nvtxStringHandle_t handle;
+  };
+  thread_local std::unordered_map<const char*, Entry> cache;
   auto it = cache.find(name);
-  if (it != cache.end()) return it->second;
+  if (it != cache.end() && it->second.text == name) return it->second.handle;
   nvtxStringHandle_t h = nvtxDomainRegisterStringA(domain(), name);
-  cache.emplace(name, h);
+  cache[name] = Entry{name, h};
   return h;
 }
 
