@@ -8,6 +8,7 @@
 #include "core/cuda_runtime.h"
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "instrument/nvtx.h"
 #include "ops/activation.h"
 #include "ops/copy.h"
 #include "ops/linalg.h"
@@ -108,6 +109,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   Tensor s = src.contiguous();
   Tensor d = dst.is_contiguous() ? dst : empty(dst.shape(), dst.dtype(), dst.device());
   CopyKind kind = d.is_cuda() ? CopyKind::HostToDevice : CopyKind::DeviceToHost;
+  instrument::NvtxRange range(kind == CopyKind::HostToDevice ? "h2d copy" : "d2h copy");
   cuda_runtime()->copy(d.data_ptr(), s.data_ptr(), d.nbytes(), kind);
   if (!d.same(dst)) copy_(dst, d);
 }

@@ -1,5 +1,7 @@
 #include "instrument/report_io.h"
 
+#include "instrument/chrome_trace.h"  // json_quote
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,27 +47,6 @@ std::string num(double v) {
   return std::string(buf, res.ptr);
 }
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (c < 0x20) {  // other control characters must be \u-escaped; UTF-8 passes through
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += char(c);
-        }
-    }
-  }
-  return o + "\"";
-}
 
 // RFC 4180: quote a cell holding a separator, quote or line break; double the quotes inside.
 std::string csv_cell(const std::string& s) {
@@ -86,7 +67,7 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 template <class T>
 std::string field_text(const T& v, bool json) {
   if constexpr (std::is_same_v<T, std::string>) {
-    return json ? json_string(v) : csv_cell(v);
+    return json ? json_quote(v) : csv_cell(v);
   } else if constexpr (std::is_same_v<T, Opt>) {
     return v ? field_text(*v, json) : (json ? "null" : "");
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -168,10 +149,10 @@ void put_line(std::FILE* f, const std::string& path, const std::string& line) {
 std::string to_json(const EpochReport& r) {
   std::string o = "{";
   visit_fields(r, [&](const char* name, const auto& v) {
-    o += json_string(name) + ":" + field_text(v, true) + ",";
+    o += json_quote(name) + ":" + field_text(v, true) + ",";
   });
   o += "\"advice\":[";
-  for (size_t i = 0; i < r.advice.size(); ++i) o += (i ? "," : "") + json_string(r.advice[i]);
+  for (size_t i = 0; i < r.advice.size(); ++i) o += (i ? "," : "") + json_quote(r.advice[i]);
   return o + "]}";
 }
 
