@@ -167,6 +167,28 @@ class Runtime final : public CudaRuntime {
     return true;
   }
   void event_destroy(void* e) override { LOUPE_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(e))); }
+  void* stream_create() override {
+    cudaStream_t s;
+    LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }
+  static cudaStream_t pick(void* s) { return s ? static_cast<cudaStream_t>(s) : stream(); }
+  void copy_async_on(void* s, void* dst, const void* src, size_t bytes, CopyKind kind) override {
+    cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+                       : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                                        : cudaMemcpyDeviceToDevice;
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, pick(s)));
+  }
+  void* event_record_on(void* s) override {
+    cudaEvent_t e;
+    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    LOUPE_CUDA_CHECK(cudaEventRecord(e, pick(s)));
+    return e;
+  }
+  void stream_wait_event(void* s, void* e) override {
+    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(pick(s), static_cast<cudaEvent_t>(e), 0));
+  }
+  void event_synchronize(void* e) override { LOUPE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }
   void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
   void reset_peak() override {

@@ -33,6 +33,12 @@ class CudaRuntime {
   virtual void* event_record() = 0;          // a new event, recorded on the compute stream
   virtual bool event_done(void* event) = 0;  // cudaEventQuery: never blocks
   virtual void event_destroy(void* event) = 0;
+  // Streams and events for the data loader's copy stream. A null stream means the compute stream.
+  virtual void* stream_create() = 0;  // non-blocking, lives until the process ends
+  virtual void copy_async_on(void* stream, void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
+  virtual void* event_record_on(void* stream) = 0;             // a new event recorded there
+  virtual void stream_wait_event(void* stream, void* event) = 0;  // the stream waits; the host does not
+  virtual void event_synchronize(void* event) = 0;             // the host waits
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
   virtual void profiler_start() = 0;
   virtual void profiler_stop() = 0;

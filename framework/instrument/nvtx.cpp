@@ -1,5 +1,6 @@
 #include "instrument/nvtx.h"
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -10,7 +11,7 @@
 namespace loupe::instrument {
 
 namespace {
-int64_t g_step = -1;
+std::atomic<int64_t> g_step{-1};  // read by loader workers too
 
 nvtxDomainHandle_t domain() {
   static nvtxDomainHandle_t d = nvtxDomainCreateA("loupe");
@@ -40,16 +41,18 @@ nvtxEventAttributes_t attributes(const char* name) {
   a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   a.message.registered = registered(name);
   a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
-  a.payload.llValue = g_step;
+  a.payload.llValue = g_step.load(std::memory_order_relaxed);
   return a;
 }
 }  // namespace
 
 namespace {
-bool g_trace_on = false;
-int g_depth = 0;
-int g_gen = 0;  // bumped by host_trace_take, so ranges still open then do not write into the next window
-std::vector<HostRange> g_trace;
+// Per thread: ranges nest per thread, and the trace records the thread that enabled it (the
+// training thread), not the loader's workers.
+thread_local bool g_trace_on = false;
+thread_local int g_depth = 0;
+thread_local int g_gen = 0;  // bumped by host_trace_take, so ranges still open then do not write into the next window
+thread_local std::vector<HostRange> g_trace;
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
@@ -61,8 +64,8 @@ std::vector<HostRange> host_trace_take() {
   return out;
 }
 
-void set_current_step(int64_t step) { g_step = step; }
-int64_t current_step() { return g_step; }
+void set_current_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
+int64_t current_step() { return g_step.load(std::memory_order_relaxed); }
 
 NvtxRange::NvtxRange(const char* name) {
   nvtxEventAttributes_t a = attributes(name);

@@ -26,7 +26,7 @@ class NvtxRange {
 };
 
 // Host-side recording of the ranges, for the Chrome trace (--trace): while enabled, every
-// NvtxRange on this thread is also kept with its begin and end (steady clock, seconds).
+// NvtxRange on the calling thread is also kept with its begin and end (steady clock, seconds).
 struct HostRange {
   std::string name;
   double begin, end;

@@ -1,0 +1,199 @@
+#include "loader/loader.h"
+
+#include <chrono>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "instrument/nvtx.h"
+#include "train/trainer.h"  // epoch_permutation
+
+namespace loupe::loader {
+
+namespace {
+enum class State { Free, Filling, Ready };
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct DataLoader::Slot {
+  Tensor host_x, host_y, dev_x, dev_y;
+  State state = State::Free;
+  int64_t batch = -1;       // the batch this slot holds or will hold next
+  int64_t size = 0;
+  std::exception_ptr error;
+  std::string error_text;
+  void* copy_done = nullptr;  // CUDA event: the slot's host buffers may be overwritten after it
+  void* consumed = nullptr;   // CUDA event: the step that read the device buffers has finished
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& opt) : data_(std::move(data)), opt_(opt) {
+  LOUPE_CHECK(opt_.batch > 0 && opt_.workers > 0 && opt_.prefetch > 0, "the loader needs batch, --workers and "
+              "--prefetch of at least 1");
+  int64_t n = data_->size();
+  if (n < opt_.batch && opt_.drop_last)
+    throw Error("the data set has " + std::to_string(n) + " samples, fewer than one batch of " +
+                std::to_string(opt_.batch) + " with drop-last: use a smaller --batch");
+  if (n == 0) throw Error("the data set is empty");
+  sample_elems_ = data_->sample_shape().numel();
+  x_shape_ = Shape{opt_.batch};
+  for (int64_t d : data_->sample_shape()) x_shape_.push_back(d);
+  bool cuda = opt_.device.is_cuda();
+  if (cuda) copy_stream_ = cuda_runtime()->stream_create();
+  try {
+    for (int k = 0; k < opt_.prefetch; ++k) {
+      auto s = std::make_unique<Slot>();
+      bool pinned = cuda && opt_.pin_memory;
+      s->host_x = pinned ? empty_pinned(x_shape_, DType::f32) : empty(x_shape_, DType::f32, kCPU);
+      s->host_y = pinned ? empty_pinned(Shape{opt_.batch}, DType::i32) : empty(Shape{opt_.batch}, DType::i32, kCPU);
+      s->dev_x = cuda ? empty(x_shape_, DType::f32, opt_.device) : s->host_x;
+      s->dev_y = cuda ? empty(Shape{opt_.batch}, DType::i32, opt_.device) : s->host_y;
+      slots_.push_back(std::move(s));
+    }
+  } catch (const Error& e) {
+    throw Error(std::string("the loader's ") + std::to_string(opt_.prefetch) + " batch slots of " +
+                std::to_string(opt_.batch) + " samples do not fit in memory: " + e.what() +
+                "\nHINT: use a smaller --batch or --prefetch");
+  }
+}
+
+DataLoader::~DataLoader() {
+  stop();
+  if (!copy_stream_) return;
+  for (auto& s : slots_) {  // pinned buffers must not be freed under an in-flight copy
+    for (void* e : {s->copy_done, s->consumed}) {
+      if (!e) continue;
+      cuda_runtime()->event_synchronize(e);
+      cuda_runtime()->event_destroy(e);
+    }
+  }
+}
+
+int64_t DataLoader::batches_per_epoch() const {
+  int64_t n = data_->size();
+  return opt_.drop_last ? n / opt_.batch : (n + opt_.batch - 1) / opt_.batch;
+}
+
+void DataLoader::stop() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+void DataLoader::start_epoch(int epoch) {
+  stop();
+  epoch_ = epoch;
+  int64_t n = data_->size();
+  if (opt_.shuffle) {
+    order_ = train::epoch_permutation(n, opt_.seed, epoch);
+  } else {
+    order_.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) order_[size_t(i)] = int32_t(i);
+  }
+  n_batches_ = batches_per_epoch();
+  next_to_fill_ = 0;
+  next_to_take_ = 0;
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    slots_[k]->state = State::Free;
+    slots_[k]->batch = int64_t(k);
+    slots_[k]->error = nullptr;
+  }
+  stopping_ = false;
+  for (int w = 0; w < opt_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+}
+
+void DataLoader::worker_loop() {
+  for (;;) {
+    int64_t j = next_to_fill_.fetch_add(1);
+    if (j >= n_batches_) return;
+    Slot& s = *slots_[size_t(j % int64_t(slots_.size()))];
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stopping_ || (s.state == State::Free && s.batch == j); });
+      if (stopping_) return;
+      s.state = State::Filling;
+    }
+    try {
+      fill(s, j);
+    } catch (...) {
+      s.error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      s.state = State::Ready;
+    }
+    cv_.notify_all();
+  }
+}
+
+void DataLoader::fill(Slot& s, int64_t j) {
+  instrument::NvtxRange r("collate");
+  // The slot's previous copy must have left the host buffers before we overwrite them.
+  if (s.copy_done) cuda_runtime()->event_synchronize(s.copy_done);
+  int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, data_->size());
+  s.size = end - begin;
+  float* x = s.host_x.data<float>();
+  int32_t* y = s.host_y.data<int32_t>();
+  for (int64_t k = 0; k < s.size; ++k) {
+    int64_t idx = order_[size_t(begin + k)];
+    uint64_t rng = philox(opt_.seed, uint64_t(idx), 0xA116u + uint64_t(epoch_)).v[0];
+    try {
+      data_->get(idx, x + k * sample_elems_, y + k, rng);
+    } catch (const std::exception& e) {
+      throw Error("loading sample " + std::to_string(idx) + " failed: " + e.what());
+    }
+  }
+  if (!copy_stream_) return;
+  instrument::NvtxRange c("h2d copy");
+  CudaRuntime* rt = cuda_runtime();
+  // The device slot is free once the step that read it has finished: the copy stream waits for
+  // that event, the host does not.
+  if (s.consumed) rt->stream_wait_event(copy_stream_, s.consumed);
+  rt->copy_async_on(copy_stream_, s.dev_x.data_ptr(), x, size_t(s.size * sample_elems_) * sizeof(float),
+                    CopyKind::HostToDevice);
+  rt->copy_async_on(copy_stream_, s.dev_y.data_ptr(), y, size_t(s.size) * sizeof(int32_t), CopyKind::HostToDevice);
+  if (s.copy_done) rt->event_destroy(s.copy_done);
+  s.copy_done = rt->event_record_on(copy_stream_);
+}
+
+bool DataLoader::next(Batch& b) {
+  if (next_to_take_ >= n_batches_) return false;
+  int64_t j = next_to_take_++;
+  Slot& s = *slots_[size_t(j % int64_t(slots_.size()))];
+  double t0 = now_ms();
+  {
+    instrument::NvtxRange r("data wait");
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return stopping_ || (s.state == State::Ready && s.batch == j); });
+    if (stopping_) throw Error("the data loader was stopped");
+  }
+  b.wait_ms = now_ms() - t0;
+  if (s.error) std::rethrow_exception(s.error);
+  if (copy_stream_) cuda_runtime()->stream_wait_event(nullptr, s.copy_done);  // compute waits for the copy
+  b.index = j;
+  b.size = s.size;
+  b.x = s.size == opt_.batch ? s.dev_x : s.dev_x.slice(0, 0, s.size);
+  b.y = s.size == opt_.batch ? s.dev_y : s.dev_y.slice(0, 0, s.size);
+  return true;
+}
+
+void DataLoader::release(const Batch& b) {
+  Slot& s = *slots_[size_t(b.index % int64_t(slots_.size()))];
+  if (copy_stream_) {
+    if (s.consumed) cuda_runtime()->event_destroy(s.consumed);
+    s.consumed = cuda_runtime()->event_record_on(nullptr);  // after the step on the compute stream
+  }
+  {
+    std::lock_guard<std::mutex> l(m_);
+    s.state = State::Free;
+    s.batch = b.index + int64_t(slots_.size());
+  }
+  cv_.notify_all();
+}
+
+}  // namespace loupe::loader

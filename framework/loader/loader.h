@@ -1,0 +1,83 @@
+// The asynchronous data loader (Caffe's prefetching data layer, in the style of DESIGN.md):
+// worker threads collate batches, with augmentation, straight into a ring of K pinned host slots;
+// each filled slot is copied to its device slot on a separate copy stream and an event marks it
+// ready; the training step makes the compute stream wait on that event (the host never waits for
+// the copy), and a slot is refilled only after the step that read it has finished on the GPU
+// (another event). On the CPU the same loader runs with ordinary memory and no copies.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+#include "loader/dataset.h"
+
+namespace loupe::loader {
+
+struct LoaderOptions {
+  int64_t batch = 128;
+  int workers = 4;        // collating threads
+  int prefetch = 4;       // K: slots in the ring
+  bool pin_memory = true; // page-locked host slots (only with CUDA)
+  bool drop_last = false;
+  bool shuffle = true;
+  uint64_t seed = 1;
+  Device device = kCPU;
+};
+
+struct Batch {
+  Tensor x, y;         // on the loader's device; x float [n, sample shape], y int32 [n]
+  int64_t index = 0;   // batch number in the epoch
+  int64_t size = 0;    // samples
+  double wait_ms = 0;  // how long next() waited for it on the host
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& opt);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t batches_per_epoch() const;
+  // Starts prefetching epoch `epoch` (its order depends only on seed and epoch). Abandons the
+  // rest of a previous epoch.
+  void start_epoch(int epoch);
+  // The next batch, or false at the end of the epoch. Rethrows a worker's exception with the
+  // sample index. Valid until release().
+  bool next(Batch& b);
+  // After the step that used b has been issued: its slot may be refilled once that step finishes.
+  void release(const Batch& b);
+  // Stops the workers (idempotent; also on destruction). Never hangs.
+  void stop();
+
+  const LoaderOptions& options() const { return opt_; }
+
+ private:
+  struct Slot;
+  void worker_loop();
+  void fill(Slot& s, int64_t batch);
+
+  std::shared_ptr<const Dataset> data_;
+  LoaderOptions opt_;
+  int64_t sample_elems_ = 0;
+  Shape x_shape_;  // [batch, sample shape]
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<int32_t> order_;
+  int epoch_ = 0;
+  int64_t n_batches_ = 0;
+  std::atomic<int64_t> next_to_fill_{0};
+  int64_t next_to_take_ = 0;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  void* copy_stream_ = nullptr;
+};
+
+}  // namespace loupe::loader
