@@ -18,6 +18,8 @@
 #include "instrument/nvtx.h"
 #include "instrument/peak.h"
 #include "instrument/report_io.h"
+#include "loader/loader.h"
+#include "core/philox.h"
 #include "models/registry.h"
 #include "ops/gemm_cpu.h"
 #include "train/checkpoint.h"
@@ -56,6 +58,14 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   --max-steps N       stop each epoch after N steps (for quick checks)
   --threads N         CPU threads for the CPU backend (default: all cores)
 
+input pipeline (default: the asynchronous loader, from host memory):
+  --workers N         loader threads collating batches (default 4)
+  --prefetch K        batches in flight: slots in the ring (default 4)
+  --pin-memory on|off page-locked host slots (default on; off shows what pinning buys)
+  --drop-last         drop the last incomplete batch of each epoch
+  --resident          no loader: keep the whole training set on the device, gather by index
+  --synthetic         random data of the model's shapes, generated once (for benchmarks)
+
 instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
   --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
   --csv FILE          the same records as CSV
@@ -78,8 +88,9 @@ Args parse(int argc, char** argv) {
   Args a;
   static const std::vector<std::string> known{"device", "epochs", "batch", "lr", "data", "seed", "save",
                                               "resume", "max-steps", "threads", "checkpoint", "metrics",
-                                              "csv", "price-per-hour", "profile-steps", "trace"};
-  static const std::vector<std::string> flags{"busy", "no-nvml", "plain"};
+                                              "csv", "price-per-hour", "profile-steps", "trace", "workers",
+                                              "prefetch", "pin-memory"};
+  static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic"};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { a.help = true; continue; }
@@ -155,22 +166,52 @@ Device pick_device(const Args& a) {
 }
 
 struct Data {
-  train::TensorDataset train, test;
+  train::TensorDataset train, test;             // train: on the device only with --resident
+  std::shared_ptr<loader::ArrayDataset> host;   // the training set in host memory, for the loader
   std::string description;
 };
 
-Data load_data(const Args& a, Device dev) {
+// Random uint8 images and labels with MNIST's shapes (60,000 + 10,000 of 28 x 28), from Philox.
+data::MnistData synthetic_mnist(uint64_t seed) {
+  data::MnistData m;
+  m.name = "synthetic MNIST-shaped data";
+  m.dir = "memory";
+  m.n_train = 60000;
+  m.n_test = 10000;
+  auto fill = [&](std::vector<uint8_t>& v, int64_t n, uint32_t mod, uint64_t stream) {
+    v.resize(size_t(n));
+    for (int64_t i = 0; i < n; i += 4) {
+      Philox4 r = philox(seed, uint64_t(i / 4), stream);
+      for (int k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = uint8_t(r.v[k] % mod);
+    }
+  };
+  fill(m.train_images, m.n_train * 784, 256, 1);
+  fill(m.train_labels, m.n_train, 10, 2);
+  fill(m.test_images, m.n_test * 784, 256, 3);
+  fill(m.test_labels, m.n_test, 10, 4);
+  return m;
+}
+
+Data load_data(const Args& a, Device dev, bool resident = true) {
   std::string dir = str_opt(a, "data");
+  data::MnistData m;
+  if (a.opts.count("synthetic")) {
+    m = synthetic_mnist(1);
+  } else {
   if (dir.empty()) {
     auto found = data::find_default_mnist_dir();
     if (!found) throw Error("no data set found.\n" + data::how_to_get_data());
     dir = *found;
   }
-  data::MnistData m = data::load_mnist(dir);
+  m = data::load_mnist(dir);
+  }
   Data d;
   auto to_tensor = [](const std::vector<uint8_t>& v, Shape s) { return from_vector(v, s); };
-  d.train = train::TensorDataset{to_tensor(m.train_images, Shape{m.n_train, m.rows, m.cols}),
-                                 to_tensor(m.train_labels, Shape{m.n_train})}.to(dev);
+  if (resident)
+    d.train = train::TensorDataset{to_tensor(m.train_images, Shape{m.n_train, m.rows, m.cols}),
+                                   to_tensor(m.train_labels, Shape{m.n_train})}.to(dev);
+  else
+    d.host = std::make_shared<loader::ArrayDataset>(m.train_images, m.train_labels, Shape{m.rows, m.cols});
   d.test = train::TensorDataset{to_tensor(m.test_images, Shape{m.n_test, m.rows, m.cols}),
                                 to_tensor(m.test_labels, Shape{m.n_test})}.to(dev);
   d.description = m.name + " from " + m.dir + " (" + std::to_string(m.n_train) + " train, " +
@@ -205,7 +246,26 @@ int cmd_train(const Args& a) {
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
   Device dev = pick_device(a);
 
-  Data data = load_data(a, dev);
+  bool resident = a.opts.count("resident") > 0;
+  Data data = load_data(a, dev, resident);
+  std::unique_ptr<loader::DataLoader> dl;
+  std::string pipeline = "whole training set resident on " + dev.str() + ", batches gathered by index";
+  if (!resident) {
+    loader::LoaderOptions lo;
+    lo.batch = batch;
+    lo.workers = int(int_opt(a, "workers", 4));
+    lo.prefetch = int(int_opt(a, "prefetch", 4));
+    std::string pin = str_opt(a, "pin-memory", "on");
+    if (pin != "on" && pin != "off") throw Error("--pin-memory takes on or off, got '" + pin + "'");
+    lo.pin_memory = pin == "on";
+    lo.drop_last = a.opts.count("drop-last") > 0;
+    lo.seed = seed;
+    lo.device = dev;
+    dl = std::make_unique<loader::DataLoader>(data.host, lo);
+    pipeline = "loader: " + std::to_string(lo.workers) + " workers, prefetch " + std::to_string(lo.prefetch) +
+               (dev.is_cuda() ? (lo.pin_memory ? ", pinned host slots" : ", pageable host slots") : "") +
+               (lo.drop_last ? ", drop-last" : "");
+  }
   manual_seed(seed);
   std::shared_ptr<nn::Module> model = info.build();
   model->to(dev);
@@ -223,6 +283,7 @@ int cmd_train(const Args& a) {
               (long long)model->num_parameters());
   std::printf("device  %s\n", device_description(dev).c_str());
   std::printf("data    %s\n", data.description.c_str());
+  std::printf("input   %s\n", pipeline.c_str());
   std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu\n", opt->name().c_str(), lr, (long long)batch,
               epochs, (unsigned long long)seed);
   std::fflush(stdout);
@@ -287,7 +348,7 @@ int cmd_train(const Args& a) {
                 trace_path.c_str(), ev.size(), bt ? "" : "; host ranges only: add --busy for GPU activity");
   };
   if (first_epoch > 1) {
-    int64_t steps_per_epoch = (data.train.size() + batch - 1) / batch;
+    int64_t steps_per_epoch = dl ? dl->batches_per_epoch() : (data.train.size() + batch - 1) / batch;
     if (max_steps >= 0) steps_per_epoch = std::min(steps_per_epoch, max_steps);
     trainer.set_global_step(int64_t(first_epoch - 1) * steps_per_epoch);
   }
@@ -296,7 +357,7 @@ int cmd_train(const Args& a) {
   int best_epoch = 0;
   double t_start = train::now_seconds();
   for (int e = first_epoch; e <= epochs; ++e) {
-    int64_t total = (data.train.size() + batch - 1) / batch;
+    int64_t total = dl ? dl->batches_per_epoch() : (data.train.size() + batch - 1) / batch;
     if (max_steps >= 0) total = std::min(total, max_steps);
     instrument::ProgressBar bar(e, epochs, total, tty);
     double te = train::now_seconds();
@@ -305,7 +366,8 @@ int cmd_train(const Args& a) {
       trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples, std::optional<double> loss) {
         bar.update(step, train::now_seconds() - te, samples, loss);
       };
-    train::EpochStats st = trainer.train_epoch(data.train, batch, seed, e, max_steps);
+    train::EpochStats st = dl ? trainer.train_epoch(*dl, e, max_steps)
+                              : trainer.train_epoch(data.train, batch, seed, e, max_steps);
     bar.finish();
     double t0 = train::now_seconds();
     st.test_acc = trainer.evaluate(data.test);

@@ -9,6 +9,7 @@
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
+#include "loader/loader.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/loss.h"
@@ -32,20 +33,51 @@ std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
 }
 
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps) {
-  EpochStats st;
-  st.epoch = epoch;
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
+  // The order is uploaded once per epoch, not per step.
+  Tensor perm = from_vector(epoch_permutation(n, seed, epoch), Shape{n}, device_);
+  int64_t total = (n + batch - 1) / batch, start = 0;
+  if (max_steps >= 0) total = std::min(total, max_steps);
+  auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
+    if (start >= n) return false;
+    int64_t end = std::min(n, start + batch);
+    Tensor idx = perm.slice(0, start, end);
+    x = index_select(data.x, idx, DType::f32, data.x_scale);
+    y = index_select(data.y, idx, DType::i32);
+    b = end - start;
+    start = end;
+    return true;
+  };
+  return run_epoch(epoch, total, next, [] {});
+}
+
+EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_steps) {
+  LOUPE_CHECK(dl.options().device == device_, "the loader delivers to ", dl.options().device.str(),
+              " but the model is on ", device_.str());
+  dl.start_epoch(epoch);
+  int64_t total = dl.batches_per_epoch();
+  if (max_steps >= 0) total = std::min(total, max_steps);
+  loader::Batch batch;
+  auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
+    if (!dl.next(batch)) return false;
+    x = batch.x;
+    y = batch.y;
+    b = batch.size;
+    return true;
+  };
+  return run_epoch(epoch, total, next, [&] { dl.release(batch); });
+}
+
+EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_batch, const std::function<void()>& done) {
+  EpochStats st;
+  st.epoch = epoch;
   model_.train();
   instrument::NvtxRange epoch_range("epoch");
   instrument::EpochMonitor* mon = hooks.monitor;
   if (mon) mon->begin_epoch();
   double t0 = now_seconds();
-  // The order is uploaded once per epoch, not per step.
-  Tensor perm = from_vector(epoch_permutation(n, seed, epoch), Shape{n}, device_);
   Tensor loss_sum = zeros(Shape{}, DType::f32, device_), correct = zeros(Shape{}, DType::f32, device_);
-  int64_t total = (n + batch - 1) / batch;
-  if (max_steps >= 0) total = std::min(total, max_steps);
   auto [prof_first, prof_last] = hooks.profile_steps;
   // The running loss for the progress bar: an asynchronous copy into pinned memory, polled.
   Tensor peek = hooks.on_step ? empty_pinned(Shape{}, DType::f32) : Tensor();
@@ -53,23 +85,26 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   int64_t peek_samples = 0;
   double peek_time = t0;
   std::optional<double> running_loss;
-  for (int64_t start = 0; start < n && (max_steps < 0 || st.steps < max_steps); start += batch) {
-    int64_t end = std::min(n, start + batch), b = end - start;
+  while (st.steps < total) {
     ++global_step_;
     instrument::set_current_step(global_step_);
     if (global_step_ == prof_first) {
       if (device_.is_cuda()) cuda_runtime()->profiler_start();
       if (hooks.on_profile) hooks.on_profile(true);
     }
+    int64_t b = 0;
     {
       instrument::NvtxRange step_range("step");
       if (mon) mon->step_begin();
       Tensor x, y;
+      bool more;
       {
         instrument::NvtxRange r("data");
-        Tensor idx = perm.slice(0, start, end);
-        x = index_select(data.x, idx, DType::f32, data.x_scale);
-        y = index_select(data.y, idx, DType::i32);
+        more = next_batch(x, y, b);
+      }
+      if (!more) {
+        --global_step_;
+        break;
       }
       if (mon) mon->data_ready();
       double f0 = instrument::flops_counted();
@@ -93,6 +128,7 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
       add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
       add_(correct, count_correct(logits.detach(), y));
       if (mon) mon->step_issued(step_flops);
+      done();
     }
     st.steps++;
     st.samples += b;

@@ -12,6 +12,7 @@
 #include "optim/optimizer.h"
 
 namespace loupe::instrument { class EpochMonitor; }
+namespace loupe::loader { class DataLoader; }
 
 namespace loupe::train {
 
@@ -58,10 +59,16 @@ class Trainer {
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0.
   EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1);
+  // The same through the asynchronous loader (its batch size, order and device).
+  EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
   // Accuracy on `data` in eval mode, no gradients.
   double evaluate(const TensorDataset& data, int64_t batch = 1000);
 
  private:
+  // One batch source for both paths: fills x, y and the batch size, or returns false at the end;
+  // `done` runs after the step using the batch has been issued.
+  using NextBatch = std::function<bool(Tensor& x, Tensor& y, int64_t& size)>;
+  EpochStats run_epoch(int epoch, int64_t total, const NextBatch& next, const std::function<void()>& done);
   nn::Module& model_;
   optim::Optimizer& opt_;
   Device device_;
