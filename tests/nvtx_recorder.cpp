@@ -12,7 +12,7 @@
 namespace {
 std::mutex g_mutex;
 std::FILE* g_log = nullptr;
-int g_depth = 0;
+thread_local int g_depth = 0;  // ranges nest per thread (the loader's workers have their own)
 nvtxDomainHandle_t g_loupe = nullptr;
 std::unordered_map<const void*, std::string> g_strings;  // registered string handle -> text
 

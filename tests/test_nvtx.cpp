@@ -70,6 +70,8 @@ TEST(Nvtx, TrainingEmitsNamedNestedRanges) {
   EXPECT_EQ(count["step"], 3);
   for (const char* phase : {"data", "forward", "backward", "optimizer"}) EXPECT_EQ(count[phase], 3) << phase;
   EXPECT_EQ(count["evaluation"], 1);
+  EXPECT_EQ(count["collate"], 3);    // loader workers, one per batch
+  EXPECT_EQ(count["data wait"], 3);  // the training thread waiting for each batch
   EXPECT_EQ(count["checkpoint"], 1);
   // Module ranges by path: forward of each training step, and of the one evaluation batch.
   EXPECT_EQ(count["Sequential"], 4);
