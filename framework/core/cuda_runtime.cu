@@ -185,6 +185,12 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaEventRecord(e, pick(s)));
     return e;
   }
+  void* event_create() override {
+    cudaEvent_t e;
+    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void event_record(void* e, void* s) override { LOUPE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), pick(s))); }
   void stream_wait_event(void* s, void* e) override {
     LOUPE_CUDA_CHECK(cudaStreamWaitEvent(pick(s), static_cast<cudaEvent_t>(e), 0));
   }

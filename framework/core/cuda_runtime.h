@@ -37,6 +37,8 @@ class CudaRuntime {
   virtual void* stream_create() = 0;  // non-blocking, lives until the process ends
   virtual void copy_async_on(void* stream, void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
   virtual void* event_record_on(void* stream) = 0;             // a new event recorded there
+  virtual void* event_create() = 0;                            // for reuse with event_record
+  virtual void event_record(void* event, void* stream) = 0;    // re-records an existing event
   virtual void stream_wait_event(void* stream, void* event) = 0;  // the stream waits; the host does not
   virtual void event_synchronize(void* event) = 0;             // the host waits
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.

@@ -18,15 +18,29 @@ double now_ms() {
 }  // namespace
 
 struct DataLoader::Slot {
-  Tensor host_x, host_y, dev_x, dev_y;
+  // x and y share one buffer on each side ([batch x sample floats | batch int32 labels]), so a
+  // batch is one copy.
+  Tensor host_buf, dev_buf, host_x, host_y, dev_x, dev_y;
   State state = State::Free;
   int64_t batch = -1;       // the batch this slot holds or will hold next
   int64_t size = 0;
   std::exception_ptr error;
   std::string error_text;
-  void* copy_done = nullptr;  // CUDA event: the slot's host buffers may be overwritten after it
-  void* consumed = nullptr;   // CUDA event: the step that read the device buffers has finished
+  // CUDA events, created once and re-recorded (a stream wait captures the record it sees).
+  void* copy_done = nullptr;  // the slot's host buffer may be overwritten after it
+  void* consumed = nullptr;   // the step that read the device buffer has finished
+  bool copied = false, used = false;  // whether those events have been recorded yet
 };
+
+namespace {
+// Views of one float buffer as x [batch, sample...] and the int32 labels after it.
+void split(const Tensor& buf, const Shape& x_shape, Tensor& x, Tensor& y) {
+  int64_t nx = x_shape.numel(), b = x_shape[0];
+  x = as_strided(buf, x_shape, contiguous_strides(x_shape), 0);
+  y = as_strided(buf, Shape{b}, Shape{1}, nx);
+  y.impl()->dtype = DType::i32;  // same element size: the labels are stored as int32 bits
+}
+}  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& opt) : data_(std::move(data)), opt_(opt) {
   LOUPE_CHECK(opt_.batch > 0 && opt_.workers > 0 && opt_.prefetch > 0, "the loader needs batch, --workers and "
@@ -45,10 +59,18 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions&
     for (int k = 0; k < opt_.prefetch; ++k) {
       auto s = std::make_unique<Slot>();
       bool pinned = cuda && opt_.pin_memory;
-      s->host_x = pinned ? empty_pinned(x_shape_, DType::f32) : empty(x_shape_, DType::f32, kCPU);
-      s->host_y = pinned ? empty_pinned(Shape{opt_.batch}, DType::i32) : empty(Shape{opt_.batch}, DType::i32, kCPU);
-      s->dev_x = cuda ? empty(x_shape_, DType::f32, opt_.device) : s->host_x;
-      s->dev_y = cuda ? empty(Shape{opt_.batch}, DType::i32, opt_.device) : s->host_y;
+      Shape whole{x_shape_.numel() + opt_.batch};
+      s->host_buf = pinned ? empty_pinned(whole, DType::f32) : empty(whole, DType::f32, kCPU);
+      split(s->host_buf, x_shape_, s->host_x, s->host_y);
+      if (cuda) {
+        s->dev_buf = empty(whole, DType::f32, opt_.device);
+        split(s->dev_buf, x_shape_, s->dev_x, s->dev_y);
+        s->copy_done = cuda_runtime()->event_create();
+        s->consumed = cuda_runtime()->event_create();
+      } else {
+        s->dev_x = s->host_x;
+        s->dev_y = s->host_y;
+      }
       slots_.push_back(std::move(s));
     }
   } catch (const Error& e) {
@@ -62,11 +84,9 @@ DataLoader::~DataLoader() {
   stop();
   if (!copy_stream_) return;
   for (auto& s : slots_) {  // pinned buffers must not be freed under an in-flight copy
-    for (void* e : {s->copy_done, s->consumed}) {
-      if (!e) continue;
-      cuda_runtime()->event_synchronize(e);
-      cuda_runtime()->event_destroy(e);
-    }
+    if (s->copied) cuda_runtime()->event_synchronize(s->copy_done);
+    cuda_runtime()->event_destroy(s->copy_done);
+    cuda_runtime()->event_destroy(s->consumed);
   }
 }
 
@@ -134,7 +154,7 @@ void DataLoader::worker_loop() {
 void DataLoader::fill(Slot& s, int64_t j) {
   instrument::NvtxRange r("collate");
   // The slot's previous copy must have left the host buffers before we overwrite them.
-  if (s.copy_done) cuda_runtime()->event_synchronize(s.copy_done);
+  if (s.copied) cuda_runtime()->event_synchronize(s.copy_done);
   int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, data_->size());
   s.size = end - begin;
   float* x = s.host_x.data<float>();
@@ -153,12 +173,12 @@ void DataLoader::fill(Slot& s, int64_t j) {
   CudaRuntime* rt = cuda_runtime();
   // The device slot is free once the step that read it has finished: the copy stream waits for
   // that event, the host does not.
-  if (s.consumed) rt->stream_wait_event(copy_stream_, s.consumed);
-  rt->copy_async_on(copy_stream_, s.dev_x.data_ptr(), x, size_t(s.size * sample_elems_) * sizeof(float),
+  if (s.used) rt->stream_wait_event(copy_stream_, s.consumed);
+  // One copy of the whole slot (a partial last batch copies some unused floats: cheaper than two calls).
+  rt->copy_async_on(copy_stream_, s.dev_buf.data_ptr(), s.host_buf.data_ptr(), s.host_buf.nbytes(),
                     CopyKind::HostToDevice);
-  rt->copy_async_on(copy_stream_, s.dev_y.data_ptr(), y, size_t(s.size) * sizeof(int32_t), CopyKind::HostToDevice);
-  if (s.copy_done) rt->event_destroy(s.copy_done);
-  s.copy_done = rt->event_record_on(copy_stream_);
+  rt->event_record(s.copy_done, copy_stream_);
+  s.copied = true;
 }
 
 bool DataLoader::next(Batch& b) {
@@ -185,8 +205,8 @@ bool DataLoader::next(Batch& b) {
 void DataLoader::release(const Batch& b) {
   Slot& s = *slots_[size_t(b.index % int64_t(slots_.size()))];
   if (copy_stream_) {
-    if (s.consumed) cuda_runtime()->event_destroy(s.consumed);
-    s.consumed = cuda_runtime()->event_record_on(nullptr);  // after the step on the compute stream
+    cuda_runtime()->event_record(s.consumed, nullptr);  // after the step on the compute stream
+    s.used = true;
   }
   {
     std::lock_guard<std::mutex> l(m_);
