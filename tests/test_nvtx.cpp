@@ -3,13 +3,18 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <iterator>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -99,4 +104,22 @@ TEST(Nvtx, TrainingEmitsNamedNestedRanges) {
     if (p.name == "evaluation") EXPECT_EQ(p.depth, 0);
   }
   EXPECT_EQ(steps_seen, 3);
+}
+
+// Ctrl-C during training: the run stops after the current step, shuts the loader down and exits
+// with 130, well before the epoch would have ended.
+TEST(Cli, CtrlCStopsCleanly) {
+  fs::path out = fs::temp_directory_path() / ("loupe_sigint_" + std::to_string(::getpid()) + ".txt");
+  std::string cmd = std::string("timeout --preserve-status -s INT 2 ") + LOUPE_CLI +
+                    " train mnist_mlp --device cpu --synthetic --epochs 50 --plain > " + out.string() + " 2>&1";
+  auto t0 = std::chrono::steady_clock::now();
+  int rc = std::system(cmd.c_str());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ifstream f(out);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  fs::remove(out);
+  EXPECT_TRUE(WIFEXITED(rc)) << text;
+  EXPECT_EQ(WEXITSTATUS(rc), 130) << text;
+  EXPECT_NE(text.find("interrupted in epoch 1"), std::string::npos) << text;
+  EXPECT_LT(secs, 30.0);
 }

@@ -1,4 +1,6 @@
 // The `loupe` command: train, eval and list the reference models.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -28,6 +30,13 @@
 using namespace loupe;
 
 namespace {
+
+// Ctrl-C: the first one finishes the current step and stops cleanly (loader shut down, metrics
+// written); a second one kills the process as usual.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) {
+  if (g_interrupted.exchange(true)) std::_Exit(130);
+}
 
 const char* kUsage = R"(loupe: train deep networks on the CPU and NVIDIA GPUs, and see how well the GPU was used.
 
@@ -238,6 +247,7 @@ int cmd_train(const Args& a) {
   if (a.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
   const models::ModelInfo& info = models::find_model(a.model);
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
+  std::signal(SIGINT, on_sigint);  // before loading data, so an early Ctrl-C also stops cleanly
   int epochs = int(int_opt(a, "epochs", info.recipe.epochs));
   int64_t batch = int_opt(a, "batch", info.recipe.batch);
   double lr = float_opt(a, "lr", info.recipe.lr);
@@ -306,6 +316,7 @@ int cmd_train(const Args& a) {
 
   train::Trainer trainer(*model, *opt, dev);
   trainer.hooks.monitor = &monitor;
+  trainer.hooks.stop = &g_interrupted;
   std::string trace_path = str_opt(a, "trace");
   if (a.opts.count("profile-steps") || !trace_path.empty()) {
     std::string ps = str_opt(a, "profile-steps", "10:19");
@@ -368,6 +379,13 @@ int cmd_train(const Args& a) {
       };
     train::EpochStats st = dl ? trainer.train_epoch(*dl, e, max_steps)
                               : trainer.train_epoch(data.train, batch, seed, e, max_steps);
+    if (st.interrupted) {
+      bar.finish();
+      std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
+                  e, (long long)st.steps);
+      if (dl) dl->stop();
+      return 130;
+    }
     bar.finish();
     double t0 = train::now_seconds();
     st.test_acc = trainer.evaluate(data.test);

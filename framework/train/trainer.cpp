@@ -86,6 +86,10 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
   double peek_time = t0;
   std::optional<double> running_loss;
   while (st.steps < total) {
+    if (hooks.stop && hooks.stop->load()) {
+      st.interrupted = true;
+      break;
+    }
     ++global_step_;
     instrument::set_current_step(global_step_);
     if (global_step_ == prof_first) {

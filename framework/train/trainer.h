@@ -2,6 +2,7 @@
 // backward -> fused update, with no host synchronisation inside a step (DESIGN.md principle 3).
 // Loss sums and correct counts accumulate on the device and are read once per epoch.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct TensorDataset {
 struct EpochStats {
   int epoch = 0;
   int64_t steps = 0, samples = 0;
+  bool interrupted = false;  // hooks.stop ended the epoch early
   double train_loss = 0, train_acc = 0, test_acc = -1;
   double train_seconds = 0, eval_seconds = 0;
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
@@ -48,6 +50,8 @@ struct TrainHooks {
   std::pair<int64_t, int64_t> profile_steps{-1, -1};
   // Called with true before the first and false after the last profiled step (for traces).
   std::function<void(bool)> on_profile;
+  // Checked before each step (e.g. set by a SIGINT handler): the epoch ends early, cleanly.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class Trainer {
