@@ -46,6 +46,8 @@ usage:
                                   test accuracy of a saved model
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
+  loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
+                                  loader slot of mnist_mlp's batch (default 128) and for 64 MiB
   loupe --help | loupe train --help
 
 Run `loupe train --help` for the training options.
@@ -427,6 +429,39 @@ int cmd_train(const Args& a) {
   return 0;
 }
 
+// Host-to-device bandwidth: the same copies the loader makes, from page-locked and from pageable
+// memory, timed on the host around `reps` copies and a wait for the last.
+int cmd_copybench(const Args& a) {
+  Device dev = pick_device(a);
+  if (!dev.is_cuda()) throw Error("loupe copybench measures host-to-device copies; it needs --device cuda");
+  int64_t batch = int_opt(a, "batch", 128);
+  CudaRuntime* rt = cuda_runtime();
+  void* stream = rt->stream_create();
+  std::printf("device  %s\n", rt->device_name().c_str());
+  for (int64_t bytes : {(batch * 784 + batch) * 4, int64_t(64) << 20}) {
+    Tensor dst = empty(Shape{bytes / 4}, DType::f32, dev);
+    for (bool pinned : {true, false}) {
+      Tensor src = pinned ? empty_pinned(Shape{bytes / 4}, DType::f32) : empty(Shape{bytes / 4}, DType::f32, kCPU);
+      fill_(src, 1.0);
+      int reps = bytes < (1 << 24) ? 2000 : 50;
+      rt->copy_async_on(stream, dst.data_ptr(), src.data_ptr(), size_t(bytes), CopyKind::HostToDevice);  // warm-up
+      void* e = rt->event_record_on(stream);
+      rt->event_synchronize(e);
+      rt->event_destroy(e);
+      double t0 = train::now_seconds();
+      for (int r = 0; r < reps; ++r)
+        rt->copy_async_on(stream, dst.data_ptr(), src.data_ptr(), size_t(bytes), CopyKind::HostToDevice);
+      e = rt->event_record_on(stream);
+      rt->event_synchronize(e);
+      rt->event_destroy(e);
+      double secs = train::now_seconds() - t0;
+      std::printf("%-9s %9.3f MiB x %4d: %6.1f GB/s  (%.1f us per copy)\n", pinned ? "pinned" : "pageable",
+                  double(bytes) / (1 << 20), reps, double(bytes) * reps / secs / 1e9, secs / reps * 1e6);
+    }
+  }
+  return 0;
+}
+
 int cmd_peak(const Args& a) {
   Device dev = pick_device(a);
   if (!dev.is_cuda()) throw Error("loupe peak measures a GPU; none is in use (--device cuda)");
@@ -475,6 +510,7 @@ int main(int argc, char** argv) {
     if (a.command == "eval") return cmd_eval(a);
     if (a.command == "models") return cmd_models();
     if (a.command == "peak") return cmd_peak(a);
+    if (a.command == "copybench") return cmd_copybench(a);
     throw Error("unknown command '" + a.command + "' (see loupe --help)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loupe: %s\n", e.what());
