@@ -1,6 +1,7 @@
 // The `loupe` command: train, eval and list the reference models.
 #include <atomic>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -32,10 +33,19 @@ using namespace loupe;
 namespace {
 
 // Ctrl-C: the first one finishes the current step and stops cleanly (loader shut down, metrics
-// written); a second one kills the process as usual.
+// written); another one more than a second later kills the process at once. (A signal sent to
+// the whole process group, as `timeout` does, can arrive twice at the same moment.)
 std::atomic<bool> g_interrupted{false};
+std::atomic<int64_t> g_first_interrupt_ns{0};
 extern "C" void on_sigint(int) {
-  if (g_interrupted.exchange(true)) std::_Exit(130);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  if (!g_interrupted.exchange(true)) {
+    g_first_interrupt_ns = now;
+    return;
+  }
+  if (now - g_first_interrupt_ns.load() > 1000000000) std::_Exit(130);
 }
 
 const char* kUsage = R"(loupe: train deep networks on the CPU and NVIDIA GPUs, and see how well the GPU was used.
