@@ -55,7 +55,10 @@ int main(int argc, char** argv) {
     std::printf("round %d: resident %.0f  loader %.0f samples/s\n", r, a, b);
   }
   double mr = median(res), ml = median(lod);
-  std::printf("batch %lld, %d workers, prefetch %d, %s: resident median %.0f, loader median %.0f, ratio %.3f\n",
-              (long long)batch, lo.workers, lo.prefetch, lo.pin_memory ? "pinned" : "pageable", mr, ml, ml / mr);
+  double n = double(resident.size());
+  std::printf("batch %lld, %d workers, prefetch %d, %s: resident median %.0f samples/s (epoch %.4f s), loader median "
+              "%.0f (epoch %.4f s), ratio %.3f\n",
+              (long long)batch, lo.workers, lo.prefetch, lo.pin_memory ? "pinned" : "pageable", mr, n / mr, ml, n / ml,
+              ml / mr);
   return 0;
 }
