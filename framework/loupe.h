@@ -10,6 +10,8 @@
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "ops/activation.h"
+#include "ops/conv.h"
+#include "ops/pool.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"

@@ -5,7 +5,7 @@
 namespace loupe::models {
 
 const std::vector<ModelInfo>& all_models() {
-  static const std::vector<ModelInfo> models{mnist_mlp()};
+  static const std::vector<ModelInfo> models{mnist_mlp(), mnist_cnn()};
   return models;
 }
 
@@ -21,6 +21,7 @@ const ModelInfo& find_model(const std::string& name) {
 std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr) {
   if (r.optimizer == "rmsprop") return std::make_unique<optim::RMSprop>(arena, lr, r.rho, r.eps);
   if (r.optimizer == "adam") return std::make_unique<optim::Adam>(arena, lr, r.beta1, r.beta2, r.eps);
+  if (r.optimizer == "adadelta") return std::make_unique<optim::Adadelta>(arena, lr, r.rho, r.eps);
   if (r.optimizer == "sgd") return std::make_unique<optim::SGD>(arena, lr, r.momentum);
   LOUPE_FAIL("recipe names an unknown optimizer '", r.optimizer, "'");
 }

@@ -11,9 +11,9 @@
 namespace loupe::models {
 
 struct Recipe {
-  std::string optimizer;  // "rmsprop", "adam", "sgd"
+  std::string optimizer;  // "rmsprop", "adam", "sgd", "adadelta"
   double lr = 1e-3;
-  double rho = 0.9, eps = 1e-7;         // RMSprop
+  double rho = 0.9, eps = 1e-7;         // RMSprop, Adadelta
   double beta1 = 0.9, beta2 = 0.999;    // Adam
   double momentum = 0;                  // SGD
   int64_t batch = 128;
@@ -35,5 +35,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterA
 
 // One function per model file.
 ModelInfo mnist_mlp();
+ModelInfo mnist_cnn();
 
 }  // namespace loupe::models

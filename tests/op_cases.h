@@ -86,6 +86,31 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return x[0].flatten(1) * x[0].flatten(1); }});
   c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return x[0].t().contiguous() * 2.0; }});
   c.push_back({"slice", {{{5, 4}}}, [](V x) { return x[0].slice(0, 1, 4) * x[0].slice(0, 2, 5); }});
+  auto conv = [](int sh, int sw, int ph, int pw) {
+    return [=](V x) {
+      Conv2dParams p;
+      p.stride_h = sh; p.stride_w = sw; p.pad_h = ph; p.pad_w = pw;
+      return conv2d(x[0], x[1], p);
+    };
+  };
+  c.push_back({"conv2d_valid", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}}, conv(1, 1, 0, 0)});
+  c.push_back({"conv2d_same", {{{2, 2, 5, 5}}, {{3, 2, 3, 3}}}, conv(1, 1, 1, 1)});
+  c.push_back({"conv2d_stride2_odd", {{{1, 3, 7, 9}}, {{2, 3, 3, 2}}}, conv(2, 2, 1, 0)});
+  c.push_back({"conv2d_explicit_pad", {{{2, 1, 4, 6}}, {{2, 1, 1, 3}}}, conv(1, 2, 2, 1)});
+  c.push_back({"conv2d_bias_relu", {{{2, 2, 5, 4}}, {{3, 2, 3, 3}}, {{3}}},
+               [](V x) { Conv2dParams p; p.pad_h = p.pad_w = 1; return relu(bias_add(conv2d(x[0], x[1], p), x[2])); }});
+  auto pool = [](bool max, int k, int s, int pad) {
+    return [=](V x) {
+      Pool2dParams p;
+      p.kernel_h = p.kernel_w = k; p.stride_h = p.stride_w = s; p.pad_h = p.pad_w = pad;
+      return max ? max_pool2d(x[0], p) : avg_pool2d(x[0], p);
+    };
+  };
+  c.push_back({"max_pool2d_2x2", {{{2, 3, 6, 6}}}, pool(true, 2, 2, 0)});
+  c.push_back({"max_pool2d_3x3_s2_pad1_odd", {{{1, 2, 7, 5}}}, pool(true, 3, 2, 1)});
+  c.push_back({"avg_pool2d_2x2", {{{2, 2, 4, 6}}}, pool(false, 2, 2, 0)});
+  c.push_back({"avg_pool2d_3x3_s1_pad1", {{{1, 2, 5, 5}}}, pool(false, 3, 1, 1)});
+  c.push_back({"global_avg_pool", {{{2, 3, 4, 5}}}, [](V x) { return global_avg_pool(x[0]); }});
   c.push_back({"mlp_chain", {{{4, 6}}, {{5, 6}}, {{5}}, {{3, 5}}, {{4}, Kind::Labels, 3}},
                [](V x) {
                  Tensor h = relu(linear(x[0], x[1], x[2]));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "loupe.h"
+#include "models/registry.h"
 
 using namespace loupe;
 
@@ -151,4 +152,32 @@ TEST(Optim, RmspropAndAdamFirstStep) {
                               : w0 - 0.01f;                                   // Adam: mhat / sqrt(vhat) = 1
     EXPECT_NEAR(w.to_vector<float>()[0], expect, 1e-5) << opt->name();
   }
+}
+
+TEST(Optim, AdadeltaFirstStepMatchesKeras) {
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+  m.to(kCPU);
+  Tensor w = m.parameters()[0];
+  float w0 = w.to_vector<float>()[0];
+  optim::Adadelta opt(m.arena(), 1.0, 0.95, 1e-7);
+  sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))).backward();  // g = 2
+  opt.step();
+  // a = 0.05 * 4 = 0.2; u = 2 * sqrt(1e-7) / sqrt(0.2 + 1e-7)
+  float u = 2.f * std::sqrt(1e-7f) / std::sqrt(0.2f + 1e-7f);
+  EXPECT_NEAR(w.to_vector<float>()[0], w0 - u, 1e-7);
+}
+
+TEST(Models, ParameterCountsMatchTheReference) {
+  for (const auto& info : models::all_models()) {
+    auto m = info.build();
+    EXPECT_EQ(m->num_parameters(), info.expected_parameters) << info.name;
+  }
+}
+
+TEST(Models, MnistCnnOutputShape) {
+  auto m = models::find_model("mnist_cnn").build();
+  m->eval();
+  NoGradGuard g;
+  EXPECT_EQ((*m)(full(Shape{2, 28, 28}, 0.5)).shape(), (Shape{2, 10}));
 }

@@ -41,6 +41,20 @@ def mnist_mlp():
     return m, lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, eps=1e-7)
 
 
+def mnist_cnn():
+    m = nn.Sequential(nn.Unflatten(1, (1, 28)), nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(),
+                      nn.Dropout(0.5), nn.Linear(128, 10))
+    for layer in m:
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return m, lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7)
+
+
+MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mnist_mlp")
@@ -50,7 +64,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    assert a.model == "mnist_mlp", "only mnist_mlp so far"
+    assert a.model in MODELS, f"models: {sorted(MODELS)}"
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
     if a.data:
@@ -63,7 +77,7 @@ def main():
         ytr = torch.randint(0, 10, (60000,), dtype=torch.uint8)
         xte, yte = xtr[:10000], ytr[:10000]
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
-    model, make_opt = mnist_mlp()
+    model, make_opt = MODELS[a.model]()
     model.to(dev)
     opt = make_opt(model.parameters())
     loss_fn = nn.CrossEntropyLoss()

@@ -5,7 +5,9 @@
 //   softmax and log-softmax 4 (backward 4); cross-entropy 4 per logit (backward 4);
 //   BCE-with-logits 6 (backward 4); count_correct and argmax 1 per logit;
 //   optimizer per parameter: SGD 2 (+2 with momentum, +1 with Nesterov, +2 with weight decay),
-//   RMSprop 6, Adam 12. Gathers and copies move data and count 0.
+//   RMSprop 6, Adam 12, Adadelta 14.
+//   conv2d 2*N*K*P*Q*C*R*S forward, the same for each of the data and filter gradients;
+//   pooling kernel_h*kernel_w per output, forward and backward. Gathers and copies move data and count 0.
 #pragma once
 
 namespace loupe::instrument {

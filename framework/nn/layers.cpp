@@ -8,6 +8,9 @@
 #include "core/random.h"
 #include "ops/dropout.h"
 #include "ops/linalg.h"
+#include "ops/conv.h"
+#include "ops/elementwise.h"
+#include "ops/pool.h"
 
 namespace loupe::nn {
 
@@ -31,6 +34,50 @@ Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
 
 std::string Linear::type_name() const {
   return "Linear(" + std::to_string(in_features) + " -> " + std::to_string(out_features) + ")";
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, int k, int s, int pad, bool with_bias)
+    : in_channels(in), out_channels(out), kernel(k), stride(s), padding(pad) {
+  Tensor w = empty(Shape{out, in, k, k}, DType::f32, kCPU);
+  glorot_uniform_(w, in * k * k, out * k * k);
+  weight = register_parameter("weight", w);
+  if (with_bias) bias = register_parameter("bias", zeros(Shape{out}, DType::f32, kCPU));
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = padding;
+  Tensor y = conv2d(x, weight, p);
+  return bias.defined() ? bias_add(y, bias) : y;
+}
+
+std::string Conv2d::type_name() const {
+  return "Conv2d(" + std::to_string(in_channels) + " -> " + std::to_string(out_channels) + ", " +
+         std::to_string(kernel) + "x" + std::to_string(kernel) + ", stride " + std::to_string(stride) + ", pad " +
+         std::to_string(padding) + ")";
+}
+
+static Pool2dParams pool_params(int k, int s, int pad) {
+  Pool2dParams p;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s > 0 ? s : k;
+  p.pad_h = p.pad_w = pad;
+  return p;
+}
+
+MaxPool2d::MaxPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, pool_params(kernel_, stride_, padding_)); }
+std::string MaxPool2d::type_name() const { return "MaxPool2d(" + std::to_string(kernel_) + ")"; }
+
+AvgPool2d::AvgPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}
+Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, pool_params(kernel_, stride_, padding_)); }
+std::string AvgPool2d::type_name() const { return "AvgPool2d(" + std::to_string(kernel_) + ")"; }
+
+Tensor Reshape::forward(const Tensor& x) {
+  Shape s{x.size(0)};
+  for (int64_t d : shape_) s.push_back(d);
+  return x.reshape(s);
 }
 
 Tensor ReLU::forward(const Tensor& x) { return x.relu(); }

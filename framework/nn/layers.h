@@ -37,6 +37,47 @@ class Flatten : public Module {
   std::string type_name() const override { return "Flatten"; }
 };
 
+// Conv2d: w [out, in, k, k] Glorot-uniform (fan_in = in k k, fan_out = out k k, as Keras), b zero.
+// padding: "valid" (0), "same" (stride 1, odd k), or an explicit number of pixels.
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in, int64_t out, int kernel, int stride = 1, int padding = 0, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+  Tensor weight, bias;
+  int64_t in_channels, out_channels;
+  int kernel, stride, padding;
+};
+inline int same(int kernel) { return (kernel - 1) / 2; }
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int kernel, int stride = -1, int padding = 0);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+ private:
+  int kernel_, stride_, padding_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(int kernel, int stride = -1, int padding = 0);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+ private:
+  int kernel_, stride_, padding_;
+};
+
+// Reshapes each sample to `shape` (e.g. [28, 28] images to [1, 28, 28] for a Conv2d).
+class Reshape : public Module {
+ public:
+  explicit Reshape(Shape shape) : shape_(shape) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Reshape"; }
+ private:
+  Shape shape_;
+};
+
 class Sequential : public Module {
  public:
   Sequential() = default;

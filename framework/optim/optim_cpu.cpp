@@ -53,7 +53,22 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, fl
   });
 }
 
-const OptimKernels table{sgd, rmsprop, adam};
+void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps) {
+  float* pp = p.data<float>();
+  const float* pg = g.data<float>();
+  float* pa = acc.data<float>();
+  float* pd = delta.data<float>();
+  parallel_for(0, p.numel(), kGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      pa[i] = rho * pa[i] + (1.f - rho) * pg[i] * pg[i];
+      float u = pg[i] * std::sqrt(pd[i] + eps) / std::sqrt(pa[i] + eps);
+      pd[i] = rho * pd[i] + (1.f - rho) * u * u;
+      pp[i] -= lr * u;
+    }
+  });
+}
+
+const OptimKernels table{sgd, rmsprop, adam, adadelta};
 const RegisterBackend<OptimKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

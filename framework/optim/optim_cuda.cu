@@ -61,7 +61,26 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, fl
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const OptimKernels table{sgd, rmsprop, adam};
+__global__ void adadelta_kernel(float* p, const float* g, float* acc, float* delta, int64_t n, float lr, float rho,
+                                float eps) {
+  LOUPE_KERNEL_LOOP(i, n) {
+    float gi = g[i];
+    float a = rho * acc[i] + (1.f - rho) * gi * gi;
+    float u = gi * sqrtf(delta[i] + eps) / sqrtf(a + eps);
+    acc[i] = a;
+    delta[i] = rho * delta[i] + (1.f - rho) * u * u;
+    p[i] -= lr * u;
+  }
+}
+
+void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps) {
+  int64_t n = p.numel();
+  adadelta_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+      p.data<float>(), g.data<float>(), acc.data<float>(), delta.data<float>(), n, lr, rho, eps);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+const OptimKernels table{sgd, rmsprop, adam, adadelta};
 const RegisterBackend<OptimKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

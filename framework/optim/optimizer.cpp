@@ -59,4 +59,19 @@ void Adam::step() {
   instrument::add_flops(12.0 * double(arena_.num_parameters()));
 }
 
+Adadelta::Adadelta(nn::ParameterArena& arena, double lr, double rho, double eps)
+    : Optimizer(arena), rho_(rho), eps_(eps) {
+  lr_ = lr;
+  add_state("square_avg");
+  add_state("acc_delta");
+}
+
+void Adadelta::step() {
+  ++steps_;
+  kernels<OptimKernels>(arena_.device())
+      .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(rho_),
+                float(eps_));
+  instrument::add_flops(14.0 * double(arena_.num_parameters()));
+}
+
 }  // namespace loupe::optim

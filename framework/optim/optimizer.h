@@ -63,12 +63,25 @@ class Adam : public Optimizer {
   double beta1_, beta2_, eps_, weight_decay_;
 };
 
+// Keras' Adadelta: a = rho a + (1 - rho) g^2; u = g sqrt(d + eps) / sqrt(a + eps);
+// d = rho d + (1 - rho) u^2; p -= lr u.
+class Adadelta : public Optimizer {
+ public:
+  Adadelta(nn::ParameterArena& arena, double lr = 1.0, double rho = 0.95, double eps = 1e-7);
+  void step() override;
+  std::string name() const override { return "Adadelta"; }
+ private:
+  double rho_, eps_;
+};
+
 struct OptimKernels {
   void (*sgd)(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov,
               float weight_decay);
   void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps);
   void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, float lr, float beta1, float beta2,
                float eps, float bias1, float bias2, float weight_decay);
+  void (*adadelta)(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho,
+                   float eps);
 };
 
 }  // namespace loupe::optim

@@ -1,0 +1,100 @@
+// CPU convolution: im2col + GEMM per image, images in parallel when there are several.
+#include <vector>
+
+#include "core/dispatch.h"
+#include "ops/conv.h"
+#include "ops/cpu_util.h"
+#include "ops/gemm_cpu.h"
+
+namespace loupe {
+namespace {
+
+struct Geometry {
+  int64_t N, C, H, W, K, R, S, P, Q;
+};
+Geometry geometry(const Tensor& x, const Tensor& w, const Tensor& y) {
+  return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), y.size(2), y.size(3)};
+}
+
+// col[(c, r, s), (p, q)] = x[c, p*sh - ph + r, q*sw - pw + s] (0 outside).
+template <class T>
+void im2col(const T* x, T* col, const Geometry& g, const Conv2dParams& p) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        T* out = col + ((c * g.R + r) * g.S + s) * g.P * g.Q;
+        for (int64_t i = 0; i < g.P; ++i) {
+          int64_t h = i * p.stride_h - p.pad_h + r;
+          for (int64_t j = 0; j < g.Q; ++j) {
+            int64_t ww = j * p.stride_w - p.pad_w + s;
+            out[i * g.Q + j] = (h >= 0 && h < g.H && ww >= 0 && ww < g.W) ? x[(c * g.H + h) * g.W + ww] : T(0);
+          }
+        }
+      }
+}
+
+// The adjoint of im2col: adds col back into gx.
+template <class T>
+void col2im(const T* col, T* gx, const Geometry& g, const Conv2dParams& p) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t r = 0; r < g.R; ++r)
+      for (int64_t s = 0; s < g.S; ++s) {
+        const T* in = col + ((c * g.R + r) * g.S + s) * g.P * g.Q;
+        for (int64_t i = 0; i < g.P; ++i) {
+          int64_t h = i * p.stride_h - p.pad_h + r;
+          if (h < 0 || h >= g.H) continue;
+          for (int64_t j = 0; j < g.Q; ++j) {
+            int64_t ww = j * p.stride_w - p.pad_w + s;
+            if (ww >= 0 && ww < g.W) gx[(c * g.H + h) * g.W + ww] += in[i * g.Q + j];
+          }
+        }
+      }
+}
+
+void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  cpu::dispatch_floating(x.dtype(), "conv2d", [&](auto tag) {
+    using T = decltype(tag);
+    Geometry g = geometry(x, w, y);
+    int64_t crs = g.C * g.R * g.S, pq = g.P * g.Q;
+    parallel_for(0, g.N, 1, [&](int64_t b, int64_t e) {
+      std::vector<T> col(static_cast<size_t>(crs * pq));
+      for (int64_t n = b; n < e; ++n) {
+        im2col(x.data<T>() + n * g.C * g.H * g.W, col.data(), g, p);
+        // y[n] [K, PQ] = w [K, CRS] @ col [CRS, PQ]
+        cpu::gemm_builtin<T>(false, false, g.K, pq, crs, T(1), w.data<T>(), crs, col.data(), pq, T(0),
+                             y.data<T>() + n * g.K * pq, pq);
+      }
+    });
+  });
+}
+
+void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+              const Conv2dParams& p) {
+  cpu::dispatch_floating(x.dtype(), "conv2d backward", [&](auto tag) {
+    using T = decltype(tag);
+    Geometry g = geometry(x, w, gy);
+    int64_t crs = g.C * g.R * g.S, pq = g.P * g.Q;
+    std::vector<T> col(static_cast<size_t>(crs * pq));
+    if (gw.defined()) fill_(gw, 0.0);
+    if (gx.defined()) fill_(gx, 0.0);
+    for (int64_t n = 0; n < g.N; ++n) {
+      const T* gyn = gy.data<T>() + n * g.K * pq;
+      if (gw.defined()) {
+        im2col(x.data<T>() + n * g.C * g.H * g.W, col.data(), g, p);
+        // gw [K, CRS] += gy[n] [K, PQ] @ col^T
+        cpu::gemm_builtin<T>(false, true, g.K, crs, pq, T(1), gyn, pq, col.data(), pq, T(1), gw.data<T>(), crs);
+      }
+      if (gx.defined()) {
+        // col = w^T [CRS, K] @ gy[n] [K, PQ], then scattered back
+        cpu::gemm_builtin<T>(true, false, crs, pq, g.K, T(1), w.data<T>(), crs, gyn, pq, T(0), col.data(), pq);
+        col2im(col.data(), gx.data<T>() + n * g.C * g.H * g.W, g, p);
+      }
+    }
+  });
+}
+
+const ConvKernels table{forward, backward};
+const RegisterBackend<ConvKernels> reg(DeviceType::CPU, &table);
+
+}  // namespace
+}  // namespace loupe

@@ -1,0 +1,31 @@
+#include <mutex>
+#include <string>
+
+#include "ops/cudnn_util.cuh"
+
+namespace loupe::cuda {
+
+void fail_cudnn(cudnnStatus_t s, const char* call, const char* file, int line) {
+  std::string msg = std::string("cuDNN error ") + cudnnGetErrorString(s) + " in " + call + " at " + file + ":" +
+                    std::to_string(line);
+  if (s == CUDNN_STATUS_ALLOC_FAILED) msg += "\nHINT: the GPU is out of memory; try a smaller --batch";
+  if (s == CUDNN_STATUS_NOT_SUPPORTED) msg += "\nHINT: this shape or layout is not supported by this cuDNN";
+  throw Error(msg);
+}
+
+cudnnHandle_t cudnn() {
+  static cudnnHandle_t h = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LOUPE_CUDNN_CHECK(cudnnCreate(&h));
+    LOUPE_CUDNN_CHECK(cudnnSetStream(h, stream()));
+  });
+  return h;
+}
+
+TensorDesc::TensorDesc(int n, int c, int h, int w) {
+  LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
+
+}  // namespace loupe::cuda
