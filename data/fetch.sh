@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Fetches MNIST and/or Fashion-MNIST (four IDX .gz files each) and checks every file's MD5.
-#   data/fetch.sh [mnist|fashion-mnist|all] [--dir DIR]
-# Files go to DIR/mnist and DIR/fashion-mnist; DIR defaults to ${LOUPE_DATA:-$HOME/.cache/loupe},
-# where loupe looks without --data. Fashion-MNIST comes from Debian's dataset-fashion-mnist
-# package when it is installed (no download).
+# Fetches MNIST, Fashion-MNIST (four IDX .gz files each) and/or CIFAR-10 (binary version, one
+# tarball) and checks every download's MD5.
+#   data/fetch.sh [mnist|fashion-mnist|cifar10|all] [--dir DIR]
+# Files go to DIR/mnist, DIR/fashion-mnist and DIR/cifar10/cifar-10-batches-bin; DIR defaults to
+# ${LOUPE_DATA:-$HOME/.cache/loupe}, where loupe looks without --data. Fashion-MNIST comes from
+# Debian's dataset-fashion-mnist package when it is installed (no download). For CIFAR-10,
+# LOUPE_CIFAR10_URL may name a mirror or a local copy of cifar-10-binary.tar.gz (MD5 still checked).
 set -euo pipefail
 
 FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
@@ -36,13 +38,13 @@ FASHION_URLS=(http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/)
 DEBIAN_FASHION=${LOUPE_DEBIAN_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 
 die() { echo "fetch.sh: error: $*" >&2; exit 1; }
-usage() { sed -n '2,6s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,8s/^# \{0,1\}//p' "$0"; }
 
 what=all
 dir=${LOUPE_DATA:-$HOME/.cache/loupe}
 while (($#)); do
   case $1 in
-    mnist|fashion-mnist|all) what=$1 ;;
+    mnist|fashion-mnist|cifar10|all) what=$1 ;;
     --dir) (($# >= 2)) || die "--dir needs a directory"; dir=$2; shift ;;
     --dir=*) dir=${1#--dir=} ;;
     -h|--help) usage; exit 0 ;;
@@ -114,11 +116,75 @@ fetch_set() {
   echo "$set ready in $dest"
 }
 
+# CIFAR-10, binary version: one tarball holding cifar-10-batches-bin/ (six batch files of 10,000
+# records of 3,073 bytes, batches.meta.txt, readme.html). Extracted, then the tarball is deleted.
+CIFAR_TAR=cifar-10-binary.tar.gz
+CIFAR_MD5=c32a1d4ab5d03f1284b67883e8d87530
+CIFAR_URL=${LOUPE_CIFAR10_URL:-https://www.cs.toronto.edu/~kriz/$CIFAR_TAR}
+CIFAR_BATCHES=(data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin data_batch_5.bin test_batch.bin)
+
+# cifar_complete DIR: true when DIR holds the six batch files at their exact size.
+cifar_complete() {
+  local f
+  for f in "${CIFAR_BATCHES[@]}"; do
+    [[ -f $1/$f && $(wc -c <"$1/$f") -eq 30730000 ]] || return 1
+  done
+}
+
+fetch_cifar10() {
+  local dest=$dir/cifar10 bin=$dir/cifar10/cifar-10-batches-bin tmp sum made=
+  if cifar_complete "$bin"; then
+    echo "$bin: present, all six batch files of the right size"
+    echo "cifar10 ready in $bin"
+    return
+  fi
+  [[ -d $dest ]] || made=1
+  mkdir -p "$dest" || die "cannot create $dest"
+  local tar=$dest/$CIFAR_TAR
+  local help="Download $CIFAR_TAR (170 MB, MD5 $CIFAR_MD5) by hand and run LOUPE_CIFAR10_URL=/path/to/$CIFAR_TAR data/fetch.sh cifar10, or extract it so that $bin exists"
+  if [[ -f $tar ]] && [[ $(md5sum <"$tar" | cut -d' ' -f1) == "$CIFAR_MD5" ]]; then
+    echo "$tar: present, checksum ok"
+  else
+    echo "getting $CIFAR_URL"
+    if [[ $CIFAR_URL != *://* ]]; then  # a local copy
+      [[ -f $CIFAR_URL ]] || { [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
+        die "LOUPE_CIFAR10_URL=$CIFAR_URL: no such file; give the path of a downloaded $CIFAR_TAR or a URL"; }
+      cp "$CIFAR_URL" "$tar.part" || die "cannot copy $CIFAR_URL to $tar.part"
+    elif ! download "$CIFAR_URL" "$tar.part" 2>"$tar.log"; then
+      echo "fetch.sh: $CIFAR_URL: download failed: $(tail -n 1 "$tar.log")" >&2
+      rm -f "$tar.part" "$tar.log"
+      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
+      die "could not get $CIFAR_TAR from $CIFAR_URL (no network?). $help"
+    fi
+    rm -f "$tar.log"
+    sum=$(md5sum <"$tar.part" | cut -d' ' -f1)
+    if [[ $sum != "$CIFAR_MD5" ]]; then
+      rm -f "$tar.part"
+      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
+      die "$CIFAR_URL has MD5 $sum, expected $CIFAR_MD5 (a cut-short download or another file). $help"
+    fi
+    mv "$tar.part" "$tar" || die "cannot move $tar.part to $tar"
+    echo "$tar: downloaded, checksum ok"
+  fi
+  # Extract beside the final place, then move in: an interrupted run leaves no half a set.
+  tmp=$(mktemp -d "$dest/.extract.XXXXXX") || die "cannot create a temporary directory in $dest"
+  if ! tar -xzf "$tar" -C "$tmp" || ! cifar_complete "$tmp/cifar-10-batches-bin"; then
+    rm -rf "$tmp"
+    die "$tar passed its checksum but did not extract to cifar-10-batches-bin/ with six complete batch files (disk full?); free space and run again"
+  fi
+  rm -rf "$bin" && mv "$tmp/cifar-10-batches-bin" "$bin" || die "cannot move the extracted files to $bin"
+  rm -rf "$tmp" "$tar"
+  echo "$bin: extracted, six batch files checked"
+  echo "cifar10 ready in $bin"
+}
+
 case $what in
   mnist|fashion-mnist) fetch_set "$what" ;;
-  all)  # each set in its own process, so a failed MNIST download still gets Fashion-MNIST
+  cifar10) fetch_cifar10 ;;
+  all)  # each set in its own process, so a failed MNIST download still gets the others
     rc=0
     bash "$0" mnist --dir "$dir" || rc=1
     bash "$0" fashion-mnist --dir "$dir" || rc=1
+    bash "$0" cifar10 --dir "$dir" || rc=1
     exit $rc ;;
 esac

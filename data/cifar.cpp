@@ -1,0 +1,147 @@
+#include "data/cifar.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace loupe::data {
+namespace {
+
+const char* kBatchDir = "cifar-10-batches-bin";
+const char* kTrain[5] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                         "data_batch_4.bin", "data_batch_5.bin"};
+const char* kTest = "test_batch.bin";
+const char* kRefetch = "delete it and run data/fetch.sh cifar10 to download it again";
+
+// Every message starts with the file: with six similar names, the user must know which one.
+[[noreturn]] void bad(const fs::path& path, const std::string& msg) {
+  throw Error(path.string() + ": " + msg);
+}
+
+// The folder holding the batch files: `dir` itself, or its cifar-10-batches-bin child.
+fs::path batch_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(dir + ": CIFAR-10 data directory not found; run data/fetch.sh cifar10 (it fills "
+                "~/.cache/loupe/cifar10) or pass --data with the cifar-10-batches-bin folder of "
+                "cifar-10-binary.tar.gz, or its parent");
+  const fs::path d(dir);
+  if (!fs::exists(d / kTrain[0], ec) && !fs::exists(d / kTest, ec) &&
+      fs::is_directory(d / kBatchDir, ec))
+    return d / kBatchDir;
+  return d;
+}
+
+// Reads one batch file, appending its pixels and labels. Checks the size before reading it all.
+void read_batch(const fs::path& path, std::vector<uint8_t>* images, std::vector<uint8_t>* labels) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    std::string hint;
+    if (fs::exists(path.parent_path() / path.stem(), ec))  // data_batch_1 without .bin
+      hint = " (the folder holds the Python version, cifar-10-python.tar.gz; loupe reads the "
+             "binary version)";
+    bad(path, "file not found" + hint + "; run data/fetch.sh cifar10, or pass --data with the "
+              "cifar-10-batches-bin folder of cifar-10-binary.tar.gz (or its parent)");
+  }
+  if (fs::is_directory(path, ec)) bad(path, "is a directory, not a CIFAR-10 batch file");
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) bad(path, "cannot read its size: " + ec.message());
+  const uintmax_t want = uintmax_t(kCifarRecordsPerFile) * kCifarRecordBytes;
+  if (size % kCifarRecordBytes != 0)
+    bad(path, "truncated record: the file has " + std::to_string(size) + " bytes, " +
+                  std::to_string(size / kCifarRecordBytes) + " whole records of 3073 bytes and " +
+                  std::to_string(size % kCifarRecordBytes) + " bytes left over (expected " +
+                  std::to_string(want) + " bytes); " + kRefetch);
+  if (size != want)
+    bad(path, "holds " + std::to_string(size / kCifarRecordBytes) +
+                  " records of 3073 bytes, but every CIFAR-10 batch file holds exactly 10000; " +
+                  kRefetch);
+  std::vector<uint8_t> b(size);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!f.read(reinterpret_cast<char*>(b.data()), std::streamsize(size)))
+    bad(path, "read error after " + std::to_string(f.gcount()) + " bytes");
+  for (int64_t r = 0; r < kCifarRecordsPerFile; ++r) {
+    const uint8_t* rec = b.data() + r * kCifarRecordBytes;
+    if (rec[0] > 9)
+      bad(path, "record " + std::to_string(r) + " (byte offset " +
+                    std::to_string(r * kCifarRecordBytes) + ") has label " +
+                    std::to_string(rec[0]) + ", but CIFAR-10 labels are 0 to 9 (is this a "
+                    "CIFAR-100 file?); " + kRefetch);
+    labels->push_back(rec[0]);
+    images->insert(images->end(), rec + 1, rec + kCifarRecordBytes);
+  }
+}
+
+// The names in batches.meta.txt (one per line; blank lines, such as the trailing ones, skipped).
+std::vector<std::string> read_meta(const fs::path& path) {
+  std::ifstream f(path);
+  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<std::string> names;
+  for (std::string line; std::getline(f, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  if (names.size() != 10)
+    bad(path, "holds " + std::to_string(names.size()) + " class names, expected 10 (one per "
+              "line); " + kRefetch + ", or delete it to use the standard names");
+  return names;
+}
+
+}  // namespace
+
+const std::vector<std::string>& cifar10_class_names() {
+  static const std::vector<std::string> names = {"airplane", "automobile", "bird", "cat", "deer",
+                                                 "dog", "frog", "horse", "ship", "truck"};
+  return names;
+}
+
+CifarData load_cifar10(const std::string& dir) {
+  const fs::path d = batch_dir(dir);
+  CifarData c;
+  c.dir = d.string();
+  const size_t n_train = 5 * kCifarRecordsPerFile;
+  c.train_images.reserve(n_train * kCifarImageBytes);
+  c.train_labels.reserve(n_train);
+  for (const char* f : kTrain) read_batch(d / f, &c.train_images, &c.train_labels);
+  c.test_images.reserve(kCifarRecordsPerFile * kCifarImageBytes);
+  c.test_labels.reserve(kCifarRecordsPerFile);
+  read_batch(d / kTest, &c.test_images, &c.test_labels);
+  c.n_train = int64_t(c.train_labels.size());
+  c.n_test = int64_t(c.test_labels.size());
+  std::error_code ec;
+  const fs::path meta = d / "batches.meta.txt";
+  c.class_names = fs::exists(meta, ec) ? read_meta(meta) : cifar10_class_names();
+  return c;
+}
+
+std::vector<std::string> default_cifar10_dirs() {
+  const char* env = std::getenv("LOUPE_DATA");
+  const char* home = std::getenv("HOME");
+  std::vector<std::string> dirs;
+  if (env && *env) dirs.push_back((fs::path(env) / "cifar10").string());
+  if (home && *home) dirs.push_back((fs::path(home) / ".cache/loupe/cifar10").string());
+  dirs.push_back("data/cifar10");
+  return dirs;
+}
+
+std::optional<std::string> find_default_cifar10_dir() {
+  std::error_code ec;
+  for (const std::string& dir : default_cifar10_dirs()) {
+    for (const fs::path& d : {fs::path(dir), fs::path(dir) / kBatchDir}) {
+      bool all = fs::is_regular_file(d / kTest, ec);
+      for (const char* f : kTrain) all = all && fs::is_regular_file(d / f, ec);
+      if (all) return dir;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace loupe::data
