@@ -5,7 +5,7 @@
 namespace loupe::models {
 
 const std::vector<ModelInfo>& all_models() {
-  static const std::vector<ModelInfo> models{mnist_mlp(), mnist_cnn()};
+  static const std::vector<ModelInfo> models{mnist_mlp(), mnist_cnn(), cifar10_cnn()};
   return models;
 }
 

@@ -16,9 +16,11 @@ struct Recipe {
   double rho = 0.9, eps = 1e-7;         // RMSprop, Adadelta
   double beta1 = 0.9, beta2 = 0.999;    // Adam
   double momentum = 0;                  // SGD
+  double decay = 0;                     // Keras' lr decay: lr / (1 + decay * updates so far)
+  bool augment = false;                 // the data set's training augmentation
   int64_t batch = 128;
   int epochs = 10;
-  std::string dataset;  // "mnist" (MNIST-format: MNIST or Fashion-MNIST)
+  std::string dataset;  // "mnist" (MNIST-format: MNIST or Fashion-MNIST) or "cifar10"
 };
 
 struct ModelInfo {
@@ -36,5 +38,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterA
 // One function per model file.
 ModelInfo mnist_mlp();
 ModelInfo mnist_cnn();
+ModelInfo cifar10_cnn();
 
 }  // namespace loupe::models

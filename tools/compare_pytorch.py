@@ -52,7 +52,20 @@ def mnist_cnn():
     return m, lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7)
 
 
-MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn}
+def cifar10_cnn():
+    m = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Dropout(0.25), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(),
+                      nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(2304, 512), nn.ReLU(),
+                      nn.Dropout(0.5), nn.Linear(512, 10))
+    for layer in m:
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return m, lambda p: torch.optim.RMSprop(p, lr=1e-4, alpha=0.9, eps=1e-7)
+
+
+MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn, "cifar10_cnn": cifar10_cnn}
+SHAPES = {"mnist_mlp": (60000, 28, 28), "mnist_cnn": (60000, 28, 28), "cifar10_cnn": (50000, 3, 32, 32)}
 
 
 def main():
@@ -73,8 +86,9 @@ def main():
         xte = read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte"))
         yte = read_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte"))
     else:  # synthetic data with the real shapes
-        xtr = torch.randint(0, 256, (60000, 28, 28), dtype=torch.uint8)
-        ytr = torch.randint(0, 10, (60000,), dtype=torch.uint8)
+        shape = SHAPES[a.model]
+        xtr = torch.randint(0, 256, shape, dtype=torch.uint8)
+        ytr = torch.randint(0, 10, (shape[0],), dtype=torch.uint8)
         xte, yte = xtr[:10000], ytr[:10000]
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
     model, make_opt = MODELS[a.model]()

@@ -14,6 +14,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "data/idx.h"
+#include "tools/datasets.h"
 #include "instrument/advice.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/chrome_trace.h"
@@ -186,59 +187,7 @@ Device pick_device(const Args& a) {
   return dev;
 }
 
-struct Data {
-  train::TensorDataset train, test;             // train: on the device only with --resident
-  std::shared_ptr<loader::ArrayDataset> host;   // the training set in host memory, for the loader
-  std::string description;
-};
-
-// Random uint8 images and labels with MNIST's shapes (60,000 + 10,000 of 28 x 28), from Philox.
-data::MnistData synthetic_mnist(uint64_t seed) {
-  data::MnistData m;
-  m.name = "synthetic MNIST-shaped data";
-  m.dir = "memory";
-  m.n_train = 60000;
-  m.n_test = 10000;
-  auto fill = [&](std::vector<uint8_t>& v, int64_t n, uint32_t mod, uint64_t stream) {
-    v.resize(size_t(n));
-    for (int64_t i = 0; i < n; i += 4) {
-      Philox4 r = philox(seed, uint64_t(i / 4), stream);
-      for (int k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = uint8_t(r.v[k] % mod);
-    }
-  };
-  fill(m.train_images, m.n_train * 784, 256, 1);
-  fill(m.train_labels, m.n_train, 10, 2);
-  fill(m.test_images, m.n_test * 784, 256, 3);
-  fill(m.test_labels, m.n_test, 10, 4);
-  return m;
-}
-
-Data load_data(const Args& a, Device dev, bool resident = true) {
-  std::string dir = str_opt(a, "data");
-  data::MnistData m;
-  if (a.opts.count("synthetic")) {
-    m = synthetic_mnist(1);
-  } else {
-  if (dir.empty()) {
-    auto found = data::find_default_mnist_dir();
-    if (!found) throw Error("no data set found.\n" + data::how_to_get_data());
-    dir = *found;
-  }
-  m = data::load_mnist(dir);
-  }
-  Data d;
-  auto to_tensor = [](const std::vector<uint8_t>& v, Shape s) { return from_vector(v, s); };
-  if (resident)
-    d.train = train::TensorDataset{to_tensor(m.train_images, Shape{m.n_train, m.rows, m.cols}),
-                                   to_tensor(m.train_labels, Shape{m.n_train})}.to(dev);
-  else
-    d.host = std::make_shared<loader::ArrayDataset>(m.train_images, m.train_labels, Shape{m.rows, m.cols});
-  d.test = train::TensorDataset{to_tensor(m.test_images, Shape{m.n_test, m.rows, m.cols}),
-                                to_tensor(m.test_labels, Shape{m.n_test})}.to(dev);
-  d.description = m.name + " from " + m.dir + " (" + std::to_string(m.n_train) + " train, " +
-                  std::to_string(m.n_test) + " test)";
-  return d;
-}
+using tools::Data;
 
 std::string device_description(Device d) {
   if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
@@ -269,7 +218,9 @@ int cmd_train(const Args& a) {
   Device dev = pick_device(a);
 
   bool resident = a.opts.count("resident") > 0;
-  Data data = load_data(a, dev, resident);
+  tools::DataRequest req{info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0,
+                         info.recipe.augment, resident};
+  Data data = tools::load_data(req, dev);
   std::unique_ptr<loader::DataLoader> dl;
   std::string pipeline = "whole training set resident on " + dev.str() + ", batches gathered by index";
   if (!resident) {
@@ -329,6 +280,8 @@ int cmd_train(const Args& a) {
   train::Trainer trainer(*model, *opt, dev);
   trainer.hooks.monitor = &monitor;
   trainer.hooks.stop = &g_interrupted;
+  trainer.base_lr = lr;
+  trainer.lr_decay = info.recipe.decay;
   std::string trace_path = str_opt(a, "trace");
   if (a.opts.count("profile-steps") || !trace_path.empty()) {
     std::string ps = str_opt(a, "profile-steps", "10:19");
@@ -493,7 +446,8 @@ int cmd_eval(const Args& a) {
   if (ck.empty()) throw Error("loupe eval needs --checkpoint PATH (written by loupe train --save PATH)");
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
-  Data data = load_data(a, dev);
+  Data data = tools::load_data({info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0, false, true},
+                                dev);
   std::shared_ptr<nn::Module> model = info.build();
   model->to(dev);
   train::CheckpointMeta m = train::load_checkpoint(ck, *model, nullptr, info.name);

@@ -111,6 +111,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
         break;
       }
       if (mon) mon->data_ready();
+      if (lr_decay > 0) opt_.set_lr(base_lr / (1.0 + lr_decay * double(opt_.steps())));  // host arithmetic only
       double f0 = instrument::flops_counted();
       Tensor logits, loss;
       {

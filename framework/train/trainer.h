@@ -59,6 +59,8 @@ class Trainer {
   Trainer(nn::Module& model, optim::Optimizer& opt, Device device) : model_(model), opt_(opt), device_(device) {}
   TrainHooks hooks;
   int64_t global_step() const { return global_step_; }
+  // Keras' time-based decay: before each update, lr = base_lr / (1 + lr_decay * updates so far).
+  double base_lr = 0, lr_decay = 0;
   void set_global_step(int64_t s) { global_step_ = s; }
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0.

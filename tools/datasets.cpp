@@ -1,0 +1,98 @@
+#include "tools/datasets.h"
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "data/cifar.h"
+#include "data/cifar_dataset.h"
+#include "data/idx.h"
+
+namespace loupe::tools {
+
+namespace {
+// Images and labels as stored, whatever the source.
+struct Raw {
+  std::string name, dir;
+  Shape sample;
+  int64_t n_train = 0, n_test = 0;
+  std::vector<uint8_t> train_images, train_labels, test_images, test_labels;
+};
+
+// Random bytes and labels with the real shapes, from Philox (the same every run).
+Raw synthetic(const std::string& name, Shape sample, int64_t n_train, int64_t n_test) {
+  Raw r;
+  r.name = "synthetic " + name + "-shaped data";
+  r.dir = "memory";
+  r.sample = sample;
+  r.n_train = n_train;
+  r.n_test = n_test;
+  auto fill = [](std::vector<uint8_t>& v, int64_t n, uint32_t mod, uint64_t stream) {
+    v.resize(size_t(n));
+    for (int64_t i = 0; i < n; i += 4) {
+      Philox4 p = philox(1, uint64_t(i / 4), stream);
+      for (int k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = uint8_t(p.v[k] % mod);
+    }
+  };
+  fill(r.train_images, n_train * sample.numel(), 256, 1);
+  fill(r.train_labels, n_train, 10, 2);
+  fill(r.test_images, n_test * sample.numel(), 256, 3);
+  fill(r.test_labels, n_test, 10, 4);
+  return r;
+}
+
+Raw mnist(const std::string& given) {
+  std::string dir = given;
+  if (dir.empty()) {
+    auto found = data::find_default_mnist_dir();
+    if (!found) throw Error("no data set found.\n" + data::how_to_get_data());
+    dir = *found;
+  }
+  data::MnistData m = data::load_mnist(dir);
+  return Raw{m.name, m.dir, Shape{m.rows, m.cols}, m.n_train, m.n_test, std::move(m.train_images),
+             std::move(m.train_labels), std::move(m.test_images), std::move(m.test_labels)};
+}
+
+Raw cifar10(const std::string& given) {
+  std::string dir = given;
+  if (dir.empty()) {
+    auto found = data::find_default_cifar10_dir();
+    if (!found)
+      throw Error("CIFAR-10 was not found (looked in $LOUPE_DATA/cifar10, ~/.cache/loupe/cifar10, data/cifar10).\n"
+                  "Fetch it with: data/fetch.sh cifar10   (or train on random data of its shape with --synthetic)");
+    dir = *found;
+  }
+  data::CifarData c = data::load_cifar10(dir);
+  return Raw{"CIFAR-10", c.dir, Shape{3, 32, 32}, c.n_train, c.n_test, std::move(c.train_images),
+             std::move(c.train_labels), std::move(c.test_images), std::move(c.test_labels)};
+}
+
+Shape with_batch(int64_t n, const Shape& sample) {
+  Shape s{n};
+  for (int64_t d : sample) s.push_back(d);
+  return s;
+}
+}  // namespace
+
+Data load_data(const DataRequest& req, Device dev) {
+  Raw r;
+  if (req.dataset == "mnist") r = req.synthetic ? synthetic("MNIST", Shape{28, 28}, 60000, 10000) : mnist(req.dir);
+  else if (req.dataset == "cifar10") r = req.synthetic ? synthetic("CIFAR-10", Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
+  else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
+  Data d;
+  d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),
+                                from_vector(r.test_labels, Shape{r.n_test})}.to(dev);
+  d.description = r.name + " from " + r.dir + " (" + std::to_string(r.n_train) + " train, " +
+                  std::to_string(r.n_test) + " test)";
+  if (req.resident) {
+    d.train = train::TensorDataset{from_vector(r.train_images, with_batch(r.n_train, r.sample)),
+                                   from_vector(r.train_labels, Shape{r.n_train})}.to(dev);
+    if (req.augment) d.description += "; no augmentation with --resident";
+  } else if (req.dataset == "cifar10") {
+    d.host = std::make_shared<data::CifarDataset>(std::move(r.train_images), std::move(r.train_labels), req.augment);
+    if (req.augment) d.description += "; augmentation (shift 0.1, horizontal flip) in the loader's workers";
+  } else {
+    d.host = std::make_shared<loader::ArrayDataset>(std::move(r.train_images), std::move(r.train_labels), r.sample);
+  }
+  return d;
+}
+
+}  // namespace loupe::tools
