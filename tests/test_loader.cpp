@@ -86,6 +86,13 @@ TEST(Loader, DropLast) {
   EXPECT_EQ(epoch_samples(dl, 1).size(), 960u);
   o.batch = 2000;
   EXPECT_THROW(DataLoader dl2(std::make_shared<CountingDataset>(1000), o), loupe::Error);
+  o.drop_last = false;  // smaller than one batch is an error either way
+  try {
+    DataLoader dl3(std::make_shared<CountingDataset>(1000), o);
+    FAIL() << "expected an error";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than one batch of 2000"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Loader, WorkerExceptionSurfacesWithTheSampleIndex) {

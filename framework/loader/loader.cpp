@@ -46,9 +46,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions&
   LOUPE_CHECK(opt_.batch > 0 && opt_.workers > 0 && opt_.prefetch > 0, "the loader needs batch, --workers and "
               "--prefetch of at least 1");
   int64_t n = data_->size();
-  if (n < opt_.batch && opt_.drop_last)
+  if (n < opt_.batch)
     throw Error("the data set has " + std::to_string(n) + " samples, fewer than one batch of " +
-                std::to_string(opt_.batch) + " with drop-last: use a smaller --batch");
+                std::to_string(opt_.batch) + ": use a smaller --batch");
   if (n == 0) throw Error("the data set is empty");
   sample_elems_ = data_->sample_shape().numel();
   x_shape_ = Shape{opt_.batch};
