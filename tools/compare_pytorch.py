@@ -29,14 +29,18 @@ def read_idx(path):
     raise FileNotFoundError(path)
 
 
-def mnist_mlp():
-    # Keras defaults: Glorot-uniform weights, zero biases.
-    m = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
-                      nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+def keras_init(m):
+    """Keras' defaults: Glorot-uniform weights, zero biases."""
     for layer in m:
-        if isinstance(layer, nn.Linear):
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
+
+
+def mnist_mlp():
+    m = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Dropout(0.2),
+                      nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
+    keras_init(m)
     # Keras RMSprop: eps outside the sqrt, like torch's.
     return m, lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, eps=1e-7)
 
@@ -45,10 +49,7 @@ def mnist_cnn():
     m = nn.Sequential(nn.Unflatten(1, (1, 28)), nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(),
                       nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(),
                       nn.Dropout(0.5), nn.Linear(128, 10))
-    for layer in m:
-        if isinstance(layer, (nn.Linear, nn.Conv2d)):
-            nn.init.xavier_uniform_(layer.weight)
-            nn.init.zeros_(layer.bias)
+    keras_init(m)
     return m, lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7)
 
 
@@ -57,10 +58,7 @@ def cifar10_cnn():
                       nn.Dropout(0.25), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(),
                       nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(2304, 512), nn.ReLU(),
                       nn.Dropout(0.5), nn.Linear(512, 10))
-    for layer in m:
-        if isinstance(layer, (nn.Linear, nn.Conv2d)):
-            nn.init.xavier_uniform_(layer.weight)
-            nn.init.zeros_(layer.bias)
+    keras_init(m)
     return m, lambda p: torch.optim.RMSprop(p, lr=1e-4, alpha=0.9, eps=1e-7)
 
 

@@ -23,7 +23,6 @@
 #include "instrument/peak.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
-#include "core/philox.h"
 #include "models/registry.h"
 #include "ops/gemm_cpu.h"
 #include "train/checkpoint.h"
