@@ -12,6 +12,7 @@
 #include "ops/activation.h"
 #include "ops/conv.h"
 #include "ops/pool.h"
+#include "ops/norm.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"

@@ -111,6 +111,13 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"avg_pool2d_2x2", {{{2, 2, 4, 6}}}, pool(false, 2, 2, 0)});
   c.push_back({"avg_pool2d_3x3_s1_pad1", {{{1, 2, 5, 5}}}, pool(false, 3, 1, 1)});
   c.push_back({"global_avg_pool", {{{2, 3, 4, 5}}}, [](V x) { return global_avg_pool(x[0]); }});
+  auto bn = [](V x) {
+    int64_t C = x[0].size(1);
+    Tensor rm = zeros(Shape{C}, x[0].dtype(), x[0].device()), rv = ones(Shape{C}, x[0].dtype(), x[0].device());
+    return batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1, 1e-5);
+  };
+  c.push_back({"batch_norm_2d", {{{5, 3}}, {{3}}, {{3}}}, bn});
+  c.push_back({"batch_norm_4d", {{{2, 3, 4, 5}}, {{3}}, {{3}}}, bn});
   c.push_back({"mlp_chain", {{{4, 6}}, {{5, 6}}, {{5}}, {{3, 5}}, {{4}, Kind::Labels, 3}},
                [](V x) {
                  Tensor h = relu(linear(x[0], x[1], x[2]));

@@ -110,3 +110,21 @@ TEST(CudaOptim, FusedUpdatesMatchCpu) {
     expect_close(results[0], results[1], "optimizer " + std::to_string(which));
   }
 }
+
+TEST(CudaBatchNorm, RunningStatisticsAndEvalMatchCpu) {
+  REQUIRE_GPU();
+  std::vector<float> v(static_cast<size_t>(2 * 3 * 4 * 5));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(8, 0, i) * 2 - 1;
+  std::vector<std::vector<float>> stats[2];
+  for (int dev = 0; dev < 2; ++dev) {
+    Device d = dev ? kCUDA : kCPU;
+    Tensor x = from_vector(v, Shape{2, 3, 4, 5}, d);
+    Tensor w = full(Shape{3}, 1.5, DType::f32, d), b = full(Shape{3}, 0.25, DType::f32, d);
+    Tensor rm = zeros(Shape{3}, DType::f32, d), rv = ones(Shape{3}, DType::f32, d);
+    NoGradGuard g;
+    batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+    Tensor y = batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5);
+    stats[dev] = {rm.to_vector<float>(), rv.to_vector<float>(), y.to_vector<float>()};
+  }
+  for (size_t k = 0; k < 3; ++k) expect_close(stats[0][k], stats[1][k], "batch_norm stats/eval " + std::to_string(k));
+}

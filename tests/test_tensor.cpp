@@ -181,3 +181,20 @@ TEST(Models, MnistCnnOutputShape) {
   NoGradGuard g;
   EXPECT_EQ((*m)(full(Shape{2, 28, 28}, 0.5)).shape(), (Shape{2, 10}));
 }
+
+TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
+  nn::Sequential m;
+  m.add("bn", std::make_shared<nn::BatchNorm2d>(2));
+  m.to(kCPU);
+  ASSERT_EQ(m.named_buffers().size(), 2u);
+  EXPECT_EQ(m.named_buffers()[0].first, "bn.running_mean");
+  EXPECT_EQ(m.num_parameters(), 4);
+  Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, Shape{2, 2, 2, 1});
+  sum(m(x) * x).backward();  // training: batch statistics, running ones updated
+  std::vector<float> rm = m.named_buffers()[0].second.to_vector<float>();
+  // channel 0 holds 1, 2, 5, 6 (mean 3.5); running = 0.9 * 0 + 0.1 * 3.5
+  EXPECT_NEAR(rm[0], 0.35f, 1e-6);
+  m.eval();
+  NoGradGuard g;
+  EXPECT_EQ(m(x).shape(), x.shape());
+}

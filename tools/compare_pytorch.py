@@ -74,7 +74,11 @@ def main():
     ap.add_argument("--data", default="")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-tf32", action="store_true",
+                    help="strict fp32 convolutions (PyTorch lets cuDNN use TF32 for them by default)")
     a = ap.parse_args()
+    if a.no_tf32:
+        torch.backends.cudnn.allow_tf32 = False
     assert a.model in MODELS, f"models: {sorted(MODELS)}"
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
@@ -121,7 +125,8 @@ def main():
                           for s in range(0, xte.shape[0], 1000))
         print(f"pytorch epoch {epoch}: loss {lsum / n:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
               f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
-    print(f"pytorch {a.model} batch {a.batch} eager fp32: {best:,.0f} samples/s (best epoch)", flush=True)
+    tf32 = "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32 else " (cuDNN TF32 allowed, PyTorch's default)"
+    print(f"pytorch {a.model} batch {a.batch} eager fp32{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/pool.h"
+#include "ops/norm.h"
 
 namespace loupe::nn {
 
@@ -73,6 +74,17 @@ std::string MaxPool2d::type_name() const { return "MaxPool2d(" + std::to_string(
 AvgPool2d::AvgPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, pool_params(kernel_, stride_, padding_)); }
 std::string AvgPool2d::type_name() const { return "AvgPool2d(" + std::to_string(kernel_) + ")"; }
+
+BatchNorm2d::BatchNorm2d(int64_t c, double momentum, double eps) : channels(c), momentum_(momentum), eps_(eps) {
+  weight = register_parameter("weight", ones(Shape{c}));
+  bias = register_parameter("bias", zeros(Shape{c}));
+  running_mean = register_buffer("running_mean", zeros(Shape{c}));
+  running_var = register_buffer("running_var", ones(Shape{c}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
+}
 
 Tensor Reshape::forward(const Tensor& x) {
   Shape s{x.size(0)};

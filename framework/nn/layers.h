@@ -68,6 +68,20 @@ class AvgPool2d : public Module {
   int kernel_, stride_, padding_;
 };
 
+// BatchNorm2d over [N, C, H, W] (or [N, C]): weight 1, bias 0; running mean 0 and variance 1 as
+// buffers. PyTorch's defaults: momentum 0.1 (Keras' 0.99 is 0.01 here), eps 1e-5.
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t channels, double momentum = 0.1, double eps = 1e-5);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BatchNorm2d(" + std::to_string(channels) + ")"; }
+  Tensor weight, bias, running_mean, running_var;
+  int64_t channels;
+
+ private:
+  double momentum_, eps_;
+};
+
 // Reshapes each sample to `shape` (e.g. [28, 28] images to [1, 28, 28] for a Conv2d).
 class Reshape : public Module {
  public:

@@ -13,14 +13,25 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   return params_.back().second;
 }
 
-void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
-  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
-  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, t);
+  return buffers_.back().second;
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const {
+  for (const auto& [n, t] : buffers ? buffers_ : params_) out.emplace_back(prefix + n, t);
+  for (const auto& [n, m] : children_) m->collect(prefix + n + ".", out, buffers);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out, true);
+  return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", out);
+  collect("", out, false);
   for (auto& [n, t] : out) t.impl()->name = n;
   return out;
 }
@@ -45,6 +56,13 @@ void Module::train(bool on) {
 void Module::to(Device d) {
   assign_paths("");
   arena_ = std::make_unique<ParameterArena>(parameters(), d);
+  for (auto& [n, b] : named_buffers()) {  // rebind in place: the layers hold the same TensorImpl
+    if (b.device() == d) continue;
+    Tensor moved = b.to(d);
+    b.impl()->storage = moved.impl()->storage;
+    b.impl()->offset = moved.impl()->offset;
+    b.impl()->strides = moved.impl()->strides;
+  }
 }
 
 void Module::assign_paths(const std::string& path) {

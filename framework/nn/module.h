@@ -21,6 +21,9 @@ class Module {
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
+  // State that is not trained but belongs to the model (batch-norm running statistics): moved by
+  // to() and saved in checkpoints, outside the parameter arena.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   int64_t num_parameters() const;
 
   void train(bool on = true);
@@ -41,6 +44,7 @@ class Module {
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -49,11 +53,11 @@ class Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out, bool buffers) const;
   void summarise(const std::string& prefix, int depth, std::string& out) const;
   void assign_paths(const std::string& path);
   std::string range_name_;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::unique_ptr<ParameterArena> arena_;
   bool training_ = true;

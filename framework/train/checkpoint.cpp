@@ -39,6 +39,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
             {"seed", std::to_string(meta.seed)},
             {"rng_offset", std::to_string(meta.rng_offset)}};
   for (const auto& [name, t] : model.named_parameters()) f.records.push_back(to_record("model/" + name, t));
+  for (const auto& [name, t] : model.named_buffers()) f.records.push_back(to_record("buffer/" + name, t));
   if (opt) {
     f.meta.push_back({"optimizer", opt->name()});
     f.meta.push_back({"optimizer_steps", std::to_string(opt->steps())});
@@ -55,6 +56,7 @@ CheckpointMeta load_checkpoint(const std::string& path, nn::Module& model, optim
     throw Error("checkpoint '" + path + "' holds model '" + f.model + "', not '" + expected_model + "'");
   NoGradGuard g;
   for (const auto& [name, t] : model.named_parameters()) from_record(path, f, "model/" + name, t);
+  for (const auto& [name, t] : model.named_buffers()) from_record(path, f, "buffer/" + name, t);
   if (opt) {
     std::string saved = f.meta_value("optimizer");
     if (saved != opt->name())
