@@ -8,6 +8,7 @@
 #include "loupe.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
+#include "loader/sampler.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -80,9 +81,9 @@ TEST(TrainGpu, MnistMlpOneEpochOnFashionMnist) {
 }
 
 TEST(Shuffle, OrderDependsOnlyOnSeedAndEpoch) {
-  auto a = train::epoch_permutation(1000, 5, 2), b = train::epoch_permutation(1000, 5, 2);
+  auto a = loader::epoch_permutation(1000, 5, 2), b = loader::epoch_permutation(1000, 5, 2);
   EXPECT_EQ(a, b);
-  EXPECT_NE(a, train::epoch_permutation(1000, 5, 3));
+  EXPECT_NE(a, loader::epoch_permutation(1000, 5, 3));
   std::vector<int32_t> sorted = a;
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(sorted[size_t(i)], i);

@@ -83,6 +83,12 @@ cudaStream_t stream() { return state().stream; }
 cublasHandle_t cublas() { return state().cublas; }
 
 namespace {
+cudaMemcpyKind memcpy_kind(CopyKind k) {
+  return k == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
+         : k == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                       : cudaMemcpyDeviceToDevice;
+}
+
 class Runtime final : public CudaRuntime {
  public:
   int device_count() override {
@@ -118,10 +124,7 @@ class Runtime final : public CudaRuntime {
   }
   void free_pinned(void* p) override { LOUPE_CUDA_CHECK(cudaFreeHost(p)); }
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
-    cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
-                       : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
-                                                        : cudaMemcpyDeviceToDevice;
-    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, stream()));
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), stream()));
     // Host buffers may be reused or read as soon as we return.
     if (kind != CopyKind::DeviceToDevice) LOUPE_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
@@ -151,15 +154,6 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
     return size_t(v);
   }
-  void copy_to_host_async(void* dst, const void* src, size_t bytes) override {
-    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
-  }
-  void* event_record() override {
-    cudaEvent_t e;
-    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    LOUPE_CUDA_CHECK(cudaEventRecord(e, stream()));
-    return e;
-  }
   bool event_done(void* e) override {
     cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
     if (r == cudaErrorNotReady) return false;
@@ -174,10 +168,7 @@ class Runtime final : public CudaRuntime {
   }
   static cudaStream_t pick(void* s) { return s ? static_cast<cudaStream_t>(s) : stream(); }
   void copy_async_on(void* s, void* dst, const void* src, size_t bytes, CopyKind kind) override {
-    cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
-                       : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
-                                                        : cudaMemcpyDeviceToDevice;
-    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, pick(s)));
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), pick(s)));
   }
   void* event_record_on(void* s) override {
     cudaEvent_t e;

@@ -27,13 +27,8 @@ class CudaRuntime {
   virtual size_t bytes_in_use() = 0;       // the pool's current usage
   virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset
   virtual void reset_peak() = 0;
-  // A copy device -> pinned host on the compute stream that does not wait, and an event after it:
-  // how the progress bar reads the running loss without stalling the GPU.
-  virtual void copy_to_host_async(void* pinned_dst, const void* src, size_t bytes) = 0;
-  virtual void* event_record() = 0;          // a new event, recorded on the compute stream
-  virtual bool event_done(void* event) = 0;  // cudaEventQuery: never blocks
-  virtual void event_destroy(void* event) = 0;
-  // Streams and events for the data loader's copy stream. A null stream means the compute stream.
+  // Streams, asynchronous copies and events (the loader's copy stream; the progress bar's loss read
+  // through pinned memory). A null stream means the compute stream.
   virtual void* stream_create() = 0;  // non-blocking, lives until the process ends
   virtual void copy_async_on(void* stream, void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
   virtual void* event_record_on(void* stream) = 0;             // a new event recorded there
@@ -41,6 +36,8 @@ class CudaRuntime {
   virtual void event_record(void* event, void* stream) = 0;    // re-records an existing event
   virtual void stream_wait_event(void* stream, void* event) = 0;  // the stream waits; the host does not
   virtual void event_synchronize(void* event) = 0;             // the host waits
+  virtual bool event_done(void* event) = 0;                    // cudaEventQuery: never blocks
+  virtual void event_destroy(void* event) = 0;
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
   virtual void profiler_start() = 0;
   virtual void profiler_stop() = 0;

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "instrument/nvtx.h"
-#include "train/trainer.h"  // epoch_permutation
+#include "loader/sampler.h"
 
 namespace loupe::loader {
 
@@ -110,7 +110,7 @@ void DataLoader::start_epoch(int epoch) {
   epoch_ = epoch;
   int64_t n = data_->size();
   if (opt_.shuffle) {
-    order_ = train::epoch_permutation(n, opt_.seed, epoch);
+    order_ = epoch_permutation(n, opt_.seed, epoch);
   } else {
     order_.resize(size_t(n));
     for (int64_t i = 0; i < n; ++i) order_[size_t(i)] = int32_t(i);

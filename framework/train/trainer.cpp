@@ -5,11 +5,11 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
-#include "core/philox.h"
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
 #include "loader/loader.h"
+#include "loader/sampler.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/loss.h"
@@ -21,22 +21,11 @@ double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
-  std::vector<int32_t> p(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = int32_t(i);
-  for (int64_t i = n - 1; i > 0; --i) {
-    Philox4 r = philox(seed, uint64_t(i), 0x9e3779b97f4a7c15ULL + uint64_t(epoch));
-    uint64_t u = (uint64_t(r.v[0]) << 32) | r.v[1];
-    std::swap(p[size_t(i)], p[size_t(u % uint64_t(i + 1))]);
-  }
-  return p;
-}
-
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps) {
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
   // The order is uploaded once per epoch, not per step.
-  Tensor perm = from_vector(epoch_permutation(n, seed, epoch), Shape{n}, device_);
+  Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
   int64_t total = (n + batch - 1) / batch, start = 0;
   if (max_steps >= 0) total = std::min(total, max_steps);
   auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
@@ -155,8 +144,9 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
           peek_event = nullptr;
         }
         if (!peek_event && now - peek_time > 0.2) {
-          cuda_runtime()->copy_to_host_async(peek.data_ptr(), loss_sum.data_ptr(), sizeof(float));
-          peek_event = cuda_runtime()->event_record();
+          cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum.data_ptr(), sizeof(float),
+                                        CopyKind::DeviceToHost);
+          peek_event = cuda_runtime()->event_record_on(nullptr);
           peek_samples = st.samples;
           peek_time = now;
         }

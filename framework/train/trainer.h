@@ -35,10 +35,6 @@ struct EpochStats {
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
 };
 
-// The order of epoch `epoch`: a Fisher-Yates shuffle driven by Philox(seed, epoch), so it depends
-// on nothing but those two numbers.
-std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
-
 // Per-step observers; all optional.
 struct TrainHooks {
   instrument::EpochMonitor* monitor = nullptr;
