@@ -1,10 +1,15 @@
 #include "tools/datasets.h"
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/cifar.h"
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
+#include "data/image_folder.h"
+
+namespace fs = std::filesystem;
 
 namespace loupe::tools {
 
@@ -15,6 +20,7 @@ struct Raw {
   Shape sample;
   int64_t n_train = 0, n_test = 0;
   std::vector<uint8_t> train_images, train_labels, test_images, test_labels;
+  std::string note;  // appended to the data line
 };
 
 // Random bytes and labels with the real shapes, from Philox (the same every run).
@@ -65,6 +71,48 @@ Raw cifar10(const std::string& given) {
              std::move(c.train_labels), std::move(c.test_images), std::move(c.test_labels)};
 }
 
+// --data DIR holding train/ and test/: image folders (one subfolder per class) in place of the
+// recipe's data set, read at its sample shape so the reference model fits them unchanged.
+bool has_image_folders(const std::string& dir) {
+  std::error_code ec;
+  const bool train = fs::is_directory(fs::path(dir) / "train", ec), test = fs::is_directory(fs::path(dir) / "test", ec);
+  if (train != test)
+    throw Error(dir + ": has " + (train ? "train/ but no test/" : "test/ but no train/") +
+                "; image folders need both, each with one subfolder per class (train/cat/001.png, test/cat/001.png)");
+  return train;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+Raw image_folders(const std::string& dataset, const std::string& dir) {
+  const bool grey = dataset == "mnist";
+  const int c = grey ? 1 : 3, side = grey ? 28 : 32;
+  if (!data::image_folders_supported())
+    throw Error(dir + ": holds train/ and test/ image folders, but loupe was built without stb_image, so it "
+                "cannot read them; install libstb-dev (apt-get install libstb-dev) and rebuild");
+  // Class checks first, from the folder names alone: a mismatch should not wait for every image to decode.
+  const std::string train_dir = (fs::path(dir) / "train").string(), test_dir = (fs::path(dir) / "test").string();
+  const std::vector<std::string> classes = data::image_folder_classes(train_dir);
+  if (classes != data::image_folder_classes(test_dir))
+    throw Error(dir + ": train/ and test/ must hold the same class subfolders (their sorted names are the labels); "
+                "train/ has " + join(classes) + "; test/ has " + join(data::image_folder_classes(test_dir)));
+  if (classes.size() > 10)
+    throw Error(train_dir + ": " + std::to_string(classes.size()) + " classes, but the reference models have "
+                "10 outputs, so an image folder may hold at most 10 classes");
+  data::ImageFolderData tr = data::load_image_folder(train_dir, c, side, side);
+  data::ImageFolderData te = data::load_image_folder(test_dir, c, side, side);
+  Raw r{"image folder", dir, grey ? Shape{28, 28} : Shape{3, 32, 32}, tr.n, te.n, std::move(tr.images),
+        std::move(tr.labels), std::move(te.images), std::move(te.labels), ""};
+  r.note = "; " + std::to_string(classes.size()) + " classes (" + join(classes) + "), read as " +
+           (grey ? "grey " : "RGB ") + std::to_string(side) + "x" + std::to_string(side);
+  if (tr.resized + te.resized > 0) r.note += ", " + std::to_string(tr.resized + te.resized) + " images resized";
+  return r;
+}
+
 Shape with_batch(int64_t n, const Shape& sample) {
   Shape s{n};
   for (int64_t d : sample) s.push_back(d);
@@ -74,14 +122,17 @@ Shape with_batch(int64_t n, const Shape& sample) {
 
 Data load_data(const DataRequest& req, Device dev) {
   Raw r;
-  if (req.dataset == "mnist") r = req.synthetic ? synthetic("MNIST", Shape{28, 28}, 60000, 10000) : mnist(req.dir);
+  const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
+  if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
+    r = image_folders(req.dataset, req.dir);
+  else if (req.dataset == "mnist") r = req.synthetic ? synthetic("MNIST", Shape{28, 28}, 60000, 10000) : mnist(req.dir);
   else if (req.dataset == "cifar10") r = req.synthetic ? synthetic("CIFAR-10", Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
   else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
   Data d;
   d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),
                                 from_vector(r.test_labels, Shape{r.n_test})}.to(dev);
   d.description = r.name + " from " + r.dir + " (" + std::to_string(r.n_train) + " train, " +
-                  std::to_string(r.n_test) + " test)";
+                  std::to_string(r.n_test) + " test)" + r.note;
   if (req.resident) {
     d.train = train::TensorDataset{from_vector(r.train_images, with_batch(r.n_train, r.sample)),
                                    from_vector(r.train_labels, Shape{r.n_train})}.to(dev);

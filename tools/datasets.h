@@ -1,5 +1,6 @@
 // The data sets the `loupe` command trains on, by the model's recipe: MNIST-format (MNIST,
-// Fashion-MNIST) and CIFAR-10, from files or synthetic with the real shapes.
+// Fashion-MNIST) and CIFAR-10, from files or synthetic with the real shapes, or image folders
+// (--data DIR with DIR/train/<class>/*.png|jpg and DIR/test/<class>/...) read at the recipe's shape.
 #pragma once
 #include <memory>
 #include <string>
@@ -12,7 +13,7 @@ namespace loupe::tools {
 
 struct DataRequest {
   std::string dataset;  // the recipe's: "mnist" or "cifar10"
-  std::string dir;      // --data, or "" for the default search
+  std::string dir;      // --data, or "" for the default search; with train/ and test/: image folders
   bool synthetic = false;
   bool augment = false;   // the recipe's augmentation (loader path only)
   bool resident = false;  // keep the training set on the device instead of the loader's host copy
