@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Fetches MNIST, Fashion-MNIST (four IDX .gz files each) and/or CIFAR-10 (binary version, one
-# tarball) and checks every download's MD5.
-#   data/fetch.sh [mnist|fashion-mnist|cifar10|all] [--dir DIR]
-# Files go to DIR/mnist, DIR/fashion-mnist and DIR/cifar10/cifar-10-batches-bin; DIR defaults to
-# ${LOUPE_DATA:-$HOME/.cache/loupe}, where loupe looks without --data. Fashion-MNIST comes from
-# Debian's dataset-fashion-mnist package when it is installed (no download). For CIFAR-10,
-# LOUPE_CIFAR10_URL may name a mirror or a local copy of cifar-10-binary.tar.gz (MD5 still checked).
+# Fetches the data sets of the reference models and checks every download:
+#   data/fetch.sh [mnist|fashion-mnist|cifar10|imdb|nietzsche|all] [--dir DIR]
+# mnist, fashion-mnist: four IDX .gz files each (MD5 checked), to DIR/mnist and DIR/fashion-mnist.
+#   Fashion-MNIST comes from Debian's dataset-fashion-mnist package when it is installed (no download).
+# cifar10: the binary version (one tarball, MD5 checked), to DIR/cifar10/cifar-10-batches-bin.
+# imdb: the Large Movie Review Dataset, aclImdb_v1.tar.gz (84 MB, MD5 checked), to DIR/imdb/aclImdb.
+# nietzsche: the text of Keras' lstm_text_generation example, to DIR/nietzsche/nietzsche.txt (no
+#   published checksum: checked to be non-empty UTF-8 text).
+# all (the default): all five, each on its own, so one failed download does not stop the others.
+# DIR defaults to ${LOUPE_DATA:-$HOME/.cache/loupe}, where loupe looks without --data.
+# LOUPE_CIFAR10_URL, LOUPE_IMDB_URL and LOUPE_NIETZSCHE_URL may name a mirror or a local copy of
+# cifar-10-binary.tar.gz, aclImdb_v1.tar.gz or nietzsche.txt (checked all the same).
 set -euo pipefail
 
 FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
@@ -38,13 +43,13 @@ FASHION_URLS=(http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/)
 DEBIAN_FASHION=${LOUPE_DEBIAN_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 
 die() { echo "fetch.sh: error: $*" >&2; exit 1; }
-usage() { sed -n '2,8s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 what=all
 dir=${LOUPE_DATA:-$HOME/.cache/loupe}
 while (($#)); do
   case $1 in
-    mnist|fashion-mnist|cifar10|all) what=$1 ;;
+    mnist|fashion-mnist|cifar10|imdb|nietzsche|all) what=$1 ;;
     --dir) (($# >= 2)) || die "--dir needs a directory"; dir=$2; shift ;;
     --dir=*) dir=${1#--dir=} ;;
     -h|--help) usage; exit 0 ;;
@@ -178,13 +183,134 @@ fetch_cifar10() {
   echo "cifar10 ready in $bin"
 }
 
+# obtain SRC OUT: copies SRC to OUT when it is a local path (no "://"), else downloads it. On failure
+# says why on stderr, leaves no OUT behind and returns 1.
+obtain() {
+  local src=$1 out=$2
+  if [[ $src != *://* ]]; then
+    [[ -f $src ]] || { echo "fetch.sh: $src: no such file; give the path of a downloaded copy, or a URL" >&2; return 1; }
+    cp "$src" "$out" || { rm -f "$out"; echo "fetch.sh: cannot copy $src to $out" >&2; return 1; }
+  elif ! download "$src" "$out" 2>"$out.log"; then
+    echo "fetch.sh: $src: download failed: $(tail -n 1 "$out.log")" >&2
+    rm -f "$out" "$out.log"
+    return 1
+  fi
+  rm -f "$out.log"
+}
+
+# IMDb reviews: one tarball holding aclImdb/{train,test}/{pos,neg}/*.txt (12,500 reviews in each
+# of the four folders), plus train/unsup and bag-of-words files loupe does not read. Extracted
+# whole, then the tarball is deleted.
+IMDB_TAR=aclImdb_v1.tar.gz
+IMDB_MD5=7c2ac02c03563afcf9b574c7e56c153a
+IMDB_URL=${LOUPE_IMDB_URL:-https://ai.stanford.edu/~amaas/data/sentiment/$IMDB_TAR}
+
+# imdb_complete DIR: true when DIR (an aclImdb folder) holds 12,500 reviews in each folder.
+imdb_complete() {
+  local s
+  for s in train/neg train/pos test/neg test/pos; do
+    [[ -d $1/$s && $(find "$1/$s" -maxdepth 1 -type f -name '*.txt' | wc -l) -eq 12500 ]] || return 1
+  done
+}
+
+fetch_imdb() {
+  local dest=$dir/imdb top=$dir/imdb/aclImdb tmp sum made=
+  if imdb_complete "$top"; then
+    echo "$top: present, 12500 reviews in each of train/neg, train/pos, test/neg, test/pos"
+    echo "imdb ready in $top"
+    return
+  fi
+  [[ -d $dest ]] || made=1
+  mkdir -p "$dest" || die "cannot create $dest"
+  local tar=$dest/$IMDB_TAR
+  local help="Download $IMDB_TAR (84 MB, MD5 $IMDB_MD5) by hand and run LOUPE_IMDB_URL=/path/to/$IMDB_TAR data/fetch.sh imdb, or extract it so that $top exists"
+  if [[ -f $tar ]] && [[ $(md5sum <"$tar" | cut -d' ' -f1) == "$IMDB_MD5" ]]; then
+    echo "$tar: present, checksum ok"
+  else
+    echo "getting $IMDB_URL"
+    if ! obtain "$IMDB_URL" "$tar.part"; then
+      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
+      die "could not get $IMDB_TAR from $IMDB_URL. $help"
+    fi
+    sum=$(md5sum <"$tar.part" | cut -d' ' -f1)
+    if [[ $sum != "$IMDB_MD5" ]]; then
+      rm -f "$tar.part"
+      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
+      die "$IMDB_URL has MD5 $sum, expected $IMDB_MD5 (a cut-short download or another file). $help"
+    fi
+    mv "$tar.part" "$tar" || die "cannot move $tar.part to $tar"
+    echo "$tar: downloaded, checksum ok"
+  fi
+  # Extract beside the final place, then move in: an interrupted run leaves no half a set.
+  tmp=$(mktemp -d "$dest/.extract.XXXXXX") || die "cannot create a temporary directory in $dest"
+  if ! tar -xzf "$tar" -C "$tmp" || ! imdb_complete "$tmp/aclImdb"; then
+    rm -rf "$tmp"
+    die "$tar passed its checksum but did not extract to aclImdb/ with 12500 reviews in each of train/neg, train/pos, test/neg and test/pos (disk full?); free space and run again"
+  fi
+  rm -rf "$top" && mv "$tmp/aclImdb" "$top" || die "cannot move the extracted files to $top"
+  rm -rf "$tmp" "$tar"
+  echo "$top: extracted, 4 x 12500 reviews checked"
+  echo "imdb ready in $top"
+}
+
+# The Nietzsche text of Keras' examples/lstm_text_generation.py (about 600 kB of English).
+NIETZSCHE_URL=${LOUPE_NIETZSCHE_URL:-https://s3.amazonaws.com/text-datasets/nietzsche.txt}
+
+# text_problem FILE: what is wrong with FILE as a text corpus; prints nothing when it looks right.
+# With no published checksum, this catches the likely failures: an empty or binary file, another
+# encoding, or a server's error page saved in place of the text.
+text_problem() {
+  local f=$1 size start re='^[[:space:]]*<(!doctype|html|\?xml)'
+  size=$(wc -c <"$f")
+  if ((size == 0)); then
+    echo "is empty"
+  elif (($(tr -d '\000' <"$f" | wc -c) != size)); then
+    echo "holds NUL bytes, so it is not a text file"
+  elif command -v iconv >/dev/null && ! iconv -f UTF-8 -t UTF-8 <"$f" >/dev/null 2>&1; then
+    echo "is not valid UTF-8 text"
+  else
+    start=$(head -c 200 "$f" | tr 'A-Z' 'a-z')
+    if [[ $start =~ $re ]]; then echo "is an HTML or XML page (a server's error page?), not the text"; fi
+  fi
+}
+
+fetch_nietzsche() {
+  local dest=$dir/nietzsche out=$dir/nietzsche/nietzsche.txt why made=
+  if [[ -f $out && -z $(text_problem "$out") ]]; then
+    echo "$out: present, non-empty UTF-8 text"
+    echo "nietzsche ready in $out"
+    return
+  fi
+  [[ -d $dest ]] || made=1
+  mkdir -p "$dest" || die "cannot create $dest"
+  local help="Download nietzsche.txt (about 600 kB) by hand and run LOUPE_NIETZSCHE_URL=/path/to/nietzsche.txt data/fetch.sh nietzsche, or copy it to $out"
+  echo "getting $NIETZSCHE_URL"
+  if ! obtain "$NIETZSCHE_URL" "$out.part"; then
+    [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
+    die "could not get nietzsche.txt from $NIETZSCHE_URL. $help"
+  fi
+  why=$(text_problem "$out.part")
+  if [[ -n $why ]]; then
+    rm -f "$out.part"
+    [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
+    die "$NIETZSCHE_URL $why. $help"
+  fi
+  mv "$out.part" "$out" || die "cannot move $out.part to $out"
+  echo "$out: $(wc -c <"$out") bytes of UTF-8 text"
+  echo "nietzsche ready in $out"
+}
+
 case $what in
   mnist|fashion-mnist) fetch_set "$what" ;;
   cifar10) fetch_cifar10 ;;
+  imdb) fetch_imdb ;;
+  nietzsche) fetch_nietzsche ;;
   all)  # each set in its own process, so a failed MNIST download still gets the others
     rc=0
     bash "$0" mnist --dir "$dir" || rc=1
     bash "$0" fashion-mnist --dir "$dir" || rc=1
     bash "$0" cifar10 --dir "$dir" || rc=1
+    bash "$0" imdb --dir "$dir" || rc=1
+    bash "$0" nietzsche --dir "$dir" || rc=1
     exit $rc ;;
 esac
