@@ -5,6 +5,7 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "core/precision.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "nn/layers.h"

@@ -198,3 +198,17 @@ TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
   NoGradGuard g;
   EXPECT_EQ(m(x).shape(), x.shape());
 }
+
+TEST(Precision, ParseAndRefuse) {
+  EXPECT_EQ(parse_precision("fp32"), Precision::FP32);
+  EXPECT_EQ(parse_precision("tf32"), Precision::TF32);
+  EXPECT_STREQ(precision_name(Precision::TF32), "tf32");
+  try {
+    parse_precision("fp16");
+    FAIL() << "fp16 is not implemented: it must be refused, not run as fp32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not implemented"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_precision("double"), Error);
+  EXPECT_EQ(precision(), Precision::FP32);  // the default
+}

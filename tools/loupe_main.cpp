@@ -11,6 +11,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "data/idx.h"
@@ -70,9 +71,11 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   --epochs N          number of epochs
   --batch N           batch size
   --lr X              learning rate
-  --data DIR          a directory with the four MNIST-format files (raw or .gz); default: the
-                      first found of $LOUPE_DATA/mnist, ~/.cache/loupe/mnist, ./data/mnist,
-                      then the same for fashion-mnist, then /usr/share/datasets/fashion-mnist
+  --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
+                      cifar-10-batches-bin for cifar10_cnn, or image folders DIR/train/<class>/
+                      and DIR/test/<class>/ (PNG, JPEG) for either. Default: the first found of
+                      $LOUPE_DATA/<set>, ~/.cache/loupe/<set>, ./data/<set> (and for MNIST then
+                      fashion-mnist and /usr/share/datasets/fashion-mnist)
   --seed N            seed for the weights, dropout and shuffling (default 1)
   --save PATH         write a checkpoint (model + optimizer) after every epoch
   --resume PATH       continue training from a checkpoint
@@ -84,6 +87,9 @@ input pipeline (default: the asynchronous loader, from host memory):
   --prefetch K        batches in flight: slots in the ring (default 4)
   --pin-memory on|off page-locked host slots (default on; off shows what pinning buys)
   --drop-last         drop the last incomplete batch of each epoch
+  --precision P       fp32 (default: IEEE float32, no tensor cores) or tf32 (GPU only: GEMMs and
+                      convolutions on tensor cores with TF32 inputs, fp32 accumulation; PyTorch
+                      does this for convolutions by default). fp16/bf16 are not implemented yet
   --resident          no loader: keep the whole training set on the device, gather by index
   --synthetic         random data of the model's shapes, generated once (for benchmarks)
 
@@ -110,7 +116,7 @@ Args parse(int argc, char** argv) {
   static const std::vector<std::string> known{"device", "epochs", "batch", "lr", "data", "seed", "save",
                                               "resume", "max-steps", "threads", "checkpoint", "metrics",
                                               "csv", "price-per-hour", "profile-steps", "trace", "workers",
-                                              "prefetch", "pin-memory"};
+                                              "prefetch", "pin-memory", "precision"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic"};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
@@ -188,6 +194,19 @@ Device pick_device(const Args& a) {
 
 using tools::Data;
 
+// --precision: checked against the device, then set for the whole process.
+Precision apply_precision(const Args& a, Device dev) {
+  Precision p = parse_precision(str_opt(a, "precision", "fp32"));
+  if (p == Precision::TF32 && !dev.is_cuda())
+    throw Error("--precision tf32 is a GPU mode (tensor cores); on the CPU use fp32");
+  if (p == Precision::TF32 && cuda_runtime()->compute_capability() < 80)
+    throw Error("--precision tf32 needs an Ampere or newer GPU (compute capability 8.0); this one has " +
+                std::to_string(cuda_runtime()->compute_capability() / 10) + "." +
+                std::to_string(cuda_runtime()->compute_capability() % 10) + "; use fp32");
+  set_precision(p);
+  return p;
+}
+
 std::string device_description(Device d) {
   if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
   return "cpu (" + std::to_string(num_threads()) + " threads, GEMM: " + cpu::gemm_backend_name() + ")";
@@ -215,6 +234,7 @@ int cmd_train(const Args& a) {
   int64_t max_steps = int_opt(a, "max-steps", -1, 1);
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
   Device dev = pick_device(a);
+  const char* prec = precision_name(apply_precision(a, dev));
 
   bool resident = a.opts.count("resident") > 0;
   tools::DataRequest req{info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0,
@@ -256,13 +276,14 @@ int cmd_train(const Args& a) {
   std::printf("device  %s\n", device_description(dev).c_str());
   std::printf("data    %s\n", data.description.c_str());
   std::printf("input   %s\n", pipeline.c_str());
-  std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu\n", opt->name().c_str(), lr, (long long)batch,
-              epochs, (unsigned long long)seed);
+  std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu, precision %s\n", opt->name().c_str(), lr,
+              (long long)batch, epochs, (unsigned long long)seed, prec);
   std::fflush(stdout);
 
   instrument::MonitorOptions mopt;
   mopt.nvml = !a.opts.count("no-nvml");
   mopt.busy = a.opts.count("busy") > 0;
+  mopt.precision = prec;
   mopt.price_per_hour = a.opts.count("price-per-hour") ? float_opt(a, "price-per-hour", 0) : -1;
   instrument::EpochMonitor monitor(dev, mopt);
   std::unique_ptr<instrument::JsonlWriter> jsonl;
@@ -273,7 +294,7 @@ int cmd_train(const Args& a) {
   instrument::AdviceInputs adv;
   adv.cuda = dev.is_cuda();
   adv.tensor_cores = dev.is_cuda() && cuda_runtime()->compute_capability() >= 70;  // Volta and later
-  adv.precision = "fp32";
+  adv.precision = prec;
   adv.batch = batch;
 
   train::Trainer trainer(*model, *opt, dev);
@@ -300,6 +321,8 @@ int cmd_train(const Args& a) {
     if (trace_path.empty()) return;
     instrument::BusyTracker* bt = monitor.busy_tracker();
     if (begin) {
+      // Once, at the window's start: GPU work of earlier steps must not land in the window.
+      if (bt && dev.is_cuda()) cuda_runtime()->synchronize();
       trace_host_t0 = train::now_seconds();
       if (bt) trace_gpu_t0 = bt->now_ns();
       instrument::host_trace_enable(true);
@@ -314,7 +337,7 @@ int cmd_train(const Args& a) {
       bt->flush();
       for (const auto& r : bt->records(trace_gpu_t0, bt->now_ns()))
         ev.push_back({r.name, r.kind == 0 ? "kernel" : r.kind == 1 ? "memcpy" : "memset",
-                      double(r.begin_ns - trace_gpu_t0) / 1e3, double(r.end_ns - r.begin_ns) / 1e3, 1,
+                      double(int64_t(r.begin_ns - trace_gpu_t0)) / 1e3, double(r.end_ns - r.begin_ns) / 1e3, 1,
                       int(100 + r.stream), ""});
     }
     instrument::write_chrome_trace(trace_path, ev);
@@ -445,6 +468,7 @@ int cmd_eval(const Args& a) {
   if (ck.empty()) throw Error("loupe eval needs --checkpoint PATH (written by loupe train --save PATH)");
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
+  apply_precision(a, dev);
   Data data = tools::load_data({info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0, false, true},
                                 dev);
   std::shared_ptr<nn::Module> model = info.build();

@@ -101,6 +101,7 @@ void EpochMonitor::end_train() {
 
 void EpochMonitor::fill(EpochReport& r) {
   double wall = t_end_ - t0_;
+  r.precision = opt_.precision;
   r.step_ms_p50 = percentile(step_ms_, 50);
   r.step_ms_p95 = percentile(step_ms_, 95);
   r.issue_ms_p50 = percentile(issue_ms_, 50);

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "core/dispatch.h"
+#include "core/precision.h"
 #include "ops/conv.h"
 #include "ops/cudnn_util.cuh"
 
@@ -27,8 +28,10 @@ struct ConvDescs {
     LOUPE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
     LOUPE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // fp32 stays fp32 (no TF32 tensor-op math) unless a precision mode asks for it.
-    LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    // fp32 stays fp32 (FMA math: no TF32 tensor ops) unless --precision tf32 allows it (the
+    // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it).
+    LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH
+                                                                                        : CUDNN_FMA_MATH));
   }
   ~ConvDescs() {
     cudnnDestroyFilterDescriptor(w);
@@ -43,7 +46,7 @@ struct Algos {
   size_t ws_fwd, ws_data, ws_filter;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int>;
 
 template <class Perf>
 const Perf& pick(const Perf* perf, int n, const char* what) {
@@ -55,7 +58,7 @@ const Perf& pick(const Perf* perf, int n, const char* what) {
 const Algos& algos_for(const Tensor& x, const Tensor& w, const Conv2dParams& p, ConvDescs& d) {
   static std::map<Key, Algos> cache;
   Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
-        p.pad_h, p.pad_w};
+        p.pad_h, p.pad_w, int(precision())};
   auto it = cache.find(k);
   if (it != cache.end()) return it->second;
   // Timing the candidates happens once per shape; it synchronises, outside the steady state.

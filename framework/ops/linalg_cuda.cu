@@ -1,5 +1,6 @@
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
+#include "core/precision.h"
 #include "ops/linalg.h"
 
 namespace loupe {
@@ -7,7 +8,18 @@ namespace {
 
 // cuBLAS is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T,
 // so we pass B first and swap M and N; no data moves.
+// cuBLAS's math mode follows --precision: TF32 tensor ops for float32 GEMMs only with tf32.
+void set_math_mode() {
+  static cublasMath_t current = CUBLAS_DEFAULT_MATH;  // as cuda_runtime.cu creates the handle
+  cublasMath_t want = precision() == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  if (want != current) {
+    LOUPE_CUBLAS_CHECK(cublasSetMathMode(cuda::cublas(), want));
+    current = want;
+  }
+}
+
 void gemm(const GemmArgs& g) {
+  set_math_mode();
   cublasOperation_t opA = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.dtype == DType::f32) {
     float alpha = float(g.alpha), beta = float(g.beta);
