@@ -63,7 +63,10 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"scalar_affine", {{{4, 3}}}, [](V x) { return x[0] * 2.5 + 1.0; }});
   c.push_back({"bias_add_2d", {{{5, 7}}, {{7}}}, [](V x) { return bias_add(x[0], x[1]); }});
   c.push_back({"bias_add_4d", {{{2, 3, 2, 2}}, {{3}}}, [](V x) { return bias_add(x[0], x[1]); }});
+  c.push_back({"bias_add_4d_vec4", {{{2, 3, 2, 4}}, {{3}}}, [](V x) { return bias_add(x[0], x[1]); }});
   c.push_back({"relu", {{{6, 9}}}, [](V x) { return relu(x[0]); }});
+  c.push_back({"relu_vec4", {{{4, 8}}}, [](V x) { return relu(x[0]); }});
+  c.push_back({"sigmoid_vec4", {{{2, 6}}}, [](V x) { return sigmoid(x[0]); }});
   c.push_back({"sigmoid", {{{6, 9}}}, [](V x) { return sigmoid(x[0]); }});
   c.push_back({"tanh", {{{6, 9}}}, [](V x) { return tanh(x[0]); }});
   c.push_back({"dropout", {{{8, 33}}}, [](V x) { manual_seed(42); return dropout(x[0], 0.3, true); }});
@@ -71,6 +74,8 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"mean_all", {{{4, 5}}}, [](V x) { return mean(x[0]); }});
   c.push_back({"sum_dim0", {{{4, 5}}}, [](V x) { return sum(x[0], 0); }});
   c.push_back({"sum_dim1_keep", {{{3, 4, 5}}}, [](V x) { return sum(x[0], 1, true); }});
+  c.push_back({"sum_except_dim1", {{{3, 4, 5}}}, [](V x) { return sum_except(x[0], 1); }});
+  c.push_back({"sum_except_dim0", {{{4, 5}}}, [](V x) { return sum_except(x[0], 0); }});
   c.push_back({"mean_dim_last", {{{3, 4, 5}}}, [](V x) { return mean(x[0], -1); }});
   c.push_back({"softmax", {{{5, 7}}}, [](V x) { return softmax(x[0]); }});
   c.push_back({"log_softmax", {{{5, 7}}}, [](V x) { return log_softmax(x[0]); }});
@@ -107,6 +112,8 @@ inline std::vector<OpCase> op_cases() {
     };
   };
   c.push_back({"max_pool2d_2x2", {{{2, 3, 6, 6}}}, pool(true, 2, 2, 0)});
+  c.push_back({"max_pool2d_2x2_odd_edge", {{{2, 2, 5, 7}}}, pool(true, 2, 2, 0)});
+  c.push_back({"max_pool2d_2x2_s3_gaps", {{{1, 2, 8, 8}}}, pool(true, 2, 3, 1)});
   c.push_back({"max_pool2d_3x3_s2_pad1_odd", {{{1, 2, 7, 5}}}, pool(true, 3, 2, 1)});
   c.push_back({"avg_pool2d_2x2", {{{2, 2, 4, 6}}}, pool(false, 2, 2, 0)});
   c.push_back({"avg_pool2d_3x3_s1_pad1", {{{1, 2, 5, 5}}}, pool(false, 3, 1, 1)});

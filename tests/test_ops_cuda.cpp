@@ -75,6 +75,76 @@ TEST(CudaLarge, BigShapesAgree) {
   EXPECT_EQ(count_correct(xg, labels.to(kCUDA)).item(), 600.0);
 }
 
+// The reductions' split paths and the float4 paths only run on big tensors.
+TEST(CudaLarge, ReductionsAndVectorPathsAgree) {
+  REQUIRE_GPU();
+  auto random = [](Shape s, uint64_t seed) {
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5f;
+    return from_vector(v, s);
+  };
+  auto close = [](const Tensor& a, const Tensor& b, double tol, const char* what) {
+    std::vector<float> x = a.to_vector<float>(), y = b.to(kCPU).to_vector<float>();
+    ASSERT_EQ(x.size(), y.size()) << what;
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol * (1 + std::abs(x[i]))) << what << " " << i;
+  };
+  // A bias gradient: [1024, 128] over the batch (split over n), and [300, 77] (odd, a partial tile).
+  for (Shape s : {Shape{1024, 128}, Shape{300, 77}, Shape{5, 3000, 40}}) {
+    Tensor x = random(s, s.numel());
+    close(sum(x, s.size() == 3 ? 1 : 0), sum(x.to(kCUDA), s.size() == 3 ? 1 : 0), 1e-4, "sum strided");
+  }
+  // A conv bias gradient: [N, C, H*W] over N and H*W, and an odd one.
+  for (Shape s : {Shape{256, 64, 24, 24}, Shape{7, 5, 3, 11}, Shape{2048, 10}}) {
+    Tensor x = random(s, 7 + s.numel());
+    close(sum_except(x, 1), sum_except(x.to(kCUDA), 1), 1e-4, "sum_except");
+  }
+  // float4 paths (aligned, n % 4 == 0) and the scalar ones (an odd offset view) give the same.
+  Tensor x = random(Shape{64, 32, 12, 12}, 3), b = random(Shape{32}, 4);
+  Tensor xg = x.to(kCUDA), bg = b.to(kCUDA);
+  close(relu(bias_add(x, b)), relu(bias_add(xg, bg)), 1e-6, "bias_add + relu");
+  Tensor odd = x.flatten(0).slice(0, 1, 1 + 64 * 32 * 144 - 4), oddg = xg.flatten(0).slice(0, 1, 1 + 64 * 32 * 144 - 4);
+  close(relu(odd), relu(oddg), 1e-6, "relu, unaligned");
+  manual_seed(3);
+  Tensor d4 = dropout(xg, 0.4, true);
+  manual_seed(3);
+  Tensor d1 = dropout(x, 0.4, true);
+  close(d1, d4, 1e-6, "dropout float4 vs CPU");
+}
+
+// --precision tf32: convolutions and GEMMs on tensor cores with TF32 inputs (10-bit mantissa), so
+// parity with the CPU's fp32 holds to about 1e-3 relative, not 1e-5; fp32 is strict again after.
+TEST(CudaPrecision, Tf32ConvAndGemmCloseToFp32) {
+  REQUIRE_GPU();
+  auto random = [](Shape s, uint64_t seed) {
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5f;
+    return from_vector(v, s);
+  };
+  Tensor x = random(Shape{64, 16, 20, 20}, 1), w = random(Shape{32, 16, 3, 3}, 2);
+  Tensor a = random(Shape{256, 512}, 3), b = random(Shape{512, 128}, 4);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  std::vector<float> yc = conv2d(x, w, p).to_vector<float>(), mc = matmul(a, b).to_vector<float>();
+  set_precision(Precision::TF32);
+  std::vector<float> yt = conv2d(x.to(kCUDA), w.to(kCUDA), p).to_vector<float>();
+  std::vector<float> mt = matmul(a.to(kCUDA), b.to(kCUDA)).to_vector<float>();
+  set_precision(Precision::FP32);
+  std::vector<float> ys = conv2d(x.to(kCUDA), w.to(kCUDA), p).to_vector<float>();
+  double max_t = 0, max_s = 0;
+  for (size_t i = 0; i < yc.size(); ++i) {
+    max_t = std::max(max_t, double(std::abs(yt[i] - yc[i])));
+    max_s = std::max(max_s, double(std::abs(ys[i] - yc[i])));
+  }
+  double max_g = 0;
+  for (size_t i = 0; i < mc.size(); ++i) max_g = std::max(max_g, double(std::abs(mt[i] - mc[i])));
+  // Outputs are sums of 144 (conv) and 512 (GEMM) products of magnitude <= 0.25, so |y| <~ 3.
+  EXPECT_LT(max_t, 2e-2) << "tf32 conv drifted further than TF32 rounding explains";
+  EXPECT_LT(max_g, 2e-2) << "tf32 GEMM drifted further than TF32 rounding explains";
+  // Strict fp32 GEMM agrees to ~1e-6 here; TF32 rounding shows (cuBLAS really used tensor cores).
+  EXPECT_GT(max_g, 1e-5) << "--precision tf32 did not reach cuBLAS";
+  EXPECT_LT(max_s, 1e-4) << "fp32 after tf32 must be strict fp32 again (the algorithm cache is per precision)";
+}
+
 TEST(CudaDropout, SameMaskAsCpu) {
   REQUIRE_GPU();
   Tensor x = ones(Shape{1001});

@@ -5,32 +5,57 @@
 namespace loupe {
 namespace {
 
+__device__ __forceinline__ float act_fwd(Act a, float v) {
+  return a == Act::Relu ? fmaxf(v, 0.f) : a == Act::Sigmoid ? 1.f / (1.f + expf(-v)) : tanhf(v);
+}
+// From the output y (all three derivatives are functions of it).
+__device__ __forceinline__ float act_bwd(Act a, float y, float g) {
+  return a == Act::Relu ? (y > 0.f ? g : 0.f) : a == Act::Sigmoid ? g * y * (1.f - y) : g * (1.f - y * y);
+}
+
 __global__ void fwd_kernel(Act a, float* y, const float* x, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) {
-    float v = x[i];
-    y[i] = a == Act::Relu ? fmaxf(v, 0.f) : a == Act::Sigmoid ? 1.f / (1.f + expf(-v)) : tanhf(v);
+  LOUPE_KERNEL_LOOP(i, n) y[i] = act_fwd(a, x[i]);
+}
+
+__global__ void fwd_kernel4(Act a, float4* y, const float4* x, int64_t n4) {
+  LOUPE_KERNEL_LOOP(i, n4) {
+    float4 v = x[i];
+    y[i] = make_float4(act_fwd(a, v.x), act_fwd(a, v.y), act_fwd(a, v.z), act_fwd(a, v.w));
   }
 }
 
 __global__ void bwd_kernel(Act a, float* gx, const float* y, const float* gy, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) {
-    float v = y[i], g = gy[i];
-    gx[i] = a == Act::Relu ? (v > 0.f ? g : 0.f) : a == Act::Sigmoid ? g * v * (1.f - v) : g * (1.f - v * v);
+  LOUPE_KERNEL_LOOP(i, n) gx[i] = act_bwd(a, y[i], gy[i]);
+}
+
+__global__ void bwd_kernel4(Act a, float4* gx, const float4* y, const float4* gy, int64_t n4) {
+  LOUPE_KERNEL_LOOP(i, n4) {
+    float4 v = y[i], g = gy[i];
+    gx[i] = make_float4(act_bwd(a, v.x, g.x), act_bwd(a, v.y, g.y), act_bwd(a, v.z, g.z), act_bwd(a, v.w, g.w));
   }
 }
 
 void forward(Act a, const Tensor& y, const Tensor& x) {
   cuda::require_f32(x, "activation");
   int64_t n = x.numel();
-  fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<float>(), x.data<float>(), n);
+  if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
+    fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        a, static_cast<float4*>(y.data_ptr()), static_cast<const float4*>(x.data_ptr()), n / 4);
+  else
+    fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<float>(), x.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void backward(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cuda::require_f32(y, "activation backward");
   int64_t n = y.numel();
-  bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<float>(), y.data<float>(),
-                                                                        gy.data<float>(), n);
+  if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
+    bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        a, static_cast<float4*>(gx.data_ptr()), static_cast<const float4*>(y.data_ptr()),
+        static_cast<const float4*>(gy.data_ptr()), n / 4);
+  else
+    bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<float>(), y.data<float>(),
+                                                                          gy.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

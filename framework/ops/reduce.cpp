@@ -55,6 +55,30 @@ Tensor mean(const Tensor& x) { return reduce_all(x, true); }
 Tensor sum(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, false); }
 Tensor mean(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, true); }
 
+Tensor sum_except(const Tensor& x, int dim) {
+  LOUPE_CHECK(is_floating(x.dtype()), "sum_except needs floating-point input");
+  int d = wrap_dim(dim, x.dim());
+  Tensor xc = x.contiguous();
+  int64_t outer = 1, inner = 1, n = x.size(d);
+  for (int i = 0; i < d; ++i) outer *= x.size(i);
+  for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Tensor out = empty(Shape{n}, x.dtype(), x.device());
+  if (n > 0) {
+    if (outer * inner == 0) fill_(out, 0.0);
+    else kernels<ReduceKernels>(x.device()).sum_keep_middle(out, xc, outer, n, inner, 1.0);
+  }
+  instrument::add_flops(double(x.numel()));
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SumBackward>();
+    node->in_shape = x.shape();
+    Shape kept;
+    for (int i = 0; i < x.dim(); ++i) kept.push_back(i == d ? n : 1);
+    node->kept_shape = kept;
+    autograd::record(node, {&x}, {&out});
+  }
+  return out;
+}
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   Tensor r = g;

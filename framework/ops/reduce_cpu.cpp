@@ -36,6 +36,24 @@ void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64
   });
 }
 
+void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t C, int64_t inner, double scale) {
+  cpu::dispatch_floating(x.dtype(), "sum", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* o = out.data<T>();
+    parallel_for(0, C, 1, [&](int64_t s, int64_t e) {
+      for (int64_t c = s; c < e; ++c) {
+        double acc = 0;
+        for (int64_t b = 0; b < outer; ++b) {
+          const T* row = px + (b * C + c) * inner;
+          for (int64_t k = 0; k < inner; ++k) acc += row[k];
+        }
+        o[c] = T(acc * scale);
+      }
+    });
+  });
+}
+
 void argmax_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
   cpu::dispatch_floating(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
@@ -50,7 +68,7 @@ void argmax_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols)
   });
 }
 
-const ReduceKernels table{sum_dim, argmax_rows};
+const ReduceKernels table{sum_dim, sum_keep_middle, argmax_rows};
 const RegisterBackend<ReduceKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace
