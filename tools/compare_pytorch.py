@@ -66,6 +66,32 @@ MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn, "cifar10_cnn": cifar10
 SHAPES = {"mnist_mlp": (60000, 28, 28), "mnist_cnn": (60000, 28, 28), "cifar10_cnn": (50000, 3, 32, 32)}
 
 
+def profile_steps(model, opt, loss_fn, xtr, ytr, batch, steps):
+    """GPU time per kernel over `steps` training steps, per step, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    model.train()
+    idx = torch.arange(batch, device=xtr.device)
+
+    def step():
+        x = xtr[idx].float() / 255.0
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), ytr[idx].long()).backward()
+        opt.step()
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    rows = [(e.device_time_total / steps, e.count / steps, e.key) for e in prof.key_averages()
+            if e.device_time_total > 0]
+    total = sum(r[0] for r in rows)
+    print(f"pytorch profile: {steps} steps, GPU activity sum {total:.1f} us/step")
+    for t, n, k in sorted(rows, reverse=True)[:25]:
+        print(f"{t:9.1f} {100 * t / total:5.1f}% {n:10.1f}  {k[:110]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mnist_mlp")
@@ -76,9 +102,16 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-tf32", action="store_true",
                     help="strict fp32 convolutions (PyTorch lets cuDNN use TF32 for them by default)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="TF32 for GEMMs too (torch.backends.cuda.matmul.allow_tf32), like loupe --precision tf32")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="after training, profile STEPS steps with torch.profiler and print GPU time per kernel")
     a = ap.parse_args()
     if a.no_tf32:
         torch.backends.cudnn.allow_tf32 = False
+    if a.tf32:
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = True
     assert a.model in MODELS, f"models: {sorted(MODELS)}"
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
@@ -125,7 +158,10 @@ def main():
                           for s in range(0, xte.shape[0], 1000))
         print(f"pytorch epoch {epoch}: loss {lsum / n:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
               f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
-    tf32 = "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32 else " (cuDNN TF32 allowed, PyTorch's default)"
+    if a.profile:
+        profile_steps(model, opt, loss_fn, xtr, ytr, a.batch, a.profile)
+    tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
+            else " (cuDNN TF32 allowed, PyTorch's default)")
     print(f"pytorch {a.model} batch {a.batch} eager fp32{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
 
 
