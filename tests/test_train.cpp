@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "data/cifar_dataset.h"
 #include "data/idx.h"
+#include "data/synthetic.h"
+#include "loader/loader.h"
 #include "loupe.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
@@ -87,4 +90,45 @@ TEST(Shuffle, OrderDependsOnlyOnSeedAndEpoch) {
   std::vector<int32_t> sorted = a;
   std::sort(sorted.begin(), sorted.end());
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(sorted[size_t(i)], i);
+}
+
+// cifar10_cnn with its recipe (RMSprop 1e-4, batch 32) and the Keras-style augmentation in the
+// loader's workers learns the classes of the learnable synthetic CIFAR-shaped set: chance is 10%.
+// Slow on the CPU (about a minute on two cores): CTest label `slow`.
+double cifar_learnable_accuracy(Device d) {
+  data::SyntheticImages s = data::synthetic_images(data::SyntheticKind::Learnable, Shape{3, 32, 32}, 4000, 1000);
+  const models::ModelInfo& info = models::find_model("cifar10_cnn");
+  manual_seed(1);
+  auto model = info.build();
+  EXPECT_EQ(model->num_parameters(), 1250858);
+  model->to(d);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::Trainer t(*model, *opt, d);
+  t.base_lr = info.recipe.lr;
+  t.lr_decay = info.recipe.decay;
+  loader::LoaderOptions lo;
+  lo.batch = info.recipe.batch;
+  lo.workers = 2;
+  lo.device = d;
+  loader::DataLoader dl(std::make_shared<data::CifarDataset>(s.train_images, s.train_labels, true), lo);
+  train::TensorDataset test{from_vector(s.test_images, Shape{s.n_test, 3, 32, 32}), from_vector(s.test_labels, Shape{s.n_test})};
+  test = test.to(d);
+  double first = 0;
+  for (int e = 1; e <= 3; ++e) {
+    train::EpochStats st = t.train_epoch(dl, e);
+    EXPECT_EQ(st.samples, 4000);
+    if (e == 1) first = t.evaluate(test);
+  }
+  double acc = t.evaluate(test);
+  std::printf("cifar10_cnn on %s, learnable synthetic data: test accuracy %.1f%% after epoch 1, %.1f%% after 3\n",
+              d.str().c_str(), 100 * first, 100 * acc);
+  EXPECT_GT(acc, first) << "more epochs should improve on the first";
+  return acc;
+}
+
+TEST(SlowCpu, Cifar10CnnLearnsSyntheticClasses) { EXPECT_GE(cifar_learnable_accuracy(kCPU), 0.5); }
+
+TEST(TrainGpu, Cifar10CnnLearnsSyntheticClasses) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  EXPECT_GE(cifar_learnable_accuracy(kCUDA), 0.5);
 }

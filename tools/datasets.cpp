@@ -3,11 +3,11 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/philox.h"
 #include "data/cifar.h"
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
+#include "data/synthetic.h"
 
 namespace fs = std::filesystem;
 
@@ -23,26 +23,13 @@ struct Raw {
   std::string note;  // appended to the data line
 };
 
-// Random bytes and labels with the real shapes, from Philox (the same every run).
-Raw synthetic(const std::string& name, Shape sample, int64_t n_train, int64_t n_test) {
-  Raw r;
-  r.name = "synthetic " + name + "-shaped data";
-  r.dir = "memory";
-  r.sample = sample;
-  r.n_train = n_train;
-  r.n_test = n_test;
-  auto fill = [](std::vector<uint8_t>& v, int64_t n, uint32_t mod, uint64_t stream) {
-    v.resize(size_t(n));
-    for (int64_t i = 0; i < n; i += 4) {
-      Philox4 p = philox(1, uint64_t(i / 4), stream);
-      for (int k = 0; k < 4 && i + k < n; ++k) v[size_t(i + k)] = uint8_t(p.v[k] % mod);
-    }
-  };
-  fill(r.train_images, n_train * sample.numel(), 256, 1);
-  fill(r.train_labels, n_train, 10, 2);
-  fill(r.test_images, n_test * sample.numel(), 256, 3);
-  fill(r.test_labels, n_test, 10, 4);
-  return r;
+// Synthetic data with the real shapes (data/synthetic.h): random, or with classes to learn.
+Raw synthetic(const std::string& name, data::SyntheticKind kind, Shape sample, int64_t n_train, int64_t n_test) {
+  data::SyntheticImages g = data::synthetic_images(kind, sample, n_train, n_test);
+  return Raw{std::string("synthetic ") + (kind == data::SyntheticKind::Learnable ? "learnable " : "") + name +
+                 "-shaped data",
+             "memory", sample, n_train, n_test, std::move(g.train_images), std::move(g.train_labels),
+             std::move(g.test_images), std::move(g.test_labels), ""};
 }
 
 Raw mnist(const std::string& given) {
@@ -125,8 +112,10 @@ Data load_data(const DataRequest& req, Device dev) {
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
   if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
     r = image_folders(req.dataset, req.dir);
-  else if (req.dataset == "mnist") r = req.synthetic ? synthetic("MNIST", Shape{28, 28}, 60000, 10000) : mnist(req.dir);
-  else if (req.dataset == "cifar10") r = req.synthetic ? synthetic("CIFAR-10", Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
+  else if (req.dataset == "mnist")
+    r = req.synthetic ? synthetic("MNIST", req.synthetic_kind, Shape{28, 28}, 60000, 10000) : mnist(req.dir);
+  else if (req.dataset == "cifar10")
+    r = req.synthetic ? synthetic("CIFAR-10", req.synthetic_kind, Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
   else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
   Data d;
   d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),

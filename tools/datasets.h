@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "data/synthetic.h"
 #include "loader/dataset.h"
 #include "train/trainer.h"
 
@@ -15,6 +16,7 @@ struct DataRequest {
   std::string dataset;  // the recipe's: "mnist" or "cifar10"
   std::string dir;      // --data, or "" for the default search; with train/ and test/: image folders
   bool synthetic = false;
+  data::SyntheticKind synthetic_kind = data::SyntheticKind::Random;
   bool augment = false;   // the recipe's augmentation (loader path only)
   bool resident = false;  // keep the training set on the device instead of the loader's host copy
 };

@@ -91,7 +91,8 @@ input pipeline (default: the asynchronous loader, from host memory):
                       convolutions on tensor cores with TF32 inputs, fp32 accumulation; PyTorch
                       does this for convolutions by default). fp16/bf16 are not implemented yet
   --resident          no loader: keep the whole training set on the device, gather by index
-  --synthetic         random data of the model's shapes, generated once (for benchmarks)
+  --synthetic[=KIND]  data of the model's shapes, generated once: random (the default; nothing to
+                      learn, for benchmarks) or learnable (classes a model can tell apart)
 
 instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
   --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
@@ -116,7 +117,8 @@ Args parse(int argc, char** argv) {
   static const std::vector<std::string> known{"device", "epochs", "batch", "lr", "data", "seed", "save",
                                               "resume", "max-steps", "threads", "checkpoint", "metrics",
                                               "csv", "price-per-hour", "profile-steps", "trace", "workers",
-                                              "prefetch", "pin-memory", "precision"};
+                                              "prefetch", "pin-memory", "precision",
+                                              "synthetic"};  // --synthetic alone, or --synthetic=KIND
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic"};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
@@ -194,6 +196,15 @@ Device pick_device(const Args& a) {
 
 using tools::Data;
 
+tools::DataRequest data_request(const Args& a, const models::ModelInfo& info, bool augment, bool resident) {
+  tools::DataRequest r{info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0};
+  std::string kind = str_opt(a, "synthetic", "1");
+  if (r.synthetic && kind != "1") r.synthetic_kind = data::parse_synthetic_kind(kind);
+  r.augment = augment;
+  r.resident = resident;
+  return r;
+}
+
 // --precision: checked against the device, then set for the whole process.
 Precision apply_precision(const Args& a, Device dev) {
   Precision p = parse_precision(str_opt(a, "precision", "fp32"));
@@ -237,9 +248,7 @@ int cmd_train(const Args& a) {
   const char* prec = precision_name(apply_precision(a, dev));
 
   bool resident = a.opts.count("resident") > 0;
-  tools::DataRequest req{info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0,
-                         info.recipe.augment, resident};
-  Data data = tools::load_data(req, dev);
+  Data data = tools::load_data(data_request(a, info, info.recipe.augment, resident), dev);
   std::unique_ptr<loader::DataLoader> dl;
   std::string pipeline = "whole training set resident on " + dev.str() + ", batches gathered by index";
   if (!resident) {
@@ -469,8 +478,7 @@ int cmd_eval(const Args& a) {
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
   apply_precision(a, dev);
-  Data data = tools::load_data({info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0, false, true},
-                                dev);
+  Data data = tools::load_data(data_request(a, info, false, true), dev);
   std::shared_ptr<nn::Module> model = info.build();
   model->to(dev);
   train::CheckpointMeta m = train::load_checkpoint(ck, *model, nullptr, info.name);
