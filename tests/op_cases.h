@@ -63,6 +63,7 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"scalar_affine", {{{4, 3}}}, [](V x) { return x[0] * 2.5 + 1.0; }});
   c.push_back({"bias_add_2d", {{{5, 7}}, {{7}}}, [](V x) { return bias_add(x[0], x[1]); }});
   c.push_back({"bias_add_4d", {{{2, 3, 2, 2}}, {{3}}}, [](V x) { return bias_add(x[0], x[1]); }});
+  c.push_back({"bias_add_rows_vec4", {{{6, 8}}, {{8}}}, [](V x) { return bias_add(x[0], x[1]); }});
   c.push_back({"bias_add_4d_vec4", {{{2, 3, 2, 4}}, {{3}}}, [](V x) { return bias_add(x[0], x[1]); }});
   c.push_back({"relu", {{{6, 9}}}, [](V x) { return relu(x[0]); }});
   c.push_back({"relu_vec4", {{{4, 8}}}, [](V x) { return relu(x[0]); }});
@@ -118,6 +119,26 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"avg_pool2d_2x2", {{{2, 2, 4, 6}}}, pool(false, 2, 2, 0)});
   c.push_back({"avg_pool2d_3x3_s1_pad1", {{{1, 2, 5, 5}}}, pool(false, 3, 1, 1)});
   c.push_back({"global_avg_pool", {{{2, 3, 4, 5}}}, [](V x) { return global_avg_pool(x[0]); }});
+  // Channels-last (NHWC) inputs: the same values, another memory order, through every op that has
+  // a channels-last path (conv, bias_add, activations, pooling, dropout, the channel sum).
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  c.push_back({"conv2d_channels_last", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}}, [=](V x) {
+                 Conv2dParams p; p.pad_h = 1; return conv2d(x[0].contiguous(CL), x[1], p); }});
+  c.push_back({"conv2d_channels_last_one_channel", {{{2, 1, 5, 5}}, {{3, 1, 3, 3}}},
+               [=](V x) { return conv2d(x[0].contiguous(CL), x[1], Conv2dParams{}); }});
+  c.push_back({"conv_bias_relu_pool_channels_last", {{{2, 3, 6, 6}}, {{4, 3, 3, 3}}, {{4}}}, [=](V x) {
+                 Conv2dParams p; p.pad_h = p.pad_w = 1;
+                 Pool2dParams q;
+                 return max_pool2d(relu(bias_add(conv2d(x[0].contiguous(CL), x[1], p), x[2])), q).flatten(1); }});
+  c.push_back({"max_pool2d_channels_last_overlap", {{{2, 3, 7, 5}}}, [=](V x) {
+                 Pool2dParams q; q.kernel_h = q.kernel_w = 3; q.pad_h = q.pad_w = 1;
+                 return max_pool2d(x[0].contiguous(CL), q); }});
+  c.push_back({"avg_pool2d_channels_last", {{{2, 3, 4, 6}}}, [=](V x) { return avg_pool2d(x[0].contiguous(CL), Pool2dParams{}); }});
+  c.push_back({"sigmoid_dropout_channels_last", {{{2, 4, 3, 3}}}, [=](V x) {
+                 manual_seed(42); return dropout(sigmoid(x[0].contiguous(CL)), 0.3, true); }});
+  c.push_back({"bias_add_channels_last_vec4", {{{2, 4, 3, 3}}, {{4}}},
+               [=](V x) { return bias_add(x[0].contiguous(CL), x[1]); }});
+  c.push_back({"sum_except_channels_last", {{{3, 4, 2, 5}}}, [=](V x) { return sum_except(x[0].contiguous(CL), 1); }});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
     Tensor rm = zeros(Shape{C}, x[0].dtype(), x[0].device()), rv = ones(Shape{C}, x[0].dtype(), x[0].device());

@@ -212,3 +212,59 @@ TEST(Precision, ParseAndRefuse) {
   EXPECT_THROW(parse_precision("double"), Error);
   EXPECT_EQ(precision(), Precision::FP32);  // the default
 }
+
+TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  EXPECT_EQ(strides_for(Shape{2, 3, 4, 5}, CL), (Shape{60, 1, 15, 3}));
+  std::vector<float> v(120);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+  Tensor x = from_vector(v, Shape{2, 3, 4, 5});
+  EXPECT_EQ(x.memory_format(), MemoryFormat::Contiguous);
+  Tensor y = x.contiguous(CL);
+  EXPECT_EQ(y.memory_format(), CL);
+  EXPECT_FALSE(y.is_contiguous());
+  EXPECT_TRUE(y.is_contiguous(CL));
+  // Element (n, c, h, w) keeps its value; memory holds it at ((n*H + h)*W + w)*C + c.
+  const float* raw = y.data<float>();
+  EXPECT_EQ(raw[((1 * 4 + 2) * 5 + 3) * 3 + 1], v[((1 * 3 + 1) * 4 + 2) * 5 + 3]);
+  EXPECT_EQ(y.to_vector<float>(), v);
+  EXPECT_TRUE(y.contiguous(CL).same(y));
+  EXPECT_EQ(y.contiguous().to_vector<float>(), v);
+  // One channel: the memory order is the same, so the conversion restrides without copying.
+  Tensor one = from_vector(std::vector<float>(8, 1.f), Shape{2, 1, 2, 2});
+  Tensor one_cl = one.contiguous(CL);
+  EXPECT_EQ(one_cl.memory_format(), CL);
+  EXPECT_EQ(one_cl.data_ptr(), one.data_ptr());
+  // Ops with a channels-last path keep the format; a reshape reads it as NCHW.
+  Tensor w = full(Shape{2, 3, 1, 1}, 0.5);
+  Tensor c = conv2d(y, w, Conv2dParams{});
+  EXPECT_EQ(c.memory_format(), CL);
+  EXPECT_EQ(c.to_vector<float>(), conv2d(x, w, Conv2dParams{}).to_vector<float>());
+  EXPECT_EQ(relu(c).memory_format(), CL);
+  EXPECT_EQ(max_pool2d(c, Pool2dParams{}).memory_format(), CL);
+  EXPECT_EQ(c.flatten(1).to_vector<float>(), conv2d(x, w, Conv2dParams{}).flatten(1).to_vector<float>());
+  EXPECT_THROW(strides_for(Shape{2, 3}, CL), Error);
+}
+
+// A whole model in channels-last gives the NCHW model's outputs and gradients (float32: equal up
+// to summation order).
+TEST(MemoryFormat, Cifar10CnnChannelsLastMatchesNchw) {
+  const models::ModelInfo& info = models::find_model("cifar10_cnn");
+  auto run = [&](MemoryFormat f) {
+    manual_seed(3);
+    auto m = info.build();
+    m->to(kCPU);
+    m->set_memory_format(f);
+    m->eval();  // no dropout: the masks follow memory order, so they differ between layouts
+    std::vector<float> v(2 * 3 * 32 * 32);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(5, 0, i);
+    Tensor y = (*m)(from_vector(v, Shape{2, 3, 32, 32}));
+    sum(y * y).backward();
+    return std::make_pair(y.to_vector<float>(), m->arena().grads().to_vector<float>());
+  };
+  auto a = run(MemoryFormat::Contiguous), b = run(MemoryFormat::ChannelsLast);
+  ASSERT_EQ(a.first.size(), b.first.size());
+  for (size_t i = 0; i < a.first.size(); ++i) EXPECT_NEAR(a.first[i], b.first[i], 1e-5) << i;
+  ASSERT_EQ(a.second.size(), b.second.size());
+  for (size_t i = 0; i < a.second.size(); ++i) ASSERT_NEAR(a.second[i], b.second[i], 1e-5 + 1e-4 * std::abs(a.second[i])) << i;
+}

@@ -17,26 +17,30 @@ for m in ${MODELS:-mnist_cnn cifar10_cnn}; do
   for b in ${BATCHES:-128 1024}; do
     ep=${EPOCHS:-4}
     best() { python3 -c "import sys; print(max(int(v) for v in sys.argv[1:] if v))" "$@"; }
-    lf=0; lt=0; ts=0; td=0; ta=0
+    lf=0; lt=0; lc=0; ts=0; td=0; ta=0
     for r in $(seq ${ROUNDS:-2}); do
-      for p in fp32 tf32; do
+      for p in fp32 tf32 "tf32 --channels-last"; do
+        tag=$(echo $p | tr -d ' -')
         $L train $m --synthetic --resident --batch $b --epochs $ep --plain --no-nvml --precision $p \
-          --metrics "$O/$m-$b-$p.jsonl" > "$O/$m-$b-$p.log" 2>&1
+          --metrics "$O/$m-$b-$tag.jsonl" > "$O/$m-$b-$tag.log" 2>&1
       done
       lf=$(best $lf $(med "$O/$m-$b-fp32.jsonl")); lt=$(best $lt $(med "$O/$m-$b-tf32.jsonl"))
+      lc=$(best $lc $(med "$O/$m-$b-tf32channelslast.jsonl"))
       ts=$(best $ts $(torch_sps $m $b --no-tf32)); td=$(best $td $(torch_sps $m $b "")); ta=$(best $ta $(torch_sps $m $b --tf32))
     done
     python3 -c "
 print(f'$m batch $b (samples/s; loupe: median of epochs 2-$ep, PyTorch: best of 3 epochs; best of ${ROUNDS:-2} rounds each)')
 print(f'  fp32 strict: loupe {$lf:>9,}  pytorch {$ts:>9,}  ratio {$lf/$ts:.2f}x')
 print(f'  tf32:        loupe {$lt:>9,}  pytorch default (tf32 conv) {$td:>9,}  ratio {$lt/$td:.2f}x;  pytorch all-tf32 {$ta:>9,}  ratio {$lt/$ta:.2f}x')
+print(f'  tf32 + channels-last: loupe {$lc:>9,}  vs pytorch default {$lc/$td:.2f}x, vs pytorch all-tf32 {$lc/$ta:.2f}x')
 print(f'  loupe fp32 vs pytorch default: {$lf/$td:.2f}x')"
     if [ "${PROFILE:-0}" = 1 ]; then
-      for p in fp32 tf32; do
+      for p in fp32 tf32 "tf32 --channels-last"; do
+        tag=$(echo $p | tr -d ' -')
         $L train $m --synthetic --resident --batch $b --epochs 1 --max-steps 40 --plain --no-nvml --busy --precision $p \
-          --profile-steps 20:39 --trace "$O/trace-$m-$b-$p.json" > /dev/null 2>&1
-        python3 tools/trace_summary.py "$O/trace-$m-$b-$p.json" --top 20 > "$O/prof-loupe-$m-$b-$p.txt" 2>&1
-        rm -f "$O/trace-$m-$b-$p.json"
+          --profile-steps 20:39 --trace "$O/trace.json" > /dev/null 2>&1
+        python3 tools/trace_summary.py "$O/trace.json" --top 20 > "$O/prof-loupe-$m-$b-$tag.txt" 2>&1
+        rm -f "$O/trace.json"
       done
     fi
   done

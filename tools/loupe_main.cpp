@@ -90,6 +90,8 @@ input pipeline (default: the asynchronous loader, from host memory):
   --precision P       fp32 (default: IEEE float32, no tensor cores) or tf32 (GPU only: GEMMs and
                       convolutions on tensor cores with TF32 inputs, fp32 accumulation; PyTorch
                       does this for convolutions by default). fp16/bf16 are not implemented yet
+  --channels-last     convolutions in NHWC (channels-last) memory format: with tf32 on a GPU, cuDNN's
+                      tensor-core kernels then need no NCHW<->NHWC transposes
   --resident          no loader: keep the whole training set on the device, gather by index
   --synthetic[=KIND]  data of the model's shapes, generated once: random (the default; nothing to
                       learn, for benchmarks) or learnable (classes a model can tell apart)
@@ -119,7 +121,8 @@ Args parse(int argc, char** argv) {
                                               "csv", "price-per-hour", "profile-steps", "trace", "workers",
                                               "prefetch", "pin-memory", "precision",
                                               "synthetic"};  // --synthetic alone, or --synthetic=KIND
-  static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic"};
+  static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
+                                              "channels-last"};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { a.help = true; continue; }
@@ -270,6 +273,8 @@ int cmd_train(const Args& a) {
   manual_seed(seed);
   std::shared_ptr<nn::Module> model = info.build();
   model->to(dev);
+  bool channels_last = a.opts.count("channels-last") > 0;
+  if (channels_last) model->set_memory_format(MemoryFormat::ChannelsLast);
   auto opt = models::make_optimizer(info.recipe, model->arena(), lr);
   int first_epoch = 1;
   if (!resume.empty()) {
@@ -285,8 +290,8 @@ int cmd_train(const Args& a) {
   std::printf("device  %s\n", device_description(dev).c_str());
   std::printf("data    %s\n", data.description.c_str());
   std::printf("input   %s\n", pipeline.c_str());
-  std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu, precision %s\n", opt->name().c_str(), lr,
-              (long long)batch, epochs, (unsigned long long)seed, prec);
+  std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt->name().c_str(), lr,
+              (long long)batch, epochs, (unsigned long long)seed, prec, channels_last ? ", channels-last" : "");
   std::fflush(stdout);
 
   instrument::MonitorOptions mopt;

@@ -29,6 +29,33 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+const char* memory_format_name(MemoryFormat f) { return f == MemoryFormat::ChannelsLast ? "channels-last" : "contiguous"; }
+
+Shape strides_for(const Shape& s, MemoryFormat f) {
+  if (f == MemoryFormat::Contiguous) return contiguous_strides(s);
+  LOUPE_CHECK(s.size() == 4, "channels-last needs a 4-D [N, C, H, W] shape, got ", s.str());
+  int64_t C = s[1], H = s[2], W = s[3];
+  return Shape{H * W * C, 1, W * C, C};
+}
+
+bool Tensor::is_contiguous(MemoryFormat f) const {
+  if (f == MemoryFormat::Contiguous) return is_contiguous();
+  if (dim() != 4) return false;
+  Shape want = strides_for(shape(), f);
+  for (int i = 0; i < 4; ++i)
+    if (shape()[i] != 1 && strides()[i] != want[i]) return false;
+  return true;
+}
+
+MemoryFormat Tensor::memory_format() const {
+  // Exact strides decide, so that a channels-last tensor with C == 1 or H == W == 1 (whose memory
+  // order is NCHW too) still says what it was made as; contiguous(ChannelsLast) sets them so.
+  if (dim() == 4 && strides() == strides_for(shape(), MemoryFormat::ChannelsLast) &&
+      strides() != contiguous_strides(shape()))
+    return MemoryFormat::ChannelsLast;
+  return MemoryFormat::Contiguous;
+}
+
 void* Tensor::data_ptr() const {
   if (!impl_->storage) return nullptr;
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * int64_t(element_size());
@@ -42,6 +69,14 @@ Tensor empty(const Shape& s, DType t, Device d) {
   impl->dtype = t;
   return Tensor(impl);
 }
+
+Tensor empty(const Shape& s, DType t, Device d, MemoryFormat f) {
+  Tensor x = empty(s, t, d);
+  if (f == MemoryFormat::ChannelsLast) x.impl()->strides = strides_for(s, f);
+  return x;
+}
+
+Tensor empty_like(const Tensor& x) { return empty(x.shape(), x.dtype(), x.device(), x.memory_format()); }
 
 Tensor empty_pinned(const Shape& s, DType t) {
   Tensor x = empty(Shape{}, t, kCPU);
@@ -231,6 +266,24 @@ Tensor Tensor::expand(const Shape& s) const {
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   return clone();
+}
+
+Tensor Tensor::contiguous(MemoryFormat f) const {
+  if (f == MemoryFormat::Contiguous) return contiguous();
+  if (memory_format() == f) return *this;
+  Tensor out;
+  if (is_contiguous(f)) {  // already in that memory order (C or H*W is 1): the same data, restrided
+    out = as_strided(*this, shape(), strides_for(shape(), f), impl_->offset);
+  } else {
+    out = empty(shape(), dtype(), device(), f);
+    copy_(out, *this);
+  }
+  if (autograd::needs_grad({this})) autograd::record(std::make_shared<IdentityBackward>(), {this}, {&out});
+  return out;
+}
+
+Tensor Tensor::dense() const {
+  return is_contiguous() || is_contiguous(MemoryFormat::ChannelsLast) ? *this : contiguous();
 }
 
 Tensor Tensor::clone() const {

@@ -13,6 +13,16 @@ namespace loupe {
 
 namespace autograd { struct Node; }
 
+// How a 4-D [N, C, H, W] tensor lies in memory. Contiguous: row-major NCHW. ChannelsLast: NHWC,
+// strides {H*W*C, 1, W*C, C}, the layout cuDNN's tensor-core convolutions read without transposing.
+// The shape (and so indexing, broadcasting, reshape) is NCHW either way; only the strides differ.
+// Ops that have no channels-last kernel convert with contiguous(); those that do (convolution,
+// pooling, bias_add, activations, dropout) keep the format of their input.
+enum class MemoryFormat { Contiguous, ChannelsLast };
+const char* memory_format_name(MemoryFormat f);
+// The strides of a tensor of shape `s` in format `f` (ChannelsLast needs 4 dimensions).
+Shape strides_for(const Shape& s, MemoryFormat f);
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   int64_t offset = 0;  // in elements
@@ -46,6 +56,10 @@ class Tensor {
   Device device() const { return impl_->storage ? impl_->storage->device() : kCPU; }
   bool is_cuda() const { return device().is_cuda(); }
   bool is_contiguous() const;
+  bool is_contiguous(MemoryFormat f) const;
+  // ChannelsLast for a 4-D NHWC tensor that is not also NCHW-contiguous (as when C or H*W is 1),
+  // else Contiguous (which a non-contiguous view is not: check is_contiguous(memory_format())).
+  MemoryFormat memory_format() const;
   size_t element_size() const { return dtype_size(dtype()); }
   size_t nbytes() const { return size_t(numel()) * element_size(); }
   void* data_ptr() const;
@@ -59,6 +73,10 @@ class Tensor {
   Tensor slice(int dim, int64_t start, int64_t end) const;
   Tensor expand(const Shape& s) const;    // broadcast view (stride 0); no autograd
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat f) const;  // a copy in format f unless already so (autograd: identity)
+  // Dense in one of the two formats: this tensor when it is, else contiguous(). Elementwise ops
+  // run over the raw buffer of such a tensor and give their result the same strides.
+  Tensor dense() const;
   Tensor clone() const;
   Tensor to(Device d) const;
   Tensor to(DType t) const;
@@ -93,6 +111,9 @@ class Tensor {
 
 // Factories.
 Tensor empty(const Shape& s, DType t = DType::f32, Device d = kCPU);
+Tensor empty(const Shape& s, DType t, Device d, MemoryFormat f);
+// Same shape, dtype, device and memory format as x (x dense).
+Tensor empty_like(const Tensor& x);
 Tensor empty_pinned(const Shape& s, DType t);  // page-locked host memory where CUDA is present
 Tensor zeros(const Shape& s, DType t = DType::f32, Device d = kCPU);
 Tensor ones(const Shape& s, DType t = DType::f32, Device d = kCPU);

@@ -49,7 +49,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
-  Tensor y = conv2d(x, weight, p);
+  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? x.contiguous(MemoryFormat::ChannelsLast) : x,
+                    weight, p);
   return bias.defined() ? bias_add(y, bias) : y;
 }
 

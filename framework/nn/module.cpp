@@ -48,6 +48,11 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+void Module::set_memory_format(MemoryFormat f) {
+  memory_format_ = f;
+  for (auto& c : children_) c.second->set_memory_format(f);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, m] : children_) m->train(on);

@@ -30,6 +30,13 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // The memory format convolutions run in, here and in every child: ChannelsLast makes each
+  // Conv2d convert its input to NHWC (a no-op when it already is), so that cuDNN's tensor-core
+  // kernels read it without transposes; the activations that follow keep the format.
+  // Parameters stay NCHW in the arena.
+  void set_memory_format(MemoryFormat f);
+  MemoryFormat memory_format() const { return memory_format_; }
+
   // Moves every parameter to `d`, packed into one contiguous arena with a matching gradient arena
   // (one optimizer launch per step, one memset to zero the gradients).
   void to(Device d);
@@ -61,6 +68,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::unique_ptr<ParameterArena> arena_;
   bool training_ = true;
+  MemoryFormat memory_format_ = MemoryFormat::Contiguous;
 };
 
 }  // namespace loupe::nn

@@ -15,8 +15,8 @@ struct ActivationBackward : autograd::Node {
     return names[int(act)];
   }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    kernels<ActivationKernels>(y.device()).backward(act, gx, y, g[0].contiguous());
+    Tensor gx = empty_like(y);
+    kernels<ActivationKernels>(y.device()).backward(act, gx, y, g[0].contiguous(y.memory_format()));
     instrument::add_flops(double(y.numel()) * (act == Act::Relu ? 1 : 3));
     return {gx};
   }
@@ -26,8 +26,8 @@ struct ActivationBackward : autograd::Node {
 
 Tensor activation(Act a, const Tensor& x) {
   LOUPE_CHECK(is_floating(x.dtype()), "activations need floating-point input, got ", dtype_name(x.dtype()));
-  Tensor xc = x.contiguous();
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor xc = x.dense();  // elementwise: any dense layout, kept
+  Tensor y = empty_like(xc);
   if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(a, y, xc);
   instrument::add_flops(double(y.numel()) * (a == Act::Relu ? 1 : 4));
   if (autograd::needs_grad({&x})) {

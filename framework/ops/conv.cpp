@@ -8,14 +8,15 @@ namespace loupe {
 
 namespace {
 struct Conv2dBackward : autograd::Node {
-  Tensor x, w;
+  Tensor x, w;  // in the forward pass's memory format
   Conv2dParams p;
+  MemoryFormat format = MemoryFormat::Contiguous;
   bool need_x = false, need_w = false;
   const char* name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = g[0].contiguous();
-    Tensor gx = need_x ? empty(x.shape(), x.dtype(), x.device()) : Tensor();
-    Tensor gw = need_w ? empty(w.shape(), w.dtype(), w.device()) : Tensor();
+    Tensor gy = g[0].contiguous(format);
+    Tensor gx = need_x ? empty(x.shape(), x.dtype(), x.device(), format) : Tensor();
+    Tensor gw = need_w ? empty(w.shape(), w.dtype(), w.device(), format) : Tensor();
     kernels<ConvKernels>(x.device()).backward(gx, gw, x, w, gy, p);
     double macs = double(gy.numel()) * double(w.size(1) * w.size(2) * w.size(3));
     instrument::add_flops(2 * macs * ((need_x ? 1 : 0) + (need_w ? 1 : 0)));
@@ -35,8 +36,15 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   int64_t Q = (x.size(3) + 2 * p.pad_w - w.size(3)) / p.stride_w + 1;
   LOUPE_CHECK(x.size(2) + 2 * p.pad_h >= w.size(2) && x.size(3) + 2 * p.pad_w >= w.size(3), "conv2d: a ",
               w.size(2), "x", w.size(3), " kernel does not fit the padded ", x.size(2), "x", x.size(3), " input");
-  Tensor xc = x.contiguous(), wc = w.contiguous();
-  Tensor y = empty(Shape{x.size(0), w.size(0), P, Q}, x.dtype(), x.device());
+  // The output keeps the input's memory format; channels-last filters are KRSC (w restrided or copied).
+  MemoryFormat f = x.memory_format();
+  Tensor xc, wc;
+  {
+    NoGradGuard g;  // the node below records x and w themselves
+    xc = x.contiguous(f);
+    wc = w.contiguous(f);
+  }
+  Tensor y = empty(Shape{x.size(0), w.size(0), P, Q}, x.dtype(), x.device(), f);
   kernels<ConvKernels>(x.device()).forward(y, xc, wc, p);
   instrument::add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
   if (autograd::needs_grad({&x, &w})) {
@@ -44,6 +52,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
     n->x = xc.detach();
     n->w = wc.detach();
     n->p = p;
+    n->format = f;
     n->need_x = x.requires_grad();
     n->need_w = w.requires_grad();
     autograd::record(n, {&x, &w}, {&y});

@@ -1,6 +1,7 @@
 // CPU convolution: im2col + GEMM per image, images in parallel when there are several.
 #include <vector>
 
+#include "autograd/node.h"
 #include "core/dispatch.h"
 #include "ops/conv.h"
 #include "ops/cpu_util.h"
@@ -51,7 +52,7 @@ void col2im(const T* col, T* gx, const Geometry& g, const Conv2dParams& p) {
       }
 }
 
-void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "conv2d", [&](auto tag) {
     using T = decltype(tag);
     Geometry g = geometry(x, w, y);
@@ -68,7 +69,7 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dPara
   });
 }
 
-void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
               const Conv2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "conv2d backward", [&](auto tag) {
     using T = decltype(tag);
@@ -91,6 +92,34 @@ void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor&
       }
     }
   });
+}
+
+// Channels-last tensors: the loops above read NCHW, so convert in and out (correct, not fast: the
+// NHWC layout is for the GPU's tensor cores).
+Tensor nchw(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+Tensor nchw_like(const Tensor& t) { return t.defined() ? empty(t.shape(), t.dtype(), t.device()) : t; }
+void copy_back(const Tensor& dst, const Tensor& src) {
+  if (dst.defined() && !dst.same(src)) copy_(dst, src);
+}
+
+void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  if (y.is_contiguous() && x.is_contiguous() && w.is_contiguous()) return forward_nchw(y, x, w, p);
+  NoGradGuard g;
+  Tensor yc = nchw_like(y);
+  forward_nchw(yc, nchw(x), nchw(w), p);
+  copy_back(y, yc);
+}
+
+void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+              const Conv2dParams& p) {
+  auto ok = [](const Tensor& t) { return !t.defined() || t.is_contiguous(); };
+  if (ok(gx) && ok(gw) && ok(x) && ok(w) && ok(gy)) return backward_nchw(gx, gw, x, w, gy, p);
+  NoGradGuard g;
+  Tensor gxc = gx.defined() && !gx.is_contiguous() ? nchw_like(gx) : gx;
+  Tensor gwc = gw.defined() && !gw.is_contiguous() ? nchw_like(gw) : gw;
+  backward_nchw(gxc, gwc, nchw(x), nchw(w), nchw(gy), p);
+  copy_back(gx, gxc);
+  copy_back(gw, gwc);
 }
 
 const ConvKernels table{forward, backward};

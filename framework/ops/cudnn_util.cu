@@ -28,4 +28,12 @@ TensorDesc::TensorDesc(int n, int c, int h, int w) {
   LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 }
 
+TensorDesc::TensorDesc(const Tensor& t) {
+  LOUPE_CHECK(t.dim() == 4, "cuDNN descriptor: a 4-D tensor, got ", t.shape().str());
+  LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, int(t.size(0)), int(t.size(1)), int(t.size(2)),
+                                                 int(t.size(3)), int(t.strides()[0]), int(t.strides()[1]),
+                                                 int(t.strides()[2]), int(t.strides()[3])));
+}
+
 }  // namespace loupe::cuda

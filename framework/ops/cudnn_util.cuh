@@ -13,6 +13,8 @@ cudnnHandle_t cudnn();
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
   TensorDesc(int n, int c, int h, int w);
+  // A 4-D tensor with its own strides (NCHW or NHWC alike: cuDNN reads the layout from them).
+  explicit TensorDesc(const Tensor& t);
   TensorDesc(TensorDesc&& o) noexcept : d(o.d) { o.d = nullptr; }
   ~TensorDesc() {
     if (d) cudnnDestroyTensorDescriptor(d);

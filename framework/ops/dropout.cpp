@@ -11,10 +11,11 @@ namespace {
 struct DropoutBackward : autograd::Node {
   float p;
   uint64_t seed, offset;
+  MemoryFormat format;  // the mask follows the forward input's memory order
   const char* name() const override { return "DropoutBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = g[0].contiguous();
-    Tensor gx = empty(gy.shape(), gy.dtype(), gy.device());
+    Tensor gy = g[0].contiguous(format);
+    Tensor gx = empty_like(gy);
     kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, seed, offset);  // the same mask, regenerated
     instrument::add_flops(double(gy.numel()));
     return {gx};
@@ -27,8 +28,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0) return x;
   Generator& gen = default_generator();
   uint64_t seed = gen.seed, offset = gen.take(uint64_t(x.numel()));
-  Tensor xc = x.contiguous();
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  Tensor xc = x.dense();  // the mask is drawn in memory order: any dense layout, kept
+  Tensor y = empty_like(xc);
   if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), seed, offset);
   instrument::add_flops(double(y.numel()));
   if (autograd::needs_grad({&x})) {
@@ -36,6 +37,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     n->p = float(p);
     n->seed = seed;
     n->offset = offset;
+    n->format = y.memory_format();
     autograd::record(n, {&x}, {&y});
   }
   return y;

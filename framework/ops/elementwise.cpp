@@ -111,9 +111,13 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
   check_same_device(x, b, "bias_add");
   LOUPE_CHECK(x.dim() >= 2 && b.dim() == 1 && b.size(0) == x.size(1), "bias_add: bias of shape ", b.shape().str(),
               " does not match dimension 1 of ", x.shape().str());
-  Tensor xc = x.contiguous(), bc = b.contiguous();
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor xc = x.dense(), bc = b.contiguous();
+  Tensor out = empty_like(xc);
   int64_t outer = x.size(0), C = x.size(1), inner = C ? x.numel() / (outer * C) : 0;
+  if (xc.memory_format() == MemoryFormat::ChannelsLast) {  // NHWC: [N*H*W, C] with the channel innermost
+    outer = x.numel() / C;
+    inner = 1;
+  }
   if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
   instrument::add_flops(double(out.numel()));
   if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});

@@ -73,6 +73,15 @@ __global__ void bias_add_kernel32(float* o, const float* x, const float* b, uint
   LOUPE_KERNEL_LOOP(i, n) o[i] = x[i] + b[(uint32_t(i) / inner) % C];
 }
 
+// inner == 1 (channels-last, or a Linear's [N, C]) with C % 4 == 0: one float4 of x takes the
+// float4 of four consecutive channels.
+__global__ void bias_add_rows4(float4* o, const float4* x, const float4* b, uint32_t n4, uint32_t C4) {
+  LOUPE_KERNEL_LOOP(i, n4) {
+    float4 v = x[i], bv = b[uint32_t(i) % C4];
+    o[i] = make_float4(v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w);
+  }
+}
+
 // inner % 4 == 0 and n < 2^31: four elements share a channel, and 32-bit division is cheap.
 __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uint32_t n4, uint32_t C,
                                  uint32_t inner) {
@@ -86,6 +95,14 @@ __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uin
 void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner) {
   cuda::require_f32(out, "bias_add");
   int64_t n = outer * C * inner;
+  if (inner == 1 && C % 4 == 0 && n < (int64_t(1) << 31) &&
+      cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr(), b.data_ptr()})) {
+    bias_add_rows4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()),
+        static_cast<const float4*>(b.data_ptr()), uint32_t(n / 4), uint32_t(C / 4));
+    LOUPE_CUDA_LAUNCH_CHECK();
+    return;
+  }
   if (inner % 4 == 0 && n < (int64_t(1) << 31) && cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr()})) {
     bias_add_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
         static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()), b.data<float>(),

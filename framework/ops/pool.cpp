@@ -14,8 +14,8 @@ struct PoolBackward : autograd::Node {
   Pool2dParams p;
   const char* name() const override { return mode == PoolMode::Max ? "MaxPool2dBackward" : "AvgPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gx = empty(x.shape(), x.dtype(), x.device());
-    kernels<PoolKernels>(x.device()).backward(mode, gx, x, y, g[0].contiguous(), p);
+    Tensor gx = empty_like(x);
+    kernels<PoolKernels>(x.device()).backward(mode, gx, x, y, g[0].contiguous(y.memory_format()), p);
     instrument::add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
     return {gx};
   }
@@ -31,8 +31,10 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p) {
   int64_t Q = (x.size(3) + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
   LOUPE_CHECK(P > 0 && Q > 0, "pooling: a ", p.kernel_h, "x", p.kernel_w, " window does not fit a ", x.size(2), "x",
               x.size(3), " input");
-  Tensor xc = x.contiguous();
-  Tensor y = empty(Shape{x.size(0), x.size(1), P, Q}, x.dtype(), x.device());
+  // The output keeps the input's memory format (NCHW or channels-last).
+  MemoryFormat f = x.memory_format();
+  Tensor xc = x.contiguous(f);
+  Tensor y = empty(Shape{x.size(0), x.size(1), P, Q}, x.dtype(), x.device(), f);
   kernels<PoolKernels>(x.device()).forward(mode, y, xc, p);
   instrument::add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
   if (autograd::needs_grad({&x})) {

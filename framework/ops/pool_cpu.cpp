@@ -1,5 +1,6 @@
 #include <limits>
 
+#include "autograd/node.h"
 #include "core/dispatch.h"
 #include "ops/cpu_util.h"
 #include "ops/pool.h"
@@ -20,7 +21,7 @@ void window(int64_t i, int64_t j, int64_t H, int64_t W, const Pool2dParams& p, F
   }
 }
 
-void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+void forward_nchw(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "pooling", [&](auto tag) {
     using T = decltype(tag);
     int64_t NC = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), P = y.size(2), Q = y.size(3);
@@ -44,7 +45,7 @@ void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p
   });
 }
 
-void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+void backward_nchw(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "pooling backward", [&](auto tag) {
     using T = decltype(tag);
@@ -76,6 +77,25 @@ void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, co
       }
     });
   });
+}
+
+// Channels-last: the loops above read NCHW, so convert in and out.
+void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  if (y.is_contiguous() && x.is_contiguous()) return forward_nchw(m, y, x, p);
+  NoGradGuard g;
+  Tensor yc = empty(y.shape(), y.dtype(), y.device());
+  forward_nchw(m, yc, x.contiguous(), p);
+  copy_(y, yc);
+}
+
+void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+              const Pool2dParams& p) {
+  if (gx.is_contiguous() && x.is_contiguous() && y.is_contiguous() && gy.is_contiguous())
+    return backward_nchw(m, gx, x, y, gy, p);
+  NoGradGuard g;
+  Tensor gxc = empty(gx.shape(), gx.dtype(), gx.device());
+  backward_nchw(m, gxc, x.contiguous(), y.contiguous(), gy.contiguous(), p);
+  copy_(gx, gxc);
 }
 
 const PoolKernels table{forward, backward};

@@ -22,9 +22,8 @@ struct PoolDesc {
   ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
 };
 
-cuda::TensorDesc desc(const Tensor& t) {
-  return cuda::TensorDesc(int(t.size(0)), int(t.size(1)), int(t.size(2)), int(t.size(3)));
-}
+// From the tensor's strides: NCHW and channels-last alike.
+cuda::TensorDesc desc(const Tensor& t) { return cuda::TensorDesc(t); }
 
 void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   cuda::require_f32(x, "pooling");
@@ -35,62 +34,90 @@ void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p
 }
 
 struct Geometry {
-  int H, W, P, Q, kh, kw, sh, sw, ph, pw;
+  int N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw;
+  bool nhwc;  // x, y, gx, gy all channels-last (else all NCHW)
+  // Element offsets in x (H x W planes) and y (P x Q planes) for either layout.
+  __device__ int64_t xoff(int64_t n, int c, int h, int w) const {
+    return nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
+  }
+  __device__ int64_t yoff(int64_t n, int c, int i, int j) const {
+    return nhwc ? ((n * P + i) * Q + j) * C + c : ((n * C + c) * P + i) * Q + j;
+  }
+  // Flat index k in memory order -> (n, c, a, b) over an A x B plane (channel fastest when nhwc).
+  __device__ void split(int64_t k, int A, int B, int64_t& n, int& c, int& a, int& b) const {
+    if (nhwc) {
+      c = int(k % C); k /= C;
+      b = int(k % B); k /= B;
+      a = int(k % A); n = k / A;
+    } else {
+      b = int(k % B); k /= B;
+      a = int(k % A); k /= A;
+      c = int(k % C); n = k / C;
+    }
+  }
 };
 
-// Row-major position (h * W + w) of the first element of window (i, j) equal to its max m.
-__device__ __forceinline__ int first_max(const float* x, const Geometry& g, int i, int j, float m) {
+// (h, w) of the first element of window (i, j) of plane (n, c), row-major, equal to its max m;
+// h = -1 for a NaN max: no element equals it, and no gradient flows (cuDNN's NOT_PROPAGATE_NAN).
+__device__ __forceinline__ void first_max(const float* x, const Geometry& g, int64_t n, int c, int i, int j, float m,
+                                          int& bh, int& bw) {
   int h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
   int h1 = min(h0 + g.kh, g.H), w1 = min(w0 + g.kw, g.W);
   for (int h = max(h0, 0); h < h1; ++h)
     for (int w = max(w0, 0); w < w1; ++w)
-      if (x[h * g.W + w] == m) return h * g.W + w;
-  return -1;  // a NaN max: no element equals it, and no gradient flows (cuDNN's NOT_PROPAGATE_NAN)
+      if (x[g.xoff(n, c, h, w)] == m) {
+        bh = h;
+        bw = w;
+        return;
+      }
+  bh = bw = -1;
 }
 
 // Windows that do not overlap (stride >= kernel): one thread per window writes its own elements;
 // elements no window covers were zeroed before.
-__global__ void max_bwd_disjoint(float* gx, const float* x, const float* y, const float* gy, int64_t planes,
-                                 Geometry g) {
-  int64_t n = planes * g.P * g.Q;
-  LOUPE_KERNEL_LOOP(k, n) {
-    int64_t plane = k / (g.P * g.Q);
-    int r = int(k % (g.P * g.Q)), i = r / g.Q, j = r % g.Q;
-    const float* xp = x + plane * g.H * g.W;
-    float* gp = gx + plane * g.H * g.W;
-    int best = first_max(xp, g, i, j, y[k]);
+__global__ void max_bwd_disjoint(float* gx, const float* x, const float* y, const float* gy, Geometry g) {
+  int64_t total = int64_t(g.N) * g.C * g.P * g.Q;
+  LOUPE_KERNEL_LOOP(k, total) {
+    int64_t n;
+    int c, i, j;
+    g.split(k, g.P, g.Q, n, c, i, j);
+    int64_t yo = g.yoff(n, c, i, j);
+    int bh, bw;
+    first_max(x, g, n, c, i, j, y[yo], bh, bw);
     int h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
     for (int h = max(h0, 0); h < min(h0 + g.kh, g.H); ++h)
-      for (int w = max(w0, 0); w < min(w0 + g.kw, g.W); ++w) gp[h * g.W + w] = h * g.W + w == best ? gy[k] : 0.f;
+      for (int w = max(w0, 0); w < min(w0 + g.kw, g.W); ++w)
+        gx[g.xoff(n, c, h, w)] = h == bh && w == bw ? gy[yo] : 0.f;
   }
 }
 
 // Overlapping windows: one thread per input element gathers from every window holding it (no
 // atomics, so the sums are deterministic).
-__global__ void max_bwd_overlap(float* gx, const float* x, const float* y, const float* gy, int64_t planes,
-                                Geometry g) {
-  int64_t n = planes * g.H * g.W;
-  LOUPE_KERNEL_LOOP(k, n) {
-    int64_t plane = k / (g.H * g.W);
-    int pos = int(k % (g.H * g.W)), h = pos / g.W, w = pos % g.W;
-    const float* xp = x + plane * g.H * g.W;
-    const float* yp = y + plane * g.P * g.Q;
-    const float* gp = gy + plane * g.P * g.Q;
+__global__ void max_bwd_overlap(float* gx, const float* x, const float* y, const float* gy, Geometry g) {
+  int64_t total = int64_t(g.N) * g.C * g.H * g.W;
+  LOUPE_KERNEL_LOOP(k, total) {
+    int64_t n;
+    int c, h, w;
+    g.split(k, g.H, g.W, n, c, h, w);
     // Windows i with i*sh - ph <= h < i*sh - ph + kh.
     int i0 = max(0, (h + g.ph - g.kh + g.sh) / g.sh), i1 = min(g.P - 1, (h + g.ph) / g.sh);
     int j0 = max(0, (w + g.pw - g.kw + g.sw) / g.sw), j1 = min(g.Q - 1, (w + g.pw) / g.sw);
     float acc = 0.f;
     for (int i = i0; i <= i1; ++i)
-      for (int j = j0; j <= j1; ++j)
-        if (first_max(xp, g, i, j, yp[i * g.Q + j]) == pos) acc += gp[i * g.Q + j];
-    gx[k] = acc;
+      for (int j = j0; j <= j1; ++j) {
+        int64_t yo = g.yoff(n, c, i, j);
+        int bh, bw;
+        first_max(x, g, n, c, i, j, y[yo], bh, bw);
+        if (bh == h && bw == w) acc += gy[yo];
+      }
+    gx[g.xoff(n, c, h, w)] = acc;
   }
 }
 
 void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy, const Pool2dParams& p) {
-  Geometry g{int(x.size(2)), int(x.size(3)), int(y.size(2)), int(y.size(3)), p.kernel_h, p.kernel_w,
-             p.stride_h,    p.stride_w,    p.pad_h,       p.pad_w};
-  int64_t planes = x.size(0) * x.size(1);
+  Geometry g{int(x.size(0)), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(y.size(2)), int(y.size(3)),
+             p.kernel_h,     p.kernel_w,     p.stride_h,     p.stride_w,     p.pad_h,        p.pad_w,
+             x.memory_format() == MemoryFormat::ChannelsLast};
   auto s = cuda::stream();
   if (p.stride_h >= p.kernel_h && p.stride_w >= p.kernel_w) {
     // Zero first unless the windows tile the input exactly (mnist_cnn's and cifar10_cnn's 2x2 do
@@ -98,11 +125,11 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
     bool tiles = p.stride_h == p.kernel_h && p.stride_w == p.kernel_w && p.pad_h == 0 && p.pad_w == 0 &&
                  g.P * p.kernel_h == g.H && g.Q * p.kernel_w == g.W;
     if (!tiles) LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
-    max_bwd_disjoint<<<cuda::blocks_for(planes * g.P * g.Q), cuda::kThreads, 0, s>>>(
-        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), planes, g);
+    max_bwd_disjoint<<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, s>>>(
+        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), g);
   } else {
-    max_bwd_overlap<<<cuda::blocks_for(planes * g.H * g.W), cuda::kThreads, 0, s>>>(
-        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), planes, g);
+    max_bwd_overlap<<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, s>>>(
+        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), g);
   }
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -58,10 +58,15 @@ Tensor mean(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, 
 Tensor sum_except(const Tensor& x, int dim) {
   LOUPE_CHECK(is_floating(x.dtype()), "sum_except needs floating-point input");
   int d = wrap_dim(dim, x.dim());
-  Tensor xc = x.contiguous();
+  // Channels-last stays as it is for the channel sum (a bias gradient); anything else is read NCHW.
+  Tensor xc = d == 1 && x.memory_format() == MemoryFormat::ChannelsLast ? x : x.contiguous();
   int64_t outer = 1, inner = 1, n = x.size(d);
   for (int i = 0; i < d; ++i) outer *= x.size(i);
   for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  if (d == 1 && xc.memory_format() == MemoryFormat::ChannelsLast) {  // NHWC: [N*H*W, C, 1]
+    outer = x.numel() / n;
+    inner = 1;
+  }
   Tensor out = empty(Shape{n}, x.dtype(), x.device());
   if (n > 0) {
     if (outer * inner == 0) fill_(out, 0.0);
