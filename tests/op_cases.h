@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loupe.h"
+#include "ops/lstm.h"
 
 namespace loupe::test {
 
@@ -92,6 +93,16 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return x[0].flatten(1) * x[0].flatten(1); }});
   c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return x[0].t().contiguous() * 2.0; }});
   c.push_back({"slice", {{{5, 4}}}, [](V x) { return x[0].slice(0, 1, 4) * x[0].slice(0, 2, 5); }});
+  // Embedding: int32 ids in [0, 6), more ids than rows so some repeat (their gradients add up);
+  // E = 8 takes the float4 path on CUDA.
+  c.push_back({"embedding_1d", {{{7}, Kind::Labels, 6}, {{6, 4}}}, [](V x) { return embedding(x[0], x[1]); }});
+  c.push_back({"embedding_2d", {{{3, 5}, Kind::Labels, 6}, {{6, 4}}}, [](V x) { return embedding(x[0], x[1]); }});
+  c.push_back({"embedding_2d_vec4", {{{3, 5}, Kind::Labels, 6}, {{6, 8}}},
+               [](V x) { return embedding(x[0], x[1]); }});
+  c.push_back({"cat_dim0", {{{2, 3}}, {{4, 3}}}, [](V x) { return cat({x[0], x[1]}, 0); }});
+  c.push_back({"cat_dim1_3d", {{{2, 3, 4}}, {{2, 1, 4}}}, [](V x) { return cat({x[0], x[1]}, 1); }});
+  c.push_back({"cat_three_last_dim", {{{3, 2}}, {{3, 4}}, {{3, 1}}},
+               [](V x) { return cat({x[0], x[1], x[2]}, -1) * cat({x[2], x[1], x[0]}, 1); }});
   auto conv = [](int sh, int sw, int ph, int pw) {
     return [=](V x) {
       Conv2dParams p;
@@ -151,6 +162,17 @@ inline std::vector<OpCase> op_cases() {
                  Tensor h = relu(linear(x[0], x[1], x[2]));
                  return cross_entropy(matmul(h, x[3].t()), x[4]);
                }});
+  // LSTM: every output feeds the loss, so the gradient flows through y, h and c alike.
+  auto lstm_case = [](LstmParams p) {
+    return [p](V x) {
+      LstmResult r = lstm(x[0], x[1], p, true);
+      return sum(r.y * r.y) + sum(r.h) + sum(r.c * r.c);
+    };
+  };
+  LstmParams one{4, 5};
+  c.push_back({"lstm_1layer", {{{2, 3, 4}}, {{lstm_weight_count(one)}}}, lstm_case(one)});
+  LstmParams two{2, 3, 2, true};
+  c.push_back({"lstm_2layer_bidirectional", {{{3, 4, 2}}, {{lstm_weight_count(two)}}}, lstm_case(two)});
   return c;
 }
 

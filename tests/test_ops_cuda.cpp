@@ -145,6 +145,43 @@ TEST(CudaPrecision, Tf32ConvAndGemmCloseToFp32) {
   EXPECT_LT(max_s, 1e-4) << "fp32 after tf32 must be strict fp32 again (the algorithm cache is per precision)";
 }
 
+// cuDNN's LSTM against the CPU's at the reference models' kind of shapes: every output and both
+// input gradients (x and the flat weights, which cuDNN reads in loupe's layout with no copy).
+TEST(CudaLstm, CudnnMatchesCpu) {
+  REQUIRE_GPU();
+  for (bool bi : {false, true})
+    for (int layers : {1, 2}) {
+      LstmParams p;
+      p.input_size = 16;
+      p.hidden_size = 24;
+      p.num_layers = layers;
+      p.bidirectional = bi;
+      std::vector<float> xv(size_t(8 * 30 * 16)), wv(size_t(lstm_weight_count(p)));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = philox_uniform(1, 0, i) - 0.5f;
+      for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.4f * (philox_uniform(2, 0, i) - 0.5f);
+      auto run = [&](Device d) {
+        Tensor x = from_vector(xv, Shape{8, 30, 16}).to(d).requires_grad_(true);
+        Tensor w = from_vector(wv, Shape{int64_t(wv.size())}).to(d).requires_grad_(true);
+        LstmResult r = lstm(x, w, p, true);
+        sum(r.y * r.y).backward();  // through y only: h and c get no gradient (the zero-dh path)
+        Tensor x2 = from_vector(xv, Shape{8, 30, 16}).to(d).requires_grad_(true);
+        LstmResult r2 = lstm(x2, w.detach().requires_grad_(true), p, true);
+        sum(r2.h) .backward();  // through h only: y gets zeros
+        return std::vector<std::vector<float>>{r.y.to_vector<float>(), r.h.to_vector<float>(), r.c.to_vector<float>(),
+                                               x.grad().to_vector<float>(), w.grad().to_vector<float>(),
+                                               x2.grad().to_vector<float>()};
+      };
+      auto a = run(kCPU), b = run(kCUDA);
+      const char* what[] = {"y", "h", "c", "dx", "dw", "dx via h"};
+      for (size_t k = 0; k < a.size(); ++k) {
+        ASSERT_EQ(a[k].size(), b[k].size());
+        for (size_t i = 0; i < a[k].size(); ++i)
+          ASSERT_NEAR(a[k][i], b[k][i], 2e-4 + 2e-4 * std::abs(a[k][i]))
+              << what[k] << " element " << i << " (layers " << layers << ", bidirectional " << bi << ")";
+      }
+    }
+}
+
 TEST(CudaDropout, SameMaskAsCpu) {
   REQUIRE_GPU();
   Tensor x = ones(Shape{1001});

@@ -10,6 +10,7 @@
 #include "ops/linalg.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/pool.h"
 #include "ops/norm.h"
 
@@ -22,6 +23,15 @@ void glorot_uniform_(const Tensor& t, int64_t fan_in, int64_t fan_out) {
   uint64_t off = g.take(uint64_t(t.numel()));
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((2.0 * philox_uniform(g.seed, off, uint64_t(i)) - 1.0) * a);
+}
+
+void uniform_(const Tensor& t, double lo, double hi) {
+  LOUPE_CHECK(t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous(),
+              "uniform_ fills a contiguous CPU float32 tensor");
+  Generator& g = default_generator();
+  uint64_t off = g.take(uint64_t(t.numel()));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(lo + (hi - lo) * philox_uniform(g.seed, off, uint64_t(i)));
 }
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
@@ -112,6 +122,19 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& [n, m] : children()) h = (*m)(h);  // operator() opens the child's NVTX range
   return h;
+}
+
+Embedding::Embedding(int64_t v, int64_t dim) : num_embeddings(v), embedding_dim(dim) {
+  LOUPE_CHECK(v > 0 && dim > 0, "Embedding needs a positive vocabulary size and dimension, got ", v, " and ", dim);
+  Tensor w = empty(Shape{v, dim}, DType::f32, kCPU);
+  uniform_(w, -0.05, 0.05);
+  weight = register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& ids) { return embedding(ids, weight); }
+
+std::string Embedding::type_name() const {
+  return "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")";
 }
 
 }  // namespace loupe::nn

@@ -1,4 +1,4 @@
-// The basic layers: Linear, ReLU, Dropout, Flatten, and the Sequential container.
+// The basic layers: Linear, ReLU, Dropout, Flatten, Embedding, and the Sequential container.
 #pragma once
 #include <memory>
 
@@ -103,5 +103,18 @@ class Sequential : public Module {
 
 // Fills t (on the CPU) with U(-a, a), a = sqrt(6 / (fan_in + fan_out)), from the default generator.
 void glorot_uniform_(const Tensor& t, int64_t fan_in, int64_t fan_out);
+// Fills t (on the CPU, float32) with U(lo, hi), drawn from the default generator like glorot_uniform_.
+void uniform_(const Tensor& t, double lo, double hi);
+
+// A [V, E] table of rows looked up by token id, initialised U(-0.05, 0.05) (Keras' default for
+// Embedding). Input: ids of any shape, int32 or floats holding integers; output ids.shape + [E].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim);
+  Tensor forward(const Tensor& ids) override;
+  std::string type_name() const override;
+  Tensor weight;
+  int64_t num_embeddings, embedding_dim;
+};
 
 }  // namespace loupe::nn

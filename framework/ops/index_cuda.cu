@@ -25,6 +25,7 @@ void gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, 
   if (s == DType::u8 && d == DType::f32) launch<uint8_t, float>(out, src, idx, n, row, scale);
   else if (s == DType::u8 && d == DType::i32) launch<uint8_t, int32_t>(out, src, idx, n, row, scale);
   else if (s == DType::i32 && d == DType::i32) launch<int32_t, int32_t>(out, src, idx, n, row, scale);
+  else if (s == DType::i32 && d == DType::f32) launch<int32_t, float>(out, src, idx, n, row, scale);  // token ids
   else if (s == DType::f32 && d == DType::f32) launch<float, float>(out, src, idx, n, row, scale);
   else LOUPE_FAIL("index_select on CUDA: ", dtype_name(s), " -> ", dtype_name(d), " is not supported");
 }

@@ -1,0 +1,81 @@
+#include "nn/recurrent.h"
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "core/random.h"
+#include "nn/layers.h"
+
+namespace loupe::nn {
+
+namespace {
+// Fills r [rows, cols] (rows >= cols, row-major) with the Q of the QR decomposition of a standard
+// normal matrix (Box-Muller from the default generator). Gram-Schmidt, done twice per column for
+// accuracy, yields the Q whose R has a positive diagonal: the sign-fixed Q that Keras uses.
+void orthogonal_(float* r, int64_t rows, int64_t cols) {
+  LOUPE_CHECK(rows >= cols, "orthogonal_: needs rows >= cols");
+  Generator& g = default_generator();
+  uint64_t off = g.take(uint64_t(2 * rows * cols));
+  std::vector<double> q(size_t(rows * cols));  // column-major: column j at q[j * rows]
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      uint64_t e = uint64_t(2 * (i * cols + j));
+      double u1 = 1.0 - philox_uniform(g.seed, off, e), u2 = philox_uniform(g.seed, off, e + 1);  // u1 in (0, 1]
+      q[size_t(j * rows + i)] = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+  for (int64_t j = 0; j < cols; ++j) {
+    double* v = &q[size_t(j * rows)];
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t k = 0; k < j; ++k) {
+        const double* u = &q[size_t(k * rows)];
+        double dot = 0;
+        for (int64_t i = 0; i < rows; ++i) dot += u[i] * v[i];
+        for (int64_t i = 0; i < rows; ++i) v[i] -= dot * u[i];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < rows; ++i) norm += v[i] * v[i];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < rows; ++i) v[i] /= norm;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) r[i * cols + j] = float(q[size_t(j * rows + i)]);
+}
+}  // namespace
+
+LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectional, double dropout) {
+  params_.input_size = input_size;
+  params_.hidden_size = hidden;
+  params_.num_layers = num_layers;
+  params_.bidirectional = bidirectional;
+  params_.dropout = dropout;
+  LOUPE_CHECK(input_size > 0 && hidden > 0 && num_layers > 0, "LSTM: sizes and layer count must be positive");
+  LOUPE_CHECK(dropout >= 0 && dropout < 1, "LSTM: dropout must be in [0, 1), got ", dropout);
+  Tensor w = zeros(Shape{lstm_weight_count(params_)}, DType::f32, kCPU);
+  const int64_t H = hidden;
+  for (int l = 0; l < num_layers; ++l)
+    for (int d = 0; d < params_.directions(); ++d) {
+      LstmLayerOffsets o = lstm_layer_offsets(params_, l, d);
+      glorot_uniform_(w.slice(0, o.w, o.w + 4 * H * o.in), o.in, 4 * H);
+      orthogonal_(w.data<float>() + o.r, 4 * H, H);
+      float* b = w.data<float>() + o.b_w;
+      for (int64_t k = H; k < 2 * H; ++k) b[k] = 1;  // the forget gate's block
+    }
+  weight = register_parameter("weight", w);
+}
+
+LstmResult LSTM::run(const Tensor& x) { return lstm(x, weight, params_, is_training()); }
+
+std::string LSTM::type_name() const {
+  std::ostringstream s;
+  s << "LSTM(" << params_.input_size << " -> " << params_.hidden_size << ", " << params_.num_layers
+    << (params_.num_layers == 1 ? " layer" : " layers");
+  if (params_.bidirectional) s << ", bidirectional";
+  if (params_.dropout > 0) s << ", dropout " << params_.dropout;
+  s << ")";
+  return s.str();
+}
+
+}  // namespace loupe::nn

@@ -1,0 +1,51 @@
+#include "ops/embedding.h"
+
+#include "autograd/node.h"
+#include "core/dispatch.h"
+#include "instrument/flops.h"
+
+namespace loupe {
+
+namespace {
+struct EmbeddingBackward : autograd::Node {
+  Tensor ids;  // contiguous, flat
+  Shape weight_shape;
+  DType dtype;
+  const char* name() const override { return "EmbeddingBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    int64_t E = weight_shape[1], n = ids.numel();
+    Tensor gy = g[0].contiguous();
+    Tensor gw = empty(weight_shape, dtype, gy.device());
+    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, n, E);
+    instrument::add_flops(double(n) * double(E));  // one add per gradient element
+    return {gw};
+  }
+  void release() override { ids = Tensor(); }
+};
+}  // namespace
+
+Tensor embedding(const Tensor& ids, const Tensor& weight) {
+  LOUPE_CHECK(weight.dim() == 2 && is_floating(weight.dtype()), "embedding needs a floating weight [V, E], got ",
+              weight.shape().str(), " ", dtype_name(weight.dtype()));
+  LOUPE_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::f32 || ids.dtype() == DType::f64,
+              "embedding needs int32, float32 or float64 ids, got ", dtype_name(ids.dtype()));
+  LOUPE_CHECK(ids.dim() < kMaxDims, "embedding: ids ", ids.shape().str(), " have too many dimensions to add one");
+  LOUPE_CHECK(ids.device() == weight.device(), "embedding: ids on ", ids.device().str(), ", weight on ",
+              weight.device().str());
+  int64_t n = ids.numel(), E = weight.size(1);
+  Shape s = ids.shape();
+  s.push_back(E);
+  Tensor ic = ids.contiguous().detach(), wc = weight.contiguous();
+  Tensor y = empty(s, weight.dtype(), weight.device());
+  if (y.numel() > 0) kernels<EmbeddingKernels>(weight.device()).forward(y, ic, wc, n, E);
+  if (autograd::needs_grad({&weight})) {  // ids are not differentiable
+    auto node = std::make_shared<EmbeddingBackward>();
+    node->ids = ic;
+    node->weight_shape = weight.shape();
+    node->dtype = weight.dtype();
+    autograd::record(node, {&weight}, {&y});
+  }
+  return y;
+}
+
+}  // namespace loupe

@@ -1,0 +1,25 @@
+// Embedding lookup: rows of a [V, E] table picked by token ids, with a deterministic
+// scatter-add backward (training runs stay bit-reproducible on the GPU too).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace loupe {
+
+// out[..., :] = weight[ids[...], :]. ids: any shape, int32 or float32/float64 holding integers
+// (the data loader delivers token ids as floats, exact below 2^24); weight [V, E] floating.
+// Output ids.shape + [E], weight's dtype and device. Gradient to weight only: repeated ids add up.
+// The CPU throws on an id that is not an integer in [0, V); CUDA cannot check without waiting
+// for the device, so such an id gives a zero row there and no gradient (the dataset builders
+// check their ids).
+Tensor embedding(const Tensor& ids, const Tensor& weight);
+
+struct EmbeddingKernels {
+  // ids contiguous [n]; weight contiguous [V, E]; out contiguous [n, E].
+  void (*forward)(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E);
+  // gw [V, E] = sum over positions i with ids[i] == v of gy[i, :]; overwrites all of gw.
+  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E);
+};
+
+}  // namespace loupe

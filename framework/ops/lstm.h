@@ -1,0 +1,68 @@
+// LSTM over a whole batch-first sequence: several layers, optionally bidirectional, zero initial
+// state. On the GPU through cuDNN's RNN API, on the CPU a GEMM-based loop; both read the same flat
+// weight vector, so a parameter arena slice serves either backend unchanged.
+//
+// Gates (cuDNN's, PyTorch's and Keras' order): i (input), f (forget), g (cell candidate), o (output):
+//   gates = x_t W^T + h_{t-1} R^T + b_W + b_R          [N, 4H], split into i, f, g, o
+//   i, f, o = sigmoid(.), g = tanh(.)
+//   c_t = f * c_{t-1} + i * g,   h_t = o * tanh(c_t)
+//
+// Weight layout: one flat vector, pseudo-layers in order p = layer * D + direction (D = 2 when
+// bidirectional, direction 1 runs from t = T-1 down to 0), each holding, contiguously:
+//   W   [4H, in_l]   rows: the i rows (H of them), then f, g, o; row-major
+//   R   [4H, H]      same row order
+//   b_W [4H]         same order
+//   b_R [4H]
+// with in_0 = input_size and in_l = D * H for l > 0 (the previous layer's concatenated output).
+// This is cuDNN's canonical layout (cudnnGetRNNWeightParams) and PyTorch's weight_ih/weight_hh/
+// bias_ih/bias_hh per layer; Keras' LSTM has one bias vector (b_W + b_R plays its role), so the
+// parameter count is 4H more per pseudo-layer than Keras reports.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace loupe {
+
+struct LstmParams {
+  int64_t input_size = 0, hidden_size = 0;
+  int num_layers = 1;
+  bool bidirectional = false;
+  double dropout = 0;  // on the outputs of every layer but the last, in training only
+  int directions() const { return bidirectional ? 2 : 1; }
+};
+
+// Elements of the flat weight vector.
+int64_t lstm_weight_count(const LstmParams& p);
+
+// Where pseudo-layer (layer, direction)'s pieces start in the flat weight vector, and its input size.
+struct LstmLayerOffsets {
+  int64_t w = 0, r = 0, b_w = 0, b_r = 0;
+  int64_t in = 0;
+};
+LstmLayerOffsets lstm_layer_offsets(const LstmParams& p, int layer, int direction);
+
+struct LstmResult {
+  Tensor y;     // [N, T, D*H]: every step's output of the last layer (both directions concatenated)
+  Tensor h, c;  // [L*D, N, H]: the final hidden and cell state of every pseudo-layer
+};
+
+// x [N, T, input_size] (batch-first), w the flat weights. Autograd flows to x and w from y and h
+// (and c). With dropout > 0 and training, masks come from the global generator on the CPU and
+// from cuDNN's dropout on the GPU (so the two backends agree only without dropout).
+LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool training);
+
+struct LstmKernels {
+  // Forward: fills y, h, c (allocated by the caller, contiguous) and returns what backward needs
+  // (backend-specific: the CPU's gate activations and cell states, cuDNN's reserve space); it is
+  // undefined when `training` is false (no backward will follow). seed/offset: dropout masks.
+  Tensor (*forward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+                    const Tensor& c, bool training, uint64_t seed, uint64_t offset);
+  // Backward: from dy [N, T, D*H] and dh, dc [L*D, N, H] (dh, dc may be undefined: zero) computes
+  // dx [N, T, input_size] and dw (flat), both overwritten (not accumulated).
+  void (*backward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+                   const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
+                   uint64_t seed, uint64_t offset);
+};
+
+}  // namespace loupe

@@ -1,0 +1,259 @@
+// The CPU LSTM: per pseudo-layer one GEMM x W^T over all N*T rows, then per time step a GEMM
+// h_{t-1} R^T into the same rows and the gate math; backward is BPTT with one GEMM per step for
+// the recurrent gradient and three GEMMs over all rows for dW, dR and the input gradient.
+//
+// Every [N, T, ...] buffer below is batch-first like x and y (row n * T + t), so a time step is a
+// strided [N, k] matrix (row stride T * k) that the GEMM reads and writes in place.
+//
+// `saved` (1-D, x's dtype), in order:
+//   per pseudo-layer pl = layer * D + direction:
+//     gates[pl]  [N, T, 4H]  the activations i, f, g, o (after sigmoid / tanh) of every step
+//     cells[pl]  [N, T, H]   c_t of every step
+//   outs[l]  [N, T, D*H]  for l = 0 .. L-2: layer l's output h (before dropout); the last layer's is y
+//   ins[l]   [N, T, D*H]  for l = 1 .. L-1, only with dropout: layer l's input, outs[l-1] after it
+// Dropout masks are not stored: like the dropout op, element j of layer l's output is kept when
+// philox_uniform(seed, offset, l * N*T*D*H + j) >= p, and backward draws them again.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "core/philox.h"
+#include "ops/cpu_util.h"
+#include "ops/gemm_cpu.h"
+#include "ops/lstm.h"
+
+namespace loupe {
+namespace {
+
+template <class T>
+T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
+// Through exp: glibc's tanhf (via expm1f) took about a quarter of a CPU training step; this loses
+// only relative accuracy near 0 (absolute error a few ulps of 1), and saturates cleanly at +-1.
+template <class T>
+T tanh_(T a) { return T(2) / (T(1) + std::exp(T(-2) * a)) - T(1); }
+
+// Sizes of one call and where each piece lies in `saved` (training) or in a smaller scratch
+// buffer (inference: one pseudo-layer's gates and cells, reused, and ping-ponged layer outputs).
+struct Plan {
+  int64_t N, T, H, D, L;
+  bool dropout, keep;  // keep: lay out everything backward needs
+  int64_t nt() const { return N * T; }
+  int64_t layer_out() const { return N * T * D * H; }
+  int64_t pseudo() const { return N * T * 5 * H; }
+  int64_t gates(int pl) const { return keep ? pl * pseudo() : 0; }
+  int64_t cells(int pl) const { return gates(pl) + N * T * 4 * H; }
+  int64_t outs_base() const { return keep ? L * D * pseudo() : pseudo(); }
+  // Layer l < L-1's output; inference alternates two buffers.
+  int64_t out(int l) const { return outs_base() + (keep ? l : l % 2) * layer_out(); }
+  int64_t in(int l) const {  // l >= 1, dropout only
+    return keep ? outs_base() + (L - 1 + l - 1) * layer_out() : outs_base() + 2 * layer_out();
+  }
+  int64_t total() const {
+    if (keep) return L * D * pseudo() + (L - 1) * layer_out() * (dropout ? 2 : 1);
+    return pseudo() + (L > 1 ? 3 * layer_out() : 0);
+  }
+};
+
+Plan make_plan(const LstmParams& p, const Tensor& x, bool keep) {
+  Plan q;
+  q.N = x.size(0);
+  q.T = x.size(1);
+  q.H = p.hidden_size;
+  q.D = p.directions();
+  q.L = p.num_layers;
+  q.dropout = p.dropout > 0 && p.num_layers > 1;
+  q.keep = keep;
+  return q;
+}
+
+// out[j] = in[j] * scale where mask element base + j is kept, else 0 (in place allowed).
+template <class T>
+void apply_mask(T* out, const T* in, int64_t n, uint64_t base, float p, uint64_t seed, uint64_t offset) {
+  T scale = T(1) / (T(1) - T(p));
+  parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
+    uint64_t ctr = ~uint64_t(0);
+    Philox4 r{};
+    for (int64_t j = s; j < e; ++j) {
+      uint64_t i = base + uint64_t(j);
+      if (i / 4 != ctr) {  // one Philox call serves four consecutive elements
+        ctr = i / 4;
+        r = philox(seed, offset + ctr, 0);
+      }
+      out[j] = uniform01(r.v[i % 4]) >= p ? in[j] * scale : T(0);
+    }
+  });
+}
+
+// Rows of the batch per gate-math chunk: enough work (transcendentals) to be worth a thread.
+int64_t row_grain(int64_t H) { return std::max<int64_t>(1, cpu::kGrain / (16 * H)); }
+
+template <class T>
+void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T* y, T* hn, T* cn, T* buf,
+                  uint64_t seed, uint64_t offset) {
+  const int64_t N = q.N, Tn = q.T, H = q.H, D = q.D, DH = D * H, G4 = 4 * H;
+  std::vector<T> bias(static_cast<size_t>(G4));
+  for (int l = 0; l < q.L; ++l) {
+    const int64_t in_size = l == 0 ? p.input_size : DH;
+    const T* in = l == 0 ? x : q.dropout ? buf + q.in(l) : buf + q.out(l - 1);
+    T* out = l == q.L - 1 ? y : buf + q.out(l);
+    for (int d = 0; d < D; ++d) {
+      const int pl = l * int(D) + d;
+      LstmLayerOffsets o = lstm_layer_offsets(p, l, d);
+      const T* W = w + o.w;
+      const T* R = w + o.r;
+      for (int64_t k = 0; k < G4; ++k) bias[size_t(k)] = w[o.b_w + k] + w[o.b_r + k];
+      T* gates = buf + q.gates(pl);
+      T* cells = buf + q.cells(pl);
+      cpu::gemm<T>(false, true, q.nt(), G4, in_size, T(1), in, in_size, W, in_size, T(0), gates, G4);
+      for (int64_t s = 0; s < Tn; ++s) {
+        const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before
+        if (s > 0)
+          cpu::gemm<T>(false, true, N, G4, H, T(1), out + tp * DH + d * H, Tn * DH, R, H, T(1), gates + t * G4,
+                       Tn * G4);
+        parallel_for(0, N, row_grain(H), [&](int64_t n0, int64_t n1) {
+          for (int64_t n = n0; n < n1; ++n) {
+            T* g = gates + (n * Tn + t) * G4;
+            const T* cp = s > 0 ? cells + (n * Tn + tp) * H : nullptr;
+            T* c = cells + (n * Tn + t) * H;
+            T* h = out + (n * Tn + t) * DH + d * H;
+            for (int64_t j = 0; j < H; ++j) {
+              T ig = sigmoid(g[j] + bias[size_t(j)]);
+              T fg = sigmoid(g[H + j] + bias[size_t(H + j)]);
+              T gg = tanh_(g[2 * H + j] + bias[size_t(2 * H + j)]);
+              T og = sigmoid(g[3 * H + j] + bias[size_t(3 * H + j)]);
+              g[j] = ig;
+              g[H + j] = fg;
+              g[2 * H + j] = gg;
+              g[3 * H + j] = og;
+              c[j] = (cp ? fg * cp[j] : T(0)) + ig * gg;
+              h[j] = og * tanh_(c[j]);
+            }
+          }
+        });
+      }
+      const int64_t last = d == 0 ? Tn - 1 : 0;  // direction 1 ends after t = 0
+      for (int64_t n = 0; n < N; ++n) {
+        std::copy_n(out + (n * Tn + last) * DH + d * H, H, hn + (pl * N + n) * H);
+        std::copy_n(cells + (n * Tn + last) * H, H, cn + (pl * N + n) * H);
+      }
+    }
+    if (q.dropout && l < q.L - 1)
+      apply_mask(buf + q.in(l + 1), out, q.layer_out(), uint64_t(l) * uint64_t(q.layer_out()), float(p.dropout), seed,
+                 offset);
+  }
+}
+
+Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+               const Tensor& c, bool training, uint64_t seed, uint64_t offset) {
+  Plan q = make_plan(p, x, training);
+  Tensor buf = empty(Shape{q.total()}, x.dtype(), x.device());
+  cpu::dispatch_floating(x.dtype(), "lstm", [&](auto tag) {
+    using T = decltype(tag);
+    forward_impl<T>(p, q, x.data<T>(), w.data<T>(), y.data<T>(), h.data<T>(), c.data<T>(), buf.data<T>(), seed,
+                    offset);
+  });
+  return training ? buf : Tensor();
+}
+
+template <class T>
+void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, const T* y, const T* saved,
+                   const T* dy, const T* dhn, const T* dcn, T* dx, T* dw, uint64_t seed, uint64_t offset) {
+  const int64_t N = q.N, Tn = q.T, H = q.H, D = q.D, DH = D * H, G4 = 4 * H;
+  std::vector<T> dgates(size_t(q.nt() * G4)), hprev(size_t(q.nt() * H));
+  std::vector<T> dh_rec(size_t(N * H)), dc_rec(size_t(N * H));
+  // Gradients of the layer outputs and inputs between layers (ping-pong).
+  std::vector<T> grad_a(q.L > 1 ? size_t(q.layer_out()) : 0), grad_b(grad_a.size());
+  T* d_out_next = grad_a.data();
+  for (int l = int(q.L) - 1; l >= 0; --l) {
+    const int64_t in_size = l == 0 ? p.input_size : DH;
+    const T* in = l == 0 ? x : q.dropout ? saved + q.in(l) : saved + q.out(l - 1);
+    const T* out = l == q.L - 1 ? y : saved + q.out(l);
+    const T* d_out = l == q.L - 1 ? dy : d_out_next;
+    T* d_in = l == 0 ? dx : (d_out == grad_a.data() ? grad_b.data() : grad_a.data());
+    for (int d = 0; d < D; ++d) {
+      const int pl = l * int(D) + d;
+      LstmLayerOffsets o = lstm_layer_offsets(p, l, d);
+      const T* W = w + o.w;
+      const T* R = w + o.r;
+      const T* gates = saved + q.gates(pl);
+      const T* cells = saved + q.cells(pl);
+      T* dg = dgates.data();
+      if (dhn) std::copy_n(dhn + pl * N * H, N * H, dh_rec.data());
+      else std::fill(dh_rec.begin(), dh_rec.end(), T(0));
+      if (dcn) std::copy_n(dcn + pl * N * H, N * H, dc_rec.data());
+      else std::fill(dc_rec.begin(), dc_rec.end(), T(0));
+      for (int64_t s = Tn - 1; s >= 0; --s) {
+        const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;
+        parallel_for(0, N, row_grain(H), [&](int64_t n0, int64_t n1) {
+          for (int64_t n = n0; n < n1; ++n) {
+            const int64_t row = n * Tn + t;
+            const T* g = gates + row * G4;
+            const T* c = cells + row * H;
+            const T* cp = s > 0 ? cells + (n * Tn + tp) * H : nullptr;
+            const T* dyo = d_out + row * DH + d * H;
+            T* dhr = dh_rec.data() + n * H;
+            T* dcr = dc_rec.data() + n * H;
+            T* dgr = dg + row * G4;
+            for (int64_t j = 0; j < H; ++j) {
+              T ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
+              T tc = tanh_(c[j]);
+              T dh = dyo[j] + dhr[j];
+              T dc = dcr[j] + dh * og * (T(1) - tc * tc);
+              dgr[j] = dc * gg * ig * (T(1) - ig);
+              dgr[H + j] = (cp ? dc * cp[j] : T(0)) * fg * (T(1) - fg);
+              dgr[2 * H + j] = dc * ig * (T(1) - gg * gg);
+              dgr[3 * H + j] = dh * tc * og * (T(1) - og);
+              dcr[j] = dc * fg;
+            }
+          }
+        });
+        // The gradient reaching h of the step before, through R.
+        if (s > 0) cpu::gemm<T>(false, false, N, H, G4, T(1), dg + t * G4, Tn * G4, R, H, T(0), dh_rec.data(), H);
+      }
+      // h_{t-1} next to each step's row (zero for the first step), so dR is one GEMM over all rows.
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t t = 0; t < Tn; ++t) {
+          const int64_t tp = d == 0 ? t - 1 : t + 1;
+          T* hp = hprev.data() + (n * Tn + t) * H;
+          if (tp < 0 || tp >= Tn) std::fill_n(hp, H, T(0));
+          else std::copy_n(out + (n * Tn + tp) * DH + d * H, H, hp);
+        }
+      cpu::gemm<T>(true, false, G4, in_size, q.nt(), T(1), dg, G4, in, in_size, T(0), dw + o.w, in_size);
+      cpu::gemm<T>(true, false, G4, H, q.nt(), T(1), dg, G4, hprev.data(), H, T(0), dw + o.r, H);
+      T* db = dw + o.b_w;
+      std::fill_n(db, G4, T(0));
+      for (int64_t r = 0; r < q.nt(); ++r)
+        for (int64_t k = 0; k < G4; ++k) db[k] += dg[r * G4 + k];
+      std::copy_n(db, G4, dw + o.b_r);  // b_W and b_R enter the gates identically
+      // Both directions read the same layer input: the second one accumulates.
+      cpu::gemm<T>(false, false, q.nt(), in_size, G4, T(1), dg, G4, W, in_size, T(d == 0 ? 0 : 1), d_in, in_size);
+    }
+    if (l > 0) {
+      if (q.dropout)
+        apply_mask(d_in, d_in, q.layer_out(), uint64_t(l - 1) * uint64_t(q.layer_out()), float(p.dropout), seed,
+                   offset);
+      d_out_next = d_in;
+    }
+  }
+}
+
+void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+              const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
+              uint64_t seed, uint64_t offset) {
+  Plan q = make_plan(p, x, true);
+  LOUPE_CHECK(saved.defined() && saved.numel() == q.total(), "lstm backward: no saved forward state of the ",
+              "expected size (was the forward run with training = false?)");
+  cpu::dispatch_floating(x.dtype(), "lstm", [&](auto tag) {
+    using T = decltype(tag);
+    backward_impl<T>(p, q, x.data<T>(), w.data<T>(), y.data<T>(), saved.data<T>(), dy.data<T>(),
+                     dh.defined() ? dh.data<T>() : nullptr, dc.defined() ? dc.data<T>() : nullptr, dx.data<T>(),
+                     dw.data<T>(), seed, offset);
+  });
+}
+
+const LstmKernels table{forward, backward};
+const RegisterBackend<LstmKernels> reg(DeviceType::CPU, &table);
+
+}  // namespace
+}  // namespace loupe

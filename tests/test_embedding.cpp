@@ -1,0 +1,199 @@
+// Embedding lookup, nn::Embedding and cat: hand-checked values and gradients, the float-ids path,
+// the CPU's id checks, and (with a GPU) a deterministic CUDA backward. The op table
+// (op_cases.h) gradchecks both ops and compares them CPU vs CUDA on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "loupe.h"
+
+using namespace loupe;
+
+namespace {
+
+Tensor random_tensor(const Shape& s, uint64_t seed, DType dt = DType::f32) {
+  std::vector<double> v(static_cast<size_t>(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5;
+  return from_vector(v, s).to(dt);
+}
+
+// The message of the Error f throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Embedding, FloatIdsGiveTheSameRowsAndGradientsAsInt32) {
+  std::vector<int32_t> ids{3, 0, 9, 3, 5, 1};
+  Tensor ii = from_vector(ids, Shape{2, 3});
+  Tensor w0 = random_tensor(Shape{10, 4}, 1, DType::f64);
+  Tensor gy = random_tensor(Shape{2, 3, 4}, 2, DType::f64);
+  std::vector<double> ref_y, ref_g;
+  for (DType t : {DType::i32, DType::f32, DType::f64}) {
+    Tensor w = w0.clone().detach();
+    w.requires_grad_(true);
+    Tensor y = embedding(ii.to(t), w);
+    ASSERT_EQ(y.shape(), (Shape{2, 3, 4}));
+    EXPECT_EQ(y.dtype(), DType::f64);
+    y.backward(gy);
+    if (t == DType::i32) {
+      ref_y = y.to_vector<double>();
+      ref_g = w.grad().to_vector<double>();
+      continue;
+    }
+    EXPECT_EQ(y.to_vector<double>(), ref_y) << dtype_name(t);
+    EXPECT_EQ(w.grad().to_vector<double>(), ref_g) << dtype_name(t);
+  }
+  // Row 9 of the table is output row [0, 2].
+  std::vector<double> wv = w0.to_vector<double>();
+  for (int j = 0; j < 4; ++j) EXPECT_EQ(ref_y[size_t(2 * 4 + j)], wv[size_t(9 * 4 + j)]);
+}
+
+TEST(Embedding, BadIdsThrowOnTheCpuNamingTheValue) {
+  Tensor w = random_tensor(Shape{6, 3}, 3);
+  std::string m = error_of([&] { embedding(from_vector(std::vector<int32_t>{1, 2, 3, 6}, Shape{2, 2}), w); });
+  EXPECT_NE(m.find("id 6 at position [1, 1]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[0, 6)"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<int32_t>{-1, 2}, Shape{2}), w); });
+  EXPECT_NE(m.find("id -1 at position [0]"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<float>{0, 2.5f, 1}, Shape{3}), w); });
+  EXPECT_NE(m.find("id 2.5 at position [1]"), std::string::npos) << m;
+  EXPECT_NE(m.find("not an integer"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<double>{0, 1, 7}, Shape{3}), w); });
+  EXPECT_NE(m.find("id 7 at position [2]"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<float>{std::nanf("")}, Shape{1}), w); });
+  EXPECT_NE(m.find("id nan"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<uint8_t>{1}, Shape{1}), w); });
+  EXPECT_NE(m.find("uint8"), std::string::npos) << m;
+  m = error_of([&] { embedding(from_vector(std::vector<int32_t>{1}, Shape{1}), random_tensor(Shape{6}, 4)); });
+  EXPECT_NE(m.find("weight [V, E]"), std::string::npos) << m;
+}
+
+TEST(Embedding, RepeatedIdsAccumulateInTheGradient) {
+  int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor w = zeros(Shape{4, 2}, DType::f64);
+    w.requires_grad_(true);
+    Tensor y = embedding(from_vector(std::vector<int32_t>{0, 2, 0, 0, 3}, Shape{5}), w);
+    y.backward(from_vector(std::vector<double>{1, 2, 10, 20, 100, 200, 1000, 2000, 0.5, 0.25}, Shape{5, 2}));
+    // Row 0 collects positions 0, 2 and 3; row 1 none; row 2 position 1; row 3 position 4.
+    std::vector<double> want{1 + 100 + 1000, 2 + 200 + 2000, 0, 0, 10, 20, 0.5, 0.25};
+    EXPECT_EQ(w.grad().to_vector<double>(), want) << threads << " threads";
+  }
+  set_num_threads(saved);
+}
+
+TEST(Embedding, ModuleInitIsKerasUniformAndSeeded) {
+  manual_seed(11);
+  nn::Embedding a(50, 16);
+  manual_seed(11);
+  nn::Embedding b(50, 16);
+  nn::Embedding c(50, 16);  // the next draw from the same seed
+  EXPECT_EQ(a.num_parameters(), 50 * 16);
+  EXPECT_EQ(a.type_name(), "Embedding(50, 16)");
+  ASSERT_EQ(a.weight.shape(), (Shape{50, 16}));
+  std::vector<float> va = a.weight.to_vector<float>(), vb = b.weight.to_vector<float>();
+  EXPECT_EQ(va, vb);
+  EXPECT_NE(va, c.weight.to_vector<float>());
+  double mean = 0;
+  for (float v : va) {
+    EXPECT_GE(v, -0.05f);
+    EXPECT_LE(v, 0.05f);
+    mean += v / double(va.size());
+  }
+  EXPECT_LT(std::abs(mean), 0.005);  // U(-0.05, 0.05) over 800 draws: sd of the mean ~0.001
+  Tensor y = a(from_vector(std::vector<float>{1, 2, 3, 4, 5, 49}, Shape{2, 3}));
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 16}));
+  sum(y).backward();
+  EXPECT_EQ(a.weight.grad().shape(), (Shape{50, 16}));
+}
+
+TEST(Cat, ValuesAndGradientsOnAHandExample) {
+  Tensor a = from_vector(std::vector<double>{1, 2, 3, 4}, Shape{2, 2});
+  Tensor b = from_vector(std::vector<double>{5, 6}, Shape{2, 1});
+  a.requires_grad_(true);
+  b.requires_grad_(true);
+  Tensor y = cat({a, b}, 1);
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(y.is_contiguous());
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 2, 5, 3, 4, 6}));
+  y.backward(from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, Shape{2, 3}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 2, 4, 5}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{3, 6}));
+
+  // Along dimension 0, three inputs, one of which needs no gradient.
+  Tensor c = from_vector(std::vector<double>{7, 8}, Shape{1, 2});
+  Tensor a2 = a.detach();
+  a2.requires_grad_(true);
+  Tensor z = cat({a2, c, a2}, 0);
+  EXPECT_EQ(z.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 7, 8, 1, 2, 3, 4}));
+  z.backward(from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Shape{5, 2}));
+  EXPECT_EQ(a2.grad().to_vector<double>(), (std::vector<double>{1 + 7, 2 + 8, 3 + 9, 4 + 10}));
+  EXPECT_FALSE(c.grad().defined());
+}
+
+TEST(Cat, ErrorsNameTheShapes) {
+  Tensor a = zeros(Shape{2, 3}), b = zeros(Shape{3, 3});
+  std::string m = error_of([&] { cat({a, b}, 1); });
+  EXPECT_NE(m.find("[3, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
+  EXPECT_EQ(cat({a, b}, 0).shape(), (Shape{5, 3}));
+  EXPECT_NE(error_of([&] { cat({a, zeros(Shape{2, 3}, DType::f64)}, 0); }).find("float64"), std::string::npos);
+  EXPECT_NE(error_of([&] { cat({}, 0); }), "");
+}
+
+TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  const int64_t V = 50, E = 64;
+  std::vector<int32_t> ids(64 * 400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(21, i, 0).v[0] % uint32_t(V));
+  for (size_t i = 1000; i < 9000; ++i) ids[i] = 0;  // a long run, like the padding id of a text batch
+  Tensor idt = from_vector(ids, Shape{64, 400});
+  Tensor w0 = random_tensor(Shape{V, E}, 22), gy = random_tensor(Shape{64, 400, E}, 23);
+  // The gradient of w (as doubles) on device d, from ids of type ids_dtype and a table of type wdt.
+  auto run = [&](Device d, DType ids_dtype, DType wdt, std::vector<double>* y) {
+    Tensor w = w0.to(wdt).to(d).detach();
+    w.requires_grad_(true);
+    Tensor out = embedding(idt.to(ids_dtype).to(d), w);
+    if (y) *y = out.to_vector<double>();
+    out.backward(gy.to(wdt).to(d));
+    return w.grad().to_vector<double>();
+  };
+  std::vector<double> y_cpu, y_gpu;
+  run(kCPU, DType::i32, DType::f32, &y_cpu);
+  std::vector<double> ref = run(kCPU, DType::i32, DType::f64, nullptr);  // float64 sums: the reference
+  std::vector<double> g1 = run(kCUDA, DType::i32, DType::f32, &y_gpu), g2 = run(kCUDA, DType::i32, DType::f32, nullptr);
+  EXPECT_EQ(y_cpu, y_gpu);  // a gather: exact
+  ASSERT_EQ(ref.size(), g1.size());
+  // Row 0 sums about 8,500 rows (|sum| up to ~30), so the bound is relative there.
+  for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(ref[i], g1[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
+  EXPECT_EQ(g1, g2) << "the CUDA embedding backward is not bit-reproducible";
+  EXPECT_EQ(run(kCUDA, DType::f32, DType::f32, nullptr), g1) << "float ids on CUDA";
+
+  // Ids that select no row give a zero row and no gradient on CUDA rather than a fault.
+  Tensor bad = from_vector(std::vector<float>{1, -1, 50, 2.5f, 3}, Shape{5}).to(kCUDA);
+  Tensor w = w0.to(kCUDA).detach();
+  w.requires_grad_(true);
+  Tensor out = embedding(bad, w);
+  std::vector<float> y = out.to_vector<float>(), wv = w0.to_vector<float>();
+  for (int64_t j = 0; j < E; ++j) {
+    EXPECT_EQ(y[size_t(j)], wv[size_t(1 * E + j)]);
+    EXPECT_EQ(y[size_t(4 * E + j)], wv[size_t(3 * E + j)]);
+    for (int64_t r = 1; r <= 3; ++r) EXPECT_EQ(y[size_t(r * E + j)], 0.f) << "row " << r;
+  }
+  sum(out).backward();
+  std::vector<float> g = w.grad().to_vector<float>();
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t j = 0; j < E; ++j) ASSERT_EQ(g[size_t(v * E + j)], v == 1 || v == 3 ? 1.f : 0.f) << v << " " << j;
+}

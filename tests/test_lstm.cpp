@@ -1,0 +1,314 @@
+// The LSTM op on the CPU against the gate equations and a naive reference, its dropout, its errors,
+// and the nn::LSTM module's Keras-style initialisation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "loupe.h"
+#include "nn/recurrent.h"
+#include "ops/lstm.h"
+
+using namespace loupe;
+
+namespace {
+
+// Deterministic values in [-scale, scale].
+std::vector<double> values(int64_t n, uint64_t seed, double scale = 1.0) {
+  std::vector<double> v(size_t(n), 0.0);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = scale * (2.0 * philox_uniform(seed, 0, uint64_t(i)) - 1.0);
+  return v;
+}
+
+double sigm(double a) { return 1.0 / (1.0 + std::exp(-a)); }
+
+// A naive LSTM straight from the equations in ops/lstm.h (no dropout), in double.
+struct Ref {
+  std::vector<double> y, h, c;
+};
+Ref reference(const std::vector<double>& x, const std::vector<double>& w, const LstmParams& p, int64_t N, int64_t T) {
+  const int64_t H = p.hidden_size, D = p.directions(), LD = p.num_layers * D;
+  Ref r;
+  r.h.assign(size_t(LD * N * H), 0.0);
+  r.c.assign(size_t(LD * N * H), 0.0);
+  std::vector<double> in = x;
+  int64_t in_size = p.input_size;
+  for (int l = 0; l < p.num_layers; ++l) {
+    std::vector<double> out(size_t(N * T * D * H), 0.0);
+    for (int d = 0; d < D; ++d) {
+      LstmLayerOffsets o = lstm_layer_offsets(p, l, d);
+      for (int64_t n = 0; n < N; ++n) {
+        std::vector<double> h(size_t(H), 0.0), c(size_t(H), 0.0), a(size_t(4 * H), 0.0);
+        for (int64_t s = 0; s < T; ++s) {
+          int64_t t = d == 0 ? s : T - 1 - s;
+          for (int64_t k = 0; k < 4 * H; ++k) {
+            double v = w[size_t(o.b_w + k)] + w[size_t(o.b_r + k)];
+            for (int64_t j = 0; j < in_size; ++j)
+              v += w[size_t(o.w + k * in_size + j)] * in[size_t((n * T + t) * in_size + j)];
+            for (int64_t j = 0; j < H; ++j) v += w[size_t(o.r + k * H + j)] * h[size_t(j)];
+            a[size_t(k)] = v;
+          }
+          for (int64_t j = 0; j < H; ++j) {
+            double ig = sigm(a[size_t(j)]), fg = sigm(a[size_t(H + j)]), gg = std::tanh(a[size_t(2 * H + j)]),
+                   og = sigm(a[size_t(3 * H + j)]);
+            c[size_t(j)] = fg * c[size_t(j)] + ig * gg;
+            h[size_t(j)] = og * std::tanh(c[size_t(j)]);
+            out[size_t((n * T + t) * D * H + d * H + j)] = h[size_t(j)];
+          }
+        }
+        for (int64_t j = 0; j < H; ++j) {
+          r.h[size_t(((l * D + d) * N + n) * H + j)] = h[size_t(j)];
+          r.c[size_t(((l * D + d) * N + n) * H + j)] = c[size_t(j)];
+        }
+      }
+    }
+    in = out;
+    in_size = D * H;
+  }
+  r.y = in;
+  return r;
+}
+
+double max_diff(const Tensor& t, const std::vector<double>& v) {
+  std::vector<double> a = t.to_vector<double>();
+  EXPECT_EQ(a.size(), v.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < v.size(); ++i) m = std::max(m, std::abs(a[i] - v[i]));
+  return m;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) { return max_diff(a, b.to_vector<double>()); }
+
+}  // namespace
+
+TEST(Lstm, SingleStepMatchesTheGateEquations) {
+  LstmParams p{3, 2};
+  ASSERT_EQ(lstm_weight_count(p), 4 * 2 * (3 + 2) + 8 * 2);
+  std::vector<double> xv{0.5, -1.0, 0.25}, wv = values(lstm_weight_count(p), 11);
+  LstmResult r = lstm(from_vector(xv, Shape{1, 1, 3}), from_vector(wv, Shape{lstm_weight_count(p)}), p, false);
+  // By hand: gate row k = W[k] . x + b_W[k] + b_R[k] (h_0 = 0, so R plays no part); c_0 = 0.
+  const int64_t in = 3, H = 2, bw = 4 * H * in + 4 * H * H, br = bw + 4 * H;
+  auto pre = [&](int64_t k) {
+    double v = wv[size_t(bw + k)] + wv[size_t(br + k)];
+    for (int64_t j = 0; j < in; ++j) v += wv[size_t(k * in + j)] * xv[size_t(j)];
+    return v;
+  };
+  std::vector<double> h(2), c(2);
+  for (int64_t j = 0; j < H; ++j) {
+    double i = sigm(pre(j)), g = std::tanh(pre(2 * H + j)), o = sigm(pre(3 * H + j));
+    c[size_t(j)] = i * g;  // + f * c_0 = 0
+    h[size_t(j)] = o * std::tanh(c[size_t(j)]);
+  }
+  EXPECT_LT(max_diff(r.y, h), 1e-12);
+  EXPECT_LT(max_diff(r.h, h), 1e-12);
+  EXPECT_LT(max_diff(r.c, c), 1e-12);
+  EXPECT_EQ(r.y.shape(), (Shape{1, 1, 2}));
+  EXPECT_EQ(r.h.shape(), (Shape{1, 1, 2}));
+}
+
+TEST(Lstm, MatchesANaiveReference) {
+  for (bool bi : {false, true})
+    for (int layers : {1, 2, 3}) {
+      LstmParams p{5, 3, layers, bi};
+      const int64_t N = 2, T = 4;
+      std::vector<double> xv = values(N * T * 5, 3), wv = values(lstm_weight_count(p), 4, 0.8);
+      Ref ref = reference(xv, wv, p, N, T);
+      for (DType dt : {DType::f64, DType::f32}) {
+        Tensor x = from_vector(xv, Shape{N, T, 5}).to(dt), w = from_vector(wv, Shape{lstm_weight_count(p)}).to(dt);
+        for (bool training : {false, true}) {
+          LstmResult r = lstm(x, w, p, training);
+          double tol = dt == DType::f64 ? 1e-12 : 2e-6;
+          EXPECT_LT(max_diff(r.y, ref.y), tol) << layers << " layers, bidirectional " << bi;
+          EXPECT_LT(max_diff(r.h, ref.h), tol);
+          EXPECT_LT(max_diff(r.c, ref.c), tol);
+        }
+      }
+    }
+}
+
+TEST(Lstm, FinalStatesAreTheOutputsAtEachDirectionsLastStep) {
+  LstmParams p{4, 3, 2, true};
+  const int64_t N = 3, T = 5, H = 3;
+  Tensor x = from_vector(values(N * T * 4, 5), Shape{N, T, 4});
+  Tensor w = from_vector(values(lstm_weight_count(p), 6), Shape{lstm_weight_count(p)});
+  LstmResult r = lstm(x, w, p, false);
+  EXPECT_EQ(r.y.shape(), (Shape{N, T, 2 * H}));
+  EXPECT_EQ(r.h.shape(), (Shape{4, N, H}));
+  EXPECT_EQ(r.c.shape(), (Shape{4, N, H}));
+  // The last layer's pseudo-layers are 2 (forward) and 3 (backward).
+  Tensor fwd_last = r.y.slice(1, T - 1, T).slice(2, 0, H).reshape(Shape{N, H});
+  Tensor bwd_first = r.y.slice(1, 0, 1).slice(2, H, 2 * H).reshape(Shape{N, H});
+  EXPECT_EQ(max_diff(fwd_last, r.h.slice(0, 2, 3).reshape(Shape{N, H})), 0.0);
+  EXPECT_EQ(max_diff(bwd_first, r.h.slice(0, 3, 4).reshape(Shape{N, H})), 0.0);
+  // And not the other way round (the test can tell the directions apart).
+  EXPECT_GT(max_diff(r.y.slice(1, 0, 1).slice(2, 0, H).reshape(Shape{N, H}), r.h.slice(0, 2, 3).reshape(Shape{N, H})),
+            1e-3);
+}
+
+TEST(Lstm, WeightLayoutFollowsTheFormula) {
+  LstmParams p{5, 3, 2, true};
+  const int64_t H = 3, per0 = 4 * H * (5 + H) + 8 * H, per1 = 4 * H * (2 * H + H) + 8 * H;
+  EXPECT_EQ(lstm_weight_count(p), 2 * per0 + 2 * per1);
+  LstmLayerOffsets a = lstm_layer_offsets(p, 0, 1), b = lstm_layer_offsets(p, 1, 0), c = lstm_layer_offsets(p, 1, 1);
+  EXPECT_EQ(a.w, per0);
+  EXPECT_EQ(a.in, 5);
+  EXPECT_EQ(a.r, per0 + 4 * H * 5);
+  EXPECT_EQ(a.b_w, a.r + 4 * H * H);
+  EXPECT_EQ(a.b_r, a.b_w + 4 * H);
+  EXPECT_EQ(b.w, 2 * per0);
+  EXPECT_EQ(b.in, 2 * H);
+  EXPECT_EQ(b.r, 2 * per0 + 4 * H * 2 * H);
+  EXPECT_EQ(c.w, 2 * per0 + per1);
+  EXPECT_EQ(c.b_r + 4 * H, lstm_weight_count(p));
+  EXPECT_THROW(lstm_layer_offsets(p, 2, 0), Error);
+  EXPECT_THROW(lstm_layer_offsets(p, 0, 2), Error);
+}
+
+TEST(Lstm, DropoutZeroIgnoresTraining) {
+  LstmParams p{4, 3, 2, true};
+  Tensor x = from_vector(values(2 * 3 * 4, 7), Shape{2, 3, 4}).to(DType::f32);
+  Tensor w = from_vector(values(lstm_weight_count(p), 8), Shape{lstm_weight_count(p)}).to(DType::f32);
+  LstmResult a = lstm(x, w, p, true), b = lstm(x, w, p, false);
+  EXPECT_EQ(max_diff(a.y, b.y), 0.0);
+  EXPECT_EQ(max_diff(a.h, b.h), 0.0);
+  EXPECT_EQ(max_diff(a.c, b.c), 0.0);
+}
+
+TEST(Lstm, DropoutActsBetweenLayersInTrainingOnly) {
+  LstmParams p{4, 6, 2, true, 0.5};
+  Tensor x = from_vector(values(3 * 5 * 4, 9), Shape{3, 5, 4}).to(DType::f32);
+  Tensor w = from_vector(values(lstm_weight_count(p), 10), Shape{lstm_weight_count(p)}).to(DType::f32);
+  LstmParams none = p;
+  none.dropout = 0;
+  LstmResult eval = lstm(x, w, p, false), plain = lstm(x, w, none, true);
+  EXPECT_EQ(max_diff(eval.y, plain.y), 0.0);
+  manual_seed(123);
+  LstmResult a = lstm(x, w, p, true), a2 = lstm(x, w, p, true);
+  manual_seed(123);
+  LstmResult b = lstm(x, w, p, true);
+  EXPECT_GT(max_diff(a.y, eval.y), 1e-3);
+  EXPECT_EQ(max_diff(a.y, b.y), 0.0);
+  EXPECT_EQ(max_diff(a.h, b.h), 0.0);
+  EXPECT_GT(max_diff(a.y, a2.y), 1e-3);  // the generator moved on
+  // The same masks whether or not a backward pass will follow (the kernel keeps its state or not).
+  Tensor wg = w.detach().clone();
+  wg.requires_grad_(true);
+  manual_seed(123);
+  EXPECT_EQ(max_diff(lstm(x, wg, p, true).y, a.y), 0.0);
+  // The first layer sees no dropout: its final states match evaluation's.
+  EXPECT_EQ(max_diff(a.h.slice(0, 0, 2), eval.h.slice(0, 0, 2)), 0.0);
+  // A single layer has nowhere to drop.
+  LstmParams one = p;
+  one.num_layers = 1;
+  Tensor w1 = from_vector(values(lstm_weight_count(one), 10), Shape{lstm_weight_count(one)}).to(DType::f32);
+  EXPECT_EQ(max_diff(lstm(x, w1, one, true).y, lstm(x, w1, one, false).y), 0.0);
+}
+
+// Gradients where the op's own cases (test_ops_grad) do not reach: dropout masks regenerated in
+// backward, and outputs that receive no gradient at all.
+TEST(Lstm, GradientsWithDropoutAndUnusedOutputs) {
+  LstmParams p{3, 4, 2, true, 0.4};
+  Tensor x = from_vector(values(2 * 4 * 3, 12), Shape{2, 4, 3});
+  Tensor w = from_vector(values(lstm_weight_count(p), 13, 0.9), Shape{lstm_weight_count(p)});
+  x.requires_grad_(true);
+  w.requires_grad_(true);
+  using V = const std::vector<Tensor>&;
+  auto dropped = [&](V in) {
+    manual_seed(5);
+    return lstm(in[0], in[1], p, true).y;
+  };
+  autograd::GradcheckResult r = autograd::gradcheck(dropped, {x, w});
+  EXPECT_TRUE(r.ok) << r.message;
+  LstmParams q = p;
+  q.dropout = 0;
+  auto only_h = [&](V in) { return lstm(in[0], in[1], q, true).h; };
+  r = autograd::gradcheck(only_h, {x, w});
+  EXPECT_TRUE(r.ok) << r.message;
+  auto only_c = [&](V in) { return lstm(in[0], in[1], q, true).c; };
+  r = autograd::gradcheck(only_c, {x, w});
+  EXPECT_TRUE(r.ok) << r.message;
+  // Only the weights need a gradient.
+  Tensor xc = x.detach();
+  auto weights_only = [&](V in) { return lstm(xc, in[0], q, true).y; };
+  r = autograd::gradcheck(weights_only, {w});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(Lstm, RejectsBadArguments) {
+  LstmParams p{4, 3};
+  Tensor w = zeros(Shape{lstm_weight_count(p)});
+  EXPECT_THROW(lstm(zeros(Shape{2, 4}), w, p, false), Error);          // not 3-D
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 5}), w, p, false), Error);       // wrong input size
+  EXPECT_THROW(lstm(zeros(Shape{2, 0, 4}), w, p, false), Error);       // no time steps
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), zeros(Shape{lstm_weight_count(p) + 1}), p, false), Error);
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), w.reshape(Shape{1, lstm_weight_count(p)}), p, false), Error);
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}, DType::f64), w, p, false), Error);  // dtypes differ
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}, DType::i32), zeros(Shape{lstm_weight_count(p)}, DType::i32), p, false),
+               Error);
+  LstmParams bad = p;
+  bad.dropout = 1;
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), w, bad, true), Error);
+  EXPECT_NO_THROW(lstm(zeros(Shape{2, 3, 4}), w, p, false));
+}
+
+TEST(LstmModule, KerasInitialisation) {
+  manual_seed(21);
+  nn::LSTM m(7, 5, 2, true);
+  const int64_t H = 5;
+  const LstmParams& p = m.params();
+  EXPECT_EQ(m.num_parameters(), lstm_weight_count(p));
+  // Keras counts one bias per pseudo-layer: 4H fewer each.
+  int64_t keras = 2 * (4 * H * (7 + H) + 4 * H) + 2 * (4 * H * (2 * H + H) + 4 * H);
+  EXPECT_EQ(m.num_parameters() - keras, 4 * 4 * H);
+  EXPECT_EQ(m.type_name(), "LSTM(7 -> 5, 2 layers, bidirectional)");
+  EXPECT_EQ(nn::LSTM(128, 64, 1, true).type_name(), "LSTM(128 -> 64, 1 layer, bidirectional)");
+  EXPECT_EQ(m.named_parameters()[0].first, "weight");
+  std::vector<float> w = m.weight.to_vector<float>();
+  for (int l = 0; l < 2; ++l)
+    for (int d = 0; d < 2; ++d) {
+      LstmLayerOffsets o = lstm_layer_offsets(p, l, d);
+      for (int64_t k = 0; k < 4 * H; ++k) {
+        EXPECT_EQ(w[size_t(o.b_w + k)], k >= H && k < 2 * H ? 1.f : 0.f);
+        EXPECT_EQ(w[size_t(o.b_r + k)], 0.f);
+      }
+      double a = std::sqrt(6.0 / double(o.in + 4 * H));
+      double wmax = 0;
+      for (int64_t k = 0; k < 4 * H * o.in; ++k) wmax = std::max(wmax, std::abs(double(w[size_t(o.w + k)])));
+      EXPECT_LE(wmax, a);
+      EXPECT_GT(wmax, 0.5 * a);
+      // R [4H, H]: orthonormal columns.
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < H; ++j) {
+          double dot = 0;
+          for (int64_t k = 0; k < 4 * H; ++k) dot += double(w[size_t(o.r + k * H + i)]) * w[size_t(o.r + k * H + j)];
+          EXPECT_NEAR(dot, i == j ? 1.0 : 0.0, 1e-5) << "pseudo-layer " << l * 2 + d << " columns " << i << ", " << j;
+        }
+    }
+  // Deterministic under manual_seed, different under another seed.
+  manual_seed(21);
+  nn::LSTM same(7, 5, 2, true);
+  EXPECT_EQ(same.weight.to_vector<float>(), w);
+  manual_seed(22);
+  nn::LSTM other(7, 5, 2, true);
+  EXPECT_NE(other.weight.to_vector<float>(), w);
+}
+
+TEST(LstmModule, RunsAndTrains) {
+  manual_seed(3);
+  nn::LSTM m(4, 6, 2, true, 0.3);
+  Tensor x = from_vector(values(3 * 5 * 4, 16), Shape{3, 5, 4}).to(DType::f32);
+  LstmResult r = m.run(x);
+  EXPECT_EQ(r.y.shape(), (Shape{3, 5, 12}));
+  EXPECT_EQ(r.h.shape(), (Shape{4, 3, 6}));
+  EXPECT_EQ(r.c.shape(), (Shape{4, 3, 6}));
+  m.eval();
+  Tensor y0 = m.run(x).y, y1 = m(x);
+  EXPECT_EQ(max_diff(y0, y1), 0.0);  // no dropout in evaluation
+  m.train();
+  sum(m.run(x).h).backward();
+  ASSERT_TRUE(m.weight.grad().defined());
+  EXPECT_EQ(m.weight.grad().shape(), m.weight.shape());
+  std::vector<float> g = m.weight.grad().to_vector<float>();
+  double norm = 0;
+  for (float v : g) norm += double(v) * v;
+  EXPECT_GT(norm, 0.0);
+}
