@@ -101,4 +101,47 @@ SyntheticImages synthetic_images(SyntheticKind kind, const Shape& sample, int64_
   return s;
 }
 
+namespace {
+void sequence_set(SyntheticKind kind, std::vector<int32_t>& x, std::vector<uint8_t>& y, int64_t n, int maxlen,
+                  int64_t vocab, uint64_t seed, uint64_t stream) {
+  x.assign(size_t(n * maxlen), 0);
+  y.resize(size_t(n));
+  const bool learn = kind == SyntheticKind::Learnable;
+  const int64_t lo = learn ? 103 : 3;
+  LOUPE_CHECK(vocab > lo + 1, "synthetic sequences need a vocabulary above ", lo + 1, " ids");
+  for (int64_t i = 0; i < n; ++i) {
+    Philox4 p = philox(seed, uint64_t(i), stream);
+    int label = int(p.v[0] & 1);
+    y[size_t(i)] = uint8_t(label);
+    int len = maxlen / 2 + int(p.v[1] % uint32_t(maxlen - maxlen / 2 + 1));
+    int32_t* row = x.data() + size_t(i * maxlen) + (maxlen - len);  // pre-padding: the review sits at the end
+    uint64_t ctr = uint64_t(i) * uint64_t(maxlen + 32);
+    row[0] = 1;  // the start id
+    for (int t = 1; t < len; ++t)
+      row[t] = int32_t(lo + int64_t(philox(seed, ctr + uint64_t(t), stream + 1).v[0] % uint64_t(vocab - lo)));
+    if (!learn || len < 2) continue;
+    int strong = 4 + int(p.v[2] % 9), weak = int(p.v[3] % 3);
+    for (int k = 0; k < strong + weak; ++k) {
+      Philox4 q = philox(seed, ctr + uint64_t(maxlen + k), stream + 2);
+      int t = 1 + int(q.v[0] % uint32_t(len - 1));
+      bool positive_word = (k < strong) == (label == 1);
+      row[t] = int32_t((positive_word ? 3 : 53) + int(q.v[1] % 50));
+    }
+  }
+}
+}  // namespace
+
+SyntheticSequences synthetic_sequences(SyntheticKind kind, int64_t n_train, int64_t n_test, int maxlen,
+                                       int64_t vocab, uint64_t seed) {
+  LOUPE_CHECK(maxlen >= 2, "synthetic sequences need maxlen >= 2");
+  SyntheticSequences s;
+  s.n_train = n_train;
+  s.n_test = n_test;
+  s.maxlen = maxlen;
+  s.vocab = vocab;
+  sequence_set(kind, s.train_x, s.train_y, n_train, maxlen, vocab, seed, 31);
+  sequence_set(kind, s.test_x, s.test_y, n_test, maxlen, vocab, seed, 35);
+  return s;
+}
+
 }  // namespace loupe::data

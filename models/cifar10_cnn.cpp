@@ -21,7 +21,7 @@ ModelInfo cifar10_cnn() {
   m.recipe.dataset = "cifar10";
   m.recipe.augment = true;
   m.expected_parameters = 1250858;
-  m.build = [] {
+  m.build_for = [](int64_t) {
     auto s = std::make_shared<nn::Sequential>();
     s->add("conv1", std::make_shared<nn::Conv2d>(3, 32, 3, 1, nn::same(3)))
         .add("relu1", std::make_shared<nn::ReLU>())

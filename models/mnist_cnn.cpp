@@ -18,7 +18,7 @@ ModelInfo mnist_cnn() {
   m.recipe.epochs = 12;
   m.recipe.dataset = "mnist";
   m.expected_parameters = 1199882;
-  m.build = [] {
+  m.build_for = [](int64_t) {
     auto s = std::make_shared<nn::Sequential>();
     s->add("to_chw", std::make_shared<nn::Reshape>(Shape{1, 28, 28}))
         .add("conv1", std::make_shared<nn::Conv2d>(1, 32, 3))

@@ -17,7 +17,7 @@ ModelInfo mnist_mlp() {
   m.recipe.epochs = 20;
   m.recipe.dataset = "mnist";
   m.expected_parameters = 669706;
-  m.build = [] {
+  m.build_for = [](int64_t) {
     auto s = std::make_shared<nn::Sequential>();
     s->add("flatten", std::make_shared<nn::Flatten>())
         .add("fc1", std::make_shared<nn::Linear>(784, 512))

@@ -5,7 +5,8 @@
 namespace loupe::models {
 
 const std::vector<ModelInfo>& all_models() {
-  static const std::vector<ModelInfo> models{mnist_mlp(), mnist_cnn(), cifar10_cnn()};
+  static const std::vector<ModelInfo> models{mnist_mlp(),   mnist_cnn(),     cifar10_cnn(),
+                                             imdb_bilstm(), imdb_fasttext(), char_lstm()};
   return models;
 }
 

@@ -20,14 +20,21 @@ struct Recipe {
   bool augment = false;                 // the data set's training augmentation
   int64_t batch = 128;
   int epochs = 10;
-  std::string dataset;  // "mnist" (MNIST-format: MNIST or Fashion-MNIST) or "cifar10"
+  // "mnist" (MNIST-format: MNIST or Fashion-MNIST), "cifar10", "imdb" (maxlen 100),
+  // "imdb_bigrams" (maxlen 400, fastText's bigrams) or "chars" (windows of 40 characters)
+  std::string dataset;
 };
 
 struct ModelInfo {
   std::string name, description;
   Recipe recipe;
+  // Some models take their input size from the data: fastText's vocabulary grows with the training
+  // bigrams, char_lstm's with the corpus' characters. `vocab` is that size for the reference data
+  // set (0 for fixed models) and the parameter count is for it.
+  int64_t vocab = 0;
   int64_t expected_parameters = 0;
-  std::function<std::shared_ptr<nn::Module>()> build;  // weights from the default generator
+  std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
+  std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };
 
 const std::vector<ModelInfo>& all_models();
@@ -39,5 +46,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterA
 ModelInfo mnist_mlp();
 ModelInfo mnist_cnn();
 ModelInfo cifar10_cnn();
+ModelInfo imdb_bilstm();
+ModelInfo imdb_fasttext();
+ModelInfo char_lstm();
 
 }  // namespace loupe::models

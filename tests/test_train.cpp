@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 
 #include "data/cifar_dataset.h"
@@ -131,4 +133,71 @@ TEST(SlowCpu, Cifar10CnnLearnsSyntheticClasses) { EXPECT_GE(cifar_learnable_accu
 TEST(TrainGpu, Cifar10CnnLearnsSyntheticClasses) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
   EXPECT_GE(cifar_learnable_accuracy(kCUDA), 0.5);
+}
+
+// The text models on the learnable synthetic sentiment set (data/synthetic.h): positive reviews
+// hold more tokens from one band of ids, negative ones from another, among random words.
+double sentiment_accuracy(const std::string& name, int64_t vocab, int maxlen, int epochs, Device d) {
+  data::SyntheticSequences s =
+      data::synthetic_sequences(data::SyntheticKind::Learnable, 1600, 400, maxlen, vocab);
+  const models::ModelInfo& info = models::find_model(name);
+  manual_seed(2);
+  auto model = info.build_for(vocab);
+  model->to(d);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::Trainer t(*model, *opt, d);
+  auto ids = [&](const std::vector<int32_t>& v, int64_t n) { return from_vector(v, Shape{n, int64_t(maxlen)}); };
+  auto labels = [](const std::vector<uint8_t>& v) { return from_vector(v, Shape{int64_t(v.size())}); };
+  train::TensorDataset train{ids(s.train_x, s.n_train), labels(s.train_y), 1.0};
+  train::TensorDataset test{ids(s.test_x, s.n_test), labels(s.test_y), 1.0};
+  train = train.to(d);
+  test = test.to(d);
+  for (int e = 1; e <= epochs; ++e) t.train_epoch(train, info.recipe.batch, 1, e);
+  double acc = t.evaluate(test);
+  std::printf("%s on %s, learnable synthetic sentiment: test accuracy %.1f%% after %d epochs\n", name.c_str(),
+              d.str().c_str(), 100 * acc, epochs);
+  return acc;
+}
+
+TEST(TrainCpu, FastTextLearnsSyntheticSentiment) {
+  EXPECT_GE(sentiment_accuracy("imdb_fasttext", 2000, 400, 12, kCPU), 0.8);
+}
+
+TEST(SlowCpu, BiLstmLearnsSyntheticSentiment) {
+  EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCPU), 0.8);
+}
+
+TEST(TrainGpu, TextModelsLearnSyntheticSentiment) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  EXPECT_GE(sentiment_accuracy("imdb_fasttext", 2000, 400, 12, kCUDA), 0.8);
+  EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
+}
+
+// char_lstm through the command, as a user runs it: 4 epochs on the GPL-3 text (every Debian and
+// Ubuntu machine has it) bring the training loss under 2.0; then `loupe generate` samples from it.
+TEST(SlowCpu, CharLstmOnGpl3) {
+  const char* text = "/usr/share/common-licenses/GPL-3";
+  if (!std::filesystem::exists(text)) GTEST_SKIP() << text << " is missing";
+  auto dir = std::filesystem::temp_directory_path();
+  std::string metrics = (dir / "loupe_char.jsonl").string(), ck = (dir / "loupe_char.ckpt").string(),
+              out = (dir / "loupe_char.txt").string();
+  std::string cmd = std::string(LOUPE_CLI) + " train char_lstm --device cpu --epochs 4 --plain --no-nvml --metrics " +
+                    metrics + " --save " + ck + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(metrics);
+  std::string line, last;
+  while (std::getline(f, line)) last = line;
+  size_t at = last.find("\"train_loss\":");
+  ASSERT_NE(at, std::string::npos) << last;
+  double loss = std::stod(last.substr(at + 13));
+  std::printf("char_lstm on GPL-3, CPU: training loss %.3f after 4 epochs\n", loss);
+  EXPECT_LT(loss, 2.0);
+  cmd = std::string(LOUPE_CLI) + " generate char_lstm --device cpu --checkpoint " + ck +
+        " --prompt 'this license ' --length 120 > " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::stringstream ss;
+  ss << std::ifstream(out).rdbuf();
+  EXPECT_NE(ss.str().find("this license "), std::string::npos) << ss.str();
+  EXPECT_GT(ss.str().size(), size_t(120)) << ss.str();
+  for (const std::string& p : {metrics, ck, out}) std::remove(p.c_str());
 }

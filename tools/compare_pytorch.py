@@ -62,18 +62,65 @@ def cifar10_cnn():
     return m, lambda p: torch.optim.RMSprop(p, lr=1e-4, alpha=0.9, eps=1e-7)
 
 
-MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn, "cifar10_cnn": cifar10_cnn}
+class BiLstm(nn.Module):
+    """imdb_bilstm: Embedding 20000x128 -> BiLSTM 64 (final states concatenated) -> Dropout -> Dense 1."""
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20000, 128)
+        self.lstm = nn.LSTM(128, 64, batch_first=True, bidirectional=True)
+        self.drop = nn.Dropout(0.5)
+        self.fc = nn.Linear(128, 1)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(self.emb(x))
+        return self.fc(self.drop(torch.cat([h[0], h[1]], 1)))
+
+
+class FastText(nn.Module):
+    """imdb_fasttext: Embedding Vx50 -> mean over time -> Dense 1 (V = 1.2 million: words + bigrams)."""
+    def __init__(self, vocab=1200000):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, 50)
+        self.fc = nn.Linear(50, 1)
+
+    def forward(self, x):
+        return self.fc(self.emb(x).mean(1))
+
+
+class CharLstm(nn.Module):
+    """char_lstm: one-hot characters -> LSTM 128 -> Dense C."""
+    def __init__(self, chars=57):
+        super().__init__()
+        self.chars = chars
+        self.lstm = nn.LSTM(chars, 128, batch_first=True)
+        self.fc = nn.Linear(128, chars)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(nn.functional.one_hot(x, self.chars).float())
+        return self.fc(h[-1])
+
+
+def adam(p):
+    return torch.optim.Adam(p, lr=1e-3, eps=1e-7)
+
+
+MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn, "cifar10_cnn": cifar10_cnn,
+          "imdb_bilstm": lambda: (BiLstm(), adam), "imdb_fasttext": lambda: (FastText(), adam),
+          "char_lstm": lambda: (CharLstm(), lambda p: torch.optim.RMSprop(p, lr=1e-2, alpha=0.9, eps=1e-7))}
 SHAPES = {"mnist_mlp": (60000, 28, 28), "mnist_cnn": (60000, 28, 28), "cifar10_cnn": (50000, 3, 32, 32)}
+# Text models: (samples, sequence length, id range, classes); labels 0/1 use BCE on one logit.
+TEXT = {"imdb_bilstm": (25000, 100, 20000, 2), "imdb_fasttext": (25000, 400, 1200000, 2),
+        "char_lstm": (200000, 40, 57, 57)}
 
 
-def profile_steps(model, opt, loss_fn, xtr, ytr, batch, steps):
+def profile_steps(model, opt, loss_fn, inputs, xtr, ytr, batch, steps):
     """GPU time per kernel over `steps` training steps, per step, largest first."""
     from torch.profiler import ProfilerActivity, profile
     model.train()
     idx = torch.arange(batch, device=xtr.device)
 
     def step():
-        x = xtr[idx].float() / 255.0
+        x = inputs(xtr[idx])
         opt.zero_grad(set_to_none=True)
         loss_fn(model(x), ytr[idx].long()).backward()
         opt.step()
@@ -120,6 +167,11 @@ def main():
         ytr = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
         xte = read_idx(os.path.join(a.data, "t10k-images-idx3-ubyte"))
         yte = read_idx(os.path.join(a.data, "t10k-labels-idx1-ubyte"))
+    elif a.model in TEXT:  # synthetic token ids with the real shapes
+        n, t, ids, classes = TEXT[a.model]
+        xtr = torch.randint(1, ids, (n, t), dtype=torch.int64)
+        ytr = torch.randint(0, classes, (n,), dtype=torch.int64)
+        xte, yte = xtr[:5000], ytr[:5000]
     else:  # synthetic data with the real shapes
         shape = SHAPES[a.model]
         xtr = torch.randint(0, 256, shape, dtype=torch.uint8)
@@ -129,7 +181,19 @@ def main():
     model, make_opt = MODELS[a.model]()
     model.to(dev)
     opt = make_opt(model.parameters())
-    loss_fn = nn.CrossEntropyLoss()
+    text = a.model in TEXT
+    binary = text and TEXT[a.model][3] == 2
+    ce = nn.CrossEntropyLoss()
+    bce = nn.BCEWithLogitsLoss()
+
+    def loss_fn(logits, y):  # one logit: binary cross-entropy with the sigmoid fused, as Keras' Dense(1, sigmoid)
+        return bce(logits.squeeze(1), y.float()) if binary else ce(logits, y)
+
+    def inputs(x):
+        return x if text else x.float() / 255.0
+
+    def predicted(logits):
+        return (logits.squeeze(1) > 0).long() if binary else logits.argmax(1)
     best = 0.0
     n = xtr.shape[0]
     for epoch in range(1, a.epochs + 1):
@@ -141,7 +205,7 @@ def main():
         loss_sum = torch.zeros((), device=dev)
         for s in range(0, n, a.batch):
             idx = perm[s:s + a.batch]
-            x = xtr[idx].float() / 255.0
+            x = inputs(xtr[idx])
             y = ytr[idx].long()
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
@@ -154,12 +218,12 @@ def main():
         best = max(best, sps)
         model.eval()
         with torch.no_grad():
-            correct = sum((model(xte[s:s + 1000].float() / 255.0).argmax(1) == yte[s:s + 1000].long()).sum().item()
+            correct = sum((predicted(model(inputs(xte[s:s + 1000]))) == yte[s:s + 1000].long()).sum().item()
                           for s in range(0, xte.shape[0], 1000))
         print(f"pytorch epoch {epoch}: loss {lsum / n:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
               f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
     if a.profile:
-        profile_steps(model, opt, loss_fn, xtr, ytr, a.batch, a.profile)
+        profile_steps(model, opt, loss_fn, inputs, xtr, ytr, a.batch, a.profile)
     tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
             else " (cuDNN TF32 allowed, PyTorch's default)")
     print(f"pytorch {a.model} batch {a.batch} eager fp32{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)

@@ -3,9 +3,11 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "data/cifar.h"
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
+#include "data/imdb.h"
 #include "data/image_folder.h"
 #include "data/synthetic.h"
 
@@ -105,9 +107,121 @@ Shape with_batch(int64_t n, const Shape& sample) {
   for (int64_t d : sample) s.push_back(d);
   return s;
 }
+
+// Token ids (int32, n x len) and int32 labels, written as floats for the loader (exact below 2^24).
+class IdsDataset : public loader::Dataset {
+ public:
+  IdsDataset(std::vector<int32_t> ids, std::vector<int32_t> labels, int64_t len)
+      : ids_(std::move(ids)), labels_(std::move(labels)), len_(len) {}
+  int64_t size() const override { return int64_t(labels_.size()); }
+  Shape sample_shape() const override { return Shape{len_}; }
+  void get(int64_t i, float* x, int32_t* y, uint64_t) const override {
+    const int32_t* row = ids_.data() + i * len_;
+    for (int64_t t = 0; t < len_; ++t) x[t] = float(row[t]);
+    *y = labels_[size_t(i)];
+  }
+
+ private:
+  std::vector<int32_t> ids_, labels_;
+  int64_t len_;
+};
+
+std::vector<int32_t> widen(const std::vector<uint8_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
+
+// Sequences for the text models: x int32 [n, len], labels int32, and the loader's or the resident copy.
+Data sequences(std::vector<int32_t> train_x, std::vector<int32_t> train_y, std::vector<int32_t> test_x,
+               std::vector<int32_t> test_y, int64_t len, bool resident, Device dev) {
+  Data d;
+  int64_t n_train = int64_t(train_y.size()), n_test = int64_t(test_y.size());
+  d.test = train::TensorDataset{from_vector(test_x, Shape{n_test, len}), from_vector(test_y, Shape{n_test}), 1.0}.to(dev);
+  if (resident)
+    d.train = train::TensorDataset{from_vector(train_x, Shape{n_train, len}), from_vector(train_y, Shape{n_train}), 1.0}
+                  .to(dev);
+  else
+    d.host = std::make_shared<IdsDataset>(std::move(train_x), std::move(train_y), len);
+  return d;
+}
+
+// imdb_bilstm (maxlen 100) and imdb_fasttext (maxlen 400 with bigrams): the 20,000 most frequent words.
+Data imdb(const DataRequest& req, Device dev) {
+  const bool bigrams = req.dataset == "imdb_bigrams";
+  const int maxlen = bigrams ? 400 : 100;
+  const int num_words = 20000;
+  if (req.synthetic) {
+    // Benchmarks: fastText's vocabulary grows with the training bigrams (about 1.2 million ids on
+    // the real data); the synthetic set draws from that many.
+    int64_t vocab = bigrams ? 1200000 : num_words;
+    data::SyntheticSequences s = data::synthetic_sequences(req.synthetic_kind, 25000, 25000, maxlen, vocab);
+    Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+                       req.resident, dev);
+    d.vocab = vocab;
+    d.description = std::string("synthetic ") + (req.synthetic_kind == data::SyntheticKind::Learnable ? "learnable " : "") +
+                    "IMDb-shaped sequences (25000 train, 25000 test, maxlen " + std::to_string(maxlen) + ", " +
+                    std::to_string(vocab) + " ids)";
+    return d;
+  }
+  std::string dir = req.dir;
+  if (dir.empty()) {
+    auto found = data::find_default_imdb_dir();
+    if (!found)
+      throw Error("IMDb (aclImdb) was not found (looked in $LOUPE_DATA/imdb, ~/.cache/loupe/imdb, data/imdb).\n"
+                  "Fetch it with: data/fetch.sh imdb   (or train on data of its shape with --synthetic or "
+                  "--synthetic=learnable)");
+    dir = *found;
+  }
+  data::ImdbSequences s = data::make_imdb_sequences(data::load_aclimdb(dir), num_words, maxlen, bigrams);
+  Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+                     req.resident, dev);
+  d.vocab = s.vocab_size;
+  d.description = "IMDb from " + dir + ": " + s.description;
+  return d;
+}
+
+// char_lstm: windows of 40 characters (step 3) predicting the next; the last 5% of the windows are
+// held out as the test set (next-character accuracy).
+Data chars(const DataRequest& req, Device dev) {
+  std::string path = req.dir, what;
+  std::shared_ptr<data::CharCorpus> corpus;
+  if (req.synthetic) {
+    std::string text(600000, ' ');
+    for (size_t i = 0; i < text.size(); ++i) text[i] = char(33 + philox(7, uint64_t(i), 41).v[0] % 57);  // 57 characters, as the Nietzsche text
+    corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_text(text));
+    what = "synthetic random text (600,000 characters)";
+  } else {
+    if (path.empty()) {
+      auto found = data::find_default_nietzsche_path();
+      path = found ? *found : "/usr/share/common-licenses/GPL-3";
+    }
+    corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_file(path));
+    what = path;
+  }
+  const int window = 40, step = 3;
+  int64_t n = corpus->num_windows(window, step);
+  LOUPE_CHECK(n >= 20, what, ": too short for windows of ", window, " characters");
+  int64_t n_test = std::max<int64_t>(1, n / 20), n_train = n - n_test;
+  std::vector<int32_t> x(static_cast<size_t>(n * window)), y(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<int32_t> w = corpus->window(k, window, step);
+    std::copy(w.begin(), w.end(), x.begin() + k * window);
+    y[size_t(k)] = corpus->target(k, window, step);
+  }
+  std::vector<int32_t> test_x(x.begin() + n_train * window, x.end()), test_y(y.begin() + n_train, y.end());
+  x.resize(size_t(n_train * window));
+  y.resize(size_t(n_train));
+  Data d = sequences(std::move(x), std::move(y), std::move(test_x), std::move(test_y), window, req.resident, dev);
+  d.vocab = corpus->vocab_size();
+  d.corpus = corpus;
+  d.description = what + ": " + std::to_string(corpus->length()) + " characters, " + std::to_string(d.vocab) +
+                  " distinct; windows of 40, step 3 (" + std::to_string(n_train) + " train, " +
+                  std::to_string(n_test) + " held out)";
+  return d;
+}
+
 }  // namespace
 
 Data load_data(const DataRequest& req, Device dev) {
+  if (req.dataset == "imdb" || req.dataset == "imdb_bigrams") return imdb(req, dev);
+  if (req.dataset == "chars") return chars(req, dev);
   Raw r;
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
   if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))

@@ -1,5 +1,7 @@
 // The `loupe` command: train, eval and list the reference models.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <cstdio>
@@ -9,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/philox.h"
 #include "core/precision.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
@@ -55,6 +59,9 @@ usage:
   loupe train MODEL [options]     train a reference model (defaults from its recipe)
   loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
                                   test accuracy of a saved model
+  loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
+                [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
+                                  gives the characters; no prompt: a random 40-character window)
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
   loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
@@ -120,7 +127,8 @@ Args parse(int argc, char** argv) {
                                               "resume", "max-steps", "threads", "checkpoint", "metrics",
                                               "csv", "price-per-hour", "profile-steps", "trace", "workers",
                                               "prefetch", "pin-memory", "precision",
-                                              "synthetic"};  // --synthetic alone, or --synthetic=KIND
+                                              "synthetic",  // --synthetic alone, or --synthetic=KIND
+                                              "prompt", "length", "temperature"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
                                               "channels-last"};
   for (int i = 1; i < argc; ++i) {
@@ -199,6 +207,11 @@ Device pick_device(const Args& a) {
 
 using tools::Data;
 
+// Models sized by their data (fastText's vocabulary, char_lstm's characters) take the data's size.
+std::shared_ptr<nn::Module> build_model(const models::ModelInfo& info, const Data& data) {
+  return info.build_for(info.vocab > 0 && data.vocab > 0 ? data.vocab : info.vocab);
+}
+
 tools::DataRequest data_request(const Args& a, const models::ModelInfo& info, bool augment, bool resident) {
   tools::DataRequest r{info.recipe.dataset, str_opt(a, "data"), a.opts.count("synthetic") > 0};
   std::string kind = str_opt(a, "synthetic", "1");
@@ -229,9 +242,12 @@ std::string device_description(Device d) {
 int cmd_models() {
   for (const auto& m : models::all_models()) {
     const auto& r = m.recipe;
-    std::printf("%-12s %s\n             %lld parameters; recipe: %s lr %g, batch %lld, %d epochs, data: %s\n",
-                m.name.c_str(), m.description.c_str(), (long long)m.expected_parameters, r.optimizer.c_str(), r.lr,
-                (long long)r.batch, r.epochs, r.dataset.c_str());
+    std::string sized = m.vocab > 0 && m.name != "imdb_bilstm"
+                            ? " (with " + std::to_string(m.vocab) + " input ids; the data decides)"
+                            : "";
+    std::printf("%-14s %s\n               %lld parameters%s; recipe: %s lr %g, batch %lld, %d epochs, data: %s\n",
+                m.name.c_str(), m.description.c_str(), (long long)m.expected_parameters, sized.c_str(),
+                r.optimizer.c_str(), r.lr, (long long)r.batch, r.epochs, r.dataset.c_str());
   }
   return 0;
 }
@@ -271,7 +287,7 @@ int cmd_train(const Args& a) {
                (lo.drop_last ? ", drop-last" : "");
   }
   manual_seed(seed);
-  std::shared_ptr<nn::Module> model = info.build();
+  std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);
   bool channels_last = a.opts.count("channels-last") > 0;
   if (channels_last) model->set_memory_format(MemoryFormat::ChannelsLast);
@@ -484,7 +500,7 @@ int cmd_eval(const Args& a) {
   Device dev = pick_device(a);
   apply_precision(a, dev);
   Data data = tools::load_data(data_request(a, info, false, true), dev);
-  std::shared_ptr<nn::Module> model = info.build();
+  std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);
   train::CheckpointMeta m = train::load_checkpoint(ck, *model, nullptr, info.name);
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);  // the trainer wants one; unused
@@ -492,6 +508,58 @@ int cmd_eval(const Args& a) {
   double acc = trainer.evaluate(data.test);
   std::printf("%s after %d epochs, on %s: test accuracy %.2f%%\n", info.name.c_str(), m.epoch,
               data.description.c_str(), 100 * acc);
+  return 0;
+}
+
+// char_lstm's sampling loop, as the Keras example: the last 40 characters in, the next one drawn
+// from the softmax sharpened by the temperature (p_i ~ p_i^(1/T)), appended, repeated.
+int cmd_generate(const Args& a) {
+  if (a.model != "char_lstm") throw Error("loupe generate works with char_lstm (a character model), got '" + a.model + "'");
+  std::string ck = str_opt(a, "checkpoint");
+  if (ck.empty()) throw Error("loupe generate needs --checkpoint PATH (written by loupe train char_lstm --save PATH)");
+  const models::ModelInfo& info = models::find_model(a.model);
+  Device dev = pick_device(a);
+  apply_precision(a, dev);
+  Data data = tools::load_data(data_request(a, info, false, true), dev);  // the corpus gives the characters
+  std::shared_ptr<nn::Module> model = build_model(info, data);
+  model->to(dev);
+  train::load_checkpoint(ck, *model, nullptr, info.name);
+  model->eval();
+  const data::CharCorpus& corpus = *data.corpus;
+  int64_t length = int_opt(a, "length", 400, 1);
+  double temperature = float_opt(a, "temperature", 0.5);
+  if (!(temperature > 0)) throw Error("--temperature must be above 0");
+  uint64_t seed = uint64_t(int_opt(a, "seed", 1, 0));
+  std::vector<int32_t> text;
+  if (a.opts.count("prompt")) {
+    text = corpus.encode(str_opt(a, "prompt"));
+    if (text.empty()) throw Error("--prompt is empty");
+  } else {  // a random window of the corpus, as the Keras example starts
+    int64_t k = int64_t(philox(seed, 0, 77).v[0] % uint64_t(corpus.num_windows(40, 3)));
+    text = corpus.window(k, 40, 3);
+  }
+  size_t prompt_len = text.size();
+  NoGradGuard g;
+  for (int64_t i = 0; i < length; ++i) {
+    size_t start = text.size() > 40 ? text.size() - 40 : 0;
+    std::vector<float> window(text.begin() + long(start), text.end());
+    Tensor x = from_vector(window, Shape{1, int64_t(window.size())}).to(dev);
+    std::vector<float> logits = (*model)(x).to_vector<float>();
+    double mx = *std::max_element(logits.begin(), logits.end()), total = 0;
+    std::vector<double> p(logits.size());
+    for (size_t c = 0; c < p.size(); ++c) total += p[c] = std::exp((logits[c] - mx) / temperature);
+    double u = philox_uniform(seed, uint64_t(i), 78) * total, acc = 0;
+    size_t pick = p.size() - 1;
+    for (size_t c = 0; c < p.size(); ++c)
+      if ((acc += p[c]) > u) {
+        pick = c;
+        break;
+      }
+    text.push_back(int32_t(pick));
+  }
+  std::string prompt = corpus.decode(std::vector<int32_t>(text.begin(), text.begin() + long(prompt_len)));
+  std::string out = corpus.decode(std::vector<int32_t>(text.begin() + long(prompt_len), text.end()));
+  std::printf("prompt (%zu characters): %s\n---\n%s%s\n", prompt_len, prompt.c_str(), prompt.c_str(), out.c_str());
   return 0;
 }
 
@@ -508,6 +576,7 @@ int main(int argc, char** argv) {
     if (a.help) { std::fputs(kUsage, stdout); return 0; }
     if (a.command == "train") return cmd_train(a);
     if (a.command == "eval") return cmd_eval(a);
+    if (a.command == "generate") return cmd_generate(a);
     if (a.command == "models") return cmd_models();
     if (a.command == "peak") return cmd_peak(a);
     if (a.command == "copybench") return cmd_copybench(a);

@@ -58,6 +58,22 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
   return run_epoch(epoch, total, next, [&] { dl.release(batch); });
 }
 
+namespace {
+// One output column means a binary classifier (Keras' Dense(1, sigmoid) with binary cross-entropy):
+// the sigmoid is fused into the loss, and the int32 labels become 0/1 float targets. More columns:
+// softmax cross-entropy over the classes.
+Tensor loss_for(const Tensor& logits, const Tensor& labels) {
+  if (logits.dim() == 2 && logits.size(1) == 1)
+    return binary_cross_entropy_with_logits(logits.flatten(0), labels.to(logits.dtype()));
+  return cross_entropy(logits, labels);
+}
+
+Tensor correct_for(const Tensor& logits, const Tensor& labels) {
+  if (logits.dim() == 2 && logits.size(1) == 1) return count_correct(logits.flatten(0), labels.to(logits.dtype()));
+  return count_correct(logits, labels);
+}
+}  // namespace
+
 EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_batch, const std::function<void()>& done) {
   EpochStats st;
   st.epoch = epoch;
@@ -107,7 +123,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
         instrument::NvtxRange r("forward");
         opt_.zero_grad();
         logits = model_(x);
-        loss = cross_entropy(logits, y);
+        loss = loss_for(logits, y);
       }
       {
         instrument::NvtxRange r("backward");
@@ -120,7 +136,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
       double step_flops = instrument::flops_counted() - f0;
       NoGradGuard g;
       add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
-      add_(correct, count_correct(logits.detach(), y));
+      add_(correct, correct_for(logits.detach(), y));
       if (mon) mon->step_issued(step_flops);
       done();
     }
@@ -177,7 +193,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
     Tensor idx = all.slice(0, start, std::min(n, start + batch));
     Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
     Tensor y = index_select(data.y, idx, DType::i32);
-    add_(correct, count_correct(model_(x), y));
+    add_(correct, correct_for(model_(x), y));
   }
   model_.train();
   return n ? correct.item() / double(n) : 0.0;
