@@ -137,7 +137,7 @@ cifar_complete() {
 }
 
 fetch_cifar10() {
-  local dest=$dir/cifar10 bin=$dir/cifar10/cifar-10-batches-bin tmp sum made=
+  local dest=$dir/cifar10 bin=$dir/cifar10/cifar-10-batches-bin made=
   if cifar_complete "$bin"; then
     echo "$bin: present, all six batch files of the right size"
     echo "cifar10 ready in $bin"
@@ -147,38 +147,8 @@ fetch_cifar10() {
   mkdir -p "$dest" || die "cannot create $dest"
   local tar=$dest/$CIFAR_TAR
   local help="Download $CIFAR_TAR (170 MB, MD5 $CIFAR_MD5) by hand and run LOUPE_CIFAR10_URL=/path/to/$CIFAR_TAR data/fetch.sh cifar10, or extract it so that $bin exists"
-  if [[ -f $tar ]] && [[ $(md5sum <"$tar" | cut -d' ' -f1) == "$CIFAR_MD5" ]]; then
-    echo "$tar: present, checksum ok"
-  else
-    echo "getting $CIFAR_URL"
-    if [[ $CIFAR_URL != *://* ]]; then  # a local copy
-      [[ -f $CIFAR_URL ]] || { [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
-        die "LOUPE_CIFAR10_URL=$CIFAR_URL: no such file; give the path of a downloaded $CIFAR_TAR or a URL"; }
-      cp "$CIFAR_URL" "$tar.part" || die "cannot copy $CIFAR_URL to $tar.part"
-    elif ! download "$CIFAR_URL" "$tar.part" 2>"$tar.log"; then
-      echo "fetch.sh: $CIFAR_URL: download failed: $(tail -n 1 "$tar.log")" >&2
-      rm -f "$tar.part" "$tar.log"
-      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
-      die "could not get $CIFAR_TAR from $CIFAR_URL (no network?). $help"
-    fi
-    rm -f "$tar.log"
-    sum=$(md5sum <"$tar.part" | cut -d' ' -f1)
-    if [[ $sum != "$CIFAR_MD5" ]]; then
-      rm -f "$tar.part"
-      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
-      die "$CIFAR_URL has MD5 $sum, expected $CIFAR_MD5 (a cut-short download or another file). $help"
-    fi
-    mv "$tar.part" "$tar" || die "cannot move $tar.part to $tar"
-    echo "$tar: downloaded, checksum ok"
-  fi
-  # Extract beside the final place, then move in: an interrupted run leaves no half a set.
-  tmp=$(mktemp -d "$dest/.extract.XXXXXX") || die "cannot create a temporary directory in $dest"
-  if ! tar -xzf "$tar" -C "$tmp" || ! cifar_complete "$tmp/cifar-10-batches-bin"; then
-    rm -rf "$tmp"
-    die "$tar passed its checksum but did not extract to cifar-10-batches-bin/ with six complete batch files (disk full?); free space and run again"
-  fi
-  rm -rf "$bin" && mv "$tmp/cifar-10-batches-bin" "$bin" || die "cannot move the extracted files to $bin"
-  rm -rf "$tmp" "$tar"
+  fetch_tarball "$CIFAR_URL" "$CIFAR_MD5" "$tar" "$dest" "$made" "$help"
+  extract_tarball "$tar" "$dest" cifar-10-batches-bin cifar_complete "$bin" "six complete batch files"
   echo "$bin: extracted, six batch files checked"
   echo "cifar10 ready in $bin"
 }
@@ -198,6 +168,45 @@ obtain() {
   rm -f "$out.log"
 }
 
+# fetch_tarball URL MD5 TAR DEST MADE HELP: leaves TAR in DEST checked by MD5 (already there,
+# copied from a local path or downloaded). MADE: DEST was created by this run (removed on failure).
+fetch_tarball() {
+  local url=$1 md5=$2 tar=$3 dest=$4 made=$5 help=$6 sum
+  if [[ -f $tar ]] && [[ $(md5sum <"$tar" | cut -d' ' -f1) == "$md5" ]]; then
+    echo "$tar: present, checksum ok"
+    return
+  fi
+  echo "getting $url"
+  if ! obtain "$url" "$tar.part"; then
+    [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
+    local why=""
+    [[ $url == *://* ]] && why=" (no network?)"
+    die "could not get $(basename "$tar") from $url$why. $help"
+  fi
+  sum=$(md5sum <"$tar.part" | cut -d' ' -f1)
+  if [[ $sum != "$md5" ]]; then
+    rm -f "$tar.part"
+    [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
+    die "$url has MD5 $sum, expected $md5 (a cut-short download or another file). $help"
+  fi
+  mv "$tar.part" "$tar" || die "cannot move $tar.part to $tar"
+  echo "$tar: downloaded, checksum ok"
+}
+
+# extract_tarball TAR DEST SUB CHECK FINAL WHAT: extracts TAR beside the final place, checks its
+# folder SUB with the function CHECK, moves it to FINAL and deletes TAR: an interrupted run
+# leaves no half a set.
+extract_tarball() {
+  local tar=$1 dest=$2 sub=$3 check=$4 final=$5 what=$6 tmp
+  tmp=$(mktemp -d "$dest/.extract.XXXXXX") || die "cannot create a temporary directory in $dest"
+  if ! tar -xzf "$tar" -C "$tmp" || ! "$check" "$tmp/$sub"; then
+    rm -rf "$tmp"
+    die "$tar passed its checksum but did not extract to $sub/ with $what (disk full?); free space and run again"
+  fi
+  rm -rf "$final" && mv "$tmp/$sub" "$final" || die "cannot move the extracted files to $final"
+  rm -rf "$tmp" "$tar"
+}
+
 # IMDb reviews: one tarball holding aclImdb/{train,test}/{pos,neg}/*.txt (12,500 reviews in each
 # of the four folders), plus train/unsup and bag-of-words files loupe does not read. Extracted
 # whole, then the tarball is deleted.
@@ -214,7 +223,7 @@ imdb_complete() {
 }
 
 fetch_imdb() {
-  local dest=$dir/imdb top=$dir/imdb/aclImdb tmp sum made=
+  local dest=$dir/imdb top=$dir/imdb/aclImdb made=
   if imdb_complete "$top"; then
     echo "$top: present, 12500 reviews in each of train/neg, train/pos, test/neg, test/pos"
     echo "imdb ready in $top"
@@ -224,31 +233,9 @@ fetch_imdb() {
   mkdir -p "$dest" || die "cannot create $dest"
   local tar=$dest/$IMDB_TAR
   local help="Download $IMDB_TAR (84 MB, MD5 $IMDB_MD5) by hand and run LOUPE_IMDB_URL=/path/to/$IMDB_TAR data/fetch.sh imdb, or extract it so that $top exists"
-  if [[ -f $tar ]] && [[ $(md5sum <"$tar" | cut -d' ' -f1) == "$IMDB_MD5" ]]; then
-    echo "$tar: present, checksum ok"
-  else
-    echo "getting $IMDB_URL"
-    if ! obtain "$IMDB_URL" "$tar.part"; then
-      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind
-      die "could not get $IMDB_TAR from $IMDB_URL. $help"
-    fi
-    sum=$(md5sum <"$tar.part" | cut -d' ' -f1)
-    if [[ $sum != "$IMDB_MD5" ]]; then
-      rm -f "$tar.part"
-      [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true
-      die "$IMDB_URL has MD5 $sum, expected $IMDB_MD5 (a cut-short download or another file). $help"
-    fi
-    mv "$tar.part" "$tar" || die "cannot move $tar.part to $tar"
-    echo "$tar: downloaded, checksum ok"
-  fi
-  # Extract beside the final place, then move in: an interrupted run leaves no half a set.
-  tmp=$(mktemp -d "$dest/.extract.XXXXXX") || die "cannot create a temporary directory in $dest"
-  if ! tar -xzf "$tar" -C "$tmp" || ! imdb_complete "$tmp/aclImdb"; then
-    rm -rf "$tmp"
-    die "$tar passed its checksum but did not extract to aclImdb/ with 12500 reviews in each of train/neg, train/pos, test/neg and test/pos (disk full?); free space and run again"
-  fi
-  rm -rf "$top" && mv "$tmp/aclImdb" "$top" || die "cannot move the extracted files to $top"
-  rm -rf "$tmp" "$tar"
+  fetch_tarball "$IMDB_URL" "$IMDB_MD5" "$tar" "$dest" "$made" "$help"
+  extract_tarball "$tar" "$dest" aclImdb imdb_complete "$top" \
+    "12500 reviews in each of train/neg, train/pos, test/neg and test/pos"
   echo "$top: extracted, 4 x 12500 reviews checked"
   echo "imdb ready in $top"
 }

@@ -2,6 +2,8 @@
 // promise to catch, the four-file loader, the default search order, and the real
 // Fashion-MNIST from Debian's dataset-fashion-mnist package when it is installed.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -236,16 +238,7 @@ TEST_F(Idx, LoadSetErrors) {
                "data directory not found");
 }
 
-// Sets an environment variable for one scope and restores it after.
-struct EnvVar {
-  std::string name;
-  std::optional<std::string> old;
-  EnvVar(const std::string& n, const std::string& v) : name(n) {
-    if (const char* o = std::getenv(n.c_str())) old = o;
-    setenv(n.c_str(), v.c_str(), 1);
-  }
-  ~EnvVar() { old ? (void)setenv(name.c_str(), old->c_str(), 1) : (void)unsetenv(name.c_str()); }
-};
+using loupe::test::EnvVar;
 
 TEST_F(Idx, DefaultDirSearchOrder) {
   fs::create_directories(dir_ / "cwd");

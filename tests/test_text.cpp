@@ -2,6 +2,8 @@
 // fastText bigrams, the aclImdb reader on a layout the test writes, and the character corpus. Every
 // expected id below was worked out by hand from the documents written here.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <unistd.h>
 
 #include <cctype>
@@ -41,16 +43,7 @@ void expect_error(F f, const std::string& needle1, const std::string& needle2 = 
   }
 }
 
-// Sets an environment variable for one scope and restores it after.
-struct EnvVar {
-  std::string name;
-  std::optional<std::string> old;
-  EnvVar(const std::string& n, const std::string& v) : name(n) {
-    if (const char* o = std::getenv(n.c_str())) old = o;
-    setenv(n.c_str(), v.c_str(), 1);
-  }
-  ~EnvVar() { old ? (void)setenv(name.c_str(), old->c_str(), 1) : (void)unsetenv(name.c_str()); }
-};
+using loupe::test::EnvVar;
 
 }  // namespace
 

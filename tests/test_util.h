@@ -1,0 +1,20 @@
+// Small helpers shared by the test files.
+#pragma once
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace loupe::test {
+
+// Sets an environment variable for one scope and restores it after.
+struct EnvVar {
+  std::string name;
+  std::optional<std::string> old;
+  EnvVar(const std::string& n, const std::string& v) : name(n) {
+    if (const char* o = std::getenv(n.c_str())) old = o;
+    setenv(n.c_str(), v.c_str(), 1);
+  }
+  ~EnvVar() { old ? (void)setenv(name.c_str(), old->c_str(), 1) : (void)unsetenv(name.c_str()); }
+};
+
+}  // namespace loupe::test
