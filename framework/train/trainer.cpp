@@ -60,17 +60,21 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
 
 namespace {
 // One output column means a binary classifier (Keras' Dense(1, sigmoid) with binary cross-entropy):
-// the sigmoid is fused into the loss, and the int32 labels become 0/1 float targets. More columns:
-// softmax cross-entropy over the classes.
-Tensor loss_for(const Tensor& logits, const Tensor& labels) {
-  if (logits.dim() == 2 && logits.size(1) == 1)
-    return binary_cross_entropy_with_logits(logits.flatten(0), labels.to(logits.dtype()));
-  return cross_entropy(logits, labels);
+// the sigmoid is fused into the loss, and the int32 labels become 0/1 float targets (cast once a
+// step, for the loss and the count). More columns: softmax cross-entropy over the classes.
+bool is_binary(const Tensor& logits) { return logits.dim() == 2 && logits.size(1) == 1; }
+
+Tensor targets_for(const Tensor& logits, const Tensor& labels) {
+  return is_binary(logits) ? labels.to(logits.dtype()) : labels;
 }
 
-Tensor correct_for(const Tensor& logits, const Tensor& labels) {
-  if (logits.dim() == 2 && logits.size(1) == 1) return count_correct(logits.flatten(0), labels.to(logits.dtype()));
-  return count_correct(logits, labels);
+Tensor loss_for(const Tensor& logits, const Tensor& targets) {
+  return is_binary(logits) ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
+                           : cross_entropy(logits, targets);
+}
+
+Tensor correct_for(const Tensor& logits, const Tensor& targets) {
+  return count_correct(is_binary(logits) ? logits.flatten(0) : logits, targets);
 }
 }  // namespace
 
@@ -123,6 +127,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
         instrument::NvtxRange r("forward");
         opt_.zero_grad();
         logits = model_(x);
+        y = targets_for(logits, y);
         loss = loss_for(logits, y);
       }
       {
@@ -193,7 +198,8 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
     Tensor idx = all.slice(0, start, std::min(n, start + batch));
     Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
     Tensor y = index_select(data.y, idx, DType::i32);
-    add_(correct, correct_for(model_(x), y));
+    Tensor logits = model_(x);
+    add_(correct, correct_for(logits, targets_for(logits, y)));
   }
   model_.train();
   return n ? correct.item() / double(n) : 0.0;
