@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "data/idx.h"
+#include "tools/bench.h"
 #include "tools/datasets.h"
 #include "instrument/advice.h"
 #include "instrument/busy_tracker.h"
@@ -62,6 +63,11 @@ usage:
   loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
                 [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
                                   gives the characters; no prompt: a random 40-character window)
+  loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--json F] [--csv F]
+                                  time training steps per (model, batch, precision): samples/s,
+                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J
+  loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,tf32] [--csv F] [--png F]
+                                  the same table for one model, written as CSV and plotted (PNG)
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
   loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
@@ -128,7 +134,8 @@ Args parse(int argc, char** argv) {
                                               "csv", "price-per-hour", "profile-steps", "trace", "workers",
                                               "prefetch", "pin-memory", "precision",
                                               "synthetic",  // --synthetic alone, or --synthetic=KIND
-                                              "prompt", "length", "temperature"};
+                                              "prompt", "length", "temperature", "steps", "warmup", "json",
+                                              "png"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
                                               "channels-last"};
   for (int i = 1; i < argc; ++i) {
@@ -563,6 +570,72 @@ int cmd_generate(const Args& a) {
   return 0;
 }
 
+tools::BenchOptions bench_options(const Args& a, std::vector<std::string> models) {
+  tools::BenchOptions o;
+  o.models = std::move(models);
+  if (a.opts.count("batch")) o.batches = tools::parse_int_list(str_opt(a, "batch"), "--batch");
+  if (a.opts.count("precision")) o.precisions = tools::parse_list(str_opt(a, "precision"));
+  for (const std::string& p : o.precisions) parse_precision(p);  // refuse unknown or unimplemented ones first
+  o.steps = int_opt(a, "steps", 100);
+  o.warmup = int_opt(a, "warmup", 10, 0);
+  o.device = pick_device(a);
+  o.nvml = !a.opts.count("no-nvml");
+  o.busy = a.opts.count("busy") > 0;
+  o.channels_last = a.opts.count("channels-last") > 0;
+  o.seed = uint64_t(int_opt(a, "seed", 1, 0));
+  if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
+  return o;
+}
+
+void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {
+  if (!json.empty()) {
+    instrument::JsonlWriter w(json);
+    for (const auto& r : rs) w.write(r);
+    std::printf("wrote %s (JSON Lines, one record per row)\n", json.c_str());
+  }
+  if (!csv.empty()) {
+    instrument::CsvWriter w(csv);
+    for (const auto& r : rs) w.write(r);
+    std::printf("wrote %s\n", csv.c_str());
+  }
+}
+
+int cmd_bench(const Args& a) {
+  std::vector<std::string> models = tools::parse_list(a.model);
+  if (models.empty())
+    for (const auto& m : models::all_models()) models.push_back(m.name);
+  for (const std::string& m : models) models::find_model(m);  // unknown names fail before any run
+  auto reports = tools::run_bench(bench_options(a, models));
+  write_reports(reports, str_opt(a, "json"), str_opt(a, "csv"));
+  return 0;
+}
+
+// The plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
+// matplotlib: Debian's /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
+int plot_sweep(const std::string& csv, const std::string& png) {
+  const char* env = std::getenv("LOUPE_TOOLS_DIR");
+  std::string script = std::string(env ? env : LOUPE_TOOLS_DIR) + "/plot_sweep.py";
+  std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
+                                                                                                    : "python3";
+  std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";
+  std::fflush(stdout);  // our lines first, then the script's
+  int rc = std::system(cmd.c_str());
+  if (rc != 0)
+    std::printf("plot not written: `%s` failed; it needs matplotlib (apt-get install python3-matplotlib, which "
+                "tools/setup.sh installs); the table is in %s\n", cmd.c_str(), csv.c_str());
+  return rc == 0 ? 0 : 1;
+}
+
+int cmd_sweep(const Args& a) {
+  if (a.model.empty() || a.model.find(',') != std::string::npos)
+    throw Error("loupe sweep takes one model, e.g. `loupe sweep mnist_mlp --batch 32,128,512,2048`");
+  if (!a.opts.count("batch")) throw Error("loupe sweep needs --batch LIST, e.g. --batch 32,128,512,2048");
+  auto reports = tools::run_bench(bench_options(a, {a.model}));
+  std::string csv = str_opt(a, "csv", "sweep-" + a.model + ".csv"), png = str_opt(a, "png", "sweep-" + a.model + ".png");
+  write_reports(reports, str_opt(a, "json"), csv);
+  return plot_sweep(csv, png);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -577,6 +650,8 @@ int main(int argc, char** argv) {
     if (a.command == "train") return cmd_train(a);
     if (a.command == "eval") return cmd_eval(a);
     if (a.command == "generate") return cmd_generate(a);
+    if (a.command == "bench") return cmd_bench(a);
+    if (a.command == "sweep") return cmd_sweep(a);
     if (a.command == "models") return cmd_models();
     if (a.command == "peak") return cmd_peak(a);
     if (a.command == "copybench") return cmd_copybench(a);

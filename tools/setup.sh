@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ pkg-config zlib1g-dev libgtest-dev libopenblas-dev libstb-dev dataset-fashion-mnist python3)
+packages=(cmake ninja-build g++ pkg-config zlib1g-dev libgtest-dev libopenblas-dev libstb-dev dataset-fashion-mnist python3 python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p")

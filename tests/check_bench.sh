@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# loupe bench and loupe sweep on the CPU, as a user runs them: the table, the JSONL and CSV records
+# (GPU-only figures null or empty, never 0), the sweep's plot, and the errors for bad requests.
+#   tests/check_bench.sh BUILD_DIR
+set -u
+L=$1/loupe
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "check_bench: FAIL: $*" >&2; exit 1; }
+
+$L bench mnist_mlp --device cpu --batch 16,32 --steps 3 --warmup 1 --json "$T/b.jsonl" --csv "$T/b.csv" > "$T/out" 2>&1 \
+  || { cat "$T/out"; fail "loupe bench exited non-zero"; }
+cat "$T/out"
+grep -qE "^model +batch +prec +samples/s" "$T/out" || fail "no table header"
+[ "$(grep -cE '^mnist_mlp +(16|32) +fp32 ' "$T/out")" = 2 ] || fail "expected two table rows"
+[ "$(wc -l < "$T/b.jsonl")" = 2 ] || fail "expected two JSONL records"
+grep -q '"gpu_util_mean":null' "$T/b.jsonl" || fail "a CPU run must write GPU utilisation as null"
+[ "$(wc -l < "$T/b.csv")" = 3 ] || fail "expected a CSV header and two rows"
+head -1 "$T/b.csv" | grep -q "samples_per_sec" || fail "CSV header lacks samples_per_sec"
+
+$L bench mnist_mlp --device cpu --precision fp16 > "$T/err" 2>&1 && fail "fp16 must be refused (not implemented)"
+grep -q "not implemented" "$T/err" || { cat "$T/err"; fail "the fp16 refusal does not say why"; }
+$L bench no_such_model --device cpu > "$T/err" 2>&1 && fail "an unknown model must be refused"
+grep -q "the models are" "$T/err" || { cat "$T/err"; fail "the unknown-model error does not list the models"; }
+$L sweep mnist_mlp --device cpu > "$T/err" 2>&1 && fail "sweep without --batch must be refused"
+
+$L sweep mnist_mlp --device cpu --batch 16,32 --steps 3 --warmup 1 --csv "$T/s.csv" --png "$T/s.png" > "$T/out" 2>&1 \
+  || { cat "$T/out"; fail "loupe sweep exited non-zero"; }
+cat "$T/out"
+[ "$(wc -l < "$T/s.csv")" = 3 ] || fail "expected a sweep CSV with two rows"
+[ "$(head -c 4 "$T/s.png" | od -An -tx1 | tr -d ' ')" = "89504e47" ] || fail "the sweep did not write a PNG"
+echo "check_bench: ok"

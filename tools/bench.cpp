@@ -1,0 +1,137 @@
+#include "tools/bench.h"
+
+#include <cstdio>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/precision.h"
+#include "core/random.h"
+#include "instrument/monitor.h"
+#include "models/registry.h"
+#include "tools/datasets.h"
+#include "train/trainer.h"
+
+namespace loupe::tools {
+
+namespace {
+std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
+  if (!v) return "n/a";
+  char b[32];
+  std::snprintf(b, sizeof b, f, *v * scale);
+  return b;
+}
+
+std::string thousands(double v) {
+  std::string s = std::to_string(int64_t(v + 0.5)), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+void print_header() {
+  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s\n", "model", "batch", "prec", "samples/s", "ms/step",
+              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J");
+}
+
+void print_row(const instrument::EpochReport& r) {
+  instrument::Opt ms;
+  if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
+  instrument::Opt mib;
+  if (r.alloc_peak_bytes) mib = *r.alloc_peak_bytes / double(1 << 20);
+  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s\n", r.model.c_str(), (long long)r.batch,
+              r.precision.c_str(), thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
+              fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
+              fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(mib, "%.0f") + (mib ? " MiB" : "")).c_str(),
+              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? thousands(*r.samples_per_joule).c_str() : "n/a");
+  std::fflush(stdout);
+}
+}  // namespace
+
+std::vector<std::string> parse_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag) {
+  std::vector<int64_t> out;
+  for (const std::string& item : parse_list(s)) {
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (!end || *end || v < 1) throw Error(flag + ": '" + item + "' is not a positive whole number");
+    out.push_back(v);
+  }
+  if (out.empty()) throw Error(flag + " needs a comma-separated list, e.g. 32,128,512");
+  return out;
+}
+
+std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
+  std::vector<instrument::EpochReport> reports;
+  const Device dev = o.device;
+  const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
+  std::printf("device  %s; synthetic data resident on it; %lld warm-up steps, then %lld timed steps each\n",
+              dev.is_cuda() ? (dev.str() + " (" + name + ")").c_str() : "cpu", (long long)o.warmup,
+              (long long)o.steps);
+  print_header();
+  for (const std::string& model_name : o.models) {
+    const models::ModelInfo& info = models::find_model(model_name);
+    DataRequest req;
+    req.dataset = info.recipe.dataset;
+    req.synthetic = true;
+    req.resident = true;
+    Data data = load_data(req, dev);
+    for (const std::string& prec_name : o.precisions) {
+      Precision prec = parse_precision(prec_name);
+      if (prec == Precision::TF32 && !dev.is_cuda()) {
+        std::printf("%-14s skipped %s: tf32 is a GPU mode\n", info.name.c_str(), prec_name.c_str());
+        continue;
+      }
+      set_precision(prec);
+      std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
+      for (int64_t batch : batches) {
+        manual_seed(o.seed);
+        auto model = info.build_for(info.vocab > 0 && data.vocab > 0 ? data.vocab : info.vocab);
+        model->to(dev);
+        if (o.channels_last) model->set_memory_format(MemoryFormat::ChannelsLast);
+        auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+        train::Trainer trainer(*model, *opt, dev);
+        trainer.train_epoch(data.train, batch, o.seed, 1, o.warmup);  // algorithm choice, pool growth
+        instrument::MonitorOptions mopt;
+        mopt.nvml = o.nvml;
+        mopt.busy = o.busy;
+        mopt.precision = prec_name;
+        instrument::EpochMonitor monitor(dev, mopt);
+        trainer.hooks.monitor = &monitor;
+        train::EpochStats st = trainer.train_epoch(data.train, batch, o.seed, 2, o.steps);
+        instrument::EpochReport r;
+        r.model = info.name;
+        r.device = dev.str();
+        r.device_name = name;
+        r.batch = batch;
+        r.epoch = r.epochs = 1;
+        r.steps = st.steps;
+        r.samples = st.samples;
+        r.train_loss = st.train_loss;
+        r.train_acc = st.train_acc;
+        r.train_seconds = r.epoch_seconds = st.train_seconds;
+        r.samples_per_sec = st.samples_per_sec();
+        monitor.fill(r);
+        print_row(r);
+        reports.push_back(r);
+      }
+    }
+  }
+  set_precision(Precision::FP32);
+  return reports;
+}
+
+}  // namespace loupe::tools
