@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CTest plot_sweep: tools/plot_sweep.py draws the sample sweeps (GPU and CPU) into real PNGs and
 # refuses a CSV without samples_per_sec with exit status 2. Usage: check_plot.sh SOURCE_DIR
+# tests/data/sweep_sample.csv is a fixture: invented GPU figures written by loupe's own CsvWriter
+# (the real format), not a measurement; sweep_sample_cpu.csv holds real CPU runs.
 set -uo pipefail
 src=${1:?usage: check_plot.sh SOURCE_DIR}
 script="$src/tools/plot_sweep.py"
