@@ -49,6 +49,27 @@ void print_row(const instrument::EpochReport& r) {
 }
 }  // namespace
 
+instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
+                                     int epochs) {
+  instrument::EpochReport r;
+  r.model = model;
+  r.device = dev.str();
+  r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
+  r.batch = batch;
+  r.epoch = st.epoch;
+  r.epochs = epochs;
+  r.steps = st.steps;
+  r.samples = st.samples;
+  r.train_loss = st.train_loss;
+  r.train_acc = st.train_acc;
+  if (st.test_acc >= 0) r.test_acc = st.test_acc;
+  r.train_seconds = st.train_seconds;
+  r.eval_seconds = st.eval_seconds;
+  r.epoch_seconds = st.train_seconds + st.eval_seconds;
+  r.samples_per_sec = st.samples_per_sec();
+  return r;
+}
+
 std::vector<std::string> parse_list(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -112,18 +133,8 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
         instrument::EpochMonitor monitor(dev, mopt);
         trainer.hooks.monitor = &monitor;
         train::EpochStats st = trainer.train_epoch(data.train, batch, o.seed, 2, o.steps);
-        instrument::EpochReport r;
-        r.model = info.name;
-        r.device = dev.str();
-        r.device_name = name;
-        r.batch = batch;
-        r.epoch = r.epochs = 1;
-        r.steps = st.steps;
-        r.samples = st.samples;
-        r.train_loss = st.train_loss;
-        r.train_acc = st.train_acc;
-        r.train_seconds = r.epoch_seconds = st.train_seconds;
-        r.samples_per_sec = st.samples_per_sec();
+        st.epoch = 1;
+        instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
         monitor.fill(r);
         print_row(r);
         reports.push_back(r);

@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "instrument/report.h"
+#include "train/trainer.h"
 
 namespace loupe::tools {
 
@@ -24,6 +25,10 @@ struct BenchOptions {
 // Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on
 // the CPU) are listed as skipped with the reason. Returns the reports of those that ran.
 std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
+
+// The report's "what ran" and time fields from an epoch's statistics (the monitor fills the rest).
+instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
+                                     int epochs);
 
 // "32,128,512" -> {32, 128, 512}; "fp32,tf32" -> {"fp32", "tf32"}. Errors name the bad item.
 std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag);

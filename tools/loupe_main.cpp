@@ -417,22 +417,7 @@ int cmd_train(const Args& a) {
     last = st.test_acc;
     if (st.test_acc > best) { best = st.test_acc; best_epoch = e; }
 
-    instrument::EpochReport r;
-    r.model = info.name;
-    r.device = dev.str();
-    r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
-    r.batch = batch;
-    r.epoch = e;
-    r.epochs = epochs;
-    r.steps = st.steps;
-    r.samples = st.samples;
-    r.train_loss = st.train_loss;
-    r.train_acc = st.train_acc;
-    r.test_acc = st.test_acc;
-    r.train_seconds = st.train_seconds;
-    r.eval_seconds = st.eval_seconds;
-    r.epoch_seconds = st.train_seconds + st.eval_seconds;
-    r.samples_per_sec = st.samples_per_sec();
+    instrument::EpochReport r = tools::epoch_report(info.name, dev, batch, st, epochs);
     monitor.fill(r);
     r.advice = instrument::advise(r, adv);
     std::printf("%s\n", instrument::epoch_line(r).c_str());
