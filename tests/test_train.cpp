@@ -201,3 +201,34 @@ TEST(SlowCpu, CharLstmOnGpl3) {
   EXPECT_GT(ss.str().size(), size_t(120)) << ss.str();
   for (const std::string& p : {metrics, ck, out}) std::remove(p.c_str());
 }
+
+// The IMDb models through the command on reviews in aclImdb's published layout (written here):
+// the reader, the vocabulary, the bigrams and the models end to end on the CPU.
+TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
+  auto root = std::filesystem::temp_directory_path() / "loupe_aclimdb_cli";
+  std::filesystem::remove_all(root);
+  const char* good[] = {"wonderful", "superb", "moving", "brilliant"};
+  const char* bad[] = {"awful", "boring", "dreadful", "tedious"};
+  for (const char* split : {"train", "test"})
+    for (int label = 0; label < 2; ++label) {
+      auto dir = root / "aclImdb" / split / (label ? "pos" : "neg");
+      std::filesystem::create_directories(dir);
+      for (int i = 0; i < 40; ++i) {
+        std::ofstream f(dir / (std::to_string(i) + "_" + std::to_string(label ? 8 : 2) + ".txt"));
+        f << "This film was " << (label ? good[i % 4] : bad[i % 4]) << ".<br /><br />The plot, the acting: "
+          << (label ? good[(i + 1) % 4] : bad[(i + 1) % 4]) << " and review number " << i << ".";
+      }
+    }
+  auto out = root / "out.txt";
+  for (const char* model : {"imdb_fasttext", "imdb_bilstm"}) {
+    std::string cmd = std::string(LOUPE_CLI) + " train " + model + " --device cpu --data " + root.string() +
+                      " --epochs 2 --plain --no-nvml > " + out.string() + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::stringstream ss;
+    ss << std::ifstream(out).rdbuf();
+    ASSERT_EQ(rc, 0) << cmd << "\n" << ss.str();
+    EXPECT_NE(ss.str().find("IMDb from " + root.string()), std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("epoch 2/2"), std::string::npos) << ss.str();
+  }
+  std::filesystem::remove_all(root);
+}
