@@ -104,7 +104,7 @@ std::optional<std::string> find_default_imdb_dir() {
   return std::nullopt;
 }
 
-SequenceDataset::SequenceDataset(std::vector<int32_t> ids, std::vector<uint8_t> labels, int maxlen)
+SequenceDataset::SequenceDataset(std::vector<int32_t> ids, std::vector<int32_t> labels, int maxlen)
     : ids_(std::move(ids)), labels_(std::move(labels)), maxlen_(maxlen) {
   if (maxlen_ <= 0) throw Error("SequenceDataset: maxlen is " + std::to_string(maxlen_) + "; it must be positive");
   if (ids_.size() != labels_.size() * size_t(maxlen_))
@@ -126,7 +126,7 @@ void SequenceDataset::get(int64_t i, float* x, int32_t* y, uint64_t) const {
                 std::to_string(size()) + " samples");
   const int32_t* src = ids_.data() + i * maxlen_;
   for (int k = 0; k < maxlen_; ++k) x[k] = float(src[k]);
-  *y = int32_t(labels_[size_t(i)]);
+  *y = labels_[size_t(i)];
 }
 
 ImdbSequences make_imdb_sequences(const ImdbText& text, int num_words, int maxlen, bool bigrams) {

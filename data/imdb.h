@@ -31,18 +31,18 @@ std::vector<std::string> default_imdb_dirs();
 // themselves); empty if none.
 std::optional<std::string> find_default_imdb_dir();
 
-// Sequences of word ids as the loader sees them: n x maxlen ids, written as floats (exact below
-// 2^24, which the constructor checks), and a 0/1 label.
+// Sequences of ids as the loader sees them: n x maxlen ids, written as floats (exact below 2^24,
+// which the constructor checks), and an int32 label (0/1 for a review, the next character's id
+// for a char_lstm window).
 class SequenceDataset : public loader::Dataset {
  public:
-  SequenceDataset(std::vector<int32_t> ids, std::vector<uint8_t> labels, int maxlen);
+  SequenceDataset(std::vector<int32_t> ids, std::vector<int32_t> labels, int maxlen);
   int64_t size() const override { return int64_t(labels_.size()); }
   Shape sample_shape() const override { return Shape{maxlen_}; }
   void get(int64_t i, float* x, int32_t* y, uint64_t rng) const override;
 
  private:
-  std::vector<int32_t> ids_;
-  std::vector<uint8_t> labels_;
+  std::vector<int32_t> ids_, labels_;
   int maxlen_;
 };
 

@@ -256,7 +256,7 @@ TEST_F(Imdb, Sequences) {
   EXPECT_EQ(Ids(f.test_x.begin() + 10, f.test_x.end()), (Ids{0, 0, 1, 2, 2, 2, 2, 7, 15, 21}));
   EXPECT_NE(f.description.find("16 training bigrams"), std::string::npos) << f.description;
 
-  SequenceDataset ds(s.train_x, s.train_y, s.maxlen);
+  SequenceDataset ds(s.train_x, std::vector<int32_t>(s.train_y.begin(), s.train_y.end()), s.maxlen);
   float x[5];
   int32_t y;
   ds.get(3, x, &y, 0);

@@ -108,24 +108,6 @@ Shape with_batch(int64_t n, const Shape& sample) {
   return s;
 }
 
-// Token ids (int32, n x len) and int32 labels, written as floats for the loader (exact below 2^24).
-class IdsDataset : public loader::Dataset {
- public:
-  IdsDataset(std::vector<int32_t> ids, std::vector<int32_t> labels, int64_t len)
-      : ids_(std::move(ids)), labels_(std::move(labels)), len_(len) {}
-  int64_t size() const override { return int64_t(labels_.size()); }
-  Shape sample_shape() const override { return Shape{len_}; }
-  void get(int64_t i, float* x, int32_t* y, uint64_t) const override {
-    const int32_t* row = ids_.data() + i * len_;
-    for (int64_t t = 0; t < len_; ++t) x[t] = float(row[t]);
-    *y = labels_[size_t(i)];
-  }
-
- private:
-  std::vector<int32_t> ids_, labels_;
-  int64_t len_;
-};
-
 std::vector<int32_t> widen(const std::vector<uint8_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 
 // Sequences for the text models: x int32 [n, len], labels int32, and the loader's or the resident copy.
@@ -138,7 +120,7 @@ Data sequences(std::vector<int32_t> train_x, std::vector<int32_t> train_y, std::
     d.train = train::TensorDataset{from_vector(train_x, Shape{n_train, len}), from_vector(train_y, Shape{n_train}), 1.0}
                   .to(dev);
   else
-    d.host = std::make_shared<IdsDataset>(std::move(train_x), std::move(train_y), len);
+    d.host = std::make_shared<data::SequenceDataset>(std::move(train_x), std::move(train_y), int(len));
   return d;
 }
 
