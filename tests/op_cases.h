@@ -22,6 +22,9 @@ struct OpCase {
   std::string name;
   std::vector<InputSpec> inputs;
   std::function<Tensor(const std::vector<Tensor>&)> f;
+  // CPU-vs-CUDA tolerance as a multiple of the default: cuDNN's persistent LSTM kernel is accurate
+  // to ~1e-5 relative in float32 (test_ops_cuda's CudaLstm measures it against float64).
+  double tol_scale = 1;
 };
 
 inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
@@ -170,9 +173,9 @@ inline std::vector<OpCase> op_cases() {
     };
   };
   LstmParams one{4, 5};
-  c.push_back({"lstm_1layer", {{{2, 3, 4}}, {{lstm_weight_count(one)}}}, lstm_case(one)});
+  c.push_back({"lstm_1layer", {{{2, 3, 4}}, {{lstm_weight_count(one)}}}, lstm_case(one), 4});
   LstmParams two{2, 3, 2, true};
-  c.push_back({"lstm_2layer_bidirectional", {{{3, 4, 2}}, {{lstm_weight_count(two)}}}, lstm_case(two)});
+  c.push_back({"lstm_2layer_bidirectional", {{{3, 4, 2}}, {{lstm_weight_count(two)}}}, lstm_case(two), 4});
   return c;
 }
 

@@ -94,6 +94,23 @@ TEST(Embedding, RepeatedIdsAccumulateInTheGradient) {
   set_num_threads(saved);
 }
 
+// A weight that already has a .grad (a parameter's slice of the gradient arena, or an earlier
+// backward) gets the new gradient added in place, on the selected rows only.
+TEST(Embedding, GradientAddsIntoAnExistingGrad) {
+  nn::Embedding m(4, 2);
+  Tensor ids = from_vector(std::vector<int32_t>{0, 2, 0}, Shape{3});
+  Tensor gy = from_vector(std::vector<float>{1, 2, 10, 20, 100, 200}, Shape{3, 2});
+  m.arena();  // built on first use: the parameters become views into it
+  Tensor w = m.weight;
+  ASSERT_TRUE(w.grad().defined()) << "a module parameter's .grad is its arena slice";
+  fill_(w.grad(), 0.5);
+  m(ids).backward(gy);
+  std::vector<float> want{101.5f, 202.5f, 0.5f, 0.5f, 10.5f, 20.5f, 0.5f, 0.5f};
+  EXPECT_EQ(w.grad().to_vector<float>(), want);
+  std::vector<float> arena = m.arena().grads().to_vector<float>();  // padded past the weight
+  EXPECT_EQ(std::vector<float>(arena.begin(), arena.begin() + 8), want) << "the arena holds the same gradient";
+}
+
 TEST(Embedding, ModuleInitIsKerasUniformAndSeeded) {
   manual_seed(11);
   nn::Embedding a(50, 16);
@@ -155,33 +172,43 @@ TEST(Cat, ErrorsNameTheShapes) {
 
 TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
-  const int64_t V = 50, E = 64;
-  std::vector<int32_t> ids(64 * 400);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(21, i, 0).v[0] % uint32_t(V));
-  for (size_t i = 1000; i < 9000; ++i) ids[i] = 0;  // a long run, like the padding id of a text batch
-  Tensor idt = from_vector(ids, Shape{64, 400});
-  Tensor w0 = random_tensor(Shape{V, E}, 22), gy = random_tensor(Shape{64, 400, E}, 23);
-  // The gradient of w (as doubles) on device d, from ids of type ids_dtype and a table of type wdt.
-  auto run = [&](Device d, DType ids_dtype, DType wdt, std::vector<double>* y) {
-    Tensor w = w0.to(wdt).to(d).detach();
-    w.requires_grad_(true);
-    Tensor out = embedding(idt.to(ids_dtype).to(d), w);
-    if (y) *y = out.to_vector<double>();
-    out.backward(gy.to(wdt).to(d));
-    return w.grad().to_vector<double>();
-  };
-  std::vector<double> y_cpu, y_gpu;
-  run(kCPU, DType::i32, DType::f32, &y_cpu);
-  std::vector<double> ref = run(kCPU, DType::i32, DType::f64, nullptr);  // float64 sums: the reference
-  std::vector<double> g1 = run(kCUDA, DType::i32, DType::f32, &y_gpu), g2 = run(kCUDA, DType::i32, DType::f32, nullptr);
-  EXPECT_EQ(y_cpu, y_gpu);  // a gather: exact
-  ASSERT_EQ(ref.size(), g1.size());
-  // Row 0 sums about 8,500 rows (|sum| up to ~30), so the bound is relative there.
-  for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(ref[i], g1[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
-  EXPECT_EQ(g1, g2) << "the CUDA embedding backward is not bit-reproducible";
-  EXPECT_EQ(run(kCUDA, DType::f32, DType::f32, nullptr), g1) << "float ids on CUDA";
-
+  const int64_t V = 50;
+  // E = 50 leaves a partial last column group; the long run spans many chunks of the backward.
+  for (int64_t E : {int64_t(64), int64_t(50)}) {
+    SCOPED_TRACE("E = " + std::to_string(E));
+    std::vector<int32_t> ids(64 * 400);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(21, i, 0).v[0] % uint32_t(V));
+    for (size_t i = 1000; i < 9000; ++i) ids[i] = 0;  // a long run, like the padding id of a text batch
+    Tensor idt = from_vector(ids, Shape{64, 400});
+    Tensor w0 = random_tensor(Shape{V, E}, 22), gy = random_tensor(Shape{64, 400, E}, 23);
+    // The gradient of w (as doubles) on device d, from ids of type ids_dtype and a table of type wdt.
+    auto run = [&](Device d, DType ids_dtype, DType wdt, std::vector<double>* y) {
+      Tensor w = w0.to(wdt).to(d).detach();
+      w.requires_grad_(true);
+      Tensor out = embedding(idt.to(ids_dtype).to(d), w);
+      if (y) *y = out.to_vector<double>();
+      out.backward(gy.to(wdt).to(d));
+      return w.grad().to_vector<double>();
+    };
+    std::vector<double> y_cpu, y_gpu;
+    run(kCPU, DType::i32, DType::f32, &y_cpu);
+    std::vector<double> ref = run(kCPU, DType::i32, DType::f64, nullptr);  // float64 sums: the reference
+    std::vector<double> g1 = run(kCUDA, DType::i32, DType::f32, &y_gpu), g2 = run(kCUDA, DType::i32, DType::f32, nullptr);
+    EXPECT_EQ(y_cpu, y_gpu);  // a gather: exact
+    ASSERT_EQ(ref.size(), g1.size());
+    // Row 0 sums about 8,500 rows (|sum| up to ~30), so the bound is relative there.
+    for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(ref[i], g1[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
+    EXPECT_EQ(g1, g2) << "the CUDA embedding backward is not bit-reproducible";
+    EXPECT_EQ(run(kCUDA, DType::f32, DType::f32, nullptr), g1) << "float ids on CUDA";
+    // A second backward adds in place into the .grad the first one left: exactly twice.
+    Tensor w = w0.to(kCUDA).detach().requires_grad_(true);
+    for (int k = 0; k < 2; ++k) embedding(idt.to(kCUDA), w).backward(gy.to(kCUDA));
+    std::vector<double> twice = w.grad().to_vector<double>();
+    for (size_t i = 0; i < g1.size(); ++i) ASSERT_EQ(twice[i], 2 * g1[i]) << i;
+  }
   // Ids that select no row give a zero row and no gradient on CUDA rather than a fault.
+  const int64_t E = 64;
+  Tensor w0 = random_tensor(Shape{V, E}, 22);
   Tensor bad = from_vector(std::vector<float>{1, -1, 50, 2.5f, 3}, Shape{5}).to(kCUDA);
   Tensor w = w0.to(kCUDA).detach();
   w.requires_grad_(true);

@@ -170,6 +170,9 @@ def main():
     elif a.model in TEXT:  # synthetic token ids with the real shapes
         n, t, ids, classes = TEXT[a.model]
         xtr = torch.randint(1, ids, (n, t), dtype=torch.int64)
+        if classes == 2:  # reviews as loupe's synthetic set has them: t/2 to t ids, padded at the front
+            lengths = torch.randint(t // 2, t + 1, (n, 1))
+            xtr[torch.arange(t).expand(n, t) < t - lengths] = 0
         ytr = torch.randint(0, classes, (n,), dtype=torch.int64)
         xte, yte = xtr[:5000], ytr[:5000]
     else:  # synthetic data with the real shapes

@@ -11,13 +11,26 @@ struct EmbeddingBackward : autograd::Node {
   Tensor ids;  // contiguous, flat
   Shape weight_shape;
   DType dtype;
+  // The weight, when it is a leaf: its gradient is then added in place into the .grad it already
+  // has (a parameter's slice of the gradient arena), touching only the rows the ids select. A dense
+  // [V, E] gradient would cost a zeroed table and a full add into .grad: for imdb_fasttext's 1.2M x
+  // 50 table, 60 MB written and 720 MB moved per step for the few thousand rows a batch selects.
+  std::weak_ptr<TensorImpl> leaf;
   const char* name() const override { return "EmbeddingBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     int64_t E = weight_shape[1], n = ids.numel();
     Tensor gy = g[0].contiguous();
-    Tensor gw = empty(weight_shape, dtype, gy.device());
-    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, n, E);
     instrument::add_flops(double(n) * double(E));  // one add per gradient element
+    if (auto v = leaf.lock(); v && v->grad) {
+      Tensor grad(v->grad);
+      if (grad.shape() == weight_shape && grad.dtype() == dtype && grad.device() == gy.device() &&
+          grad.is_contiguous()) {
+        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, n, E, true);
+        return {Tensor()};  // already in .grad
+      }
+    }
+    Tensor gw = empty(weight_shape, dtype, gy.device());
+    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, n, E, false);
     return {gw};
   }
   void release() override { ids = Tensor(); }
@@ -43,6 +56,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
     node->ids = ic;
     node->weight_shape = weight.shape();
     node->dtype = weight.dtype();
+    if (!weight.grad_fn()) node->leaf = weight.impl_ptr();
     autograd::record(node, {&weight}, {&y});
   }
   return y;

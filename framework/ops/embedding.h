@@ -18,8 +18,9 @@ Tensor embedding(const Tensor& ids, const Tensor& weight);
 struct EmbeddingKernels {
   // ids contiguous [n]; weight contiguous [V, E]; out contiguous [n, E].
   void (*forward)(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E);
-  // gw [V, E] = sum over positions i with ids[i] == v of gy[i, :]; overwrites all of gw.
-  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E);
+  // gw [V, E] = sum over positions i with ids[i] == v of gy[i, :]: overwrites all of gw, or with
+  // `accumulate` adds each row's sum to what gw holds and touches only the rows some id selects.
+  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate);
 };
 
 }  // namespace loupe

@@ -67,7 +67,7 @@ void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t
   });
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E) {
+void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate) {
   int64_t V = gw.size(0);
   std::vector<int64_t> rows = checked_rows(ids, V);
   // Positions grouped by row, in position order (a stable counting sort): each row of gw then
@@ -83,13 +83,19 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, 
     T* w = gw.data<T>();
     int64_t per_row = (n / std::max<int64_t>(V, 1) + 1) * E;  // elements touched per row, on average
     parallel_for(0, V, cpu::kGrain / (per_row + 1) + 1, [&](int64_t s, int64_t e) {
+      std::vector<T> sum(static_cast<size_t>(accumulate ? E : 0));
       for (int64_t v = s; v < e; ++v) {
-        T* dst = w + v * E;
+        if (accumulate && start[size_t(v)] == start[size_t(v) + 1]) continue;  // no id selects v
+        // The row's sum first, then added to the gradient already there (as the dense path's
+        // accumulation into .grad would add it).
+        T* dst = accumulate ? sum.data() : w + v * E;
         std::fill_n(dst, E, T(0));
         for (int64_t k = start[size_t(v)]; k < start[size_t(v) + 1]; ++k) {
           const T* src = g + order[size_t(k)] * E;
           for (int64_t j = 0; j < E; ++j) dst[j] += src[j];
         }
+        if (accumulate)
+          for (int64_t j = 0; j < E; ++j) w[v * E + j] += sum[size_t(j)];
       }
     });
   });

@@ -1,7 +1,7 @@
 // Embedding on CUDA. Forward: a gather, one thread per output element (or float4). Backward:
 // deterministic, without atomics: sort (row, position) pairs by row (a stable radix sort, so each
-// row's positions stay in order), find the runs of equal rows, and let one block sum each run in
-// a fixed order. Ids that are not integers in [0, V) give a zero row and no gradient: checking
+// row's positions stay in order), find the runs of equal rows, and sum each run in chunks in a
+// fixed order (below). Ids that are not integers in [0, V) give a zero row and no gradient: checking
 // them would mean waiting for the device (the CPU path and the dataset builders check).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
@@ -53,34 +53,65 @@ __global__ void keys_kernel(int32_t* keys, int32_t* pos, const I* ids, int64_t n
   }
 }
 
-// One block per run of equal rows. threadIdx.x walks the columns; threadIdx.y splits the run's
-// positions into kGroups strided subsets (long runs, such as a padding id, would otherwise be
-// summed by one thread), each summed in position order and then added in group order. The order
-// depends only on the data, so results are bit-identical from run to run.
-constexpr int kLanes = 32, kGroups = 8;
-__global__ void runs_kernel(float* gw, const float* gy, const int32_t* pos, const int32_t* run_row,
-                            const int32_t* run_start, const int32_t* run_len, const int32_t* num_runs, int64_t E,
-                            int64_t V) {
-  __shared__ float part[kGroups][kLanes];
+// Each run of equal rows is cut into chunks of kChunk positions. One warp sums a chunk (lanes over
+// the columns, the positions in order); a run of one chunk writes its row directly, a longer one
+// (a padding id may fill half a batch) leaves partial sums that a second pass adds in chunk order.
+// The order depends only on the data, so results are bit-identical from run to run, and no run is
+// summed serially by one block however long it is.
+constexpr int kChunk = 32, kWarps = 8;
+
+// chunks[r] = chunks of run r; multi[r] = the same for runs of two chunks or more, else 0 (they
+// own partial-sum slots). Runs past num_runs have length 0 (zeroed), hence no chunks.
+__global__ void chunks_kernel(int32_t* chunks, int32_t* multi, const int32_t* run_len, int64_t R) {
+  LOUPE_KERNEL_LOOP(r, R) {
+    int32_t c = (run_len[r] + kChunk - 1) / kChunk;
+    chunks[r] = c;
+    multi[r] = c > 1 ? c : 0;
+  }
+}
+
+// One warp per chunk slot q < max_chunks (an upper bound: slots past the real total exit).
+__global__ void chunk_sums_kernel(float* gw, float* partial, const float* gy, const int32_t* pos,
+                                  const int32_t* run_row, const int32_t* run_start, const int32_t* run_len,
+                                  const int32_t* chunks, const int32_t* chunk_first, const int32_t* multi_first,
+                                  const int32_t* num_runs, int64_t max_chunks, int64_t E, int64_t V, bool accumulate) {
+  int64_t q = int64_t(blockIdx.x) * kWarps + threadIdx.y;
   int runs = *num_runs;
-  for (int r = blockIdx.x; r < runs; r += gridDim.x) {
+  if (q >= max_chunks || runs == 0) return;
+  int lo = 0, hi = runs - 1;  // the last run whose first chunk is at or before q
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (chunk_first[mid] <= q) lo = mid;
+    else hi = mid - 1;
+  }
+  int c = int(q - chunk_first[lo]);
+  if (c >= chunks[lo] || run_row[lo] >= V) return;  // past the last chunk, or the out-of-range ids
+  int64_t row = run_row[lo];
+  int begin = run_start[lo] + c * kChunk, end = min(run_start[lo] + run_len[lo], begin + kChunk);
+  const bool direct = chunks[lo] == 1;
+  float* out = direct ? gw + row * E : partial + int64_t(multi_first[lo] + c) * E;
+  for (int64_t j = threadIdx.x; j < E; j += 32) {
+    float acc = 0.f;
+    for (int k = begin; k < end; ++k) acc += gy[int64_t(pos[k]) * E + j];
+    if (direct && accumulate) out[j] += acc;
+    else out[j] = acc;
+  }
+}
+
+// One warp per run of two chunks or more: its partial sums, in chunk order.
+__global__ void combine_kernel(float* gw, const float* partial, const int32_t* run_row, const int32_t* multi,
+                               const int32_t* multi_first, const int32_t* num_runs, int64_t E, int64_t V,
+                               bool accumulate) {
+  int runs = *num_runs;
+  for (int r = blockIdx.x * kWarps + threadIdx.y; r < runs; r += gridDim.x * kWarps) {
+    if (multi[r] == 0 || run_row[r] >= V) continue;
+    const float* p = partial + int64_t(multi_first[r]) * E;
     int64_t row = run_row[r];
-    if (row >= V) continue;  // the out-of-range ids; the same for the whole block
-    const int32_t* p = pos + run_start[r];
-    int len = run_len[r];
-    for (int64_t j0 = 0; j0 < E; j0 += kLanes) {
-      int64_t j = j0 + threadIdx.x;
+    for (int64_t j = threadIdx.x; j < E; j += 32) {
       float acc = 0.f;
-      if (j < E)
-        for (int k = threadIdx.y; k < len; k += kGroups) acc += gy[int64_t(p[k]) * E + j];
-      part[threadIdx.y][threadIdx.x] = acc;
-      __syncthreads();
-      if (threadIdx.y == 0 && j < E) {
-        float t = part[0][threadIdx.x];
-        for (int y = 1; y < kGroups; ++y) t += part[y][threadIdx.x];
-        gw[row * E + j] = t;
-      }
-      __syncthreads();
+      for (int c = 0; c < multi[r]; ++c) acc += p[int64_t(c) * E + j];
+      if (accumulate) gw[row * E + j] += acc;
+      else gw[row * E + j] = acc;
     }
   }
 }
@@ -115,22 +146,28 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E) {
+void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate) {
   cuda::require_f32(gw, "embedding backward");
   cudaStream_t s = cuda::stream();
-  LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
+  if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
   int64_t V = gw.size(0);
   if (n == 0 || E == 0 || V == 0) return;
   LOUPE_CHECK(n < INT_MAX && V < INT_MAX, "embedding backward on CUDA: ", n, " ids over ", V,
               " rows is past the 32-bit sort keys");
   Device d = gw.device();
   int64_t R = std::min(n, V + 1);  // at most one run per row, plus the out-of-range ids
+  // Chunks: at most one partial chunk per run plus n / kChunk full ones; those of multi-chunk runs
+  // (each longer than kChunk) at most 2 n / kChunk.
+  int64_t max_chunks = R + n / kChunk, max_partial = 2 * (n / kChunk) + 1;
   auto i32 = [&](int64_t k) { return empty(Shape{k}, DType::i32, d); };
   Tensor keys = i32(n), keys_sorted = i32(n), pos = i32(n), pos_sorted = i32(n);
   Tensor run_row = i32(R), run_start = i32(R), run_len = i32(R), num_runs = i32(1);
+  Tensor chunks = i32(R), chunk_first = i32(R), multi = i32(R), multi_first = i32(R);
   int32_t *kp = keys.data<int32_t>(), *ksp = keys_sorted.data<int32_t>();
   int32_t *pp = pos.data<int32_t>(), *psp = pos_sorted.data<int32_t>();
   int32_t *rowp = run_row.data<int32_t>(), *startp = run_start.data<int32_t>(), *lenp = run_len.data<int32_t>();
+  int32_t *chp = chunks.data<int32_t>(), *chfp = chunk_first.data<int32_t>();
+  int32_t *mp = multi.data<int32_t>(), *mfp = multi_first.data<int32_t>();
   int32_t* nrp = num_runs.data<int32_t>();
   switch (ids.dtype()) {
     case DType::i32: launch_keys<int32_t>(kp, pp, ids, n, V); break;
@@ -141,7 +178,7 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, 
   int end_bit = 1;  // keys lie in [0, V]: sort only the bits that can differ
   while (end_bit < 31 && (int64_t(1) << end_bit) <= V) ++end_bit;
   int ni = int(n), nr = int(R);
-  // The run lengths past num_runs are never written: zero them so the scan reads defined values.
+  // The run lengths past num_runs are never written: zero them so the scans read defined values.
   LOUPE_CUDA_CHECK(cudaMemsetAsync(lenp, 0, size_t(R) * sizeof(int32_t), s));
   size_t b_sort = 0, b_rle = 0, b_scan = 0;
   LOUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, b_sort, kp, ksp, pp, psp, ni, 0, end_bit, s));
@@ -149,12 +186,25 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, 
   LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, b_scan, lenp, startp, nr, s));
   size_t bytes = std::max({b_sort, b_rle, b_scan, size_t(1)});
   Tensor temp = empty(Shape{int64_t(bytes)}, DType::u8, d);  // the stream-ordered pool
-  LOUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), b_sort, kp, ksp, pp, psp, ni, 0, end_bit, s));
-  LOUPE_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp.data_ptr(), b_rle, ksp, rowp, lenp, nrp, ni, s));
-  LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data_ptr(), b_scan, lenp, startp, nr, s));
-  unsigned blocks = unsigned(std::min<int64_t>(R, 65535));
-  runs_kernel<<<blocks, dim3(kLanes, kGroups), 0, s>>>(gw.data<float>(), gy.data<float>(), psp, rowp, startp, lenp,
-                                                        nrp, E, V);
+  void* tp = temp.data_ptr();
+  LOUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tp, b_sort, kp, ksp, pp, psp, ni, 0, end_bit, s));
+  LOUPE_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(tp, b_rle, ksp, rowp, lenp, nrp, ni, s));
+  LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tp, b_scan, lenp, startp, nr, s));
+  chunks_kernel<<<cuda::blocks_for(R), cuda::kThreads, 0, s>>>(chp, mp, lenp, R);
+  LOUPE_CUDA_LAUNCH_CHECK();
+  LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tp, b_scan, chp, chfp, nr, s));  // same size as above
+  LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tp, b_scan, mp, mfp, nr, s));
+  Tensor partial = empty(Shape{max_partial * E}, DType::f32, d);
+  dim3 block(32, kWarps);
+  LOUPE_CHECK((max_chunks + kWarps - 1) / kWarps < INT_MAX, "embedding backward on CUDA: too many ids");
+  unsigned chunk_blocks = unsigned((max_chunks + kWarps - 1) / kWarps);
+  chunk_sums_kernel<<<chunk_blocks, block, 0, s>>>(gw.data<float>(), partial.data<float>(), gy.data<float>(), psp,
+                                                   rowp, startp, lenp, chp, chfp, mfp, nrp, max_chunks, E, V,
+                                                   accumulate);
+  LOUPE_CUDA_LAUNCH_CHECK();
+  unsigned combine_blocks = unsigned(std::min<int64_t>((R + kWarps - 1) / kWarps, 4096));
+  combine_kernel<<<combine_blocks, block, 0, s>>>(gw.data<float>(), partial.data<float>(), rowp, mp, mfp, nrp, E, V,
+                                                  accumulate);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,11 +7,25 @@
 // and the weight gradient back into loupe's after it: a copy of the (small) weight vector, never
 // a silent misreading. Descriptors, the dropout state and the sequence-length array are built
 // once per problem and cached; a step allocates only its work and reserve space.
+//
+// How cuDNN runs it is chosen per problem by timing, as the convolutions are: the algorithm
+// (CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, one persistent kernel for the whole recurrence where
+// the hidden size allows it, or STANDARD, a GEMM and a pointwise kernel per step and direction) and
+// the layout x and y reach it in (batch-major as loupe holds them, which cuDNN rearranges itself
+// with padded I/O, or sequence-major packed, transposed here around the calls). On an H200 the
+// persistent kernel took imdb_bilstm's forward + backward at batch 32 from 8.0 ms to 0.5 ms
+// (tools/bench_lstm). LOUPE_LSTM_ALGO=standard|static|small_h|dynamic and
+// LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
+// prints the timings and the choice.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <vector>
 
+#include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/precision.h"
 #include "ops/cudnn_util.cuh"
@@ -21,13 +35,44 @@
 namespace loupe {
 namespace {
 
-struct RnnData {  // a cudnnRNNDataDescriptor_t, batch-major, every sequence full length
+struct Choice {
+  cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
+  bool seq_major = false;
+};
+
+// The choices to time: every algorithm that can win (the persistent STATIC and DYNAMIC ones were
+// 3-50x slower than STANDARD at every reference shape) in both layouts, unless forced.
+const std::vector<Choice>& candidates() {
+  static const std::vector<Choice> c = [] {
+    std::vector<cudnnRNNAlgo_t> algos{CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD};
+    std::vector<bool> layouts{false, true};
+    if (const char* a = std::getenv("LOUPE_LSTM_ALGO")) {
+      if (!std::strcmp(a, "static")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC};
+      else if (!std::strcmp(a, "small_h")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H};
+      else if (!std::strcmp(a, "dynamic")) algos = {CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
+      else if (!std::strcmp(a, "standard")) algos = {CUDNN_RNN_ALGO_STANDARD};
+      else LOUPE_FAIL("LOUPE_LSTM_ALGO: standard, static, small_h or dynamic, got ", a);
+    }
+    if (const char* l = std::getenv("LOUPE_LSTM_LAYOUT")) {
+      LOUPE_CHECK(!std::strcmp(l, "seq") || !std::strcmp(l, "batch"), "LOUPE_LSTM_LAYOUT: batch or seq, got ", l);
+      layouts = {!std::strcmp(l, "seq")};
+    }
+    std::vector<Choice> r;
+    for (cudnnRNNAlgo_t a : algos)
+      for (bool sm : layouts) r.push_back(Choice{a, sm});
+    return r;
+  }();
+  return c;
+}
+
+struct RnnData {  // a cudnnRNNDataDescriptor_t, every sequence full length
   cudnnRNNDataDescriptor_t d = nullptr;
-  RnnData(int64_t N, int64_t T, int64_t vec) {
+  RnnData(int64_t N, int64_t T, int64_t vec, bool seq_major) {
     LOUPE_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&d));
     std::vector<int> lengths(static_cast<size_t>(N), static_cast<int>(T));
-    LOUPE_CUDNN_CHECK(cudnnSetRNNDataDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
-                                                int(T), int(N), int(vec), lengths.data(), nullptr));
+    LOUPE_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
+        d, CUDNN_DATA_FLOAT, seq_major ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+        int(T), int(N), int(vec), lengths.data(), nullptr));
   }
   ~RnnData() { cudnnDestroyRNNDataDescriptor(d); }
 };
@@ -43,6 +88,7 @@ struct State3d {  // [L*D, N, H] for h and c
 };
 
 struct Plan {
+  Choice choice;
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnDropoutDescriptor_t drop = nullptr;
   Tensor drop_states;  // cuDNN's dropout RNG state (lives as long as the descriptor)
@@ -105,15 +151,11 @@ Tensor permuted(const Tensor& v, const Tensor& order) {
   return index_select(v.reshape(Shape{v.numel(), 1}), order, DType::f32).reshape(Shape{v.numel()});
 }
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int>;
-
-Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
-  static std::map<Key, std::unique_ptr<Plan>> cache;
-  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision())};
-  auto it = cache.find(k);
-  if (it != cache.end()) return *it->second;
+// The plan for one choice (throws where cuDNN does not support it).
+std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch) {
   cudnnHandle_t h = cuda::cudnn();
   auto pl = std::make_unique<Plan>();
+  pl->choice = ch;
   // The dropout state (cuDNN's own RNG) is set up once per problem, seeded from loupe's generator.
   LOUPE_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&pl->drop));
   size_t state_bytes = 0;
@@ -124,17 +166,18 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
   LOUPE_CUDNN_CHECK(cudnnCreateRNNDescriptor(&pl->rnn));
   cudnnMathType_t math = precision() == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
   LOUPE_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-      pl->rnn, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
-      p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT,
-      CUDNN_DATA_FLOAT, math, int32_t(p.input_size), int32_t(p.hidden_size), int32_t(p.hidden_size), p.num_layers,
-      pl->drop, CUDNN_RNN_PADDED_IO_ENABLED));
+      pl->rnn, ch.algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+      CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math, int32_t(p.input_size), int32_t(p.hidden_size),
+      int32_t(p.hidden_size), p.num_layers, pl->drop,
+      ch.seq_major ? CUDNN_RNN_PADDED_IO_DISABLED : CUDNN_RNN_PADDED_IO_ENABLED));
+  if (ch.algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) LOUPE_CUDNN_CHECK(cudnnBuildRNNDynamic(h, pl->rnn, int(N)));
   LOUPE_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, pl->rnn, &pl->weight_bytes));
   LOUPE_CHECK(pl->weight_bytes == size_t(lstm_weight_count(p)) * 4, "cuDNN's LSTM weight space holds ",
               pl->weight_bytes / 4, " floats, loupe's layout ", lstm_weight_count(p));
   map_layout(h, *pl, p);
   const int64_t DH = p.directions() * p.hidden_size;
-  pl->x = std::make_unique<RnnData>(N, T, p.input_size);
-  pl->y = std::make_unique<RnnData>(N, T, DH);
+  pl->x = std::make_unique<RnnData>(N, T, p.input_size, ch.seq_major);
+  pl->y = std::make_unique<RnnData>(N, T, DH, ch.seq_major);
   pl->hc = std::make_unique<State3d>(int64_t(p.num_layers) * p.directions(), N, p.hidden_size);
   pl->seq_lengths = from_vector(std::vector<int32_t>(size_t(N), int32_t(T)), Shape{N}, kCUDA);
   LOUPE_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, pl->rnn, CUDNN_FWD_MODE_TRAINING, pl->x->d, &pl->work_train,
@@ -142,10 +185,118 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
   size_t unused = 0;
   LOUPE_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, pl->rnn, CUDNN_FWD_MODE_INFERENCE, pl->x->d, &pl->work_infer,
                                               &unused));
-  return *cache.emplace(k, std::move(pl)).first->second;
+  return pl;
 }
 
 Tensor bytes(size_t n) { return empty(Shape{int64_t(std::max<size_t>(n, 1))}, DType::u8, kCUDA); }
+
+// [N, T, F] -> [T, N, F] (or back), contiguous.
+Tensor swap01(const Tensor& t) {
+  NoGradGuard g;
+  return t.transpose(0, 1).contiguous();
+}
+
+Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+                   const Tensor& c, bool training) {
+  Tensor work = bytes(training ? pl.work_train : pl.work_infer);
+  Tensor reserve = training ? bytes(pl.reserve_train) : Tensor();
+  Tensor ws = pl.to_cudnn.defined() ? permuted(w, pl.to_cudnn) : w;
+  const bool sm = pl.choice.seq_major;
+  Tensor xs = sm ? swap01(x) : x;
+  Tensor ys = sm ? empty(Shape{y.size(1), y.size(0), y.size(2)}, DType::f32, kCUDA) : y;
+  LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(), pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+                                    pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.y->d, ys.data_ptr(),
+                                    pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
+                                    ws.data_ptr(), work.nbytes(), work.data_ptr(),
+                                    training ? pl.reserve_train : 0, training ? reserve.data_ptr() : nullptr));
+  if (sm) copy_(y, ys.transpose(0, 1));
+  return reserve;
+}
+
+void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+                  const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw) {
+  cudnnHandle_t h = cuda::cudnn();
+  Tensor work = bytes(pl.work_train);
+  const bool permute = pl.to_cudnn.defined();
+  Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
+  Tensor dws = permute ? empty(dw.shape(), DType::f32, kCUDA) : dw;
+  const bool sm = pl.choice.seq_major;
+  Tensor xs = sm ? swap01(x) : x, ys = sm ? swap01(y) : y, dys = sm ? swap01(dy) : dy;
+  Tensor dxs = sm ? empty(Shape{x.size(1), x.size(0), x.size(2)}, DType::f32, kCUDA) : dx;
+  LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(
+      h, pl.rnn, pl.seq_lengths.data<int32_t>(), pl.y->d, ys.data_ptr(), dys.data_ptr(), pl.x->d, dxs.data_ptr(),
+      pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
+      dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
+      pl.reserve_train, saved.data_ptr()));
+  // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
+  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), cuda::stream()));
+  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(h, pl.rnn, CUDNN_WGRAD_MODE_ADD, pl.seq_lengths.data<int32_t>(),
+                                               pl.x->d, xs.data_ptr(), pl.hc->d, nullptr, pl.y->d, ys.data_ptr(),
+                                               pl.weight_bytes, dws.data_ptr(), work.nbytes(), work.data_ptr(),
+                                               pl.reserve_train, saved.data_ptr()));
+  if (permute) copy_(dw, permuted(dws, pl.to_loupe));
+  if (sm) copy_(dx, dxs.transpose(0, 1));
+}
+
+// Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
+// (the persistent kernels' speed does not depend on the values): the second of two runs.
+double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
+  const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
+  auto z = [](const Shape& s) { return zeros(s, DType::f32, kCUDA); };
+  Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
+  Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size}), dy = z(Shape{N, T, DH});
+  Tensor dx = z(x.shape()), dw = z(w.shape());
+  cudaStream_t s = cuda::stream();
+  cudaEvent_t a, b;
+  LOUPE_CUDA_CHECK(cudaEventCreate(&a));
+  LOUPE_CUDA_CHECK(cudaEventCreate(&b));
+  float ms = 0;
+  for (int i = 0; i < 2; ++i) {
+    LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
+    Tensor saved = run_forward(pl, x, w, y, h, c, true);
+    run_backward(pl, x, w, y, saved, dy, Tensor(), Tensor(), dx, dw);
+    LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
+    LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
+    LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int>;
+
+// The fastest supported choice for this problem, timed once and cached.
+Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
+  static std::map<Key, std::unique_ptr<Plan>> cache;
+  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision())};
+  auto it = cache.find(k);
+  if (it != cache.end()) return *it->second;
+  const std::vector<Choice>& cands = candidates();
+  std::unique_ptr<Plan> best;
+  double best_ms = 0;
+  std::string why;  // the last refusal, reported if every choice is refused
+  static const bool verbose = std::getenv("LOUPE_LSTM_VERBOSE") != nullptr;
+  for (const Choice& ch : cands) {
+    const char* name = ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
+                       : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? "small_h"
+                       : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC         ? "static"
+                                                                          : "dynamic";
+    try {
+      std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch);
+      double ms = cands.size() > 1 ? time_plan(*pl, p, N, T) : 0;
+      if (verbose)
+        std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld: %s %s-major %.3f ms\n", (long long)N, (long long)T,
+                     (long long)p.input_size, (long long)p.hidden_size, name, ch.seq_major ? "seq" : "batch", ms);
+      if (!best || ms < best_ms) best = std::move(pl), best_ms = ms;
+    } catch (const std::exception& e) {  // e.g. a hidden size past the persistent kernel's limit
+      why = e.what();
+      if (verbose) std::fprintf(stderr, "lstm: %s %s-major refused: %s\n", name, ch.seq_major ? "seq" : "batch", e.what());
+    }
+  }
+  LOUPE_CHECK(best, "cuDNN supports no way to run this LSTM: ", why);
+  return *cache.emplace(k, std::move(best)).first->second;
+}
 
 Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t) {
@@ -153,16 +304,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tens
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
-  Plan& pl = plan_for(p, x.size(0), x.size(1), seed);
-  Tensor work = bytes(training ? pl.work_train : pl.work_infer);
-  Tensor reserve = training ? bytes(pl.reserve_train) : Tensor();
-  Tensor ws = pl.to_cudnn.defined() ? permuted(w, pl.to_cudnn) : w;
-  LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(), pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
-                                    pl.seq_lengths.data<int32_t>(), pl.x->d, x.data_ptr(), pl.y->d, y.data_ptr(),
-                                    pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
-                                    ws.data_ptr(), work.nbytes(), work.data_ptr(),
-                                    training ? pl.reserve_train : 0, training ? reserve.data_ptr() : nullptr));
-  return reserve;
+  return run_forward(plan_for(p, x.size(0), x.size(1), seed), x, w, y, h, c, training);
 }
 
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
@@ -170,24 +312,7 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
               uint64_t) {
   cuda::require_f32(x, "lstm backward");
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
-  Plan& pl = plan_for(p, x.size(0), x.size(1), seed);
-  cudnnHandle_t h = cuda::cudnn();
-  Tensor work = bytes(pl.work_train);
-  const bool permute = pl.to_cudnn.defined();
-  Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
-  Tensor dws = permute ? empty(dw.shape(), DType::f32, kCUDA) : dw;
-  LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(
-      h, pl.rnn, pl.seq_lengths.data<int32_t>(), pl.y->d, y.data_ptr(), dy.data_ptr(), pl.x->d, dx.data_ptr(),
-      pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
-      dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
-      pl.reserve_train, saved.data_ptr()));
-  // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
-  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), cuda::stream()));
-  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(h, pl.rnn, CUDNN_WGRAD_MODE_ADD, pl.seq_lengths.data<int32_t>(),
-                                               pl.x->d, x.data_ptr(), pl.hc->d, nullptr, pl.y->d, y.data_ptr(),
-                                               pl.weight_bytes, dws.data_ptr(), work.nbytes(), work.data_ptr(),
-                                               pl.reserve_train, saved.data_ptr()));
-  if (permute) copy_(dw, permuted(dws, pl.to_loupe));
+  run_backward(plan_for(p, x.size(0), x.size(1), seed), x, w, y, saved, dy, dh, dc, dx, dw);
 }
 
 const LstmKernels table{forward, backward};
