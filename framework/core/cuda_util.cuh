@@ -2,6 +2,8 @@
 // hint), the compute stream and cuBLAS handle, and launch helpers.
 #pragma once
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,12 +29,44 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   return unsigned(b < 65535LL * 32 ? (b > 0 ? b : 1) : 65535LL * 32);  // grid-stride loops cover the rest
 }
 
-// Kernels here are float32; other dtypes arrive with the mixed-precision issue.
+// Kernels that are float32 only.
 inline void require_f32(const Tensor& t, const char* op) {
   if (t.dtype() != DType::f32)
     LOUPE_FAIL(op, " on CUDA supports float32 only for now, got ", dtype_name(t.dtype()),
                " (float64 runs on the CPU: --device cpu)");
 }
+
+// Kernels with float32, float16 and bfloat16 paths (mixed precision: storage in T, arithmetic in
+// float).
+inline void require_float(const Tensor& t, const char* op) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f16 && t.dtype() != DType::bf16)
+    LOUPE_FAIL(op, " on CUDA supports float32, float16 and bfloat16, got ", dtype_name(t.dtype()),
+               " (float64 runs on the CPU: --device cpu)");
+}
+
+// Calls f with a value of the storage type of t (float, __half or __nv_bfloat16).
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); break;
+    case DType::f16: f(__half{}); break;
+    case DType::bf16: f(__nv_bfloat16{}); break;
+    default: LOUPE_FAIL(op, " on CUDA supports float32, float16 and bfloat16, got ", dtype_name(t));
+  }
+}
+
+// Loads and stores through float, whatever the storage type.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in thread 0.
 __device__ __forceinline__ float block_sum(float v) {
