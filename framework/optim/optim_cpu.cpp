@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cmath>
 
 #include "core/dispatch.h"
@@ -9,7 +10,12 @@ namespace {
 
 constexpr int64_t kGrain = 65536;
 
-void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov, float wd) {
+// With a GradScaler, a step whose gradients overflowed leaves everything untouched.
+bool skipped(const float* scaler) { return scaler && scaler[kFoundInf] != 0.f; }
+
+void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov, float wd,
+         const float* scaler) {
+  if (skipped(scaler)) return;
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pb = buf.data<float>();
@@ -25,7 +31,8 @@ void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float mo
   });
 }
 
-void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps) {
+void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps, const float* scaler) {
+  if (skipped(scaler)) return;
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pv = v.data<float>();
@@ -37,8 +44,15 @@ void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float 
   });
 }
 
-void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, float lr, float b1, float b2, float eps,
-          float bias1, float bias2, float wd) {
+void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamArgs& a, const float* scaler) {
+  if (skipped(scaler)) return;
+  const float lr = a.lr, b1 = a.beta1, b2 = a.beta2, eps = a.eps, wd = a.weight_decay;
+  float bias1 = a.bias1, bias2 = a.bias2;
+  if (scaler) {  // count only the steps that were applied
+    double t = double(a.step) - double(scaler[kSkipped]);
+    bias1 = float(1.0 - std::pow(a.beta1_d, t));
+    bias2 = float(1.0 - std::pow(a.beta2_d, t));
+  }
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pm = m.data<float>();
@@ -53,7 +67,9 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, fl
   });
 }
 
-void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps) {
+void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps,
+              const float* scaler) {
+  if (skipped(scaler)) return;
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pa = acc.data<float>();
@@ -67,6 +83,45 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
     }
   });
 }
+
+void unscale(const Tensor& grads, const Tensor& state) {
+  float* g = grads.data<float>();
+  float* s = state.data<float>();
+  const float inv = 1.f / s[kScale];
+  std::atomic<bool> bad{false};
+  parallel_for(0, grads.numel(), kGrain, [&](int64_t b, int64_t e) {
+    bool local = false;
+    for (int64_t i = b; i < e; ++i) {
+      local |= !std::isfinite(g[i]);
+      g[i] *= inv;
+    }
+    if (local) bad = true;
+  });
+  if (bad) s[kFoundInf] = 1.f;
+}
+
+// GradScaler's rule (torch._amp_update_scale_).
+void update(const Tensor& state, float growth, float backoff, int interval) {
+  float* s = state.data<float>();
+  if (s[kFoundInf] != 0.f) {
+    s[kScale] *= backoff;
+    s[kGrowthTracker] = 0.f;
+    s[kSkipped] += 1.f;
+  } else {
+    float clean = s[kGrowthTracker] + 1.f;
+    if (clean >= float(interval)) {
+      float grown = s[kScale] * growth;
+      if (std::isfinite(grown)) s[kScale] = grown;
+      s[kGrowthTracker] = 0.f;
+    } else {
+      s[kGrowthTracker] = clean;
+    }
+  }
+  s[kFoundInf] = 0.f;
+}
+
+const ScalerKernels scaler_table{unscale, update};
+const RegisterBackend<ScalerKernels> scaler_reg(DeviceType::CPU, &scaler_table);
 
 const OptimKernels table{sgd, rmsprop, adam, adadelta};
 const RegisterBackend<OptimKernels> reg(DeviceType::CPU, &table);

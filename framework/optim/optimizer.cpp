@@ -7,6 +7,13 @@
 
 namespace loupe::optim {
 
+const float* Optimizer::scaler_state() const {
+  if (!scaler_) return nullptr;
+  LOUPE_CHECK(scaler_->state().device() == arena_.device(), "the GradScaler is on ", scaler_->state().device().str(),
+              ", the parameters on ", arena_.device().str());
+  return scaler_->state().data<float>();
+}
+
 Tensor& Optimizer::add_state(const std::string& name) {
   state_.emplace_back(name, zeros(arena_.values().shape(), DType::f32, arena_.device()));
   return state_.back().second;
@@ -23,7 +30,7 @@ void SGD::step() {
   ++steps_;
   kernels<OptimKernels>(arena_.device())
       .sgd(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(momentum_), nesterov_,
-           float(weight_decay_));
+           float(weight_decay_), scaler_state());
   double per = 2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0);
   instrument::add_flops(per * double(arena_.num_parameters()));
 }
@@ -37,7 +44,8 @@ RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
 void RMSprop::step() {
   ++steps_;
   kernels<OptimKernels>(arena_.device())
-      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_));
+      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_),
+               scaler_state());
   instrument::add_flops(6.0 * double(arena_.num_parameters()));
 }
 
@@ -50,12 +58,21 @@ Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, dou
 
 void Adam::step() {
   ++steps_;
-  // The bias corrections depend only on the host's step count: no device read-back.
-  float bias1 = float(1.0 - std::pow(beta1_, double(steps_)));
-  float bias2 = float(1.0 - std::pow(beta2_, double(steps_)));
+  // The bias corrections depend only on the host's step count: no device read-back (with a
+  // scaler the kernel subtracts the skipped steps it reads on the device).
+  AdamArgs a;
+  a.lr = float(lr_);
+  a.beta1 = float(beta1_);
+  a.beta2 = float(beta2_);
+  a.eps = float(eps_);
+  a.weight_decay = float(weight_decay_);
+  a.bias1 = float(1.0 - std::pow(beta1_, double(steps_)));
+  a.bias2 = float(1.0 - std::pow(beta2_, double(steps_)));
+  a.step = steps_;
+  a.beta1_d = beta1_;
+  a.beta2_d = beta2_;
   kernels<OptimKernels>(arena_.device())
-      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(beta1_),
-            float(beta2_), float(eps_), bias1, bias2, float(weight_decay_));
+      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, scaler_state());
   instrument::add_flops(12.0 * double(arena_.num_parameters()));
 }
 
@@ -70,7 +87,7 @@ void Adadelta::step() {
   ++steps_;
   kernels<OptimKernels>(arena_.device())
       .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(rho_),
-                float(eps_));
+                float(eps_), scaler_state());
   instrument::add_flops(14.0 * double(arena_.num_parameters()));
 }
 

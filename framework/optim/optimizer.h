@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/arena.h"
+#include "optim/grad_scaler.h"
 
 namespace loupe::optim {
 
@@ -16,6 +17,9 @@ class Optimizer {
   virtual void step() = 0;
   virtual std::string name() const = 0;
   void zero_grad() { arena_.zero_grad(); }
+  // Skips each update on the device while the GradScaler's found_inf flag is set (null: never),
+  // without the host waiting for the flag; Adam then counts only the steps that were applied.
+  void set_scaler(const GradScaler* s) { scaler_ = s; }
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   int64_t steps() const { return steps_; }
@@ -25,7 +29,9 @@ class Optimizer {
 
  protected:
   Tensor& add_state(const std::string& name);
+  const float* scaler_state() const;  // the scaler's device state, or null
   nn::ParameterArena& arena_;
+  const GradScaler* scaler_ = nullptr;
   double lr_ = 1e-3;
   int64_t steps_ = 0;
   std::vector<std::pair<std::string, Tensor>> state_;
@@ -74,14 +80,25 @@ class Adadelta : public Optimizer {
   double rho_, eps_;
 };
 
+// `scaler`: a GradScaler's state on the kernel's device, or null. When set, the kernel leaves
+// everything untouched if scaler[kFoundInf] != 0.
+struct AdamArgs {
+  float lr, beta1, beta2, eps, weight_decay;
+  float bias1, bias2;  // 1 - beta^t for the host's step count t (used without a scaler)
+  // With a scaler, the kernel computes the corrections itself for t = step - scaler[kSkipped]
+  // (the steps skipped before this one), in double as the host does.
+  int64_t step;
+  double beta1_d, beta2_d;
+};
 struct OptimKernels {
   void (*sgd)(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov,
-              float weight_decay);
-  void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps);
-  void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, float lr, float beta1, float beta2,
-               float eps, float bias1, float bias2, float weight_decay);
+              float weight_decay, const float* scaler);
+  void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps,
+                  const float* scaler);
+  void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamArgs& a,
+               const float* scaler);
   void (*adadelta)(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho,
-                   float eps);
+                   float eps, const float* scaler);
 };
 
 }  // namespace loupe::optim

@@ -1,0 +1,45 @@
+#include "optim/grad_scaler.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "ops/elementwise.h"
+
+namespace loupe::optim {
+
+GradScaler::GradScaler(Device d, GradScalerOptions o) : opt_(o) {
+  LOUPE_CHECK(o.init_scale > 0 && std::isfinite(o.init_scale), "GradScaler: the initial scale must be positive, got ",
+              o.init_scale);
+  LOUPE_CHECK(o.growth_factor > 1, "GradScaler: growth_factor must be above 1, got ", o.growth_factor);
+  LOUPE_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, "GradScaler: backoff_factor must be in (0, 1), got ",
+              o.backoff_factor);
+  LOUPE_CHECK(o.growth_interval >= 1, "GradScaler: growth_interval must be at least 1, got ", o.growth_interval);
+  state_ = from_vector(std::vector<float>{float(o.init_scale), 0.f, 0.f, 0.f}, Shape{4}, d);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  LOUPE_CHECK(loss.device() == state_.device(), "GradScaler: the loss is on ", loss.device().str(),
+              ", the scaler on ", state_.device().str());
+  Tensor s = state_.slice(0, kScale, kScale + 1);
+  if (loss.dtype() != DType::f32) s = s.to(loss.dtype());
+  return mul(loss, loss.dim() == 0 ? s.reshape(Shape{}) : s);
+}
+
+void GradScaler::unscale_(const Tensor& grads) {
+  LOUPE_CHECK(grads.device() == state_.device() && grads.dtype() == DType::f32 && grads.is_contiguous(),
+              "GradScaler::unscale_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
+              dtype_name(grads.dtype()), " on ", grads.device().str());
+  if (grads.numel() > 0) kernels<ScalerKernels>(grads.device()).unscale(grads, state_);
+}
+
+void GradScaler::update() {
+  kernels<ScalerKernels>(state_.device())
+      .update(state_, float(opt_.growth_factor), float(opt_.backoff_factor), opt_.growth_interval);
+}
+
+double GradScaler::current_scale() const { return state_.to_vector<float>()[kScale]; }
+int64_t GradScaler::skipped_steps() const { return int64_t(state_.to_vector<float>()[kSkipped]); }
+bool GradScaler::found_inf() const { return state_.to_vector<float>()[kFoundInf] != 0.f; }
+
+}  // namespace loupe::optim

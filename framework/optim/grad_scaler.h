@@ -1,0 +1,55 @@
+// Dynamic loss scaling for float16 training, with the rule of PyTorch's GradScaler, kept entirely
+// on the device so that no step waits for the host:
+//   the loss is multiplied by `scale` before backward;
+//   unscale_() divides the float32 gradients by it and raises found_inf if any is inf or NaN;
+//   the optimizer (Optimizer::set_scaler) skips its update while found_inf is set;
+//   update(): on found_inf, scale *= backoff (0.5), the growth tracker resets and the step counts
+//   as skipped; otherwise the tracker counts clean steps and after growth_interval (2,000) of
+//   them scale *= growth (2, unless that overflows float) and the tracker resets. It clears
+//   found_inf for the next step.
+// The host reads the scale and the skipped count only when asked (once per epoch in the trainer).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace loupe::optim {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;
+};
+
+// Slots of the state vector (float32 [4] on the device; counts are exact below 2^24).
+enum ScalerSlot { kScale = 0, kFoundInf = 1, kGrowthTracker = 2, kSkipped = 3 };
+
+class GradScaler {
+ public:
+  explicit GradScaler(Device d, GradScalerOptions o = {});
+  // loss * scale, differentiable in loss (the scale is a constant).
+  Tensor scale(const Tensor& loss) const;
+  // grads /= scale in place (a float32 buffer on the scaler's device: the gradient arena); sets
+  // found_inf when an element is inf or NaN.
+  void unscale_(const Tensor& grads);
+  void update();
+  const Tensor& state() const { return state_; }
+  const GradScalerOptions& options() const { return opt_; }
+  // Host reads: each copies the state from the device (and so waits for it).
+  double current_scale() const;
+  int64_t skipped_steps() const;
+  bool found_inf() const;  // before update() clears it
+
+ private:
+  GradScalerOptions opt_;
+  Tensor state_;
+};
+
+struct ScalerKernels {
+  // grads [n] float32 contiguous; state float32 [4] on the same device.
+  void (*unscale)(const Tensor& grads, const Tensor& state);
+  void (*update)(const Tensor& state, float growth, float backoff, int interval);
+};
+
+}  // namespace loupe::optim

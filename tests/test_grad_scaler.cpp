@@ -1,0 +1,161 @@
+// Dynamic loss scaling (optim/grad_scaler.h): GradScaler's rule against a reference loop, the
+// unscale pass and its inf/NaN flag, the optimizers' on-device skip (parameters and moments
+// untouched, Adam counting only applied steps), and, with a GPU, the same on the device with an
+// overflow injected into one step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "loupe.h"
+
+using namespace loupe;
+using optim::GradScaler;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Gradients with an inf/NaN (or not) in them, unscaled through the scaler: sets found_inf.
+void feed(GradScaler& s, Device d, float bad) {
+  std::vector<float> g{1.f, -2.f, 3.f, bad};
+  s.unscale_(from_vector(g, Shape{4}, d));
+}
+
+// The rule, written out (torch.amp.GradScaler, _amp_update_scale_).
+struct Reference {
+  double scale = 65536;
+  int tracker = 0;
+  int64_t skipped = 0;
+  void step(bool inf, int interval) {
+    if (inf) {
+      scale *= 0.5;
+      tracker = 0;
+      ++skipped;
+    } else if (++tracker == interval) {
+      scale *= 2;
+      tracker = 0;
+    }
+  }
+};
+
+void check_rule(Device d) {
+  GradScaler s(d);
+  Reference ref;
+  // Overflows at the start (the scale is too high), then runs of clean steps long enough to grow
+  // twice, an overflow right before a growth would happen, and a NaN.
+  std::vector<int> bad_steps{0, 1, 2, 2005, 6005, 6006, 8500};
+  for (int k = 0; k < 9000; ++k) {
+    bool inf = std::find(bad_steps.begin(), bad_steps.end(), k) != bad_steps.end();
+    feed(s, d, !inf ? 0.5f : k == 8500 ? std::nanf("") : (k % 2 ? -kInf : kInf));
+    EXPECT_EQ(s.found_inf(), inf) << "step " << k;
+    s.update();
+    ref.step(inf, 2000);
+    if (k % 500 == 0 || inf || k == 4002 || k == 4003) {
+      std::vector<float> st = s.state().to_vector<float>();
+      ASSERT_EQ(st[optim::kScale], float(ref.scale)) << "step " << k;
+      ASSERT_EQ(st[optim::kGrowthTracker], float(ref.tracker)) << "step " << k;
+      ASSERT_EQ(st[optim::kFoundInf], 0.f) << "update() clears found_inf";
+    }
+  }
+  EXPECT_EQ(s.skipped_steps(), 7);
+  EXPECT_EQ(ref.skipped, 7);
+  // 65536 / 8 after three overflows; it grows at clean step 2000 of each run and halves at each
+  // overflow: the reference loop is the judge, and the scale did move both ways.
+  EXPECT_NE(ref.scale, 65536.0);
+}
+
+}  // namespace
+
+TEST(GradScaler, FollowsTheRuleOnTheCpu) { check_rule(kCPU); }
+
+TEST(GradScaler, UnscaleDividesExactlyAndFlagsInfAndNan) {
+  GradScaler s(kCPU);
+  Tensor g = from_vector(std::vector<float>{65536.f, -3 * 65536.f, 1e30f, 0.f}, Shape{4});
+  s.unscale_(g);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1.f, -3.f, 1e30f / 65536.f, 0.f}));
+  EXPECT_FALSE(s.found_inf()) << "large finite values are not overflows";
+  feed(s, kCPU, std::nanf(""));
+  EXPECT_TRUE(s.found_inf());
+}
+
+TEST(GradScaler, GrowthStopsBeforeFloatOverflows) {
+  optim::GradScalerOptions o;
+  o.init_scale = 3e38;
+  o.growth_interval = 1;
+  GradScaler s(kCPU, o);
+  feed(s, kCPU, 0.f);
+  s.update();
+  EXPECT_EQ(s.current_scale(), double(3e38f)) << "a scale that would overflow to inf stays";
+  EXPECT_THROW(GradScaler(kCPU, optim::GradScalerOptions{-1}), Error);
+}
+
+TEST(GradScaler, ScaledLossScalesTheGradient) {
+  GradScaler s(kCPU);
+  Tensor x = from_vector(std::vector<float>{1.f, 2.f}, Shape{2}).requires_grad_(true);
+  s.scale(sum(x * x)).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2 * 65536.f, 4 * 65536.f}));
+}
+
+// Every optimizer leaves parameters and state bit-identical on a skipped step; Adam's next
+// applied step is its first (bias corrections for t = 1), as if the skipped one never happened.
+void check_skip(Device d) {
+  for (int which = 0; which < 4; ++which) {
+    auto make = [&](nn::Sequential& m) -> std::unique_ptr<optim::Optimizer> {
+      if (which == 0) return std::make_unique<optim::SGD>(m.arena(), 0.1, 0.9);
+      if (which == 1) return std::make_unique<optim::RMSprop>(m.arena(), 0.01);
+      if (which == 2) return std::make_unique<optim::Adam>(m.arena(), 0.01);
+      return std::make_unique<optim::Adadelta>(m.arena());
+    };
+    auto model = [&] {
+      manual_seed(5);
+      auto m = std::make_shared<nn::Sequential>();
+      m->add("fc", std::make_shared<nn::Linear>(3, 2));
+      m->to(d);
+      return m;
+    };
+    Tensor x = full(Shape{4, 3}, 0.5, DType::f32, d);
+    auto grads = [&](nn::Sequential& m, optim::Optimizer& opt, GradScaler* s) {
+      opt.zero_grad();
+      Tensor loss = sum(m(x).relu());
+      (s ? s->scale(loss) : loss).backward();
+      if (s) s->unscale_(m.arena().grads());
+    };
+    auto a = model(), b = model();
+    auto oa = make(*a), ob = make(*b);
+    GradScaler s(d);
+    oa->set_scaler(&s);
+    // Step 1 of a overflows: inject an inf into its gradient after unscaling.
+    grads(*a, *oa, &s);
+    std::vector<float> before = a->arena().values().to_vector<float>();
+    fill_(a->arena().grads().slice(0, 1, 2), double(kInf));
+    s.unscale_(a->arena().grads());  // the flag is set by any pass that sees the inf
+    oa->step();
+    s.update();
+    EXPECT_EQ(a->arena().values().to_vector<float>(), before) << "optimizer " << which << " updated on overflow";
+    for (auto& [name, t] : oa->state())
+      for (float v : t.to_vector<float>()) ASSERT_EQ(v, 0.f) << name << " changed on a skipped step";
+    EXPECT_EQ(s.current_scale(), 32768.0);
+    EXPECT_EQ(s.skipped_steps(), 1);
+    // Then a clean step on a, and the same first step on b without a scaler: the same result.
+    grads(*a, *oa, &s);
+    oa->step();
+    s.update();
+    grads(*b, *ob, nullptr);
+    ob->step();
+    std::vector<float> va = a->arena().values().to_vector<float>(), vb = b->arena().values().to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size());
+    for (size_t i = 0; i < va.size(); ++i)
+      EXPECT_NEAR(va[i], vb[i], 1e-6 * (1 + std::abs(vb[i]))) << "optimizer " << which << " element " << i;
+  }
+}
+
+TEST(GradScaler, OptimizersSkipTheOverflowedStepOnTheCpu) { check_skip(kCPU); }
+
+TEST(GradScalerCuda, FollowsTheRuleAndSkipsOnTheDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  check_rule(kCUDA);
+  check_skip(kCUDA);
+}
