@@ -18,8 +18,11 @@ grep -q '"gpu_util_mean":null' "$T/b.jsonl" || fail "a CPU run must write GPU ut
 [ "$(wc -l < "$T/b.csv")" = 3 ] || fail "expected a CSV header and two rows"
 head -1 "$T/b.csv" | grep -q "samples_per_sec" || fail "CSV header lacks samples_per_sec"
 
-$L bench mnist_mlp --device cpu --precision fp16 > "$T/err" 2>&1 && fail "fp16 must be refused (not implemented)"
-grep -q "not implemented" "$T/err" || { cat "$T/err"; fail "the fp16 refusal does not say why"; }
+$L bench mnist_mlp --device cpu --precision fp16 --batch 16 --steps 2 --warmup 1 > "$T/err" 2>&1 \
+  || { cat "$T/err"; fail "bench lists an unsupported precision as skipped and goes on"; }
+grep -q "skipped fp16: --precision fp16 is a GPU mode" "$T/err" || { cat "$T/err"; fail "fp16 on the CPU must be listed as skipped, saying why"; }
+$L train mnist_mlp --device cpu --synthetic --precision bf16 --epochs 1 > "$T/err" 2>&1 && fail "bf16 on the CPU must be refused"
+grep -q "GPU mode" "$T/err" || { cat "$T/err"; fail "the bf16 refusal does not say why"; }
 $L bench no_such_model --device cpu > "$T/err" 2>&1 && fail "an unknown model must be refused"
 grep -q "the models are" "$T/err" || { cat "$T/err"; fail "the unknown-model error does not list the models"; }
 $L sweep mnist_mlp --device cpu > "$T/err" 2>&1 && fail "sweep without --batch must be refused"

@@ -155,7 +155,8 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"sum_except_channels_last", {{{3, 4, 2, 5}}}, [=](V x) { return sum_except(x[0].contiguous(CL), 1); }});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
-    Tensor rm = zeros(Shape{C}, x[0].dtype(), x[0].device()), rv = ones(Shape{C}, x[0].dtype(), x[0].device());
+    // The running statistics in the parameters' dtype (float32 beside half activations).
+    Tensor rm = zeros(Shape{C}, x[1].dtype(), x[1].device()), rv = ones(Shape{C}, x[1].dtype(), x[1].device());
     return batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1, 1e-5);
   };
   c.push_back({"batch_norm_2d", {{{5, 3}}, {{3}}, {{3}}}, bn});

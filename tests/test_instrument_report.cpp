@@ -18,7 +18,7 @@ namespace {
 // The JSON schema: every EpochReport field, in declaration order, then advice.
 const std::vector<std::string> kFields = {
     "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
-    "train_loss", "train_acc", "test_acc", "epoch_seconds", "train_seconds", "eval_seconds",
+    "train_loss", "train_acc", "test_acc", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
     "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
     "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops",
     "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
@@ -29,7 +29,7 @@ const std::vector<std::string> kFields = {
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
-    "test_acc", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
+    "test_acc", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
     "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
@@ -45,6 +45,7 @@ struct ReportShape {
   int64_t i64[2];
   double d2[2];
   Opt test_acc;
+  Opt scaler[2];
   double d4[4];
   Opt time[7];
   Opt flops[3];

@@ -203,14 +203,20 @@ TEST(Precision, ParseAndRefuse) {
   EXPECT_EQ(parse_precision("fp32"), Precision::FP32);
   EXPECT_EQ(parse_precision("tf32"), Precision::TF32);
   EXPECT_STREQ(precision_name(Precision::TF32), "tf32");
-  try {
-    parse_precision("fp16");
-    FAIL() << "fp16 is not implemented: it must be refused, not run as fp32";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not implemented"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(parse_precision("fp16"), Precision::FP16);
+  EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
   EXPECT_THROW(parse_precision("double"), Error);
   EXPECT_EQ(precision(), Precision::FP32);  // the default
+  EXPECT_EQ(compute_dtype(), DType::f32);
+  // The CPU has no tensor cores: every mode but fp32 is refused there, never run as fp32.
+  EXPECT_EQ(precision_unsupported(Precision::FP32, kCPU), "");
+  for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16})
+    EXPECT_NE(precision_unsupported(p, kCPU).find("GPU mode"), std::string::npos) << precision_name(p);
+  set_precision(Precision::BF16);
+  EXPECT_EQ(compute_dtype(), DType::bf16);
+  set_precision(Precision::FP16);
+  EXPECT_EQ(compute_dtype(), DType::f16);
+  set_precision(Precision::FP32);
 }
 
 TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {

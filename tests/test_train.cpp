@@ -173,6 +173,28 @@ TEST(TrainGpu, TextModelsLearnSyntheticSentiment) {
   EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
 }
 
+// Mixed precision on the GPU: the same runs as above in fp16 (with dynamic loss scaling) and bf16.
+struct PrecisionScope {
+  explicit PrecisionScope(Precision p) { set_precision(p); }
+  ~PrecisionScope() { set_precision(Precision::FP32); }
+};
+
+TEST(TrainGpu, MixedPrecisionLearnsAsFp32Does) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  REQUIRE_FASHION();
+  double fp32 = one_epoch_accuracy(kCUDA, "");
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    PrecisionScope scope(p);
+    SCOPED_TRACE(precision_name(p));
+    double acc = one_epoch_accuracy(kCUDA, "");
+    std::printf("mnist_mlp one epoch on Fashion-MNIST: fp32 %.2f%%, %s %.2f%%\n", 100 * fp32, precision_name(p),
+                100 * acc);
+    EXPECT_NEAR(acc, fp32, 0.02);
+    EXPECT_GE(cifar_learnable_accuracy(kCUDA), 0.5);
+    EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
+  }
+}
+
 // char_lstm through the command, as a user runs it: 4 epochs on the GPL-3 text (every Debian and
 // Ubuntu machine has it) bring the training loss under 2.0; then `loupe generate` samples from it.
 TEST(SlowCpu, CharLstmOnGpl3) {

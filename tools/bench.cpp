@@ -63,6 +63,10 @@ instrument::EpochReport epoch_report(const std::string& model, Device dev, int64
   r.train_loss = st.train_loss;
   r.train_acc = st.train_acc;
   if (st.test_acc >= 0) r.test_acc = st.test_acc;
+  if (st.loss_scale) {
+    r.loss_scale = *st.loss_scale;
+    r.skipped_steps = double(st.skipped_steps);
+  }
   r.train_seconds = st.train_seconds;
   r.eval_seconds = st.eval_seconds;
   r.epoch_seconds = st.train_seconds + st.eval_seconds;
@@ -112,8 +116,9 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
     Data data = load_data(req, dev);
     for (const std::string& prec_name : o.precisions) {
       Precision prec = parse_precision(prec_name);
-      if (prec == Precision::TF32 && !dev.is_cuda()) {
-        std::printf("%-14s skipped %s: tf32 is a GPU mode\n", info.name.c_str(), prec_name.c_str());
+      std::string why = precision_unsupported(prec, dev);
+      if (!why.empty()) {
+        std::printf("%-14s skipped %s: %s\n", info.name.c_str(), prec_name.c_str(), why.c_str());
         continue;
       }
       set_precision(prec);

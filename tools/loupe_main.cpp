@@ -66,7 +66,7 @@ usage:
   loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--json F] [--csv F]
                                   time training steps per (model, batch, precision): samples/s,
                                   ms/step, GPU busy and utilisation, MFU, memory, power, samples/J
-  loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,tf32] [--csv F] [--png F]
+  loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,fp16] [--csv F] [--png F]
                                   the same table for one model, written as CSV and plotted (PNG)
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
@@ -100,9 +100,11 @@ input pipeline (default: the asynchronous loader, from host memory):
   --prefetch K        batches in flight: slots in the ring (default 4)
   --pin-memory on|off page-locked host slots (default on; off shows what pinning buys)
   --drop-last         drop the last incomplete batch of each epoch
-  --precision P       fp32 (default: IEEE float32, no tensor cores) or tf32 (GPU only: GEMMs and
-                      convolutions on tensor cores with TF32 inputs, fp32 accumulation; PyTorch
-                      does this for convolutions by default). fp16/bf16 are not implemented yet
+  --precision P       fp32 (default: IEEE float32, no tensor cores); GPU only: tf32 (GEMMs,
+                      convolutions and LSTMs on tensor cores with TF32 inputs, fp32 accumulation;
+                      PyTorch does this for convolutions and LSTMs by default), fp16 and bf16
+                      (mixed precision: 16-bit activations, fp32 master weights; fp16 with
+                      dynamic loss scaling)
   --channels-last     convolutions in NHWC (channels-last) memory format: with tf32 on a GPU, cuDNN's
                       tensor-core kernels then need no NCHW<->NHWC transposes
   --resident          no loader: keep the whole training set on the device, gather by index
@@ -231,12 +233,8 @@ tools::DataRequest data_request(const Args& a, const models::ModelInfo& info, bo
 // --precision: checked against the device, then set for the whole process.
 Precision apply_precision(const Args& a, Device dev) {
   Precision p = parse_precision(str_opt(a, "precision", "fp32"));
-  if (p == Precision::TF32 && !dev.is_cuda())
-    throw Error("--precision tf32 is a GPU mode (tensor cores); on the CPU use fp32");
-  if (p == Precision::TF32 && cuda_runtime()->compute_capability() < 80)
-    throw Error("--precision tf32 needs an Ampere or newer GPU (compute capability 8.0); this one has " +
-                std::to_string(cuda_runtime()->compute_capability() / 10) + "." +
-                std::to_string(cuda_runtime()->compute_capability() % 10) + "; use fp32");
+  std::string why = precision_unsupported(p, dev);
+  if (!why.empty()) throw Error(why);
   set_precision(p);
   return p;
 }

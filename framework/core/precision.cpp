@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "core/cuda_runtime.h"
 #include "core/error.h"
 
 namespace loupe {
@@ -23,14 +24,28 @@ const char* precision_name(Precision p) {
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::FP32;
   if (name == "tf32") return Precision::TF32;
-  if (name == "fp16" || name == "bf16")
-    throw Error("--precision " + name + ": mixed precision (fp16, bf16) is not implemented yet; use fp32 or tf32");
-  throw Error("--precision: unknown precision '" + name + "'; the choices are fp32 and tf32");
+  if (name == "fp16") return Precision::FP16;
+  if (name == "bf16") return Precision::BF16;
+  throw Error("--precision: unknown precision '" + name + "'; the choices are fp32, tf32, fp16 and bf16");
 }
 
-void set_precision(Precision p) {
-  LOUPE_CHECK(p == Precision::FP32 || p == Precision::TF32, "precision ", precision_name(p), " is not implemented yet");
-  g_precision.store(p);
+void set_precision(Precision p) { g_precision.store(p); }
+
+std::string precision_unsupported(Precision p, Device d) {
+  if (p == Precision::FP32) return "";
+  const std::string name = precision_name(p);
+  if (!d.is_cuda())
+    return "--precision " + name + " is a GPU mode (tensor cores); on the CPU use fp32";
+  int cc = cuda_runtime()->compute_capability(), need = p == Precision::FP16 ? 70 : 80;
+  if (cc < need)
+    return "--precision " + name + " needs compute capability " + std::to_string(need / 10) + ".0 or newer; this GPU has " +
+           std::to_string(cc / 10) + "." + std::to_string(cc % 10) + "; use fp32";
+  return "";
+}
+
+DType compute_dtype() {
+  Precision p = precision();
+  return p == Precision::FP16 ? DType::f16 : p == Precision::BF16 ? DType::bf16 : DType::f32;
 }
 
 Precision precision() { return g_precision.load(); }

@@ -5,10 +5,17 @@
 //    TF32 (a 10-bit mantissa) on tensor cores, accumulating in float32. PyTorch does this for
 //    convolutions by default (torch.backends.cudnn.allow_tf32) and, optionally, for GEMMs
 //    (torch.backends.cuda.matmul.allow_tf32); loupe does it for both or for neither.
-//  - fp16, bf16: mixed precision, not implemented yet.
-// Only the GPU has tensor cores: tf32 on the CPU is refused, never silently fp32.
+//  - fp16, bf16: mixed precision (GPU only). Parameters, their gradients and the optimizer stay
+//    float32 (the master weights); layers cast their input and weights to compute_dtype() on the
+//    fly (nn::autocast), so activations are 16-bit and GEMMs, convolutions and LSTMs run on tensor
+//    cores with float32 accumulation; losses, reductions' accumulators and batch-norm statistics
+//    stay float32. fp16 adds dynamic loss scaling (optim/grad_scaler.h); bf16 has float32's range
+//    and needs none.
+// Only the GPU has tensor cores: tf32, fp16 and bf16 on the CPU are refused, never silently fp32.
 #pragma once
 #include <string>
+
+#include "core/dtype.h"
 
 namespace loupe {
 
@@ -20,5 +27,10 @@ Precision parse_precision(const std::string& name);
 
 void set_precision(Precision p);
 Precision precision();
+// Why precision p cannot run on device d ("" when it can): tf32, fp16 and bf16 are GPU modes;
+// tf32 and bf16 need compute capability 8.0, fp16 7.0 (tensor cores).
+std::string precision_unsupported(Precision p, Device d);
+// The dtype layers compute in: float16 for fp16, bfloat16 for bf16, else float32.
+DType compute_dtype();
 
 }  // namespace loupe

@@ -41,7 +41,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
   if (with_bias) bias = register_parameter("bias", zeros(Shape{out}, DType::f32, kCPU));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) { return linear(autocast(x), autocast(weight), autocast(bias)); }
 
 std::string Linear::type_name() const {
   return "Linear(" + std::to_string(in_features) + " -> " + std::to_string(out_features) + ")";
@@ -59,9 +59,10 @@ Tensor Conv2d::forward(const Tensor& x) {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
-  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? x.contiguous(MemoryFormat::ChannelsLast) : x,
-                    weight, p);
-  return bias.defined() ? bias_add(y, bias) : y;
+  Tensor xc = autocast(x);
+  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? xc.contiguous(MemoryFormat::ChannelsLast) : xc,
+                    autocast(weight), p);
+  return bias.defined() ? bias_add(y, autocast(bias)) : y;
 }
 
 std::string Conv2d::type_name() const {
@@ -94,7 +95,8 @@ BatchNorm2d::BatchNorm2d(int64_t c, double momentum, double eps) : channels(c), 
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  return batch_norm(x, weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
+  // Half activations; the scale, shift and running statistics stay float32.
+  return batch_norm(autocast(x), weight, bias, running_mean, running_var, is_training(), momentum_, eps_);
 }
 
 Tensor Reshape::forward(const Tensor& x) {
@@ -131,7 +133,8 @@ Embedding::Embedding(int64_t v, int64_t dim) : num_embeddings(v), embedding_dim(
   weight = register_parameter("weight", w);
 }
 
-Tensor Embedding::forward(const Tensor& ids) { return embedding(ids, weight); }
+// The lookup reads the float32 table (a 1.2M-row table is never cast whole); its output is cast.
+Tensor Embedding::forward(const Tensor& ids) { return autocast(embedding(ids, weight)); }
 
 std::string Embedding::type_name() const {
   return "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")";

@@ -3,9 +3,16 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/precision.h"
 #include "instrument/nvtx.h"
 
 namespace loupe::nn {
+
+Tensor autocast(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::f32 || !t.device().is_cuda()) return t;
+  DType c = compute_dtype();
+  return c == DType::f32 ? t : t.to(c);
+}
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   t.requires_grad_(true);

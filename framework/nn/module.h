@@ -71,4 +71,10 @@ class Module {
   MemoryFormat memory_format_ = MemoryFormat::Contiguous;
 };
 
+// Mixed precision (--precision fp16/bf16): a float32 tensor on the GPU cast to compute_dtype()
+// through the differentiable cast, whose backward casts the gradient back to float32 (so the
+// float32 master weights receive float32 gradients); anything else as it is. Layers call it on
+// their input and parameters: each weight is cast once per use (one kernel each).
+Tensor autocast(const Tensor& t);
+
 }  // namespace loupe::nn

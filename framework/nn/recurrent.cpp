@@ -66,7 +66,7 @@ LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectiona
   weight = register_parameter("weight", w);
 }
 
-LstmResult LSTM::run(const Tensor& x) { return lstm(x, weight, params_, is_training()); }
+LstmResult LSTM::run(const Tensor& x) { return lstm(autocast(x), autocast(weight), params_, is_training()); }
 
 std::string LSTM::type_name() const {
   std::ostringstream s;

@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "ops/activation.h"
@@ -35,27 +37,89 @@ __global__ void bwd_kernel4(Act a, float4* gx, const float4* y, const float4* gy
   }
 }
 
+// float16 / bfloat16: stored in T, computed in float. Four elements per 8-byte load and store
+// where aligned (Pack4), one at a time otherwise.
+template <class T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
+template <class T>
+__global__ void fwd_kernel_t(Act a, T* y, const T* x, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<T>(act_fwd(a, cuda::to_float(x[i])));
+}
+
+template <class T>
+__global__ void fwd_kernel_p4(Act a, Pack4<T>* y, const Pack4<T>* x, int64_t n4) {
+  LOUPE_KERNEL_LOOP(i, n4) {
+    Pack4<T> v = x[i], r;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) r.v[k] = cuda::from_float<T>(act_fwd(a, cuda::to_float(v.v[k])));
+    y[i] = r;
+  }
+}
+
+template <class T>
+__global__ void bwd_kernel_t(Act a, T* gx, const T* y, const T* gy, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) gx[i] = cuda::from_float<T>(act_bwd(a, cuda::to_float(y[i]), cuda::to_float(gy[i])));
+}
+
+template <class T>
+__global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4) {
+  LOUPE_KERNEL_LOOP(i, n4) {
+    Pack4<T> v = y[i], g = gy[i], r;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      r.v[k] = cuda::from_float<T>(act_bwd(a, cuda::to_float(v.v[k]), cuda::to_float(g.v[k])));
+    gx[i] = r;
+  }
+}
+
 void forward(Act a, const Tensor& y, const Tensor& x) {
-  cuda::require_f32(x, "activation");
+  cuda::require_float(x, "activation");
   int64_t n = x.numel();
-  if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
-    fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
-        a, static_cast<float4*>(y.data_ptr()), static_cast<const float4*>(x.data_ptr()), n / 4);
-  else
-    fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<float>(), x.data<float>(), n);
+  cuda::dispatch_float(x.dtype(), "activation", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
+        fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+            a, static_cast<float4*>(y.data_ptr()), static_cast<const float4*>(x.data_ptr()), n / 4);
+      else
+        fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<float>(), x.data<float>(), n);
+    } else {
+      if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
+        fwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+            a, static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), n / 4);
+      else
+        fwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<T>(), x.data<T>(), n);
+    }
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void backward(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
-  cuda::require_f32(y, "activation backward");
+  cuda::require_float(y, "activation backward");
   int64_t n = y.numel();
-  if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
-    bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
-        a, static_cast<float4*>(gx.data_ptr()), static_cast<const float4*>(y.data_ptr()),
-        static_cast<const float4*>(gy.data_ptr()), n / 4);
-  else
-    bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<float>(), y.data<float>(),
-                                                                          gy.data<float>(), n);
+  cuda::dispatch_float(y.dtype(), "activation backward", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
+        bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+            a, static_cast<float4*>(gx.data_ptr()), static_cast<const float4*>(y.data_ptr()),
+            static_cast<const float4*>(gy.data_ptr()), n / 4);
+      else
+        bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<float>(), y.data<float>(),
+                                                                              gy.data<float>(), n);
+    } else {
+      if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
+        bwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+            a, static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
+            static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4);
+      else
+        bwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<T>(), y.data<T>(),
+                                                                                    gy.data<T>(), n);
+    }
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,9 +7,12 @@
 // fallback where no backend plan can be built. Workspaces come from loupe's stream-ordered pool.
 // NCHW tensors take NCHW filters; channels-last (NHWC) tensors take KRSC filters, the layout of
 // cuDNN's tensor-core kernels, which then need no transposes.
+// Data types: x, w and y (and their gradients) all float32, all float16 or all bfloat16; the
+// 16-bit ones accumulate in float32 (compute type CUDNN_DATA_FLOAT) on tensor cores.
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -58,15 +61,22 @@ Desc tensor(const Tensor& t, int64_t uid) {
     dims[i] = t.size(i);
     strides[i] = t.strides()[i];
   }
-  cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  cudnnDataType_t dt = cuda::cudnn_dtype(t.dtype(), "conv2d");
   Desc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32)
+  d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
       .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
   LOUPE_CUDNN_CHECK(d.finalize());
   return d;
+}
+
+// New (so aligned) storage for a tensor of t's shape, dtype and strides; its values are not set.
+Tensor fresh_like(const Tensor& t) {
+  int64_t span = 1;
+  for (int i = 0; i < 4; ++i) span += (t.size(i) - 1) * t.strides()[i];
+  return as_strided(empty(Shape{span}, t.dtype(), t.device()), t.shape(), t.strides(), 0);
 }
 
 enum class Op { Fwd, BwdData, BwdFilter };
@@ -117,8 +127,9 @@ Desc variant_pack(void* x, void* w, void* y, void* ws) {
 
 // Builds the operation graph of `op` for tensors shaped like x, w, y (y: the output, or dy), asks
 // the heuristics for candidate engine configurations, keeps those that finalize, fit the
-// workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32), times
-// them on scratch buffers and returns the fastest.
+// workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32; for
+// float16/bfloat16 data tensor cores are the point, and only engines that down-convert the inputs
+// further are skipped, as PyTorch does), times them on scratch buffers and returns the fastest.
 BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, size_t max_ws) {
   cudnnHandle_t h = cuda::cudnn();
   Desc xd = tensor(x, kX), wd = tensor(w, kW), yd = tensor(y, kY);
@@ -185,12 +196,7 @@ BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   }
 
   // Scratch buffers of the real sizes for timing (outputs are overwritten, inputs left as they are).
-  auto scratch = [](const Tensor& t) {
-    int64_t span = 1;
-    for (int i = 0; i < 4; ++i) span += (t.size(i) - 1) * t.strides()[i];
-    return empty(Shape{span}, DType::f32, t.device());
-  };
-  Tensor sx = scratch(x), sw = scratch(w), sy = scratch(y);
+  Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
   BePlan best;
   float best_ms = 1e30f;
   for (Desc& cfg : cfgs) {
@@ -206,7 +212,13 @@ BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Con
     bool tensor_core = false;
     for (int64_t i = 0; i < nn; ++i)
       tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
-    if (tensor_core && precision() != Precision::TF32) continue;  // fp32 stays IEEE fp32
+    if (x.dtype() == DType::f32) {
+      if (tensor_core && precision() != Precision::TF32) continue;  // fp32 stays IEEE fp32
+    } else {
+      bool down_convert = false;
+      for (int64_t i = 0; i < nn; ++i) down_convert |= notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+      if (down_convert) continue;
+    }
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg).set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h);
     if (plan->finalize() != CUDNN_STATUS_SUCCESS) continue;
@@ -239,6 +251,21 @@ bool execute(const BePlan& bp, void* x, void* w, void* y) {
   return true;
 }
 
+// Runs a plan whatever the alignment, for where no legacy algorithm can take over: a tensor at an
+// unaligned address (a view at an odd offset) is copied to new storage first, and the output
+// (slot `out`: 0 x, 1 w, 2 y) written through such a copy.
+void execute_realigned(const BePlan& bp, const Tensor& x, const Tensor& w, const Tensor& y, int out) {
+  Tensor t[3] = {x, w, y}, run[3];
+  for (int i = 0; i < 3; ++i) {
+    run[i] = t[i];
+    if (aligned(t[i].data_ptr())) continue;
+    run[i] = fresh_like(t[i]);
+    if (i != out) copy_(run[i], t[i]);
+  }
+  LOUPE_CHECK(execute(bp, run[0].data_ptr(), run[1].data_ptr(), run[2].data_ptr()), "conv2d: no cuDNN plan to run");
+  if (run[out].data_ptr() != t[out].data_ptr()) copy_(t[out], run[out]);
+}
+
 }  // namespace be
 
 struct Plan {
@@ -249,6 +276,7 @@ struct Plan {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t ws_fwd = 0, ws_data = 0, ws_filter = 0;
+  bool ok_fwd = false, ok_data = false, ok_filter = false;  // whether the legacy search found each
   be::BePlan be_fwd, be_data, be_filter;  // preferred; the legacy algorithms above are the fallback
   ~Plan() {
     if (w) cudnnDestroyFilterDescriptor(w);
@@ -256,7 +284,8 @@ struct Plan {
   }
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool>;
+// Shapes, stride, padding, precision, channels-last and dtype.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool, int>;
 
 template <class Perf>
 const Perf& pick(const Perf* perf, int n, const char* what) {
@@ -270,64 +299,110 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
   static std::map<Key, std::unique_ptr<Plan>> cache;
   bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast || w.memory_format() == MemoryFormat::ChannelsLast;
   Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
-        p.pad_h, p.pad_w, int(precision()), nhwc};
+        p.pad_h, p.pad_w, int(precision()), nhwc, int(x.dtype())};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
 
+  const bool half = x.dtype() != DType::f32;  // float16 or bfloat16
+  const cudnnDataType_t dt = cuda::cudnn_dtype(x.dtype(), "conv2d");
   auto pl = std::make_unique<Plan>();
   pl->x = std::make_unique<cuda::TensorDesc>(x);
   pl->y = std::make_unique<cuda::TensorDesc>(y);
   LOUPE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->w));
-  LOUPE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, CUDNN_DATA_FLOAT, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+  LOUPE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                                int(w.size(0)), int(w.size(1)), int(w.size(2)), int(w.size(3))));
   LOUPE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
+  // Compute type float32 for every data type (for 16-bit data, cuDNN's "pseudo half" configuration).
   LOUPE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   // fp32 stays fp32 (FMA math: no TF32 tensor ops) unless --precision tf32 allows it (the
-  // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it).
+  // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it); 16-bit
+  // data runs on tensor cores.
   LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      pl->conv, precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      pl->conv, half ? CUDNN_TENSOR_OP_MATH : precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
 
   // Timing the candidates happens once per problem; it synchronises, outside the steady state.
+  // A direction the legacy search refuses (it may, for some 16-bit problems) is left to the
+  // backend plan; only when neither has one is it an error.
   cudnnHandle_t h = cuda::cudnn();
-  int n = 0;
-  cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  LOUPE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, pl->x->d, pl->w, pl->conv, pl->y->d,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
-  const auto& f = pick(fp, n, "forward");
-  pl->fwd = f.algo;
-  pl->ws_fwd = f.memory;
-  cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, pl->w, pl->y->d, pl->conv, pl->x->d,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-  const auto& bd = pick(dp, n, "backward-data");
-  pl->bwd_data = bd.algo;
-  pl->ws_data = bd.memory;
-  cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, pl->x->d, pl->y->d, pl->conv, pl->w,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-  const auto& bf = pick(wp, n, "backward-filter");
-  pl->bwd_filter = bf.algo;
-  pl->ws_filter = bf.memory;
+  std::string why_fwd, why_data, why_filter;
+  auto legacy = [](std::string& why, auto&& find) {
+    try {
+      find();
+      return true;
+    } catch (const std::exception& e) {
+      why = e.what();
+      return false;
+    }
+  };
+  float t_fwd = 0, t_data = 0, t_filter = 0;
+  pl->ok_fwd = legacy(why_fwd, [&] {
+    int n = 0;
+    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, pl->x->d, pl->w, pl->conv, pl->y->d,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
+    const auto& f = pick(fp, n, "forward");
+    pl->fwd = f.algo;
+    pl->ws_fwd = f.memory;
+    t_fwd = f.time;
+  });
+  pl->ok_data = legacy(why_data, [&] {
+    int n = 0;
+    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, pl->w, pl->y->d, pl->conv, pl->x->d,
+                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
+    const auto& bd = pick(dp, n, "backward-data");
+    pl->bwd_data = bd.algo;
+    pl->ws_data = bd.memory;
+    t_data = bd.time;
+  });
+  pl->ok_filter = legacy(why_filter, [&] {
+    int n = 0;
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, pl->x->d, pl->y->d, pl->conv, pl->w,
+                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
+    const auto& bf = pick(wp, n, "backward-filter");
+    pl->bwd_filter = bf.algo;
+    pl->ws_filter = bf.memory;
+    t_filter = bf.time;
+  });
   // The backend plan wins unless the legacy algorithm is faster on the GPU by more than the
   // ~20 us of host time the legacy call costs extra (strict fp32 often has FFT or Winograd
   // algorithms that the backend heuristics do not offer).
-  auto keep = [](be::BePlan bp, float legacy_ms) {
-    if (bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
+  auto keep = [](be::BePlan bp, bool legacy_ok, float legacy_ms) {
+    if (legacy_ok && bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
     return bp;
   };
-  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace), f.time);
-  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace), bd.time);
-  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace), bf.time);
+  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace), pl->ok_fwd, t_fwd);
+  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace), pl->ok_data, t_data);
+  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace), pl->ok_filter, t_filter);
+  auto problem = [&] {
+    return detail::concat("x ", x.shape().str(), " w ", w.shape().str(), " ", dtype_name(x.dtype()),
+                          nhwc ? " channels-last" : " NCHW", ", stride ", p.stride_h, "x", p.stride_w, ", padding ",
+                          p.pad_h, "x", p.pad_w);
+  };
+  LOUPE_CHECK(pl->ok_fwd || pl->be_fwd.plan, "cuDNN has no forward convolution for ", problem(), ": ", why_fwd);
+  LOUPE_CHECK(pl->ok_data || pl->be_data.plan, "cuDNN has no backward-data convolution for ", problem(), ": ",
+              why_data);
+  LOUPE_CHECK(pl->ok_filter || pl->be_filter.plan, "cuDNN has no backward-filter convolution for ", problem(), ": ",
+              why_filter);
   return *cache.emplace(k, std::move(pl)).first->second;
 }
 
 Tensor workspace(size_t bytes, Device d) { return empty(Shape{int64_t(bytes)}, DType::u8, d); }
 
+void check_dtypes(const Tensor& x, const Tensor& w, const Tensor& y, const char* op) {
+  cuda::require_float(x, op);
+  LOUPE_CHECK(w.dtype() == x.dtype() && y.dtype() == x.dtype(), op, " on CUDA: x, w and y (and their gradients) ",
+              "must share one dtype, got ", dtype_name(x.dtype()), ", ", dtype_name(w.dtype()), " and ",
+              dtype_name(y.dtype()));
+}
+
 void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  cuda::require_f32(x, "conv2d");
+  check_dtypes(x, w, y, "conv2d");
   const Plan& pl = plan_for(x, w, y, p);
   if (be::execute(pl.be_fwd, x.data_ptr(), w.data_ptr(), y.data_ptr())) return;
+  if (!pl.ok_fwd) return be::execute_realigned(pl.be_fwd, x, w, y, 2);
   Tensor ws = workspace(pl.ws_fwd, x.device());
   float one = 1, zero = 0;
   LOUPE_CUDNN_CHECK(cudnnConvolutionForward(cuda::cudnn(), &one, pl.x->d, x.data_ptr(), pl.w, w.data_ptr(), pl.conv,
@@ -336,20 +411,30 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dPara
 
 void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
               const Conv2dParams& p) {
-  cuda::require_f32(x, "conv2d backward");
+  check_dtypes(x, w, gy, "conv2d backward");
+  LOUPE_CHECK((!gx.defined() || gx.dtype() == x.dtype()) && (!gw.defined() || gw.dtype() == x.dtype()),
+              "conv2d backward on CUDA: the gradients must have x's dtype");
   const Plan& pl = plan_for(x, w, gy, p);
   float one = 1, zero = 0;
   if (gx.defined() && !be::execute(pl.be_data, gx.data_ptr(), w.data_ptr(), gy.data_ptr())) {
-    Tensor ws = workspace(pl.ws_data, x.device());
-    LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardData(cuda::cudnn(), &one, pl.w, w.data_ptr(), pl.y->d, gy.data_ptr(),
-                                                   pl.conv, pl.bwd_data, ws.data_ptr(), pl.ws_data, &zero, pl.x->d,
-                                                   gx.data_ptr()));
+    if (!pl.ok_data) {
+      be::execute_realigned(pl.be_data, gx, w, gy, 0);
+    } else {
+      Tensor ws = workspace(pl.ws_data, x.device());
+      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardData(cuda::cudnn(), &one, pl.w, w.data_ptr(), pl.y->d, gy.data_ptr(),
+                                                     pl.conv, pl.bwd_data, ws.data_ptr(), pl.ws_data, &zero, pl.x->d,
+                                                     gx.data_ptr()));
+    }
   }
   if (gw.defined() && !be::execute(pl.be_filter, x.data_ptr(), gw.data_ptr(), gy.data_ptr())) {
-    Tensor ws = workspace(pl.ws_filter, x.device());
-    LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda::cudnn(), &one, pl.x->d, x.data_ptr(), pl.y->d,
-                                                     gy.data_ptr(), pl.conv, pl.bwd_filter, ws.data_ptr(),
-                                                     pl.ws_filter, &zero, pl.w, gw.data_ptr()));
+    if (!pl.ok_filter) {
+      be::execute_realigned(pl.be_filter, x, gw, gy, 1);
+    } else {
+      Tensor ws = workspace(pl.ws_filter, x.device());
+      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda::cudnn(), &one, pl.x->d, x.data_ptr(), pl.y->d,
+                                                       gy.data_ptr(), pl.conv, pl.bwd_filter, ws.data_ptr(),
+                                                       pl.ws_filter, &zero, pl.w, gw.data_ptr()));
+    }
   }
 }
 

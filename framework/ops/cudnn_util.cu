@@ -23,15 +23,27 @@ cudnnHandle_t cudnn() {
   return h;
 }
 
-TensorDesc::TensorDesc(int n, int c, int h, int w) {
+cudnnDataType_t cudnn_dtype(DType t, const char* op) {
+  switch (t) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f64: return CUDNN_DATA_DOUBLE;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: LOUPE_FAIL(op, " on CUDA needs a floating dtype, got ", dtype_name(t));
+  }
+}
+
+TensorDesc::TensorDesc(int n, int c, int h, int w, DType dt) {
+  cudnnDataType_t t = cudnn_dtype(dt);  // before creating: a throw here leaks nothing
   LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, n, c, h, w));
 }
 
 TensorDesc::TensorDesc(const Tensor& t) {
   LOUPE_CHECK(t.dim() == 4, "cuDNN descriptor: a 4-D tensor, got ", t.shape().str());
+  cudnnDataType_t dt = cudnn_dtype(t.dtype());
   LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, CUDNN_DATA_FLOAT, int(t.size(0)), int(t.size(1)), int(t.size(2)),
+  LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d, dt, int(t.size(0)), int(t.size(1)), int(t.size(2)),
                                                  int(t.size(3)), int(t.strides()[0]), int(t.strides()[1]),
                                                  int(t.strides()[2]), int(t.strides()[3])));
 }

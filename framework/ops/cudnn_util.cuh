@@ -10,10 +10,17 @@ namespace loupe::cuda {
 [[noreturn]] void fail_cudnn(cudnnStatus_t s, const char* call, const char* file, int line);
 cudnnHandle_t cudnn();
 
+// cuDNN's name for a floating dtype: CUDNN_DATA_FLOAT, _DOUBLE, _HALF or _BFLOAT16 (else an Error
+// naming `op`).
+cudnnDataType_t cudnn_dtype(DType t, const char* op = "cuDNN");
+
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc(int n, int c, int h, int w);
-  // A 4-D tensor with its own strides (NCHW or NHWC alike: cuDNN reads the layout from them).
+  // NCHW, packed; dt float32 unless told (batch norm's per-channel parameters stay float32 for
+  // float16/bfloat16 data, as cuDNN requires).
+  TensorDesc(int n, int c, int h, int w, DType dt = DType::f32);
+  // A 4-D tensor with its own strides (NCHW or NHWC alike: cuDNN reads the layout from them) and
+  // its own dtype.
   explicit TensorDesc(const Tensor& t);
   TensorDesc(TensorDesc&& o) noexcept : d(o.d) { o.d = nullptr; }
   ~TensorDesc() {

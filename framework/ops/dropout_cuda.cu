@@ -30,8 +30,57 @@ __global__ void dropout_kernel4(float4* o, const float4* x, int64_t n4, float p,
   }
 }
 
+// float16 / bfloat16, computed in float: the same keep test on the same Philox words as the float32
+// kernels, so every precision drops the same elements. Four elements per 8-byte load and store
+// where aligned (Pack4, n % 4 == 0), one group of four per thread otherwise.
+template <class T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
+template <class T>
+__global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float scale, uint64_t seed, uint64_t offset) {
+  LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
+    Philox4 r = philox(seed, offset + uint64_t(c), 0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      int64_t i = c * 4 + k;
+      if (i < n) o[i] = cuda::from_float<T>(uniform01(r.v[k]) >= p ? cuda::to_float(x[i]) * scale : 0.f);
+    }
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, float p, float scale, uint64_t seed,
+                                  uint64_t offset) {
+  LOUPE_KERNEL_LOOP(c, n4) {
+    Philox4 r = philox(seed, offset + uint64_t(c), 0);
+    Pack4<T> v = x[c], w;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      w.v[k] = cuda::from_float<T>(uniform01(r.v[k]) >= p ? cuda::to_float(v.v[k]) * scale : 0.f);
+    o[c] = w;
+  }
+}
+
+template <class T>
+void apply_t(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset) {
+  int64_t n = in.numel();
+  float scale = 1.f / (1.f - p);
+  if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()}))
+    dropout_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale, seed,
+        offset);
+  else
+    dropout_kernel_t<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        out.data<T>(), in.data<T>(), n, p, scale, seed, offset);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
 void apply(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset) {
-  cuda::require_f32(in, "dropout");
+  cuda::require_float(in, "dropout");
+  if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, seed, offset);
+  if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, seed, offset);
   int64_t n = in.numel();
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()})) {
     dropout_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(

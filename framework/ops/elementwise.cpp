@@ -125,7 +125,10 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
 }
 
 void add_(const Tensor& dst, const Tensor& src, double alpha) {
-  check_same_device(dst, src, "add_");
+  // On CUDA a float16/bfloat16 src may also go into a float32 dst (half gradients into float32 ones).
+  bool widening = dst.is_cuda() && src.device() == dst.device() && dst.dtype() == DType::f32 &&
+                  (src.dtype() == DType::f16 || src.dtype() == DType::bf16);
+  if (!widening) check_same_device(dst, src, "add_");
   LOUPE_CHECK(dst.shape() == src.shape(), "add_: shapes ", dst.shape().str(), " and ", src.shape().str(), " differ");
   LOUPE_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
   if (dst.numel() == 0) return;

@@ -14,41 +14,51 @@ __device__ __forceinline__ float op_apply(BinaryOp op, float a, float b) {
   }
 }
 
-__global__ void binary_contig(BinaryOp op, float* o, const float* a, const float* b, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) o[i] = op_apply(op, a[i], b[i]);
+// T: float, __half or __nv_bfloat16 (stored in T, computed in float; the identity for float).
+template <class T>
+__global__ void binary_contig(BinaryOp op, T* o, const T* a, const T* b, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(op_apply(op, cuda::to_float(a[i]), cuda::to_float(b[i])));
 }
 
-__global__ void binary_bcast(BinaryOp op, float* o, const float* a, const float* b, int64_t n, cuda::StridedPair g) {
+template <class T>
+__global__ void binary_bcast(BinaryOp op, T* o, const T* a, const T* b, int64_t n, cuda::StridedPair g) {
   LOUPE_KERNEL_LOOP(i, n) {
     int64_t oa, ob;
     g.offsets(i, oa, ob);
-    o[i] = op_apply(op, a[oa], b[ob]);
+    o[i] = cuda::from_float<T>(op_apply(op, cuda::to_float(a[oa]), cuda::to_float(b[ob])));
   }
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  cuda::require_f32(out, "elementwise arithmetic");
+  cuda::require_float(out, "elementwise arithmetic");
   int64_t n = out.numel();
-  if (a.is_contiguous() && b.is_contiguous()) {
-    binary_contig<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
-                                                                              b.data<float>(), n);
-  } else {
-    cuda::StridedPair g(out.shape(), a.strides(), b.strides());
-    binary_bcast<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<float>(), a.data<float>(),
-                                                                             b.data<float>(), n, g);
-  }
+  cuda::dispatch_float(out.dtype(), "elementwise arithmetic", [&](auto tag) {
+    using T = decltype(tag);
+    if (a.is_contiguous() && b.is_contiguous()) {
+      binary_contig<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<T>(), a.data<T>(),
+                                                                                   b.data<T>(), n);
+    } else {
+      cuda::StridedPair g(out.shape(), a.strides(), b.strides());
+      binary_bcast<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<T>(), a.data<T>(),
+                                                                                  b.data<T>(), n, g);
+    }
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-__global__ void affine_kernel(float* o, const float* a, float m, float c, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) o[i] = a[i] * m + c;
+template <class T>
+__global__ void affine_kernel(T* o, const T* a, float m, float c, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(a[i]) * m + c);
 }
 
 void affine(const Tensor& out, const Tensor& a, double m, double c) {
-  cuda::require_f32(out, "scalar arithmetic");
+  cuda::require_float(out, "scalar arithmetic");
   int64_t n = out.numel();
-  affine_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<float>(), a.data<float>(),
-                                                                           float(m), float(c), n);
+  cuda::dispatch_float(out.dtype(), "scalar arithmetic", [&](auto tag) {
+    using T = decltype(tag);
+    affine_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<T>(), a.data<T>(),
+                                                                                 float(m), float(c), n);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -56,21 +66,44 @@ __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
   LOUPE_KERNEL_LOOP(i, n) y[i] += alpha * x[i];
 }
 
+// y in Y, x in X: both the same low-precision type, or a float32 y taking a float16/bfloat16 x
+// (half gradients added into float32 parameter gradients).
+template <class Y, class X>
+__global__ void axpy_kernel_t(Y* y, float alpha, const X* x, int64_t n) {
+  LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<Y>(cuda::to_float(y[i]) + alpha * cuda::to_float(x[i]));
+}
+
+template <class Y, class X>
+void launch_axpy(const Tensor& y, float alpha, const Tensor& x, int64_t n) {
+  axpy_kernel_t<Y, X><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<Y>(), alpha, x.data<X>(), n);
+}
+
 void axpy(const Tensor& y, double alpha, const Tensor& x) {
-  cuda::require_f32(y, "add_");
+  cuda::require_float(y, "add_");
   int64_t n = y.numel();
-  axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<float>(), float(alpha),
-                                                                         x.data<float>(), n);
+  DType dy = y.dtype(), dx = x.dtype();
+  if (dy == DType::f32 && dx == DType::f32)
+    axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<float>(), float(alpha),
+                                                                           x.data<float>(), n);
+  else if (dy == DType::f32 && dx == DType::f16) launch_axpy<float, __half>(y, float(alpha), x, n);
+  else if (dy == DType::f32 && dx == DType::bf16) launch_axpy<float, __nv_bfloat16>(y, float(alpha), x, n);
+  else if (dy == DType::f16 && dx == DType::f16) launch_axpy<__half, __half>(y, float(alpha), x, n);
+  else if (dy == DType::bf16 && dx == DType::bf16) launch_axpy<__nv_bfloat16, __nv_bfloat16>(y, float(alpha), x, n);
+  else LOUPE_FAIL("add_ on CUDA cannot add ", dtype_name(dx), " into ", dtype_name(dy));
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-__global__ void bias_add_kernel(float* o, const float* x, const float* b, int64_t n, int64_t C, int64_t inner) {
-  LOUPE_KERNEL_LOOP(i, n) o[i] = x[i] + b[(i / inner) % C];
+template <class T>
+__global__ void bias_add_kernel(T* o, const T* x, const T* b, int64_t n, int64_t C, int64_t inner) {
+  LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(i / inner) % C]));
 }
 
 // n < 2^31: 32-bit division is several times cheaper than 64-bit.
-__global__ void bias_add_kernel32(float* o, const float* x, const float* b, uint32_t n, uint32_t C, uint32_t inner) {
-  LOUPE_KERNEL_LOOP(i, n) o[i] = x[i] + b[(uint32_t(i) / inner) % C];
+template <class T>
+__global__ void bias_add_kernel32(T* o, const T* x, const T* b, uint32_t n, uint32_t C, uint32_t inner) {
+  LOUPE_KERNEL_LOOP(i, n) {
+    o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(uint32_t(i) / inner) % C]));
+  }
 }
 
 // inner == 1 (channels-last, or a Linear's [N, C]) with C % 4 == 0: one float4 of x takes the
@@ -92,9 +125,25 @@ __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uin
   }
 }
 
+// float16 / bfloat16 (b in x's type): one element per thread.
+template <class T>
+void bias_add_t(const Tensor& out, const Tensor& x, const Tensor& b, int64_t n, int64_t C, int64_t inner) {
+  if (n < (int64_t(1) << 31))
+    bias_add_kernel32<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+        out.data<T>(), x.data<T>(), b.data<T>(), uint32_t(n), uint32_t(C), uint32_t(inner));
+  else
+    bias_add_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<T>(), x.data<T>(),
+                                                                                  b.data<T>(), n, C, inner);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
 void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner) {
-  cuda::require_f32(out, "bias_add");
+  cuda::require_float(out, "bias_add");
+  LOUPE_CHECK(b.dtype() == out.dtype(), "bias_add on CUDA: bias ", dtype_name(b.dtype()), " and input ",
+              dtype_name(out.dtype()), " differ");
   int64_t n = outer * C * inner;
+  if (out.dtype() == DType::f16) return bias_add_t<__half>(out, x, b, n, C, inner);
+  if (out.dtype() == DType::bf16) return bias_add_t<__nv_bfloat16>(out, x, b, n, C, inner);
   if (inner == 1 && C % 4 == 0 && n < (int64_t(1) << 31) &&
       cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr(), b.data_ptr()})) {
     bias_add_rows4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
@@ -111,13 +160,13 @@ void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer
     return;
   }
   if (n < (int64_t(1) << 31)) {
-    bias_add_kernel32<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+    bias_add_kernel32<float><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
         out.data<float>(), x.data<float>(), b.data<float>(), uint32_t(n), uint32_t(C), uint32_t(inner));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
-  bias_add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<float>(), x.data<float>(),
-                                                                             b.data<float>(), n, C, inner);
+  bias_add_kernel<float><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+      out.data<float>(), x.data<float>(), b.data<float>(), n, C, inner);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

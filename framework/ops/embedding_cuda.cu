@@ -1,4 +1,5 @@
-// Embedding on CUDA. Forward: a gather, one thread per output element (or float4). Backward:
+// Embedding on CUDA. Forward: a gather, one thread per output element (or float4; for a float16
+// or bfloat16 table, the same copy in that type, eight elements per 16-byte load). Backward (float32):
 // deterministic, without atomics: sort (row, position) pairs by row (a stable radix sort, so each
 // row's positions stay in order), find the runs of equal rows, and sum each run in chunks in a
 // fixed order (below). Ids that are not integers in [0, V) give a zero row and no gradient: checking
@@ -116,8 +117,45 @@ __global__ void combine_kernel(float* gw, const float* partial, const int32_t* r
   }
 }
 
+// Float16 / bfloat16 tables: a copy of T, one element per thread.
+template <class I, class T>
+__global__ void forward_kernel_t(T* out, const I* ids, const T* w, int64_t n, int64_t E, int64_t V) {
+  LOUPE_KERNEL_LOOP(k, n * E) {
+    int64_t i = k / E, j = k - i * E;
+    int64_t r = row_of(ids[i], V);
+    out[k] = r >= 0 ? w[r * E + j] : cuda::from_float<T>(0.f);
+  }
+}
+
+// Eight 2-byte elements per uint4 (E % 8 == 0, both buffers 16-byte aligned): E8 = E / 8 per row.
+template <class I>
+__global__ void forward_kernel_x8(uint4* out, const I* ids, const uint4* w, int64_t n, int64_t E8, int64_t V) {
+  LOUPE_KERNEL_LOOP(k, n * E8) {
+    int64_t i = k / E8, j = k - i * E8;
+    int64_t r = row_of(ids[i], V);
+    out[k] = r >= 0 ? w[r * E8 + j] : make_uint4(0u, 0u, 0u, 0u);  // zero bits: +0 in float16 and bfloat16
+  }
+}
+
+template <class I, class T>
+void launch_forward_t(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+  int64_t V = weight.size(0);
+  static_assert(sizeof(T) == 2, "8 elements per uint4");
+  if (E % 8 == 0 && cuda::vec4_ok(E, {out.data_ptr(), weight.data_ptr()})) {
+    forward_kernel_x8<I><<<cuda::blocks_for(n * E / 8), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<uint4*>(out.data_ptr()), ids.data<I>(), static_cast<const uint4*>(weight.data_ptr()), n, E / 8,
+        V);
+  } else {
+    forward_kernel_t<I, T><<<cuda::blocks_for(n * E), cuda::kThreads, 0, cuda::stream()>>>(
+        out.data<T>(), ids.data<I>(), weight.data<T>(), n, E, V);
+  }
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
 template <class I>
 void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+  if (weight.dtype() == DType::f16) return launch_forward_t<I, __half>(out, ids, weight, n, E);
+  if (weight.dtype() == DType::bf16) return launch_forward_t<I, __nv_bfloat16>(out, ids, weight, n, E);
   int64_t V = weight.size(0);
   if (E % 4 == 0 && cuda::vec4_ok(E, {out.data_ptr(), weight.data_ptr()})) {
     forward_kernel4<I><<<cuda::blocks_for(n * E / 4), cuda::kThreads, 0, cuda::stream()>>>(
@@ -131,7 +169,7 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
 }
 
 void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
-  cuda::require_f32(weight, "embedding");
+  cuda::require_float(weight, "embedding");
   switch (ids.dtype()) {
     case DType::i32: launch_forward<int32_t>(out, ids, weight, n, E); break;
     case DType::f32: launch_forward<float>(out, ids, weight, n, E); break;
@@ -147,6 +185,8 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
 }
 
 void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate) {
+  LOUPE_CHECK(gw.dtype() != DType::f16 && gw.dtype() != DType::bf16, "embedding backward on CUDA is float32 only, ",
+              "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
   cudaStream_t s = cuda::stream();
   if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects

@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "ops/index.h"
@@ -5,11 +7,23 @@
 namespace loupe {
 namespace {
 
+// Every element passes through float on its way from S to D (as before for the integer types;
+// float16/bfloat16 load and store through cuda::to_float / cuda::from_float).
+__device__ __forceinline__ float load_float(uint8_t v) { return float(v); }
+__device__ __forceinline__ float load_float(int32_t v) { return float(v); }
+template <class S>
+__device__ __forceinline__ float load_float(S v) { return cuda::to_float(v); }
+
+template <class D>
+__device__ __forceinline__ D store_as(float v) { return cuda::from_float<D>(v); }
+template <>
+__device__ __forceinline__ int32_t store_as<int32_t>(float v) { return int32_t(v); }
+
 template <class S, class D>
 __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t n, int64_t row, float scale) {
   LOUPE_KERNEL_LOOP(k, n * row) {
     int64_t i = k / row, j = k % row;
-    out[k] = D(float(src[int64_t(idx[i]) * row + j]) * scale);
+    out[k] = store_as<D>(load_float(src[int64_t(idx[i]) * row + j]) * scale);
   }
 }
 
@@ -20,14 +34,36 @@ void launch(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
+// Into float32, float16 or bfloat16 from any source type; into int32 from the integer ones.
+template <class S>
+bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
+  switch (out.dtype()) {
+    case DType::f32: launch<S, float>(out, src, idx, n, row, scale); return true;
+    case DType::f16: launch<S, __half>(out, src, idx, n, row, scale); return true;
+    case DType::bf16: launch<S, __nv_bfloat16>(out, src, idx, n, row, scale); return true;
+    case DType::i32:
+      if constexpr (std::is_integral_v<S>) {
+        launch<S, int32_t>(out, src, idx, n, row, scale);  // labels, token ids
+        return true;
+      } else {
+        return false;
+      }
+    default: return false;
+  }
+}
+
 void gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
   DType s = src.dtype(), d = out.dtype();
-  if (s == DType::u8 && d == DType::f32) launch<uint8_t, float>(out, src, idx, n, row, scale);
-  else if (s == DType::u8 && d == DType::i32) launch<uint8_t, int32_t>(out, src, idx, n, row, scale);
-  else if (s == DType::i32 && d == DType::i32) launch<int32_t, int32_t>(out, src, idx, n, row, scale);
-  else if (s == DType::i32 && d == DType::f32) launch<int32_t, float>(out, src, idx, n, row, scale);  // token ids
-  else if (s == DType::f32 && d == DType::f32) launch<float, float>(out, src, idx, n, row, scale);
-  else LOUPE_FAIL("index_select on CUDA: ", dtype_name(s), " -> ", dtype_name(d), " is not supported");
+  bool ok = false;
+  switch (s) {
+    case DType::u8: ok = launch_from<uint8_t>(out, src, idx, n, row, scale); break;
+    case DType::i32: ok = launch_from<int32_t>(out, src, idx, n, row, scale); break;
+    case DType::f32: ok = launch_from<float>(out, src, idx, n, row, scale); break;
+    case DType::f16: ok = launch_from<__half>(out, src, idx, n, row, scale); break;
+    case DType::bf16: ok = launch_from<__nv_bfloat16>(out, src, idx, n, row, scale); break;
+    default: break;
+  }
+  if (!ok) LOUPE_FAIL("index_select on CUDA: ", dtype_name(s), " -> ", dtype_name(d), " is not supported");
 }
 
 const IndexKernels table{gather};

@@ -69,9 +69,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   LOUPE_CHECK(a.size(1) == b.size(0), "matmul: shapes ", a.shape().str(), " and ", b.shape().str(),
               " do not chain (", a.size(1), " != ", b.size(0), ")");
   LOUPE_CHECK(a.device() == b.device(), "matmul: tensors on ", a.device().str(), " and ", b.device().str());
-  LOUPE_CHECK(a.dtype() == b.dtype() && (a.dtype() == DType::f32 || a.dtype() == DType::f64),
-              "matmul supports float32 and float64 (same for both), got ", dtype_name(a.dtype()), " and ",
-              dtype_name(b.dtype()));
+  LOUPE_CHECK(a.dtype() == b.dtype() && is_floating(a.dtype()),
+              "matmul supports float32, float64, float16 and bfloat16 (same for both), got ", dtype_name(a.dtype()),
+              " and ", dtype_name(b.dtype()));
+  // float16/bfloat16 (mixed precision: 16-bit storage, float32 accumulation) run on cuBLAS only.
+  LOUPE_CHECK(a.device().is_cuda() || a.dtype() == DType::f32 || a.dtype() == DType::f64, "matmul of ",
+              dtype_name(a.dtype()), " tensors runs on CUDA only; on the CPU use float32 (--precision fp32)");
   Tensor out = gemm(a, b);
   if (autograd::needs_grad({&a, &b})) {
     auto n = std::make_shared<MatmulBackward>();

@@ -17,9 +17,14 @@
 // (tools/bench_lstm). LOUPE_LSTM_ALGO=standard|static|small_h|dynamic and
 // LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
 // prints the timings and the choice.
+//
+// Data types: x, the weights, y, h, c and every gradient share one dtype: float32, float16, or
+// bfloat16 (cuDNN 9.13 or newer); the 16-bit ones keep float32 arithmetic (mathPrec) on tensor
+// cores, and their weight space holds 16-bit elements.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -67,11 +72,11 @@ const std::vector<Choice>& candidates() {
 
 struct RnnData {  // a cudnnRNNDataDescriptor_t, every sequence full length
   cudnnRNNDataDescriptor_t d = nullptr;
-  RnnData(int64_t N, int64_t T, int64_t vec, bool seq_major) {
+  RnnData(int64_t N, int64_t T, int64_t vec, bool seq_major, cudnnDataType_t dt) {
     LOUPE_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&d));
     std::vector<int> lengths(static_cast<size_t>(N), static_cast<int>(T));
     LOUPE_CUDNN_CHECK(cudnnSetRNNDataDescriptor(
-        d, CUDNN_DATA_FLOAT, seq_major ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+        d, dt, seq_major ? CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED : CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
         int(T), int(N), int(vec), lengths.data(), nullptr));
   }
   ~RnnData() { cudnnDestroyRNNDataDescriptor(d); }
@@ -79,16 +84,17 @@ struct RnnData {  // a cudnnRNNDataDescriptor_t, every sequence full length
 
 struct State3d {  // [L*D, N, H] for h and c
   cudnnTensorDescriptor_t d = nullptr;
-  State3d(int64_t LD, int64_t N, int64_t H) {
+  State3d(int64_t LD, int64_t N, int64_t H, cudnnDataType_t dt) {
     LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
     int dims[3] = {int(LD), int(N), int(H)}, strides[3] = {int(N * H), int(H), 1};
-    LOUPE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 3, dims, strides));
+    LOUPE_CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, dt, 3, dims, strides));
   }
   ~State3d() { cudnnDestroyTensorDescriptor(d); }
 };
 
 struct Plan {
   Choice choice;
+  DType dtype = DType::f32;  // of x, the weights, y, h, c and the gradients
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnDropoutDescriptor_t drop = nullptr;
   Tensor drop_states;  // cuDNN's dropout RNG state (lives as long as the descriptor)
@@ -107,7 +113,9 @@ struct Plan {
 
 // Where cuDNN keeps each matrix and bias of the weight space, against ops/lstm.h's layout: fills
 // the permutations when they differ (the matrices themselves are [H, in] row-major in both).
+// cuDNN answers with addresses; element offsets are those over the dtype's size.
 void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
+  const int64_t esize = int64_t(dtype_size(pl.dtype));
   Tensor probe = empty(Shape{int64_t(pl.weight_bytes)}, DType::u8, kCUDA);
   const char* base = static_cast<const char*>(probe.data_ptr());
   cudnnTensorDescriptor_t md, bd;
@@ -116,8 +124,10 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
   const int64_t H = p.hidden_size, count = lstm_weight_count(p);
   std::vector<int32_t> to_cudnn(size_t(count), -1);
   bool same = true;
-  auto piece = [&](int64_t at_cudnn, int64_t at_loupe, int64_t n) {
-    LOUPE_CHECK(at_cudnn >= 0 && at_cudnn + n <= count, "cuDNN placed an LSTM weight outside its weight space");
+  auto piece = [&](const void* at, int64_t at_loupe, int64_t n) {
+    int64_t bytes = static_cast<const char*>(at) - base, at_cudnn = bytes / esize;
+    LOUPE_CHECK(bytes % esize == 0 && at_cudnn >= 0 && at_cudnn + n <= count,
+                "cuDNN placed an LSTM weight outside its weight space or between elements");
     same &= at_cudnn == at_loupe;
     for (int64_t i = 0; i < n; ++i) to_cudnn[size_t(at_cudnn + i)] = int32_t(at_loupe + i);
   };
@@ -129,9 +139,8 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
         LOUPE_CUDNN_CHECK(cudnnGetRNNWeightParams(h, pl.rnn, l * p.directions() + dir, pl.weight_bytes,
                                                   probe.data_ptr(), id, md, &m, bd, &b));
         int64_t k = id % 4;
-        piece((static_cast<const char*>(m) - base) / 4, id < 4 ? o.w + k * H * o.in : o.r + k * H * H,
-              id < 4 ? H * o.in : H * H);
-        piece((static_cast<const char*>(b) - base) / 4, id < 4 ? o.b_w + k * H : o.b_r + k * H, H);
+        piece(m, id < 4 ? o.w + k * H * o.in : o.r + k * H * H, id < 4 ? H * o.in : H * H);
+        piece(b, id < 4 ? o.b_w + k * H : o.b_r + k * H, H);
       }
     }
   cudnnDestroyTensorDescriptor(md);
@@ -146,16 +155,18 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
   pl.to_loupe = from_vector(to_loupe, Shape{count}, kCUDA);
 }
 
-// v (flat, count elements) reordered by `order`: out[k] = v[order[k]].
+// v (flat, count elements) reordered by `order`: out[k] = v[order[k]], in v's dtype.
 Tensor permuted(const Tensor& v, const Tensor& order) {
-  return index_select(v.reshape(Shape{v.numel(), 1}), order, DType::f32).reshape(Shape{v.numel()});
+  return index_select(v.reshape(Shape{v.numel(), 1}), order, v.dtype()).reshape(Shape{v.numel()});
 }
 
 // The plan for one choice (throws where cuDNN does not support it).
-std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch) {
+std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch, DType dtype) {
   cudnnHandle_t h = cuda::cudnn();
   auto pl = std::make_unique<Plan>();
   pl->choice = ch;
+  pl->dtype = dtype;
+  const cudnnDataType_t dt = cuda::cudnn_dtype(dtype, "lstm");
   // The dropout state (cuDNN's own RNG) is set up once per problem, seeded from loupe's generator.
   LOUPE_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&pl->drop));
   size_t state_bytes = 0;
@@ -164,21 +175,26 @@ std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint6
   LOUPE_CUDNN_CHECK(cudnnSetDropoutDescriptor(pl->drop, h, p.num_layers > 1 ? float(p.dropout) : 0.f,
                                               pl->drop_states.data_ptr(), state_bytes, (unsigned long long)seed));
   LOUPE_CUDNN_CHECK(cudnnCreateRNNDescriptor(&pl->rnn));
-  cudnnMathType_t math = precision() == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
+  // float32: FMA math unless --precision tf32 allows TF32 tensor ops; float16/bfloat16: tensor
+  // cores, float32 arithmetic (mathPrec) either way.
+  cudnnMathType_t math = dtype != DType::f32                 ? CUDNN_TENSOR_OP_MATH
+                         : precision() == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                                                          : CUDNN_FMA_MATH;
   LOUPE_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
       pl->rnn, ch.algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
-      CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, math, int32_t(p.input_size), int32_t(p.hidden_size),
+      CUDNN_LINEAR_INPUT, dt, CUDNN_DATA_FLOAT, math, int32_t(p.input_size), int32_t(p.hidden_size),
       int32_t(p.hidden_size), p.num_layers, pl->drop,
       ch.seq_major ? CUDNN_RNN_PADDED_IO_DISABLED : CUDNN_RNN_PADDED_IO_ENABLED));
   if (ch.algo == CUDNN_RNN_ALGO_PERSIST_DYNAMIC) LOUPE_CUDNN_CHECK(cudnnBuildRNNDynamic(h, pl->rnn, int(N)));
   LOUPE_CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(h, pl->rnn, &pl->weight_bytes));
-  LOUPE_CHECK(pl->weight_bytes == size_t(lstm_weight_count(p)) * 4, "cuDNN's LSTM weight space holds ",
-              pl->weight_bytes / 4, " floats, loupe's layout ", lstm_weight_count(p));
+  const size_t esize = dtype_size(dtype);
+  LOUPE_CHECK(pl->weight_bytes == size_t(lstm_weight_count(p)) * esize, "cuDNN's LSTM weight space holds ",
+              pl->weight_bytes / esize, " ", dtype_name(dtype), " elements, loupe's layout ", lstm_weight_count(p));
   map_layout(h, *pl, p);
   const int64_t DH = p.directions() * p.hidden_size;
-  pl->x = std::make_unique<RnnData>(N, T, p.input_size, ch.seq_major);
-  pl->y = std::make_unique<RnnData>(N, T, DH, ch.seq_major);
-  pl->hc = std::make_unique<State3d>(int64_t(p.num_layers) * p.directions(), N, p.hidden_size);
+  pl->x = std::make_unique<RnnData>(N, T, p.input_size, ch.seq_major, dt);
+  pl->y = std::make_unique<RnnData>(N, T, DH, ch.seq_major, dt);
+  pl->hc = std::make_unique<State3d>(int64_t(p.num_layers) * p.directions(), N, p.hidden_size, dt);
   pl->seq_lengths = from_vector(std::vector<int32_t>(size_t(N), int32_t(T)), Shape{N}, kCUDA);
   LOUPE_CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(h, pl->rnn, CUDNN_FWD_MODE_TRAINING, pl->x->d, &pl->work_train,
                                               &pl->reserve_train));
@@ -203,7 +219,7 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, const Tenso
   Tensor ws = pl.to_cudnn.defined() ? permuted(w, pl.to_cudnn) : w;
   const bool sm = pl.choice.seq_major;
   Tensor xs = sm ? swap01(x) : x;
-  Tensor ys = sm ? empty(Shape{y.size(1), y.size(0), y.size(2)}, DType::f32, kCUDA) : y;
+  Tensor ys = sm ? empty(Shape{y.size(1), y.size(0), y.size(2)}, y.dtype(), kCUDA) : y;
   LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(), pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                                     pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.y->d, ys.data_ptr(),
                                     pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
@@ -219,10 +235,10 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
   Tensor work = bytes(pl.work_train);
   const bool permute = pl.to_cudnn.defined();
   Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
-  Tensor dws = permute ? empty(dw.shape(), DType::f32, kCUDA) : dw;
+  Tensor dws = permute ? empty(dw.shape(), dw.dtype(), kCUDA) : dw;
   const bool sm = pl.choice.seq_major;
   Tensor xs = sm ? swap01(x) : x, ys = sm ? swap01(y) : y, dys = sm ? swap01(dy) : dy;
-  Tensor dxs = sm ? empty(Shape{x.size(1), x.size(0), x.size(2)}, DType::f32, kCUDA) : dx;
+  Tensor dxs = sm ? empty(Shape{x.size(1), x.size(0), x.size(2)}, dx.dtype(), kCUDA) : dx;
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       h, pl.rnn, pl.seq_lengths.data<int32_t>(), pl.y->d, ys.data_ptr(), dys.data_ptr(), pl.x->d, dxs.data_ptr(),
       pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
@@ -242,7 +258,7 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
 // (the persistent kernels' speed does not depend on the values): the second of two runs.
 double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
-  auto z = [](const Shape& s) { return zeros(s, DType::f32, kCUDA); };
+  auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
   Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size}), dy = z(Shape{N, T, DH});
   Tensor dx = z(x.shape()), dw = z(w.shape());
@@ -264,12 +280,13 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
   return ms;
 }
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int>;
+// Shapes, layers, direction, dropout, precision and dtype.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
 
 // The fastest supported choice for this problem, timed once and cached.
-Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
+Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
-  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision())};
+  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision()), int(dtype)};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
   const std::vector<Choice>& cands = candidates();
@@ -283,7 +300,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
                        : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC         ? "static"
                                                                           : "dynamic";
     try {
-      std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch);
+      std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch, dtype);
       double ms = cands.size() > 1 ? time_plan(*pl, p, N, T) : 0;
       if (verbose)
         std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld: %s %s-major %.3f ms\n", (long long)N, (long long)T,
@@ -294,25 +311,38 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed) {
       if (verbose) std::fprintf(stderr, "lstm: %s %s-major refused: %s\n", name, ch.seq_major ? "seq" : "batch", e.what());
     }
   }
-  LOUPE_CHECK(best, "cuDNN supports no way to run this LSTM: ", why);
+  LOUPE_CHECK(best, "cuDNN supports no way to run this ", dtype_name(dtype), " LSTM: ", why);
   return *cache.emplace(k, std::move(best)).first->second;
+}
+
+// x, the weights and every other tensor in one dtype that cuDNN's RNNs take.
+void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor& x = **ts.begin();
+  cuda::require_float(x, op);
+  for (const Tensor* t : ts)
+    LOUPE_CHECK(!t->defined() || t->dtype() == x.dtype(), op, " on CUDA: x, the weights, y, h, c and the gradients ",
+                "must share one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(t->dtype()));
+  // cuDNN's RNNs take bfloat16 from 9.13 on (and need compute capability 8.0 or newer for it).
+  if (x.dtype() == DType::bf16 && cudnnGetVersion() < 91300)
+    LOUPE_FAIL(op, " in bfloat16 needs cuDNN 9.13 or newer, this is ", cudnnGetVersion(),
+               "; use float16 (--precision fp16) or a newer cuDNN");
 }
 
 Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t) {
-  cuda::require_f32(x, "lstm");
+  check_dtypes("lstm", {&x, &w, &y, &h, &c});
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
-  return run_forward(plan_for(p, x.size(0), x.size(1), seed), x, w, y, h, c, training);
+  return run_forward(plan_for(p, x.size(0), x.size(1), seed, x.dtype()), x, w, y, h, c, training);
 }
 
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, uint64_t seed,
               uint64_t) {
-  cuda::require_f32(x, "lstm backward");
+  check_dtypes("lstm backward", {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
-  run_backward(plan_for(p, x.size(0), x.size(1), seed), x, w, y, saved, dy, dh, dc, dx, dw);
+  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype()), x, w, y, saved, dy, dh, dc, dx, dw);
 }
 
 const LstmKernels table{forward, backward};

@@ -28,9 +28,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                   const Tensor& running_var, bool training, double momentum, double eps) {
   LOUPE_CHECK(x.dim() >= 2, "batch_norm needs x [N, C, ...], got ", x.shape().str());
   int64_t N = x.size(0), C = x.size(1), HW = C ? x.numel() / (N * C) : 0;
-  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var})
+  // Parameters and statistics: x's dtype, float32 for a float16/bfloat16 x (the saved ones too).
+  bool half = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
+  DType stat = half ? DType::f32 : x.dtype();
+  for (const Tensor* t : {&weight, &bias, &running_mean, &running_var}) {
     LOUPE_CHECK(t->dim() == 1 && t->size(0) == C && t->device() == x.device() && t->is_contiguous(),
                 "batch_norm: parameters and statistics must be contiguous [", C, "] on ", x.device().str());
+    LOUPE_CHECK(t->dtype() == stat, "batch_norm: parameters and statistics must be ", dtype_name(stat), " for ",
+                dtype_name(x.dtype()), " input, got ", dtype_name(t->dtype()));
+  }
   LOUPE_CHECK(eps >= 1e-5, "batch_norm: eps must be at least 1e-5 (cuDNN's minimum), got ", eps);
   Tensor xc = x.contiguous();
   Tensor y = empty(x.shape(), x.dtype(), x.device());
@@ -42,7 +48,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     return y;
   }
   LOUPE_CHECK(N * HW > 1, "batch_norm in training needs more than one value per channel, got ", x.shape().str());
-  Tensor mean = empty(Shape{C}, x.dtype(), x.device()), invstd = empty(Shape{C}, x.dtype(), x.device());
+  Tensor mean = empty(Shape{C}, stat, x.device()), invstd = empty(Shape{C}, stat, x.device());
   kernels<NormKernels>(x.device()).forward_train(y, xc, weight, bias, running_mean, running_var, mean, invstd,
                                                  momentum, eps, N, C, HW);
   instrument::add_flops(6.0 * double(x.numel()));

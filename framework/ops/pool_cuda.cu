@@ -2,6 +2,8 @@
 // max-pooling backward pass: cuDNN's deterministic one took 3.5x the memory traffic's time in
 // mnist_cnn at batch 1024 (343 us a step on an H200), so it is a kernel of ours that gives each
 // window's gradient to the first element equal to the window's max, as the CPU does.
+// float32, float16 and bfloat16 (cuDNN's descriptors in the storage type, its arithmetic and ours
+// in float).
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "ops/cudnn_util.cuh"
@@ -22,11 +24,21 @@ struct PoolDesc {
   ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
 };
 
-// From the tensor's strides: NCHW and channels-last alike.
-cuda::TensorDesc desc(const Tensor& t) { return cuda::TensorDesc(t); }
+// From the tensor's strides: NCHW and channels-last alike. cuda::TensorDesc describes float32;
+// float16 and bfloat16 re-set it with their own data type (same sizes and strides).
+cuda::TensorDesc desc(const Tensor& t) {
+  cuda::TensorDesc d(t);
+  if (t.dtype() != DType::f32) {
+    cudnnDataType_t type = t.dtype() == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+    const Shape& s = t.strides();
+    LOUPE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(d.d, type, int(t.size(0)), int(t.size(1)), int(t.size(2)),
+                                                   int(t.size(3)), int(s[0]), int(s[1]), int(s[2]), int(s[3])));
+  }
+  return d;
+}
 
 void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
-  cuda::require_f32(x, "pooling");
+  cuda::require_float(x, "pooling");
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);
   float one = 1, zero = 0;
@@ -59,13 +71,14 @@ struct Geometry {
 
 // (h, w) of the first element of window (i, j) of plane (n, c), row-major, equal to its max m;
 // h = -1 for a NaN max: no element equals it, and no gradient flows (cuDNN's NOT_PROPAGATE_NAN).
-__device__ __forceinline__ void first_max(const float* x, const Geometry& g, int64_t n, int c, int i, int j, float m,
+template <class T>
+__device__ __forceinline__ void first_max(const T* x, const Geometry& g, int64_t n, int c, int i, int j, float m,
                                           int& bh, int& bw) {
   int h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
   int h1 = min(h0 + g.kh, g.H), w1 = min(w0 + g.kw, g.W);
   for (int h = max(h0, 0); h < h1; ++h)
     for (int w = max(w0, 0); w < w1; ++w)
-      if (x[g.xoff(n, c, h, w)] == m) {
+      if (cuda::to_float(x[g.xoff(n, c, h, w)]) == m) {
         bh = h;
         bw = w;
         return;
@@ -75,7 +88,8 @@ __device__ __forceinline__ void first_max(const float* x, const Geometry& g, int
 
 // Windows that do not overlap (stride >= kernel): one thread per window writes its own elements;
 // elements no window covers were zeroed before.
-__global__ void max_bwd_disjoint(float* gx, const float* x, const float* y, const float* gy, Geometry g) {
+template <class T>
+__global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
   int64_t total = int64_t(g.N) * g.C * g.P * g.Q;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -83,17 +97,20 @@ __global__ void max_bwd_disjoint(float* gx, const float* x, const float* y, cons
     g.split(k, g.P, g.Q, n, c, i, j);
     int64_t yo = g.yoff(n, c, i, j);
     int bh, bw;
-    first_max(x, g, n, c, i, j, y[yo], bh, bw);
+    first_max(x, g, n, c, i, j, cuda::to_float(y[yo]), bh, bw);
     int h0 = i * g.sh - g.ph, w0 = j * g.sw - g.pw;
+    T grad = gy[yo], zero = cuda::from_float<T>(0.f);
     for (int h = max(h0, 0); h < min(h0 + g.kh, g.H); ++h)
       for (int w = max(w0, 0); w < min(w0 + g.kw, g.W); ++w)
-        gx[g.xoff(n, c, h, w)] = h == bh && w == bw ? gy[yo] : 0.f;
+        gx[g.xoff(n, c, h, w)] = h == bh && w == bw ? grad : zero;
   }
 }
 
 // Overlapping windows: one thread per input element gathers from every window holding it (no
 // atomics, so the sums are deterministic).
-__global__ void max_bwd_overlap(float* gx, const float* x, const float* y, const float* gy, Geometry g) {
+// The sum is float whatever T is.
+template <class T>
+__global__ void max_bwd_overlap(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
   int64_t total = int64_t(g.N) * g.C * g.H * g.W;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -107,10 +124,10 @@ __global__ void max_bwd_overlap(float* gx, const float* x, const float* y, const
       for (int j = j0; j <= j1; ++j) {
         int64_t yo = g.yoff(n, c, i, j);
         int bh, bw;
-        first_max(x, g, n, c, i, j, y[yo], bh, bw);
-        if (bh == h && bw == w) acc += gy[yo];
+        first_max(x, g, n, c, i, j, cuda::to_float(y[yo]), bh, bw);
+        if (bh == h && bw == w) acc += cuda::to_float(gy[yo]);
       }
-    gx[g.xoff(n, c, h, w)] = acc;
+    gx[g.xoff(n, c, h, w)] = cuda::from_float<T>(acc);
   }
 }
 
@@ -125,18 +142,24 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
     bool tiles = p.stride_h == p.kernel_h && p.stride_w == p.kernel_w && p.pad_h == 0 && p.pad_w == 0 &&
                  g.P * p.kernel_h == g.H && g.Q * p.kernel_w == g.W;
     if (!tiles) LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
-    max_bwd_disjoint<<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, s>>>(
-        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), g);
+    cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
+      using T = decltype(tag);
+      max_bwd_disjoint<T><<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, s>>>(gx.data<T>(), x.data<T>(),
+                                                                                 y.data<T>(), gy.data<T>(), g);
+    });
   } else {
-    max_bwd_overlap<<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, s>>>(
-        gx.data<float>(), x.data<float>(), y.data<float>(), gy.data<float>(), g);
+    cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
+      using T = decltype(tag);
+      max_bwd_overlap<T><<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, s>>>(gx.data<T>(), x.data<T>(),
+                                                                                y.data<T>(), gy.data<T>(), g);
+    });
   }
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
-  cuda::require_f32(x, "pooling backward");
+  cuda::require_float(x, "pooling backward");
   if (m == PoolMode::Max) return max_backward(gx, x, y, gy, p);
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);

@@ -14,48 +14,66 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One warp per row.
-__global__ void softmax_fwd(bool log, float* y, const float* x, int64_t rows, int64_t cols) {
+// One warp per row. T: float, __half or __nv_bfloat16; the max, the sum and the dot product are
+// float whatever T is.
+template <class T>
+__global__ void softmax_fwd(bool log, T* y, const T* x, int64_t rows, int64_t cols) {
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float* xr = x + row * cols;
-  float* yr = y + row * cols;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
   float m = -INFINITY;
-  for (int64_t c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+  for (int64_t c = lane; c < cols; c += 32) m = fmaxf(m, cuda::to_float(xr[c]));
   m = warp_max(m);
   float z = 0.f;
-  for (int64_t c = lane; c < cols; c += 32) z += expf(xr[c] - m);
+  for (int64_t c = lane; c < cols; c += 32) z += expf(cuda::to_float(xr[c]) - m);
   z = warp_sum(z);
   float lz = logf(z) + m;
-  for (int64_t c = lane; c < cols; c += 32) yr[c] = log ? xr[c] - lz : expf(xr[c] - m) / z;
+  for (int64_t c = lane; c < cols; c += 32) {
+    float v = cuda::to_float(xr[c]);
+    yr[c] = cuda::from_float<T>(log ? v - lz : expf(v - m) / z);
+  }
 }
 
-__global__ void softmax_bwd(bool log, float* gx, const float* y, const float* gy, int64_t rows, int64_t cols) {
+template <class T>
+__global__ void softmax_bwd(bool log, T* gx, const T* y, const T* gy, int64_t rows, int64_t cols) {
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const float* yr = y + row * cols;
-  const float* gr = gy + row * cols;
-  float* out = gx + row * cols;
+  const T* yr = y + row * cols;
+  const T* gr = gy + row * cols;
+  T* out = gx + row * cols;
   float dot = 0.f;
-  for (int64_t c = lane; c < cols; c += 32) dot += log ? gr[c] : gr[c] * yr[c];
+  for (int64_t c = lane; c < cols; c += 32) {
+    float g = cuda::to_float(gr[c]);
+    dot += log ? g : g * cuda::to_float(yr[c]);
+  }
   dot = warp_sum(dot);
-  for (int64_t c = lane; c < cols; c += 32) out[c] = log ? gr[c] - expf(yr[c]) * dot : yr[c] * (gr[c] - dot);
+  for (int64_t c = lane; c < cols; c += 32) {
+    float g = cuda::to_float(gr[c]), v = cuda::to_float(yr[c]);
+    out[c] = cuda::from_float<T>(log ? g - expf(v) * dot : v * (g - dot));
+  }
 }
 
 unsigned warp_blocks(int64_t rows) { return unsigned((rows * 32 + cuda::kThreads - 1) / cuda::kThreads); }
 
 void forward(bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
-  cuda::require_f32(x, "softmax");
-  softmax_fwd<<<warp_blocks(rows), cuda::kThreads, 0, cuda::stream()>>>(log, y.data<float>(), x.data<float>(), rows, cols);
+  cuda::require_float(x, "softmax");
+  cuda::dispatch_float(x.dtype(), "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    softmax_fwd<T><<<warp_blocks(rows), cuda::kThreads, 0, cuda::stream()>>>(log, y.data<T>(), x.data<T>(), rows, cols);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void backward(bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows, int64_t cols) {
-  cuda::require_f32(y, "softmax backward");
-  softmax_bwd<<<warp_blocks(rows), cuda::kThreads, 0, cuda::stream()>>>(log, gx.data<float>(), y.data<float>(),
-                                                                       gy.data<float>(), rows, cols);
+  cuda::require_float(y, "softmax backward");
+  cuda::dispatch_float(y.dtype(), "softmax backward", [&](auto tag) {
+    using T = decltype(tag);
+    softmax_bwd<T><<<warp_blocks(rows), cuda::kThreads, 0, cuda::stream()>>>(log, gx.data<T>(), y.data<T>(),
+                                                                            gy.data<T>(), rows, cols);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/precision.h"
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
@@ -56,6 +57,18 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
     return true;
   };
   return run_epoch(epoch, total, next, [&] { dl.release(batch); });
+}
+
+Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device)
+    : model_(model), opt_(opt), device_(device) {
+  if (precision() == Precision::FP16) {
+    scaler_ = std::make_unique<optim::GradScaler>(device);
+    opt_.set_scaler(scaler_.get());
+  }
+}
+
+Trainer::~Trainer() {
+  if (scaler_) opt_.set_scaler(nullptr);
 }
 
 namespace {
@@ -127,16 +140,19 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
         instrument::NvtxRange r("forward");
         opt_.zero_grad();
         logits = model_(x);
+        if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
         y = targets_for(logits, y);
         loss = loss_for(logits, y);
       }
       {
         instrument::NvtxRange r("backward");
-        loss.backward();
+        (scaler_ ? scaler_->scale(loss) : loss).backward();
       }
       {
         instrument::NvtxRange r("optimizer");
+        if (scaler_) scaler_->unscale_(model_.arena().grads());
         opt_.step();
+        if (scaler_) scaler_->update();
       }
       double step_flops = instrument::flops_counted() - f0;
       NoGradGuard g;
@@ -180,6 +196,12 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
   // The one read-back of the epoch (it waits for the GPU to finish).
   st.train_loss = loss_sum.item() / double(st.samples);
   st.train_acc = correct.item() / double(st.samples);
+  if (scaler_) {  // after the read-back above: no further wait
+    std::vector<float> s = scaler_->state().to_vector<float>();
+    st.loss_scale = s[optim::kScale];
+    st.skipped_steps = int64_t(s[optim::kSkipped]) - skipped_before_;
+    skipped_before_ = int64_t(s[optim::kSkipped]);
+  }
   st.train_seconds = now_seconds() - t0;
   if (mon) mon->end_train();
   return st;
@@ -199,6 +221,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
     Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
     Tensor y = index_select(data.y, idx, DType::i32);
     Tensor logits = model_(x);
+    if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
     add_(correct, correct_for(logits, targets_for(logits, y)));
   }
   model_.train();

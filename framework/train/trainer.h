@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,8 @@ struct EpochStats {
   bool interrupted = false;  // hooks.stop ended the epoch early
   double train_loss = 0, train_acc = 0, test_acc = -1;
   double train_seconds = 0, eval_seconds = 0;
+  std::optional<double> loss_scale;  // fp16: the GradScaler's scale at the epoch's end
+  int64_t skipped_steps = 0;         // and the steps it skipped in this epoch
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
 };
 
@@ -52,7 +55,13 @@ struct TrainHooks {
 
 class Trainer {
  public:
-  Trainer(nn::Module& model, optim::Optimizer& opt, Device device) : model_(model), opt_(opt), device_(device) {}
+  // With --precision fp16 the trainer scales the loss through a GradScaler (optim/grad_scaler.h)
+  // and the optimizer skips the steps whose gradients overflowed, all on the device.
+  Trainer(nn::Module& model, optim::Optimizer& opt, Device device);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+  const optim::GradScaler* scaler() const { return scaler_.get(); }
   TrainHooks hooks;
   int64_t global_step() const { return global_step_; }
   // Keras' time-based decay: before each update, lr = base_lr / (1 + lr_decay * updates so far).
@@ -75,6 +84,8 @@ class Trainer {
   optim::Optimizer& opt_;
   Device device_;
   int64_t global_step_ = 0;
+  std::unique_ptr<optim::GradScaler> scaler_;
+  int64_t skipped_before_ = 0;  // the scaler's skipped count at the end of the previous epoch
 };
 
 // Host wall-clock seconds.

@@ -1,0 +1,87 @@
+// Mixed precision: every op of the table (op_cases.h) that a model runs in float16 or bfloat16,
+// on CUDA, against the same op in float32 on CUDA: the output and every input gradient.
+// Tolerances (the largest error relative to the largest magnitude of the float32 result):
+//   float16  1e-2  (a 10-bit mantissa: 5e-4 per rounding, grown by sums of tens of products)
+//   bfloat16 5e-2  (a 7-bit mantissa: 4e-3 per rounding)
+// Not here: losses (the trainer computes them in float32 on a cast of the logits) and the
+// embedding lookup (the table stays float32; nn::Embedding casts its output).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "op_cases.h"
+
+using namespace loupe;
+
+namespace {
+
+const std::set<std::string> kNotHalf = {"cross_entropy", "bce_with_logits", "mlp_chain", "embedding_1d",
+                                        "embedding_2d", "embedding_2d_vec4"};
+
+// Max pooling after a convolution: rounding the conv output to bfloat16 can change which element
+// of a window is the largest (1 window in 36 here), and that window's gradient then goes to
+// another element: an error of ~0.23 that is not a bug. Pooling alone matches float32 exactly.
+double tolerance(const std::string& name, DType dt) {
+  if (dt == DType::f16) return 1e-2;
+  return name == "conv_bias_relu_pool_channels_last" ? 0.3 : 5e-2;
+}
+
+// Batch norm's scale and shift are float32 parameters beside half activations.
+bool keep_f32(const std::string& name, size_t input) { return name.rfind("batch_norm", 0) == 0 && input > 0; }
+
+// Output and input gradients (as float32 vectors) of case c on CUDA with float inputs in dt.
+std::vector<std::vector<float>> run(const test::OpCase& c, DType dt) {
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11), on;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const Tensor& x = xs[k];
+    Tensor t = x.to(kCUDA);
+    if (is_floating(x.dtype()) && x.requires_grad() && !keep_f32(c.name, k)) t = t.to(dt);
+    t = t.detach();
+    if (x.requires_grad()) t.requires_grad_(true);
+    on.push_back(t);
+  }
+  Tensor out = c.f(on);
+  std::vector<float> r(static_cast<size_t>(out.numel()));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5f + philox_uniform(99, 0, i);
+  sum(mul(out, from_vector(r, out.shape(), kCUDA).to(out.dtype()))).backward();
+  std::vector<std::vector<float>> res{out.to(DType::f32).to_vector<float>()};
+  for (Tensor& t : on)
+    if (t.requires_grad()) res.push_back(t.grad().to(DType::f32).to_vector<float>());
+  return res;
+}
+
+class HalfParity : public ::testing::TestWithParam<test::OpCase> {};
+
+TEST_P(HalfParity, MatchesFloat32) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build): half parity not run";
+  const test::OpCase& c = GetParam();
+  if (kNotHalf.count(c.name)) GTEST_SKIP() << c.name << " runs in float32 in mixed precision";
+  auto ref = run(c, DType::f32);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const double tol = tolerance(c.name, dt);
+    std::vector<std::vector<float>> got;
+    try {
+      got = run(c, dt);
+    } catch (const Error& e) {
+      ADD_FAILURE() << c.name << " in " << dtype_name(dt) << ": " << e.what();
+      continue;
+    }
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t k = 0; k < ref.size(); ++k) {
+      ASSERT_EQ(got[k].size(), ref[k].size());
+      double scale = 1e-6, err = 0;
+      for (float v : ref[k]) scale = std::max(scale, double(std::abs(v)));
+      for (size_t i = 0; i < ref[k].size(); ++i) err = std::max(err, std::abs(double(got[k][i]) - ref[k][i]) / scale);
+      std::printf("%-36s %-8s %s error %.2e\n", c.name.c_str(), dtype_name(dt), k ? "grad  " : "output", err);
+      EXPECT_LE(err, tol) << c.name << " " << dtype_name(dt) << (k ? " gradient " + std::to_string(k) : " output");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, HalfParity, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
