@@ -85,3 +85,36 @@ INSTANTIATE_TEST_SUITE_P(AllOps, HalfParity, ::testing::ValuesIn(test::op_cases(
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
+
+// The arena's 16-bit compute copy (nn::ParameterArena::enable_compute_copy): layers read views
+// into it, their gradients land in the float32 gradient arena exactly as through the per-use
+// cast, and the optimizer keeps the copy equal to the cast of the updated float32 weights.
+TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  set_precision(Precision::FP16);
+  std::vector<float> grads[2], values[2];
+  for (int copy = 0; copy < 2; ++copy) {
+    manual_seed(3);
+    nn::Sequential m;
+    m.add("fc1", std::make_shared<nn::Linear>(5, 4)).add("fc2", std::make_shared<nn::Linear>(4, 3));
+    m.to(kCUDA);
+    if (copy) m.arena().enable_compute_copy(DType::f16);
+    optim::SGD opt(m.arena(), 0.1);
+    Tensor x = full(Shape{3, 5}, 0.3, DType::f32, kCUDA);
+    opt.zero_grad();
+    Tensor y = m(x);
+    EXPECT_EQ(y.dtype(), DType::f16);
+    sum(y.to(DType::f32)).backward();
+    grads[copy] = m.arena().grads().to_vector<float>();
+    opt.step();
+    values[copy] = m.arena().values().to_vector<float>();
+    if (copy) {
+      EXPECT_EQ(m.arena().compute_values().to(DType::f32).to_vector<float>(),
+                m.arena().values().to(DType::f16).to(DType::f32).to_vector<float>())
+          << "the copy must follow the update";
+    }
+  }
+  set_precision(Precision::FP32);
+  EXPECT_EQ(grads[0], grads[1]);
+  EXPECT_EQ(values[0], values[1]);
+}

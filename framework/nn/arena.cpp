@@ -1,7 +1,11 @@
 #include "nn/arena.h"
 
+#include <unordered_map>
+
 #include "autograd/node.h"
+#include "core/dispatch.h"
 #include "core/error.h"
+#include "ops/copy.h"
 
 namespace loupe::nn {
 
@@ -41,5 +45,45 @@ ParameterArena::ParameterArena(const std::vector<Tensor>& params, Device d) : pa
 }
 
 void ParameterArena::zero_grad() { fill_(grads_, 0.0); }
+
+namespace {
+// Parameter -> its compute-copy view (parameters outlive their arena's registrations: the arena
+// removes them when it goes).
+std::unordered_map<const TensorImpl*, Tensor>& views() {
+  static std::unordered_map<const TensorImpl*, Tensor> m;
+  return m;
+}
+}  // namespace
+
+ParameterArena::~ParameterArena() {
+  for (const Tensor& p : params_) views().erase(p.impl());
+}
+
+void ParameterArena::enable_compute_copy(DType t) {
+  LOUPE_CHECK(t == DType::f16 || t == DType::bf16, "the compute copy is float16 or bfloat16, not ", dtype_name(t));
+  if (compute_.defined() && compute_.dtype() == t) return refresh_compute_copy();
+  compute_ = empty(values_.shape(), t, values_.device());
+  compute_params_.clear();
+  int64_t off = 0;
+  for (const Tensor& p : params_) {
+    Tensor v = as_strided(compute_, p.shape(), contiguous_strides(p.shape()), off);
+    v.requires_grad_(true);
+    v.impl()->grad = p.impl()->grad;  // the float32 gradient slice
+    compute_params_.push_back(v);
+    views()[p.impl()] = v;
+    off += round_up(p.numel());
+  }
+  refresh_compute_copy();
+}
+
+void ParameterArena::refresh_compute_copy() {
+  if (!compute_.defined()) return;
+  kernels<CopyKernels>(compute_.device()).cast(compute_, values_);  // one kernel over the arena
+}
+
+Tensor compute_view(const Tensor& p, DType t) {
+  auto it = views().find(p.impl());
+  return it != views().end() && it->second.dtype() == t ? it->second : Tensor();
+}
 
 }  // namespace loupe::nn

@@ -21,10 +21,25 @@ class ParameterArena {
   const std::vector<Tensor>& params() const { return params_; }
   void zero_grad();
 
+  // Mixed precision: a 16-bit copy of the values (dtype t), refreshed by one cast kernel after
+  // each optimizer step instead of one cast per weight per use. Each parameter gets a view into
+  // it: a leaf whose .grad is the parameter's float32 gradient, so the 16-bit weight gradients
+  // are added straight into the float32 gradient arena. nn::autocast hands layers these views.
+  ~ParameterArena();
+  ParameterArena(const ParameterArena&) = delete;
+  ParameterArena& operator=(const ParameterArena&) = delete;
+  void enable_compute_copy(DType t);
+  void refresh_compute_copy();  // values() cast into the copy (after any change to the values)
+  const Tensor& compute_values() const { return compute_; }  // undefined when there is none
+
  private:
   std::vector<Tensor> params_;
-  Tensor values_, grads_;
+  Tensor values_, grads_, compute_;
+  std::vector<Tensor> compute_params_;
   int64_t used_ = 0;
 };
+
+// The compute-copy view of parameter p in dtype t, or an undefined tensor.
+Tensor compute_view(const Tensor& p, DType t);
 
 }  // namespace loupe::nn

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/precision.h"
+#include "nn/arena.h"
 #include "instrument/nvtx.h"
 
 namespace loupe::nn {
@@ -11,7 +12,10 @@ namespace loupe::nn {
 Tensor autocast(const Tensor& t) {
   if (!t.defined() || t.dtype() != DType::f32 || !t.device().is_cuda()) return t;
   DType c = compute_dtype();
-  return c == DType::f32 ? t : t.to(c);
+  if (c == DType::f32) return t;
+  Tensor v = compute_view(t, c);  // a parameter with a compute copy: no cast at all
+  if (!v.defined()) return t.to(c);
+  return t.requires_grad() ? v : v.detach();
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {

@@ -71,10 +71,10 @@ class Module {
   MemoryFormat memory_format_ = MemoryFormat::Contiguous;
 };
 
-// Mixed precision (--precision fp16/bf16): a float32 tensor on the GPU cast to compute_dtype()
-// through the differentiable cast, whose backward casts the gradient back to float32 (so the
-// float32 master weights receive float32 gradients); anything else as it is. Layers call it on
-// their input and parameters: each weight is cast once per use (one kernel each).
+// Mixed precision (--precision fp16/bf16): a float32 tensor on the GPU in compute_dtype(); anything
+// else as it is. A parameter whose arena has a compute copy (the trainer enables it) is its view
+// into that copy; any other tensor goes through the differentiable cast, whose backward casts the
+// gradient back to float32. Either way the float32 master weights receive float32 gradients.
 Tensor autocast(const Tensor& t);
 
 }  // namespace loupe::nn

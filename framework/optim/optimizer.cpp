@@ -31,6 +31,7 @@ void SGD::step() {
   kernels<OptimKernels>(arena_.device())
       .sgd(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(momentum_), nesterov_,
            float(weight_decay_), scaler_state());
+  arena_.refresh_compute_copy();
   double per = 2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0);
   instrument::add_flops(per * double(arena_.num_parameters()));
 }
@@ -46,6 +47,7 @@ void RMSprop::step() {
   kernels<OptimKernels>(arena_.device())
       .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_),
                scaler_state());
+  arena_.refresh_compute_copy();
   instrument::add_flops(6.0 * double(arena_.num_parameters()));
 }
 
@@ -73,6 +75,7 @@ void Adam::step() {
   a.beta2_d = beta2_;
   kernels<OptimKernels>(arena_.device())
       .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, scaler_state());
+  arena_.refresh_compute_copy();
   instrument::add_flops(12.0 * double(arena_.num_parameters()));
 }
 
@@ -88,6 +91,7 @@ void Adadelta::step() {
   kernels<OptimKernels>(arena_.device())
       .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(rho_),
                 float(eps_), scaler_state());
+  arena_.refresh_compute_copy();
   instrument::add_flops(14.0 * double(arena_.num_parameters()));
 }
 

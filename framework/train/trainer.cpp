@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
@@ -65,6 +66,12 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device)
     scaler_ = std::make_unique<optim::GradScaler>(device);
     opt_.set_scaler(scaler_.get());
   }
+  // fp16/bf16: the 16-bit copy of the weights that the layers read, refreshed once per update
+  // (one kernel) rather than cast per weight per use. LOUPE_COMPUTE_COPY=0 casts on the fly, for
+  // comparison.
+  const char* env = std::getenv("LOUPE_COMPUTE_COPY");
+  if (compute_dtype() != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
+    model_.arena().enable_compute_copy(compute_dtype());
 }
 
 Trainer::~Trainer() {
@@ -95,6 +102,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
   EpochStats st;
   st.epoch = epoch;
   model_.train();
+  model_.arena().refresh_compute_copy();  // the values may have changed since (a checkpoint)
   instrument::NvtxRange epoch_range("epoch");
   instrument::EpochMonitor* mon = hooks.monitor;
   if (mon) mon->begin_epoch();
