@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/philox.h"  // LOUPE_HD
 #include "core/tensor.h"
 
 namespace loupe::optim {
@@ -45,6 +46,25 @@ class GradScaler {
   GradScalerOptions opt_;
   Tensor state_;
 };
+
+// The update rule on the state vector s (torch._amp_update_scale_), for both backends' kernels.
+LOUPE_HD void scaler_update(float* s, float growth, float backoff, int interval) {
+  if (s[kFoundInf] != 0.f) {
+    s[kScale] *= backoff;
+    s[kGrowthTracker] = 0.f;
+    s[kSkipped] += 1.f;
+  } else {
+    float clean = s[kGrowthTracker] + 1.f;
+    if (clean >= float(interval)) {
+      float grown = s[kScale] * growth;
+      if (grown - grown == 0.f) s[kScale] = grown;  // finite: inf - inf and NaN are NaN
+      s[kGrowthTracker] = 0.f;
+    } else {
+      s[kGrowthTracker] = clean;
+    }
+  }
+  s[kFoundInf] = 0.f;
+}
 
 struct ScalerKernels {
   // grads [n] float32 contiguous; state float32 [4] on the same device.

@@ -100,24 +100,8 @@ void unscale(const Tensor& grads, const Tensor& state) {
   if (bad) s[kFoundInf] = 1.f;
 }
 
-// GradScaler's rule (torch._amp_update_scale_).
 void update(const Tensor& state, float growth, float backoff, int interval) {
-  float* s = state.data<float>();
-  if (s[kFoundInf] != 0.f) {
-    s[kScale] *= backoff;
-    s[kGrowthTracker] = 0.f;
-    s[kSkipped] += 1.f;
-  } else {
-    float clean = s[kGrowthTracker] + 1.f;
-    if (clean >= float(interval)) {
-      float grown = s[kScale] * growth;
-      if (std::isfinite(grown)) s[kScale] = grown;
-      s[kGrowthTracker] = 0.f;
-    } else {
-      s[kGrowthTracker] = clean;
-    }
-  }
-  s[kFoundInf] = 0.f;
+  scaler_update(state.data<float>(), growth, backoff, interval);
 }
 
 const ScalerKernels scaler_table{unscale, update};

@@ -145,21 +145,7 @@ __global__ void unscale_kernel(float* g, int64_t n, float* state) {
 }
 
 __global__ void update_kernel(float* s, float growth, float backoff, int interval) {
-  if (s[kFoundInf] != 0.f) {
-    s[kScale] *= backoff;
-    s[kGrowthTracker] = 0.f;
-    s[kSkipped] += 1.f;
-  } else {
-    float clean = s[kGrowthTracker] + 1.f;
-    if (clean >= float(interval)) {
-      float grown = s[kScale] * growth;
-      if (isfinite(grown)) s[kScale] = grown;
-      s[kGrowthTracker] = 0.f;
-    } else {
-      s[kGrowthTracker] = clean;
-    }
-  }
-  s[kFoundInf] = 0.f;
+  scaler_update(s, growth, backoff, interval);
 }
 
 void unscale(const Tensor& grads, const Tensor& state) {
