@@ -27,6 +27,7 @@
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
 #include "instrument/peak.h"
+#include "instrument/roofline.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
 #include "models/registry.h"
@@ -70,6 +71,10 @@ usage:
                                   the same table for one model, written as CSV and plotted (PNG)
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
+  loupe roofline [--sizes 1024,2048,4096,8192,16384] [--device cpu] [--csv F] [--png F]
+                                  the matrix-vector roofline study: y = A x by cuBLAS sgemv, a naive
+                                  kernel, ours, and the CPU (one thread, all threads, the BLAS), in
+                                  GFLOP/s and as a fraction of the measured copy bandwidth; plotted
   loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
                                   loader slot of mnist_mlp's batch (default 128) and for 64 MiB
   loupe --help | loupe train --help
@@ -137,7 +142,7 @@ Args parse(int argc, char** argv) {
                                               "prefetch", "pin-memory", "precision",
                                               "synthetic",  // --synthetic alone, or --synthetic=KIND
                                               "prompt", "length", "temperature", "steps", "warmup", "json",
-                                              "png"};
+                                              "png", "sizes", "min-seconds"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
                                               "channels-last"};
   for (int i = 1; i < argc; ++i) {
@@ -595,11 +600,11 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
-// The plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
+// A plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
 // matplotlib: Debian's /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
-int plot_sweep(const std::string& csv, const std::string& png) {
+int plot(const std::string& name, const std::string& csv, const std::string& png) {
   const char* env = std::getenv("LOUPE_TOOLS_DIR");
-  std::string script = std::string(env ? env : LOUPE_TOOLS_DIR) + "/plot_sweep.py";
+  std::string script = std::string(env ? env : LOUPE_TOOLS_DIR) + "/" + name;
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";
@@ -618,7 +623,54 @@ int cmd_sweep(const Args& a) {
   auto reports = tools::run_bench(bench_options(a, {a.model}));
   std::string csv = str_opt(a, "csv", "sweep-" + a.model + ".csv"), png = str_opt(a, "png", "sweep-" + a.model + ".png");
   write_reports(reports, str_opt(a, "json"), csv);
-  return plot_sweep(csv, png);
+  return plot("plot_sweep.py", csv, png);
+}
+
+int cmd_roofline(const Args& a) {
+  instrument::RooflineOptions o;
+  if (a.opts.count("sizes")) o.sizes = tools::parse_int_list(str_opt(a, "sizes"), "--sizes");
+  o.min_seconds = float_opt(a, "min-seconds", o.min_seconds);
+  std::string d = str_opt(a, "device");
+  o.gpu = d.empty() ? cuda_available() : pick_device(a).is_cuda();
+  auto rows = instrument::run_roofline(o);
+  // The devices' yardsticks (once each), then one line per implementation and size.
+  std::vector<std::string> seen;
+  for (const auto& r : rows) {
+    if (std::find(seen.begin(), seen.end(), r.device_name) != seen.end()) continue;
+    seen.push_back(r.device_name);
+    if (r.peak_gflops || r.impl.rfind("cpu", 0) != 0)
+      std::printf("%s: copy bandwidth %.0f GB/s (read + write)", r.device_name.c_str(), r.bandwidth_bytes_per_s / 1e9);
+    else
+      std::printf("%s: read bandwidth %.0f GB/s (a sum over 512 MiB)", r.device_name.c_str(), r.bandwidth_bytes_per_s / 1e9);
+    if (r.peak_gflops) {
+      std::printf(", fp32 peak %.1f TFLOP/s (FMA loop)", *r.peak_gflops / 1e3);
+      if (auto sheet = instrument::datasheet_peak(r.device_name, "fp32"))
+        std::printf("; %s %.1f TFLOP/s", sheet->source.c_str(), sheet->tflops);
+    }
+    std::printf("\n");
+  }
+  std::printf("%-13s %6s %10s %9s %9s %9s %10s\n", "impl", "n", "GFLOP/s", "GB/s", "roofline", "of peak",
+              "rel error");
+  for (const auto& r : rows)
+    std::printf("%-13s %6lld %10.1f %9.1f %8.1f%% %9s %10.1e\n", r.impl.c_str(), (long long)r.n, r.gflops,
+                r.bytes_per_s / 1e9, 100 * r.roofline_fraction,
+                r.peak_gflops ? (std::to_string(int(std::round(1000 * r.gflops / *r.peak_gflops)) / 10.0).substr(0, 4) + "%").c_str()
+                              : "n/a",
+                r.max_rel_error);
+  std::string csv = str_opt(a, "csv", "roofline.csv"), png = str_opt(a, "png", "roofline.png");
+  FILE* f = std::fopen(csv.c_str(), "w");
+  if (!f) throw Error("cannot write " + csv);
+  std::fprintf(f, "device_name,impl,n,seconds,gflops,bytes_per_s,roofline_fraction,bandwidth_bytes_per_s,peak_gflops,"
+                  "max_rel_error\n");
+  for (const auto& r : rows) {
+    std::fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,", r.device_name.c_str(), r.impl.c_str(), (long long)r.n,
+                 r.seconds, r.gflops, r.bytes_per_s, r.roofline_fraction, r.bandwidth_bytes_per_s);
+    if (r.peak_gflops) std::fprintf(f, "%.9g", *r.peak_gflops);
+    std::fprintf(f, ",%.3g\n", r.max_rel_error);
+  }
+  std::fclose(f);
+  std::printf("table in %s\n", csv.c_str());
+  return plot("plot_roofline.py", csv, png);
 }
 
 }  // namespace
@@ -639,6 +691,7 @@ int main(int argc, char** argv) {
     if (a.command == "sweep") return cmd_sweep(a);
     if (a.command == "models") return cmd_models();
     if (a.command == "peak") return cmd_peak(a);
+    if (a.command == "roofline") return cmd_roofline(a);
     if (a.command == "copybench") return cmd_copybench(a);
     throw Error("unknown command '" + a.command + "' (see loupe --help)");
   } catch (const std::exception& e) {

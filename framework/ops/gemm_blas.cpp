@@ -23,6 +23,12 @@ extern "C" void openblas_set_num_threads(int num_threads);  // OpenBLAS' own, be
 namespace loupe::cpu {
 namespace {
 
+// OpenBLAS runs one thread per call: loupe's pool does the splitting (above).
+void single_threaded_blas() {
+  static std::once_flag single;
+  std::call_once(single, [] { openblas_set_num_threads(1); });
+}
+
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
                const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -54,8 +60,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  static std::once_flag single;
-  std::call_once(single, [] { openblas_set_num_threads(1); });
+  single_threaded_blas();
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   const int64_t chunks = std::clamp<int64_t>(int64_t(double(M) * double(N) * double(K) / kMinMacsPerThread), 1,
                                              num_threads());
@@ -78,5 +83,12 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const 
                            const double*, int64_t, double, double*, int64_t);
 
 const char* gemm_backend_name() { return "OpenBLAS"; }
+
+bool blas_sgemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
+  LOUPE_CHECK(M <= INT_MAX && N <= INT_MAX, "blas_sgemv: ", M, " x ", N, " is past the BLAS's int sizes");
+  single_threaded_blas();
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, int(M), int(N), 1.f, A, int(N), x, 1, 0.f, y, 1);
+  return true;
+}
 
 }  // namespace loupe::cpu

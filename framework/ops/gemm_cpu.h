@@ -20,6 +20,10 @@ template <class T>
 void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                   int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
+// y = A x for a row-major float A [M, N] through the BLAS (cblas_sgemv); false, doing nothing,
+// when the build has no BLAS. For the roofline study (`loupe roofline`).
+bool blas_sgemv(int64_t M, int64_t N, const float* A, const float* x, float* y);
+
 // "OpenBLAS" or "builtin": which backend gemm() uses (printed by `loupe bench` and the report).
 const char* gemm_backend_name();
 

@@ -16,4 +16,6 @@ template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const 
 
 const char* gemm_backend_name() { return "builtin"; }
 
+bool blas_sgemv(int64_t, int64_t, const float*, const float*, float*) { return false; }
+
 }  // namespace loupe::cpu
