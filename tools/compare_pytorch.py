@@ -3,9 +3,12 @@
 trained on data resident on the GPU (the same setting as `loupe train`), timed per epoch.
 
 usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
-                                [--synthetic] [--device cuda]
-Prints one line per epoch and a final line `pytorch MODEL batch B: N samples/s (best epoch)`.
+                                [--device cuda] [--mode eager|amp|graph] [--amp-dtype fp16|bf16]
+Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`.
 With --data it trains on the MNIST-format files there (raw or .gz) and reports test accuracy.
+Modes: eager (float32, as written); amp (torch.autocast in float16 with torch.amp.GradScaler, or
+bfloat16 without); graph (the whole training step, forward, backward and optimizer, captured
+once in a CUDA graph and replayed: full batches only, the optimizer made capturable).
 """
 import argparse
 import gzip
@@ -42,7 +45,7 @@ def mnist_mlp():
                       nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.2), nn.Linear(512, 10))
     keras_init(m)
     # Keras RMSprop: eps outside the sqrt, like torch's.
-    return m, lambda p: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, eps=1e-7)
+    return m, lambda p, **kw: torch.optim.RMSprop(p, lr=1e-3, alpha=0.9, eps=1e-7, **kw)
 
 
 def mnist_cnn():
@@ -50,7 +53,7 @@ def mnist_cnn():
                       nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(9216, 128), nn.ReLU(),
                       nn.Dropout(0.5), nn.Linear(128, 10))
     keras_init(m)
-    return m, lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7)
+    return m, lambda p, **kw: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7, **kw)
 
 
 def cifar10_cnn():
@@ -59,7 +62,7 @@ def cifar10_cnn():
                       nn.MaxPool2d(2), nn.Dropout(0.25), nn.Flatten(), nn.Linear(2304, 512), nn.ReLU(),
                       nn.Dropout(0.5), nn.Linear(512, 10))
     keras_init(m)
-    return m, lambda p: torch.optim.RMSprop(p, lr=1e-4, alpha=0.9, eps=1e-7)
+    return m, lambda p, **kw: torch.optim.RMSprop(p, lr=1e-4, alpha=0.9, eps=1e-7, **kw)
 
 
 class BiLstm(nn.Module):
@@ -100,13 +103,13 @@ class CharLstm(nn.Module):
         return self.fc(h[-1])
 
 
-def adam(p):
-    return torch.optim.Adam(p, lr=1e-3, eps=1e-7)
+def adam(p, **kw):
+    return torch.optim.Adam(p, lr=1e-3, eps=1e-7, **kw)
 
 
 MODELS = {"mnist_mlp": mnist_mlp, "mnist_cnn": mnist_cnn, "cifar10_cnn": cifar10_cnn,
           "imdb_bilstm": lambda: (BiLstm(), adam), "imdb_fasttext": lambda: (FastText(), adam),
-          "char_lstm": lambda: (CharLstm(), lambda p: torch.optim.RMSprop(p, lr=1e-2, alpha=0.9, eps=1e-7))}
+          "char_lstm": lambda: (CharLstm(), lambda p, **kw: torch.optim.RMSprop(p, lr=1e-2, alpha=0.9, eps=1e-7, **kw))}
 SHAPES = {"mnist_mlp": (60000, 28, 28), "mnist_cnn": (60000, 28, 28), "cifar10_cnn": (50000, 3, 32, 32)}
 # Text models: (samples, sequence length, id range, classes); labels 0/1 use BCE on one logit.
 TEXT = {"imdb_bilstm": (25000, 100, 20000, 2), "imdb_fasttext": (25000, 400, 1200000, 2),
@@ -151,6 +154,9 @@ def main():
                     help="strict fp32 convolutions (PyTorch lets cuDNN use TF32 for them by default)")
     ap.add_argument("--tf32", action="store_true",
                     help="TF32 for GEMMs too (torch.backends.cuda.matmul.allow_tf32), like loupe --precision tf32")
+    ap.add_argument("--mode", choices=["eager", "amp", "graph"], default="eager",
+                    help="eager float32, autocast (amp) or a CUDA-graphed step (graph)")
+    ap.add_argument("--amp-dtype", choices=["fp16", "bf16"], default="fp16")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="after training, profile STEPS steps with torch.profiler and print GPU time per kernel")
     a = ap.parse_args()
@@ -183,7 +189,8 @@ def main():
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
     model, make_opt = MODELS[a.model]()
     model.to(dev)
-    opt = make_opt(model.parameters())
+    # A CUDA graph replays the optimizer's kernels as captured: its step count must live on the GPU.
+    opt = make_opt(model.parameters(), capturable=True) if a.mode == "graph" else make_opt(model.parameters())
     text = a.model in TEXT
     binary = text and TEXT[a.model][3] == 2
     ce = nn.CrossEntropyLoss()
@@ -197,8 +204,52 @@ def main():
 
     def predicted(logits):
         return (logits.squeeze(1) > 0).long() if binary else logits.argmax(1)
+
+    amp = a.mode == "amp"
+    amp_dtype = torch.bfloat16 if a.amp_dtype == "bf16" else torch.float16
+    scaler = torch.amp.GradScaler("cuda") if amp and amp_dtype == torch.float16 else None
+
+    def forward_loss(x, y):
+        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):  # losses autocast to float32
+            return loss_fn(model(x), y)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = forward_loss(x, y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    step = train_step
+    if a.mode == "graph":  # whole-network capture, as in PyTorch's CUDA graphs notes
+        static_x, static_y = inputs(xtr[:a.batch]).clone(), ytr[:a.batch].long().clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: the optimizer's state, cuDNN's plans
+            for _ in range(3):
+                train_step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = forward_loss(static_x, static_y)
+            static_loss.backward()
+            opt.step()
+
+        def step(x, y):
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            return static_loss
     best = 0.0
     n = xtr.shape[0]
+    # A graph has fixed shapes: it runs the full batches only (and counts only their samples).
+    last = n - a.batch + 1 if a.mode == "graph" else n
     for epoch in range(1, a.epochs + 1):
         model.train()
         if dev.type == "cuda":
@@ -206,30 +257,29 @@ def main():
         t0 = time.perf_counter()
         perm = torch.randperm(n, device=dev)
         loss_sum = torch.zeros((), device=dev)
-        for s in range(0, n, a.batch):
+        samples = 0
+        for s in range(0, last, a.batch):
             idx = perm[s:s + a.batch]
-            x = inputs(xtr[idx])
-            y = ytr[idx].long()
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            loss_sum += loss.detach() * idx.numel()
+            loss = step(inputs(xtr[idx]), ytr[idx].long())
+            loss_sum += loss.detach().float() * idx.numel()
+            samples += idx.numel()
         lsum = loss_sum.item()
         dt = time.perf_counter() - t0
-        sps = n / dt
+        sps = samples / dt
         best = max(best, sps)
         model.eval()
         with torch.no_grad():
             correct = sum((predicted(model(inputs(xte[s:s + 1000]))) == yte[s:s + 1000].long()).sum().item()
                           for s in range(0, xte.shape[0], 1000))
-        print(f"pytorch epoch {epoch}: loss {lsum / n:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
+        print(f"pytorch epoch {epoch}: loss {lsum / samples:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
               f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
     if a.profile:
         profile_steps(model, opt, loss_fn, inputs, xtr, ytr, a.batch, a.profile)
     tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
             else " (cuDNN TF32 allowed, PyTorch's default)")
-    print(f"pytorch {a.model} batch {a.batch} eager fp32{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
+    mode = {"eager": "eager fp32", "graph": "CUDA graph fp32",
+            "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else "")}[a.mode]
+    print(f"pytorch {a.model} batch {a.batch} {mode}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
 
 
 if __name__ == "__main__":
