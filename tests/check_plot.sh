@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# CTest plot_sweep: tools/plot_sweep.py draws the sample sweeps (GPU and CPU) into real PNGs and
-# refuses a CSV without samples_per_sec with exit status 2. Usage: check_plot.sh SOURCE_DIR
-# tests/data/sweep_sample.csv is a fixture: invented GPU figures written by loupe's own CsvWriter
-# (the real format), not a measurement; sweep_sample_cpu.csv holds real CPU runs.
+# CTest plot_sweep / plot_roofline: a plotting script draws sample CSVs into real PNGs and refuses
+# a CSV without a required column with exit status 2, a message naming it and no PNG.
+#   check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...    (fixtures: names under tests/data, no .csv)
+# The fixtures are in loupe's own CSV formats. sweep_sample.csv holds invented GPU figures (written
+# by loupe's CsvWriter, not a measurement), sweep_sample_cpu.csv real CPU runs;
+# roofline_sample.csv and roofline_sample_cpu.csv hold invented figures in `loupe roofline`'s format.
 set -uo pipefail
-src=${1:?usage: check_plot.sh SOURCE_DIR}
-script="$src/tools/plot_sweep.py"
+src=${1:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
+name=${2:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
+column=${3:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
+shift 3
+[ $# -gt 0 ] || { echo "usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE..."; exit 1; }
+script="$src/tools/$name"
 
 # Debian's python3-matplotlib installs for /usr/bin/python3, which may not be the python3 on PATH.
 py=""
@@ -26,27 +32,27 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-for name in sweep_sample sweep_sample_cpu; do
-  png="$tmp/$name.png"
-  if ! "$py" "$script" "$src/tests/data/$name.csv" "$png"; then
-    fail "$name: plot_sweep.py exited non-zero"
+for fixture in "$@"; do
+  png="$tmp/$fixture.png"
+  if ! "$py" "$script" "$src/tests/data/$fixture.csv" "$png"; then
+    fail "$fixture: $name exited non-zero"
     continue
   fi
-  [ "$(head -c 4 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e47" ] || fail "$name: output is not a PNG"
+  [ "$(head -c 4 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e47" ] || fail "$fixture: output is not a PNG"
   size=$(stat -c %s "$png")
-  [ "$size" -gt 20000 ] || fail "$name: PNG is only $size bytes (expected over 20 kB)"
+  [ "$size" -gt 20000 ] || fail "$fixture: PNG is only $size bytes (expected over 20 kB)"
 done
 
-# A CSV without the samples_per_sec column: exit 2 with a message, and no PNG.
-sed '1s/,samples_per_sec,/,throughput,/' "$src/tests/data/sweep_sample.csv" > "$tmp/no_sps.csv"
-"$py" "$script" "$tmp/no_sps.csv" "$tmp/no_sps.png" 2> "$tmp/err"
+# The first fixture without the column: exit 2 with a message naming it, and no PNG.
+sed "1s/,$column,/,renamed_$column,/" "$src/tests/data/$1.csv" > "$tmp/missing.csv"
+"$py" "$script" "$tmp/missing.csv" "$tmp/missing.png" 2> "$tmp/err"
 rc=$?
-[ "$rc" -eq 2 ] || fail "CSV without samples_per_sec: exit $rc, expected 2"
-grep -q samples_per_sec "$tmp/err" || fail "CSV without samples_per_sec: message does not name it: $(cat "$tmp/err")"
-[ ! -e "$tmp/no_sps.png" ] || fail "CSV without samples_per_sec: a PNG was written anyway"
+[ "$rc" -eq 2 ] || fail "CSV without $column: exit $rc, expected 2"
+grep -q "$column" "$tmp/err" || fail "CSV without $column: message does not name it: $(cat "$tmp/err")"
+[ ! -e "$tmp/missing.png" ] || fail "CSV without $column: a PNG was written anyway"
 
 if [ "$fails" -ne 0 ]; then
-  echo "check_plot: $fails failure(s)"
+  echo "check_plot ($name): $fails failure(s)"
   exit 1
 fi
-echo "check_plot: ok ($py)"
+echo "check_plot ($name): ok ($py)"

@@ -17,9 +17,9 @@ which need not be the python3 on PATH, so run it as
 Exit status 2, with a one-line message, for a missing file, missing columns or no rows.
 """
 import argparse
-import csv
 import statistics
-import sys
+
+from plot_util import number, pyplot, read_rows as read_csv, short_number
 
 REQUIRED = ("device_name", "impl", "n", "gflops", "roofline_fraction", "bandwidth_bytes_per_s",
             "peak_gflops")
@@ -38,31 +38,9 @@ OTHER_COLOURS = ("tab:pink", "tab:olive", "tab:cyan", "tab:gray")
 ANNOTATE = ("gpu_ours", "cublas_sgemv")
 
 
-def fail(msg):
-    print(f"plot_roofline: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def number(cell):
-    """The cell as a float, or None when it is empty (unmeasured) or not finite."""
-    try:
-        v = float(cell)
-    except (TypeError, ValueError):
-        return None
-    return v if v == v and abs(v) != float("inf") else None
-
-
 def positive(cell):
     v = number(cell)
     return v if v is not None and v > 0 else None
-
-
-def short_number(v, _pos=None):
-    """1500 -> 1.5k, 2e6 -> 2M: tick labels for GFLOP/s."""
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
-        if abs(v) >= div:
-            return f"{v / div:g}{suffix}"
-    return f"{v:g}"
 
 
 def size_label(n):
@@ -86,21 +64,10 @@ def is_cpu(impl):
 
 
 def read_rows(path):
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                fail(f"{path}: missing column(s) {', '.join(missing)}; "
-                     "expected the CSV of `loupe roofline`")
-            rows = list(reader)
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
     # A log-log plot: keep only rows with a positive size and a positive achieved rate.
-    rows = [r for r in rows if positive(r["n"]) and positive(r["gflops"]) and r["impl"]]
-    if not rows:
-        fail(f"{path}: no rows with a matrix size n and gflops")
-    return rows
+    return read_csv("plot_roofline", path, REQUIRED, "loupe roofline",
+                    lambda r: positive(r["n"]) and positive(r["gflops"]) and r["impl"],
+                    "no rows with a matrix size n and gflops")
 
 
 def flop_per_byte(n):
@@ -116,13 +83,7 @@ def main():
     args = ap.parse_args()
 
     rows = read_rows(args.csv)
-    try:
-        import matplotlib
-    except ImportError:
-        fail("matplotlib is missing: install python3-matplotlib (tools/setup.sh does) "
-             "and run this with /usr/bin/python3")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("plot_roofline")
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
     # Implementations: the known ones in STYLE order, then any others in order of appearance;

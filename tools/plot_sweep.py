@@ -14,49 +14,16 @@ which need not be the python3 on PATH, so run it as
 Exit status 2, with a one-line message, for a missing file, missing columns or no rows.
 """
 import argparse
-import csv
-import sys
+from plot_util import number, pyplot, read_rows as read_csv, short_number
 
 REQUIRED = ("model", "device_name", "precision", "batch", "samples_per_sec", "gpu_util_mean",
             "gpu_busy_share")
 
 
-def fail(msg):
-    print(f"plot_sweep: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def number(cell):
-    """The cell as a float, or None when it is empty (unmeasured) or not finite."""
-    try:
-        v = float(cell)
-    except (TypeError, ValueError):
-        return None
-    return v if v == v and abs(v) != float("inf") else None
-
-
-def short_number(v, _pos=None):
-    """1500 -> 1.5k, 2e6 -> 2M: tick labels for samples/s."""
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
-        if abs(v) >= div:
-            return f"{v / div:g}{suffix}"
-    return f"{v:g}"
-
-
 def read_rows(path):
-    try:
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                fail(f"{path}: missing column(s) {', '.join(missing)}; expected the CSV of `loupe sweep`")
-            rows = list(reader)
-    except OSError as e:
-        fail(f"cannot read {path}: {e.strerror}")
-    rows = [r for r in rows if number(r["batch"]) and number(r["samples_per_sec"]) is not None]
-    if not rows:
-        fail(f"{path}: no rows with a batch size and samples_per_sec")
-    return rows
+    return read_csv("plot_sweep", path, REQUIRED, "loupe sweep",
+                    lambda r: number(r["batch"]) and number(r["samples_per_sec"]) is not None,
+                    "no rows with a batch size and samples_per_sec")
 
 
 def main():
@@ -67,13 +34,7 @@ def main():
     args = ap.parse_args()
 
     rows = read_rows(args.csv)
-    try:
-        import matplotlib
-    except ImportError:
-        fail("matplotlib is missing: install python3-matplotlib (tools/setup.sh does) "
-             "and run this with /usr/bin/python3")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("plot_sweep")
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
     # Precisions in order of first appearance; each one's rows sorted by batch.
