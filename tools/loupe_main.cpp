@@ -301,7 +301,10 @@ int cmd_train(const Args& a) {
   model->to(dev);
   // fp16/bf16 convolutions run channels-last: cuDNN's tensor-core kernels want NHWC (a 3x3 conv
   // measured 382 TFLOP/s in f16 NHWC against 163 in f16 NCHW on an H200).
-  bool channels_last = a.opts.count("channels-last") > 0 || compute_dtype() != DType::f32;
+  // (Only a model with convolutions, 4-D weights, has a memory format to speak of.)
+  std::vector<Tensor> params = model->parameters();
+  bool has_conv = std::any_of(params.begin(), params.end(), [](const Tensor& p) { return p.dim() == 4; });
+  bool channels_last = has_conv && (a.opts.count("channels-last") > 0 || compute_dtype() != DType::f32);
   if (channels_last) model->set_memory_format(MemoryFormat::ChannelsLast);
   auto opt = models::make_optimizer(info.recipe, model->arena(), lr);
   int first_epoch = 1;
