@@ -107,8 +107,7 @@ __global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geo
 }
 
 // Overlapping windows: one thread per input element gathers from every window holding it (no
-// atomics, so the sums are deterministic).
-// The sum is float whatever T is.
+// atomics, so the sums are deterministic); the sum is float whatever T is.
 template <class T>
 __global__ void max_bwd_overlap(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
   int64_t total = int64_t(g.N) * g.C * g.H * g.W;
