@@ -18,6 +18,13 @@ grep -q '"gpu_util_mean":null' "$T/b.jsonl" || fail "a CPU run must write GPU ut
 [ "$(wc -l < "$T/b.csv")" = 3 ] || fail "expected a CSV header and two rows"
 head -1 "$T/b.csv" | grep -q "samples_per_sec" || fail "CSV header lacks samples_per_sec"
 
+# Rounds: each combination measured in turn, then the table of the fastest, and one record each.
+$L bench mnist_mlp --device cpu --batch 16,32 --steps 2 --warmup 1 --rounds 2 --csv "$T/r.csv" > "$T/out" 2>&1 \
+  || { cat "$T/out"; fail "loupe bench --rounds 2 exited non-zero"; }
+grep -q "^round 2 of 2" "$T/out" && grep -q "^fastest of 2 rounds" "$T/out" || { cat "$T/out"; fail "no rounds in the output"; }
+[ "$(grep -cE '^mnist_mlp +(16|32) +fp32 ' "$T/out")" = 6 ] || { cat "$T/out"; fail "expected 2 rows per round and 2 fastest"; }
+[ "$(wc -l < "$T/r.csv")" = 3 ] || fail "--rounds 2 must write one CSV row per combination"
+
 $L bench mnist_mlp --device cpu --precision fp16 --batch 16 --steps 2 --warmup 1 > "$T/err" 2>&1 \
   || { cat "$T/err"; fail "bench lists an unsupported precision as skipped and goes on"; }
 grep -q "skipped fp16: --precision fp16 is a GPU mode" "$T/err" || { cat "$T/err"; fail "fp16 on the CPU must be listed as skipped, saying why"; }

@@ -159,3 +159,21 @@ TEST(GradScalerCuda, FollowsTheRuleAndSkipsOnTheDevice) {
   check_rule(kCUDA);
   check_skip(kCUDA);
 }
+
+// The device pass reads four elements a thread and the last n % 4 one a thread: an inf in either
+// part is seen, and every element is divided exactly, as on the CPU.
+TEST(GradScalerCuda, UnscaleCoversTheVectorPartAndTheTail) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  for (int bad_at : {-1, 1, 9}) {
+    std::vector<float> g(10);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = float(i + 1) * 65536.f * (i % 2 ? -1 : 1);
+    if (bad_at >= 0) g[size_t(bad_at)] = kInf;
+    GradScaler s(kCUDA);
+    Tensor t = from_vector(g, Shape{10}, kCUDA);
+    s.unscale_(t);
+    EXPECT_EQ(s.found_inf(), bad_at >= 0) << "inf at " << bad_at;
+    std::vector<float> out = t.to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i)
+      if (int(i) != bad_at) EXPECT_EQ(out[i], g[i] / 65536.f) << i;
+  }
+}

@@ -254,3 +254,23 @@ TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
   }
   std::filesystem::remove_all(root);
 }
+
+// Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the
+// steps asked for, starting over in the same order; without it, the data set's end ends it.
+TEST(TrainCpu, CycleRunsTheStepsAskedFor) {
+  manual_seed(3);
+  train::TensorDataset set{from_vector(std::vector<float>(7840, 0.5f), Shape{10, 28, 28}), from_vector(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+                                                                 Shape{10})};
+  const models::ModelInfo& info = models::find_model("mnist_mlp");
+  auto model = info.build();
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::Trainer t(*model, *opt, kCPU);
+  train::EpochStats once = t.train_epoch(set, 4, 1, 1, 7);
+  EXPECT_EQ(once.steps, 3);
+  EXPECT_EQ(once.samples, 10);
+  train::EpochStats cycled = t.train_epoch(set, 4, 1, 2, 7, true);
+  EXPECT_EQ(cycled.steps, 7);
+  EXPECT_EQ(cycled.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
+  EXPECT_EQ(opt->steps(), 10);
+  EXPECT_THROW(t.train_epoch(set, 4, 1, 3, -1, true), Error);
+}

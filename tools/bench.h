@@ -16,14 +16,19 @@ struct BenchOptions {
   std::vector<std::string> models;
   std::vector<int64_t> batches;        // empty: each model's recipe batch
   std::vector<std::string> precisions{"fp32"};
-  int64_t warmup = 10, steps = 100;    // steps per measurement (fewer when the data set is smaller)
+  int64_t warmup = 10, steps = 100;    // at least `steps` timed steps per measurement (cycling through the
+  double min_seconds = -1;             // data), and at least min_seconds of them: < 0 means 2 s on a GPU
+                                       // (NVML's utilisation is a coarse average: short runs misread it), 0 on the CPU
+  int rounds = 1;                      // measure every combination this often, in turn; keep the fastest
   Device device = kCPU;
   bool nvml = true, busy = false, channels_last = false;
   uint64_t seed = 1;
 };
 
 // Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on
-// the CPU) are listed as skipped with the reason. Returns the reports of those that ran.
+// the CPU) are listed as skipped with the reason. With rounds > 1 it runs the whole list that many
+// times (the host's speed drifts: alternating rounds spread the drift over all rows) and ends with
+// the table of each combination's fastest round. Returns one report per combination that ran.
 std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
 
 // The report's "what ran" and time fields from an epoch's statistics (the monitor fills the rest).

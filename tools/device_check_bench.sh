@@ -2,8 +2,10 @@
 # Issue 8 on a GPU machine: `loupe bench` beside PyTorch in the same call, per model and batch:
 # loupe fp32 against PyTorch eager strict fp32 and a CUDA-graphed step, loupe fp16 against
 # PyTorch autocast fp16 + GradScaler. Writes a markdown table to $OUT/compare.md.
-#   MODELS="mnist_mlp cifar10_cnn" BATCHES="128 1024" STEPS=100 tools/device_check_bench.sh
-# (all six models at two batches take longer than one 10-minute device call: split by MODELS.)
+#   MODELS="mnist_mlp cifar10_cnn" BATCHES="128 1024" tools/device_check_bench.sh
+# loupe: the faster of two rounds of at least 100 steps and 2 s; PyTorch: the fastest of 3 epochs
+# (the first includes its warm-up). All six models at two batches take longer than one 10-minute
+# device call: split them by MODELS.
 set -u
 L=./build-gpu/loupe
 O=${OUT:-/tmp/out}
@@ -17,12 +19,12 @@ echo "| model, batch | loupe fp32 | PyTorch eager fp32 | ratio | PyTorch CUDA gr
 echo "|---|---|---|---|---|---|---|---|---|" >> "$O/compare.md"
 for m in ${MODELS:-mnist_mlp mnist_cnn cifar10_cnn imdb_bilstm imdb_fasttext char_lstm}; do
   for b in ${BATCHES:-128 1024}; do
-    $L bench $m --batch $b --precision fp32,fp16 --steps ${STEPS:-100} --warmup 20 --no-nvml --csv "$O/bench-$m-$b.csv" > "$O/bench-$m-$b.log" 2>&1 \
+    $L bench $m --batch $b --precision fp32,fp16 --rounds 2 --warmup 20 --no-nvml --csv "$O/bench-$m-$b.csv" > "$O/bench-$m-$b.log" 2>&1 \
       || tail -3 "$O/bench-$m-$b.log"
     l32=$(col "$O/bench-$m-$b.csv" $m $b fp32) l16=$(col "$O/bench-$m-$b.csv" $m $b fp16)
-    t32=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 2 --no-tf32 2>&1 | tee "$O/torch-$m-$b-eager.log" | sps)
-    tg=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 2 --no-tf32 --mode graph 2>&1 | tee "$O/torch-$m-$b-graph.log" | sps)
-    t16=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 2 --mode amp 2>&1 | tee "$O/torch-$m-$b-amp.log" | sps)
+    t32=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 3 --no-tf32 2>&1 | tee "$O/torch-$m-$b-eager.log" | sps)
+    tg=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 3 --no-tf32 --mode graph 2>&1 | tee "$O/torch-$m-$b-graph.log" | sps)
+    t16=$(python3 tools/compare_pytorch.py --model $m --batch $b --epochs 3 --mode amp 2>&1 | tee "$O/torch-$m-$b-amp.log" | sps)
     row="| $m, $b | $l32 | ${t32:-0} | $(ratio $l32 ${t32:-0}) | ${tg:-0} | $(ratio $l32 ${tg:-0}) | $l16 | ${t16:-0} | $(ratio $l16 ${t16:-0}) |"
     echo "$row" | tee -a "$O/compare.md"
   done

@@ -64,9 +64,12 @@ usage:
   loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
                 [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
                                   gives the characters; no prompt: a random 40-character window)
-  loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--json F] [--csv F]
+  loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--min-seconds S]
+              [--rounds R] [--json F] [--csv F]
                                   time training steps per (model, batch, precision): samples/s,
-                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J
+                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J;
+                                  at least N steps (100) and S seconds (GPU 2, CPU 0) each; R rounds
+                                  in turn, the fastest kept (the host's speed drifts)
   loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,fp16] [--csv F] [--png F]
                                   the same table for one model, written as CSV and plotted (PNG)
   loupe models                    list the models and their recipes
@@ -142,7 +145,7 @@ Args parse(int argc, char** argv) {
                                               "prefetch", "pin-memory", "precision",
                                               "synthetic",  // --synthetic alone, or --synthetic=KIND
                                               "prompt", "length", "temperature", "steps", "warmup", "json",
-                                              "png", "sizes", "min-seconds"};
+                                              "png", "sizes", "min-seconds", "rounds"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
                                               "channels-last"};
   for (int i = 1; i < argc; ++i) {
@@ -571,6 +574,8 @@ tools::BenchOptions bench_options(const Args& a, std::vector<std::string> models
   for (const std::string& p : o.precisions) parse_precision(p);  // refuse unknown or unimplemented ones first
   o.steps = int_opt(a, "steps", 100);
   o.warmup = int_opt(a, "warmup", 10, 0);
+  o.min_seconds = float_opt(a, "min-seconds", -1);
+  o.rounds = int(int_opt(a, "rounds", 1));
   o.device = pick_device(a);
   o.nvml = !a.opts.count("no-nvml");
   o.busy = a.opts.count("busy") > 0;

@@ -59,26 +59,47 @@ ParameterArena::~ParameterArena() {
   for (const Tensor& p : params_) views().erase(p.impl());
 }
 
-void ParameterArena::enable_compute_copy(DType t) {
+void ParameterArena::enable_compute_copy(DType t, const std::vector<Tensor>& float32_only) {
   LOUPE_CHECK(t == DType::f16 || t == DType::bf16, "the compute copy is float16 or bfloat16, not ", dtype_name(t));
   if (compute_.defined() && compute_.dtype() == t) return refresh_compute_copy();
-  compute_ = empty(values_.shape(), t, values_.device());
+  auto kept = [&](const Tensor& p) {
+    for (const Tensor& k : float32_only)
+      if (k.impl() == p.impl()) return true;
+    return false;
+  };
+  int64_t total = 0;
+  for (const Tensor& p : params_)
+    if (!kept(p)) total += round_up(p.numel());
+  for (const Tensor& p : params_) views().erase(p.impl());
   compute_params_.clear();
-  int64_t off = 0;
+  compute_runs_.clear();
+  compute_ = empty(Shape{total}, t, values_.device());
+  int64_t src = 0, dst = 0;
   for (const Tensor& p : params_) {
-    Tensor v = as_strided(compute_, p.shape(), contiguous_strides(p.shape()), off);
-    v.requires_grad_(true);
-    v.impl()->grad = p.impl()->grad;  // the float32 gradient slice
-    compute_params_.push_back(v);
-    views()[p.impl()] = v;
-    off += round_up(p.numel());
+    int64_t n = round_up(p.numel());
+    if (!kept(p)) {
+      Tensor v = as_strided(compute_, p.shape(), contiguous_strides(p.shape()), dst);
+      v.requires_grad_(true);
+      v.impl()->grad = p.impl()->grad;  // the float32 gradient slice
+      compute_params_.push_back(v);
+      views()[p.impl()] = v;
+      Run* last = compute_runs_.empty() ? nullptr : &compute_runs_.back();
+      if (last && last->src + last->n == src)
+        last->n += n;
+      else
+        compute_runs_.push_back({src, dst, n});
+      dst += n;
+    }
+    src += n;
   }
   refresh_compute_copy();
 }
 
 void ParameterArena::refresh_compute_copy() {
   if (!compute_.defined()) return;
-  kernels<CopyKernels>(compute_.device()).cast(compute_, values_);  // one kernel over the arena
+  const CopyKernels& k = kernels<CopyKernels>(compute_.device());
+  for (const Run& r : compute_runs_)  // usually one: only float32-only parameters split the arena
+    k.cast(compute_.slice(0, r.dst, r.dst + r.n), values_.slice(0, r.src, r.src + r.n));
 }
 
 Tensor compute_view(const Tensor& p, DType t) {

@@ -28,7 +28,8 @@ class ParameterArena {
   ~ParameterArena();
   ParameterArena(const ParameterArena&) = delete;
   ParameterArena& operator=(const ParameterArena&) = delete;
-  void enable_compute_copy(DType t);
+  // Parameters in `float32_only` (read in float32 by their layers) get no place in the copy.
+  void enable_compute_copy(DType t, const std::vector<Tensor>& float32_only = {});
   void refresh_compute_copy();  // values() cast into the copy (after any change to the values)
   const Tensor& compute_values() const { return compute_; }  // undefined when there is none
 
@@ -36,6 +37,10 @@ class ParameterArena {
   std::vector<Tensor> params_;
   Tensor values_, grads_, compute_;
   std::vector<Tensor> compute_params_;
+  struct Run {  // a stretch of parameters next to each other in both arenas: one cast each
+    int64_t src, dst, n;
+  };
+  std::vector<Run> compute_runs_;
   int64_t used_ = 0;
 };
 

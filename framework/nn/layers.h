@@ -78,6 +78,9 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var;
   int64_t channels;
 
+ protected:
+  std::vector<Tensor> own_float32_parameters() const override { return {weight, bias}; }  // scale, shift
+
  private:
   double momentum_, eps_;
 };
@@ -115,6 +118,11 @@ class Embedding : public Module {
   std::string type_name() const override;
   Tensor weight;
   int64_t num_embeddings, embedding_dim;
+
+ protected:
+  // The lookup reads the float32 table and casts only its output: a 16-bit copy of a large table
+  // (fastText's 60M entries) would cost a refresh over all of it every step.
+  std::vector<Tensor> own_float32_parameters() const override { return {weight}; }
 };
 
 }  // namespace loupe::nn

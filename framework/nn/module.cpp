@@ -18,6 +18,15 @@ Tensor autocast(const Tensor& t) {
   return t.requires_grad() ? v : v.detach();
 }
 
+std::vector<Tensor> Module::float32_parameters() const {
+  std::vector<Tensor> out = own_float32_parameters();
+  for (const auto& [name, child] : children_) {
+    std::vector<Tensor> c = child->float32_parameters();
+    out.insert(out.end(), c.begin(), c.end());
+  }
+  return out;
+}
+
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {
   t.requires_grad_(true);
   params_.emplace_back(name, t);

@@ -44,12 +44,17 @@ class Module {
   // The arena of a module that was moved with to(); created on the CPU on first use otherwise.
   ParameterArena& arena();
 
+  // Parameters that this module and its children read in float32 even in mixed precision (an
+  // embedding table, batch norm's scale and shift): they need no 16-bit compute copy.
+  std::vector<Tensor> float32_parameters() const;
+
   // A one-line-per-layer summary with parameter counts.
   std::string summary() const;
   // The NVTX range name: "<path>/<Type>"; paths are assigned by to() on the root.
   const std::string& range_name() const { return range_name_; }
 
  protected:
+  virtual std::vector<Tensor> own_float32_parameters() const { return {}; }
   Tensor& register_parameter(const std::string& name, Tensor t);
   Tensor& register_buffer(const std::string& name, Tensor t);
   template <class M>

@@ -132,14 +132,22 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-// GradScaler: unscale with the inf/NaN check in one pass, and the one-thread state update.
+// GradScaler: unscale with the inf/NaN check in one pass, four elements a thread through 16-byte
+// loads (it runs over every gradient: 240 MB for imdb_fasttext), the last n % 4 one a thread; and
+// the one-thread state update.
 __global__ void unscale_kernel(float* g, int64_t n, float* state) {
   const float inv = 1.f / state[kScale];
   bool bad = false;
-  LOUPE_KERNEL_LOOP(i, n) {
-    float v = g[i];
-    bad |= !isfinite(v);
-    g[i] = v * inv;
+  int64_t n4 = n / 4;
+  LOUPE_KERNEL_LOOP(i, n4) {
+    float4 v = reinterpret_cast<float4*>(g)[i];
+    bad |= !isfinite(v.x) || !isfinite(v.y) || !isfinite(v.z) || !isfinite(v.w);
+    reinterpret_cast<float4*>(g)[i] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+  }
+  int64_t t = 4 * n4 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < n) {
+    bad |= !isfinite(g[t]);
+    g[t] *= inv;
   }
   if (bad) state[kFoundInf] = 1.f;  // every writer writes the same value
 }
@@ -150,8 +158,9 @@ __global__ void update_kernel(float* s, float growth, float backoff, int interva
 
 void unscale(const Tensor& grads, const Tensor& state) {
   int64_t n = grads.numel();
-  unscale_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(grads.data<float>(), n,
-                                                                            state.data<float>());
+  LOUPE_CHECK(cuda::vec4_ok(4, {grads.data_ptr()}), "unscale needs 16-byte aligned gradients (an arena)");
+  unscale_kernel<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, cuda::stream()>>>(grads.data<float>(), n,
+                                                                                    state.data<float>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -23,14 +23,17 @@ double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps) {
+EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps,
+                                bool cycle) {
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
   int64_t total = (n + batch - 1) / batch, start = 0;
-  if (max_steps >= 0) total = std::min(total, max_steps);
+  LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
+  if (max_steps >= 0) total = cycle ? max_steps : std::min(total, max_steps);
   auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
+    if (start >= n && cycle) start = 0;
     if (start >= n) return false;
     int64_t end = std::min(n, start + batch);
     Tensor idx = perm.slice(0, start, end);
@@ -71,7 +74,7 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device)
   // comparison.
   const char* env = std::getenv("LOUPE_COMPUTE_COPY");
   if (compute_dtype() != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
-    model_.arena().enable_compute_copy(compute_dtype());
+    model_.arena().enable_compute_copy(compute_dtype(), model_.float32_parameters());
 }
 
 Trainer::~Trainer() {

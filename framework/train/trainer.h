@@ -68,8 +68,10 @@ class Trainer {
   double base_lr = 0, lr_decay = 0;
   void set_global_step(int64_t s) { global_step_ = s; }
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
-  // max_steps steps when max_steps >= 0.
-  EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1);
+  // max_steps steps when max_steps >= 0. With `cycle` (benchmarks: a timed stretch longer than the
+  // data set), it runs exactly max_steps steps, starting over in the same order at the end.
+  EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1,
+                         bool cycle = false);
   // The same through the asynchronous loader (its batch size, order and device).
   EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
   // Accuracy on `data` in eval mode, no gradients.
