@@ -4,7 +4,12 @@ trained on data resident on the GPU (the same setting as `loupe train`), timed p
 
 usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
                                 [--device cuda] [--mode eager|amp|graph] [--amp-dtype fp16|bf16]
-Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`.
+                                [--modes eager,graph,amp] [--loupe build-gpu/loupe] [--no-tf32]
+Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`
+per mode. With --loupe it then runs `loupe bench` on the same model and batch and prints the
+ratios, e.g. (strict fp32 on both sides):
+    tools/compare_pytorch.py --model cifar10_cnn --batch 1024 --epochs 3 --no-tf32 \
+        --modes eager,graph,amp --loupe build-gpu/loupe
 With --data it trains on the MNIST-format files there (raw or .gz) and reports test accuracy.
 Modes: eager (float32, as written); amp (torch.autocast in float16 with torch.amp.GradScaler, or
 bfloat16 without); graph (the whole training step, forward, backward and optimizer, captured
@@ -142,6 +147,130 @@ def profile_steps(model, opt, loss_fn, inputs, xtr, ytr, batch, steps):
         print(f"{t:9.1f} {100 * t / total:5.1f}% {n:10.1f}  {k[:110]}")
 
 
+def compare_with_loupe(a, best):
+    """Runs `loupe bench` on the same model and batch (the faster of two rounds) and prints a ratio
+    per mode: eager and graph against loupe fp32, amp against loupe in the autocast dtype."""
+    import csv
+    import subprocess
+    import tempfile
+    amp_prec = a.amp_dtype
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "bench.csv")
+        cmd = [a.loupe, "bench", a.model, "--batch", str(a.batch), "--precision", f"fp32,{amp_prec}",
+               "--rounds", "2", "--warmup", "20", "--no-nvml", "--csv", out]
+        print("loupe: " + " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        print(r.stdout.rstrip(), flush=True)
+        if r.returncode != 0:
+            raise SystemExit(f"compare_pytorch: loupe bench failed ({r.returncode}): {r.stderr.strip()}")
+        loupe = {row["precision"]: float(row["samples_per_sec"]) for row in csv.DictReader(open(out))}
+    print(f"\n{a.model}, batch {a.batch}: samples/s, ratio = loupe / PyTorch (above 1: loupe is faster)")
+    print(f"{'PyTorch mode':<28} {'PyTorch':>12} {'loupe':>12} {'ratio':>7}")
+    for mode, sps in best.items():
+        prec = amp_prec if mode == "amp" else "fp32"
+        name = {"eager": "eager fp32", "graph": "CUDA graph fp32", "amp": f"autocast {amp_prec}"}[mode]
+        ratio = f"{loupe[prec] / sps:.2f}x" if prec in loupe and sps else "n/a"
+        print(f"{name:<28} {sps:>12,.0f} {loupe.get(prec, 0):>12,.0f} {ratio:>7}  (loupe {prec})", flush=True)
+
+
+def train_mode(a, mode, dev, xtr, ytr, xte, yte):
+    """Trains a fresh model for a.epochs epochs in `mode`; returns the best epoch's samples/s."""
+    model, make_opt = MODELS[a.model]()
+    model.to(dev)
+    # A CUDA graph replays the optimizer's kernels as captured: its step count must live on the GPU.
+    opt = make_opt(model.parameters(), capturable=True) if mode == "graph" else make_opt(model.parameters())
+    text = a.model in TEXT
+    binary = text and TEXT[a.model][3] == 2
+    ce = nn.CrossEntropyLoss()
+    bce = nn.BCEWithLogitsLoss()
+
+    def loss_fn(logits, y):  # one logit: binary cross-entropy with the sigmoid fused, as Keras' Dense(1, sigmoid)
+        return bce(logits.squeeze(1), y.float()) if binary else ce(logits, y)
+
+    def inputs(x):
+        return x if text else x.float() / 255.0
+
+    def predicted(logits):
+        return (logits.squeeze(1) > 0).long() if binary else logits.argmax(1)
+
+    amp = mode == "amp"
+    amp_dtype = torch.bfloat16 if a.amp_dtype == "bf16" else torch.float16
+    scaler = torch.amp.GradScaler("cuda") if amp and amp_dtype == torch.float16 else None
+
+    def forward_loss(x, y):
+        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):  # losses autocast to float32
+            return loss_fn(model(x), y)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = forward_loss(x, y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    step = train_step
+    if mode == "graph":  # whole-network capture, as in PyTorch's CUDA graphs notes
+        static_x, static_y = inputs(xtr[:a.batch]).clone(), ytr[:a.batch].long().clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: the optimizer's state, cuDNN's plans
+            for _ in range(3):
+                train_step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            static_loss = forward_loss(static_x, static_y)
+            static_loss.backward()
+            opt.step()
+
+        def step(x, y):
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            return static_loss
+    best = 0.0
+    n = xtr.shape[0]
+    # A graph has fixed shapes: it runs the full batches only (and counts only their samples).
+    last = n - a.batch + 1 if mode == "graph" else n
+    for epoch in range(1, a.epochs + 1):
+        model.train()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        perm = torch.randperm(n, device=dev)
+        loss_sum = torch.zeros((), device=dev)
+        samples = 0
+        for s in range(0, last, a.batch):
+            idx = perm[s:s + a.batch]
+            loss = step(inputs(xtr[idx]), ytr[idx].long())
+            loss_sum += loss.detach().float() * idx.numel()
+            samples += idx.numel()
+        lsum = loss_sum.item()
+        dt = time.perf_counter() - t0
+        sps = samples / dt
+        best = max(best, sps)
+        model.eval()
+        with torch.no_grad():
+            correct = sum((predicted(model(inputs(xte[s:s + 1000]))) == yte[s:s + 1000].long()).sum().item()
+                          for s in range(0, xte.shape[0], 1000))
+        print(f"pytorch epoch {epoch}: loss {lsum / samples:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
+              f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
+    if a.profile:
+        profile_steps(model, opt, loss_fn, inputs, xtr, ytr, a.batch, a.profile)
+    tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
+            else " (cuDNN TF32 allowed, PyTorch's default)")
+    label = {"eager": "eager fp32", "graph": "CUDA graph fp32",
+            "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else "")}[mode]
+    print(f"pytorch {a.model} batch {a.batch} {label}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mnist_mlp")
@@ -157,6 +286,11 @@ def main():
     ap.add_argument("--mode", choices=["eager", "amp", "graph"], default="eager",
                     help="eager float32, autocast (amp) or a CUDA-graphed step (graph)")
     ap.add_argument("--amp-dtype", choices=["fp16", "bf16"], default="fp16")
+    ap.add_argument("--modes", default="", metavar="LIST",
+                    help="several modes in turn, e.g. eager,graph,amp (each on a fresh model)")
+    ap.add_argument("--loupe", default="", metavar="BIN",
+                    help="also run `BIN bench` on the same model and batch (fp32, and fp16 or bf16 "
+                         "for amp) and print loupe / PyTorch per mode")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="after training, profile STEPS steps with torch.profiler and print GPU time per kernel")
     a = ap.parse_args()
@@ -187,99 +321,15 @@ def main():
         ytr = torch.randint(0, 10, (shape[0],), dtype=torch.uint8)
         xte, yte = xtr[:10000], ytr[:10000]
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
-    model, make_opt = MODELS[a.model]()
-    model.to(dev)
-    # A CUDA graph replays the optimizer's kernels as captured: its step count must live on the GPU.
-    opt = make_opt(model.parameters(), capturable=True) if a.mode == "graph" else make_opt(model.parameters())
-    text = a.model in TEXT
-    binary = text and TEXT[a.model][3] == 2
-    ce = nn.CrossEntropyLoss()
-    bce = nn.BCEWithLogitsLoss()
-
-    def loss_fn(logits, y):  # one logit: binary cross-entropy with the sigmoid fused, as Keras' Dense(1, sigmoid)
-        return bce(logits.squeeze(1), y.float()) if binary else ce(logits, y)
-
-    def inputs(x):
-        return x if text else x.float() / 255.0
-
-    def predicted(logits):
-        return (logits.squeeze(1) > 0).long() if binary else logits.argmax(1)
-
-    amp = a.mode == "amp"
-    amp_dtype = torch.bfloat16 if a.amp_dtype == "bf16" else torch.float16
-    scaler = torch.amp.GradScaler("cuda") if amp and amp_dtype == torch.float16 else None
-
-    def forward_loss(x, y):
-        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):  # losses autocast to float32
-            return loss_fn(model(x), y)
-
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=True)
-        loss = forward_loss(x, y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        return loss
-
-    step = train_step
-    if a.mode == "graph":  # whole-network capture, as in PyTorch's CUDA graphs notes
-        static_x, static_y = inputs(xtr[:a.batch]).clone(), ytr[:a.batch].long().clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up: the optimizer's state, cuDNN's plans
-            for _ in range(3):
-                train_step(static_x, static_y)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            static_loss = forward_loss(static_x, static_y)
-            static_loss.backward()
-            opt.step()
-
-        def step(x, y):
-            static_x.copy_(x)
-            static_y.copy_(y)
-            graph.replay()
-            return static_loss
-    best = 0.0
-    n = xtr.shape[0]
-    # A graph has fixed shapes: it runs the full batches only (and counts only their samples).
-    last = n - a.batch + 1 if a.mode == "graph" else n
-    for epoch in range(1, a.epochs + 1):
-        model.train()
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        perm = torch.randperm(n, device=dev)
-        loss_sum = torch.zeros((), device=dev)
-        samples = 0
-        for s in range(0, last, a.batch):
-            idx = perm[s:s + a.batch]
-            loss = step(inputs(xtr[idx]), ytr[idx].long())
-            loss_sum += loss.detach().float() * idx.numel()
-            samples += idx.numel()
-        lsum = loss_sum.item()
-        dt = time.perf_counter() - t0
-        sps = samples / dt
-        best = max(best, sps)
-        model.eval()
-        with torch.no_grad():
-            correct = sum((predicted(model(inputs(xte[s:s + 1000]))) == yte[s:s + 1000].long()).sum().item()
-                          for s in range(0, xte.shape[0], 1000))
-        print(f"pytorch epoch {epoch}: loss {lsum / samples:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
-              f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
-    if a.profile:
-        profile_steps(model, opt, loss_fn, inputs, xtr, ytr, a.batch, a.profile)
-    tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
-            else " (cuDNN TF32 allowed, PyTorch's default)")
-    mode = {"eager": "eager fp32", "graph": "CUDA graph fp32",
-            "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else "")}[a.mode]
-    print(f"pytorch {a.model} batch {a.batch} {mode}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
+    modes = a.modes.split(",") if a.modes else [a.mode]
+    for m in modes:
+        assert m in ("eager", "amp", "graph"), f"modes: eager, amp, graph (not {m})"
+    best = {}
+    for m in modes:
+        torch.manual_seed(a.seed)
+        best[m] = train_mode(a, m, dev, xtr, ytr, xte, yte)
+    if a.loupe:
+        compare_with_loupe(a, best)
 
 
 if __name__ == "__main__":
