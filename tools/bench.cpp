@@ -102,6 +102,45 @@ std::vector<int64_t> parse_int_list(const std::string& s, const std::string& fla
   return out;
 }
 
+namespace {
+// One combination: a fresh model, the warm-up, then the timed steps under a monitor. Full batches
+// only: a last, smaller batch has new shapes, and choosing their algorithms (cuDNN plans are timed
+// on first use) inside the timed steps cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
+instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const Data& d, int64_t batch,
+                                const std::string& prec_name, double min_seconds) {
+  const Device dev = o.device;
+  const int64_t full = d.train.size() / batch;
+  manual_seed(o.seed);
+  auto model = info.build_for(info.vocab > 0 && d.vocab > 0 ? d.vocab : info.vocab);
+  model->to(dev);
+  // fp16/bf16: channels-last, as `loupe train` does (tensor-core convolutions want NHWC).
+  if (o.channels_last || compute_dtype() != DType::f32) model->set_memory_format(MemoryFormat::ChannelsLast);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::Trainer trainer(*model, *opt, dev);
+  train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
+                           d.train.x_scale};
+  trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
+  int64_t steps = o.steps;
+  if (min_seconds > 0) {  // ten more steps, timed, size the measurement
+    train::EpochStats probe = trainer.train_epoch(set, batch, o.seed, 2, 10, true);
+    double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
+    steps = std::max(steps, std::min<int64_t>(1000000, int64_t(std::ceil(min_seconds / per_step))));
+  }
+  instrument::MonitorOptions mopt;
+  mopt.nvml = o.nvml;
+  mopt.busy = o.busy;
+  mopt.precision = prec_name;
+  instrument::EpochMonitor monitor(dev, mopt);
+  trainer.hooks.monitor = &monitor;
+  train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
+  st.epoch = 1;
+  instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
+  monitor.fill(r);
+  return r;
+}
+
+}  // namespace
+
 std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   const Device dev = o.device;
   const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
@@ -139,42 +178,13 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
         set_precision(prec);
         std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
         for (int64_t batch : batches) {
-          // Full batches only: a last, smaller batch has new shapes, and choosing their algorithms
-          // (cuDNN plans are timed on first use) inside the timed steps cost cifar10_cnn at batch
-          // 1024 a factor of 3 in ms/step.
-          int64_t full = d.train.size() / batch;
-          if (full == 0) {
+          if (d.train.size() < batch) {
             if (round == 1)
               std::printf("%-14s skipped batch %lld: the data set holds %lld samples\n", info.name.c_str(),
                           (long long)batch, (long long)d.train.size());
             continue;
           }
-          manual_seed(o.seed);
-          auto model = info.build_for(info.vocab > 0 && d.vocab > 0 ? d.vocab : info.vocab);
-          model->to(dev);
-          // fp16/bf16: channels-last, as `loupe train` does (tensor-core convolutions want NHWC).
-          if (o.channels_last || compute_dtype() != DType::f32) model->set_memory_format(MemoryFormat::ChannelsLast);
-          auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-          train::Trainer trainer(*model, *opt, dev);
-          train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
-                                   d.train.x_scale};
-          trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
-          int64_t steps = o.steps;
-          if (min_seconds > 0) {  // ten more steps, timed, size the measurement
-            train::EpochStats probe = trainer.train_epoch(set, batch, o.seed, 2, 10, true);
-            double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
-            steps = std::max(steps, std::min<int64_t>(1000000, int64_t(std::ceil(min_seconds / per_step))));
-          }
-          instrument::MonitorOptions mopt;
-          mopt.nvml = o.nvml;
-          mopt.busy = o.busy;
-          mopt.precision = prec_name;
-          instrument::EpochMonitor monitor(dev, mopt);
-          trainer.hooks.monitor = &monitor;
-          train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
-          st.epoch = 1;
-          instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
-          monitor.fill(r);
+          instrument::EpochReport r = measure(o, info, d, batch, prec_name, min_seconds);
           print_row(r);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
