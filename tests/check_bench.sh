@@ -38,5 +38,7 @@ $L sweep mnist_mlp --device cpu --batch 16,32 --steps 3 --warmup 1 --csv "$T/s.c
   || { cat "$T/out"; fail "loupe sweep exited non-zero"; }
 cat "$T/out"
 [ "$(wc -l < "$T/s.csv")" = 3 ] || fail "expected a sweep CSV with two rows"
+grep -qE "^fastest: fp32 at batch (16|32), " "$T/out" || fail "the sweep does not name its fastest setting"
+grep -q "^fp32: batch 16 -> 32 multiplies samples/s by .*; GPU figures n/a" "$T/out" || fail "no per-precision summary line"
 [ "$(head -c 4 "$T/s.png" | od -An -tx1 | tr -d ' ')" = "89504e47" ] || fail "the sweep did not write a PNG"
 echo "check_bench: ok"

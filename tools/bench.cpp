@@ -204,4 +204,62 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   return reports;
 }
 
+std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
+  if (rows.empty()) return "";
+  char line[256];
+  std::string out;
+  const instrument::EpochReport* best = &rows[0];
+  for (const auto& r : rows)
+    if (r.samples_per_sec > best->samples_per_sec) best = &r;
+  std::snprintf(line, sizeof line, "fastest: %s at batch %lld, %s samples/s\n", best->precision.c_str(),
+                (long long)best->batch, thousands(best->samples_per_sec).c_str());
+  out += line;
+  std::vector<std::string> precs;
+  for (const auto& r : rows)
+    if (std::find(precs.begin(), precs.end(), r.precision) == precs.end()) precs.push_back(r.precision);
+  auto of = [&](const std::string& p) {  // one precision's rows by batch
+    std::vector<const instrument::EpochReport*> v;
+    for (const auto& r : rows)
+      if (r.precision == p) v.push_back(&r);
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
+    return v;
+  };
+  for (const std::string& p : precs) {
+    auto v = of(p);
+    std::snprintf(line, sizeof line, "%s: batch %lld -> %lld multiplies samples/s by %.1f", p.c_str(),
+                  (long long)v.front()->batch, (long long)v.back()->batch,
+                  v.back()->samples_per_sec / std::max(1e-9, v.front()->samples_per_sec));
+    out += line;
+    bool busy = false, util = false;
+    for (auto* r : v) busy |= bool(r->gpu_busy_share), util |= bool(r->gpu_util_mean);
+    const instrument::EpochReport* sat = nullptr;
+    for (auto* r : v)
+      if (busy ? r->gpu_busy_share && *r->gpu_busy_share >= 0.9 : r->gpu_util_mean && *r->gpu_util_mean >= 90) {
+        sat = r;
+        break;
+      }
+    const char* what = busy ? "GPU busy (CUPTI)" : "NVML utilisation";
+    if (!busy && !util)
+      out += "; GPU figures n/a";
+    else if (sat)
+      out += std::string("; ") + what + " >= 90 % from batch " + std::to_string(sat->batch);
+    else
+      out += std::string("; ") + what + " below 90 % at every batch: the host or launches bound the step";
+    out += "\n";
+  }
+  auto base = of(precs[0]);
+  for (size_t i = 1; i < precs.size(); ++i) {
+    std::string ratios;
+    for (auto* r : of(precs[i]))
+      for (auto* b : base)
+        if (b->batch == r->batch && b->samples_per_sec > 0) {
+          std::snprintf(line, sizeof line, "%s%.2fx at %lld", ratios.empty() ? "" : ", ",
+                        r->samples_per_sec / b->samples_per_sec, (long long)r->batch);
+          ratios += line;
+        }
+    if (!ratios.empty()) out += precs[i] + " against " + precs[0] + ": " + ratios + "\n";
+  }
+  return out;
+}
+
 }  // namespace loupe::tools

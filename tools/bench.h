@@ -35,6 +35,11 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
 instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
                                      int epochs);
 
+// What a sweep shows, in a few lines: the fastest setting; per precision, how throughput grew with
+// the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %;
+// and each precision against the first one at every batch both ran.
+std::string sweep_summary(const std::vector<instrument::EpochReport>& rows);
+
 // "32,128,512" -> {32, 128, 512}; "fp32,tf32" -> {"fp32", "tf32"}. Errors name the bad item.
 std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag);
 std::vector<std::string> parse_list(const std::string& s);

@@ -631,6 +631,7 @@ int cmd_sweep(const Args& a) {
   auto reports = tools::run_bench(bench_options(a, {a.model}));
   std::string csv = str_opt(a, "csv", "sweep-" + a.model + ".csv"), png = str_opt(a, "png", "sweep-" + a.model + ".png");
   write_reports(reports, str_opt(a, "json"), csv);
+  std::printf("%s", tools::sweep_summary(reports).c_str());
   return plot("plot_sweep.py", csv, png);
 }
 
