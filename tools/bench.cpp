@@ -232,19 +232,23 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
     out += line;
     bool busy = false, util = false;
     for (auto* r : v) busy |= bool(r->gpu_busy_share), util |= bool(r->gpu_util_mean);
-    const instrument::EpochReport* sat = nullptr;
-    for (auto* r : v)
-      if (busy ? r->gpu_busy_share && *r->gpu_busy_share >= 0.9 : r->gpu_util_mean && *r->gpu_util_mean >= 90) {
-        sat = r;
-        break;
-      }
+    auto level = [&](const instrument::EpochReport* r) {  // percent: CUPTI busy where measured, else NVML
+      return busy ? r->gpu_busy_share.value_or(0) * 100 : r->gpu_util_mean.value_or(0);
+    };
+    const instrument::EpochReport *sat = nullptr, *top = v.front();
+    for (auto* r : v) {
+      if (!sat && level(r) >= 90) sat = r;
+      if (level(r) > level(top)) top = r;
+    }
     const char* what = busy ? "GPU busy (CUPTI)" : "NVML utilisation";
     if (!busy && !util)
-      out += "; GPU figures n/a";
+      std::snprintf(line, sizeof line, "; GPU figures n/a");
     else if (sat)
-      out += std::string("; ") + what + " >= 90 % from batch " + std::to_string(sat->batch);
+      std::snprintf(line, sizeof line, "; %s >= 90 %% from batch %lld", what, (long long)sat->batch);
     else
-      out += std::string("; ") + what + " below 90 % at every batch: the host or launches bound the step";
+      std::snprintf(line, sizeof line, "; %s below 90 %% at every batch, at most %.0f %% (batch %lld)", what,
+                    level(top), (long long)top->batch);
+    out += line;
     out += "\n";
   }
   auto base = of(precs[0]);
