@@ -361,6 +361,13 @@ TEST(Advice, Fp32OnlyWithTensorCores) {
   EXPECT_TRUE(any_contains(advise(r, {true, true, "tf32", 512}), "--precision fp16 or bf16"));
   EXPECT_FALSE(any_contains(advise(r, {true, false, "fp32", 512}), "--precision"));
   EXPECT_FALSE(any_contains(advise(r, {true, true, "bf16", 512}), "--precision"));
+  // Little arithmetic (imdb_fasttext's 0.5 % MFU): 16 bits would not help, and the advice says so.
+  EpochReport low = r;
+  low.mfu = 0.005;
+  EXPECT_FALSE(any_contains(advise(low, {true, true, "fp32", 512}), "try --precision"));
+  EXPECT_TRUE(any_contains(advise(low, {true, true, "fp32", 512}), "fp32 at 0.5% MFU: the step moves memory more than it computes"));
+  low.mfu = 0.2;
+  EXPECT_TRUE(any_contains(advise(low, {true, true, "fp32", 512}), "try --precision fp16 or bf16"));
   // Launch-bound: faster arithmetic would not help, so the bottleneck advice stands alone.
   EXPECT_FALSE(any_contains(advise(gpu_report(0.1, 0.28, 0.27, 0.0), {true, true, "fp32", 512}), "--precision"));
 }
