@@ -20,8 +20,8 @@ const std::vector<std::string> kFields = {
     "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
     "train_loss", "train_acc", "test_acc", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
     "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
-    "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops",
-    "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
+    "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "graph_why",
+    "flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
     "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
     "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch", "cost_per_million_samples",
@@ -30,7 +30,7 @@ const std::vector<std::string> kFields = {
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
     "test_acc", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
-    "data_wait_ms_p95", "data_wait_share", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
+    "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
     "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch",
@@ -48,6 +48,8 @@ struct ReportShape {
   Opt scaler[2];
   double d4[4];
   Opt time[7];
+  Opt graph[2];
+  std::string graph_why;
   Opt flops[3];
   std::string peak_source;
   Opt mfu;
@@ -72,6 +74,7 @@ EpochReport full_report() {
   r.epoch_seconds = 0.1416; r.train_seconds = 0.1; r.eval_seconds = 1.0 / 3; r.samples_per_sec = 455114.2;
   r.step_ms_p50 = 0.28; r.step_ms_p95 = 0.35; r.issue_ms_p50 = 0.25; r.issue_ms_p95 = 0.3;
   r.data_wait_ms_p50 = 0.0; r.data_wait_ms_p95 = 1e-7; r.data_wait_share = 0.0;
+  r.graph_steps = 117; r.graph_kernels = 61;
   r.flops_per_sample = 2.4e6; r.achieved_tflops = 1.27; r.peak_tflops = 67; r.peak_source = "table: NVIDIA H200 fp32";
   r.mfu = 0.019;
   r.nvml_samples = 14; r.gpu_util_mean = 62; r.gpu_util_max = 80; r.mem_util_mean = 12.5;
@@ -230,7 +233,8 @@ TEST(EpochLine, MeasuredFigures) {
   EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  train acc 86.49%  test acc 86.57%  0.142 s  455,114 samples/s"), 0u) << s;
   for (const char* part : {"GPU util 62% (max 80)", "busy 55.0%", "MFU 1.9% of 67 TFLOP/s fp32",
                            "mem 1.2/139.8 GiB", "power 180 W", "1.23 kJ", "2,300 samples/J",
-                           "step p50 0.28 ms p95 0.35 ms", "host issue 0.25 ms", "data wait 0.0%",
+                           "step p50 0.28 ms p95 0.35 ms  CUDA graph 117/118 steps (61 kernels)",
+                           "host issue 0.25 ms", "data wait 0.0%",
                            "CPU 1.0 cores", "RSS 410 MiB", "\n  advice: a\n  advice: b"})
     EXPECT_NE(s.find(part), std::string::npos) << part << "\n" << s;
   EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
@@ -249,6 +253,11 @@ TEST(EpochLine, UnmeasuredIsNa) {
   for (const char* zero : {"util 0", "busy 0", "MFU 0", "mem 0", "power 0", "wait 0", "CPU 0", "RSS 0"})
     EXPECT_EQ(s.find(zero), std::string::npos) << zero << "\n" << s;  // unmeasured never shows as 0
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
+  EXPECT_EQ(s.find("graph"), std::string::npos) << s;  // nothing said of graphs when nothing is known
+  r.graph_steps = 0;
+  r.graph_why = "CUDA graphs are a GPU feature";
+  EXPECT_NE(epoch_line(r).find("step p50 n/a p95 n/a  eager (CUDA graphs are a GPU feature)"), std::string::npos)
+      << epoch_line(r);
 }
 
 TEST(ProgressBarTest, SilentWhenNotATerminal) {

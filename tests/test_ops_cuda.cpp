@@ -128,10 +128,12 @@ TEST(CudaPrecision, Tf32ConvAndGemmCloseToFp32) {
   Conv2dParams p;
   p.pad_h = p.pad_w = 1;
   std::vector<float> yc = conv2d(x, w, p).to_vector<float>(), mc = matmul(a, b).to_vector<float>();
-  set_precision(Precision::TF32);
-  std::vector<float> yt = conv2d(x.to(kCUDA), w.to(kCUDA), p).to_vector<float>();
-  std::vector<float> mt = matmul(a.to(kCUDA), b.to(kCUDA)).to_vector<float>();
-  set_precision(Precision::FP32);
+  std::vector<float> yt, mt;
+  {
+    PrecisionScope tf32(Precision::TF32);
+    yt = conv2d(x.to(kCUDA), w.to(kCUDA), p).to_vector<float>();
+    mt = matmul(a.to(kCUDA), b.to(kCUDA)).to_vector<float>();
+  }
   std::vector<float> ys = conv2d(x.to(kCUDA), w.to(kCUDA), p).to_vector<float>();
   double max_t = 0, max_s = 0;
   for (size_t i = 0; i < yc.size(); ++i) {

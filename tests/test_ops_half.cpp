@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, HalfParity, ::testing::ValuesIn(test::op_cases(
 // embedding table, read in float32, has no place in the copy.
 TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
-  set_precision(Precision::FP16);
+  PrecisionScope fp16(Precision::FP16);
   std::vector<float> grads[2], values[2];
   for (int copy = 0; copy < 2; ++copy) {
     manual_seed(3);
@@ -125,7 +125,6 @@ TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
       }
     }
   }
-  set_precision(Precision::FP32);
   EXPECT_EQ(grads[0], grads[1]);
   EXPECT_EQ(values[0], values[1]);
 }

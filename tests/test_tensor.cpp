@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "loupe.h"
 #include "models/registry.h"
@@ -168,6 +169,50 @@ TEST(Optim, AdadeltaFirstStepMatchesKeras) {
   EXPECT_NEAR(w.to_vector<float>()[0], w0 - u, 1e-7);
 }
 
+// Keras' lr decay and Adam's bias corrections are computed by the update kernels from the
+// optimizer's step count on its device (what a captured step replays): they follow the host's
+// formulas step by step, and a restored count (a checkpoint's) takes effect at the next update.
+TEST(Optim, DecayAndAdamCorrectionsFollowTheStepCount) {
+  for (int which = 0; which < 2; ++which) {
+    nn::Sequential m;
+    m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+    m.to(kCPU);
+    Tensor w = m.parameters()[0];
+    float wf = w.to_vector<float>()[0], s1 = 0, s2 = 0;  // the expected weight and the optimizer's state
+    std::unique_ptr<optim::Optimizer> opt;
+    if (which == 0) opt = std::make_unique<optim::RMSprop>(m.arena(), 0.01, 0.9, 1e-7);
+    else opt = std::make_unique<optim::Adam>(m.arena(), 0.01, 0.9, 0.999, 1e-7);
+    opt->set_decay(0.5);
+    opt->set_steps(3);  // resumed after 3 updates
+    Tensor x = from_vector(std::vector<float>{2}, Shape{1, 1});
+    for (int k = 3; k < 8; ++k) {
+      opt->zero_grad();
+      sum(m(x)).backward();  // g = 2
+      opt->step();
+      const float g = 2, lr = float(0.01 / (1.0 + 0.5 * k));
+      if (which == 0) {
+        s1 = 0.9f * s1 + 0.1f * g * g;
+        wf -= lr * g / (std::sqrt(s1) + 1e-7f);
+      } else {
+        const double t = k + 1;  // Adam counts this update too
+        s1 = 0.9f * s1 + 0.1f * g;
+        s2 = 0.999f * s2 + (1.f - 0.999f) * g * g;
+        const float b1 = float(1.0 - std::pow(0.9, t)), b2 = float(1.0 - std::pow(0.999, t));
+        wf -= lr * ((s1 / b1) / (std::sqrt(s2 / b2) + 1e-7f));
+      }
+      EXPECT_NEAR(w.to_vector<float>()[0], wf, 1e-6 * (1 + std::abs(wf))) << opt->name() << " update " << k;
+    }
+    EXPECT_EQ(opt->steps(), 8);
+    EXPECT_NEAR(opt->current_lr(), 0.01 / 5.0, 1e-12);
+  }
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+  m.to(kCPU);
+  optim::RMSprop opt(m.arena(), 0.01);
+  EXPECT_THROW(opt.set_decay(-1), Error);
+  EXPECT_THROW(opt.set_steps(-2), Error);
+}
+
 TEST(Models, ParameterCountsMatchTheReference) {
   for (const auto& info : models::all_models()) {
     auto m = info.build();
@@ -212,11 +257,19 @@ TEST(Precision, ParseAndRefuse) {
   EXPECT_EQ(precision_unsupported(Precision::FP32, kCPU), "");
   for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16})
     EXPECT_NE(precision_unsupported(p, kCPU).find("GPU mode"), std::string::npos) << precision_name(p);
-  set_precision(Precision::BF16);
-  EXPECT_EQ(compute_dtype(), DType::bf16);
-  set_precision(Precision::FP16);
-  EXPECT_EQ(compute_dtype(), DType::f16);
-  set_precision(Precision::FP32);
+  {
+    PrecisionScope bf16(Precision::BF16);
+    EXPECT_EQ(compute_dtype(), DType::bf16);
+    {
+      PrecisionScope fp16(Precision::FP16);  // scopes nest
+      EXPECT_EQ(compute_dtype(), DType::f16);
+    }
+    EXPECT_EQ(precision(), Precision::BF16);
+    Precision other = Precision::FP32;
+    std::thread([&] { other = precision(); }).join();  // per thread: another thread is unaffected
+    EXPECT_EQ(other, Precision::FP32);
+  }
+  EXPECT_EQ(precision(), Precision::FP32);
 }
 
 TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {

@@ -105,9 +105,8 @@ double cifar_learnable_accuracy(Device d) {
   EXPECT_EQ(model->num_parameters(), 1250858);
   model->to(d);
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  opt->set_decay(info.recipe.decay);
   train::Trainer t(*model, *opt, d);
-  t.base_lr = info.recipe.lr;
-  t.lr_decay = info.recipe.decay;
   loader::LoaderOptions lo;
   lo.batch = info.recipe.batch;
   lo.workers = 2;
@@ -173,11 +172,8 @@ TEST(TrainGpu, TextModelsLearnSyntheticSentiment) {
   EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
 }
 
-// Mixed precision on the GPU: the same runs as above in fp16 (with dynamic loss scaling) and bf16.
-struct PrecisionScope {
-  explicit PrecisionScope(Precision p) { set_precision(p); }
-  ~PrecisionScope() { set_precision(Precision::FP32); }
-};
+// Mixed precision on the GPU: the same runs as above in fp16 (with dynamic loss scaling) and bf16
+// (a trainer takes the precision of the scope it is made in).
 
 TEST(TrainGpu, MixedPrecisionLearnsAsFp32Does) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";

@@ -34,8 +34,8 @@ std::string thousands(double v) {
 }
 
 void print_header() {
-  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s\n", "model", "batch", "prec", "samples/s", "ms/step",
-              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J");
+  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", "model", "batch", "prec", "samples/s", "ms/step",
+              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step");
 }
 
 void print_row(const instrument::EpochReport& r) {
@@ -43,11 +43,14 @@ void print_row(const instrument::EpochReport& r) {
   if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
   instrument::Opt mib;
   if (r.alloc_peak_bytes) mib = *r.alloc_peak_bytes / double(1 << 20);
-  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s\n", r.model.c_str(), (long long)r.batch,
+  // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
+  const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
+  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", r.model.c_str(), (long long)r.batch,
               r.precision.c_str(), thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
               fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(mib, "%.0f") + (mib ? " MiB" : "")).c_str(),
-              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? thousands(*r.samples_per_joule).c_str() : "n/a");
+              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? thousands(*r.samples_per_joule).c_str() : "n/a",
+              step);
   std::fflush(stdout);
 }
 }  // namespace
@@ -72,6 +75,9 @@ instrument::EpochReport epoch_report(const std::string& model, Device dev, int64
   }
   r.train_seconds = st.train_seconds;
   r.eval_seconds = st.eval_seconds;
+  r.graph_steps = double(st.graph_steps);
+  if (st.graph_kernels > 0) r.graph_kernels = double(st.graph_kernels);
+  r.graph_why = st.graph_why;
   r.epoch_seconds = st.train_seconds + st.eval_seconds;
   r.samples_per_sec = st.samples_per_sec();
   return r;
@@ -107,16 +113,20 @@ namespace {
 // only: a last, smaller batch has new shapes, and choosing their algorithms (cuDNN plans are timed
 // on first use) inside the timed steps cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
 instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const Data& d, int64_t batch,
-                                const std::string& prec_name, double min_seconds) {
+                                Precision prec, double min_seconds) {
   const Device dev = o.device;
   const int64_t full = d.train.size() / batch;
   manual_seed(o.seed);
   auto model = info.build_for(info.vocab > 0 && d.vocab > 0 ? d.vocab : info.vocab);
   model->to(dev);
   // fp16/bf16: channels-last, as `loupe train` does (tensor-core convolutions want NHWC).
-  if (o.channels_last || compute_dtype() != DType::f32) model->set_memory_format(MemoryFormat::ChannelsLast);
+  if (o.channels_last || compute_dtype(prec) != DType::f32) model->set_memory_format(MemoryFormat::ChannelsLast);
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer trainer(*model, *opt, dev);
+  opt->set_decay(info.recipe.decay);
+  train::TrainerOptions topt;
+  topt.precision = prec;
+  topt.graph = o.graph;
+  train::Trainer trainer(*model, *opt, dev, topt);
   train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
                            d.train.x_scale};
   trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
@@ -129,7 +139,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   instrument::MonitorOptions mopt;
   mopt.nvml = o.nvml;
   mopt.busy = o.busy;
-  mopt.precision = prec_name;
+  mopt.precision = precision_name(prec);
   instrument::EpochMonitor monitor(dev, mopt);
   trainer.hooks.monitor = &monitor;
   train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
@@ -175,7 +185,6 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
             std::printf("%-14s skipped %s: %s\n", info.name.c_str(), prec_name.c_str(), why.c_str());
           continue;
         }
-        set_precision(prec);
         std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
         for (int64_t batch : batches) {
           if (d.train.size() < batch) {
@@ -184,7 +193,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
                           (long long)batch, (long long)d.train.size());
             continue;
           }
-          instrument::EpochReport r = measure(o, info, d, batch, prec_name, min_seconds);
+          instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
           print_row(r);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
@@ -193,7 +202,6 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
       }
     }
   }
-  set_precision(Precision::FP32);
   std::vector<instrument::EpochReport> reports;
   for (const auto& r : best) reports.push_back(*r);
   if (rounds > 1) {

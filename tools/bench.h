@@ -22,6 +22,7 @@ struct BenchOptions {
   int rounds = 1;                      // measure every combination this often, in turn; keep the fastest
   Device device = kCPU;
   bool nvml = true, busy = false, channels_last = false;
+  train::GraphMode graph = train::GraphMode::Auto;
   uint64_t seed = 1;
 };
 

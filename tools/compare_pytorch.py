@@ -3,8 +3,8 @@
 trained on data resident on the GPU (the same setting as `loupe train`), timed per epoch.
 
 usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
-                                [--device cuda] [--mode eager|amp|graph] [--amp-dtype fp16|bf16]
-                                [--modes eager,graph,amp] [--loupe build-gpu/loupe] [--no-tf32]
+                                [--device cuda] [--mode eager|amp|graph|compiled] [--amp-dtype fp16|bf16]
+                                [--modes eager,graph,amp,compiled] [--loupe build-gpu/loupe] [--no-tf32]
 Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`
 per mode. With --loupe it then runs `loupe bench` on the same model and batch and prints the
 ratios, e.g. (strict fp32 on both sides):
@@ -13,7 +13,12 @@ ratios, e.g. (strict fp32 on both sides):
 With --data it trains on the MNIST-format files there (raw or .gz) and reports test accuracy.
 Modes: eager (float32, as written); amp (torch.autocast in float16 with torch.amp.GradScaler, or
 bfloat16 without); graph (the whole training step, forward, backward and optimizer, captured
-once in a CUDA graph and replayed: full batches only, the optimizer made capturable).
+once in a CUDA graph and replayed: full batches only, the optimizer made capturable); compiled
+(PyTorch's strongest mode without hand-written kernels: the model through torch.compile, whose
+Triton kernels fuse the elementwise work, the whole step in a CUDA graph as in `graph`, and
+autocast in --amp-dtype; no loss scaling, since GradScaler's step waits for the host with these
+optimizers and cannot be captured). With --loupe, `compiled` is compared with loupe's fastest
+precision of fp32, tf32, fp16 and bf16.
 """
 import argparse
 import gzip
@@ -149,14 +154,16 @@ def profile_steps(model, opt, loss_fn, inputs, xtr, ytr, batch, steps):
 
 def compare_with_loupe(a, best):
     """Runs `loupe bench` on the same model and batch (the faster of two rounds) and prints a ratio
-    per mode: eager and graph against loupe fp32, amp against loupe in the autocast dtype."""
+    per mode: eager and graph against loupe fp32, amp against loupe in the autocast dtype, compiled
+    against loupe's fastest precision."""
     import csv
     import subprocess
     import tempfile
     amp_prec = a.amp_dtype
+    precs = "fp32,tf32,fp16,bf16" if "compiled" in best else f"fp32,{amp_prec}"
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "bench.csv")
-        cmd = [a.loupe, "bench", a.model, "--batch", str(a.batch), "--precision", f"fp32,{amp_prec}",
+        cmd = [a.loupe, "bench", a.model, "--batch", str(a.batch), "--precision", precs,
                "--rounds", "2", "--warmup", "20", "--no-nvml", "--csv", out]
         print("loupe: " + " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -164,21 +171,26 @@ def compare_with_loupe(a, best):
         if r.returncode != 0:
             raise SystemExit(f"compare_pytorch: loupe bench failed ({r.returncode}): {r.stderr.strip()}")
         loupe = {row["precision"]: float(row["samples_per_sec"]) for row in csv.DictReader(open(out))}
+    fastest = max(loupe, key=loupe.get)
     print(f"\n{a.model}, batch {a.batch}: samples/s, ratio = loupe / PyTorch (above 1: loupe is faster)")
-    print(f"{'PyTorch mode':<28} {'PyTorch':>12} {'loupe':>12} {'ratio':>7}")
+    print(f"{'PyTorch mode':<40} {'PyTorch':>12} {'loupe':>12} {'ratio':>7}")
     for mode, sps in best.items():
-        prec = amp_prec if mode == "amp" else "fp32"
-        name = {"eager": "eager fp32", "graph": "CUDA graph fp32", "amp": f"autocast {amp_prec}"}[mode]
+        prec = {"amp": amp_prec, "compiled": fastest}.get(mode, "fp32")
+        name = {"eager": "eager fp32", "graph": "CUDA graph fp32", "amp": f"autocast {amp_prec}",
+                "compiled": f"compile + CUDA graph + autocast {amp_prec}"}[mode]
         ratio = f"{loupe[prec] / sps:.2f}x" if prec in loupe and sps else "n/a"
-        print(f"{name:<28} {sps:>12,.0f} {loupe.get(prec, 0):>12,.0f} {ratio:>7}  (loupe {prec})", flush=True)
+        print(f"{name:<40} {sps:>12,.0f} {loupe.get(prec, 0):>12,.0f} {ratio:>7}  (loupe {prec})", flush=True)
 
 
 def train_mode(a, mode, dev, xtr, ytr, xte, yte):
     """Trains a fresh model for a.epochs epochs in `mode`; returns the best epoch's samples/s."""
     model, make_opt = MODELS[a.model]()
     model.to(dev)
+    graphed = mode in ("graph", "compiled")
     # A CUDA graph replays the optimizer's kernels as captured: its step count must live on the GPU.
-    opt = make_opt(model.parameters(), capturable=True) if mode == "graph" else make_opt(model.parameters())
+    opt = make_opt(model.parameters(), capturable=True) if graphed else make_opt(model.parameters())
+    # compiled: Triton kernels from torch.compile (inductor) for the forward and backward.
+    fwd_model = torch.compile(model) if mode == "compiled" else model
     text = a.model in TEXT
     binary = text and TEXT[a.model][3] == 2
     ce = nn.CrossEntropyLoss()
@@ -193,13 +205,13 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
     def predicted(logits):
         return (logits.squeeze(1) > 0).long() if binary else logits.argmax(1)
 
-    amp = mode == "amp"
+    amp = mode in ("amp", "compiled")
     amp_dtype = torch.bfloat16 if a.amp_dtype == "bf16" else torch.float16
-    scaler = torch.amp.GradScaler("cuda") if amp and amp_dtype == torch.float16 else None
+    scaler = torch.amp.GradScaler("cuda") if mode == "amp" and amp_dtype == torch.float16 else None
 
     def forward_loss(x, y):
         with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):  # losses autocast to float32
-            return loss_fn(model(x), y)
+            return loss_fn(fwd_model(x), y)
 
     def train_step(x, y):
         opt.zero_grad(set_to_none=True)
@@ -214,7 +226,7 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
         return loss
 
     step = train_step
-    if mode == "graph":  # whole-network capture, as in PyTorch's CUDA graphs notes
+    if graphed:  # whole-network capture, as in PyTorch's CUDA graphs notes
         static_x, static_y = inputs(xtr[:a.batch]).clone(), ytr[:a.batch].long().clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -237,7 +249,7 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
     best = 0.0
     n = xtr.shape[0]
     # A graph has fixed shapes: it runs the full batches only (and counts only their samples).
-    last = n - a.batch + 1 if mode == "graph" else n
+    last = n - a.batch + 1 if graphed else n
     for epoch in range(1, a.epochs + 1):
         model.train()
         if dev.type == "cuda":
@@ -266,7 +278,8 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
     tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
             else " (cuDNN TF32 allowed, PyTorch's default)")
     label = {"eager": "eager fp32", "graph": "CUDA graph fp32",
-            "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else "")}[mode]
+             "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else ""),
+             "compiled": f"torch.compile + CUDA graph + autocast {a.amp_dtype} (no loss scaling)"}[mode]
     print(f"pytorch {a.model} batch {a.batch} {label}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
     return best
 
@@ -283,8 +296,9 @@ def main():
                     help="strict fp32 convolutions (PyTorch lets cuDNN use TF32 for them by default)")
     ap.add_argument("--tf32", action="store_true",
                     help="TF32 for GEMMs too (torch.backends.cuda.matmul.allow_tf32), like loupe --precision tf32")
-    ap.add_argument("--mode", choices=["eager", "amp", "graph"], default="eager",
-                    help="eager float32, autocast (amp) or a CUDA-graphed step (graph)")
+    ap.add_argument("--mode", choices=["eager", "amp", "graph", "compiled"], default="eager",
+                    help="eager float32, autocast (amp), a CUDA-graphed step (graph), or torch.compile + a "
+                         "CUDA-graphed step + autocast (compiled)")
     ap.add_argument("--amp-dtype", choices=["fp16", "bf16"], default="fp16")
     ap.add_argument("--modes", default="", metavar="LIST",
                     help="several modes in turn, e.g. eager,graph,amp (each on a fresh model)")
@@ -323,7 +337,7 @@ def main():
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
     modes = a.modes.split(",") if a.modes else [a.mode]
     for m in modes:
-        assert m in ("eager", "amp", "graph"), f"modes: eager, amp, graph (not {m})"
+        assert m in ("eager", "amp", "graph", "compiled"), f"modes: eager, amp, graph, compiled (not {m})"
     best = {}
     for m in modes:
         torch.manual_seed(a.seed)

@@ -65,7 +65,7 @@ usage:
                 [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
                                   gives the characters; no prompt: a random 40-character window)
   loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--min-seconds S]
-              [--rounds R] [--json F] [--csv F]
+              [--rounds R] [--graph auto|on|off] [--json F] [--csv F]
                                   time training steps per (model, batch, precision): samples/s,
                                   ms/step, GPU busy and utilisation, MFU, memory, power, samples/J;
                                   at least N steps (100) and S seconds (GPU 2, CPU 0) each; R rounds
@@ -115,6 +115,9 @@ input pipeline (default: the asynchronous loader, from host memory):
                       dynamic loss scaling)
   --channels-last     convolutions in NHWC (channels-last) memory format: with tf32 on a GPU, cuDNN's
                       tensor-core kernels then need no NCHW<->NHWC transposes
+  --graph auto|on|off the training step as one CUDA graph, replayed for every full batch (default
+                      auto: on the GPU when the step can be captured, else eager, saying why; on: a
+                      graph or an error; off: every kernel issued from the host). Evaluation too.
   --resident          no loader: keep the whole training set on the device, gather by index
   --synthetic[=KIND]  data of the model's shapes, generated once: random (the default; nothing to
                       learn, for benchmarks) or learnable (classes a model can tell apart)
@@ -145,7 +148,7 @@ Args parse(int argc, char** argv) {
                                               "prefetch", "pin-memory", "precision",
                                               "synthetic",  // --synthetic alone, or --synthetic=KIND
                                               "prompt", "length", "temperature", "steps", "warmup", "json",
-                                              "png", "sizes", "min-seconds", "rounds"};
+                                              "png", "sizes", "min-seconds", "rounds", "graph"};
   static const std::vector<std::string> flags{"busy", "no-nvml", "plain", "drop-last", "resident", "synthetic",
                                               "channels-last"};
   for (int i = 1; i < argc; ++i) {
@@ -238,13 +241,28 @@ tools::DataRequest data_request(const Args& a, const models::ModelInfo& info, bo
   return r;
 }
 
-// --precision: checked against the device, then set for the whole process.
-Precision apply_precision(const Args& a, Device dev) {
+// --precision, checked against the device (the trainer carries it; see core/precision.h).
+Precision parse_precision_for(const Args& a, Device dev) {
   Precision p = parse_precision(str_opt(a, "precision", "fp32"));
   std::string why = precision_unsupported(p, dev);
   if (!why.empty()) throw Error(why);
-  set_precision(p);
   return p;
+}
+
+// --precision and --graph as the trainer takes them.
+train::TrainerOptions trainer_options(const Args& a, Device dev) {
+  train::TrainerOptions o;
+  o.precision = parse_precision_for(a, dev);
+  o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
+  if (o.graph == train::GraphMode::On && !dev.is_cuda())
+    throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto or off)");
+  return o;
+}
+
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
 }
 
 std::string device_description(Device d) {
@@ -277,7 +295,8 @@ int cmd_train(const Args& a) {
   int64_t max_steps = int_opt(a, "max-steps", -1, 1);
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
   Device dev = pick_device(a);
-  const char* prec = precision_name(apply_precision(a, dev));
+  const train::TrainerOptions topt = trainer_options(a, dev);
+  const char* prec = precision_name(*topt.precision);
 
   bool resident = a.opts.count("resident") > 0;
   Data data = tools::load_data(data_request(a, info, info.recipe.augment, resident), dev);
@@ -307,9 +326,10 @@ int cmd_train(const Args& a) {
   // (Only a model with convolutions, 4-D weights, has a memory format to speak of.)
   std::vector<Tensor> params = model->parameters();
   bool has_conv = std::any_of(params.begin(), params.end(), [](const Tensor& p) { return p.dim() == 4; });
-  bool channels_last = has_conv && (a.opts.count("channels-last") > 0 || compute_dtype() != DType::f32);
+  bool channels_last = has_conv && (a.opts.count("channels-last") > 0 || compute_dtype(*topt.precision) != DType::f32);
   if (channels_last) model->set_memory_format(MemoryFormat::ChannelsLast);
   auto opt = models::make_optimizer(info.recipe, model->arena(), lr);
+  opt->set_decay(info.recipe.decay);
   int first_epoch = 1;
   if (!resume.empty()) {
     train::CheckpointMeta m = train::load_checkpoint(resume, *model, opt.get(), info.name);
@@ -324,9 +344,9 @@ int cmd_train(const Args& a) {
   std::printf("device  %s\n", device_description(dev).c_str());
   std::printf("data    %s\n", data.description.c_str());
   std::printf("input   %s\n", pipeline.c_str());
-  std::printf("recipe  %s lr %g, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt->name().c_str(), lr,
-              (long long)batch, epochs, (unsigned long long)seed, prec, channels_last ? ", channels-last" : "");
-  std::fflush(stdout);
+  std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt->name().c_str(), lr,
+              opt->decay() > 0 ? (", decay " + fmt_g(opt->decay()) + " per update").c_str() : "", (long long)batch,
+              epochs, (unsigned long long)seed, prec, channels_last ? ", channels-last" : "");
 
   instrument::MonitorOptions mopt;
   mopt.nvml = !a.opts.count("no-nvml");
@@ -345,11 +365,11 @@ int cmd_train(const Args& a) {
   adv.precision = prec;
   adv.batch = batch;
 
-  train::Trainer trainer(*model, *opt, dev);
+  train::Trainer trainer(*model, *opt, dev, topt);
+  std::printf("step    %s\n", trainer.step_mode().c_str());
+  std::fflush(stdout);
   trainer.hooks.monitor = &monitor;
   trainer.hooks.stop = &g_interrupted;
-  trainer.base_lr = lr;
-  trainer.lr_decay = info.recipe.decay;
   std::string trace_path = str_opt(a, "trace");
   if (a.opts.count("profile-steps") || !trace_path.empty()) {
     std::string ps = str_opt(a, "profile-steps", "10:19");
@@ -422,6 +442,7 @@ int cmd_train(const Args& a) {
       return 130;
     }
     bar.finish();
+    if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
     double t0 = train::now_seconds();
     st.test_acc = trainer.evaluate(data.test);
     st.eval_seconds = train::now_seconds() - t0;
@@ -501,13 +522,13 @@ int cmd_eval(const Args& a) {
   if (ck.empty()) throw Error("loupe eval needs --checkpoint PATH (written by loupe train --save PATH)");
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
-  apply_precision(a, dev);
+  const train::TrainerOptions topt = trainer_options(a, dev);
   Data data = tools::load_data(data_request(a, info, false, true), dev);
   std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);
   train::CheckpointMeta m = train::load_checkpoint(ck, *model, nullptr, info.name);
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);  // the trainer wants one; unused
-  train::Trainer trainer(*model, *opt, dev);
+  train::Trainer trainer(*model, *opt, dev, topt);
   double acc = trainer.evaluate(data.test);
   std::printf("%s after %d epochs, on %s: test accuracy %.2f%%\n", info.name.c_str(), m.epoch,
               data.description.c_str(), 100 * acc);
@@ -522,7 +543,7 @@ int cmd_generate(const Args& a) {
   if (ck.empty()) throw Error("loupe generate needs --checkpoint PATH (written by loupe train char_lstm --save PATH)");
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
-  apply_precision(a, dev);
+  PrecisionScope precision_scope(parse_precision_for(a, dev));
   Data data = tools::load_data(data_request(a, info, false, true), dev);  // the corpus gives the characters
   std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);
@@ -581,6 +602,9 @@ tools::BenchOptions bench_options(const Args& a, std::vector<std::string> models
   o.busy = a.opts.count("busy") > 0;
   o.channels_last = a.opts.count("channels-last") > 0;
   o.seed = uint64_t(int_opt(a, "seed", 1, 0));
+  o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
+  if (o.graph == train::GraphMode::On && !o.device.is_cuda())
+    throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto or off)");
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
   return o;
 }

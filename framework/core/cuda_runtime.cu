@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
@@ -30,9 +31,14 @@ std::string hint_for(cudaError_t e) {
   }
 }
 
+// cuBLAS's workspace, set once: with one of its own, cuBLAS never allocates inside a captured
+// graph (32 MiB: what NVIDIA recommends for Hopper).
+constexpr size_t kCublasWorkspace = size_t(32) << 20;
+
 struct State {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;
 };
 
 State& state() {
@@ -49,6 +55,8 @@ State& state() {
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     LOUPE_CUBLAS_CHECK(cublasCreate(&s.cublas));
     LOUPE_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
+    LOUPE_CUDA_CHECK(cudaMalloc(&s.cublas_workspace, kCublasWorkspace));
+    LOUPE_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
     // fp32 GEMMs stay in full fp32 (no TF32) unless a precision mode asks otherwise.
     LOUPE_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
   });
@@ -83,6 +91,9 @@ cudaStream_t stream() { return state().stream; }
 cublasHandle_t cublas() { return state().cublas; }
 
 namespace {
+__global__ void u64_set_kernel(uint64_t* w, uint64_t v) { *w = v; }
+__global__ void u64_add_kernel(uint64_t* w, uint64_t v) { *w += v; }
+
 cudaMemcpyKind memcpy_kind(CopyKind k) {
   return k == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
          : k == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
@@ -116,7 +127,16 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(e);
     return p;
   }
-  void free(void* p) override { LOUPE_CUDA_CHECK(cudaFreeAsync(p, stream())); }
+  void free(void* p) override {
+    cudaError_t e = cudaFreeAsync(p, stream());
+    if (e != cudaSuccess && capturing_) {
+      // A capture that failed part-way refuses stream work until it ends: free after it.
+      cudaGetLastError();
+      deferred_frees_.push_back(p);
+      return;
+    }
+    LOUPE_CUDA_CHECK(e);
+  }
   void* alloc_pinned(size_t bytes) override {
     void* p = nullptr;
     LOUPE_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
@@ -186,12 +206,92 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaStreamWaitEvent(pick(s), static_cast<cudaEvent_t>(e), 0));
   }
   void event_synchronize(void* e) override { LOUPE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+  void capture_begin() override {
+    LOUPE_CHECK(!capturing_, "a CUDA graph capture is already under way");
+    LOUPE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+  }
+  GraphCapture capture_end() override {
+    GraphCapture out;
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream(), &graph);
+    capturing_ = false;
+    if (e != cudaSuccess || !graph) {
+      out.error = std::string("the capture failed: ") + cudaGetErrorString(e);
+      cudaGetLastError();
+    }
+    // Tensors freed while a failed capture refused work: their memory is the pool's again now
+    // (or never existed, if they were allocated inside the capture).
+    for (void* p : deferred_frees_)
+      if (cudaFreeAsync(p, stream()) != cudaSuccess) cudaGetLastError();
+    deferred_frees_.clear();
+    if (!graph) return out;
+    size_t n = 0;
+    LOUPE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+    std::vector<cudaGraphNode_t> nodes(n);
+    if (n) LOUPE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+    out.nodes = int(n);
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType t;
+      LOUPE_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
+      out.kernels += t == cudaGraphNodeTypeKernel;
+      out.alloc_nodes += t == cudaGraphNodeTypeMemAlloc;
+      out.free_nodes += t == cudaGraphNodeTypeMemFree;
+    }
+    if (out.error.empty()) {
+      cudaGraphExec_t exec = nullptr;
+      e = cudaGraphInstantiate(&exec, graph, 0);
+      if (e == cudaSuccess) e = cudaGraphUpload(exec, stream());
+      if (e == cudaSuccess) {
+        out.exec = exec;
+      } else {
+        out.error = std::string("instantiating the graph failed: ") + cudaGetErrorString(e);
+        cudaGetLastError();
+        if (exec) cudaGraphExecDestroy(exec);
+      }
+    }
+    cudaGraphDestroy(graph);
+    return out;
+  }
+  void graph_launch(void* exec) override {
+    LOUPE_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), stream()));
+  }
+  void graph_destroy(void* exec) override {
+    LOUPE_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)));
+    int dev = 0;  // its memory back from the graphs' pool (loupe bench makes one graph per row)
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGraphMemTrim(dev));
+  }
+  size_t graph_bytes_in_use() override { return graph_attr(cudaGraphMemAttrUsedMemCurrent); }
+  size_t graph_peak_bytes() override { return graph_attr(cudaGraphMemAttrUsedMemHigh); }
+  void u64_set(void* w, uint64_t v) override {
+    u64_set_kernel<<<1, 1, 0, stream()>>>(static_cast<uint64_t*>(w), v);
+    LOUPE_CUDA_LAUNCH_CHECK();
+  }
+  void u64_add(void* w, uint64_t v) override {
+    u64_add_kernel<<<1, 1, 0, stream()>>>(static_cast<uint64_t*>(w), v);
+    LOUPE_CUDA_LAUNCH_CHECK();
+  }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }
   void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
   void reset_peak() override {
     uint64_t zero = 0;
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero));
+    int dev = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceSetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemHigh, &zero));
   }
+
+ private:
+  static size_t graph_attr(cudaGraphMemAttributeType a) {
+    uint64_t v = 0;
+    int dev = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetGraphMemAttribute(dev, a, &v));
+    return size_t(v);
+  }
+  bool capturing_ = false;
+  std::vector<void*> deferred_frees_;
 };
 
 Runtime g_runtime;

@@ -3,11 +3,20 @@
 // cuda_runtime.cu, which registers itself when loupe is built with CUDA.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace loupe {
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// What capture_end made of the recorded work.
+struct GraphCapture {
+  void* exec = nullptr;   // the instantiated graph, or null when the capture failed
+  std::string error;      // why it failed
+  int kernels = 0, nodes = 0;
+  int alloc_nodes = 0, free_nodes = 0;  // stream-ordered allocations made and freed inside
+};
 
 class CudaRuntime {
  public:
@@ -38,6 +47,22 @@ class CudaRuntime {
   virtual void event_synchronize(void* event) = 0;             // the host waits
   virtual bool event_done(void* event) = 0;                    // cudaEventQuery: never blocks
   virtual void event_destroy(void* event) = 0;
+  // CUDA graphs (train/step_graph.h). Between capture_begin and capture_end the calling thread's
+  // work on the compute stream is recorded, not run (thread-local capture mode: the loader's and
+  // NVML's threads go on as usual); capture_end instantiates and uploads the graph. A failed
+  // capture returns no graph and leaves the stream usable.
+  virtual void capture_begin() = 0;
+  virtual GraphCapture capture_end() = 0;
+  virtual void graph_launch(void* exec) = 0;  // on the compute stream
+  virtual void graph_destroy(void* exec) = 0;
+  // Device memory held by graphs' own allocations (their stream-ordered allocations), and its
+  // high-water mark since the last reset_peak().
+  virtual size_t graph_bytes_in_use() = 0;
+  virtual size_t graph_peak_bytes() = 0;
+  // A 64-bit word in device memory, set or advanced by a one-thread kernel on the compute stream
+  // (the value is the kernel's argument: no host memory, no wait).
+  virtual void u64_set(void* word, uint64_t value) = 0;
+  virtual void u64_add(void* word, uint64_t value) = 0;
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
   virtual void profiler_start() = 0;
   virtual void profiler_stop() = 0;

@@ -1,14 +1,12 @@
 #include "core/precision.h"
 
-#include <atomic>
-
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 
 namespace loupe {
 
 namespace {
-std::atomic<Precision> g_precision{Precision::FP32};
+thread_local Precision t_precision = Precision::FP32;
 }
 
 const char* precision_name(Precision p) {
@@ -29,7 +27,8 @@ Precision parse_precision(const std::string& name) {
   throw Error("--precision: unknown precision '" + name + "'; the choices are fp32, tf32, fp16 and bf16");
 }
 
-void set_precision(Precision p) { g_precision.store(p); }
+PrecisionScope::PrecisionScope(Precision p) : prev_(t_precision) { t_precision = p; }
+PrecisionScope::~PrecisionScope() { t_precision = prev_; }
 
 std::string precision_unsupported(Precision p, Device d) {
   if (p == Precision::FP32) return "";
@@ -43,11 +42,10 @@ std::string precision_unsupported(Precision p, Device d) {
   return "";
 }
 
-DType compute_dtype() {
-  Precision p = precision();
+DType compute_dtype(Precision p) {
   return p == Precision::FP16 ? DType::f16 : p == Precision::BF16 ? DType::bf16 : DType::f32;
 }
 
-Precision precision() { return g_precision.load(); }
+Precision precision() { return t_precision; }
 
 }  // namespace loupe

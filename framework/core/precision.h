@@ -1,4 +1,7 @@
-// The arithmetic precision of a run (--precision), process-wide.
+// The arithmetic precision of a run (--precision). It is carried by the trainer
+// (train::TrainerOptions::precision), which opens a PrecisionScope around its steps and its
+// evaluation; the ops read precision() when they choose cuBLAS's and cuDNN's math. There is no
+// process-wide setting: two trainers in one process (loupe bench) each keep their own.
 //  - fp32: IEEE float32 throughout; tensor cores are not used for float32 (cuBLAS default math,
 //    cuDNN FMA math).
 //  - tf32: float32 tensors, but cuBLAS GEMMs and cuDNN convolutions may round their inputs to
@@ -25,12 +28,24 @@ const char* precision_name(Precision p);  // "fp32", "tf32", "fp16", "bf16"
 // From a name; an unknown or unimplemented one is an Error naming the choices.
 Precision parse_precision(const std::string& name);
 
-void set_precision(Precision p);
+// The precision in effect on this thread: the innermost live PrecisionScope's, else fp32.
 Precision precision();
+// Sets this thread's precision while it lives (scopes nest; the previous one returns after it).
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p);
+  ~PrecisionScope();
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision prev_;
+};
 // Why precision p cannot run on device d ("" when it can): tf32, fp16 and bf16 are GPU modes;
 // tf32 and bf16 need compute capability 8.0, fp16 7.0 (tensor cores).
 std::string precision_unsupported(Precision p, Device d);
 // The dtype layers compute in: float16 for fp16, bfloat16 for bf16, else float32.
-DType compute_dtype();
+DType compute_dtype(Precision p);
+inline DType compute_dtype() { return compute_dtype(precision()); }
 
 }  // namespace loupe

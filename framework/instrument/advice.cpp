@@ -47,9 +47,12 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   else if (r.gpu_util_mean) util = *r.gpu_util_mean / 100;
 
   const bool gpu_bound = util && *util >= kGpuBound;
+  // Steps replayed from one CUDA graph: the host issues two calls a step, so it cannot be what
+  // bounds them (and the launch queue's back-pressure makes its issue time equal the step's).
+  const bool graphed = r.graph_steps && r.steps > 0 && *r.graph_steps * 2 >= double(r.steps);
   // A GPU that stayed busy hid the wait, so waiting for data is the bottleneck only when it did not.
   const bool data_bound = data_bound_seen && !gpu_bound;
-  const bool launch_bound = util && *util < kLaunchBound && wait && *wait < kDataBound &&
+  const bool launch_bound = !graphed && util && *util < kLaunchBound && wait && *wait < kDataBound &&
                             r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
 
@@ -69,11 +72,21 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   // numbers support, and how to measure it exactly.
   const bool host_issuing = wait && *wait < kDataBound && r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
-  if (!r.gpu_busy_share && util && *util >= kLaunchBound && !gpu_bound && host_issuing)
+  if (!graphed && !r.gpu_busy_share && util && *util >= kLaunchBound && !gpu_bound && host_issuing)
     out.push_back("probably launch-bound: the host spent " + pct(*r.issue_ms_p50 / *r.step_ms_p50) +
                   " of each step issuing work and NVML saw the GPU busy only " + pct(*util) +
                   " (an upper bound); --busy measures the GPU's busy time exactly; a larger --batch or CUDA graphs "
                   "would help");
+
+  // A graphed step whose GPU still idles: what is left is the GPU's own gaps between many small
+  // kernels (each graph node costs about a microsecond to start, and a small kernel fills few SMs).
+  if (graphed && util && !gpu_bound && !data_bound)
+    out.push_back("the step is one CUDA graph" +
+                  (r.graph_kernels ? " of " + std::to_string(int64_t(*r.graph_kernels)) + " kernels" : std::string()) +
+                  ", so the host does not bound it; the GPU was busy " + pct(*util) +
+                  (r.gpu_busy_share ? "" : " (NVML, an upper bound; --busy measures it)") +
+                  " and the rest is the gaps around small kernels: a larger --batch, or fewer and fused kernels, would "
+                  "help");
 
   if (!r.throttle.empty())
     out.push_back("the GPU throttled (" + r.throttle + "): its clocks were lowered, so step times and MFU "

@@ -122,7 +122,8 @@ void EpochMonitor::fill(EpochReport& r) {
     } else {
       r.peak_source = "no datasheet entry for " + name + " (run loupe peak)";
     }
-    r.alloc_peak_bytes = double(cuda_runtime()->peak_bytes_in_use());
+    // The pool's peak and the CUDA graphs' own allocations (two peaks added: an upper bound).
+    r.alloc_peak_bytes = double(cuda_runtime()->peak_bytes_in_use() + cuda_runtime()->graph_peak_bytes());
   } else {
     r.peak_source = "no peak table for CPUs";
   }

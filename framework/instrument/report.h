@@ -32,6 +32,10 @@ struct EpochReport {
   Opt issue_ms_p50, issue_ms_p95;            // host time to issue a step's work (enqueue only)
   Opt data_wait_ms_p50, data_wait_ms_p95;    // time the step waited for its batch
   Opt data_wait_share;                       // data wait / train wall time, 0..1
+  // How the steps ran: replayed from one CUDA graph (train/trainer.h) or issued from the host.
+  Opt graph_steps;                           // steps replayed from the graph (0: all eager)
+  Opt graph_kernels;                         // kernels in the step's graph (null: no graph)
+  std::string graph_why;                     // why steps ran eagerly ("" when the full batches were graphed)
 
   // Arithmetic (FLOPs counted analytically per op).
   Opt flops_per_sample;                      // forward + backward + update, per training sample
@@ -56,7 +60,7 @@ struct EpochReport {
   Opt gpu_busy_share;                        // busy / train wall time, 0..1
   std::string busy_why;
 
-  // Memory from loupe's allocator (the stream-ordered pool).
+  // Memory from loupe's allocator (the stream-ordered pool), plus the CUDA graphs' own memory.
   Opt alloc_peak_bytes;
 
   // The host process, from /proc.

@@ -29,6 +29,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(samples_per_sec); LOUPE_FIELD(step_ms_p50); LOUPE_FIELD(step_ms_p95);
   LOUPE_FIELD(issue_ms_p50); LOUPE_FIELD(issue_ms_p95); LOUPE_FIELD(data_wait_ms_p50);
   LOUPE_FIELD(data_wait_ms_p95); LOUPE_FIELD(data_wait_share);
+  LOUPE_FIELD(graph_steps); LOUPE_FIELD(graph_kernels); LOUPE_FIELD(graph_why);
   LOUPE_FIELD(flops_per_sample); LOUPE_FIELD(achieved_tflops); LOUPE_FIELD(peak_tflops);
   LOUPE_FIELD(peak_source); LOUPE_FIELD(mfu);
   LOUPE_FIELD(nvml_samples); LOUPE_FIELD(nvml_why); LOUPE_FIELD(gpu_util_mean); LOUPE_FIELD(gpu_util_max);
@@ -206,6 +207,12 @@ std::string epoch_line(const EpochReport& r) {
   // Line 3: the step and the host.
   o += "\n  step p50 " + or_na(r.step_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += " p95 " + or_na(r.step_ms_p95, [](double m) { return n3(m) + " ms"; });
+  if (r.graph_steps && *r.graph_steps > 0) {
+    o += "  CUDA graph " + fmt("%.0f", *r.graph_steps) + "/" + std::to_string(r.steps) + " steps";
+    if (r.graph_kernels) o += fmt(" (%.0f kernels)", *r.graph_kernels);
+  } else if (!r.graph_why.empty()) {
+    o += "  eager (" + r.graph_why + ")";
+  }
   o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += "  data wait " + or_na(r.data_wait_share, pct);
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });

@@ -10,13 +10,13 @@ namespace loupe {
 namespace {
 struct DropoutBackward : autograd::Node {
   float p;
-  uint64_t seed, offset;
+  RngDraw rng;
   MemoryFormat format;  // the mask follows the forward input's memory order
   const char* name() const override { return "DropoutBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gy = g[0].contiguous(format);
     Tensor gx = empty_like(gy);
-    kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, seed, offset);  // the same mask, regenerated
+    kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, rng);  // the same mask, regenerated
     instrument::add_flops(double(gy.numel()));
     return {gx};
   }
@@ -26,17 +26,15 @@ struct DropoutBackward : autograd::Node {
 Tensor dropout(const Tensor& x, double p, bool training) {
   LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
   if (!training || p == 0) return x;
-  Generator& gen = default_generator();
-  uint64_t seed = gen.seed, offset = gen.take(uint64_t(x.numel()));
+  RngDraw rng = default_generator().draw(uint64_t(x.numel()));
   Tensor xc = x.dense();  // the mask is drawn in memory order: any dense layout, kept
   Tensor y = empty_like(xc);
-  if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), seed, offset);
+  if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), rng);
   instrument::add_flops(double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<DropoutBackward>();
     n->p = float(p);
-    n->seed = seed;
-    n->offset = offset;
+    n->rng = rng;
     n->format = y.memory_format();
     autograd::record(n, {&x}, {&y});
   }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -12,8 +13,8 @@ namespace loupe {
 Tensor dropout(const Tensor& x, double p, bool training);
 
 struct DropoutKernels {
-  // out = keep(i) ? in * scale : 0; contiguous.
-  void (*apply)(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset);
+  // out = keep(i) ? in * scale : 0; contiguous. keep(i) reads counter r.offset (+ *r.base) + i / 4.
+  void (*apply)(const Tensor& out, const Tensor& in, float p, const RngDraw& r);
 };
 
 }  // namespace loupe

@@ -6,7 +6,9 @@
 namespace loupe {
 namespace {
 
-void apply(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset) {
+void apply(const Tensor& out, const Tensor& in, float p, const RngDraw& r) {
+  LOUPE_CHECK(!r.base, "dropout on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
+  const uint64_t seed = r.seed, offset = r.offset;
   cpu::dispatch_floating(in.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();

@@ -6,9 +6,12 @@
 namespace loupe {
 namespace {
 
+// The draw's first counter: inside a captured graph, offset is relative to the device word base.
+__device__ __forceinline__ uint64_t first_counter(const RngDraw& r) { return r.offset + (r.base ? *r.base : 0); }
+
 // One thread per group of four elements: one Philox call serves all four, as on the CPU.
-__global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, float scale, uint64_t seed,
-                               uint64_t offset) {
+__global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, float scale, RngDraw rng) {
+  const uint64_t seed = rng.seed, offset = first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
 #pragma unroll
@@ -20,8 +23,8 @@ __global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, flo
 }
 
 // The same mask as dropout_kernel, with one float4 load and store per group (aligned, n % 4 == 0).
-__global__ void dropout_kernel4(float4* o, const float4* x, int64_t n4, float p, float scale, uint64_t seed,
-                                uint64_t offset) {
+__global__ void dropout_kernel4(float4* o, const float4* x, int64_t n4, float p, float scale, RngDraw rng) {
+  const uint64_t seed = rng.seed, offset = first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
     float4 v = x[c];
@@ -39,7 +42,8 @@ struct alignas(4 * sizeof(T)) Pack4 {
 };
 
 template <class T>
-__global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float scale, uint64_t seed, uint64_t offset) {
+__global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float scale, RngDraw rng) {
+  const uint64_t seed = rng.seed, offset = first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
 #pragma unroll
@@ -51,8 +55,8 @@ __global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float sca
 }
 
 template <class T>
-__global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, float p, float scale, uint64_t seed,
-                                  uint64_t offset) {
+__global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, float p, float scale, RngDraw rng) {
+  const uint64_t seed = rng.seed, offset = first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
     Pack4<T> v = x[c], w;
@@ -64,33 +68,32 @@ __global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, fl
 }
 
 template <class T>
-void apply_t(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset) {
+void apply_t(const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
   int64_t n = in.numel();
   float scale = 1.f / (1.f - p);
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()}))
     dropout_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
-        static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale, seed,
-        offset);
+        static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale, rng);
   else
     dropout_kernel_t<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(
-        out.data<T>(), in.data<T>(), n, p, scale, seed, offset);
+        out.data<T>(), in.data<T>(), n, p, scale, rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void apply(const Tensor& out, const Tensor& in, float p, uint64_t seed, uint64_t offset) {
+void apply(const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
   cuda::require_float(in, "dropout");
-  if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, seed, offset);
-  if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, seed, offset);
+  if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, rng);
+  if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, rng);
   int64_t n = in.numel();
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()})) {
     dropout_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
         static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(in.data_ptr()), n / 4, p, 1.f / (1.f - p),
-        seed, offset);
+        rng);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   dropout_kernel<<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(
-      out.data<float>(), in.data<float>(), n, p, 1.f / (1.f - p), seed, offset);
+      out.data<float>(), in.data<float>(), n, p, 1.f / (1.f - p), rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

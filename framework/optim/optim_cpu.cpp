@@ -11,11 +11,15 @@ namespace {
 constexpr int64_t kGrain = 65536;
 
 // With a GradScaler, a step whose gradients overflowed leaves everything untouched.
-bool skipped(const float* scaler) { return scaler && scaler[kFoundInf] != 0.f; }
+bool skipped(const UpdateArgs& a) { return a.scaler && a.scaler[kFoundInf] != 0.f; }
 
-void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov, float wd,
-         const float* scaler) {
-  if (skipped(scaler)) return;
+// The update's learning rate, with Keras' decay over the updates issued before it.
+float lr_of(const UpdateArgs& a) { return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr); }
+
+void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
+         float wd) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pb = buf.data<float>();
@@ -31,8 +35,9 @@ void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float mo
   });
 }
 
-void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps, const float* scaler) {
-  if (skipped(scaler)) return;
+void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pv = v.data<float>();
@@ -44,15 +49,13 @@ void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float 
   });
 }
 
-void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamArgs& a, const float* scaler) {
-  if (skipped(scaler)) return;
-  const float lr = a.lr, b1 = a.beta1, b2 = a.beta2, eps = a.eps, wd = a.weight_decay;
-  float bias1 = a.bias1, bias2 = a.bias2;
-  if (scaler) {  // count only the steps that were applied
-    double t = double(a.step) - double(scaler[kSkipped]);
-    bias1 = float(1.0 - std::pow(a.beta1_d, t));
-    bias2 = float(1.0 - std::pow(a.beta2_d, t));
-  }
+void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
+          double beta2, float eps, float wd) {
+  if (skipped(a)) return;
+  // t: the updates applied so far, this one included (a GradScaler's skipped steps do not count).
+  double t = *a.count + 1.0 - (a.scaler ? double(a.scaler[kSkipped]) : 0.0);
+  const float lr = lr_of(a), b1 = float(beta1), b2 = float(beta2);
+  const float bias1 = float(1.0 - std::pow(beta1, t)), bias2 = float(1.0 - std::pow(beta2, t));
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pm = m.data<float>();
@@ -67,9 +70,10 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
   });
 }
 
-void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps,
-              const float* scaler) {
-  if (skipped(scaler)) return;
+void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a,
+              float rho, float eps) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pa = acc.data<float>();
@@ -83,6 +87,8 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
     }
   });
 }
+
+void count(const Tensor& c) { *c.data<double>() += 1.0; }
 
 void unscale(const Tensor& grads, const Tensor& state) {
   float* g = grads.data<float>();
@@ -107,7 +113,7 @@ void update(const Tensor& state, float growth, float backoff, int interval) {
 const ScalerKernels scaler_table{unscale, update};
 const RegisterBackend<ScalerKernels> scaler_reg(DeviceType::CPU, &scaler_table);
 
-const OptimKernels table{sgd, rmsprop, adam, adadelta};
+const OptimKernels table{sgd, rmsprop, adam, adadelta, count};
 const RegisterBackend<OptimKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

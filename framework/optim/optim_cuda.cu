@@ -7,11 +7,17 @@ namespace loupe::optim {
 namespace {
 
 // With a GradScaler, a step whose gradients overflowed leaves everything untouched.
-__device__ __forceinline__ bool skipped(const float* scaler) { return scaler && scaler[kFoundInf] != 0.f; }
+__device__ __forceinline__ bool skipped(const UpdateArgs& a) { return a.scaler && a.scaler[kFoundInf] != 0.f; }
 
-__global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, bool nesterov,
-                           float wd, const float* scaler) {
-  if (skipped(scaler)) return;
+// The update's learning rate, with Keras' decay over the updates issued before it (device count).
+__device__ __forceinline__ float lr_of(const UpdateArgs& a) {
+  return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr);
+}
+
+__global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, UpdateArgs a, float momentum,
+                           bool nesterov, float wd) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   LOUPE_KERNEL_LOOP(i, n) {
     float gi = g[i] + wd * p[i];
     if (momentum != 0.f) {
@@ -22,9 +28,9 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, floa
   }
 }
 
-__global__ void rmsprop_kernel(float* p, const float* g, float* v, int64_t n, float lr, float rho, float eps,
-                               const float* scaler) {
-  if (skipped(scaler)) return;
+__global__ void rmsprop_kernel(float* p, const float* g, float* v, int64_t n, UpdateArgs a, float rho, float eps) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   LOUPE_KERNEL_LOOP(i, n) {
     float gi = g[i];
     float vi = rho * v[i] + (1.f - rho) * gi * gi;
@@ -42,29 +48,27 @@ struct AdamStep {
   }
 };
 
-// The step's constants; with a scaler, the bias corrections for the steps actually applied.
-__device__ __forceinline__ AdamStep adam_step(AdamStep op, const AdamArgs& a, const float* scaler) {
-  if (scaler) {
-    double t = double(a.step) - double(scaler[kSkipped]);
-    op.bias1 = float(1.0 - pow(a.beta1_d, t));
-    op.bias2 = float(1.0 - pow(a.beta2_d, t));
-  }
-  return op;
+// The step's constants: the bias corrections for t = the updates applied so far, this one included
+// (a GradScaler's skipped steps do not count), in double as the host computed them before.
+__device__ __forceinline__ AdamStep adam_step(const UpdateArgs& a, double beta1, double beta2, float eps, float wd) {
+  double t = *a.count + 1.0 - (a.scaler ? double(a.scaler[kSkipped]) : 0.0);
+  return AdamStep{lr_of(a), float(beta1), float(beta2), eps, float(1.0 - pow(beta1, t)), float(1.0 - pow(beta2, t)),
+                  wd};
 }
 
-__global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, AdamStep op, AdamArgs a,
-                            const float* scaler) {
-  if (skipped(scaler)) return;
-  op = adam_step(op, a, scaler);
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, UpdateArgs a, double beta1,
+                            double beta2, float eps, float wd) {
+  if (skipped(a)) return;
+  const AdamStep op = adam_step(a, beta1, beta2, eps, wd);
   LOUPE_KERNEL_LOOP(i, n) op(p[i], g[i], m[i], v[i]);
 }
 
 // The same, four elements a thread through 16-byte loads (the update is memory-bound: imdb_fasttext
 // moves 1.7 GB a step through it); the last n % 4 elements one a thread.
-__global__ void adam_kernel4(float* p, const float* g, float* m, float* v, int64_t n, AdamStep op, AdamArgs a,
-                             const float* scaler) {
-  if (skipped(scaler)) return;
-  op = adam_step(op, a, scaler);
+__global__ void adam_kernel4(float* p, const float* g, float* m, float* v, int64_t n, UpdateArgs a, double beta1,
+                             double beta2, float eps, float wd) {
+  if (skipped(a)) return;
+  const AdamStep op = adam_step(a, beta1, beta2, eps, wd);
   int64_t n4 = n / 4;
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 P = reinterpret_cast<float4*>(p)[i], M = reinterpret_cast<float4*>(m)[i];
@@ -82,53 +86,60 @@ __global__ void adam_kernel4(float* p, const float* g, float* m, float* v, int64
   if (t < n) op(p[t], g[t], m[t], v[t]);
 }
 
-void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov, float wd,
-         const float* scaler) {
+void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
+         float wd) {
   int64_t n = p.numel();
-  sgd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
-      p.data<float>(), g.data<float>(), buf.data<float>(), n, lr, momentum, nesterov, wd, scaler);
+  sgd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(p.data<float>(), g.data<float>(),
+                                                                        buf.data<float>(), n, a, momentum, nesterov, wd);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps, const float* scaler) {
+void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
   int64_t n = p.numel();
   rmsprop_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(p.data<float>(), g.data<float>(),
-                                                                            v.data<float>(), n, lr, rho, eps, scaler);
+                                                                            v.data<float>(), n, a, rho, eps);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamArgs& a,
-          const float* scaler) {
+void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
+          double beta2, float eps, float wd) {
   int64_t n = p.numel();
-  AdamStep op{a.lr, a.beta1, a.beta2, a.eps, a.bias1, a.bias2, a.weight_decay};
   if (cuda::vec4_ok(4, {p.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr()})) {
     adam_kernel4<<<cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, cuda::stream()>>>(
-        p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, op, a, scaler);
+        p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, a, beta1, beta2, eps, wd);
   } else {
     adam_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
-        p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, op, a, scaler);
+        p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, a, beta1, beta2, eps, wd);
   }
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-__global__ void adadelta_kernel(float* p, const float* g, float* acc, float* delta, int64_t n, float lr, float rho,
-                                float eps, const float* scaler) {
-  if (skipped(scaler)) return;
+__global__ void adadelta_kernel(float* p, const float* g, float* acc, float* delta, int64_t n, UpdateArgs a, float rho,
+                                float eps) {
+  if (skipped(a)) return;
+  const float lr = lr_of(a);
   LOUPE_KERNEL_LOOP(i, n) {
     float gi = g[i];
-    float a = rho * acc[i] + (1.f - rho) * gi * gi;
-    float u = gi * sqrtf(delta[i] + eps) / sqrtf(a + eps);
-    acc[i] = a;
+    float ai = rho * acc[i] + (1.f - rho) * gi * gi;
+    float u = gi * sqrtf(delta[i] + eps) / sqrtf(ai + eps);
+    acc[i] = ai;
     delta[i] = rho * delta[i] + (1.f - rho) * u * u;
     p[i] -= lr * u;
   }
 }
 
-void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho, float eps,
-              const float* scaler) {
+void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a, float rho,
+              float eps) {
   int64_t n = p.numel();
   adadelta_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
-      p.data<float>(), g.data<float>(), acc.data<float>(), delta.data<float>(), n, lr, rho, eps, scaler);
+      p.data<float>(), g.data<float>(), acc.data<float>(), delta.data<float>(), n, a, rho, eps);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+__global__ void count_kernel(double* c) { *c += 1.0; }
+
+void count(const Tensor& c) {
+  count_kernel<<<1, 1, 0, cuda::stream()>>>(c.data<double>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -172,7 +183,7 @@ void update(const Tensor& state, float growth, float backoff, int interval) {
 const ScalerKernels scaler_table{unscale, update};
 const RegisterBackend<ScalerKernels> scaler_reg(DeviceType::CUDA, &scaler_table);
 
-const OptimKernels table{sgd, rmsprop, adam, adadelta};
+const OptimKernels table{sgd, rmsprop, adam, adadelta, count};
 const RegisterBackend<OptimKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -7,16 +7,53 @@
 
 namespace loupe::optim {
 
-const float* Optimizer::scaler_state() const {
-  if (!scaler_) return nullptr;
-  LOUPE_CHECK(scaler_->state().device() == arena_.device(), "the GradScaler is on ", scaler_->state().device().str(),
-              ", the parameters on ", arena_.device().str());
-  return scaler_->state().data<float>();
-}
+Optimizer::Optimizer(nn::ParameterArena& arena)
+    : arena_(arena), count_(zeros(Shape{1}, DType::f64, arena.device())) {}
 
 Tensor& Optimizer::add_state(const std::string& name) {
   state_.emplace_back(name, zeros(arena_.values().shape(), DType::f32, arena_.device()));
   return state_.back().second;
+}
+
+void Optimizer::set_decay(double d) {
+  LOUPE_CHECK(d >= 0 && std::isfinite(d), "the lr decay must be a finite number >= 0, got ", d);
+  decay_ = d;
+}
+
+void Optimizer::set_steps(int64_t s) {
+  LOUPE_CHECK(s >= 0, "an optimizer's step count cannot be negative, got ", s);
+  steps_ = s;
+  count_stale_ = true;
+}
+
+UpdateArgs Optimizer::begin_update(bool reads_count) {
+  UpdateArgs a;
+  a.lr = lr_;
+  a.decay = decay_;
+  count_this_step_ = reads_count || decay_ != 0;
+  if (count_this_step_) {
+    // The count is kept on the device only by optimizers that read it; one that starts reading
+    // it (or a restored count) is brought up to the host's first, with the value as a kernel
+    // argument: no host wait (in the eager steps before any capture, so never baked into a graph).
+    if (count_stale_) fill_(count_, double(steps_));
+    count_stale_ = false;
+    a.count = count_.data<double>();
+  } else {
+    count_stale_ = true;
+  }
+  if (scaler_) {
+    LOUPE_CHECK(scaler_->state().device() == arena_.device(), "the GradScaler is on ",
+                scaler_->state().device().str(), ", the parameters on ", arena_.device().str());
+    a.scaler = scaler_->state().data<float>();
+  }
+  ++steps_;
+  return a;
+}
+
+void Optimizer::end_update(double flops_per_parameter) {
+  if (count_this_step_) kernels<OptimKernels>(arena_.device()).count(count_);
+  arena_.refresh_compute_copy();
+  instrument::add_flops(flops_per_parameter * double(arena_.num_parameters()));
 }
 
 SGD::SGD(nn::ParameterArena& arena, double lr, double momentum, bool nesterov, double weight_decay)
@@ -27,13 +64,10 @@ SGD::SGD(nn::ParameterArena& arena, double lr, double momentum, bool nesterov, d
 }
 
 void SGD::step() {
-  ++steps_;
+  UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .sgd(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(momentum_), nesterov_,
-           float(weight_decay_), scaler_state());
-  arena_.refresh_compute_copy();
-  double per = 2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0);
-  instrument::add_flops(per * double(arena_.num_parameters()));
+      .sgd(arena_.values(), arena_.grads(), state_[0].second, a, float(momentum_), nesterov_, float(weight_decay_));
+  end_update(2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0));
 }
 
 RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
@@ -43,12 +77,10 @@ RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
 }
 
 void RMSprop::step() {
-  ++steps_;
+  UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, float(lr_), float(rho_), float(eps_),
-               scaler_state());
-  arena_.refresh_compute_copy();
-  instrument::add_flops(6.0 * double(arena_.num_parameters()));
+      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, a, float(rho_), float(eps_));
+  end_update(6.0);
 }
 
 Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, double eps, double weight_decay)
@@ -59,24 +91,11 @@ Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, dou
 }
 
 void Adam::step() {
-  ++steps_;
-  // The bias corrections depend only on the host's step count: no device read-back (with a
-  // scaler the kernel subtracts the skipped steps it reads on the device).
-  AdamArgs a;
-  a.lr = float(lr_);
-  a.beta1 = float(beta1_);
-  a.beta2 = float(beta2_);
-  a.eps = float(eps_);
-  a.weight_decay = float(weight_decay_);
-  a.bias1 = float(1.0 - std::pow(beta1_, double(steps_)));
-  a.bias2 = float(1.0 - std::pow(beta2_, double(steps_)));
-  a.step = steps_;
-  a.beta1_d = beta1_;
-  a.beta2_d = beta2_;
+  UpdateArgs a = begin_update(true);  // the bias corrections need the step count
   kernels<OptimKernels>(arena_.device())
-      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, scaler_state());
-  arena_.refresh_compute_copy();
-  instrument::add_flops(12.0 * double(arena_.num_parameters()));
+      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, beta1_, beta2_, float(eps_),
+            float(weight_decay_));
+  end_update(12.0);
 }
 
 Adadelta::Adadelta(nn::ParameterArena& arena, double lr, double rho, double eps)
@@ -87,12 +106,10 @@ Adadelta::Adadelta(nn::ParameterArena& arena, double lr, double rho, double eps)
 }
 
 void Adadelta::step() {
-  ++steps_;
+  UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, float(lr_), float(rho_),
-                float(eps_), scaler_state());
-  arena_.refresh_compute_copy();
-  instrument::add_flops(14.0 * double(arena_.num_parameters()));
+      .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, float(rho_), float(eps_));
+  end_update(14.0);
 }
 
 }  // namespace loupe::optim

@@ -10,31 +10,57 @@
 
 namespace loupe::optim {
 
+// What every update kernel reads besides its tensors (all device pointers on the kernel's device).
+struct UpdateArgs {
+  double lr = 0, decay = 0;       // the update's lr is lr / (1 + decay * *count) (decay 0: lr)
+  const double* count = nullptr;  // updates issued before this one; read when decay != 0, and by Adam
+  const float* scaler = nullptr;  // a GradScaler's state or null: skip everything while found_inf is set
+};
+
 class Optimizer {
  public:
-  explicit Optimizer(nn::ParameterArena& arena) : arena_(arena) {}
+  explicit Optimizer(nn::ParameterArena& arena);
   virtual ~Optimizer() = default;
+  // One update over the whole arena. Everything that changes from step to step (the step count
+  // behind Adam's bias corrections and the lr decay, the GradScaler's skip) is read on the device,
+  // so a captured step replays as the next eager step would run.
   virtual void step() = 0;
   virtual std::string name() const = 0;
   void zero_grad() { arena_.zero_grad(); }
   // Skips each update on the device while the GradScaler's found_inf flag is set (null: never),
   // without the host waiting for the flag; Adam then counts only the steps that were applied.
   void set_scaler(const GradScaler* s) { scaler_ = s; }
-  double lr() const { return lr_; }
+  double lr() const { return lr_; }  // the base learning rate
   void set_lr(double lr) { lr_ = lr; }
-  int64_t steps() const { return steps_; }
+  // Keras' time-based decay: each update uses lr / (1 + decay * updates before it).
+  double decay() const { return decay_; }
+  void set_decay(double d);
+  double current_lr() const { return lr_ / (1.0 + decay_ * double(steps_)); }  // for the next update
+  int64_t steps() const { return steps_; }  // updates issued (skipped ones included)
+  void set_steps(int64_t s);
+  // The host's count alone, for updates that a CUDA graph replays: the graph's own kernels keep
+  // the device's count (train/trainer.cpp).
+  void set_host_steps(int64_t s) { steps_ = s; }
   // State buffers (arena-shaped) by name, for checkpoints; restore with the same names.
   std::vector<std::pair<std::string, Tensor>> state() const { return state_; }
-  void set_steps(int64_t s) { steps_ = s; }
 
  protected:
   Tensor& add_state(const std::string& name);
-  const float* scaler_state() const;  // the scaler's device state, or null
+  // The arguments every update kernel reads; counts the update (host and, where a kernel reads
+  // it, device). Call once per step(), before launching the update.
+  UpdateArgs begin_update(bool reads_count);
+  // After the update: the device count follows the host's, and the 16-bit compute copy the update.
+  void end_update(double flops_per_parameter);
   nn::ParameterArena& arena_;
   const GradScaler* scaler_ = nullptr;
-  double lr_ = 1e-3;
+  double lr_ = 1e-3, decay_ = 0;
   int64_t steps_ = 0;
   std::vector<std::pair<std::string, Tensor>> state_;
+
+ private:
+  Tensor count_;              // float64 [1] on the arena's device: updates issued before the current one
+  bool count_stale_ = false;  // the device count lags the host's (set_steps, or not kept up)
+  bool count_this_step_ = false;
 };
 
 // PyTorch's SGD: buf = momentum * buf + g; g' = nesterov ? g + momentum * buf : buf; p -= lr * g'.
@@ -80,25 +106,16 @@ class Adadelta : public Optimizer {
   double rho_, eps_;
 };
 
-// `scaler`: a GradScaler's state on the kernel's device, or null. When set, the kernel leaves
-// everything untouched if scaler[kFoundInf] != 0.
-struct AdamArgs {
-  float lr, beta1, beta2, eps, weight_decay;
-  float bias1, bias2;  // 1 - beta^t for the host's step count t (used without a scaler)
-  // With a scaler, the kernel computes the corrections itself for t = step - scaler[kSkipped]
-  // (the steps skipped before this one), in double as the host does.
-  int64_t step;
-  double beta1_d, beta2_d;
-};
 struct OptimKernels {
-  void (*sgd)(const Tensor& p, const Tensor& g, const Tensor& buf, float lr, float momentum, bool nesterov,
-              float weight_decay, const float* scaler);
-  void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, float lr, float rho, float eps,
-                  const float* scaler);
-  void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamArgs& a,
-               const float* scaler);
-  void (*adadelta)(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, float lr, float rho,
-                   float eps, const float* scaler);
+  void (*sgd)(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
+              float weight_decay);
+  void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps);
+  // Adam's bias corrections for t = *count + 1 - (with a scaler) the steps it skipped, in double.
+  void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
+               double beta2, float eps, float weight_decay);
+  void (*adadelta)(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a,
+                   float rho, float eps);
+  void (*count)(const Tensor& c);  // c[0] += 1 (float64)
 };
 
 }  // namespace loupe::optim

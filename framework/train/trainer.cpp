@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
-#include "core/precision.h"
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
@@ -23,6 +22,55 @@ double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+GraphMode parse_graph_mode(const std::string& s) {
+  if (s == "auto") return GraphMode::Auto;
+  if (s == "on") return GraphMode::On;
+  if (s == "off") return GraphMode::Off;
+  throw Error("--graph takes auto, on or off, got '" + s + "'");
+}
+
+const char* graph_mode_name(GraphMode m) { return m == GraphMode::Auto ? "auto" : m == GraphMode::On ? "on" : "off"; }
+
+Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, TrainerOptions o)
+    : model_(model), opt_(opt), device_(device), options_(o), precision_(o.precision.value_or(loupe::precision())) {
+  std::string why = precision_unsupported(precision_, device);
+  if (!why.empty()) throw Error(why);
+  if (precision_ == Precision::FP16) {
+    scaler_ = std::make_unique<optim::GradScaler>(device);
+    opt_.set_scaler(scaler_.get());
+  }
+  // fp16/bf16: the 16-bit copy of the weights that the layers read, refreshed once per update
+  // (one kernel) rather than cast per weight per use. LOUPE_COMPUTE_COPY=0 casts on the fly, for
+  // comparison.
+  const char* env = std::getenv("LOUPE_COMPUTE_COPY");
+  const DType cd = compute_dtype(precision_);
+  if (cd != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
+    model_.arena().enable_compute_copy(cd, model_.float32_parameters());
+  if (o.graph == GraphMode::Off) {
+    eager_why_ = "--graph off";
+  } else if (!device.is_cuda()) {
+    if (o.graph == GraphMode::On)
+      throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto "
+                  "or off)");
+    eager_why_ = "CUDA graphs are a GPU feature";
+  } else {
+    graphs_ = eval_graphs_ = true;
+  }
+  eval_eager_why_ = eager_why_;
+  LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
+}
+
+Trainer::~Trainer() {
+  if (scaler_) opt_.set_scaler(nullptr);
+}
+
+std::string Trainer::step_mode() const {
+  if (!graphs_) return "eager: " + eager_why_;
+  return "CUDA graph from full batch " + std::to_string(options_.graph_warmup + 1) + " (--graph " +
+         graph_mode_name(options_.graph) + "; the " + std::to_string(options_.graph_warmup) +
+         " before it and each epoch's last, partial batch eagerly)";
+}
+
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps,
                                 bool cycle) {
   int64_t n = data.size();
@@ -32,18 +80,24 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   int64_t total = (n + batch - 1) / batch, start = 0;
   LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
   if (max_steps >= 0) total = cycle ? max_steps : std::min(total, max_steps);
-  auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
+  Source src;
+  src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
     if (start >= n && cycle) start = 0;
     if (start >= n) return false;
     int64_t end = std::min(n, start + batch);
-    Tensor idx = perm.slice(0, start, end);
-    x = index_select(data.x, idx, DType::f32, data.x_scale);
-    y = index_select(data.y, idx, DType::i32);
+    raw = {perm.slice(0, start, end)};
     b = end - start;
     start = end;
     return true;
   };
-  return run_epoch(epoch, total, next, [] {});
+  src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) {
+    x = index_select(data.x, raw[0], DType::f32, data.x_scale);
+    y = index_select(data.y, raw[0], DType::i32);
+  };
+  src.done = [] {};
+  src.full_batch = batch;
+  src.key = data.x.data_ptr();
+  return run_epoch(epoch, total, src);
 }
 
 EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_steps) {
@@ -53,32 +107,21 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
   int64_t total = dl.batches_per_epoch();
   if (max_steps >= 0) total = std::min(total, max_steps);
   loader::Batch batch;
-  auto next = [&](Tensor& x, Tensor& y, int64_t& b) {
+  Source src;
+  src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
     if (!dl.next(batch)) return false;
-    x = batch.x;
-    y = batch.y;
+    raw = {batch.x, batch.y};
     b = batch.size;
     return true;
   };
-  return run_epoch(epoch, total, next, [&] { dl.release(batch); });
-}
-
-Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device)
-    : model_(model), opt_(opt), device_(device) {
-  if (precision() == Precision::FP16) {
-    scaler_ = std::make_unique<optim::GradScaler>(device);
-    opt_.set_scaler(scaler_.get());
-  }
-  // fp16/bf16: the 16-bit copy of the weights that the layers read, refreshed once per update
-  // (one kernel) rather than cast per weight per use. LOUPE_COMPUTE_COPY=0 casts on the fly, for
-  // comparison.
-  const char* env = std::getenv("LOUPE_COMPUTE_COPY");
-  if (compute_dtype() != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
-    model_.arena().enable_compute_copy(compute_dtype(), model_.float32_parameters());
-}
-
-Trainer::~Trainer() {
-  if (scaler_) opt_.set_scaler(nullptr);
+  src.stage = [](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) {
+    x = raw[0];
+    y = raw[1];
+  };
+  src.done = [&] { dl.release(batch); };
+  src.full_batch = dl.options().batch;
+  src.key = &dl;
+  return run_epoch(epoch, total, src);
 }
 
 namespace {
@@ -99,9 +142,109 @@ Tensor loss_for(const Tensor& logits, const Tensor& targets) {
 Tensor correct_for(const Tensor& logits, const Tensor& targets) {
   return count_correct(is_binary(logits) ? logits.flatten(0) : logits, targets);
 }
+
+// The scalar accumulator t, made on first use and zeroed after (its address stays: graphs add into it).
+void reset_sum(Tensor& t, Device d) {
+  if (!t.defined()) t = zeros(Shape{}, DType::f32, d);
+  else fill_(t, 0.0);
+}
 }  // namespace
 
-EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_batch, const std::function<void()>& done) {
+void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
+  Tensor x, y, logits, loss;
+  stage(raw, x, y);
+  {
+    instrument::NvtxRange r("forward");
+    opt_.zero_grad();
+    logits = model_(x);
+    if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
+    y = targets_for(logits, y);
+    loss = loss_for(logits, y);
+  }
+  {
+    instrument::NvtxRange r("backward");
+    (scaler_ ? scaler_->scale(loss) : loss).backward();
+  }
+  {
+    instrument::NvtxRange r("optimizer");
+    if (scaler_) scaler_->unscale_(model_.arena().grads());
+    opt_.step();
+    if (scaler_) scaler_->update();
+  }
+  NoGradGuard g;
+  add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
+  add_(correct_, correct_for(logits.detach(), y));
+}
+
+bool Trainer::Graphed::prepare(const std::vector<Tensor>& in, const void* k, int64_t b) {
+  bool same = k == key && b == batch && in.size() == raw.size();
+  for (size_t i = 0; same && i < in.size(); ++i)
+    same = in[i].shape() == raw[i].shape() && in[i].dtype() == raw[i].dtype();
+  if (same) return false;
+  graph.reset();
+  raw.clear();
+  for (const Tensor& t : in) raw.push_back(empty(t.shape(), t.dtype(), t.device()));
+  key = k;
+  batch = b;
+  warm = 0;
+  return true;
+}
+
+void Trainer::graph_failed(const std::string& why, bool training, EpochStats* st) {
+  const char* what = training ? "training step" : "evaluation step";
+  if (options_.graph == GraphMode::On)
+    throw Error(std::string("--graph on: the ") + what + " cannot be captured as a CUDA graph: " + why);
+  (training ? graphs_ : eval_graphs_) = false;
+  (training ? eager_why_ : eval_eager_why_) = "the CUDA graph capture failed (" + why + ")";
+  if (st)
+    st->graph_event = "the CUDA graph capture failed at step " + std::to_string(global_step_) + ": " + why +
+                      "; every step runs eagerly from here";
+}
+
+bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std::function<void()>& step, double& flops,
+                           EpochStats* st) {
+  const bool training = &g == &train_graph_;
+  for (size_t i = 0; i < raw.size(); ++i) copy_(g.raw[i], raw[i]);  // into the buffers the graph reads
+  if (!g.graph.ready()) {
+    double f0 = instrument::flops_counted();
+    if (g.warm < options_.graph_warmup) {  // eager, on the same buffers as the capture
+      ++g.warm;
+      step();
+      flops = instrument::flops_counted() - f0;
+      return true;
+    }
+    const int64_t steps0 = opt_.steps();
+    std::string why;
+    bool ok = g.graph.capture(device_, step, &why);
+    // The capture ran the host code once and nothing on the device: undo what it counted, and
+    // let the replay below count the step as every replay does.
+    g.flops = instrument::flops_counted() - f0;
+    instrument::add_flops(-g.flops);
+    opt_.set_host_steps(steps0);
+    if (!ok) {
+      graph_failed(why, training, st);
+      return false;
+    }
+    if (st && training)
+      st->graph_event = "CUDA graph captured at step " + std::to_string(global_step_) + " (" +
+                        std::to_string(g.graph.kernels()) + " kernels)";
+  }
+  {
+    instrument::NvtxRange r("graph replay");
+    g.graph.replay();
+  }
+  instrument::add_flops(g.flops);
+  if (training) opt_.set_host_steps(opt_.steps() + 1);  // the graph's own kernels count on the device
+  flops = g.flops;
+  if (st) {
+    ++st->graph_steps;
+    st->graph_kernels = g.graph.kernels();
+  }
+  return true;
+}
+
+EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
+  PrecisionScope precision_scope(precision_);
   EpochStats st;
   st.epoch = epoch;
   model_.train();
@@ -110,7 +253,8 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
   instrument::EpochMonitor* mon = hooks.monitor;
   if (mon) mon->begin_epoch();
   double t0 = now_seconds();
-  Tensor loss_sum = zeros(Shape{}, DType::f32, device_), correct = zeros(Shape{}, DType::f32, device_);
+  reset_sum(loss_sum_, device_);
+  reset_sum(correct_, device_);
   auto [prof_first, prof_last] = hooks.profile_steps;
   // The running loss for the progress bar: an asynchronous copy into pinned memory, polled.
   Tensor peek = hooks.on_step ? empty_pinned(Shape{}, DType::f32) : Tensor();
@@ -133,44 +277,31 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
     {
       instrument::NvtxRange step_range("step");
       if (mon) mon->step_begin();
-      Tensor x, y;
+      std::vector<Tensor> raw;
       bool more;
       {
         instrument::NvtxRange r("data");
-        more = next_batch(x, y, b);
+        more = src.next(raw, b);
       }
       if (!more) {
         --global_step_;
         break;
       }
       if (mon) mon->data_ready();
-      if (lr_decay > 0) opt_.set_lr(base_lr / (1.0 + lr_decay * double(opt_.steps())));  // host arithmetic only
-      double f0 = instrument::flops_counted();
-      Tensor logits, loss;
-      {
-        instrument::NvtxRange r("forward");
-        opt_.zero_grad();
-        logits = model_(x);
-        if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
-        y = targets_for(logits, y);
-        loss = loss_for(logits, y);
+      double step_flops = 0;
+      bool graphed = false;
+      if (graphs_ && b == src.full_batch) {
+        train_graph_.prepare(raw, src.key, b);
+        graphed = graphed_step(
+            train_graph_, raw, [&] { train_step(train_graph_.raw, b, src.stage); }, step_flops, &st);
       }
-      {
-        instrument::NvtxRange r("backward");
-        (scaler_ ? scaler_->scale(loss) : loss).backward();
+      if (!graphed) {
+        double f0 = instrument::flops_counted();
+        train_step(raw, b, src.stage);
+        step_flops = instrument::flops_counted() - f0;
       }
-      {
-        instrument::NvtxRange r("optimizer");
-        if (scaler_) scaler_->unscale_(model_.arena().grads());
-        opt_.step();
-        if (scaler_) scaler_->update();
-      }
-      double step_flops = instrument::flops_counted() - f0;
-      NoGradGuard g;
-      add_(loss_sum, loss, double(b));  // on the device: no read-back inside the step
-      add_(correct, correct_for(logits.detach(), y));
       if (mon) mon->step_issued(step_flops);
-      done();
+      src.done();
     }
     st.steps++;
     st.samples += b;
@@ -182,7 +313,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
       double now = now_seconds();
       if (!device_.is_cuda()) {
         if (now - peek_time > 0.2) {  // host memory: a plain read
-          running_loss = loss_sum.item() / double(st.samples);
+          running_loss = loss_sum_.item() / double(st.samples);
           peek_time = now;
         }
       } else {
@@ -192,7 +323,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
           peek_event = nullptr;
         }
         if (!peek_event && now - peek_time > 0.2) {
-          cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum.data_ptr(), sizeof(float),
+          cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum_.data_ptr(), sizeof(float),
                                         CopyKind::DeviceToHost);
           peek_event = cuda_runtime()->event_record_on(nullptr);
           peek_samples = st.samples;
@@ -205,38 +336,52 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, const NextBatch& next_ba
   if (peek_event) cuda_runtime()->event_destroy(peek_event);
   instrument::set_current_step(-1);
   // The one read-back of the epoch (it waits for the GPU to finish).
-  st.train_loss = loss_sum.item() / double(st.samples);
-  st.train_acc = correct.item() / double(st.samples);
+  st.train_loss = st.samples ? loss_sum_.item() / double(st.samples) : 0.0;
+  st.train_acc = st.samples ? correct_.item() / double(st.samples) : 0.0;
   if (scaler_) {  // after the read-back above: no further wait
     std::vector<float> s = scaler_->state().to_vector<float>();
     st.loss_scale = s[optim::kScale];
     st.skipped_steps = int64_t(s[optim::kSkipped]) - skipped_before_;
     skipped_before_ = int64_t(s[optim::kSkipped]);
   }
+  if (train_graph_.graph.ready()) st.graph_kernels = train_graph_.graph.kernels();
+  if (!graphs_) st.graph_why = eager_why_;
   st.train_seconds = now_seconds() - t0;
   if (mon) mon->end_train();
   return st;
 }
 
+void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
+  Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
+  Tensor y = index_select(data.y, idx, DType::i32);
+  Tensor logits = model_(x);
+  if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
+  add_(eval_correct_, correct_for(logits, targets_for(logits, y)));
+}
+
 double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
+  PrecisionScope precision_scope(precision_);
   instrument::NvtxRange range("evaluation");
   NoGradGuard g;
   model_.eval();
   int64_t n = data.size();
-  Tensor correct = zeros(Shape{}, DType::f32, device_);
+  reset_sum(eval_correct_, device_);
   std::vector<int32_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
   Tensor all = from_vector(order, Shape{n}, device_);
   for (int64_t start = 0; start < n; start += batch) {
-    Tensor idx = all.slice(0, start, std::min(n, start + batch));
-    Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
-    Tensor y = index_select(data.y, idx, DType::i32);
-    Tensor logits = model_(x);
-    if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
-    add_(correct, correct_for(logits, targets_for(logits, y)));
+    std::vector<Tensor> raw{all.slice(0, start, std::min(n, start + batch))};
+    const int64_t b = raw[0].size(0);
+    bool graphed = false;
+    if (eval_graphs_ && b == batch) {
+      eval_graph_.prepare(raw, data.x.data_ptr(), b);
+      double flops = 0;
+      graphed = graphed_step(eval_graph_, raw, [&] { eval_step(eval_graph_.raw[0], data); }, flops, nullptr);
+    }
+    if (!graphed) eval_step(raw[0], data);
   }
   model_.train();
-  return n ? correct.item() / double(n) : 0.0;
+  return n ? eval_correct_.item() / double(n) : 0.0;
 }
 
 }  // namespace loupe::train

@@ -1,6 +1,7 @@
-// The training loop: data resident on the device, one step = gather batch -> forward -> loss ->
-// backward -> fused update, with no host synchronisation inside a step (DESIGN.md principle 3).
-// Loss sums and correct counts accumulate on the device and are read once per epoch.
+// The training loop: one step = gather batch -> forward -> loss -> backward -> fused update, with
+// no host synchronisation inside a step (DESIGN.md principle 3). Loss sums and correct counts
+// accumulate on the device and are read once per epoch. On the GPU the step is recorded once as a
+// CUDA graph and replayed for every full batch (docs/plans/cuda_graphs.md).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -8,10 +9,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "core/precision.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "train/step_graph.h"
 
 namespace loupe::instrument { class EpochMonitor; }
 namespace loupe::loader { class DataLoader; }
@@ -35,6 +39,10 @@ struct EpochStats {
   double train_seconds = 0, eval_seconds = 0;
   std::optional<double> loss_scale;  // fp16: the GradScaler's scale at the epoch's end
   int64_t skipped_steps = 0;         // and the steps it skipped in this epoch
+  int64_t graph_steps = 0;           // steps replayed from the captured CUDA graph
+  int graph_kernels = 0;             // kernels in that graph (0: none)
+  std::string graph_event;           // "CUDA graph captured at step 3 (58 kernels)", or why a capture failed
+  std::string graph_why;             // why full batches ran eagerly ("" when they went through a graph)
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
 };
 
@@ -53,20 +61,39 @@ struct TrainHooks {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// --graph: auto (a graph on the GPU where the capture succeeds, else eager, saying why), on (a
+// graph or an error), off (every step issued from the host).
+enum class GraphMode { Auto, On, Off };
+GraphMode parse_graph_mode(const std::string& s);  // "auto", "on", "off"; else an Error naming them
+const char* graph_mode_name(GraphMode m);
+
+struct TrainerOptions {
+  // The arithmetic (core/precision.h); unset: the precision of the scope the trainer is made in.
+  std::optional<Precision> precision;
+  GraphMode graph = GraphMode::Auto;
+  // Full-batch steps run eagerly before the capture: the first chooses every cuDNN plan, LSTM
+  // algorithm and cuBLAS kernel (none of which may be chosen inside a capture), the second checks
+  // that nothing is left to choose.
+  int graph_warmup = 2;
+};
+
 class Trainer {
  public:
-  // With --precision fp16 the trainer scales the loss through a GradScaler (optim/grad_scaler.h)
-  // and the optimizer skips the steps whose gradients overflowed, all on the device.
-  Trainer(nn::Module& model, optim::Optimizer& opt, Device device);
+  // With fp16 the trainer scales the loss through a GradScaler (optim/grad_scaler.h) and the
+  // optimizer skips the steps whose gradients overflowed, all on the device.
+  Trainer(nn::Module& model, optim::Optimizer& opt, Device device, TrainerOptions o = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
   const optim::GradScaler* scaler() const { return scaler_.get(); }
   TrainHooks hooks;
   int64_t global_step() const { return global_step_; }
-  // Keras' time-based decay: before each update, lr = base_lr / (1 + lr_decay * updates so far).
-  double base_lr = 0, lr_decay = 0;
   void set_global_step(int64_t s) { global_step_ = s; }
+  Precision precision() const { return precision_; }
+  // How full batches run, for the run header: "CUDA graph from step N (...)" or "eager: why".
+  std::string step_mode() const;
+  bool graphs_on() const { return graphs_; }
+
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0. With `cycle` (benchmarks: a timed stretch longer than the
   // data set), it runs exactly max_steps steps, starting over in the same order at the end.
@@ -74,20 +101,56 @@ class Trainer {
                          bool cycle = false);
   // The same through the asynchronous loader (its batch size, order and device).
   EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
-  // Accuracy on `data` in eval mode, no gradients.
+  // Accuracy on `data` in eval mode, no gradients; full batches replayed from a graph of their own.
   double evaluate(const TensorDataset& data, int64_t batch = 1000);
 
  private:
-  // One batch source for both paths: fills x, y and the batch size, or returns false at the end;
-  // `done` runs after the step using the batch has been issued.
-  using NextBatch = std::function<bool(Tensor& x, Tensor& y, int64_t& size)>;
-  EpochStats run_epoch(int epoch, int64_t total, const NextBatch& next, const std::function<void()>& done);
+  // A batch as it arrives (raw: the resident path's ids, or the loader's x and y on the device)
+  // and how the step turns it into inputs and labels (the resident path's gather, inside the step
+  // and so inside its graph).
+  using Stage = std::function<void(const std::vector<Tensor>& raw, Tensor& x, Tensor& y)>;
+  struct Source {
+    std::function<bool(std::vector<Tensor>& raw, int64_t& size)> next;  // false at the end
+    Stage stage;
+    std::function<void()> done;  // after the step that used the batch has been issued
+    int64_t full_batch = 0;      // the batch size a graph serves
+    const void* key = nullptr;   // what the stage reads besides raw (a graph is for one data set)
+  };
+  // A graph and what it was captured for: static copies of the raw batch, the warm-up count.
+  struct Graphed {
+    StepGraph graph;
+    std::vector<Tensor> raw;  // the static buffers the graph reads
+    const void* key = nullptr;
+    int64_t batch = 0;
+    int warm = 0;
+    double flops = 0;         // counted on the host during the capture
+    bool prepare(const std::vector<Tensor>& in, const void* k, int64_t b);  // true when the buffers are new
+  };
+  EpochStats run_epoch(int epoch, int64_t total, Source& src);
+  // The step itself, eager; every kernel argument is the same from step to step (graph-safe).
+  void train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage);
+  void eval_step(const Tensor& idx, const TensorDataset& data);
+  // One step of a full batch through the graph (warming up or capturing as needed); false when it
+  // must run eagerly instead. `flops` gets the step's FLOPs.
+  bool graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std::function<void()>& step, double& flops,
+                    EpochStats* st);
+  // A capture failed: --graph on stops with the reason; auto runs that kind of step eagerly.
+  void graph_failed(const std::string& why, bool training, EpochStats* st);
+
   nn::Module& model_;
   optim::Optimizer& opt_;
   Device device_;
+  TrainerOptions options_;
+  Precision precision_;
   int64_t global_step_ = 0;
   std::unique_ptr<optim::GradScaler> scaler_;
   int64_t skipped_before_ = 0;  // the scaler's skipped count at the end of the previous epoch
+  bool graphs_ = false;         // full training batches go through a graph
+  bool eval_graphs_ = false;    // and full evaluation batches through another
+  std::string eager_why_, eval_eager_why_;  // why they do not
+  Graphed train_graph_, eval_graph_;
+  Tensor loss_sum_, correct_;   // the epoch's sums on the device (fixed addresses: graphs add into them)
+  Tensor eval_correct_;
 };
 
 // Host wall-clock seconds.

@@ -1,0 +1,205 @@
+// The training step as one CUDA graph (train/trainer.h, docs/plans/cuda_graphs.md): a graphed run
+// and an eager run from the same seed end with the same parameters, optimizer state, loss scaler
+// and test accuracy, bit for bit where two eager runs agree bit for bit, otherwise within the
+// spread of two eager runs. On the CPU, --graph on is refused and auto runs eagerly, saying why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "data/synthetic.h"
+#include "loader/loader.h"
+#include "loupe.h"
+#include "models/registry.h"
+#include "train/trainer.h"
+
+using namespace loupe;
+
+namespace {
+
+struct Run {
+  std::vector<float> params, state, scaler;
+  int64_t graph_steps = 0, skipped = 0, opt_steps = 0;
+  int graph_kernels = 0;
+  double loss = 0, test_acc = 0;
+};
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+    if (!std::isnan(a[i])) d = std::max(d, double(std::abs(a[i] - b[i])));
+  }
+  return d;
+}
+
+// Two epochs of `name` on synthetic data with a last, partial batch (eager after graphed steps:
+// the generator's device word must follow), through the resident path or the loader.
+// `overflow_before_epoch2` sets fp16's loss scale to 2^30 between the epochs, so that the first
+// steps of epoch 2 overflow and are skipped, inside the graph's replays when graphed.
+Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMode graph, bool loader,
+          bool overflow_before_epoch2 = false) {
+  const models::ModelInfo& info = models::find_model(name);
+  const int64_t n = batch * 4 + batch / 2, n_test = 1000 * 2;
+  manual_seed(1);
+  train::TensorDataset set, test;
+  std::shared_ptr<loader::Dataset> host;
+  std::shared_ptr<nn::Module> model;
+  if (info.recipe.dataset == "imdb") {
+    data::SyntheticSequences s = data::synthetic_sequences(data::SyntheticKind::Learnable, n, n_test, 100, 20000);
+    set = {from_vector(s.train_x, Shape{n, 100}), from_vector(s.train_y, Shape{n}), 1.0};
+    test = {from_vector(s.test_x, Shape{n_test, 100}), from_vector(s.test_y, Shape{n_test}), 1.0};
+    model = info.build_for(20000);
+  } else {
+    Shape sample = name == "cifar10_cnn" ? Shape{3, 32, 32} : Shape{28, 28};
+    data::SyntheticImages s = data::synthetic_images(data::SyntheticKind::Learnable, sample, n, n_test);
+    Shape xs{n}, ts{n_test};
+    for (int64_t d : sample) xs.push_back(d), ts.push_back(d);
+    set = {from_vector(s.train_images, xs), from_vector(s.train_labels, Shape{n})};
+    test = {from_vector(s.test_images, ts), from_vector(s.test_labels, Shape{n_test})};
+    if (loader) host = std::make_shared<loader::ArrayDataset>(s.train_images, s.train_labels, sample);
+    model = info.build();
+  }
+  set = set.to(kCUDA);
+  test = test.to(kCUDA);
+  model->to(kCUDA);
+  if (compute_dtype(prec) != DType::f32 && name != "imdb_bilstm")
+    model->set_memory_format(MemoryFormat::ChannelsLast);  // as loupe train does
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  opt->set_decay(info.recipe.decay);
+  train::TrainerOptions o;
+  o.precision = prec;
+  o.graph = graph;
+  train::Trainer t(*model, *opt, kCUDA, o);
+  std::unique_ptr<loader::DataLoader> dl;
+  if (loader) {
+    loader::LoaderOptions lo;
+    lo.batch = batch;
+    lo.workers = 2;
+    lo.seed = 1;
+    lo.device = kCUDA;
+    dl = std::make_unique<loader::DataLoader>(host, lo);
+  }
+  Run r;
+  for (int e = 1; e <= 2; ++e) {
+    if (e == 2 && overflow_before_epoch2) {
+      EXPECT_TRUE(t.scaler());
+      fill_(t.scaler()->state().slice(0, optim::kScale, optim::kScale + 1), std::ldexp(1.0, 30));
+    }
+    train::EpochStats st = loader ? t.train_epoch(*dl, e) : t.train_epoch(set, batch, 1, e);
+    EXPECT_EQ(st.steps, 5);
+    r.graph_steps += st.graph_steps;
+    r.skipped += st.skipped_steps;
+    r.graph_kernels = st.graph_kernels;
+    r.loss = st.train_loss;
+    if (graph != train::GraphMode::Off) EXPECT_EQ(st.graph_why, "") << name;
+  }
+  r.test_acc = t.evaluate(test);
+  r.params = model->arena().values().to_vector<float>();
+  for (auto& [key, s] : opt->state()) {
+    std::vector<float> v = s.to_vector<float>();
+    r.state.insert(r.state.end(), v.begin(), v.end());
+  }
+  if (t.scaler()) r.scaler = t.scaler()->state().to_vector<float>();
+  r.opt_steps = opt->steps();
+  return r;
+}
+
+// Graphed against eager: identical where two eager runs are identical, else within their spread.
+void check_same_as_eager(const std::string& name, int64_t batch, Precision prec, bool loader, bool overflow = false) {
+  SCOPED_TRACE(name + " " + precision_name(prec) + (loader ? " (loader)" : " (resident)"));
+  Run e1 = train(name, batch, prec, train::GraphMode::Off, loader, overflow);
+  Run e2 = train(name, batch, prec, train::GraphMode::Off, loader, overflow);
+  Run g = train(name, batch, prec, train::GraphMode::On, loader, overflow);
+  EXPECT_EQ(e1.graph_steps, 0);
+  // Epoch 1: 2 eager warm-up steps, then 2 replays (the capture's own launch included), the
+  // partial batch eagerly; epoch 2: 4 replays and the partial batch.
+  EXPECT_EQ(g.graph_steps, 6);
+  EXPECT_GT(g.graph_kernels, 10);
+  EXPECT_EQ(g.opt_steps, e1.opt_steps) << "the host's count follows the replays";
+  EXPECT_EQ(g.scaler, e1.scaler) << "loss scale, growth tracker and skipped steps";
+  if (overflow) EXPECT_GE(e1.skipped, 1) << "the injected overflow must have been skipped";
+  EXPECT_EQ(g.skipped, e1.skipped);
+  const double spread = max_diff(e1.params, e2.params), spread_state = max_diff(e1.state, e2.state);
+  const double d = max_diff(g.params, e1.params), d_state = max_diff(g.state, e1.state);
+  std::printf("%s %s: eager against eager %.3g (state %.3g), graph against eager %.3g (state %.3g); "
+              "test accuracy %.4f / %.4f; %d kernels in the graph\n",
+              name.c_str(), precision_name(prec), spread, spread_state, d, d_state, e1.test_acc, g.test_acc,
+              g.graph_kernels);
+  if (spread == 0 && spread_state == 0) {
+    EXPECT_EQ(g.params, e1.params) << "bit-identical where eager runs are";
+    EXPECT_EQ(g.state, e1.state);
+    EXPECT_EQ(g.test_acc, e1.test_acc);
+    EXPECT_EQ(g.loss, e1.loss);
+  } else {
+    EXPECT_LE(d, 2 * spread) << "outside the spread of two eager runs";
+    EXPECT_LE(d_state, 2 * spread_state);
+  }
+}
+
+#define REQUIRE_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build): CUDA graphs not run"
+
+}  // namespace
+
+TEST(GraphGpu, MlpWithDropoutSameAsEager) {
+  REQUIRE_GPU();
+  check_same_as_eager("mnist_mlp", 128, Precision::FP32, false);
+  check_same_as_eager("mnist_mlp", 128, Precision::FP32, true);  // the loader's slots into the graph's buffers
+  check_same_as_eager("mnist_mlp", 128, Precision::BF16, false);
+}
+
+TEST(GraphGpu, Cifar10Fp16SkipsAnOverflowAsEager) {
+  REQUIRE_GPU();
+  check_same_as_eager("cifar10_cnn", 64, Precision::FP16, false, true);
+}
+
+TEST(GraphGpu, BiLstmWithAdamSameAsEager) {
+  REQUIRE_GPU();
+  check_same_as_eager("imdb_bilstm", 64, Precision::FP32, false);
+}
+
+TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
+  REQUIRE_GPU();
+  const models::ModelInfo& info = models::find_model("mnist_mlp");
+  manual_seed(1);
+  auto model = info.build();
+  model->to(kCUDA);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::Trainer t(*model, *opt, kCUDA);
+  EXPECT_TRUE(t.graphs_on());
+  EXPECT_NE(t.step_mode().find("CUDA graph from full batch 3"), std::string::npos) << t.step_mode();
+  train::TensorDataset set{zeros(Shape{512, 28, 28}, DType::u8, kCUDA), zeros(Shape{512}, DType::u8, kCUDA)};
+  train::EpochStats st = t.train_epoch(set, 128, 1, 1);
+  EXPECT_EQ(st.graph_steps, 2);
+  EXPECT_NE(st.graph_event.find("CUDA graph captured at step 3"), std::string::npos) << st.graph_event;
+  train::TrainerOptions off;
+  off.graph = train::GraphMode::Off;
+  train::Trainer t2(*model, *opt, kCUDA, off);
+  EXPECT_EQ(t2.step_mode(), "eager: --graph off");
+}
+
+TEST(GraphCpu, OnIsRefusedAndAutoIsEager) {
+  const models::ModelInfo& info = models::find_model("mnist_mlp");
+  auto model = info.build();
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  train::TrainerOptions on;
+  on.graph = train::GraphMode::On;
+  try {
+    train::Trainer t(*model, *opt, kCPU, on);
+    ADD_FAILURE() << "--graph on on the CPU must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA graphs are a GPU feature"), std::string::npos) << e.what();
+  }
+  train::Trainer t(*model, *opt, kCPU);
+  EXPECT_FALSE(t.graphs_on());
+  EXPECT_EQ(t.step_mode(), "eager: CUDA graphs are a GPU feature");
+  train::TensorDataset set{zeros(Shape{20, 28, 28}, DType::u8), zeros(Shape{20}, DType::u8)};
+  train::EpochStats st = t.train_epoch(set, 8, 1, 1);
+  EXPECT_EQ(st.graph_steps, 0);
+  EXPECT_EQ(st.graph_why, "CUDA graphs are a GPU feature");
+  EXPECT_THROW(train::parse_graph_mode("maybe"), Error);
+  EXPECT_EQ(train::parse_graph_mode("off"), train::GraphMode::Off);
+}
