@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loupe.h"
+#include "ops/bias_act.h"
 #include "ops/lstm.h"
 
 namespace loupe::test {
@@ -153,6 +154,20 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"bias_add_channels_last_vec4", {{{2, 4, 3, 3}}, {{4}}},
                [=](V x) { return bias_add(x[0].contiguous(CL), x[1]); }});
   c.push_back({"sum_except_channels_last", {{{3, 4, 2, 5}}}, [=](V x) { return sum_except(x[0].contiguous(CL), 1); }});
+  // The fused epilogue (ops/bias_act.h): [rows, C] with C a power of two (the bias gradient
+  // reduced in its backward kernel), channels-last, NCHW and odd channel counts (sum_except).
+  auto ba = [](std::optional<Act> act, double p, bool cl) {
+    return [=](V x) {
+      manual_seed(42);
+      return bias_act(cl ? x[0].contiguous(CL) : x[0], x.size() > 1 ? x[1] : Tensor(), act, p, true);
+    };
+  };
+  c.push_back({"bias_act_relu_dropout_rows", {{{8, 16}}, {{16}}}, ba(Act::Relu, 0.3, false)});
+  c.push_back({"bias_act_relu_channels_last", {{{2, 8, 3, 3}}, {{8}}}, ba(Act::Relu, 0.0, true)});
+  c.push_back({"bias_act_relu_dropout_channels_last", {{{2, 4, 3, 5}}, {{4}}}, ba(Act::Relu, 0.25, true)});
+  c.push_back({"bias_act_tanh_nchw", {{{2, 3, 2, 4}}, {{3}}}, ba(Act::Tanh, 0.0, false)});
+  c.push_back({"bias_act_sigmoid_odd", {{{5, 7}}, {{7}}}, ba(Act::Sigmoid, 0.0, false)});
+  c.push_back({"bias_act_dropout_no_bias", {{{6, 9}}}, ba(std::nullopt, 0.4, false)});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
     // The running statistics in the parameters' dtype (float32 beside half activations).

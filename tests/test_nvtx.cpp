@@ -78,10 +78,12 @@ TEST(Nvtx, TrainingEmitsNamedNestedRanges) {
   EXPECT_EQ(count["collate"], 3);    // loader workers, one per batch
   EXPECT_EQ(count["data wait"], 3);  // the training thread waiting for each batch
   EXPECT_EQ(count["checkpoint"], 1);
-  // Module ranges by path: forward of each training step, and of the one evaluation batch.
+  // Module ranges by path: forward of each training step, and of the one evaluation batch. A
+  // Linear with the ReLU and Dropout after it runs as one fused layer, one range named for all.
   EXPECT_EQ(count["Sequential"], 4);
-  EXPECT_EQ(count["fc2/Linear"], 4);
-  EXPECT_EQ(count["drop1/Dropout"], 4);
+  EXPECT_EQ(count["fc2/Linear+relu2/ReLU+drop2/Dropout"], 4);
+  EXPECT_EQ(count["fc3/Linear"], 4);
+  EXPECT_EQ(count["drop1/Dropout"], 0) << "fused into fc1";
 
   // Nesting: epoch > step > forward > Sequential > fc1/Linear, and the step number as payload.
   int steps_seen = 0;

@@ -6,6 +6,7 @@
 
 #include "loupe.h"
 #include "models/registry.h"
+#include "ops/bias_act.h"
 
 using namespace loupe;
 
@@ -211,6 +212,40 @@ TEST(Optim, DecayAndAdamCorrectionsFollowTheStepCount) {
   optim::RMSprop opt(m.arena(), 0.01);
   EXPECT_THROW(opt.set_decay(-1), Error);
   EXPECT_THROW(opt.set_steps(-2), Error);
+}
+
+// The fused epilogue on the CPU: the separate ops' output and gradients, bit for bit, and a
+// Sequential with Linear + ReLU + Dropout fuses them (one range, one autograd node).
+TEST(Fusion, BiasActIsTheSeparateOpsOnTheCpu) {
+  Tensor x1 = from_vector(std::vector<float>{-1.5f, 0.5f, 2.f, -0.25f, 1.f, 3.f, -2.f, 0.75f}, Shape{2, 4});
+  Tensor b1 = from_vector(std::vector<float>{0.25f, -0.5f, 1.f, 0.f}, Shape{4});
+  x1.requires_grad_(true);
+  b1.requires_grad_(true);
+  Tensor x2 = x1.detach().requires_grad_(true), b2 = b1.detach().requires_grad_(true);
+  manual_seed(3);
+  Tensor y1 = bias_act(x1, b1, Act::Relu, 0.4, true);
+  manual_seed(3);
+  Tensor y2 = dropout(relu(bias_add(x2, b2)), 0.4, true);
+  EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+  EXPECT_EQ(default_generator().offset, 2u) << "8 draws: two Philox counters, as dropout takes";
+  sum(y1 * y1).backward();
+  sum(y2 * y2).backward();
+  EXPECT_EQ(x1.grad().to_vector<float>(), x2.grad().to_vector<float>());
+  EXPECT_EQ(b1.grad().to_vector<float>(), b2.grad().to_vector<float>());
+  EXPECT_THROW(bias_act(x1, b1, Act::Sigmoid, 0.5, true), Error) << "dropout after sigmoid is not fused";
+  EXPECT_THROW(bias_act(x1, from_vector(std::vector<float>{1, 2}, Shape{2}), std::nullopt, 0, true), Error);
+
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(4, 3)).add("relu", std::make_shared<nn::ReLU>())
+      .add("drop", std::make_shared<nn::Dropout>(0.5)).add("out", std::make_shared<nn::Linear>(3, 2));
+  m.to(kCPU);
+  Tensor out = m(x1.detach());
+  ASSERT_TRUE(out.grad_fn());
+  EXPECT_STREQ(out.grad_fn()->name(), "BiasActBackward") << "the last Linear's bias";
+  // fc + relu + drop is one node: the second Linear's input comes straight from it.
+  auto into_out = out.grad_fn()->next_edges[0].fn;  // MatmulBackward of `out`
+  ASSERT_TRUE(into_out);
+  EXPECT_STREQ(into_out->next_edges[0].fn->name(), "BiasActBackward");
 }
 
 TEST(Models, ParameterCountsMatchTheReference) {

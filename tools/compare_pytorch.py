@@ -126,23 +126,18 @@ TEXT = {"imdb_bilstm": (25000, 100, 20000, 2), "imdb_fasttext": (25000, 400, 120
         "char_lstm": (200000, 40, 57, 57)}
 
 
-def profile_steps(model, opt, loss_fn, inputs, xtr, ytr, batch, steps):
-    """GPU time per kernel over `steps` training steps, per step, largest first."""
+def profile_steps(step, inputs, xtr, ytr, batch, steps):
+    """GPU time per kernel over `steps` training steps of `step` (a graph's replay in the graphed
+    modes: the profiler sees its kernels), per step, largest first."""
     from torch.profiler import ProfilerActivity, profile
-    model.train()
     idx = torch.arange(batch, device=xtr.device)
-
-    def step():
-        x = inputs(xtr[idx])
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), ytr[idx].long()).backward()
-        opt.step()
+    x, y = inputs(xtr[idx]), ytr[idx].long()
     for _ in range(5):
-        step()
+        step(x, y)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
-            step()
+            step(x, y)
         torch.cuda.synchronize()
     rows = [(e.device_time_total / steps, e.count / steps, e.key) for e in prof.key_averages()
             if e.device_time_total > 0]
@@ -274,7 +269,8 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
         print(f"pytorch epoch {epoch}: loss {lsum / samples:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
               f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
     if a.profile:
-        profile_steps(model, opt, loss_fn, inputs, xtr, ytr, a.batch, a.profile)
+        model.train()
+        profile_steps(step, inputs, xtr, ytr, a.batch, a.profile)
     tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
             else " (cuDNN TF32 allowed, PyTorch's default)")
     label = {"eager": "eager fp32", "graph": "CUDA graph fp32",

@@ -1,11 +1,13 @@
 #include "nn/layers.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "core/random.h"
+#include "ops/bias_act.h"
 #include "ops/dropout.h"
 #include "ops/linalg.h"
 #include "ops/conv.h"
@@ -41,7 +43,13 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
   if (with_bias) bias = register_parameter("bias", zeros(Shape{out}, DType::f32, kCPU));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(autocast(x), autocast(weight), autocast(bias)); }
+Tensor Linear::forward(const Tensor& x) { return forward_fused(x, Epilogue{}); }
+
+Tensor Linear::forward_fused(const Tensor& x, const Epilogue& e) {
+  Tensor y = matmul(autocast(x), autocast(weight).t());
+  if (!bias.defined() && !e.act && e.dropout == 0) return y;
+  return bias_act(y, autocast(bias), e.act, e.dropout, true);
+}
 
 std::string Linear::type_name() const {
   return "Linear(" + std::to_string(in_features) + " -> " + std::to_string(out_features) + ")";
@@ -55,14 +63,17 @@ Conv2d::Conv2d(int64_t in, int64_t out, int k, int s, int pad, bool with_bias)
   if (with_bias) bias = register_parameter("bias", zeros(Shape{out}, DType::f32, kCPU));
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
+Tensor Conv2d::forward(const Tensor& x) { return forward_fused(x, Epilogue{}); }
+
+Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
   Tensor xc = autocast(x);
   Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? xc.contiguous(MemoryFormat::ChannelsLast) : xc,
                     autocast(weight), p);
-  return bias.defined() ? bias_add(y, autocast(bias)) : y;
+  if (!bias.defined() && !e.act && e.dropout == 0) return y;
+  return bias_act(y, autocast(bias), e.act, e.dropout, true);
 }
 
 std::string Conv2d::type_name() const {
@@ -107,7 +118,20 @@ Tensor Reshape::forward(const Tensor& x) {
 
 Tensor ReLU::forward(const Tensor& x) { return x.relu(); }
 
+bool ReLU::extend(Epilogue& e) const {
+  if (e.act || e.has_dropout) return false;
+  e.act = Act::Relu;
+  return true;
+}
+
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
+
+bool Dropout::extend(Epilogue& e) const {
+  if (e.has_dropout || (e.act && *e.act != Act::Relu)) return false;
+  e.has_dropout = true;
+  e.dropout = is_training() ? p_ : 0.0;
+  return true;
+}
 
 std::string Dropout::type_name() const {
   std::ostringstream s;
@@ -121,8 +145,26 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> m) 
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  static const bool fuse = [] {
+    const char* env = std::getenv("LOUPE_FUSE");
+    return !(env && std::string(env) == "0");
+  }();
   Tensor h = x;
-  for (const auto& [n, m] : children()) h = (*m)(h);  // operator() opens the child's NVTX range
+  const auto& layers = children();
+  for (size_t i = 0; i < layers.size();) {
+    Module& m = *layers[i].second;
+    Epilogue e;
+    size_t j = i + 1;
+    for (; fuse && j < layers.size(); ++j) {  // the longest run of epilogue layers m accepts
+      Epilogue next = e;
+      if (!layers[j].second->extend(next) || !m.accepts(next)) break;
+      ++next.absorbed;
+      next.range_name += "+" + layers[j].second->range_name();
+      e = next;
+    }
+    h = e.absorbed ? m.call_fused(h, e) : m(h);  // each opens the layer's NVTX range
+    i = j;
+  }
   return h;
 }
 

@@ -11,6 +11,9 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // The GEMM, then the bias, an activation and dropout in one fused pass (ops/bias_act.h).
+  bool accepts(const Epilogue&) const override { return true; }
+  Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
   Tensor weight, bias;
   int64_t in_features, out_features;
@@ -19,6 +22,7 @@ class Linear : public Module {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  bool extend(Epilogue& e) const override;  // first in an epilogue, once
   std::string type_name() const override { return "ReLU"; }
 };
 
@@ -26,6 +30,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p) : p_(p) {}
   Tensor forward(const Tensor& x) override;
+  bool extend(Epilogue& e) const override;  // after relu or nothing, once
   std::string type_name() const override;
  private:
   double p_;
@@ -43,6 +48,8 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in, int64_t out, int kernel, int stride = 1, int padding = 0, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  bool accepts(const Epilogue&) const override { return true; }
+  Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
   Tensor weight, bias;
   int64_t in_channels, out_channels;
@@ -95,6 +102,9 @@ class Reshape : public Module {
   Shape shape_;
 };
 
+// Runs its layers in order. A layer that accepts an epilogue gets the activation and dropout
+// layers that follow it folded into its own pass (Module::accepts; LOUPE_FUSE=0 turns this off,
+// for comparison).
 class Sequential : public Module {
  public:
   Sequential() = default;

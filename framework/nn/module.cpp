@@ -103,6 +103,17 @@ Tensor Module::operator()(const Tensor& x) {
   return forward(x);
 }
 
+Tensor Module::forward_fused(const Tensor&, const Epilogue&) {
+  LOUPE_FAIL(type_name(), " has no fused epilogue");
+}
+
+Tensor Module::call_fused(const Tensor& x, const Epilogue& e) {
+  if (range_name_.empty()) assign_paths("");
+  std::string name = range_name_ + e.range_name;
+  instrument::NvtxRange r(name.c_str());
+  return forward_fused(x, e);
+}
+
 ParameterArena& Module::arena() {
   if (!arena_) to(kCPU);
   return *arena_;

@@ -1,14 +1,27 @@
 // Module: a node of the model tree holding named parameters and child modules.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "nn/arena.h"
+#include "ops/activation.h"
 
 namespace loupe::nn {
+
+// What a layer can fold into its own pass over memory: an activation, then dropout (ops/bias_act.h).
+// nn::Sequential builds one from the layers that follow a layer and hands it over when the layer
+// accepts it: Linear + ReLU + Dropout run as one GEMM and one fused kernel each way.
+struct Epilogue {
+  std::optional<Act> act;
+  bool has_dropout = false;
+  double dropout = 0;      // its probability (0 in eval mode)
+  int absorbed = 0;        // how many following layers it stands for
+  std::string range_name;  // their NVTX ranges' names, "+relu1/ReLU+drop1/Dropout"
+};
 
 class Module {
  public:
@@ -17,6 +30,15 @@ class Module {
   virtual std::string type_name() const = 0;
   // Runs forward inside an NVTX range named by the module's path, e.g. "fc2/Linear".
   Tensor operator()(const Tensor& x);
+
+  // Epilogue fusion (see Epilogue). A layer that can apply an epilogue in its own pass says which
+  // it accepts and runs them; a layer that is an epilogue step (an activation, a dropout) adds
+  // itself to one, or refuses (returns false) where it cannot follow what is already there.
+  virtual bool accepts(const Epilogue&) const { return false; }
+  virtual Tensor forward_fused(const Tensor& x, const Epilogue& e);
+  virtual bool extend(Epilogue&) const { return false; }
+  // forward_fused inside one NVTX range named for the layer and the ones it absorbed.
+  Tensor call_fused(const Tensor& x, const Epilogue& e);
 
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
