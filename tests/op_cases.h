@@ -168,6 +168,18 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"bias_act_tanh_nchw", {{{2, 3, 2, 4}}, {{3}}}, ba(Act::Tanh, 0.0, false)});
   c.push_back({"bias_act_sigmoid_odd", {{{5, 7}}, {{7}}}, ba(Act::Sigmoid, 0.0, false)});
   c.push_back({"bias_act_dropout_no_bias", {{{6, 9}}}, ba(std::nullopt, 0.4, false)});
+  // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows; elsewhere
+  // pool then dropout).
+  auto pool_drop = [=](int C_last, double p) {
+    return [=](V x) {
+      manual_seed(42);
+      Pool2dParams q;
+      return max_pool2d(C_last ? x[0].contiguous(CL) : x[0], q, p, true);
+    };
+  };
+  c.push_back({"max_pool2d_dropout_channels_last", {{{2, 8, 6, 4}}}, pool_drop(1, 0.3)});
+  c.push_back({"max_pool2d_channels_last_vec_odd_edge", {{{2, 8, 5, 7}}}, pool_drop(1, 0.0)});
+  c.push_back({"max_pool2d_dropout_nchw", {{{2, 3, 4, 4}}}, pool_drop(0, 0.3)});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
     // The running statistics in the parameters' dtype (float32 beside half activations).

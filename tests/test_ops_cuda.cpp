@@ -267,6 +267,40 @@ TEST(CudaFusion, BiasActMatchesTheSeparateOps) {
     }
 }
 
+// Max pooling's channels-last kernels against cuDNN's NCHW forward and the NCHW backward (the same
+// values in another memory order), at real sizes in every precision; with dropout, against pooling
+// then dropout() in the same memory order.
+TEST(CudaFusion, ChannelsLastMaxPoolMatchesNchwAndDropout) {
+  REQUIRE_GPU();
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (Shape s : {Shape{256, 32, 24, 24}, Shape{64, 64, 13, 11}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + s.str());
+      std::vector<float> v(size_t(s.numel()));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = std::round((philox_uniform(4, 0, i) * 2.f - 1.f) * 64.f) / 16.f;  // ties
+      Tensor base = from_vector(v, s, kCUDA).to(dt);
+      Pool2dParams p;
+      Tensor xn = base.detach().requires_grad_(true), xc = base.contiguous(CL).detach().requires_grad_(true);
+      Tensor yn = max_pool2d(xn, p), yc = max_pool2d(xc, p);
+      EXPECT_EQ(yc.memory_format(), CL);
+      EXPECT_EQ(yn.to(DType::f32).to_vector<float>(), yc.contiguous().to(DType::f32).to_vector<float>());
+      Tensor gy = from_vector(std::vector<float>(size_t(yn.numel()), 0.5f), yn.shape(), kCUDA).to(dt);
+      sum(mul(yn, gy)).backward();
+      sum(mul(yc, gy.contiguous(CL))).backward();
+      EXPECT_EQ(xn.grad().to(DType::f32).to_vector<float>(), xc.grad().contiguous().to(DType::f32).to_vector<float>());
+      // With dropout: one pass against pooling then dropout, both channels-last.
+      Tensor x1 = base.contiguous(CL).detach().requires_grad_(true), x2 = x1.detach().requires_grad_(true);
+      manual_seed(8);
+      Tensor y1 = max_pool2d(x1, p, 0.4, true);
+      manual_seed(8);
+      Tensor y2 = dropout(max_pool2d(x2, p), 0.4, true);
+      EXPECT_EQ(y1.to(DType::f32).to_vector<float>(), y2.to(DType::f32).to_vector<float>());
+      sum(mul(y1, gy.contiguous(CL))).backward();
+      sum(mul(y2, gy.contiguous(CL))).backward();
+      EXPECT_EQ(x1.grad().to(DType::f32).to_vector<float>(), x2.grad().to(DType::f32).to_vector<float>());
+    }
+}
+
 TEST(CudaOptim, FusedUpdatesMatchCpu) {
   REQUIRE_GPU();
   for (int which = 0; which < 3; ++which) {

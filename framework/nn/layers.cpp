@@ -92,6 +92,9 @@ static Pool2dParams pool_params(int k, int s, int pad) {
 
 MaxPool2d::MaxPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, pool_params(kernel_, stride_, padding_)); }
+Tensor MaxPool2d::forward_fused(const Tensor& x, const Epilogue& e) {
+  return max_pool2d(x, pool_params(kernel_, stride_, padding_), e.dropout, true);
+}
 std::string MaxPool2d::type_name() const { return "MaxPool2d(" + std::to_string(kernel_) + ")"; }
 
 AvgPool2d::AvgPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}

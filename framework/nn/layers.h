@@ -61,6 +61,9 @@ class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(int kernel, int stride = -1, int padding = 0);
   Tensor forward(const Tensor& x) override;
+  // A Dropout after it runs in the pooling's own pass (ops/pool.h).
+  bool accepts(const Epilogue& e) const override { return !e.act; }
+  Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
  private:
   int kernel_, stride_, padding_;

@@ -65,11 +65,12 @@ struct LstmBackward : autograd::Node {
   const char* name() const override { return "LstmBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     if (!g[0].defined() && !g[1].defined() && !g[2].defined()) return {Tensor(), Tensor()};
-    // Undefined output gradients are zero; dh and dc may stay undefined (the kernels skip them).
-    Tensor dy = g[0].defined() ? g[0].contiguous() : zeros(y.shape(), y.dtype(), y.device());
+    // Undefined output gradients are zero: the kernels make them as their layout needs (the models
+    // read h only, so dy is zero; and cuDNN wants it sequence-major).
+    Tensor dy = g[0];
     Tensor dh = g[1].defined() ? g[1].contiguous() : Tensor();
     Tensor dc = g[2].defined() ? g[2].contiguous() : Tensor();
-    Tensor dx = empty(x.shape(), x.dtype(), x.device());
+    Tensor dx = need_x ? empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = empty(w.shape(), w.dtype(), w.device());
     kernels<LstmKernels>(x.device()).backward(p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset);
     int64_t N = x.size(0), T = x.size(1);
@@ -118,7 +119,7 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   r.y = empty(Shape{N, T, D * H}, x.dtype(), x.device());
   r.h = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
   r.c = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
-  Tensor saved = kernels<LstmKernels>(x.device()).forward(kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);
+  Tensor saved = kernels<LstmKernels>(x.device()).forward(kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);  // may re-seat r.y
   instrument::add_flops(gemm_flops(kp, N, T) + elementwise_flops(kp, N, T, false));
   if (grad) {
     auto n = std::make_shared<LstmBackward>();

@@ -55,11 +55,14 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
 struct LstmKernels {
   // Forward: fills y, h, c (allocated by the caller, contiguous) and returns what backward needs
   // (backend-specific: the CPU's gate activations and cell states, cuDNN's reserve space); it is
-  // undefined when `training` is false (no backward will follow). seed/offset: dropout masks.
-  Tensor (*forward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+  // undefined when `training` is false (no backward will follow). seed/offset: dropout masks. A
+  // backend whose kernels write y in another memory order may instead set y to a view of its own
+  // buffer (same shape, other strides: cuDNN's sequence-major output, transposed by strides alone).
+  Tensor (*forward)(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                     const Tensor& c, bool training, uint64_t seed, uint64_t offset);
-  // Backward: from dy [N, T, D*H] and dh, dc [L*D, N, H] (dh, dc may be undefined: zero) computes
-  // dx [N, T, input_size] and dw (flat), both overwritten (not accumulated).
+  // Backward: from dy [N, T, D*H] and dh, dc [L*D, N, H] (each may be undefined: zero; dy may be
+  // strided) computes dx [N, T, input_size] (when defined) and dw (flat), both overwritten (not
+  // accumulated). y is what forward left in it.
   void (*backward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
                    const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
                    uint64_t seed, uint64_t offset);

@@ -144,7 +144,7 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
   }
 }
 
-Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t offset) {
   Plan q = make_plan(p, x, training);
   Tensor buf = empty(Shape{q.total()}, x.dtype(), x.device());
@@ -244,10 +244,12 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
   Plan q = make_plan(p, x, true);
   LOUPE_CHECK(saved.defined() && saved.numel() == q.total(), "lstm backward: no saved forward state of the ",
               "expected size (was the forward run with training = false?)");
+  Tensor dyc = dy.defined() ? dy.contiguous() : zeros(y.shape(), y.dtype(), y.device());
+  Tensor dxc = dx.defined() ? dx : empty(x.shape(), x.dtype(), x.device());  // written either way
   cpu::dispatch_floating(x.dtype(), "lstm", [&](auto tag) {
     using T = decltype(tag);
-    backward_impl<T>(p, q, x.data<T>(), w.data<T>(), y.data<T>(), saved.data<T>(), dy.data<T>(),
-                     dh.defined() ? dh.data<T>() : nullptr, dc.defined() ? dc.data<T>() : nullptr, dx.data<T>(),
+    backward_impl<T>(p, q, x.data<T>(), w.data<T>(), y.data<T>(), saved.data<T>(), dyc.data<T>(),
+                     dh.defined() ? dh.data<T>() : nullptr, dc.defined() ? dc.data<T>() : nullptr, dxc.data<T>(),
                      dw.data<T>(), seed, offset);
   });
 }

@@ -207,52 +207,108 @@ std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint6
 
 Tensor bytes(size_t n) { return empty(Shape{int64_t(std::max<size_t>(n, 1))}, DType::u8, kCUDA); }
 
-// [N, T, F] -> [T, N, F] (or back), contiguous.
-Tensor swap01(const Tensor& t) {
-  NoGradGuard g;
-  return t.transpose(0, 1).contiguous();
+// A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).
+Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t) {
+  Tensor v = as_strided(buf, s, contiguous_strides(s), 0);
+  v.impl()->dtype = t;
+  v.impl()->offset = int64_t(at / dtype_size(t));
+  return v;
 }
 
-Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
-                   const Tensor& c, bool training) {
+constexpr size_t kAlign = 256;
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// [N, T, F] <-> [T, N, F] as a contiguous copy into dst (an existing buffer).
+void swap01_into(const Tensor& dst, const Tensor& t) {
+  NoGradGuard g;
+  copy_(dst, t.transpose(0, 1));
+}
+
+// What a training forward keeps for the backward: cuDNN's reserve space and, sequence-major, the
+// transposed x (so that the backward need not transpose it again). One buffer: [reserve | xs].
+struct Saved {
+  Tensor buf, xs;
+  size_t reserve = 0;
+};
+Saved make_saved(const Plan& pl, const Tensor& x) {
+  Saved s;
+  s.reserve = pl.reserve_train;
+  const size_t xbytes = pl.choice.seq_major ? x.nbytes() : 0;
+  s.buf = bytes(aligned(s.reserve) + xbytes);
+  if (xbytes) s.xs = typed_view(s.buf, aligned(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
+  return s;
+}
+Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
+  Saved s;
+  s.buf = buf;
+  s.reserve = pl.reserve_train;
+  if (pl.choice.seq_major) s.xs = typed_view(buf, aligned(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
+  return s;
+}
+
+// Sequence-major, y becomes a transposed view of cuDNN's [T, N, D*H] output: no copy (the models
+// read the final states h, not y, so none is made later either).
+Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
+                   bool training) {
   Tensor work = bytes(training ? pl.work_train : pl.work_infer);
-  Tensor reserve = training ? bytes(pl.reserve_train) : Tensor();
+  Saved saved;
+  if (training) saved = make_saved(pl, x);
   Tensor ws = pl.to_cudnn.defined() ? permuted(w, pl.to_cudnn) : w;
   const bool sm = pl.choice.seq_major;
-  Tensor xs = sm ? swap01(x) : x;
+  Tensor xs = x;
+  if (sm) {
+    xs = training ? saved.xs : empty(Shape{x.size(1), x.size(0), x.size(2)}, x.dtype(), kCUDA);
+    swap01_into(xs, x);
+  }
   Tensor ys = sm ? empty(Shape{y.size(1), y.size(0), y.size(2)}, y.dtype(), kCUDA) : y;
   LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(), pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                                     pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.y->d, ys.data_ptr(),
                                     pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
                                     ws.data_ptr(), work.nbytes(), work.data_ptr(),
-                                    training ? pl.reserve_train : 0, training ? reserve.data_ptr() : nullptr));
-  if (sm) copy_(y, ys.transpose(0, 1));
-  return reserve;
+                                    training ? pl.reserve_train : 0, training ? saved.buf.data_ptr() : nullptr));
+  if (sm) y = ys.transpose(0, 1);
+  return saved.buf;
 }
 
-void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+// dy undefined: zero, made in the layout cuDNN reads; dx undefined: not needed (cuDNN computes it
+// anyway, into a scratch buffer, and it is not transposed back).
+void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved_buf,
                   const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw) {
   cudnnHandle_t h = cuda::cudnn();
   Tensor work = bytes(pl.work_train);
+  const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
   Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
   Tensor dws = permute ? empty(dw.shape(), dw.dtype(), kCUDA) : dw;
   const bool sm = pl.choice.seq_major;
-  Tensor xs = sm ? swap01(x) : x, ys = sm ? swap01(y) : y, dys = sm ? swap01(dy) : dy;
-  Tensor dxs = sm ? empty(Shape{x.size(1), x.size(0), x.size(2)}, dx.dtype(), kCUDA) : dx;
+  const Shape y_shape = sm ? Shape{y.size(1), y.size(0), y.size(2)} : y.shape();
+  // y as cuDNN wrote it: sequence-major, the forward's view transposed back (no copy).
+  Tensor ys = sm ? y.transpose(0, 1) : y;
+  if (!ys.is_contiguous()) ys = ys.contiguous();
+  Tensor xs = sm ? saved.xs : x;
+  Tensor dys;
+  if (!dy.defined()) {
+    dys = zeros(y_shape, y.dtype(), kCUDA);
+  } else if (sm) {
+    dys = empty(y_shape, y.dtype(), kCUDA);
+    swap01_into(dys, dy);
+  } else {
+    dys = dy.contiguous();
+  }
+  Tensor dxs = sm || !dx.defined() ? empty(Shape{xs.size(0), xs.size(1), xs.size(2)}, x.dtype(), kCUDA) : dx;
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       h, pl.rnn, pl.seq_lengths.data<int32_t>(), pl.y->d, ys.data_ptr(), dys.data_ptr(), pl.x->d, dxs.data_ptr(),
       pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
       dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
-      pl.reserve_train, saved.data_ptr()));
+      pl.reserve_train, saved.buf.data_ptr()));
   // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
   LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), cuda::stream()));
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(h, pl.rnn, CUDNN_WGRAD_MODE_ADD, pl.seq_lengths.data<int32_t>(),
                                                pl.x->d, xs.data_ptr(), pl.hc->d, nullptr, pl.y->d, ys.data_ptr(),
                                                pl.weight_bytes, dws.data_ptr(), work.nbytes(), work.data_ptr(),
-                                               pl.reserve_train, saved.data_ptr()));
+                                               pl.reserve_train, saved.buf.data_ptr()));
   if (permute) copy_(dw, permuted(dws, pl.to_loupe));
-  if (sm) copy_(dx, dxs.transpose(0, 1));
+  if (sm && dx.defined()) swap01_into(dx, dxs);
 }
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
@@ -261,7 +317,7 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
   auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
-  Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size}), dy = z(Shape{N, T, DH});
+  Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size});
   Tensor dx = z(x.shape()), dw = z(w.shape());
   cudaStream_t s = cuda::stream();
   cudaEvent_t a, b;
@@ -270,8 +326,9 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
   float ms = 0;
   for (int i = 0; i < 2; ++i) {
     LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
-    Tensor saved = run_forward(pl, x, w, y, h, c, true);
-    run_backward(pl, x, w, y, saved, dy, Tensor(), Tensor(), dx, dw);
+    Tensor yi = y;
+    Tensor saved = run_forward(pl, x, w, yi, h, c, true);
+    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw);  // the models read h: dy is zero
     LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
     LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
     LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -329,7 +386,7 @@ void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
                "; use float16 (--precision fp16) or a newer cuDNN");
 }
 
-Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& h,
+Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t) {
   check_dtypes("lstm", {&x, &w, &y, &h, &c});
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no

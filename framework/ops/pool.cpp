@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "instrument/flops.h"
+#include "ops/dropout.h"
 #include "ops/reduce.h"
 
 namespace loupe {
@@ -22,7 +23,24 @@ struct PoolBackward : autograd::Node {
   void release() override { x = y = Tensor(); }
 };
 
-Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p) {
+// Max pooling and its dropout through the backend's fused kernels (see PoolKernels).
+struct MaxPoolFusedBackward : autograd::Node {
+  Tensor x;
+  Pool2dParams p;
+  PoolDropout d;
+  int64_t y_numel = 0;
+  const char* name() const override { return "MaxPool2dBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor gx = empty_like(x);
+    LOUPE_CHECK(kernels<PoolKernels>(x.device()).max_backward_fused(gx, x, g[0].contiguous(x.memory_format()), p, d),
+                "max pooling: the fused backward refused the shapes its forward took");
+    instrument::add_flops(double(y_numel) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
+    return {gx};
+  }
+  void release() override { x = Tensor(); }
+};
+
+Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop = 0, bool training = false) {
   LOUPE_CHECK(x.dim() == 4, "pooling needs x [N, C, H, W], got ", x.shape().str());
   LOUPE_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 && p.pad_w >= 0 &&
                   p.pad_h < p.kernel_h && p.pad_w < p.kernel_w,
@@ -31,11 +49,35 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p) {
   int64_t Q = (x.size(3) + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
   LOUPE_CHECK(P > 0 && Q > 0, "pooling: a ", p.kernel_h, "x", p.kernel_w, " window does not fit a ", x.size(2), "x",
               x.size(3), " input");
+  LOUPE_CHECK(drop >= 0 && drop < 1, "dropout probability must be in [0, 1), got ", drop);
   // The output keeps the input's memory format (NCHW or channels-last).
   MemoryFormat f = x.memory_format();
   Tensor xc = x.contiguous(f);
   Tensor y = empty(Shape{x.size(0), x.size(1), P, Q}, x.dtype(), x.device(), f);
-  kernels<PoolKernels>(x.device()).forward(mode, y, xc, p);
+  const PoolKernels& k = kernels<PoolKernels>(x.device());
+  if (mode == PoolMode::Max && k.max_forward_fused) {
+    PoolDropout d;
+    d.on = training && drop > 0;
+    d.p = float(drop);
+    // The draw is taken only when the fused kernel runs; otherwise dropout() takes the same one.
+    Generator& gen = default_generator();
+    const uint64_t offset0 = gen.offset;
+    if (d.on) d.rng = gen.draw(uint64_t(y.numel()));
+    if (k.max_forward_fused(y, xc, p, d)) {
+      instrument::add_flops(double(y.numel()) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
+      if (autograd::needs_grad({&x})) {
+        auto n = std::make_shared<MaxPoolFusedBackward>();
+        n->x = xc.detach();
+        n->p = p;
+        n->d = d;
+        n->y_numel = y.numel();
+        autograd::record(n, {&x}, {&y});
+      }
+      return y;
+    }
+    gen.offset = offset0;
+  }
+  k.forward(mode, y, xc, p);
   instrument::add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<PoolBackward>();
@@ -45,11 +87,14 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p) {
     n->p = p;
     autograd::record(n, {&x}, {&y});
   }
-  return y;
+  return training && drop > 0 ? dropout(y, drop, true) : y;
 }
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode::Max, x, p); }
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, double drop, bool training) {
+  return pool(PoolMode::Max, x, p, drop, training);
+}
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode::Avg, x, p); }
 
 Tensor global_avg_pool(const Tensor& x) {

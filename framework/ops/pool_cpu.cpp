@@ -98,7 +98,7 @@ void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, co
   copy_(gx, gxc);
 }
 
-const PoolKernels table{forward, backward};
+const PoolKernels table{forward, backward, nullptr, nullptr};  // no fused max pooling: pool, then dropout
 const RegisterBackend<PoolKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -1,11 +1,14 @@
 // cuDNN pooling (max: padding ignored; average: padding excluded from the count), except the
 // max-pooling backward pass: cuDNN's deterministic one took 3.5x the memory traffic's time in
 // mnist_cnn at batch 1024 (343 us a step on an H200), so it is a kernel of ours that gives each
-// window's gradient to the first element equal to the window's max, as the CPU does.
+// window's gradient to the first element equal to the window's max, as the CPU does. Max pooling
+// of disjoint windows in channels-last memory (the CNNs' 2x2 pools in fp16/bf16) has kernels of
+// its own that also apply the dropout after it, 16 bytes of channels a thread (below).
 // float32, float16 and bfloat16 (cuDNN's descriptors in the storage type, its arithmetic and ours
 // in float).
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
+#include "core/philox.h"
 #include "ops/cudnn_util.cuh"
 #include "ops/pool.h"
 
@@ -167,7 +170,174 @@ void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, co
                                          x.data_ptr(), &zero, xd.d, gx.data_ptr()));
 }
 
-const PoolKernels table{forward, backward};
+// ---- max pooling of disjoint windows, channels-last, with its dropout ---------------------------
+// One thread per output pixel and 16 bytes of channels (V = 8 halves or 4 floats): the window's
+// max in float (NaN ignored, as the CPU's std::max and cuDNN's NOT_PROPAGATE_NAN do), then
+// dropout's mask for those elements of the output in memory order. The backward recomputes the max
+// from x and gives the gradient to the first element equal to it, row-major, as the CPU does.
+
+template <class T>
+struct alignas(16) Vec {
+  static constexpr int V = 16 / sizeof(T);
+  T v[V];
+};
+
+struct FusedGeometry {
+  uint32_t N, C, H, W, P, Q, kh, kw;  // C: channels; kernel == stride, no padding
+};
+
+// (n, i, j, pack) of output pack q; CV = C / V packs per pixel.
+__device__ __forceinline__ void split_pack(uint64_t q, uint32_t CV, const FusedGeometry& g, uint64_t& n, uint32_t& i,
+                                           uint32_t& j, uint32_t& pack) {
+  pack = uint32_t(q % CV);
+  q /= CV;
+  j = uint32_t(q % g.Q);
+  q /= g.Q;
+  i = uint32_t(q % g.P);
+  n = q / g.P;
+}
+
+__device__ __forceinline__ uint64_t first_counter(const RngDraw& r) { return r.offset + (r.base ? *r.base : 0); }
+
+// Dropout's decision for element e of the output (one Philox call per four elements).
+__device__ __forceinline__ bool keep(const PoolDropout& d, uint64_t c0, uint64_t e) {
+  Philox4 r = philox(d.rng.seed, c0 + e / 4, 0);
+  return uniform01(r.v[e % 4]) >= d.p;
+}
+
+template <class T>
+__global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint64_t packs, PoolDropout d) {
+  constexpr int V = Vec<T>::V;
+  const uint32_t CV = g.C / V;
+  const float scale = 1.f / (1.f - d.p);
+  const uint64_t c0 = d.on ? first_counter(d.rng) : 0;
+  for (uint64_t q = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < packs; q += uint64_t(blockDim.x) * gridDim.x) {
+    uint64_t n;
+    uint32_t i, j, pack;
+    split_pack(q, CV, g, n, i, j, pack);
+    float m[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) m[v] = -INFINITY;
+    for (uint32_t a = 0; a < g.kh; ++a)
+      for (uint32_t b = 0; b < g.kw; ++b) {
+        Vec<T> in = x[((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack];
+#pragma unroll
+        for (int v = 0; v < V; ++v) m[v] = fmaxf(m[v], cuda::to_float(in.v[v]));
+      }
+    Vec<T> out;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float o = m[v];
+      if (d.on) o = keep(d, c0, q * V + v) ? o * scale : 0.f;
+      out.v[v] = cuda::from_float<T>(o);
+    }
+    y[q] = out;
+  }
+}
+
+template <class T>
+__global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, FusedGeometry g, uint64_t packs,
+                              PoolDropout d) {
+  constexpr int V = Vec<T>::V;
+  const uint32_t CV = g.C / V;
+  const float scale = 1.f / (1.f - d.p);
+  const uint64_t c0 = d.on ? first_counter(d.rng) : 0;
+  for (uint64_t q = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < packs; q += uint64_t(blockDim.x) * gridDim.x) {
+    uint64_t n;
+    uint32_t i, j, pack;
+    split_pack(q, CV, g, n, i, j, pack);
+    const Vec<T> gin = gy[q];
+    float m[V], grad[V];
+    int first[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      m[v] = -INFINITY;
+      first[v] = -1;
+      float gv = cuda::to_float(gin.v[v]);
+      // Through dropout first, rounded as dropout's backward stores it.
+      if (d.on) gv = keep(d, c0, q * V + v) ? cuda::to_float(cuda::from_float<T>(gv * scale)) : 0.f;
+      grad[v] = gv;
+    }
+    for (uint32_t a = 0; a < g.kh; ++a)
+      for (uint32_t b = 0; b < g.kw; ++b) {
+        Vec<T> in = x[((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack];
+#pragma unroll
+        for (int v = 0; v < V; ++v) m[v] = fmaxf(m[v], cuda::to_float(in.v[v]));
+      }
+    for (uint32_t a = 0; a < g.kh; ++a)
+      for (uint32_t b = 0; b < g.kw; ++b) {
+        const uint64_t at = ((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack;
+        const Vec<T> in = x[at];
+        Vec<T> out;
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          bool hit = first[v] < 0 && cuda::to_float(in.v[v]) == m[v];
+          if (hit) first[v] = int(a * g.kw + b);
+          out.v[v] = cuda::from_float<T>(hit ? grad[v] : 0.f);
+        }
+        gx[at] = out;
+      }
+  }
+}
+
+// The fused kernels' conditions: max pooling, kernel == stride, no padding, channels-last 4-D
+// tensors whose channels fill 16-byte vectors, every pointer 16-byte aligned.
+bool fusable(const Tensor& x, const std::initializer_list<const void*>& ptrs, const Pool2dParams& p) {
+  const int64_t vec = 16 / int64_t(x.element_size());
+  return (x.dtype() == DType::f32 || x.dtype() == DType::f16 || x.dtype() == DType::bf16) &&
+         x.memory_format() == MemoryFormat::ChannelsLast && x.size(1) % vec == 0 && p.kernel_h == p.stride_h &&
+         p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0 && x.numel() < (int64_t(1) << 40) &&
+         cuda::vec4_ok(4, ptrs);
+}
+
+FusedGeometry geometry(const Tensor& x, const Pool2dParams& p) {
+  FusedGeometry g;
+  g.N = uint32_t(x.size(0));
+  g.C = uint32_t(x.size(1));
+  g.H = uint32_t(x.size(2));
+  g.W = uint32_t(x.size(3));
+  g.kh = uint32_t(p.kernel_h);
+  g.kw = uint32_t(p.kernel_w);
+  g.P = g.H / g.kh;
+  g.Q = g.W / g.kw;
+  return g;
+}
+
+bool max_forward_fused(const Tensor& y, const Tensor& x, const Pool2dParams& p, const PoolDropout& d) {
+  if (!fusable(x, {x.data_ptr(), y.data_ptr()}, p) || y.memory_format() != MemoryFormat::ChannelsLast) return false;
+  FusedGeometry g = geometry(x, p);
+  bool ok = true;
+  cuda::dispatch_float(x.dtype(), "max pooling", [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t packs = uint64_t(y.numel()) / Vec<T>::V;
+    max_fused_fwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<Vec<T>*>(y.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()), g, packs, d);
+  });
+  LOUPE_CUDA_LAUNCH_CHECK();
+  return ok;
+}
+
+bool max_backward_fused(const Tensor& gx, const Tensor& x, const Tensor& gy, const Pool2dParams& p,
+                        const PoolDropout& d) {
+  if (!fusable(x, {x.data_ptr(), gx.data_ptr(), gy.data_ptr()}, p) || gx.memory_format() != MemoryFormat::ChannelsLast ||
+      gy.memory_format() != MemoryFormat::ChannelsLast)
+    return false;
+  FusedGeometry g = geometry(x, p);
+  // Rows and columns no window covers (an odd H or W) get no gradient.
+  if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), cuda::stream()));
+  cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
+    max_fused_bwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<Vec<T>*>(gx.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()),
+        static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d);
+  });
+  LOUPE_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
+const PoolKernels table{forward, backward, max_forward_fused, max_backward_fused};
 const RegisterBackend<PoolKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
