@@ -172,14 +172,23 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
   }
 }
 
-// gb[c] = the blocks' partial sums of channel c, in block order.
+// gb[c] = the blocks' partial sums of channel c: one block a channel, its threads each summing
+// every kSumThreads-th partial, then a fixed-order tree (a thread looping over hundreds of
+// partials alone waits on each load in turn: 100 us for 512 of them).
+constexpr int kSumThreads = 128;
 template <class T>
 __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
-  LOUPE_KERNEL_LOOP(c, C) {
-    float t = 0.f;
-    for (int k = 0; k < blocks; ++k) t += partial[int64_t(k) * C + c];
-    gb[c] = round_to<T>(t);
+  __shared__ float s[kSumThreads];
+  const int64_t c = blockIdx.x;
+  float t = 0.f;
+  for (int k = threadIdx.x; k < blocks; k += kSumThreads) t += partial[int64_t(k) * C + c];
+  s[threadIdx.x] = t;
+  __syncthreads();
+  for (int half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
+    __syncthreads();
   }
+  if (threadIdx.x == 0) gb[c] = round_to<T>(s[0]);
 }
 
 template <class T>
@@ -206,8 +215,9 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
     LOUPE_CHECK(bias_act_fuses_bias_grad(a.C, a.inner) && packs, "bias_act backward: no fused bias gradient for C ",
                 a.C, ", inner ", a.inner);
     const int64_t rows = a.outer, L = kRowThreads / (a.C / 4);
-    // About four blocks an SM, each at least L rows (one row per lane).
-    int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(4 * 132, (rows + L - 1) / L));
+    // About four blocks an SM, each at least 8 rows a lane (fewer, longer blocks for few rows:
+    // fewer partial sums to add up).
+    int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(4 * 132, (rows + 8 * L - 1) / (8 * L)));
     int64_t per = (rows + blocks - 1) / blocks;
     blocks = (rows + per - 1) / per;
     Tensor partial = empty(Shape{blocks * a.C}, DType::f32, y.device());
@@ -215,8 +225,8 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
         static_cast<Pack4<T>*>(gx.data_ptr()), partial.data<float>(), static_cast<const Pack4<T>*>(y.data_ptr()),
         static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
     LOUPE_CUDA_LAUNCH_CHECK();
-    sum_blocks<T><<<cuda::blocks_for(a.C), cuda::kThreads, 0, cuda::stream()>>>(gb.data<T>(), partial.data<float>(),
-                                                                                int(blocks), a.C);
+    sum_blocks<T><<<unsigned(a.C), kSumThreads, 0, cuda::stream()>>>(gb.data<T>(), partial.data<float>(), int(blocks),
+                                                                      a.C);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
