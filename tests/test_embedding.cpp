@@ -173,8 +173,9 @@ TEST(Cat, ErrorsNameTheShapes) {
 TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
   const int64_t V = 50;
-  // E = 50 leaves a partial last column group; the long run spans many chunks of the backward.
-  for (int64_t E : {int64_t(64), int64_t(50)}) {
+  // E = 64, 50 and 51 move rows as float4, float2 and float (50 and 51 leave a partial last column
+  // group); the long run spans many chunks of the backward.
+  for (int64_t E : {int64_t(64), int64_t(50), int64_t(51)}) {
     SCOPED_TRACE("E = " + std::to_string(E));
     std::vector<int32_t> ids(64 * 400);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(21, i, 0).v[0] % uint32_t(V));

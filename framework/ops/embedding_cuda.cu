@@ -1,9 +1,10 @@
-// Embedding on CUDA. Forward: a gather, one thread per output element (or float4; for a float16
-// or bfloat16 table, the same copy in that type, eight elements per 16-byte load). Backward (float32):
-// deterministic, without atomics: sort (row, position) pairs by row (a stable radix sort, so each
-// row's positions stay in order), find the runs of equal rows, and sum each run in chunks in a
-// fixed order (below). Ids that are not integers in [0, V) give a zero row and no gradient: checking
-// them would mean waiting for the device (the CPU path and the dataset builders check).
+// Embedding on CUDA. Forward: a gather, one thread per output element (or per float2 or float4 where
+// the rows allow; for a float16 or bfloat16 table, the same copy in that type, eight elements per
+// 16-byte load). Backward (float32): deterministic, without atomics: sort (row, position) pairs by
+// row (a stable radix sort, so each row's positions stay in order), find the runs of equal rows,
+// and sum each run in chunks in a fixed order (below). Ids that are not integers in [0, V) give a
+// zero row and no gradient: checking them would mean waiting for the device (the CPU path and the
+// dataset builders check).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
@@ -25,22 +26,37 @@ __device__ __forceinline__ int64_t row_of(F v, int64_t V) {
   return v >= F(0) && v < F(V) && F(int64_t(v)) == v ? int64_t(v) : -1;  // in range, then integral
 }
 
-template <class I>
-__global__ void forward_kernel(float* out, const I* ids, const float* w, int64_t n, int64_t E, int64_t V) {
-  LOUPE_KERNEL_LOOP(k, n * E) {
-    int64_t i = k / E, j = k - i * E;
-    int64_t r = row_of(ids[i], V);
-    out[k] = r >= 0 ? w[r * E + j] : 0.f;
+// W floats moved as one Vec (float, float2 or float4): rows of E floats read and written whole.
+template <class Vec>
+constexpr int kWidth = int(sizeof(Vec) / sizeof(float));
+
+// The widest of float4, float2 and float that rows of E floats allow: E and every stride (in
+// floats) a multiple of it, every pointer aligned to it.
+int vec_width(int64_t E, std::initializer_list<int64_t> strides, std::initializer_list<const void*> ptrs) {
+  for (int w : {4, 2}) {
+    bool ok = E % w == 0;
+    for (int64_t st : strides) ok = ok && st % w == 0;
+    for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % (sizeof(float) * w) == 0;
+    if (ok) return w;
   }
+  return 1;
 }
 
-// E4 = E / 4 float4s per row (E % 4 == 0, both buffers 16-byte aligned).
-template <class I>
-__global__ void forward_kernel4(float4* out, const I* ids, const float4* w, int64_t n, int64_t E4, int64_t V) {
-  LOUPE_KERNEL_LOOP(k, n * E4) {
-    int64_t i = k / E4, j = k - i * E4;
+// Calls f with a Vec of width w.
+template <class F>
+void with_vec(int w, F&& f) {
+  if (w == 4) f(float4{});
+  else if (w == 2) f(float2{});
+  else f(float{});
+}
+
+// EV = E / W Vecs per row.
+template <class I, class Vec>
+__global__ void forward_kernel(Vec* out, const I* ids, const Vec* w, int64_t n, int64_t EV, int64_t V) {
+  LOUPE_KERNEL_LOOP(k, n * EV) {
+    int64_t i = k / EV, j = k - i * EV;
     int64_t r = row_of(ids[i], V);
-    out[k] = r >= 0 ? w[r * E4 + j] : make_float4(0.f, 0.f, 0.f, 0.f);
+    out[k] = r >= 0 ? w[r * EV + j] : Vec{};
   }
 }
 
@@ -157,14 +173,12 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
   if (weight.dtype() == DType::f16) return launch_forward_t<I, __half>(out, ids, weight, n, E);
   if (weight.dtype() == DType::bf16) return launch_forward_t<I, __nv_bfloat16>(out, ids, weight, n, E);
   int64_t V = weight.size(0);
-  if (E % 4 == 0 && cuda::vec4_ok(E, {out.data_ptr(), weight.data_ptr()})) {
-    forward_kernel4<I><<<cuda::blocks_for(n * E / 4), cuda::kThreads, 0, cuda::stream()>>>(
-        static_cast<float4*>(out.data_ptr()), ids.data<I>(), static_cast<const float4*>(weight.data_ptr()), n, E / 4,
-        V);
-  } else {
-    forward_kernel<I><<<cuda::blocks_for(n * E), cuda::kThreads, 0, cuda::stream()>>>(
-        out.data<float>(), ids.data<I>(), weight.data<float>(), n, E, V);
-  }
+  with_vec(vec_width(E, {}, {out.data_ptr(), weight.data_ptr()}), [&](auto tag) {
+    using Vec = decltype(tag);
+    int64_t EV = E / kWidth<Vec>;
+    forward_kernel<I, Vec><<<cuda::blocks_for(n * EV), cuda::kThreads, 0, cuda::stream()>>>(
+        static_cast<Vec*>(out.data_ptr()), ids.data<I>(), static_cast<const Vec*>(weight.data_ptr()), n, EV, V);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
