@@ -111,6 +111,48 @@ TEST(Embedding, GradientAddsIntoAnExistingGrad) {
   EXPECT_EQ(std::vector<float>(arena.begin(), arena.begin() + 8), want) << "the arena holds the same gradient";
 }
 
+// The gradient as mean(embedding(ids), 1) gives it ([N, T, E], stride 0 along T) and in other
+// strided layouts is read in place or copied; either way the sums are those of the same gradient
+// made contiguous first, bit for bit (the CPU adds each row's positions in the same order).
+TEST(Embedding, StridedGradientsGiveTheContiguousResult) {
+  const int64_t N = 3, T = 7, E = 5;
+  std::vector<int32_t> ids(N * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(41, i, 0).v[0] % 4);  // rows 0..3 of 6
+  Tensor idt = from_vector(ids, Shape{N, T});
+  Tensor w0 = random_tensor(Shape{6, E}, 42, DType::f64);
+  auto grad_of = [&](const Tensor& gy) {
+    Tensor w = w0.clone().detach();
+    w.requires_grad_(true);
+    embedding(idt, w).backward(gy);
+    return w.grad().to_vector<double>();
+  };
+  Tensor g = random_tensor(Shape{N, 1, E}, 43, DType::f64);
+  Tensor gtn = random_tensor(Shape{T, N, E}, 44, DType::f64), gen = random_tensor(Shape{E, N, T}, 45, DType::f64);
+  std::vector<Tensor> views{
+      g.expand(Shape{N, T, E}),              // stride 0 along T: read in place
+      gtn.transpose(0, 1),                   // [N, T, E] strides (E, N E, 1): read in place
+      gen.transpose(0, 2).transpose(0, 1)};  // columns not contiguous: copied
+  for (size_t k = 0; k < views.size(); ++k) {
+    ASSERT_FALSE(views[k].is_contiguous()) << k;
+    EXPECT_EQ(grad_of(views[k]), grad_of(views[k].contiguous())) << "layout " << k;
+  }
+  // Three position dimensions that do not nest: copied, same result.
+  Tensor ids3d = from_vector(std::vector<int32_t>(ids.begin(), ids.begin() + 12), Shape{2, 3, 2});
+  Tensor g4 = random_tensor(Shape{2, 2, 3, E}, 46, DType::f64).transpose(1, 2);  // [2, 3, 2, E]
+  Tensor w1 = w0.clone().detach().requires_grad_(true), w2 = w0.clone().detach().requires_grad_(true);
+  embedding(ids3d, w1).backward(g4);
+  embedding(ids3d, w2).backward(g4.contiguous());
+  EXPECT_EQ(w1.grad().to_vector<double>(), w2.grad().to_vector<double>());
+  // mean over positions: the gradient of each selected row is (its count / T) times g's row.
+  Tensor w = w0.clone().detach().requires_grad_(true);
+  Tensor gm = random_tensor(Shape{N, E}, 47, DType::f64);
+  mean(embedding(idt, w), 1).backward(gm);
+  std::vector<double> got = w.grad().to_vector<double>(), gv = gm.to_vector<double>(), want(got.size(), 0.0);
+  for (int64_t i = 0; i < N * T; ++i)
+    for (int64_t j = 0; j < E; ++j) want[size_t(ids[size_t(i)] * E + j)] += gv[size_t(i / T * E + j)] / double(T);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+}
+
 TEST(Embedding, ModuleInitIsKerasUniformAndSeeded) {
   manual_seed(11);
   nn::Embedding a(50, 16);

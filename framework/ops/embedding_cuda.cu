@@ -2,9 +2,10 @@
 // the rows allow; for a float16 or bfloat16 table, the same copy in that type, eight elements per
 // 16-byte load). Backward (float32): deterministic, without atomics: sort (row, position) pairs by
 // row (a stable radix sort, so each row's positions stay in order), find the runs of equal rows,
-// and sum each run in chunks in a fixed order (below). Ids that are not integers in [0, V) give a
-// zero row and no gradient: checking them would mean waiting for the device (the CPU path and the
-// dataset builders check).
+// and sum each run in chunks in a fixed order (below). The gradient rows are read where they lie
+// (EmbeddingGradRows), so an expanded gradient is never copied out. Ids that are not integers in
+// [0, V) give a zero row and no gradient: checking them would mean waiting for the device (the CPU
+// path and the dataset builders check).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_run_length_encode.cuh>
 #include <cub/device/device_scan.cuh>
@@ -87,8 +88,14 @@ __global__ void chunks_kernel(int32_t* chunks, int32_t* multi, const int32_t* ru
   }
 }
 
+// Where position p's gradient row starts in gy, in units of w floats (EmbeddingGradRows::offset).
+struct GyRows {
+  int64_t Q, sP, sQ;  // in floats
+  __device__ int64_t offset(int64_t p, int w) const { return (p / Q * sP + p % Q * sQ) / w; }
+};
+
 // One warp per chunk slot q < max_chunks (an upper bound: slots past the real total exit).
-__global__ void chunk_sums_kernel(float* gw, float* partial, const float* gy, const int32_t* pos,
+__global__ void chunk_sums_kernel(float* gw, float* partial, const float* gy, GyRows gr, const int32_t* pos,
                                   const int32_t* run_row, const int32_t* run_start, const int32_t* run_len,
                                   const int32_t* chunks, const int32_t* chunk_first, const int32_t* multi_first,
                                   const int32_t* num_runs, int64_t max_chunks, int64_t E, int64_t V, bool accumulate) {
@@ -109,7 +116,7 @@ __global__ void chunk_sums_kernel(float* gw, float* partial, const float* gy, co
   float* out = direct ? gw + row * E : partial + int64_t(multi_first[lo] + c) * E;
   for (int64_t j = threadIdx.x; j < E; j += 32) {
     float acc = 0.f;
-    for (int k = begin; k < end; ++k) acc += gy[int64_t(pos[k]) * E + j];
+    for (int k = begin; k < end; ++k) acc += gy[gr.offset(pos[k], 1) + j];
     if (direct && accumulate) out[j] += acc;
     else out[j] = acc;
   }
@@ -198,10 +205,12 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate) {
+void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
+              int64_t E, bool accumulate) {
   LOUPE_CHECK(gw.dtype() != DType::f16 && gw.dtype() != DType::bf16, "embedding backward on CUDA is float32 only, ",
               "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
+  cuda::require_f32(gy, "embedding backward's gradient");
   cudaStream_t s = cuda::stream();
   if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
   int64_t V = gw.size(0);
@@ -252,7 +261,8 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, 
   dim3 block(32, kWarps);
   LOUPE_CHECK((max_chunks + kWarps - 1) / kWarps < INT_MAX, "embedding backward on CUDA: too many ids");
   unsigned chunk_blocks = unsigned((max_chunks + kWarps - 1) / kWarps);
-  chunk_sums_kernel<<<chunk_blocks, block, 0, s>>>(gw.data<float>(), partial.data<float>(), gy.data<float>(), psp,
+  GyRows gr{rows.Q, rows.sP, rows.sQ};
+  chunk_sums_kernel<<<chunk_blocks, block, 0, s>>>(gw.data<float>(), partial.data<float>(), gy.data<float>(), gr, psp,
                                                    rowp, startp, lenp, chp, chfp, mfp, nrp, max_chunks, E, V,
                                                    accumulate);
   LOUPE_CUDA_LAUNCH_CHECK();

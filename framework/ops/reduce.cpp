@@ -11,7 +11,7 @@ namespace {
 // Gradient of a reduction: g (shaped like the kept dimensions), scaled, then broadcast back to the
 // input shape as a view with stride 0 along the reduced dimension: never written out at the input's
 // size (for mean(embedding(ids), 1), [N, T, E]: 82 MB per step in imdb_fasttext). Consumers that
-// need it dense copy it (contiguous()).
+// need it dense copy it (contiguous()), the embedding backward reads it in place.
 struct SumBackward : autograd::Node {
   Shape in_shape, kept_shape;  // kept_shape: the output with the reduced dimension kept as 1
   double scale = 1.0;
