@@ -103,6 +103,10 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"embedding_2d", {{{3, 5}, Kind::Labels, 6}, {{6, 4}}}, [](V x) { return embedding(x[0], x[1]); }});
   c.push_back({"embedding_2d_vec4", {{{3, 5}, Kind::Labels, 6}, {{6, 8}}},
                [](V x) { return embedding(x[0], x[1]); }});
+  // fastText's pattern: the mean over positions, whose gradient reaches the embedding as a view with
+  // stride 0 along them (read in place); E = 6 takes the float2 path on CUDA.
+  c.push_back({"embedding_mean_dim1_vec2", {{{3, 5}, Kind::Labels, 6}, {{6, 6}}},
+               [](V x) { return mean(embedding(x[0], x[1]), 1); }});
   c.push_back({"cat_dim0", {{{2, 3}}, {{4, 3}}}, [](V x) { return cat({x[0], x[1]}, 0); }});
   c.push_back({"cat_dim1_3d", {{{2, 3, 4}}, {{2, 1, 4}}}, [](V x) { return cat({x[0], x[1]}, 1); }});
   c.push_back({"cat_three_last_dim", {{{3, 2}}, {{3, 4}}, {{3, 1}}},

@@ -111,6 +111,48 @@ TEST(Embedding, GradientAddsIntoAnExistingGrad) {
   EXPECT_EQ(std::vector<float>(arena.begin(), arena.begin() + 8), want) << "the arena holds the same gradient";
 }
 
+// The gradient as mean(embedding(ids), 1) gives it ([N, T, E], stride 0 along T) and in other
+// strided layouts is read in place or copied; either way the sums are those of the same gradient
+// made contiguous first, bit for bit (the CPU adds each row's positions in the same order).
+TEST(Embedding, StridedGradientsGiveTheContiguousResult) {
+  const int64_t N = 3, T = 7, E = 5;
+  std::vector<int32_t> ids(N * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(41, i, 0).v[0] % 4);  // rows 0..3 of 6
+  Tensor idt = from_vector(ids, Shape{N, T});
+  Tensor w0 = random_tensor(Shape{6, E}, 42, DType::f64);
+  auto grad_of = [&](const Tensor& gy) {
+    Tensor w = w0.clone().detach();
+    w.requires_grad_(true);
+    embedding(idt, w).backward(gy);
+    return w.grad().to_vector<double>();
+  };
+  Tensor g = random_tensor(Shape{N, 1, E}, 43, DType::f64);
+  Tensor gtn = random_tensor(Shape{T, N, E}, 44, DType::f64), gen = random_tensor(Shape{E, N, T}, 45, DType::f64);
+  std::vector<Tensor> views{
+      g.expand(Shape{N, T, E}),              // stride 0 along T: read in place
+      gtn.transpose(0, 1),                   // [N, T, E] strides (E, N E, 1): read in place
+      gen.transpose(0, 2).transpose(0, 1)};  // columns not contiguous: copied
+  for (size_t k = 0; k < views.size(); ++k) {
+    ASSERT_FALSE(views[k].is_contiguous()) << k;
+    EXPECT_EQ(grad_of(views[k]), grad_of(views[k].contiguous())) << "layout " << k;
+  }
+  // Three position dimensions that do not nest: copied, same result.
+  Tensor ids3d = from_vector(std::vector<int32_t>(ids.begin(), ids.begin() + 12), Shape{2, 3, 2});
+  Tensor g4 = random_tensor(Shape{2, 2, 3, E}, 46, DType::f64).transpose(1, 2);  // [2, 3, 2, E]
+  Tensor w1 = w0.clone().detach().requires_grad_(true), w2 = w0.clone().detach().requires_grad_(true);
+  embedding(ids3d, w1).backward(g4);
+  embedding(ids3d, w2).backward(g4.contiguous());
+  EXPECT_EQ(w1.grad().to_vector<double>(), w2.grad().to_vector<double>());
+  // mean over positions: the gradient of each selected row is (its count / T) times g's row.
+  Tensor w = w0.clone().detach().requires_grad_(true);
+  Tensor gm = random_tensor(Shape{N, E}, 47, DType::f64);
+  mean(embedding(idt, w), 1).backward(gm);
+  std::vector<double> got = w.grad().to_vector<double>(), gv = gm.to_vector<double>(), want(got.size(), 0.0);
+  for (int64_t i = 0; i < N * T; ++i)
+    for (int64_t j = 0; j < E; ++j) want[size_t(ids[size_t(i)] * E + j)] += gv[size_t(i / T * E + j)] / double(T);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
+}
+
 TEST(Embedding, ModuleInitIsKerasUniformAndSeeded) {
   manual_seed(11);
   nn::Embedding a(50, 16);
@@ -173,8 +215,9 @@ TEST(Cat, ErrorsNameTheShapes) {
 TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
   const int64_t V = 50;
-  // E = 50 leaves a partial last column group; the long run spans many chunks of the backward.
-  for (int64_t E : {int64_t(64), int64_t(50)}) {
+  // E = 64, 50 and 51 move rows as float4, float2 and float (50 and 51 leave a partial last column
+  // group); the long run spans many chunks of the backward.
+  for (int64_t E : {int64_t(64), int64_t(50), int64_t(51)}) {
     SCOPED_TRACE("E = " + std::to_string(E));
     std::vector<int32_t> ids(64 * 400);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(21, i, 0).v[0] % uint32_t(V));
@@ -206,10 +249,13 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
     std::vector<double> twice = w.grad().to_vector<double>();
     for (size_t i = 0; i < g1.size(); ++i) ASSERT_EQ(twice[i], 2 * g1[i]) << i;
   }
-  // Ids that select no row give a zero row and no gradient on CUDA rather than a fault.
+  // Ids that select no row give a zero row and no gradient on CUDA rather than a fault; 100 of them
+  // make their run (sorted last) one of several chunks, which the backward skips.
   const int64_t E = 64;
   Tensor w0 = random_tensor(Shape{V, E}, 22);
-  Tensor bad = from_vector(std::vector<float>{1, -1, 50, 2.5f, 3}, Shape{5}).to(kCUDA);
+  std::vector<float> bv{1, -1, 50, 2.5f, 3};
+  bv.resize(105, -7.f);
+  Tensor bad = from_vector(bv, Shape{105}).to(kCUDA);
   Tensor w = w0.to(kCUDA).detach();
   w.requires_grad_(true);
   Tensor out = embedding(bad, w);
@@ -217,10 +263,54 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
   for (int64_t j = 0; j < E; ++j) {
     EXPECT_EQ(y[size_t(j)], wv[size_t(1 * E + j)]);
     EXPECT_EQ(y[size_t(4 * E + j)], wv[size_t(3 * E + j)]);
-    for (int64_t r = 1; r <= 3; ++r) EXPECT_EQ(y[size_t(r * E + j)], 0.f) << "row " << r;
+    for (int64_t r : {1, 2, 3, 104}) EXPECT_EQ(y[size_t(r * E + j)], 0.f) << "row " << r;
   }
   sum(out).backward();
   std::vector<float> g = w.grad().to_vector<float>();
   for (int64_t v = 0; v < V; ++v)
     for (int64_t j = 0; j < E; ++j) ASSERT_EQ(g[size_t(v * E + j)], v == 1 || v == 3 ? 1.f : 0.f) << v << " " << j;
+}
+
+// imdb_fasttext's backward at its size: ids [1024, 400] over a 1.2M-row table, a quarter of them the
+// padding id 0 (one run of ~100k positions, thousands of chunks), the others skewed towards small
+// ids so that many repeat (runs of every length); float32 gradients both dense and as
+// mean(..., 1) gives them ([N, T, E] with stride 0 along T, read in place). CUDA against float64
+// sums on the CPU, and bit-identical from run to run.
+TEST(EmbeddingCuda, FastTextScaleBackwardMatchesTheCpuAndRepeats) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  const int64_t N = 1024, T = 400, V = 1200000, E = 50;
+  std::vector<int32_t> ids(size_t(N * T));
+  for (int64_t b = 0; b < N; ++b) {
+    int64_t len = 200 + int64_t(philox(31, uint64_t(b), 0).v[0] % 200);  // then padding: 25 % on average
+    for (int64_t t = 0; t < T; ++t) {
+      double u = philox_uniform(32, 0, uint64_t(b * T + t));
+      ids[size_t(b * T + t)] = t < len ? 1 + int32_t(u * u * u * double(V - 1)) : 0;
+    }
+  }
+  Tensor idt = from_vector(ids, Shape{N, T});
+  Tensor w0 = random_tensor(Shape{V, E}, 33);
+  Tensor gy = random_tensor(Shape{N, T, E}, 34), gm = random_tensor(Shape{N, E}, 35);
+  // The gradient of w (as doubles) on device d with a table of type wdt, through the mean or not;
+  // `twice` runs the backward a second time into the same .grad.
+  auto run = [&](Device d, DType wdt, bool through_mean, bool twice = false) {
+    Tensor w = w0.to(wdt).to(d).detach();
+    w.requires_grad_(true);
+    for (int k = 0; k < (twice ? 2 : 1); ++k) {
+      Tensor y = embedding(idt.to(d), w);
+      if (through_mean) mean(y, 1).backward(gm.to(wdt).to(d));
+      else y.backward(gy.to(wdt).to(d));
+    }
+    return w.grad().to_vector<double>();
+  };
+  for (bool through_mean : {false, true}) {
+    SCOPED_TRACE(through_mean ? "mean over positions" : "dense gradient");
+    std::vector<double> ref = run(kCPU, DType::f64, through_mean);
+    std::vector<double> g1 = run(kCUDA, DType::f32, through_mean), g2 = run(kCUDA, DType::f32, through_mean);
+    ASSERT_EQ(ref.size(), g1.size());
+    // Row 0 sums ~100k rows, so the bound is relative there (as in the test above).
+    for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(ref[i], g1[i], 1e-4 * (1 + std::abs(ref[i]))) << i;
+    EXPECT_TRUE(g1 == g2) << "the CUDA embedding backward is not bit-reproducible";
+    std::vector<double> acc = run(kCUDA, DType::f32, through_mean, true);
+    for (size_t i = 0; i < g1.size(); ++i) ASSERT_EQ(acc[i], 2 * g1[i]) << "added into .grad, element " << i;
+  }
 }

@@ -7,6 +7,32 @@
 namespace loupe {
 
 namespace {
+// gy [..., E] as rows the kernels read in place: its position dimensions (all but the last) merged
+// where they nest, two at most, the columns contiguous. The gradient of mean(embedding(ids), 1)
+// arrives so, [N, T, E] with strides (E, 0, 1): read in place, never written out at N*T*E.
+// False for any other layout (the caller copies it).
+bool grad_rows(const Tensor& gy, EmbeddingGradRows& r) {
+  int last = gy.dim() - 1;
+  if (gy.numel() == 0) return true;  // nothing to read: the defaults do
+  if (gy.size(last) > 1 && gy.strides()[last] != 1) return false;
+  int64_t size[2] = {1, 1}, stride[2] = {0, 0};
+  int k = 0;
+  for (int d = last - 1; d >= 0; --d) {  // innermost first
+    int64_t s = gy.size(d), st = gy.strides()[d];
+    if (s == 1) continue;
+    if (k > 0 && st == stride[k - 1] * size[k - 1]) {
+      size[k - 1] *= s;
+    } else {
+      if (k == 2) return false;
+      size[k] = s;
+      stride[k++] = st;
+    }
+  }
+  if (k == 2) r = {size[0], stride[1], stride[0]};
+  else r = {1, stride[0], 0};
+  return true;
+}
+
 struct EmbeddingBackward : autograd::Node {
   Tensor ids;  // contiguous, flat
   Shape weight_shape;
@@ -19,18 +45,23 @@ struct EmbeddingBackward : autograd::Node {
   const char* name() const override { return "EmbeddingBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     int64_t E = weight_shape[1], n = ids.numel();
-    Tensor gy = g[0].contiguous();
+    Tensor gy = g[0];
+    EmbeddingGradRows rows;
+    if (!grad_rows(gy, rows)) {
+      gy = gy.contiguous();
+      rows = {1, E, 0};
+    }
     instrument::add_flops(double(n) * double(E));  // one add per gradient element
     if (auto v = leaf.lock(); v && v->grad) {
       Tensor grad(v->grad);
       if (grad.shape() == weight_shape && grad.dtype() == dtype && grad.device() == gy.device() &&
           grad.is_contiguous()) {
-        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, n, E, true);
+        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, rows, n, E, true);
         return {Tensor()};  // already in .grad
       }
     }
     Tensor gw = empty(weight_shape, dtype, gy.device());
-    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, n, E, false);
+    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, rows, n, E, false);
     return {gw};
   }
   void release() override { ids = Tensor(); }

@@ -15,12 +15,22 @@ namespace loupe {
 // check their ids).
 Tensor embedding(const Tensor& ids, const Tensor& weight);
 
+// Where the gradient row of position i starts in gy's data, in elements: the n positions read as
+// [n / Q, Q] with strides (sP, sQ), the E columns of a row contiguous. A contiguous gy is Q = 1,
+// sP = E; the gradient of a mean over T positions, expanded and not copied, is Q = T, sP = E, sQ = 0.
+struct EmbeddingGradRows {
+  int64_t Q = 1, sP = 0, sQ = 0;
+  int64_t offset(int64_t i) const { return i / Q * sP + i % Q * sQ; }
+};
+
 struct EmbeddingKernels {
   // ids contiguous [n]; weight contiguous [V, E]; out contiguous [n, E].
   void (*forward)(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E);
-  // gw [V, E] = sum over positions i with ids[i] == v of gy[i, :]: overwrites all of gw, or with
-  // `accumulate` adds each row's sum to what gw holds and touches only the rows some id selects.
-  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate);
+  // gw [V, E] = sum over positions i with ids[i] == v of gy's row i (laid out as `rows` says):
+  // overwrites all of gw, or with `accumulate` adds each row's sum to what gw holds and touches
+  // only the rows some id selects.
+  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
+                   int64_t E, bool accumulate);
 };
 
 }  // namespace loupe

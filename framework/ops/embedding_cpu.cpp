@@ -67,7 +67,8 @@ void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t
   });
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, int64_t E, bool accumulate) {
+void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows_of_gy, int64_t n,
+              int64_t E, bool accumulate) {
   int64_t V = gw.size(0);
   std::vector<int64_t> rows = checked_rows(ids, V);
   // Positions grouped by row, in position order (a stable counting sort): each row of gw then
@@ -91,7 +92,7 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, int64_t n, 
         T* dst = accumulate ? sum.data() : w + v * E;
         std::fill_n(dst, E, T(0));
         for (int64_t k = start[size_t(v)]; k < start[size_t(v) + 1]; ++k) {
-          const T* src = g + order[size_t(k)] * E;
+          const T* src = g + rows_of_gy.offset(order[size_t(k)]);
           for (int64_t j = 0; j < E; ++j) dst[j] += src[j];
         }
         if (accumulate)

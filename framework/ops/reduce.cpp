@@ -8,14 +8,17 @@
 namespace loupe {
 
 namespace {
-// Gradient of a reduction: broadcast g (shaped like the kept dimensions) back to the input shape.
+// Gradient of a reduction: g (shaped like the kept dimensions), scaled, then broadcast back to the
+// input shape as a view with stride 0 along the reduced dimension: never written out at the input's
+// size (for mean(embedding(ids), 1), [N, T, E]: 82 MB per step in imdb_fasttext). Consumers that
+// need it dense copy it (contiguous()), the embedding backward reads it in place.
 struct SumBackward : autograd::Node {
   Shape in_shape, kept_shape;  // kept_shape: the output with the reduced dimension kept as 1
   double scale = 1.0;
   const char* name() const override { return "SumBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gk = g[0].reshape(kept_shape).expand(in_shape).contiguous();
-    return {scale == 1.0 ? gk : gk * scale};
+    Tensor gs = scale == 1.0 ? g[0] : g[0] * scale;  // the same product per element, on the small side
+    return {gs.reshape(kept_shape).expand(in_shape)};
   }
 };
 
