@@ -97,6 +97,12 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return x[0].flatten(1) * x[0].flatten(1); }});
   c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return x[0].t().contiguous() * 2.0; }});
   c.push_back({"slice", {{{5, 4}}}, [](V x) { return x[0].slice(0, 1, 4) * x[0].slice(0, 2, 5); }});
+  // Strided copies (ops/copy_plan.h): rows, and at these sizes the general kernel (test_copy
+  // runs the tiled transposes at theirs); their gradients are strided copies too.
+  c.push_back({"transpose_rows_contiguous", {{{3, 4, 5}}}, [](V x) { return x[0].transpose(0, 1).contiguous() * 2.0; }});
+  c.push_back({"transpose_5d_contiguous", {{{2, 3, 2, 4, 3}}},
+               [](V x) { return x[0].transpose(0, 3).transpose(1, 4).contiguous() * 2.0; }});
+  c.push_back({"slice_transpose_contiguous", {{{4, 7}}}, [](V x) { return x[0].slice(1, 1, 6).t().contiguous() * 2.0; }});
   // Embedding: int32 ids in [0, 6), more ids than rows so some repeat (their gradients add up);
   // E = 8 takes the float4 path on CUDA.
   c.push_back({"embedding_1d", {{{7}, Kind::Labels, 6}, {{6, 4}}}, [](V x) { return embedding(x[0], x[1]); }});
@@ -184,6 +190,7 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"max_pool2d_dropout_channels_last", {{{2, 8, 6, 4}}}, pool_drop(1, 0.3)});
   c.push_back({"max_pool2d_channels_last_vec_odd_edge", {{{2, 8, 5, 7}}}, pool_drop(1, 0.0)});
   c.push_back({"max_pool2d_dropout_nchw", {{{2, 3, 4, 4}}}, pool_drop(0, 0.3)});
+  c.push_back({"channels_last_round_trip", {{{3, 5, 4, 3}}}, [=](V x) { return x[0].contiguous(CL).contiguous() * 2.0; }});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
     // The running statistics in the parameters' dtype (float32 beside half activations).

@@ -7,14 +7,26 @@
 namespace loupe {
 namespace {
 
-void copy_strided(const Tensor& dst, const Tensor& src) {
-  size_t es = dst.element_size();
-  char* d = static_cast<char*>(dst.data_ptr());
-  const char* s = static_cast<const char*>(src.data_ptr());
+// Element by element in row-major order: the reference the GPU's kernels are tested against, so
+// it stays this simple. Typed by element size (a memcpy call per element ran at 0.5 GB/s) and
+// split over the thread pool.
+template <class E>
+void copy_elements(const Tensor& dst, const Tensor& src) {
+  E* d = static_cast<E*>(dst.data_ptr());
+  const E* s = static_cast<const E*>(src.data_ptr());
   Shape st[2] = {dst.strides(), src.strides()};
-  cpu::strided_loop<2>(dst.shape(), st, 0, dst.numel(), [&](int64_t, int64_t od, int64_t os, int64_t) {
-    std::memcpy(d + od * int64_t(es), s + os * int64_t(es), es);
+  parallel_for(0, dst.numel(), cpu::kGrain, [&](int64_t b, int64_t e) {
+    cpu::strided_loop<2>(dst.shape(), st, b, e, [&](int64_t, int64_t od, int64_t os, int64_t) { d[od] = s[os]; });
   });
+}
+
+void copy_strided(const Tensor& dst, const Tensor& src) {
+  switch (dst.element_size()) {  // the copy moves bits: the element size is all that matters
+    case 1: copy_elements<uint8_t>(dst, src); break;
+    case 2: copy_elements<uint16_t>(dst, src); break;
+    case 4: copy_elements<uint32_t>(dst, src); break;
+    default: copy_elements<uint64_t>(dst, src); break;
+  }
 }
 
 // Element conversion through float/double, with fp16/bf16 as bit patterns.
