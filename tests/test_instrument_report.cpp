@@ -402,3 +402,29 @@ TEST(Advice, NvmlOnlyHostIssuingIsProbablyLaunchBound) {
   // A host that issues quickly is not launch-bound whatever NVML says.
   EXPECT_FALSE(any_contains(advise(gpu_report(0.78, 2.0, 0.3, 0.0), kH100), "launch-bound"));
 }
+
+// Steps replayed from a CUDA graph: no "CUDA graphs would help", and no launch-bound verdict from
+// the host's issue time (the launch queue's back-pressure makes it the step's); a GPU that idles
+// between small kernels is said to; and NVML's saturated reading does not hide a data-starved step.
+TEST(Advice, GraphedSteps) {
+  EpochReport r = gpu_report(0.60, 0.13, 0.12, 0.0);  // NVML 60 %, issue time ~ step time
+  r.steps = 469;
+  r.graph_steps = 468;
+  r.graph_kernels = 40;
+  auto a = advise(r, {true, true, "fp16", 128});
+  EXPECT_FALSE(any_contains(a, "launch-bound")) << (a.empty() ? "" : a[0]);
+  EXPECT_FALSE(any_contains(a, "CUDA graphs"));
+  EXPECT_TRUE(any_contains(a, "the step is one CUDA graph of 40 kernels, so the host does not bound it"));
+  EXPECT_TRUE(any_contains(a, "(NVML, an upper bound; --busy measures it)"));
+  // mnist_mlp fp32 from the loader on an H100: NVML 98 % but the step waited for data 74 %.
+  EpochReport d = gpu_report(0.98, 0.123, 0.026, 0.737);
+  d.steps = 469;
+  d.graph_steps = 468;
+  a = advise(d, {true, true, "fp32", 128});
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].rfind("input pipeline: the step waited for data 74%", 0), 0u) << a[0];
+  EXPECT_FALSE(any_contains(a, "the GPU is the bottleneck"));
+  // Measured busy time keeps its say: a GPU busy 95 % is the bottleneck, the wait its shadow.
+  d.gpu_busy_share = 0.95;
+  EXPECT_TRUE(any_contains(advise(d, kH100), "the GPU is the bottleneck (busy 95%)"));
+}

@@ -19,7 +19,7 @@ using namespace loupe;
 namespace {
 
 const std::set<std::string> kNotHalf = {"cross_entropy", "bce_with_logits", "mlp_chain", "embedding_1d",
-                                        "embedding_2d", "embedding_2d_vec4"};
+                                        "embedding_2d", "embedding_2d_vec4", "embedding_mean_dim1_vec2"};
 
 // Max pooling after a convolution: rounding the conv output to bfloat16 can change which element
 // of a window is the largest (1 window in 36 here), and that window's gradient then goes to
