@@ -133,8 +133,8 @@ class Embedding : public Module {
   int64_t num_embeddings, embedding_dim;
 
  protected:
-  // The lookup reads the float32 table and casts only its output: a 16-bit copy of a large table
-  // (fastText's 60M entries) would cost a refresh over all of it every step.
+  // The lookup reads the float32 table and gives float32 rows (the next layer casts them): a 16-bit
+  // copy of a large table (fastText's 60M entries) would cost a refresh over all of it every step.
   std::vector<Tensor> own_float32_parameters() const override { return {weight}; }
 };
 
