@@ -63,7 +63,9 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   if (gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
   if (data_bound)
     out.push_back("input pipeline: the step waited for data " + pct(*wait) + " of the time" +
-                  (util ? " (GPU busy " + pct(*util) + ")" : std::string()) +
+                  (r.gpu_busy_share ? " (GPU busy " + pct(*r.gpu_busy_share) + ")"
+                   : util ? " (NVML utilisation " + pct(*util) + ", which over-reads short steps)"
+                          : std::string()) +
                   "; more --workers / --prefetch, or keep the data set on the GPU");
   if (launch_bound)
     out.push_back("launch-bound: the GPU was busy only " + pct(*util) +
