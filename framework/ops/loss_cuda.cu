@@ -1,7 +1,7 @@
 // Losses and the correct count, each summed over the batch on the device (no read-back inside a
-// step). Rows of several classes go one warp a
-// row, lanes over the classes, eight rows a block (char_lstm's 1024 x 57 logits took 20-40 us a
-// kernel with a thread a row), and every sum is taken in a fixed order: the same run after run.
+// step). Rows of several classes go one warp a row, lanes over the classes, eight rows a block
+// (char_lstm's 1024 x 57 logits took 20-40 us a kernel with a thread a row), and every sum is
+// taken in a fixed order: the same run after run.
 #include <algorithm>
 
 #include "core/cuda_util.cuh"
@@ -13,15 +13,8 @@ namespace {
 
 constexpr int kBlock = 512;
 
-// Warp-wide max and sum (every lane gets the result).
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using cuda::warp_max;
+using cuda::warp_sum;
 
 // log sum exp of row x, by the calling warp.
 __device__ __forceinline__ float warp_lse(const float* x, int64_t C) {

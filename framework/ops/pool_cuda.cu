@@ -205,6 +205,20 @@ __device__ __forceinline__ bool keep(const PoolDropout& d, uint64_t c0, uint64_t
   return uniform01(r.v[e % 4]) >= d.p;
 }
 
+// Each channel's max over output pixel (n, i, j)'s window, in float.
+template <class T>
+__device__ __forceinline__ void window_max(float (&m)[Vec<T>::V], const Vec<T>* x, const FusedGeometry& g, uint64_t n,
+                                           uint32_t i, uint32_t j, uint32_t pack, uint32_t CV) {
+#pragma unroll
+  for (int v = 0; v < Vec<T>::V; ++v) m[v] = -INFINITY;
+  for (uint32_t a = 0; a < g.kh; ++a)
+    for (uint32_t b = 0; b < g.kw; ++b) {
+      Vec<T> in = x[((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack];
+#pragma unroll
+      for (int v = 0; v < Vec<T>::V; ++v) m[v] = fmaxf(m[v], cuda::to_float(in.v[v]));
+    }
+}
+
 template <class T>
 __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint64_t packs, PoolDropout d) {
   constexpr int V = Vec<T>::V;
@@ -216,14 +230,7 @@ __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint6
     uint32_t i, j, pack;
     split_pack(q, CV, g, n, i, j, pack);
     float m[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) m[v] = -INFINITY;
-    for (uint32_t a = 0; a < g.kh; ++a)
-      for (uint32_t b = 0; b < g.kw; ++b) {
-        Vec<T> in = x[((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack];
-#pragma unroll
-        for (int v = 0; v < V; ++v) m[v] = fmaxf(m[v], cuda::to_float(in.v[v]));
-      }
+    window_max<T>(m, x, g, n, i, j, pack, CV);
     Vec<T> out;
 #pragma unroll
     for (int v = 0; v < V; ++v) {
@@ -249,21 +256,15 @@ __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, Fus
     const Vec<T> gin = gy[q];
     float m[V], grad[V];
     int first[V];
+    window_max<T>(m, x, g, n, i, j, pack, CV);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      m[v] = -INFINITY;
       first[v] = -1;
       float gv = cuda::to_float(gin.v[v]);
       // Through dropout first, rounded as dropout's backward stores it.
       if (d.on) gv = keep(d, c0, q * V + v) ? cuda::to_float(cuda::from_float<T>(gv * scale)) : 0.f;
       grad[v] = gv;
     }
-    for (uint32_t a = 0; a < g.kh; ++a)
-      for (uint32_t b = 0; b < g.kw; ++b) {
-        Vec<T> in = x[((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack];
-#pragma unroll
-        for (int v = 0; v < V; ++v) m[v] = fmaxf(m[v], cuda::to_float(in.v[v]));
-      }
     for (uint32_t a = 0; a < g.kh; ++a)
       for (uint32_t b = 0; b < g.kw; ++b) {
         const uint64_t at = ((n * g.H + i * g.kh + a) * g.W + j * g.kw + b) * CV + pack;

@@ -5,14 +5,8 @@
 namespace loupe {
 namespace {
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using cuda::warp_max;
+using cuda::warp_sum;
 
 // One warp per row. T: float, __half or __nv_bfloat16; the max, the sum and the dot product are
 // float whatever T is.
