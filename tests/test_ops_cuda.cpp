@@ -267,6 +267,27 @@ TEST(CudaFusion, BiasActMatchesTheSeparateOps) {
     }
 }
 
+// An incoming gradient at an unaligned offset (a view) still gets the fused bias gradient, from an
+// aligned copy: the same result as from a contiguous gradient.
+TEST(CudaFusion, BiasActTakesAnUnalignedGradient) {
+  REQUIRE_GPU();
+  std::vector<float> v(64 * 32 + 1);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(6, 0, i) - 0.5f;
+  Tensor buf = from_vector(v, Shape{int64_t(v.size())}, kCUDA).to(DType::f16);
+  Tensor g_odd = buf.slice(0, 1, int64_t(v.size())).reshape(Shape{64, 32});  // 2 bytes past 16-byte alignment
+  Tensor g_even = g_odd.contiguous();
+  std::vector<float> grads[2];
+  for (int k = 0; k < 2; ++k) {
+    Tensor x = buf.slice(0, 0, 64 * 32).reshape(Shape{64, 32}).contiguous().detach().requires_grad_(true);
+    Tensor b = zeros(Shape{32}, DType::f16, kCUDA).requires_grad_(true);
+    bias_act(x, b, Act::Relu, 0.0, true).backward(k ? g_odd : g_even);
+    grads[k] = b.grad().to(DType::f32).to_vector<float>();
+    std::vector<float> gx = x.grad().to(DType::f32).to_vector<float>();
+    grads[k].insert(grads[k].end(), gx.begin(), gx.end());
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
 // Max pooling's channels-last kernels against cuDNN's NCHW forward and the NCHW backward (the same
 // values in another memory order), at real sizes in every precision; with dropout, against pooling
 // then dropout() in the same memory order.

@@ -254,8 +254,7 @@ train::TrainerOptions trainer_options(const Args& a, Device dev) {
   train::TrainerOptions o;
   o.precision = parse_precision_for(a, dev);
   o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
-  if (o.graph == train::GraphMode::On && !dev.is_cuda())
-    throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto or off)");
+  if (std::string why = train::graph_unsupported(o.graph, dev); !why.empty()) throw Error(why);  // before loading data
   return o;
 }
 
@@ -603,8 +602,7 @@ tools::BenchOptions bench_options(const Args& a, std::vector<std::string> models
   o.channels_last = a.opts.count("channels-last") > 0;
   o.seed = uint64_t(int_opt(a, "seed", 1, 0));
   o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
-  if (o.graph == train::GraphMode::On && !o.device.is_cuda())
-    throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto or off)");
+  if (std::string why = train::graph_unsupported(o.graph, o.device); !why.empty()) throw Error(why);
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
   return o;
 }

@@ -230,7 +230,6 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
     std::vector<cudaGraphNode_t> nodes(n);
     if (n) LOUPE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-    out.nodes = int(n);
     for (cudaGraphNode_t node : nodes) {
       cudaGraphNodeType t;
       LOUPE_CUDA_CHECK(cudaGraphNodeGetType(node, &t));
@@ -262,7 +261,6 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
     LOUPE_CUDA_CHECK(cudaDeviceGraphMemTrim(dev));
   }
-  size_t graph_bytes_in_use() override { return graph_attr(cudaGraphMemAttrUsedMemCurrent); }
   size_t graph_peak_bytes() override { return graph_attr(cudaGraphMemAttrUsedMemHigh); }
   void u64_set(void* w, uint64_t v) override {
     u64_set_kernel<<<1, 1, 0, stream()>>>(static_cast<uint64_t*>(w), v);

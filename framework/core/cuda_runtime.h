@@ -14,7 +14,7 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 struct GraphCapture {
   void* exec = nullptr;   // the instantiated graph, or null when the capture failed
   std::string error;      // why it failed
-  int kernels = 0, nodes = 0;
+  int kernels = 0;
   int alloc_nodes = 0, free_nodes = 0;  // stream-ordered allocations made and freed inside
 };
 
@@ -55,9 +55,8 @@ class CudaRuntime {
   virtual GraphCapture capture_end() = 0;
   virtual void graph_launch(void* exec) = 0;  // on the compute stream
   virtual void graph_destroy(void* exec) = 0;
-  // Device memory held by graphs' own allocations (their stream-ordered allocations), and its
-  // high-water mark since the last reset_peak().
-  virtual size_t graph_bytes_in_use() = 0;
+  // The high-water mark, since the last reset_peak(), of device memory held by graphs' own
+  // (stream-ordered) allocations.
   virtual size_t graph_peak_bytes() = 0;
   // A 64-bit word in device memory, set or advanced by a one-thread kernel on the compute stream
   // (the value is the kernel's argument: no host memory, no wait).

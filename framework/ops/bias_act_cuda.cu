@@ -211,6 +211,13 @@ template <class T>
 void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
   const int64_t n = y.numel();
   const bool packs = cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()});
+  if (gb.defined() && !packs && cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr()})) {
+    // The incoming gradient is a view at an unaligned offset (the caller chose the fused bias
+    // gradient from the shape alone): read a fresh, aligned copy of it instead.
+    Tensor aligned = empty_like(gy);
+    copy_(aligned, gy);
+    return backward_t<T>(gx, gb, y, aligned, a);
+  }
   if (gb.defined()) {
     LOUPE_CHECK(bias_act_fuses_bias_grad(a.C, a.inner) && packs, "bias_act backward: no fused bias gradient for C ",
                 a.C, ", inner ", a.inner);

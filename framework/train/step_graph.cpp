@@ -11,7 +11,7 @@ StepGraph::~StepGraph() { reset(); }
 void StepGraph::reset() {
   if (exec_) cuda_runtime()->graph_destroy(exec_);
   exec_ = nullptr;
-  kernels_ = nodes_ = 0;
+  kernels_ = 0;
 }
 
 bool StepGraph::capture(Device d, const std::function<void()>& fn, std::string* why) {
@@ -48,7 +48,6 @@ bool StepGraph::capture(Device d, const std::function<void()>& fn, std::string* 
   }
   exec_ = g.exec;
   kernels_ = g.kernels;
-  nodes_ = g.nodes;
   return true;
 }
 

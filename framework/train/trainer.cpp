@@ -31,6 +31,11 @@ GraphMode parse_graph_mode(const std::string& s) {
 
 const char* graph_mode_name(GraphMode m) { return m == GraphMode::Auto ? "auto" : m == GraphMode::On ? "on" : "off"; }
 
+std::string graph_unsupported(GraphMode m, Device d) {
+  if (m != GraphMode::On || d.is_cuda()) return "";
+  return "--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto or off)";
+}
+
 Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, TrainerOptions o)
     : model_(model), opt_(opt), device_(device), options_(o), precision_(o.precision.value_or(loupe::precision())) {
   std::string why = precision_unsupported(precision_, device);
@@ -46,17 +51,11 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   const DType cd = compute_dtype(precision_);
   if (cd != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
     model_.arena().enable_compute_copy(cd, model_.float32_parameters());
-  if (o.graph == GraphMode::Off) {
-    eager_why_ = "--graph off";
-  } else if (!device.is_cuda()) {
-    if (o.graph == GraphMode::On)
-      throw Error("--graph on: CUDA graphs are a GPU feature; on the CPU every step is issued eagerly (--graph auto "
-                  "or off)");
-    eager_why_ = "CUDA graphs are a GPU feature";
-  } else {
-    graphs_ = eval_graphs_ = true;
-  }
-  eval_eager_why_ = eager_why_;
+  why = graph_unsupported(o.graph, device);
+  if (!why.empty()) throw Error(why);
+  if (o.graph == GraphMode::Off) eager_why_ = "--graph off";
+  else if (!device.is_cuda()) eager_why_ = "CUDA graphs are a GPU feature";
+  else graphs_ = eval_graphs_ = true;
   LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
 }
 
@@ -70,6 +69,14 @@ std::string Trainer::step_mode() const {
          graph_mode_name(options_.graph) + "; the " + std::to_string(options_.graph_warmup) +
          " before it and each epoch's last, partial batch eagerly)";
 }
+
+namespace {
+// The samples at ids idx of a resident data set: x as float (scaled), labels as int32.
+void gather(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) {
+  x = index_select(data.x, idx, DType::f32, data.x_scale);
+  y = index_select(data.y, idx, DType::i32);
+}
+}  // namespace
 
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps,
                                 bool cycle) {
@@ -90,10 +97,7 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
     start = end;
     return true;
   };
-  src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) {
-    x = index_select(data.x, raw[0], DType::f32, data.x_scale);
-    y = index_select(data.y, raw[0], DType::i32);
-  };
+  src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) { gather(data, raw[0], x, y); };
   src.done = [] {};
   src.full_batch = batch;
   src.key = data.x.data_ptr();
@@ -176,26 +180,29 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   add_(correct_, correct_for(logits.detach(), y));
 }
 
-bool Trainer::Graphed::prepare(const std::vector<Tensor>& in, const void* k, int64_t b) {
+void Trainer::Graphed::prepare(const std::vector<Tensor>& in, const void* k, int64_t b) {
   bool same = k == key && b == batch && in.size() == raw.size();
   for (size_t i = 0; same && i < in.size(); ++i)
     same = in[i].shape() == raw[i].shape() && in[i].dtype() == raw[i].dtype();
-  if (same) return false;
+  if (same) return;
   graph.reset();
   raw.clear();
   for (const Tensor& t : in) raw.push_back(empty(t.shape(), t.dtype(), t.device()));
   key = k;
   batch = b;
   warm = 0;
-  return true;
 }
 
 void Trainer::graph_failed(const std::string& why, bool training, EpochStats* st) {
   const char* what = training ? "training step" : "evaluation step";
   if (options_.graph == GraphMode::On)
     throw Error(std::string("--graph on: the ") + what + " cannot be captured as a CUDA graph: " + why);
-  (training ? graphs_ : eval_graphs_) = false;
-  (training ? eager_why_ : eval_eager_why_) = "the CUDA graph capture failed (" + why + ")";
+  if (!training) {  // evaluation alone runs eagerly from here (no report line carries why)
+    eval_graphs_ = false;
+    return;
+  }
+  graphs_ = false;
+  eager_why_ = "the CUDA graph capture failed (" + why + ")";
   if (st)
     st->graph_event = "the CUDA graph capture failed at step " + std::to_string(global_step_) + ": " + why +
                       "; every step runs eagerly from here";
@@ -236,10 +243,7 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
   instrument::add_flops(g.flops);
   if (training) opt_.set_host_steps(opt_.steps() + 1);  // the graph's own kernels count on the device
   flops = g.flops;
-  if (st) {
-    ++st->graph_steps;
-    st->graph_kernels = g.graph.kernels();
-  }
+  if (st) ++st->graph_steps;
   return true;
 }
 
@@ -352,8 +356,8 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
 }
 
 void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
-  Tensor x = index_select(data.x, idx, DType::f32, data.x_scale);
-  Tensor y = index_select(data.y, idx, DType::i32);
+  Tensor x, y;
+  gather(data, idx, x, y);
   Tensor logits = model_(x);
   if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
   add_(eval_correct_, correct_for(logits, targets_for(logits, y)));

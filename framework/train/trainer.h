@@ -66,6 +66,8 @@ struct TrainHooks {
 enum class GraphMode { Auto, On, Off };
 GraphMode parse_graph_mode(const std::string& s);  // "auto", "on", "off"; else an Error naming them
 const char* graph_mode_name(GraphMode m);
+// Why mode m cannot run on device d ("" when it can): --graph on needs a GPU.
+std::string graph_unsupported(GraphMode m, Device d);
 
 struct TrainerOptions {
   // The arithmetic (core/precision.h); unset: the precision of the scope the trainer is made in.
@@ -124,7 +126,9 @@ class Trainer {
     int64_t batch = 0;
     int warm = 0;
     double flops = 0;         // counted on the host during the capture
-    bool prepare(const std::vector<Tensor>& in, const void* k, int64_t b);  // true when the buffers are new
+    // For the batch `in` of data set k: new buffers (and a new capture after the warm-up) unless
+    // the graph already serves that.
+    void prepare(const std::vector<Tensor>& in, const void* k, int64_t b);
   };
   EpochStats run_epoch(int epoch, int64_t total, Source& src);
   // The step itself, eager; every kernel argument is the same from step to step (graph-safe).
@@ -147,7 +151,7 @@ class Trainer {
   int64_t skipped_before_ = 0;  // the scaler's skipped count at the end of the previous epoch
   bool graphs_ = false;         // full training batches go through a graph
   bool eval_graphs_ = false;    // and full evaluation batches through another
-  std::string eager_why_, eval_eager_why_;  // why they do not
+  std::string eager_why_;       // why training steps do not
   Graphed train_graph_, eval_graph_;
   Tensor loss_sum_, correct_;   // the epoch's sums on the device (fixed addresses: graphs add into them)
   Tensor eval_correct_;
