@@ -159,6 +159,7 @@ TEST(GraphGpu, Cifar10Fp16SkipsAnOverflowAsEager) {
 TEST(GraphGpu, BiLstmWithAdamSameAsEager) {
   REQUIRE_GPU();
   check_same_as_eager("imdb_bilstm", 64, Precision::FP32, false);
+  check_same_as_eager("imdb_bilstm", 64, Precision::BF16, false);  // loupe's own LSTM kernels
 }
 
 TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {

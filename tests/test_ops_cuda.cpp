@@ -213,6 +213,69 @@ TEST(CudaLstm, CudnnMatchesCpu) {
   }
 }
 
+// The LSTM in float16 and bfloat16 against float64 on the CPU: outputs, final states and both
+// input gradients, with gradients reaching it through y and c (dy strided batch-first, dc) and
+// through h alone. Batch 37 leaves a partial 16-row tile for loupe's kernels. Whichever way the
+// LSTM runs (the fastest; CTest also forces loupe's kernels and cuDNN's STANDARD algorithm) must
+// stay within the bound, which is about 8 units of the format's rounding: errors printed per run.
+TEST(CudaLstm, HalfMatchesCpu) {
+  REQUIRE_GPU();
+  struct Config {
+    int64_t in, hidden;
+    int layers;
+    bool bi;
+  };
+  const Config configs[] = {{16, 16, 1, false}, {16, 32, 2, true}, {128, 64, 1, true}, {57, 128, 1, false},
+                            {8, 16, 3, false}};
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (const Config& cf : configs) {
+      LstmParams p;
+      p.input_size = cf.in;
+      p.hidden_size = cf.hidden;
+      p.num_layers = cf.layers;
+      p.bidirectional = cf.bi;
+      const int64_t N = 37, T = 23, I = cf.in;
+      std::vector<float> xv(size_t(N * T * I)), wv(size_t(lstm_weight_count(p)));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = philox_uniform(3, 0, i) - 0.5f;
+      const float scale = 0.8f * std::sqrt(24.f / float(cf.in + cf.hidden));
+      for (size_t i = 0; i < wv.size(); ++i) wv[i] = scale * (philox_uniform(4, 0, i) - 0.5f);
+      // The 16-bit inputs rounded once, so that the reference sees the same values.
+      auto rounded = [&](const std::vector<float>& v) {
+        return from_vector(v, Shape{int64_t(v.size())}).to(dt).to(DType::f64).to_vector<double>();
+      };
+      std::vector<double> xr = rounded(xv), wr = rounded(wv);
+      auto run = [&](Device d, DType t) {
+        Tensor x = from_vector(xr, Shape{N, T, I}).to(t).to(d).detach().requires_grad_(true);
+        Tensor w = from_vector(wr, Shape{int64_t(wr.size())}).to(t).to(d).detach().requires_grad_(true);
+        LstmResult r = lstm(x, w, p, true);
+        (sum(r.y * r.y) + sum(r.c)).backward();
+        Tensor x2 = from_vector(xr, Shape{N, T, I}).to(t).to(d).detach().requires_grad_(true);
+        Tensor w2 = w.detach().requires_grad_(true);
+        LstmResult r2 = lstm(x2, w2, p, true);
+        sum(r2.h).backward();
+        return std::vector<std::vector<double>>{r.y.to_vector<double>(),      r.h.to_vector<double>(),
+                                                r.c.to_vector<double>(),      x.grad().to_vector<double>(),
+                                                w.grad().to_vector<double>(), x2.grad().to_vector<double>(),
+                                                w2.grad().to_vector<double>()};
+      };
+      auto ref = run(kCPU, DType::f64), b = run(kCUDA, dt);
+      const char* what[] = {"y", "h", "c", "dx", "dw", "dx via h", "dw via h"};
+      const double unit = dt == DType::f16 ? 1.0 / 2048 : 1.0 / 256;  // half an ulp at 1
+      for (size_t k = 0; k < b.size(); ++k) {
+        ASSERT_EQ(ref[k].size(), b[k].size());
+        double mag = 0, err = 0;
+        for (double v : ref[k]) mag = std::max(mag, std::abs(v));
+        for (size_t i = 0; i < b[k].size(); ++i) err = std::max(err, std::abs(b[k][i] - ref[k][i]) / mag);
+        std::printf("lstm %s in %3lld hidden %3lld layers %d bi %d %-8s error vs float64 %.2e (%.1f units)\n",
+                    dtype_name(dt), (long long)cf.in, (long long)cf.hidden, cf.layers, int(cf.bi), what[k], err,
+                    err / unit);
+        EXPECT_LE(err, 8 * unit) << dtype_name(dt) << " " << what[k] << " (input " << cf.in << ", hidden "
+                                 << cf.hidden << ", layers " << cf.layers << ", bidirectional " << cf.bi << ")";
+      }
+    }
+  }
+}
+
 TEST(CudaDropout, SameMaskAsCpu) {
   REQUIRE_GPU();
   Tensor x = ones(Shape{1001});

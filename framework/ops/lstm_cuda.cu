@@ -36,6 +36,7 @@
 #include "ops/cudnn_util.cuh"
 #include "ops/index.h"
 #include "ops/lstm.h"
+#include "ops/lstm_persist.h"
 
 namespace loupe {
 namespace {
@@ -43,27 +44,38 @@ namespace {
 struct Choice {
   cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   bool seq_major = false;
+  int own = 0;  // loupe's persistent kernels (ops/lstm_persist.h) with this many rows a block, not cuDNN
 };
 
-// The choices to time: every algorithm that can win (the persistent STATIC and DYNAMIC ones were
-// 9-90x slower than the fastest choice at every reference shape, tools/bench_lstm on an H200) in
-// both layouts, unless forced.
+// The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
+// win (the persistent STATIC and DYNAMIC ones were 9-90x slower than the fastest choice at every
+// reference shape, tools/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
+// force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
+bool forced_first = false;  // take the first supported choice, untimed
 const std::vector<Choice>& candidates() {
   static const std::vector<Choice> c = [] {
     std::vector<cudnnRNNAlgo_t> algos{CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD};
     std::vector<bool> layouts{false, true};
+    std::vector<int> own{16, 8};
     if (const char* a = std::getenv("LOUPE_LSTM_ALGO")) {
-      if (!std::strcmp(a, "static")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC};
+      own = !std::strcmp(a, "loupe") ? std::vector<int>{16, 8}
+            : !std::strcmp(a, "loupe16") ? std::vector<int>{16}
+            : !std::strcmp(a, "loupe8")  ? std::vector<int>{8, 16}
+                                         : std::vector<int>{};
+      forced_first = !std::strcmp(a, "loupe16") || !std::strcmp(a, "loupe8");
+      if (!own.empty()) algos = {}, layouts = {true};
+      else if (!std::strcmp(a, "static")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC};
       else if (!std::strcmp(a, "small_h")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H};
       else if (!std::strcmp(a, "dynamic")) algos = {CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
       else if (!std::strcmp(a, "standard")) algos = {CUDNN_RNN_ALGO_STANDARD};
-      else LOUPE_FAIL("LOUPE_LSTM_ALGO: standard, static, small_h or dynamic, got ", a);
+      else LOUPE_FAIL("LOUPE_LSTM_ALGO: loupe, loupe16, loupe8, standard, static, small_h or dynamic, got ", a);
     }
     if (const char* l = std::getenv("LOUPE_LSTM_LAYOUT")) {
       LOUPE_CHECK(!std::strcmp(l, "seq") || !std::strcmp(l, "batch"), "LOUPE_LSTM_LAYOUT: batch or seq, got ", l);
       layouts = {!std::strcmp(l, "seq")};
     }
     std::vector<Choice> r;
+    for (int rows : own) r.push_back(Choice{CUDNN_RNN_ALGO_STANDARD, true, rows});
     for (cudnnRNNAlgo_t a : algos)
       for (bool sm : layouts) r.push_back(Choice{a, sm});
     return r;
@@ -95,6 +107,7 @@ struct State3d {  // [L*D, N, H] for h and c
 
 struct Plan {
   Choice choice;
+  LstmParams params;
   DType dtype = DType::f32;  // of x, the weights, y, h, c and the gradients
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnDropoutDescriptor_t drop = nullptr;
@@ -166,7 +179,13 @@ std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint6
   cudnnHandle_t h = cuda::cudnn();
   auto pl = std::make_unique<Plan>();
   pl->choice = ch;
+  pl->params = p;
   pl->dtype = dtype;
+  if (ch.own) {
+    std::string why;
+    LOUPE_CHECK(lstm_persist::supports(p, dtype, ch.own, &why), why);
+    return pl;
+  }
   const cudnnDataType_t dt = cuda::cudnn_dtype(dtype, "lstm");
   // The dropout state (cuDNN's own RNG) is set up once per problem, seeded from loupe's generator.
   LOUPE_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&pl->drop));
@@ -250,6 +269,7 @@ Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
 // read the final states h, not y, so none is made later either).
 Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
                    bool training) {
+  if (pl.choice.own) return lstm_persist::forward(pl.params, x, w, y, h, c, training, pl.choice.own, cuda::stream());
   Tensor work = bytes(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
@@ -274,6 +294,8 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
 // anyway, into a scratch buffer, and it is not transposed back).
 void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved_buf,
                   const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw) {
+  if (pl.choice.own)
+    return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, cuda::stream());
   cudnnHandle_t h = cuda::cudnn();
   Tensor work = bytes(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
@@ -353,23 +375,27 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
   std::string why;  // the last refusal, reported if every choice is refused
   static const bool verbose = std::getenv("LOUPE_LSTM_VERBOSE") != nullptr;
   for (const Choice& ch : cands) {
-    const char* name = ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
+    const char* name = ch.own == 16                                     ? "loupe-16rows"
+                       : ch.own == 8                                      ? "loupe-8rows"
+                       : ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
                        : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? "small_h"
                        : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC         ? "static"
                                                                           : "dynamic";
     try {
       std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch, dtype);
-      double ms = cands.size() > 1 ? time_plan(*pl, p, N, T) : 0;
+      double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T) : 0;
       if (verbose)
-        std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld: %s %s-major %.3f ms\n", (long long)N, (long long)T,
-                     (long long)p.input_size, (long long)p.hidden_size, name, ch.seq_major ? "seq" : "batch", ms);
+        std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld %s: %s %s-major %.3f ms\n", (long long)N, (long long)T,
+                     (long long)p.input_size, (long long)p.hidden_size, dtype_name(dtype), name,
+                     ch.seq_major ? "seq" : "batch", ms);
       if (!best || ms < best_ms) best = std::move(pl), best_ms = ms;
+      if (forced_first) break;
     } catch (const std::exception& e) {  // e.g. a hidden size past the persistent kernel's limit
       why = e.what();
       if (verbose) std::fprintf(stderr, "lstm: %s %s-major refused: %s\n", name, ch.seq_major ? "seq" : "batch", e.what());
     }
   }
-  LOUPE_CHECK(best, "cuDNN supports no way to run this ", dtype_name(dtype), " LSTM: ", why);
+  LOUPE_CHECK(best, "neither loupe's kernels nor cuDNN can run this ", dtype_name(dtype), " LSTM: ", why);
   return *cache.emplace(k, std::move(best)).first->second;
 }
 

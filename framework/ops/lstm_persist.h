@@ -1,0 +1,33 @@
+// loupe's own persistent LSTM kernels for float16 and bfloat16 (ops/lstm_persist_cuda.cu), one
+// of the ways ops/lstm_cuda.cu times and picks from (the other ways are cuDNN's).
+//
+// Why: cuDNN (9.14, 9.19) has persistent RNN kernels for float16 and float32 but not bfloat16, where
+// it falls back to a GEMM and a pointwise kernel per step: imdb_bilstm's LSTM took 7.7 ms forward +
+// backward at batch 1024 in bfloat16 against 2.0 in float16. The recurrence is independent across
+// batch rows, so one block can carry 16 rows through every time step with R in registers and no
+// grid-wide synchronisation; the input projections and every weight gradient are large GEMMs.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "ops/lstm.h"
+
+namespace loupe::lstm_persist {
+
+// Whether these kernels run this LSTM with `rows` batch rows a block (16, or 8: twice the blocks,
+// for batches that give too few to fill the GPU; hidden size 32 or more): float16 or bfloat16,
+// hidden size 16, 32, 64 or 128, no dropout between layers, compute capability 8.0 or newer. If
+// not, *why says why.
+bool supports(const LstmParams& p, DType dtype, int rows, std::string* why);
+
+// LstmKernels' forward and backward (ops/lstm.h), same contract: y becomes a sequence-major view;
+// the returned buffer is what the backward needs (undefined unless training). The backward takes
+// the forward's `rows`.
+Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
+               bool training, int rows, cudaStream_t stream);
+void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+              const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
+              cudaStream_t stream);
+
+}  // namespace loupe::lstm_persist
