@@ -114,8 +114,9 @@ class Runtime final : public CudaRuntime {
     return n;
   }
   void* alloc(size_t bytes) override {
+    const cudaStream_t s = stream();
     void* p = nullptr;
-    cudaError_t e = cudaMallocAsync(&p, bytes, stream());
+    cudaError_t e = cudaMallocAsync(&p, bytes, s);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       size_t free_b = 0, total = 0;
@@ -128,7 +129,8 @@ class Runtime final : public CudaRuntime {
     return p;
   }
   void free(void* p) override {
-    cudaError_t e = cudaFreeAsync(p, stream());
+    const cudaStream_t s = stream();
+    cudaError_t e = cudaFreeAsync(p, s);
     if (e != cudaSuccess && capturing_) {
       // A capture that failed part-way refuses stream work until it ends: free after it.
       cudaGetLastError();
@@ -144,11 +146,15 @@ class Runtime final : public CudaRuntime {
   }
   void free_pinned(void* p) override { LOUPE_CUDA_CHECK(cudaFreeHost(p)); }
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind) override {
-    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), stream()));
+    const cudaStream_t s = stream();
+    LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), s));
     // Host buffers may be reused or read as soon as we return.
-    if (kind != CopyKind::DeviceToDevice) LOUPE_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    if (kind != CopyKind::DeviceToDevice) LOUPE_CUDA_CHECK(cudaStreamSynchronize(s));
   }
-  void memset_zero(void* p, size_t bytes) override { LOUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream())); }
+  void memset_zero(void* p, size_t bytes) override {
+    const cudaStream_t s = stream();
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s));
+  }
   void synchronize() override { LOUPE_CUDA_CHECK(cudaStreamSynchronize(stream())); }
   std::string device_name() override {
     cudaDeviceProp p{};
@@ -212,9 +218,10 @@ class Runtime final : public CudaRuntime {
     capturing_ = true;
   }
   GraphCapture capture_end() override {
+    const cudaStream_t s = stream();
     GraphCapture out;
     cudaGraph_t graph = nullptr;
-    cudaError_t e = cudaStreamEndCapture(stream(), &graph);
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
     capturing_ = false;
     if (e != cudaSuccess || !graph) {
       out.error = std::string("the capture failed: ") + cudaGetErrorString(e);
@@ -223,7 +230,7 @@ class Runtime final : public CudaRuntime {
     // Tensors freed while a failed capture refused work: their memory is the pool's again now
     // (or never existed, if they were allocated inside the capture).
     for (void* p : deferred_frees_)
-      if (cudaFreeAsync(p, stream()) != cudaSuccess) cudaGetLastError();
+      if (cudaFreeAsync(p, s) != cudaSuccess) cudaGetLastError();
     deferred_frees_.clear();
     if (!graph) return out;
     size_t n = 0;
@@ -240,7 +247,7 @@ class Runtime final : public CudaRuntime {
     if (out.error.empty()) {
       cudaGraphExec_t exec = nullptr;
       e = cudaGraphInstantiate(&exec, graph, 0);
-      if (e == cudaSuccess) e = cudaGraphUpload(exec, stream());
+      if (e == cudaSuccess) e = cudaGraphUpload(exec, s);
       if (e == cudaSuccess) {
         out.exec = exec;
       } else {
@@ -263,11 +270,13 @@ class Runtime final : public CudaRuntime {
   }
   size_t graph_peak_bytes() override { return graph_attr(cudaGraphMemAttrUsedMemHigh); }
   void u64_set(void* w, uint64_t v) override {
-    u64_set_kernel<<<1, 1, 0, stream()>>>(static_cast<uint64_t*>(w), v);
+    const cudaStream_t s = stream();
+    u64_set_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t*>(w), v);
     LOUPE_CUDA_LAUNCH_CHECK();
   }
   void u64_add(void* w, uint64_t v) override {
-    u64_add_kernel<<<1, 1, 0, stream()>>>(static_cast<uint64_t*>(w), v);
+    const cudaStream_t s = stream();
+    u64_add_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t*>(w), v);
     LOUPE_CUDA_LAUNCH_CHECK();
   }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }

@@ -41,7 +41,7 @@ double time_ms(cudaStream_t s, const std::function<void()>& f, int reps) {
 }
 
 MeasuredPeak measure() {
-  cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream();
   int sms = 0, dev = 0;
   LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
   LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

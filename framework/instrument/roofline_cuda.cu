@@ -81,7 +81,7 @@ double copy_bandwidth() {
   LOUPE_CUDA_CHECK(cudaMalloc(&src, bytes));
   LOUPE_CUDA_CHECK(cudaMalloc(&dst, bytes));
   LOUPE_CUDA_CHECK(cudaMemset(src, 0, bytes));
-  cudaStream_t st = cuda::stream();
+  const cudaStream_t st = cuda::stream();
   double ms = time_call(st, [&] { LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st)); },
                         0.1);
   cudaFree(src);
@@ -97,7 +97,7 @@ std::vector<GpuGemvResult> run(int64_t n, const float* A, const float* x, double
   LOUPE_CUDA_CHECK(cudaMalloc(&dy, size_t(n) * sizeof(float)));
   LOUPE_CUDA_CHECK(cudaMemcpy(dA, A, nn * sizeof(float), cudaMemcpyHostToDevice));
   LOUPE_CUDA_CHECK(cudaMemcpy(dx, x, size_t(n) * sizeof(float), cudaMemcpyHostToDevice));
-  cudaStream_t st = cuda::stream();
+  const cudaStream_t st = cuda::stream();
   cublasHandle_t h = cuda::cublas();
   LOUPE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
   struct Impl {

@@ -77,21 +77,22 @@ __global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack
 
 void forward(Act a, const Tensor& y, const Tensor& x) {
   cuda::require_float(x, "activation");
+  const cudaStream_t s = cuda::stream();
   int64_t n = x.numel();
   cuda::dispatch_float(x.dtype(), "activation", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
-        fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
             a, static_cast<float4*>(y.data_ptr()), static_cast<const float4*>(x.data_ptr()), n / 4);
       else
-        fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<float>(), x.data<float>(), n);
+        fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, y.data<float>(), x.data<float>(), n);
     } else {
       if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
-        fwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        fwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
             a, static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), n / 4);
       else
-        fwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, y.data<T>(), x.data<T>(), n);
+        fwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, y.data<T>(), x.data<T>(), n);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -99,25 +100,25 @@ void forward(Act a, const Tensor& y, const Tensor& x) {
 
 void backward(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cuda::require_float(y, "activation backward");
+  const cudaStream_t s = cuda::stream();
   int64_t n = y.numel();
   cuda::dispatch_float(y.dtype(), "activation backward", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
-        bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
             a, static_cast<float4*>(gx.data_ptr()), static_cast<const float4*>(y.data_ptr()),
             static_cast<const float4*>(gy.data_ptr()), n / 4);
       else
-        bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<float>(), y.data<float>(),
-                                                                              gy.data<float>(), n);
+        bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, gx.data<float>(), y.data<float>(),
+                                                                 gy.data<float>(), n);
     } else {
       if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
-        bwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+        bwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
             a, static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
             static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4);
       else
-        bwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(a, gx.data<T>(), y.data<T>(),
-                                                                                    gy.data<T>(), n);
+        bwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, gx.data<T>(), y.data<T>(), gy.data<T>(), n);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();

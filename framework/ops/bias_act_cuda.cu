@@ -192,23 +192,23 @@ __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
 }
 
 template <class T>
-void forward_t(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+void forward_t(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a, cudaStream_t stream) {
   const int64_t n = x.numel();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
   // Four elements share a channel (inner % 4 == 0) or are four channels of one row (inner == 1).
   const bool packs = (a.inner % 4 == 0 || (a.inner == 1 && a.C % 4 == 0)) &&
                      cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()});
   if (packs)
-    fwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    fwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
         static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), bp, n / 4, a);
   else
-    fwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(y.data<T>(), x.data<T>(), bp, n,
-                                                                                      a);
+    fwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(y.data<T>(), x.data<T>(), bp, n, a);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
-void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
+void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a,
+                cudaStream_t stream) {
   const int64_t n = y.numel();
   const bool packs = cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()});
   if (gb.defined() && !packs && cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr()})) {
@@ -216,7 +216,7 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
     // gradient from the shape alone): read a fresh, aligned copy of it instead.
     Tensor aligned = empty_like(gy);
     copy_(aligned, gy);
-    return backward_t<T>(gx, gb, y, aligned, a);
+    return backward_t<T>(gx, gb, y, aligned, a, stream);
   }
   if (gb.defined()) {
     LOUPE_CHECK(bias_act_fuses_bias_grad(a.C, a.inner) && packs, "bias_act backward: no fused bias gradient for C ",
@@ -228,34 +228,35 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
     int64_t per = (rows + blocks - 1) / blocks;
     blocks = (rows + per - 1) / per;
     Tensor partial = empty(Shape{blocks * a.C}, DType::f32, y.device());
-    bwd_rows<T><<<unsigned(blocks), kRowThreads, 0, cuda::stream()>>>(
+    bwd_rows<T><<<unsigned(blocks), kRowThreads, 0, stream>>>(
         static_cast<Pack4<T>*>(gx.data_ptr()), partial.data<float>(), static_cast<const Pack4<T>*>(y.data_ptr()),
         static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
     LOUPE_CUDA_LAUNCH_CHECK();
-    sum_blocks<T><<<unsigned(a.C), kSumThreads, 0, cuda::stream()>>>(gb.data<T>(), partial.data<float>(), int(blocks),
-                                                                      a.C);
+    sum_blocks<T><<<unsigned(a.C), kSumThreads, 0, stream>>>(gb.data<T>(), partial.data<float>(), int(blocks), a.C);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (packs)
-    bwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    bwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
         static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
         static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4, a);
   else
-    bwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(gx.data<T>(), y.data<T>(),
-                                                                                      gy.data<T>(), n, a);
+    bwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(gx.data<T>(), y.data<T>(),
+                                                                              gy.data<T>(), n, a);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   cuda::require_float(x, "bias_act");
-  cuda::dispatch_float(x.dtype(), "bias_act", [&](auto tag) { forward_t<decltype(tag)>(y, x, b, a); });
+  const cudaStream_t s = cuda::stream();
+  cuda::dispatch_float(x.dtype(), "bias_act", [&](auto tag) { forward_t<decltype(tag)>(y, x, b, a, s); });
 }
 
 void backward(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
   cuda::require_float(y, "bias_act backward");
+  const cudaStream_t s = cuda::stream();
   cuda::dispatch_float(y.dtype(), "bias_act backward",
-                       [&](auto tag) { backward_t<decltype(tag)>(gx, gb, y, gy, a); });
+                       [&](auto tag) { backward_t<decltype(tag)>(gx, gb, y, gy, a, s); });
 }
 
 const BiasActKernels table{forward, backward};

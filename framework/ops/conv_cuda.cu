@@ -89,9 +89,10 @@ struct BePlan {
   float ms = 0;  // its measured GPU time
 };
 
-// Times a plan: the median of three runs after one warm-up, in milliseconds.
+// Times a plan on the stream h runs on: the median of three runs after one warm-up, in milliseconds.
 float time_plan(cudnnHandle_t h, Desc& plan, Desc& pack) {
-  cudaStream_t s = cuda::stream();
+  cudaStream_t s = nullptr;
+  LOUPE_CUDNN_CHECK(cudnnGetStream(h, &s));
   cudaEvent_t a, b;
   LOUPE_CUDA_CHECK(cudaEventCreate(&a));
   LOUPE_CUDA_CHECK(cudaEventCreate(&b));

@@ -159,8 +159,7 @@ void with_bits(int bytes, F&& f) {
 }
 
 template <class I>
-void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t n) {
-  auto s = cuda::stream();
+void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t n, cudaStream_t stream) {
   int inner = p.nd - 1;
   if (p.path == CopyPlan::Path::Rows) {
     int64_t per = p.unit / es;  // elements per unit
@@ -174,8 +173,8 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
       int ty = cuda::kThreads / tx;
       dim3 grid(unsigned(std::min<int64_t>((int64_t(len) + tx * K - 1) / (tx * K), 1 << 20)),
                 unsigned(std::min<int64_t>((int64_t(rows) + ty - 1) / ty, 65535)));
-      copy_rows_kernel<U, K, I><<<grid, dim3(tx, ty), 0, s>>>(static_cast<U*>(dst), static_cast<const U*>(src),
-                                                              rows, len, outer);
+      copy_rows_kernel<U, K, I><<<grid, dim3(tx, ty), 0, stream>>>(static_cast<U*>(dst), static_cast<const U*>(src),
+                                                                   rows, len, outer);
     });
   } else if (p.path == CopyPlan::Path::Transpose) {
     int j = p.src_inner;
@@ -193,15 +192,15 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
     dim3 grid(unsigned(tiles_j * tiles_c), unsigned(std::min<int64_t>(int64_t(a.batch), 65535)));
     with_bits(es, [&](auto e) {
       using E = decltype(e);
-      copy_transpose_kernel<E, I><<<grid, dim3(kTile, kTileRows), 0, s>>>(static_cast<E*>(dst),
-                                                                          static_cast<const E*>(src), a);
+      copy_transpose_kernel<E, I><<<grid, dim3(kTile, kTileRows), 0, stream>>>(static_cast<E*>(dst),
+                                                                               static_cast<const E*>(src), a);
     });
   } else {
     constexpr int K = 4;
     Dims<I> dims = dims_except<I>(p, -1);
     with_bits(es, [&](auto e) {
       using E = decltype(e);
-      copy_general_kernel<E, K, I><<<cuda::blocks_for((n + K - 1) / K), cuda::kThreads, 0, s>>>(
+      copy_general_kernel<E, K, I><<<cuda::blocks_for((n + K - 1) / K), cuda::kThreads, 0, stream>>>(
           static_cast<E*>(dst), static_cast<const E*>(src), I(n), dims);
     });
   }
@@ -209,11 +208,12 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
 
 void copy_strided(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
+  const cudaStream_t s = cuda::stream();
   int es = int(dst.element_size());
   CopyPlan p = plan_copy(dst.shape(), dst.strides(), src.strides(), es, reinterpret_cast<uintptr_t>(dst.data_ptr()),
                          reinterpret_cast<uintptr_t>(src.data_ptr()));
-  if (p.index32) launch_copy<uint32_t>(p, dst.data_ptr(), src.data_ptr(), es, dst.numel());
-  else launch_copy<int64_t>(p, dst.data_ptr(), src.data_ptr(), es, dst.numel());
+  if (p.index32) launch_copy<uint32_t>(p, dst.data_ptr(), src.data_ptr(), es, dst.numel(), s);
+  else launch_copy<int64_t>(p, dst.data_ptr(), src.data_ptr(), es, dst.numel(), s);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -249,12 +249,13 @@ void with_type(DType t, F&& f) {
 }
 
 void cast(const Tensor& dst, const Tensor& src) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = dst.numel();
   with_type(dst.dtype(), [&](auto d) {
-    with_type(src.dtype(), [&](auto s) {
+    with_type(src.dtype(), [&](auto sv) {
       using D = decltype(d);
-      using S = decltype(s);
-      cast_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+      using S = decltype(sv);
+      cast_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
           static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()), n);
     });
   });
@@ -262,10 +263,11 @@ void cast(const Tensor& dst, const Tensor& src) {
 }
 
 void fill(const Tensor& dst, double v) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = dst.numel();
   with_type(dst.dtype(), [&](auto d) {
     using D = decltype(d);
-    fill_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(static_cast<D*>(dst.data_ptr()), v, n);
+    fill_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(static_cast<D*>(dst.data_ptr()), v, n);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -68,31 +68,32 @@ __global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, fl
 }
 
 template <class T>
-void apply_t(const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
+void apply_t(const Tensor& out, const Tensor& in, float p, const RngDraw& rng, cudaStream_t stream) {
   int64_t n = in.numel();
   float scale = 1.f / (1.f - p);
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()}))
-    dropout_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    dropout_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
         static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale, rng);
   else
-    dropout_kernel_t<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    dropout_kernel_t<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(
         out.data<T>(), in.data<T>(), n, p, scale, rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void apply(const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
   cuda::require_float(in, "dropout");
-  if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, rng);
-  if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, rng);
+  const cudaStream_t s = cuda::stream();
+  if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, rng, s);
+  if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, rng, s);
   int64_t n = in.numel();
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()})) {
-    dropout_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    dropout_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
         static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(in.data_ptr()), n / 4, p, 1.f / (1.f - p),
         rng);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
-  dropout_kernel<<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, cuda::stream()>>>(
+  dropout_kernel<<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, s>>>(
       out.data<float>(), in.data<float>(), n, p, 1.f / (1.f - p), rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }

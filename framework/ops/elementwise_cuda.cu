@@ -31,16 +31,15 @@ __global__ void binary_bcast(BinaryOp op, T* o, const T* a, const T* b, int64_t 
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   cuda::require_float(out, "elementwise arithmetic");
+  const cudaStream_t s = cuda::stream();
   int64_t n = out.numel();
   cuda::dispatch_float(out.dtype(), "elementwise arithmetic", [&](auto tag) {
     using T = decltype(tag);
     if (a.is_contiguous() && b.is_contiguous()) {
-      binary_contig<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<T>(), a.data<T>(),
-                                                                                   b.data<T>(), n);
+      binary_contig<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(op, out.data<T>(), a.data<T>(), b.data<T>(), n);
     } else {
       cuda::StridedPair g(out.shape(), a.strides(), b.strides());
-      binary_bcast<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(op, out.data<T>(), a.data<T>(),
-                                                                                  b.data<T>(), n, g);
+      binary_bcast<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(op, out.data<T>(), a.data<T>(), b.data<T>(), n, g);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -53,11 +52,11 @@ __global__ void affine_kernel(T* o, const T* a, float m, float c, int64_t n) {
 
 void affine(const Tensor& out, const Tensor& a, double m, double c) {
   cuda::require_float(out, "scalar arithmetic");
+  const cudaStream_t s = cuda::stream();
   int64_t n = out.numel();
   cuda::dispatch_float(out.dtype(), "scalar arithmetic", [&](auto tag) {
     using T = decltype(tag);
-    affine_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<T>(), a.data<T>(),
-                                                                                 float(m), float(c), n);
+    affine_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(out.data<T>(), a.data<T>(), float(m), float(c), n);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -74,21 +73,21 @@ __global__ void axpy_kernel_t(Y* y, float alpha, const X* x, int64_t n) {
 }
 
 template <class Y, class X>
-void launch_axpy(const Tensor& y, float alpha, const Tensor& x, int64_t n) {
-  axpy_kernel_t<Y, X><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<Y>(), alpha, x.data<X>(), n);
+void launch_axpy(const Tensor& y, float alpha, const Tensor& x, int64_t n, cudaStream_t stream) {
+  axpy_kernel_t<Y, X><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(y.data<Y>(), alpha, x.data<X>(), n);
 }
 
 void axpy(const Tensor& y, double alpha, const Tensor& x) {
   cuda::require_float(y, "add_");
+  const cudaStream_t s = cuda::stream();
   int64_t n = y.numel();
   DType dy = y.dtype(), dx = x.dtype();
   if (dy == DType::f32 && dx == DType::f32)
-    axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(y.data<float>(), float(alpha),
-                                                                           x.data<float>(), n);
-  else if (dy == DType::f32 && dx == DType::f16) launch_axpy<float, __half>(y, float(alpha), x, n);
-  else if (dy == DType::f32 && dx == DType::bf16) launch_axpy<float, __nv_bfloat16>(y, float(alpha), x, n);
-  else if (dy == DType::f16 && dx == DType::f16) launch_axpy<__half, __half>(y, float(alpha), x, n);
-  else if (dy == DType::bf16 && dx == DType::bf16) launch_axpy<__nv_bfloat16, __nv_bfloat16>(y, float(alpha), x, n);
+    axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(y.data<float>(), float(alpha), x.data<float>(), n);
+  else if (dy == DType::f32 && dx == DType::f16) launch_axpy<float, __half>(y, float(alpha), x, n, s);
+  else if (dy == DType::f32 && dx == DType::bf16) launch_axpy<float, __nv_bfloat16>(y, float(alpha), x, n, s);
+  else if (dy == DType::f16 && dx == DType::f16) launch_axpy<__half, __half>(y, float(alpha), x, n, s);
+  else if (dy == DType::bf16 && dx == DType::bf16) launch_axpy<__nv_bfloat16, __nv_bfloat16>(y, float(alpha), x, n, s);
   else LOUPE_FAIL("add_ on CUDA cannot add ", dtype_name(dx), " into ", dtype_name(dy));
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -127,13 +126,14 @@ __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uin
 
 // float16 / bfloat16 (b in x's type): one element per thread.
 template <class T>
-void bias_add_t(const Tensor& out, const Tensor& x, const Tensor& b, int64_t n, int64_t C, int64_t inner) {
+void bias_add_t(const Tensor& out, const Tensor& x, const Tensor& b, int64_t n, int64_t C, int64_t inner,
+                cudaStream_t stream) {
   if (n < (int64_t(1) << 31))
-    bias_add_kernel32<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+    bias_add_kernel32<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
         out.data<T>(), x.data<T>(), b.data<T>(), uint32_t(n), uint32_t(C), uint32_t(inner));
   else
-    bias_add_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(out.data<T>(), x.data<T>(),
-                                                                                  b.data<T>(), n, C, inner);
+    bias_add_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(out.data<T>(), x.data<T>(),
+                                                                          b.data<T>(), n, C, inner);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -141,31 +141,32 @@ void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer
   cuda::require_float(out, "bias_add");
   LOUPE_CHECK(b.dtype() == out.dtype(), "bias_add on CUDA: bias ", dtype_name(b.dtype()), " and input ",
               dtype_name(out.dtype()), " differ");
+  const cudaStream_t s = cuda::stream();
   int64_t n = outer * C * inner;
-  if (out.dtype() == DType::f16) return bias_add_t<__half>(out, x, b, n, C, inner);
-  if (out.dtype() == DType::bf16) return bias_add_t<__nv_bfloat16>(out, x, b, n, C, inner);
+  if (out.dtype() == DType::f16) return bias_add_t<__half>(out, x, b, n, C, inner, s);
+  if (out.dtype() == DType::bf16) return bias_add_t<__nv_bfloat16>(out, x, b, n, C, inner, s);
   if (inner == 1 && C % 4 == 0 && n < (int64_t(1) << 31) &&
       cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr(), b.data_ptr()})) {
-    bias_add_rows4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    bias_add_rows4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
         static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()),
         static_cast<const float4*>(b.data_ptr()), uint32_t(n / 4), uint32_t(C / 4));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (inner % 4 == 0 && n < (int64_t(1) << 31) && cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr()})) {
-    bias_add_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, cuda::stream()>>>(
+    bias_add_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
         static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()), b.data<float>(),
         uint32_t(n / 4), uint32_t(C), uint32_t(inner));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (n < (int64_t(1) << 31)) {
-    bias_add_kernel32<float><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+    bias_add_kernel32<float><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
         out.data<float>(), x.data<float>(), b.data<float>(), uint32_t(n), uint32_t(C), uint32_t(inner));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
-  bias_add_kernel<float><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+  bias_add_kernel<float><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
       out.data<float>(), x.data<float>(), b.data<float>(), n, C, inner);
   LOUPE_CUDA_LAUNCH_CHECK();
 }

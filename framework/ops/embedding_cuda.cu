@@ -253,29 +253,31 @@ __global__ void forward_kernel_x8(uint4* out, const I* ids, const uint4* w, int6
 }
 
 template <class I, class T>
-void launch_forward_t(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+void launch_forward_t(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E,
+                      cudaStream_t stream) {
   int64_t V = weight.size(0);
   static_assert(sizeof(T) == 2, "8 elements per uint4");
   if (E % 8 == 0 && cuda::vec4_ok(E, {out.data_ptr(), weight.data_ptr()})) {
-    forward_kernel_x8<I><<<cuda::blocks_for(n * E / 8), cuda::kThreads, 0, cuda::stream()>>>(
+    forward_kernel_x8<I><<<cuda::blocks_for(n * E / 8), cuda::kThreads, 0, stream>>>(
         static_cast<uint4*>(out.data_ptr()), ids.data<I>(), static_cast<const uint4*>(weight.data_ptr()), n, E / 8,
         V);
   } else {
-    forward_kernel_t<I, T><<<cuda::blocks_for(n * E), cuda::kThreads, 0, cuda::stream()>>>(
+    forward_kernel_t<I, T><<<cuda::blocks_for(n * E), cuda::kThreads, 0, stream>>>(
         out.data<T>(), ids.data<I>(), weight.data<T>(), n, E, V);
   }
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 template <class I>
-void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
-  if (weight.dtype() == DType::f16) return launch_forward_t<I, __half>(out, ids, weight, n, E);
-  if (weight.dtype() == DType::bf16) return launch_forward_t<I, __nv_bfloat16>(out, ids, weight, n, E);
+void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E,
+                    cudaStream_t stream) {
+  if (weight.dtype() == DType::f16) return launch_forward_t<I, __half>(out, ids, weight, n, E, stream);
+  if (weight.dtype() == DType::bf16) return launch_forward_t<I, __nv_bfloat16>(out, ids, weight, n, E, stream);
   int64_t V = weight.size(0);
   with_vec(vec_width(E, {}, {out.data_ptr(), weight.data_ptr()}), [&](auto tag) {
     using Vec = decltype(tag);
     int64_t EV = E / kWidth<Vec>;
-    forward_kernel<I, Vec><<<cuda::blocks_for(n * EV), cuda::kThreads, 0, cuda::stream()>>>(
+    forward_kernel<I, Vec><<<cuda::blocks_for(n * EV), cuda::kThreads, 0, stream>>>(
         static_cast<Vec*>(out.data_ptr()), ids.data<I>(), static_cast<const Vec*>(weight.data_ptr()), n, EV, V);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -283,17 +285,18 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
 
 void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
   cuda::require_float(weight, "embedding");
+  const cudaStream_t s = cuda::stream();
   switch (ids.dtype()) {
-    case DType::i32: launch_forward<int32_t>(out, ids, weight, n, E); break;
-    case DType::f32: launch_forward<float>(out, ids, weight, n, E); break;
-    case DType::f64: launch_forward<double>(out, ids, weight, n, E); break;
+    case DType::i32: launch_forward<int32_t>(out, ids, weight, n, E, s); break;
+    case DType::f32: launch_forward<float>(out, ids, weight, n, E, s); break;
+    case DType::f64: launch_forward<double>(out, ids, weight, n, E, s); break;
     default: LOUPE_FAIL("embedding on CUDA: ids of type ", dtype_name(ids.dtype()), " are not supported");
   }
 }
 
 template <class I>
-void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int64_t V) {
-  keys_kernel<I><<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(keys, pos, ids.data<I>(), n, V);
+void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int64_t V, cudaStream_t stream) {
+  keys_kernel<I><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(keys, pos, ids.data<I>(), n, V);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -303,7 +306,7 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
               "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
   cuda::require_f32(gy, "embedding backward's gradient");
-  cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream();
   if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
   int64_t V = gw.size(0);
   if (n == 0 || E == 0 || V == 0) return;
@@ -323,9 +326,9 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
           p32(multi_first), p32(multi_rank), p32(multi_list), p32(num_runs)};
   int32_t *kp = p32(keys), *ksp = p32(keys_sorted), *pp = p32(pos), *psp = p32(pos_sorted);
   switch (ids.dtype()) {
-    case DType::i32: launch_keys<int32_t>(kp, pp, ids, n, V); break;
-    case DType::f32: launch_keys<float>(kp, pp, ids, n, V); break;
-    case DType::f64: launch_keys<double>(kp, pp, ids, n, V); break;
+    case DType::i32: launch_keys<int32_t>(kp, pp, ids, n, V, s); break;
+    case DType::f32: launch_keys<float>(kp, pp, ids, n, V, s); break;
+    case DType::f64: launch_keys<double>(kp, pp, ids, n, V, s); break;
     default: LOUPE_FAIL("embedding on CUDA: ids of type ", dtype_name(ids.dtype()), " are not supported");
   }
   int end_bit = 1;  // keys lie in [0, V]: sort only the bits that can differ

@@ -28,22 +28,24 @@ __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t 
 }
 
 template <class S, class D>
-void launch(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
-  gather_kernel<S, D><<<cuda::blocks_for(n * row), cuda::kThreads, 0, cuda::stream()>>>(
+void launch(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
+            cudaStream_t stream) {
+  gather_kernel<S, D><<<cuda::blocks_for(n * row), cuda::kThreads, 0, stream>>>(
       out.data<D>(), src.data<S>(), idx.data<int32_t>(), n, row, float(scale));
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 // Into float32, float16 or bfloat16 from any source type; into int32 from the integer ones.
 template <class S>
-bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
+bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
+                 cudaStream_t stream) {
   switch (out.dtype()) {
-    case DType::f32: launch<S, float>(out, src, idx, n, row, scale); return true;
-    case DType::f16: launch<S, __half>(out, src, idx, n, row, scale); return true;
-    case DType::bf16: launch<S, __nv_bfloat16>(out, src, idx, n, row, scale); return true;
+    case DType::f32: launch<S, float>(out, src, idx, n, row, scale, stream); return true;
+    case DType::f16: launch<S, __half>(out, src, idx, n, row, scale, stream); return true;
+    case DType::bf16: launch<S, __nv_bfloat16>(out, src, idx, n, row, scale, stream); return true;
     case DType::i32:
       if constexpr (std::is_integral_v<S>) {
-        launch<S, int32_t>(out, src, idx, n, row, scale);  // labels, token ids
+        launch<S, int32_t>(out, src, idx, n, row, scale, stream);  // labels, token ids
         return true;
       } else {
         return false;
@@ -53,17 +55,18 @@ bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_
 }
 
 void gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
-  DType s = src.dtype(), d = out.dtype();
+  const cudaStream_t s = cuda::stream();
+  DType from = src.dtype(), to = out.dtype();
   bool ok = false;
-  switch (s) {
-    case DType::u8: ok = launch_from<uint8_t>(out, src, idx, n, row, scale); break;
-    case DType::i32: ok = launch_from<int32_t>(out, src, idx, n, row, scale); break;
-    case DType::f32: ok = launch_from<float>(out, src, idx, n, row, scale); break;
-    case DType::f16: ok = launch_from<__half>(out, src, idx, n, row, scale); break;
-    case DType::bf16: ok = launch_from<__nv_bfloat16>(out, src, idx, n, row, scale); break;
+  switch (from) {
+    case DType::u8: ok = launch_from<uint8_t>(out, src, idx, n, row, scale, s); break;
+    case DType::i32: ok = launch_from<int32_t>(out, src, idx, n, row, scale, s); break;
+    case DType::f32: ok = launch_from<float>(out, src, idx, n, row, scale, s); break;
+    case DType::f16: ok = launch_from<__half>(out, src, idx, n, row, scale, s); break;
+    case DType::bf16: ok = launch_from<__nv_bfloat16>(out, src, idx, n, row, scale, s); break;
     default: break;
   }
-  if (!ok) LOUPE_FAIL("index_select on CUDA: ", dtype_name(s), " -> ", dtype_name(d), " is not supported");
+  if (!ok) LOUPE_FAIL("index_select on CUDA: ", dtype_name(from), " -> ", dtype_name(to), " is not supported");
 }
 
 const IndexKernels table{gather};

@@ -121,45 +121,50 @@ __global__ void correct_rows(float* partial, const float* x, const int32_t* labe
 
 // The per-warp rows, then their sum (a float32 scalar) into out, scaled.
 template <class K, class... A>
-void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, A... args) {
+void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, cudaStream_t stream, A... args) {
   const int64_t blocks = std::max<int64_t>(1, (N + kRowWarps - 1) / kRowWarps);
   Tensor partial = empty(Shape{blocks}, DType::f32, out.device());
-  kernel<<<unsigned(blocks), kRowWarps * 32, 0, cuda::stream()>>>(partial.data<float>(), args...);
+  kernel<<<unsigned(blocks), kRowWarps * 32, 0, stream>>>(partial.data<float>(), args...);
   LOUPE_CUDA_LAUNCH_CHECK();
-  sum_partials<<<1, kSumThreads, 0, cuda::stream()>>>(out.data<float>(), partial.data<float>(), blocks, scale);
+  sum_partials<<<1, kSumThreads, 0, stream>>>(out.data<float>(), partial.data<float>(), blocks, scale);
 }
 
 void ce_forward(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
   cuda::require_f32(logits, "cross_entropy");
-  rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, logits.data<float>(), labels.data<int32_t>(), N, C);
+  const cudaStream_t s = cuda::stream();
+  rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, s, logits.data<float>(), labels.data<int32_t>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void ce_backward(const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss, int64_t N,
                  int64_t C) {
-  ce_bwd<<<cuda::blocks_for(N * 32), cuda::kThreads, 0, cuda::stream()>>>(
+  const cudaStream_t s = cuda::stream();
+  ce_bwd<<<cuda::blocks_for(N * 32), cuda::kThreads, 0, s>>>(
       gx.data<float>(), logits.data<float>(), labels.data<int32_t>(), gloss.data<float>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void bce_forward(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
   cuda::require_f32(logits, "binary_cross_entropy_with_logits");
-  bce_fwd<<<1, kBlock, 0, cuda::stream()>>>(loss.data<float>(), logits.data<float>(), targets.data<float>(), n);
+  const cudaStream_t s = cuda::stream();
+  bce_fwd<<<1, kBlock, 0, s>>>(loss.data<float>(), logits.data<float>(), targets.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void bce_backward(const Tensor& gx, const Tensor& logits, const Tensor& targets, const Tensor& gloss, int64_t n) {
-  bce_bwd<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(gx.data<float>(), logits.data<float>(),
-                                                                     targets.data<float>(), gloss.data<float>(), n);
+  const cudaStream_t s = cuda::stream();
+  bce_bwd<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(gx.data<float>(), logits.data<float>(),
+                                                        targets.data<float>(), gloss.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void count_correct(const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
   cuda::require_f32(logits, "count_correct");
+  const cudaStream_t s = cuda::stream();
   if (C == 1)
-    correct_binary<<<1, kBlock, 0, cuda::stream()>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N);
+    correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N);
   else
-    rows_then_sum(correct_rows, out, N, 1.f, logits.data<float>(), labels.data<int32_t>(), N, C);
+    rows_then_sum(correct_rows, out, N, 1.f, s, logits.data<float>(), labels.data<int32_t>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

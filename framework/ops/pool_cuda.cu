@@ -133,27 +133,27 @@ __global__ void max_bwd_overlap(T* gx, const T* x, const T* y, const T* gy, Geom
   }
 }
 
-void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy, const Pool2dParams& p) {
+void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy, const Pool2dParams& p,
+                  cudaStream_t stream) {
   Geometry g{int(x.size(0)), int(x.size(1)), int(x.size(2)), int(x.size(3)), int(y.size(2)), int(y.size(3)),
              p.kernel_h,     p.kernel_w,     p.stride_h,     p.stride_w,     p.pad_h,        p.pad_w,
              x.memory_format() == MemoryFormat::ChannelsLast};
-  auto s = cuda::stream();
   if (p.stride_h >= p.kernel_h && p.stride_w >= p.kernel_w) {
     // Zero first unless the windows tile the input exactly (mnist_cnn's and cifar10_cnn's 2x2 do
     // when H and W are even).
     bool tiles = p.stride_h == p.kernel_h && p.stride_w == p.kernel_w && p.pad_h == 0 && p.pad_w == 0 &&
                  g.P * p.kernel_h == g.H && g.Q * p.kernel_w == g.W;
-    if (!tiles) LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
+    if (!tiles) LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), stream));
     cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
       using T = decltype(tag);
-      max_bwd_disjoint<T><<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, s>>>(gx.data<T>(), x.data<T>(),
-                                                                                 y.data<T>(), gy.data<T>(), g);
+      max_bwd_disjoint<T><<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, stream>>>(gx.data<T>(), x.data<T>(),
+                                                                                      y.data<T>(), gy.data<T>(), g);
     });
   } else {
     cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
       using T = decltype(tag);
-      max_bwd_overlap<T><<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, s>>>(gx.data<T>(), x.data<T>(),
-                                                                                y.data<T>(), gy.data<T>(), g);
+      max_bwd_overlap<T><<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, stream>>>(gx.data<T>(), x.data<T>(),
+                                                                                     y.data<T>(), gy.data<T>(), g);
     });
   }
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -162,7 +162,8 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
 void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
   cuda::require_float(x, "pooling backward");
-  if (m == PoolMode::Max) return max_backward(gx, x, y, gy, p);
+  const cudaStream_t s = cuda::stream();
+  if (m == PoolMode::Max) return max_backward(gx, x, y, gy, p, s);
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);
   float one = 1, zero = 0;
@@ -306,12 +307,13 @@ FusedGeometry geometry(const Tensor& x, const Pool2dParams& p) {
 
 bool max_forward_fused(const Tensor& y, const Tensor& x, const Pool2dParams& p, const PoolDropout& d) {
   if (!fusable(x, {x.data_ptr(), y.data_ptr()}, p) || y.memory_format() != MemoryFormat::ChannelsLast) return false;
+  const cudaStream_t s = cuda::stream();
   FusedGeometry g = geometry(x, p);
   bool ok = true;
   cuda::dispatch_float(x.dtype(), "max pooling", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(y.numel()) / Vec<T>::V;
-    max_fused_fwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, cuda::stream()>>>(
+    max_fused_fwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s>>>(
         static_cast<Vec<T>*>(y.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()), g, packs, d);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -323,14 +325,15 @@ bool max_backward_fused(const Tensor& gx, const Tensor& x, const Tensor& gy, con
   if (!fusable(x, {x.data_ptr(), gx.data_ptr(), gy.data_ptr()}, p) || gx.memory_format() != MemoryFormat::ChannelsLast ||
       gy.memory_format() != MemoryFormat::ChannelsLast)
     return false;
+  const cudaStream_t s = cuda::stream();
   FusedGeometry g = geometry(x, p);
   // Rows and columns no window covers (an odd H or W) get no gradient.
   if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
-    LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), cuda::stream()));
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
   cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
-    max_fused_bwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, cuda::stream()>>>(
+    max_fused_bwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s>>>(
         static_cast<Vec<T>*>(gx.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()),
         static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d);
   });

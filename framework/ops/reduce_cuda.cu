@@ -68,26 +68,25 @@ __global__ void sum_splits_kernel(Y* out, const float* partial, int64_t m, int s
 constexpr int64_t kTargetBlocks = 4 * 132;
 
 template <class X, class Y>
-void sum_rows(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, double scale) {
-  auto s = cuda::stream();
+void sum_rows(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, double scale, cudaStream_t stream) {
   // Split long rows so that a full reduction still fills the GPU; then reduce the partials.
   int splits = outer >= 132 ? 1 : int(std::min<int64_t>(256, (n + 8191) / 8192));
   if (splits <= 1) {
-    sum_rows_kernel<X, Y><<<unsigned(outer), kBlock, 0, s>>>(out.data<Y>(), x.data<X>(), n, float(scale), 1);
+    sum_rows_kernel<X, Y><<<unsigned(outer), kBlock, 0, stream>>>(out.data<Y>(), x.data<X>(), n, float(scale), 1);
   } else {
     Tensor partial = empty(Shape{outer * splits}, DType::f32, x.device());
-    sum_rows_kernel<X, float><<<unsigned(outer * splits), kBlock, 0, s>>>(partial.data<float>(), x.data<X>(), n, 1.f,
-                                                                          splits);
-    sum_rows_kernel<float, Y><<<unsigned(outer), kBlock, 0, s>>>(out.data<Y>(), partial.data<float>(), splits,
-                                                                 float(scale), 1);
+    sum_rows_kernel<X, float><<<unsigned(outer * splits), kBlock, 0, stream>>>(partial.data<float>(), x.data<X>(), n,
+                                                                               1.f, splits);
+    sum_rows_kernel<float, Y><<<unsigned(outer), kBlock, 0, stream>>>(out.data<Y>(), partial.data<float>(), splits,
+                                                                      float(scale), 1);
   }
 }
 
 template <class X, class Y>
-void sum_dim_t(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale) {
-  auto s = cuda::stream();
+void sum_dim_t(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale,
+               cudaStream_t stream) {
   if (inner == 1) {
-    sum_rows<X, Y>(out, x, outer, n, scale);
+    sum_rows<X, Y>(out, x, outer, n, scale, stream);
   } else {
     int64_t gx = (inner + kTileX - 1) / kTileX, gy = std::min<int64_t>(outer, 65535);
     // Split n only as far as needed to fill the GPU, and never below 64 rows per block.
@@ -97,12 +96,13 @@ void sum_dim_t(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int
     splits = (n + chunk - 1) / chunk;
     dim3 grid{unsigned(gx), unsigned(gy), unsigned(splits)}, block{kTileX, kTileY};
     if (splits == 1) {
-      sum_strided_kernel<X, Y><<<grid, block, 0, s>>>(out.data<Y>(), x.data<X>(), outer, n, inner, float(scale), chunk);
+      sum_strided_kernel<X, Y><<<grid, block, 0, stream>>>(out.data<Y>(), x.data<X>(), outer, n, inner, float(scale),
+                                                           chunk);
     } else {
       Tensor partial = empty(Shape{splits * outer * inner}, DType::f32, x.device());
-      sum_strided_kernel<X, float><<<grid, block, 0, s>>>(partial.data<float>(), x.data<X>(), outer, n, inner,
-                                                          float(scale), chunk);
-      sum_splits_kernel<Y><<<cuda::blocks_for(outer * inner), cuda::kThreads, 0, s>>>(
+      sum_strided_kernel<X, float><<<grid, block, 0, stream>>>(partial.data<float>(), x.data<X>(), outer, n, inner,
+                                                               float(scale), chunk);
+      sum_splits_kernel<Y><<<cuda::blocks_for(outer * inner), cuda::kThreads, 0, stream>>>(
           out.data<Y>(), partial.data<float>(), outer * inner, int(splits));
     }
   }
@@ -110,7 +110,8 @@ void sum_dim_t(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int
 }
 
 // out has x's type, or float32 (sum_keep_middle's float intermediate, and its sum).
-void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale) {
+void launch_sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale,
+                    cudaStream_t stream) {
   cuda::require_float(x, "sum");
   cuda::require_float(out, "sum");
   LOUPE_CHECK(out.dtype() == x.dtype() || out.dtype() == DType::f32 || x.dtype() == DType::f32, "sum on CUDA: ",
@@ -120,9 +121,14 @@ void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64
       using X = decltype(xtag);
       using Y = decltype(ytag);
       if constexpr (std::is_same_v<X, Y> || std::is_same_v<X, float> || std::is_same_v<Y, float>)
-        sum_dim_t<X, Y>(out, x, outer, n, inner, scale);
+        sum_dim_t<X, Y>(out, x, outer, n, inner, scale, stream);
     });
   });
+}
+
+void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale) {
+  const cudaStream_t s = cuda::stream();
+  launch_sum_dim(out, x, outer, n, inner, scale, s);
 }
 
 // out[c] = scale * sum of x[o][c][k] over o and k (x [outer, C, inner], inner > 1): grid (C, splits),
@@ -153,12 +159,13 @@ void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t 
   cuda::require_float(x, "sum");
   LOUPE_CHECK(out.dtype() == x.dtype(), "sum on CUDA: ", dtype_name(x.dtype()), " into ", dtype_name(out.dtype()),
               " is not supported");
+  const cudaStream_t s = cuda::stream();
   if (inner == 1 || outer * inner >= (int64_t(1) << 31)) {
     // [outer, C] summed over outer is sum_dim's strided case; very large slices take two passes.
-    if (inner == 1) return sum_dim(out, x, 1, outer, C, scale);
+    if (inner == 1) return launch_sum_dim(out, x, 1, outer, C, scale, s);
     Tensor t = empty(Shape{outer, C}, DType::f32, x.device());
-    sum_dim(t, x, outer * C, inner, 1, 1.0);
-    return sum_dim(out, t, 1, outer, C, scale);
+    launch_sum_dim(t, x, outer * C, inner, 1, 1.0, s);
+    return launch_sum_dim(out, t, 1, outer, C, scale, s);
   }
   // About 16 blocks per SM, each with at least 2048 elements.
   int64_t splits = std::clamp<int64_t>(16 * 132 / C, 1, outer);
@@ -166,7 +173,6 @@ void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t 
   int64_t chunk = (outer + splits - 1) / splits;
   splits = (outer + chunk - 1) / chunk;
   Tensor partial = empty(Shape{C * splits}, DType::f32, x.device());
-  auto s = cuda::stream();
   cuda::dispatch_float(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     sum_middle_kernel<T><<<dim3(unsigned(C), unsigned(splits)), kBlock, 0, s>>>(
@@ -189,10 +195,10 @@ __global__ void argmax_kernel(int32_t* out, const T* x, int64_t rows, int64_t co
 
 void argmax_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
   cuda::require_float(x, "argmax");
+  const cudaStream_t s = cuda::stream();
   cuda::dispatch_float(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
-    argmax_kernel<T><<<cuda::blocks_for(rows), cuda::kThreads, 0, cuda::stream()>>>(out.data<int32_t>(), x.data<T>(),
-                                                                                    rows, cols);
+    argmax_kernel<T><<<cuda::blocks_for(rows), cuda::kThreads, 0, s>>>(out.data<int32_t>(), x.data<T>(), rows, cols);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -88,27 +88,30 @@ __global__ void adam_kernel4(float* p, const float* g, float* m, float* v, int64
 
 void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
          float wd) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = p.numel();
-  sgd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(p.data<float>(), g.data<float>(),
-                                                                        buf.data<float>(), n, a, momentum, nesterov, wd);
+  sgd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(p.data<float>(), g.data<float>(),
+                                                           buf.data<float>(), n, a, momentum, nesterov, wd);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = p.numel();
-  rmsprop_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(p.data<float>(), g.data<float>(),
-                                                                            v.data<float>(), n, a, rho, eps);
+  rmsprop_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(p.data<float>(), g.data<float>(),
+                                                               v.data<float>(), n, a, rho, eps);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
           double beta2, float eps, float wd) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = p.numel();
   if (cuda::vec4_ok(4, {p.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr()})) {
-    adam_kernel4<<<cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, cuda::stream()>>>(
+    adam_kernel4<<<cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, s>>>(
         p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, a, beta1, beta2, eps, wd);
   } else {
-    adam_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+    adam_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
         p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), n, a, beta1, beta2, eps, wd);
   }
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -130,8 +133,9 @@ __global__ void adadelta_kernel(float* p, const float* g, float* acc, float* del
 
 void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a, float rho,
               float eps) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = p.numel();
-  adadelta_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, cuda::stream()>>>(
+  adadelta_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
       p.data<float>(), g.data<float>(), acc.data<float>(), delta.data<float>(), n, a, rho, eps);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -139,7 +143,8 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
 __global__ void count_kernel(double* c) { *c += 1.0; }
 
 void count(const Tensor& c) {
-  count_kernel<<<1, 1, 0, cuda::stream()>>>(c.data<double>());
+  const cudaStream_t s = cuda::stream();
+  count_kernel<<<1, 1, 0, s>>>(c.data<double>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -168,15 +173,16 @@ __global__ void update_kernel(float* s, float growth, float backoff, int interva
 }
 
 void unscale(const Tensor& grads, const Tensor& state) {
+  const cudaStream_t s = cuda::stream();
   int64_t n = grads.numel();
   LOUPE_CHECK(cuda::vec4_ok(4, {grads.data_ptr()}), "unscale needs 16-byte aligned gradients (an arena)");
-  unscale_kernel<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, cuda::stream()>>>(grads.data<float>(), n,
-                                                                                    state.data<float>());
+  unscale_kernel<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void update(const Tensor& state, float growth, float backoff, int interval) {
-  update_kernel<<<1, 1, 0, cuda::stream()>>>(state.data<float>(), growth, backoff, interval);
+  const cudaStream_t s = cuda::stream();
+  update_kernel<<<1, 1, 0, s>>>(state.data<float>(), growth, backoff, interval);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
