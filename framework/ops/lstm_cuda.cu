@@ -268,8 +268,8 @@ Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
 // Sequence-major, y becomes a transposed view of cuDNN's [T, N, D*H] output: no copy (the models
 // read the final states h, not y, so none is made later either).
 Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
-                   bool training) {
-  if (pl.choice.own) return lstm_persist::forward(pl.params, x, w, y, h, c, training, pl.choice.own, cuda::stream());
+                   bool training, cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::forward(pl.params, x, w, y, h, c, training, pl.choice.own, stream);
   Tensor work = bytes(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
@@ -293,9 +293,9 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
 // dy undefined: zero, made in the layout cuDNN reads; dx undefined: not needed (cuDNN computes it
 // anyway, into a scratch buffer, and it is not transposed back).
 void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved_buf,
-                  const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw) {
-  if (pl.choice.own)
-    return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, cuda::stream());
+                  const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
+                  cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, stream);
   cudnnHandle_t h = cuda::cudnn();
   Tensor work = bytes(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
@@ -324,7 +324,7 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
       dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
       pl.reserve_train, saved.buf.data_ptr()));
   // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
-  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), cuda::stream()));
+  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), stream));
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(h, pl.rnn, CUDNN_WGRAD_MODE_ADD, pl.seq_lengths.data<int32_t>(),
                                                pl.x->d, xs.data_ptr(), pl.hc->d, nullptr, pl.y->d, ys.data_ptr(),
                                                pl.weight_bytes, dws.data_ptr(), work.nbytes(), work.data_ptr(),
@@ -335,13 +335,12 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
 // (the persistent kernels' speed does not depend on the values): the second of two runs.
-double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
+double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
   auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
   Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size});
   Tensor dx = z(x.shape()), dw = z(w.shape());
-  cudaStream_t s = cuda::stream();
   cudaEvent_t a, b;
   LOUPE_CUDA_CHECK(cudaEventCreate(&a));
   LOUPE_CUDA_CHECK(cudaEventCreate(&b));
@@ -349,8 +348,8 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
   for (int i = 0; i < 2; ++i) {
     LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
     Tensor yi = y;
-    Tensor saved = run_forward(pl, x, w, yi, h, c, true);
-    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw);  // the models read h: dy is zero
+    Tensor saved = run_forward(pl, x, w, yi, h, c, true, s);
+    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, s);  // the models read h: dy is zero
     LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
     LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
     LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -364,7 +363,7 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T) {
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
 
 // The fastest supported choice for this problem, timed once and cached.
-Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype) {
+Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype, cudaStream_t stream) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
   Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision()), int(dtype)};
   auto it = cache.find(k);
@@ -383,7 +382,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
                                                                           : "dynamic";
     try {
       std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch, dtype);
-      double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T) : 0;
+      double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T, stream) : 0;
       if (verbose)
         std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld %s: %s %s-major %.3f ms\n", (long long)N, (long long)T,
                      (long long)p.input_size, (long long)p.hidden_size, dtype_name(dtype), name,
@@ -418,7 +417,8 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
-  return run_forward(plan_for(p, x.size(0), x.size(1), seed, x.dtype()), x, w, y, h, c, training);
+  const cudaStream_t s = cuda::stream();
+  return run_forward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
 }
 
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
@@ -426,7 +426,8 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
               uint64_t) {
   check_dtypes("lstm backward", {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
-  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype()), x, w, y, saved, dy, dh, dc, dx, dw);
+  const cudaStream_t s = cuda::stream();
+  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw, s);
 }
 
 const LstmKernels table{forward, backward};
