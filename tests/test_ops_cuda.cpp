@@ -217,7 +217,7 @@ TEST(CudaLstm, CudnnMatchesCpu) {
 // input gradients, with gradients reaching it through y and c (dy strided batch-first, dc) and
 // through h alone. Batch 37 leaves a partial 16-row tile for loupe's kernels. Whichever way the
 // LSTM runs (the fastest; CTest also forces loupe's kernels and cuDNN's STANDARD algorithm) must
-// stay within the bound, which is about 8 units of the format's rounding: errors printed per run.
+// stay within 4 half-ulps at 1 of the format (both measured at most 1.8 on an H100): printed per run.
 TEST(CudaLstm, HalfMatchesCpu) {
   REQUIRE_GPU();
   struct Config {
@@ -269,7 +269,7 @@ TEST(CudaLstm, HalfMatchesCpu) {
         std::printf("lstm %s in %3lld hidden %3lld layers %d bi %d %-8s error vs float64 %.2e (%.1f units)\n",
                     dtype_name(dt), (long long)cf.in, (long long)cf.hidden, cf.layers, int(cf.bi), what[k], err,
                     err / unit);
-        EXPECT_LE(err, 8 * unit) << dtype_name(dt) << " " << what[k] << " (input " << cf.in << ", hidden "
+        EXPECT_LE(err, 4 * unit) << dtype_name(dt) << " " << what[k] << " (input " << cf.in << ", hidden "
                                  << cf.hidden << ", layers " << cf.layers << ", bidirectional " << cf.bi << ")";
       }
     }

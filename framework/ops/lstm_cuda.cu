@@ -8,13 +8,15 @@
 // a silent misreading. Descriptors, the dropout state and the sequence-length array are built
 // once per problem and cached; a step allocates only its work and reserve space.
 //
-// How cuDNN runs it is chosen per problem by timing, as the convolutions are: the algorithm
+// How it runs is chosen per problem by timing, as the convolutions' algorithms are: in float16 and
+// bfloat16 loupe's own persistent kernels (ops/lstm_persist.h, 16 or 8 batch rows a block; cuDNN
+// has no persistent bfloat16 kernels) are candidates beside cuDNN's. cuDNN's are the algorithm
 // (CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, one persistent kernel for the whole recurrence where
 // the hidden size allows it, or STANDARD, a GEMM and a pointwise kernel per step and direction) and
 // the layout x and y reach it in (batch-major as loupe holds them, which cuDNN rearranges itself
 // with padded I/O, or sequence-major packed, transposed here around the calls). On an H200 the
 // persistent kernel took imdb_bilstm's forward + backward at batch 32 from 8.0 ms to 0.5 ms
-// (tools/bench_lstm). LOUPE_LSTM_ALGO=standard|static|small_h|dynamic and
+// (tools/bench_lstm). LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
 // LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
 // prints the timings and the choice.
 //
@@ -399,21 +401,22 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
 }
 
 // x, the weights and every other tensor in one dtype that cuDNN's RNNs take.
-void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
+void check_dtypes(const char* op, const LstmParams& p, std::initializer_list<const Tensor*> ts) {
   const Tensor& x = **ts.begin();
   cuda::require_float(x, op);
   for (const Tensor* t : ts)
     LOUPE_CHECK(!t->defined() || t->dtype() == x.dtype(), op, " on CUDA: x, the weights, y, h, c and the gradients ",
                 "must share one dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(t->dtype()));
-  // cuDNN's RNNs take bfloat16 from 9.13 on (and need compute capability 8.0 or newer for it).
-  if (x.dtype() == DType::bf16 && cudnnGetVersion() < 91300)
+  // cuDNN's RNNs take bfloat16 from 9.13 on (and need compute capability 8.0 or newer for it);
+  // loupe's kernels take it wherever they run.
+  if (x.dtype() == DType::bf16 && cudnnGetVersion() < 91300 && !lstm_persist::supports(p, DType::bf16, 16, nullptr))
     LOUPE_FAIL(op, " in bfloat16 needs cuDNN 9.13 or newer, this is ", cudnnGetVersion(),
                "; use float16 (--precision fp16) or a newer cuDNN");
 }
 
 Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t) {
-  check_dtypes("lstm", {&x, &w, &y, &h, &c});
+  check_dtypes("lstm", p, {&x, &w, &y, &h, &c});
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
@@ -424,7 +427,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, uint64_t seed,
               uint64_t) {
-  check_dtypes("lstm backward", {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
+  check_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
   const cudaStream_t s = cuda::stream();
   run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw, s);
