@@ -1,9 +1,10 @@
 // Dynamic loss scaling (optim/grad_scaler.h): GradScaler's rule against a reference loop, the
-// unscale pass and its inf/NaN flag, the optimizers' on-device skip (parameters and moments
-// untouched, Adam counting only applied steps), and, with a GPU, the same on the device with an
-// overflow injected into one step.
+// read-only check pass and its inf/NaN flag, the optimizers' on-device skip (parameters and
+// moments untouched, Adam counting only applied steps) and their unscaling of the gradients, and,
+// with a GPU, the same on the device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -18,10 +19,10 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Gradients with an inf/NaN (or not) in them, unscaled through the scaler: sets found_inf.
+// Gradients with an inf/NaN (or not) in them, checked by the scaler: sets found_inf.
 void feed(GradScaler& s, Device d, float bad) {
   std::vector<float> g{1.f, -2.f, 3.f, bad};
-  s.unscale_(from_vector(g, Shape{4}, d));
+  s.check_(from_vector(g, Shape{4}, d));
 }
 
 // The rule, written out (torch.amp.GradScaler, _amp_update_scale_).
@@ -71,11 +72,12 @@ void check_rule(Device d) {
 
 TEST(GradScaler, FollowsTheRuleOnTheCpu) { check_rule(kCPU); }
 
-TEST(GradScaler, UnscaleDividesExactlyAndFlagsInfAndNan) {
+TEST(GradScaler, CheckWritesNothingAndFlagsInfAndNan) {
   GradScaler s(kCPU);
-  Tensor g = from_vector(std::vector<float>{65536.f, -3 * 65536.f, 1e30f, 0.f}, Shape{4});
-  s.unscale_(g);
-  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1.f, -3.f, 1e30f / 65536.f, 0.f}));
+  const std::vector<float> v{65536.f, -3 * 65536.f, 1e30f, 0.f};
+  Tensor g = from_vector(v, Shape{4});
+  s.check_(g);
+  EXPECT_EQ(g.to_vector<float>(), v) << "the gradients stay scaled: the optimizer divides";
   EXPECT_FALSE(s.found_inf()) << "large finite values are not overflows";
   feed(s, kCPU, std::nanf(""));
   EXPECT_TRUE(s.found_inf());
@@ -121,17 +123,17 @@ void check_skip(Device d) {
       opt.zero_grad();
       Tensor loss = sum(m(x).relu());
       (s ? s->scale(loss) : loss).backward();
-      if (s) s->unscale_(m.arena().grads());
+      if (s) s->check_(m.arena().grads());
     };
     auto a = model(), b = model();
     auto oa = make(*a), ob = make(*b);
     GradScaler s(d);
     oa->set_scaler(&s);
-    // Step 1 of a overflows: inject an inf into its gradient after unscaling.
+    // Step 1 of a overflows: inject an inf into its gradient after the check.
     grads(*a, *oa, &s);
     std::vector<float> before = a->arena().values().to_vector<float>();
     fill_(a->arena().grads().slice(0, 1, 2), double(kInf));
-    s.unscale_(a->arena().grads());  // the flag is set by any pass that sees the inf
+    s.check_(a->arena().grads());  // the flag is set by any pass that sees the inf
     oa->step();
     s.update();
     EXPECT_EQ(a->arena().values().to_vector<float>(), before) << "optimizer " << which << " updated on overflow";
@@ -160,20 +162,92 @@ TEST(GradScalerCuda, FollowsTheRuleAndSkipsOnTheDevice) {
   check_skip(kCUDA);
 }
 
-// The device pass reads four elements a thread and the last n % 4 one a thread: an inf in either
-// part is seen, and every element is divided exactly, as on the CPU.
-TEST(GradScalerCuda, UnscaleCoversTheVectorPartAndTheTail) {
+// The device pass reads four elements a thread and the last n % 4 one a thread (one a thread where
+// the buffer is not 16-byte aligned): an inf in any part is seen, and nothing is written.
+TEST(GradScalerCuda, CheckCoversTheVectorPartTheTailAndUnalignedBuffers) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
-  for (int bad_at : {-1, 1, 9}) {
-    std::vector<float> g(10);
-    for (size_t i = 0; i < g.size(); ++i) g[i] = float(i + 1) * 65536.f * (i % 2 ? -1 : 1);
-    if (bad_at >= 0) g[size_t(bad_at)] = kInf;
-    GradScaler s(kCUDA);
-    Tensor t = from_vector(g, Shape{10}, kCUDA);
-    s.unscale_(t);
-    EXPECT_EQ(s.found_inf(), bad_at >= 0) << "inf at " << bad_at;
-    std::vector<float> out = t.to_vector<float>();
-    for (size_t i = 0; i < g.size(); ++i)
-      if (int(i) != bad_at) EXPECT_EQ(out[i], g[i] / 65536.f) << i;
+  for (int from : {0, 1}) {
+    for (int bad_at : {-1, 1, 9}) {
+      std::vector<float> g(11);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = float(i + 1) * 65536.f * (i % 2 ? -1 : 1);
+      if (bad_at >= 0) g[size_t(bad_at + from)] = kInf;
+      GradScaler s(kCUDA);
+      Tensor all = from_vector(g, Shape{11}, kCUDA), t = all.slice(0, from, from + 10);
+      s.check_(t);
+      EXPECT_EQ(s.found_inf(), bad_at >= 0) << "inf at " << bad_at << ", buffer from element " << from;
+      EXPECT_EQ(all.to_vector<float>(), g) << "check_ writes nothing";
+    }
   }
+}
+
+// ---- The optimizers unscale --------------------------------------------------------------------
+
+namespace {
+
+// Each optimizer, stepping with a scaler at scale S over gradients G * S, ends where it ends
+// without one over G (two steps, so that momentum and moments carry the unscaled values too).
+// S is not a power of two, so the two differ by float rounding alone.
+void check_optimizers_unscale(Device d) {
+  const double S = 3000.0;
+  for (int which = 0; which < 5; ++which) {
+    SCOPED_TRACE("optimizer " + std::to_string(which));
+    auto model = [&] {
+      manual_seed(7);
+      auto m = std::make_shared<nn::Sequential>();
+      m->add("fc", std::make_shared<nn::Linear>(5, 3));
+      m->to(d);
+      return m;
+    };
+    auto make = [&](nn::Sequential& m) -> std::unique_ptr<optim::Optimizer> {
+      if (which == 0) return std::make_unique<optim::SGD>(m.arena(), 0.1);
+      if (which == 1) return std::make_unique<optim::SGD>(m.arena(), 0.1, 0.9, true, 0.01);
+      if (which == 2) return std::make_unique<optim::RMSprop>(m.arena(), 0.01);
+      if (which == 3) return std::make_unique<optim::Adam>(m.arena(), 0.01, 0.9, 0.999, 1e-7, 0.01);
+      return std::make_unique<optim::Adadelta>(m.arena());
+    };
+    auto a = model(), b = model();
+    auto oa = make(*a), ob = make(*b);
+    optim::GradScalerOptions so;
+    so.init_scale = S;
+    GradScaler s(d, so);
+    oa->set_scaler(&s);
+    const int64_t n = a->arena().numel();
+    for (int step = 0; step < 2; ++step) {
+      std::vector<float> g(static_cast<size_t>(n));
+      for (size_t i = 0; i < g.size(); ++i) g[i] = float(philox_uniform(3, uint64_t(step), i) - 0.5);
+      std::vector<float> gs(g);
+      for (float& v : gs) v = float(double(v) * S);
+      copy_(a->arena().grads(), from_vector(gs, Shape{n}, d));
+      copy_(b->arena().grads(), from_vector(g, Shape{n}, d));
+      s.check_(a->arena().grads());
+      oa->step();
+      s.update();
+      ob->step();
+    }
+    EXPECT_EQ(s.skipped_steps(), 0);
+    std::vector<float> va = a->arena().values().to_vector<float>(), vb = b->arena().values().to_vector<float>();
+    std::vector<float> v0 = model()->arena().values().to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size());
+    double moved = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      EXPECT_NEAR(va[i], vb[i], 2e-6 * (1 + std::abs(vb[i]))) << "element " << i;
+      moved = std::max(moved, double(std::abs(vb[i] - v0[i])));
+    }
+    EXPECT_GT(moved, 1e-3) << "the steps moved the parameters";
+    auto sa = oa->state(), sb = ob->state();
+    for (size_t k = 0; k < sa.size(); ++k) {
+      std::vector<float> x = sa[k].second.to_vector<float>(), y = sb[k].second.to_vector<float>();
+      for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(x[i], y[i], 2e-6 * (1 + std::abs(y[i]))) << sa[k].first << " element " << i;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GradScaler, OptimizersUnscaleTheGradientsOnTheCpu) { check_optimizers_unscale(kCPU); }
+
+TEST(GradScalerCuda, OptimizersUnscaleTheGradients) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  check_optimizers_unscale(kCUDA);
 }

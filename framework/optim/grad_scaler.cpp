@@ -26,11 +26,11 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return mul(loss, loss.dim() == 0 ? s.reshape(Shape{}) : s);
 }
 
-void GradScaler::unscale_(const Tensor& grads) {
+void GradScaler::check_(const Tensor& grads) {
   LOUPE_CHECK(grads.device() == state_.device() && grads.dtype() == DType::f32 && grads.is_contiguous(),
-              "GradScaler::unscale_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
+              "GradScaler::check_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
               dtype_name(grads.dtype()), " on ", grads.device().str());
-  if (grads.numel() > 0) kernels<ScalerKernels>(grads.device()).unscale(grads, state_);
+  if (grads.numel() > 0) kernels<ScalerKernels>(grads.device()).check(grads, state_);
 }
 
 void GradScaler::update() {

@@ -171,7 +171,9 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   {
     instrument::NvtxRange r("optimizer");
-    if (scaler_) scaler_->unscale_(model_.arena().grads());
+    // A read-only pass over the gradients; the optimizer unscales as it reads them, or skips the
+    // step on the device if an inf or NaN was found.
+    if (scaler_) scaler_->check_(model_.arena().grads());
     opt_.step();
     if (scaler_) scaler_->update();
   }
