@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/source_check.h"
 #include "loupe.h"
 
 using namespace loupe;
@@ -250,4 +251,42 @@ TEST(GradScaler, OptimizersUnscaleTheGradientsOnTheCpu) { check_optimizers_unsca
 TEST(GradScalerCuda, OptimizersUnscaleTheGradients) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
   check_optimizers_unscale(kCUDA);
+}
+
+// ---- Checks at the source ----------------------------------------------------------------------
+
+TEST(SourceCheck, TheRangesLeftToReadAreTheRestLessTheTrustedOnes) {
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  Tensor buf = zeros(Shape{100});
+  auto at = [&](int64_t b, int64_t e) { return buf.slice(0, b, e); };
+  float flag = 0;
+  {
+    autograd::SourceCheck c(&flag, kCPU);
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 100}})) << "nothing checked: all of it";
+    c.add_checked(at(10, 50));
+    c.add_checked(at(70, 100));
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {50, 70}}));
+    // Shrunk inward to multiples of 4 (the buffer's end excepted): more is read, never less.
+    EXPECT_EQ(c.unchecked_ranges(buf, 4), (Ranges{{0, 12}, {48, 72}}));
+    c.add_dirty(at(20, 30));  // dirty wins over checked
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {20, 30}, {50, 70}}));
+    c.add_dirty(at(60, 80));
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {20, 30}, {50, 80}}));
+    c.add_dirty(zeros(Shape{8}));  // another buffer: nothing here
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {20, 30}, {50, 80}}));
+    EXPECT_EQ(c.unchecked_ranges(buf.slice(0, 40, 100)), (Ranges{{10, 40}})) << "relative to the buffer";
+  }
+  {  // The dirty range first: the order does not matter. A strided view covers its whole span.
+    autograd::SourceCheck c(&flag, kCPU);
+    c.add_dirty(buf.slice(0, 0, 40).reshape(Shape{4, 10}).slice(1, 0, 2));  // elements 0 .. 31
+    c.add_checked(at(0, 100));
+    EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 32}}));
+  }
+  EXPECT_EQ(autograd::current_source_check(), nullptr);
+  autograd::SourceCheck c(&flag, kCPU);
+  {
+    autograd::SourceCheckScope open(c);
+    EXPECT_EQ(autograd::current_source_check(), &c);
+  }
+  EXPECT_EQ(autograd::current_source_check(), nullptr) << "closed with its scope";
 }
