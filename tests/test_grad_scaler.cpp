@@ -1,11 +1,13 @@
 // Dynamic loss scaling (optim/grad_scaler.h): GradScaler's rule against a reference loop, the
 // read-only check pass and its inf/NaN flag, the optimizers' on-device skip (parameters and
-// moments untouched, Adam counting only applied steps) and their unscaling of the gradients, and,
-// with a GPU, the same on the device.
+// moments untouched, Adam counting only applied steps) and their unscaling of the gradients, the
+// embedding's checks at the source (autograd/source_check.h) and which ranges the pass then reads,
+// and, with a GPU, the same on the device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -123,8 +125,12 @@ void check_skip(Device d) {
     auto grads = [&](nn::Sequential& m, optim::Optimizer& opt, GradScaler* s) {
       opt.zero_grad();
       Tensor loss = sum(m(x).relu());
-      (s ? s->scale(loss) : loss).backward();
-      if (s) s->check_(m.arena().grads());
+      if (s) {
+        s->backward(loss);
+        s->check_(m.arena().grads());
+      } else {
+        loss.backward();
+      }
     };
     auto a = model(), b = model();
     auto oa = make(*a), ob = make(*b);
@@ -289,4 +295,299 @@ TEST(SourceCheck, TheRangesLeftToReadAreTheRestLessTheTrustedOnes) {
     EXPECT_EQ(autograd::current_source_check(), &c);
   }
   EXPECT_EQ(autograd::current_source_check(), nullptr) << "closed with its scope";
+}
+
+namespace {
+
+// Passes x through in the forward and edits the gradient that comes back (a contiguous copy).
+struct EditGradient : autograd::Node {
+  std::function<void(const Tensor&)> edit;
+  const char* name() const override { return "EditGradient"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    Tensor x = g[0].contiguous().clone();
+    edit(x);
+    return {x};
+  }
+};
+
+Tensor edit_gradient(const Tensor& x, std::function<void(const Tensor&)> edit) {
+  if (!edit) return x;
+  Tensor y = x.detach();
+  auto node = std::make_shared<EditGradient>();
+  node->edit = std::move(edit);
+  autograd::record(node, {&x}, {&y});
+  return y;
+}
+
+// fastText in small: a [V, E] table looked up by ids [N, T] -> mean over T -> times w [E, 1] plus
+// b. The hooks edit the gradient on its way into the table (the embedding's rows) or into w.
+// With `tied`, the table is also read by another op, whose gradient reaches it through
+// AccumulateGrad: the pass must then read all of the table again.
+class Tiny : public nn::Module {
+ public:
+  Tiny(int64_t V, int64_t E) {
+    Tensor t = empty(Shape{V, E});
+    nn::uniform_(t, -0.5, 0.5);
+    table = register_parameter("table", t);
+    Tensor v = empty(Shape{E, 1});
+    nn::uniform_(v, -0.5, 0.5);
+    w = register_parameter("w", v);
+    b = register_parameter("b", full(Shape{1}, 0.1));
+  }
+  Tensor forward(const Tensor& ids) override {
+    Tensor h = edit_gradient(embedding(ids, table), edit_rows);
+    Tensor y = matmul(mean(h, 1), edit_gradient(w, edit_w)) + b;
+    if (tied) y = y + sum(table * 0.001);
+    return y;
+  }
+  std::string type_name() const override { return "Tiny"; }
+  Tensor table, w, b;
+  std::function<void(const Tensor&)> edit_rows, edit_w;
+  bool tied = false;
+};
+
+constexpr int64_t kV = 37, kN = 4, kT = 6;
+// Rows 0 .. 9 are selected (row 3 at every position of sample 0, so its run is the longest),
+// the rest never; kUnselected is one of the rest, in the table's middle.
+constexpr int64_t kUnselected = 20;
+
+Tensor tiny_ids(Device d) {
+  std::vector<int32_t> ids(static_cast<size_t>(kN * kT));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = i < size_t(kT) ? 3 : int32_t(i * 7 % 10);
+  return from_vector(ids, Shape{kN, kT}, d);
+}
+
+std::shared_ptr<Tiny> tiny(Device d, int64_t E) {
+  manual_seed(11);
+  auto m = std::make_shared<Tiny>(kV, E);
+  m->to(d);
+  return m;
+}
+
+Tensor tiny_loss(Tiny& m, Device d) {
+  Tensor y = m(tiny_ids(d));
+  return sum(y * y) * 0.5;
+}
+
+// One step through the scaler as the trainer takes it: zero, backward with the checks at the
+// source, [between], the check pass, Adam, update. Returns found_inf as it was right after the
+// backward (what the source checks found) and after the pass.
+struct StepFlags {
+  bool after_backward = false, after_check = false;
+};
+StepFlags scaled_step(Tiny& m, optim::Optimizer& opt, GradScaler& s, Device d,
+                      const std::function<void()>& between = {}) {
+  opt.zero_grad();
+  s.backward(tiny_loss(m, d));
+  StepFlags f;
+  f.after_backward = s.found_inf();
+  if (between) between();
+  s.check_(m.arena().grads());
+  f.after_check = s.found_inf();
+  opt.step();
+  s.update();
+  return f;
+}
+
+void plant(const Tensor& grad_rows, double v) { fill_(grad_rows, v); }
+
+// A clean step through the source checks: nothing flagged, .grad holds S times the unscaled
+// gradients until the step, and the step (Adam unscaling) lands where an unscaled one does.
+void check_clean_step(Device d, int64_t E) {
+  auto a = tiny(d, E), b = tiny(d, E);
+  optim::Adam oa(a->arena(), 0.01), ob(b->arena(), 0.01);
+  GradScaler s(d);
+  oa.set_scaler(&s);
+  std::vector<float> scaled;
+  StepFlags f = scaled_step(*a, oa, s, d, [&] { scaled = a->arena().grads().to_vector<float>(); });
+  EXPECT_FALSE(f.after_backward);
+  EXPECT_FALSE(f.after_check);
+  ob.zero_grad();
+  tiny_loss(*b, d).backward();
+  std::vector<float> plain = b->arena().grads().to_vector<float>();
+  ob.step();
+  ASSERT_EQ(scaled.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(scaled[i], 65536.f * plain[i], 1e-5 * 65536 * (1e-3 + std::abs(plain[i]))) << "gradient " << i;
+  std::vector<float> va = a->arena().values().to_vector<float>(), vb = b->arena().values().to_vector<float>();
+  for (size_t i = 0; i < va.size(); ++i) EXPECT_NEAR(va[i], vb[i], 1e-6 * (1 + std::abs(vb[i]))) << "value " << i;
+  EXPECT_EQ(s.skipped_steps(), 0);
+}
+
+// An inf, a NaN or an overflowing sum on the way into the embedding's rows is caught by the
+// embedding's kernel itself (found_inf is up before the pass runs), and the step is skipped.
+void check_embedding_caught_at_source(Device d, int64_t E) {
+  const float huge = std::numeric_limits<float>::max() / 4;
+  struct Case {
+    const char* what;
+    std::function<void(const Tensor&)> edit;
+  };
+  const std::vector<Case> cases{
+      {"an inf in one gradient row",
+       [](const Tensor& g) { fill_(g.slice(0, 1, 2).slice(1, 2, 3).slice(2, 0, 1), kInf); }},
+      {"a NaN in one gradient row", [](const Tensor& g) { fill_(g.slice(0, 2, 3).slice(1, 5, 6), std::nan("")); }},
+      // Row 3's six rows of sample 0, each finite: their sum overflows.
+      {"a sum that overflows", [=](const Tensor& g) { fill_(g.slice(0, 0, 1), double(huge)); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto m = tiny(d, E);
+    optim::Adam opt(m->arena(), 0.01);
+    GradScaler s(d);
+    opt.set_scaler(&s);
+    std::vector<float> before = m->arena().values().to_vector<float>();
+    m->edit_rows = c.edit;
+    StepFlags f = scaled_step(*m, opt, s, d);
+    EXPECT_TRUE(f.after_backward) << "caught at the source, before the pass";
+    EXPECT_TRUE(f.after_check);
+    EXPECT_EQ(m->arena().values().to_vector<float>(), before) << "the step is skipped";
+    EXPECT_EQ(s.skipped_steps(), 1);
+    EXPECT_EQ(s.current_scale(), 32768.0) << "and the scale backs off";
+  }
+}
+
+// An inf in another parameter's gradient (w's, through AccumulateGrad) is for the pass to catch.
+void check_other_parameter_caught_by_the_pass(Device d, int64_t E) {
+  auto m = tiny(d, E);
+  optim::Adam opt(m->arena(), 0.01);
+  GradScaler s(d);
+  opt.set_scaler(&s);
+  std::vector<float> before = m->arena().values().to_vector<float>();
+  m->edit_w = [](const Tensor& g) { fill_(g.slice(0, 1, 2), kInf); };
+  StepFlags f = scaled_step(*m, opt, s, d);
+  EXPECT_FALSE(f.after_backward) << "nothing checks w's gradient at the source";
+  EXPECT_TRUE(f.after_check) << "the pass reads it";
+  EXPECT_EQ(m->arena().values().to_vector<float>(), before);
+  EXPECT_EQ(s.skipped_steps(), 1);
+}
+
+// Which ranges the pass reads, seen through values planted into .grad after the backward:
+// an unselected row of the table is NOT read (the contract: what the source checked is not read
+// again, and a row the batch did not select held the zero that zero_grad wrote), another
+// parameter's gradient is; a table also read by another op (tied) is read in full (dirty wins);
+// and a second check_() without a backward reads everything.
+void check_the_pass_reads_the_right_ranges(Device d, int64_t E) {
+  auto run = [&](bool tied, const char* where) {
+    auto m = tiny(d, E);
+    m->tied = tied;
+    optim::Adam opt(m->arena(), 0.01);
+    GradScaler s(d);
+    opt.set_scaler(&s);
+    Tensor target = std::string(where) == "table" ? m->table.grad().slice(0, kUnselected, kUnselected + 1)
+                                                  : m->w.grad().slice(0, 0, 1);
+    StepFlags f = scaled_step(*m, opt, s, d, [&] { plant(target, kInf); });
+    EXPECT_FALSE(f.after_backward);
+    return f.after_check;
+  };
+  EXPECT_FALSE(run(false, "table")) << "an unselected row of a source-checked table is not read again";
+  EXPECT_TRUE(run(false, "w")) << "another parameter's gradient is read";
+  EXPECT_TRUE(run(true, "table")) << "a table that another op also adds into is read in full";
+  // The same tied table with an inf on the embedding's way in: caught (at the source, too).
+  {
+    auto m = tiny(d, E);
+    m->tied = true;
+    m->edit_rows = [](const Tensor& g) { fill_(g.slice(0, 3, 4).slice(1, 0, 1), -kInf); };
+    optim::Adam opt(m->arena(), 0.01);
+    GradScaler s(d);
+    opt.set_scaler(&s);
+    StepFlags f = scaled_step(*m, opt, s, d);
+    EXPECT_TRUE(f.after_backward);
+    EXPECT_TRUE(f.after_check);
+  }
+  // Two backward() calls before one check_() (accumulated gradients): the first added into the
+  // table through another op, so the pass reads the table although the second did not.
+  {
+    auto m = tiny(d, E);
+    GradScaler s(d);
+    m->arena().zero_grad();
+    m->tied = true;
+    s.backward(tiny_loss(*m, d));
+    m->tied = false;
+    s.backward(tiny_loss(*m, d));
+    plant(m->table.grad().slice(0, kUnselected, kUnselected + 1), kInf);
+    s.check_(m->arena().grads());
+    EXPECT_TRUE(s.found_inf()) << "dirty in any backward() since the last check_() wins";
+  }
+  // check_() forgets the backward's ranges: a second pass reads the table too.
+  {
+    auto m = tiny(d, E);
+    GradScaler s(d);
+    m->arena().zero_grad();
+    s.backward(tiny_loss(*m, d));
+    plant(m->table.grad().slice(0, kUnselected, kUnselected + 1), kInf);
+    s.check_(m->arena().grads());
+    EXPECT_FALSE(s.found_inf());
+    s.check_(m->arena().grads());
+    EXPECT_TRUE(s.found_inf()) << "a check_() with no backward() before it reads everything";
+  }
+}
+
+// E = 8: rows of float4 on the GPU, and a table that ends on a multiple of 4 elements; E = 5:
+// one float a thread, and a table whose end the pass reads a few elements into.
+void for_widths(const std::function<void(int64_t)>& f) {
+  for (int64_t E : {8, 5}) {
+    SCOPED_TRACE("E = " + std::to_string(E));
+    f(E);
+  }
+}
+
+#define REQUIRE_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)"
+
+}  // namespace
+
+TEST(GradScaler, CleanStepThroughTheSourceChecksOnTheCpu) {
+  for_widths([](int64_t E) { check_clean_step(kCPU, E); });
+}
+TEST(GradScaler, EmbeddingCatchesInfNanAndOverflowAtTheSourceOnTheCpu) {
+  for_widths([](int64_t E) { check_embedding_caught_at_source(kCPU, E); });
+}
+TEST(GradScaler, OtherParametersAreCaughtByThePassOnTheCpu) {
+  for_widths([](int64_t E) { check_other_parameter_caught_by_the_pass(kCPU, E); });
+}
+TEST(GradScaler, ThePassReadsAllButTheSourceCheckedRangesOnTheCpu) {
+  for_widths([](int64_t E) { check_the_pass_reads_the_right_ranges(kCPU, E); });
+}
+
+TEST(GradScalerCuda, CleanStepThroughTheSourceChecks) {
+  REQUIRE_GPU();
+  for_widths([](int64_t E) { check_clean_step(kCUDA, E); });
+}
+TEST(GradScalerCuda, EmbeddingCatchesInfNanAndOverflowAtTheSource) {
+  REQUIRE_GPU();
+  for_widths([](int64_t E) { check_embedding_caught_at_source(kCUDA, E); });
+}
+TEST(GradScalerCuda, OtherParametersAreCaughtByThePass) {
+  REQUIRE_GPU();
+  for_widths([](int64_t E) { check_other_parameter_caught_by_the_pass(kCUDA, E); });
+}
+TEST(GradScalerCuda, ThePassReadsAllButTheSourceCheckedRanges) {
+  REQUIRE_GPU();
+  for_widths([](int64_t E) { check_the_pass_reads_the_right_ranges(kCUDA, E); });
+}
+
+// A run of more than 32 positions on one row is summed on the GPU in chunks whose partial sums a
+// second kernel combines: the check is on the combined row (each chunk finite, the row's sum not).
+static void check_long_run(Device d) {
+  for (bool overflow : {false, true}) {
+    Tensor table = zeros(Shape{kV, 8}, DType::f32, d).requires_grad_(true);
+    table.set_grad(zeros(Shape{kV, 8}, DType::f32, d));  // added into in place, as a parameter's
+    Tensor ids = full(Shape{2, 100}, 3.0, DType::i32, d);  // one run of 200 positions: 7 chunks
+    Tensor gy = full(Shape{2, 100, 8}, overflow ? 1e37 : 1e30, DType::f32, d);
+    GradScaler s(d);
+    autograd::SourceCheck c(s.found_inf_flag(), d);
+    {
+      autograd::SourceCheckScope open(c);
+      embedding(ids, table).backward(gy);
+    }
+    EXPECT_EQ(s.found_inf(), overflow) << "200 x 1e37 overflows float32; 200 x 1e30 does not";
+    EXPECT_EQ(c.unchecked_ranges(table.grad().reshape(Shape{kV * 8})).size(), 0u) << "all checked";
+  }
+}
+
+TEST(GradScaler, EmbeddingChecksTheSumOfALongRunOnTheCpu) { check_long_run(kCPU); }
+
+TEST(GradScalerCuda, EmbeddingChecksTheCombinedSumOfALongRun) {
+  REQUIRE_GPU();
+  check_long_run(kCUDA);
 }
