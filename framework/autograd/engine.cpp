@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "autograd/source_check.h"
 #include "core/error.h"
 #include "ops/elementwise.h"
 
@@ -67,6 +68,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   } else {
     add_(Tensor(v->grad), g);  // parameters: .grad is a view into the gradient arena
   }
+  // Under a GradScaler: nothing checked what was added here, so the scaler's pass reads it all.
+  if (SourceCheck* sc = current_source_check()) sc->add_dirty(Tensor(v->grad));
   return {};
 }
 

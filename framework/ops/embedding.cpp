@@ -1,6 +1,7 @@
 #include "ops/embedding.h"
 
 #include "autograd/node.h"
+#include "autograd/source_check.h"
 #include "core/dispatch.h"
 #include "instrument/flops.h"
 
@@ -56,12 +57,18 @@ struct EmbeddingBackward : autograd::Node {
       Tensor grad(v->grad);
       if (grad.shape() == weight_shape && grad.dtype() == dtype && grad.device() == gy.device() &&
           grad.is_contiguous()) {
-        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, rows, n, E, true);
+        // Under a GradScaler, the kernel checks the rows it writes and the scaler's pass skips
+        // the rest of the table (autograd/source_check.h).
+        autograd::SourceCheck* sc = autograd::current_source_check();
+        float* found_inf = sc && sc->device() == grad.device() ? sc->found_inf() : nullptr;
+        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, rows, n, E, true, found_inf);
+        if (found_inf) sc->add_checked(grad);
         return {Tensor()};  // already in .grad
       }
     }
+    // The dense gradient goes through AccumulateGrad, which leaves the check to the scaler's pass.
     Tensor gw = empty(weight_shape, dtype, gy.device());
-    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, rows, n, E, false);
+    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, rows, n, E, false, nullptr);
     return {gw};
   }
   void release() override { ids = Tensor(); }

@@ -28,9 +28,12 @@ struct EmbeddingKernels {
   void (*forward)(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E);
   // gw [V, E] = sum over positions i with ids[i] == v of gy's row i (laid out as `rows` says):
   // overwrites all of gw, or with `accumulate` adds each row's sum to what gw holds and touches
-  // only the rows some id selects.
+  // only the rows some id selects. found_inf (with `accumulate` only; null: no check): a float on
+  // gw's device set to 1 when a value written into gw is inf or NaN (the row's final value, so an
+  // inf in gy, an overflow of the sum and a non-finite value gw held are all caught), and never
+  // written otherwise (autograd/source_check.h).
   void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
-                   int64_t E, bool accumulate);
+                   int64_t E, bool accumulate, float* found_inf);
 };
 
 }  // namespace loupe

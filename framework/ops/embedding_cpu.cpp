@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -68,7 +69,7 @@ void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t
 }
 
 void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows_of_gy, int64_t n,
-              int64_t E, bool accumulate) {
+              int64_t E, bool accumulate, float* found_inf) {
   int64_t V = gw.size(0);
   std::vector<int64_t> rows = checked_rows(ids, V);
   // Positions grouped by row, in position order (a stable counting sort): each row of gw then
@@ -78,6 +79,8 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
   for (int64_t v = 0; v < V; ++v) start[size_t(v) + 1] += start[size_t(v)];
   std::vector<int64_t> next(start.begin(), start.end() - 1);
   for (int64_t i = 0; i < n; ++i) order[size_t(next[size_t(rows[size_t(i)])]++)] = i;
+  const bool check = accumulate && found_inf;
+  std::atomic<bool> bad{false};
   cpu::dispatch_floating(gw.dtype(), "embedding backward", [&](auto tag) {
     using T = decltype(tag);
     const T* g = gy.data<T>();
@@ -97,9 +100,15 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
         }
         if (accumulate)
           for (int64_t j = 0; j < E; ++j) w[v * E + j] += sum[size_t(j)];
+        if (check) {  // the values written: an inf in gy or an overflow of the sum
+          bool local = false;
+          for (int64_t j = 0; j < E; ++j) local |= !std::isfinite(w[v * E + j]);
+          if (local) bad = true;
+        }
       }
     });
   });
+  if (bad) *found_inf = 1.f;
 }
 
 const EmbeddingKernels table{forward, backward};

@@ -33,6 +33,11 @@ constexpr int kWidth = int(sizeof(Vec) / sizeof(float));
 __device__ __forceinline__ void vadd(float& a, float b) { a += b; }
 __device__ __forceinline__ void vadd(float2& a, float2 b) { a.x += b.x; a.y += b.y; }
 __device__ __forceinline__ void vadd(float4& a, float4 b) { a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w; }
+__device__ __forceinline__ bool vfinite(float a) { return isfinite(a); }
+__device__ __forceinline__ bool vfinite(float2 a) { return isfinite(a.x) && isfinite(a.y); }
+__device__ __forceinline__ bool vfinite(float4 a) {
+  return isfinite(a.x) && isfinite(a.y) && isfinite(a.z) && isfinite(a.w);
+}
 
 // The widest of float4, float2 and float that rows of E floats allow: E and every stride (in
 // floats) a multiple of it, every pointer aligned to it.
@@ -122,9 +127,10 @@ __device__ __forceinline__ void add_rows(Vec& acc, const Vec* g, int64_t off, in
 // One warp sums positions [begin, begin + cnt) (cnt <= kChunk) of the sorted order into out (with
 // `add`, onto what out holds). Lane k loads the k-th position once and the warp shares them by
 // shuffles, so each lane has up to 32 floats of row loads in flight (the old loop had one).
+// found_inf (null: no check): set to 1 when a value written is not finite.
 template <class Vec>
 __device__ __forceinline__ void sum_chunk(Vec* out, const Vec* g, GyRows gr, const int32_t* pos, int begin, int cnt,
-                                          int EV, bool add) {
+                                          int EV, bool add, float* found_inf) {
   // Loads per batch: 32 floats for a full chunk, fewer for a short one (which re-reads its last
   // row up to the batch); within 64 registers a thread (4 blocks per SM) without spilling.
   constexpr int W = kWidth<Vec>, kFull = kChunk / W, kPart = W == 4 ? 4 : 8;
@@ -142,17 +148,21 @@ __device__ __forceinline__ void sum_chunk(Vec* out, const Vec* g, GyRows gr, con
     if (j >= EV) continue;
     if (add) vadd(acc, out[j]);
     out[j] = acc;
+    if (found_inf && !vfinite(acc)) *found_inf = 1.f;  // every writer writes the same value
   }
 }
 
 // Grid-stride over work items, one warp each: first the runs (item r < num_runs: a run of one
 // chunk is summed straight into its row of gw; a longer one is only listed for combine), then the
 // chunks of the longer runs (item num_runs + s: partial-sum slot s, its run found by binary search).
-// Both counts are read on the device; a run needs no search, which most items are.
+// Both counts are read on the device; a run needs no search, which most items are. found_inf
+// (null: none): the rows written into gw are checked (the partial sums are not: an inf or NaN in
+// one makes the row's final sum, which combine checks, inf or NaN too).
 template <class Vec>
 __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, float* partial, const float* gy,
                                                                     GyRows gr, const int32_t* pos, Runs rs, int64_t R,
-                                                                    int64_t E, int64_t V, bool accumulate) {
+                                                                    int64_t E, int64_t V, bool accumulate,
+                                                                    float* found_inf) {
   constexpr int W = kWidth<Vec>;
   const int EV = int(E / W);
   const int runs = *rs.num_runs;
@@ -165,7 +175,7 @@ __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, f
       int64_t row = rs.row[r];
       if (multi && threadIdx.x == 0) rs.multi_list[rs.multi_rank[r]] = r;
       if (multi || row >= V) continue;  // combine's, or the ids that select no row
-      sum_chunk(reinterpret_cast<Vec*>(gw + row * E), g, gr, pos, rs.start[r], rs.len[r], EV, accumulate);
+      sum_chunk(reinterpret_cast<Vec*>(gw + row * E), g, gr, pos, rs.start[r], rs.len[r], EV, accumulate, found_inf);
       continue;
     }
     int s = int(i - runs), lo = 0, hi = runs - 1;  // the last run whose first slot is at or before s
@@ -177,7 +187,8 @@ __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, f
     if (rs.row[lo] >= V) continue;
     int c = s - rs.multi_first[lo], begin = rs.start[lo] + c * kChunk;
     int cnt = min(rs.start[lo] + rs.len[lo] - begin, kChunk);
-    sum_chunk(reinterpret_cast<Vec*>(partial + int64_t(s) * E), g, gr, pos, begin, cnt, EV, false);
+    sum_chunk(reinterpret_cast<Vec*>(partial + int64_t(s) * E), g, gr, pos, begin, cnt, EV, false,
+              static_cast<float*>(nullptr));
   }
 }
 
@@ -188,7 +199,8 @@ __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, f
 // of chunks takes kCombineLanes-fold fewer dependent steps, with all of a lane's loads independent.
 template <class Vec>
 __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* gw, const float* partial, Runs rs,
-                                                                     int64_t R, int64_t E, int64_t V, bool accumulate) {
+                                                                     int64_t R, int64_t E, int64_t V, bool accumulate,
+                                                                     float* found_inf) {
   constexpr int W = kWidth<Vec>;
   __shared__ Vec part[kCombineLanes][32];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -226,6 +238,7 @@ __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* g
         Vec v = part[0][x];
         if (accumulate) vadd(v, out[j]);
         out[j] = v;
+        if (found_inf && !vfinite(v)) *found_inf = 1.f;
       }
       __syncthreads();  // part is reused by the next column group
     }
@@ -301,13 +314,14 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
 }
 
 void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
-              int64_t E, bool accumulate) {
+              int64_t E, bool accumulate, float* found_inf) {
   LOUPE_CHECK(gw.dtype() != DType::f16 && gw.dtype() != DType::bf16, "embedding backward on CUDA is float32 only, ",
               "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
   cuda::require_f32(gy, "embedding backward's gradient");
   const cudaStream_t s = cuda::stream();
   if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
+  if (!accumulate) found_inf = nullptr;  // the dense gradient is checked where it is added
   int64_t V = gw.size(0);
   if (n == 0 || E == 0 || V == 0) return;
   LOUPE_CHECK(n < INT_MAX && V < INT_MAX, "embedding backward on CUDA: ", n, " ids over ", V,
@@ -362,10 +376,10 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
     using Vec = decltype(tag);
     chunk_sums_kernel<Vec><<<chunk_blocks, dim3(32, kWarps), 0, s>>>(gw.data<float>(), partial.data<float>(),
                                                                      gy.data<float>(), gr, psp, rs, R, E, V,
-                                                                     accumulate);
+                                                                     accumulate, found_inf);
     LOUPE_CUDA_LAUNCH_CHECK();
     combine_kernel<Vec><<<combine_blocks, dim3(32, kCombineLanes), 0, s>>>(gw.data<float>(), partial.data<float>(), rs,
-                                                                           R, E, V, accumulate);
+                                                                           R, E, V, accumulate, found_inf);
     LOUPE_CUDA_LAUNCH_CHECK();
   });
 }

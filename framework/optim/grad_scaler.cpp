@@ -26,11 +26,35 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return mul(loss, loss.dim() == 0 ? s.reshape(Shape{}) : s);
 }
 
-void GradScaler::unscale_(const Tensor& grads) {
+float* GradScaler::found_inf_flag() const { return state_.data<float>() + kFoundInf; }
+
+void GradScaler::backward(const Tensor& loss) {
+  // Several backward() calls before a check_() (gradients accumulated over micro-batches) add up
+  // their ranges: a range trusted by one and dirtied by another is read.
+  if (!source_) source_.emplace(found_inf_flag(), state_.device());
+  try {
+    autograd::SourceCheckScope open(*source_);
+    scale(loss).backward();
+  } catch (...) {
+    source_.reset();  // a backward cut short vouches for nothing
+    throw;
+  }
+}
+
+void GradScaler::check_(const Tensor& grads) {
   LOUPE_CHECK(grads.device() == state_.device() && grads.dtype() == DType::f32 && grads.is_contiguous(),
-              "GradScaler::unscale_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
+              "GradScaler::check_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
               dtype_name(grads.dtype()), " on ", grads.device().str());
-  if (grads.numel() > 0) kernels<ScalerKernels>(grads.device()).unscale(grads, state_);
+  Tensor flat = grads.reshape(Shape{grads.numel()});
+  // What the last backward() checked at the source is not read again. Trusted ranges are shrunk
+  // to multiples of 4 elements, so that each range read starts 16-byte aligned in an arena.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  if (source_) ranges = source_->unchecked_ranges(flat, 4);
+  else ranges.emplace_back(0, flat.numel());
+  source_.reset();
+  const ScalerKernels& k = kernels<ScalerKernels>(grads.device());
+  for (const auto& [b, e] : ranges)
+    if (e > b) k.check(flat.slice(0, b, e), state_);
 }
 
 void GradScaler::update() {

@@ -13,19 +13,23 @@ constexpr int64_t kGrain = 65536;
 // With a GradScaler, a step whose gradients overflowed leaves everything untouched.
 bool skipped(const UpdateArgs& a) { return a.scaler && a.scaler[kFoundInf] != 0.f; }
 
+// With a GradScaler, the gradients are still scaled: each is multiplied by 1 / scale as it is read
+// (the one place the division happens; optim/grad_scaler.h).
+float inv_scale(const UpdateArgs& a) { return a.scaler ? 1.f / a.scaler[kScale] : 1.f; }
+
 // The update's learning rate, with Keras' decay over the updates issued before it.
 float lr_of(const UpdateArgs& a) { return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr); }
 
 void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
          float wd) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pb = buf.data<float>();
   parallel_for(0, p.numel(), kGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      float gi = pg[i] + wd * pp[i];
+      float gi = pg[i] * inv + wd * pp[i];
       if (momentum != 0.f) {
         pb[i] = momentum * pb[i] + gi;
         gi = nesterov ? gi + momentum * pb[i] : pb[i];
@@ -37,14 +41,15 @@ void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& 
 
 void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pv = v.data<float>();
   parallel_for(0, p.numel(), kGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      pv[i] = rho * pv[i] + (1.f - rho) * pg[i] * pg[i];
-      pp[i] -= lr * pg[i] / (std::sqrt(pv[i]) + eps);
+      const float gi = pg[i] * inv;
+      pv[i] = rho * pv[i] + (1.f - rho) * gi * gi;
+      pp[i] -= lr * gi / (std::sqrt(pv[i]) + eps);
     }
   });
 }
@@ -54,7 +59,7 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
   if (skipped(a)) return;
   // t: the updates applied so far, this one included (a GradScaler's skipped steps do not count).
   double t = *a.count + 1.0 - (a.scaler ? double(a.scaler[kSkipped]) : 0.0);
-  const float lr = lr_of(a), b1 = float(beta1), b2 = float(beta2);
+  const float lr = lr_of(a), b1 = float(beta1), b2 = float(beta2), inv = inv_scale(a);
   const float bias1 = float(1.0 - std::pow(beta1, t)), bias2 = float(1.0 - std::pow(beta2, t));
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
@@ -62,8 +67,9 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
   float* pv = v.data<float>();
   parallel_for(0, p.numel(), kGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      pm[i] = b1 * pm[i] + (1.f - b1) * pg[i];
-      pv[i] = b2 * pv[i] + (1.f - b2) * pg[i] * pg[i];
+      const float gi = pg[i] * inv;
+      pm[i] = b1 * pm[i] + (1.f - b1) * gi;
+      pv[i] = b2 * pv[i] + (1.f - b2) * gi * gi;
       float mhat = pm[i] / bias1, vhat = pv[i] / bias2;
       pp[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * pp[i]);
     }
@@ -73,15 +79,16 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
 void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a,
               float rho, float eps) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
   const float* pg = g.data<float>();
   float* pa = acc.data<float>();
   float* pd = delta.data<float>();
   parallel_for(0, p.numel(), kGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      pa[i] = rho * pa[i] + (1.f - rho) * pg[i] * pg[i];
-      float u = pg[i] * std::sqrt(pd[i] + eps) / std::sqrt(pa[i] + eps);
+      const float gi = pg[i] * inv;
+      pa[i] = rho * pa[i] + (1.f - rho) * gi * gi;
+      float u = gi * std::sqrt(pd[i] + eps) / std::sqrt(pa[i] + eps);
       pd[i] = rho * pd[i] + (1.f - rho) * u * u;
       pp[i] -= lr * u;
     }
@@ -90,27 +97,23 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
 
 void count(const Tensor& c) { *c.data<double>() += 1.0; }
 
-void unscale(const Tensor& grads, const Tensor& state) {
-  float* g = grads.data<float>();
-  float* s = state.data<float>();
-  const float inv = 1.f / s[kScale];
+// GradScaler's pass: read-only, it only raises found_inf.
+void check(const Tensor& grads, const Tensor& state) {
+  const float* g = grads.data<float>();
   std::atomic<bool> bad{false};
   parallel_for(0, grads.numel(), kGrain, [&](int64_t b, int64_t e) {
     bool local = false;
-    for (int64_t i = b; i < e; ++i) {
-      local |= !std::isfinite(g[i]);
-      g[i] *= inv;
-    }
+    for (int64_t i = b; i < e; ++i) local |= !std::isfinite(g[i]);
     if (local) bad = true;
   });
-  if (bad) s[kFoundInf] = 1.f;
+  if (bad) state.data<float>()[kFoundInf] = 1.f;
 }
 
 void update(const Tensor& state, float growth, float backoff, int interval) {
   scaler_update(state.data<float>(), growth, backoff, interval);
 }
 
-const ScalerKernels scaler_table{unscale, update};
+const ScalerKernels scaler_table{check, update};
 const RegisterBackend<ScalerKernels> scaler_reg(DeviceType::CPU, &scaler_table);
 
 const OptimKernels table{sgd, rmsprop, adam, adadelta, count};

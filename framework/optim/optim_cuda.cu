@@ -9,6 +9,10 @@ namespace {
 // With a GradScaler, a step whose gradients overflowed leaves everything untouched.
 __device__ __forceinline__ bool skipped(const UpdateArgs& a) { return a.scaler && a.scaler[kFoundInf] != 0.f; }
 
+// With a GradScaler, the gradients are still scaled: each is multiplied by 1 / scale as it is read
+// (the one place the division happens; optim/grad_scaler.h).
+__device__ __forceinline__ float inv_scale(const UpdateArgs& a) { return a.scaler ? 1.f / a.scaler[kScale] : 1.f; }
+
 // The update's learning rate, with Keras' decay over the updates issued before it (device count).
 __device__ __forceinline__ float lr_of(const UpdateArgs& a) {
   return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr);
@@ -17,9 +21,9 @@ __device__ __forceinline__ float lr_of(const UpdateArgs& a) {
 __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, UpdateArgs a, float momentum,
                            bool nesterov, float wd) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   LOUPE_KERNEL_LOOP(i, n) {
-    float gi = g[i] + wd * p[i];
+    float gi = g[i] * inv + wd * p[i];
     if (momentum != 0.f) {
       buf[i] = momentum * buf[i] + gi;
       gi = nesterov ? gi + momentum * buf[i] : buf[i];
@@ -30,9 +34,9 @@ __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, Upda
 
 __global__ void rmsprop_kernel(float* p, const float* g, float* v, int64_t n, UpdateArgs a, float rho, float eps) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   LOUPE_KERNEL_LOOP(i, n) {
-    float gi = g[i];
+    float gi = g[i] * inv;
     float vi = rho * v[i] + (1.f - rho) * gi * gi;
     v[i] = vi;
     p[i] -= lr * gi / (sqrtf(vi) + eps);
@@ -40,8 +44,9 @@ __global__ void rmsprop_kernel(float* p, const float* g, float* v, int64_t n, Up
 }
 
 struct AdamStep {
-  float lr, b1, b2, eps, bias1, bias2, wd;
+  float lr, b1, b2, eps, bias1, bias2, wd, inv;  // inv: 1 / the GradScaler's scale (1 without one)
   __device__ __forceinline__ void operator()(float& p, float g, float& m, float& v) const {
+    g *= inv;
     m = b1 * m + (1.f - b1) * g;
     v = b2 * v + (1.f - b2) * g * g;
     p -= lr * ((m / bias1) / (sqrtf(v / bias2) + eps) + wd * p);
@@ -53,7 +58,7 @@ struct AdamStep {
 __device__ __forceinline__ AdamStep adam_step(const UpdateArgs& a, double beta1, double beta2, float eps, float wd) {
   double t = *a.count + 1.0 - (a.scaler ? double(a.scaler[kSkipped]) : 0.0);
   return AdamStep{lr_of(a), float(beta1), float(beta2), eps, float(1.0 - pow(beta1, t)), float(1.0 - pow(beta2, t)),
-                  wd};
+                  wd, inv_scale(a)};
 }
 
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, UpdateArgs a, double beta1,
@@ -120,9 +125,9 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
 __global__ void adadelta_kernel(float* p, const float* g, float* acc, float* delta, int64_t n, UpdateArgs a, float rho,
                                 float eps) {
   if (skipped(a)) return;
-  const float lr = lr_of(a);
+  const float lr = lr_of(a), inv = inv_scale(a);
   LOUPE_KERNEL_LOOP(i, n) {
-    float gi = g[i];
+    float gi = g[i] * inv;
     float ai = rho * acc[i] + (1.f - rho) * gi * gi;
     float u = gi * sqrtf(delta[i] + eps) / sqrtf(ai + eps);
     acc[i] = ai;
@@ -148,35 +153,38 @@ void count(const Tensor& c) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-// GradScaler: unscale with the inf/NaN check in one pass, four elements a thread through 16-byte
-// loads (it runs over every gradient: 240 MB for imdb_fasttext), the last n % 4 one a thread; and
-// the one-thread state update.
-__global__ void unscale_kernel(float* g, int64_t n, float* state) {
-  const float inv = 1.f / state[kScale];
+// GradScaler's check: read-only, it only raises found_inf. Four elements a thread through 16-byte
+// loads where the range is aligned (an arena's ranges start so; GradScaler::check_), the last
+// n % 4 one a thread; one a thread otherwise.
+__global__ void check_kernel4(const float* g, int64_t n, float* state) {
   bool bad = false;
   int64_t n4 = n / 4;
   LOUPE_KERNEL_LOOP(i, n4) {
-    float4 v = reinterpret_cast<float4*>(g)[i];
+    float4 v = reinterpret_cast<const float4*>(g)[i];
     bad |= !isfinite(v.x) || !isfinite(v.y) || !isfinite(v.z) || !isfinite(v.w);
-    reinterpret_cast<float4*>(g)[i] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
   }
   int64_t t = 4 * n4 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < n) {
-    bad |= !isfinite(g[t]);
-    g[t] *= inv;
-  }
+  if (t < n) bad |= !isfinite(g[t]);
   if (bad) state[kFoundInf] = 1.f;  // every writer writes the same value
+}
+
+__global__ void check_kernel(const float* g, int64_t n, float* state) {
+  bool bad = false;
+  LOUPE_KERNEL_LOOP(i, n) bad |= !isfinite(g[i]);
+  if (bad) state[kFoundInf] = 1.f;
 }
 
 __global__ void update_kernel(float* s, float growth, float backoff, int interval) {
   scaler_update(s, growth, backoff, interval);
 }
 
-void unscale(const Tensor& grads, const Tensor& state) {
+void check(const Tensor& grads, const Tensor& state) {
   const cudaStream_t s = cuda::stream();
   int64_t n = grads.numel();
-  LOUPE_CHECK(cuda::vec4_ok(4, {grads.data_ptr()}), "unscale needs 16-byte aligned gradients (an arena)");
-  unscale_kernel<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
+  if (cuda::vec4_ok(4, {grads.data_ptr()}))
+    check_kernel4<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
+  else
+    check_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -186,7 +194,7 @@ void update(const Tensor& state, float growth, float backoff, int interval) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const ScalerKernels scaler_table{unscale, update};
+const ScalerKernels scaler_table{check, update};
 const RegisterBackend<ScalerKernels> scaler_reg(DeviceType::CUDA, &scaler_table);
 
 const OptimKernels table{sgd, rmsprop, adam, adadelta, count};

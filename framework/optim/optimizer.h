@@ -14,7 +14,9 @@ namespace loupe::optim {
 struct UpdateArgs {
   double lr = 0, decay = 0;       // the update's lr is lr / (1 + decay * *count) (decay 0: lr)
   const double* count = nullptr;  // updates issued before this one; read when decay != 0, and by Adam
-  const float* scaler = nullptr;  // a GradScaler's state or null: skip everything while found_inf is set
+  // A GradScaler's state or null: skip everything while found_inf is set, else read each gradient
+  // times 1 / state[kScale] (the gradients are still scaled: GradScaler divides nowhere else).
+  const float* scaler = nullptr;
 };
 
 class Optimizer {
@@ -29,6 +31,8 @@ class Optimizer {
   void zero_grad() { arena_.zero_grad(); }
   // Skips each update on the device while the GradScaler's found_inf flag is set (null: never),
   // without the host waiting for the flag; Adam then counts only the steps that were applied.
+  // With a scaler, the update also unscales: it reads each gradient divided by the scale (the
+  // arena's gradients stay scaled; optim/grad_scaler.h).
   void set_scaler(const GradScaler* s) { scaler_ = s; }
   double lr() const { return lr_; }  // the base learning rate
   void set_lr(double lr) { lr_ = lr; }

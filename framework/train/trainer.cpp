@@ -167,11 +167,16 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   {
     instrument::NvtxRange r("backward");
-    (scaler_ ? scaler_->scale(loss) : loss).backward();
+    // fp16: the scaled loss, with the ops that add into a gradient in place checking what they
+    // write for inf and NaN (an embedding's few selected rows of its whole table).
+    if (scaler_) scaler_->backward(loss);
+    else loss.backward();
   }
   {
     instrument::NvtxRange r("optimizer");
-    if (scaler_) scaler_->unscale_(model_.arena().grads());
+    // A read-only pass over the gradients nothing checked at the source; the optimizer unscales
+    // as it reads them, or skips the step on the device if an inf or NaN was found.
+    if (scaler_) scaler_->check_(model_.arena().grads());
     opt_.step();
     if (scaler_) scaler_->update();
   }
