@@ -159,9 +159,11 @@ TEST(GraphGpu, Cifar10Fp16SkipsAnOverflowAsEager) {
 
 // fastText's embedding checks its rows for inf and NaN as it adds them (autograd/source_check.h),
 // inside the graph as eagerly, and the scaler's pass reads only the rest of the arena.
-TEST(GraphGpu, FastTextFp16SkipsAnOverflowAsEager) {
+// The embedding's gradient checked at its source (optim/grad_scaler.h), under a graph: imdb_bilstm
+// (imdb_fasttext has no layer that computes in 16 bits, so its fp16 step drops the scaler).
+TEST(GraphGpu, EmbeddingFp16SkipsAnOverflowAsEager) {
   REQUIRE_GPU();
-  check_same_as_eager("imdb_fasttext", 64, Precision::FP16, false, true);
+  check_same_as_eager("imdb_bilstm", 64, Precision::FP16, false, true);
 }
 
 TEST(GraphGpu, BiLstmWithAdamSameAsEager) {
@@ -188,6 +190,39 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   off.graph = train::GraphMode::Off;
   train::Trainer t2(*model, *opt, kCUDA, off);
   EXPECT_EQ(t2.step_mode(), "eager: --graph off");
+}
+
+// fp16 on a model with no layer wide enough for tensor cores (imdb_fasttext: its Dense(50 -> 1) is
+// fed float32 and stays float32) runs float32 steps with no loss scaling, and says so; a model with
+// 16-bit layers keeps its scaler. Both then train as graphed steps.
+TEST(GraphGpu, Fp16WithNothingIn16BitsDropsTheScaler) {
+  REQUIRE_GPU();
+  for (const char* name : {"imdb_fasttext", "mnist_mlp"}) {
+    const models::ModelInfo& info = models::find_model(name);
+    manual_seed(1);
+    const bool text = std::string(name) == "imdb_fasttext";
+    auto model = text ? info.build_for(1000) : info.build();
+    model->to(kCUDA);
+    auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+    train::TrainerOptions o;
+    o.precision = Precision::FP16;
+    train::Trainer t(*model, *opt, kCUDA, o);
+    train::TensorDataset set = text ? train::TensorDataset{ones(Shape{512, 40}, DType::f32, kCUDA),
+                                                           zeros(Shape{512}, DType::u8, kCUDA), 1.0}
+                                    : train::TensorDataset{zeros(Shape{512, 28, 28}, DType::u8, kCUDA),
+                                                           zeros(Shape{512}, DType::u8, kCUDA)};
+    train::EpochStats st = t.train_epoch(set, 128, 1, 1);
+    EXPECT_EQ(st.graph_steps, 2) << name;
+    if (text) {
+      EXPECT_FALSE(st.loss_scale.has_value()) << "no 16-bit layer, so no loss scaler";
+      EXPECT_NE(st.precision_event.find("no layer computes in 16 bits"), std::string::npos) << st.precision_event;
+      EXPECT_FALSE(model->arena().compute_values().defined()) << "the unused 16-bit weight copy is gone";
+    } else {
+      EXPECT_TRUE(st.loss_scale.has_value());
+      EXPECT_EQ(st.precision_event, "");
+      EXPECT_TRUE(model->arena().compute_values().defined());
+    }
+  }
 }
 
 TEST(GraphCpu, OnIsRefusedAndAutoIsEager) {

@@ -102,7 +102,8 @@ TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
     manual_seed(3);
     nn::Sequential m;
     auto emb = std::make_shared<nn::Embedding>(10, 5);
-    m.add("emb", emb).add("fc1", std::make_shared<nn::Linear>(5, 4)).add("fc2", std::make_shared<nn::Linear>(4, 3));
+    // fc1 wide enough for 16 bits (8 outputs); fc2 narrower, but fed 16 bits, so 16-bit too.
+    m.add("emb", emb).add("fc1", std::make_shared<nn::Linear>(5, 8)).add("fc2", std::make_shared<nn::Linear>(8, 3));
     m.to(kCUDA);
     ASSERT_EQ(m.float32_parameters().size(), 1u);
     EXPECT_EQ(m.float32_parameters()[0].impl(), emb->weight.impl());
@@ -131,4 +132,22 @@ TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
   }
   EXPECT_EQ(grads[0], grads[1]);
   EXPECT_EQ(values[0], values[1]);
+}
+
+// Mixed precision casts a Linear into 16 bits only where tensor cores can take its GEMM (8
+// outputs or more) or where its input is 16-bit already: a narrow layer fed float32 stays float32.
+TEST(ComputeCopy, NarrowLinearFedFloat32StaysFloat32) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  PrecisionScope fp16(Precision::FP16);
+  manual_seed(4);
+  nn::Linear narrow(50, 1), wide(50, 8);
+  narrow.to(kCUDA);
+  wide.to(kCUDA);
+  Tensor x = ones(Shape{16, 50}, DType::f32, kCUDA);
+  const int64_t before = nn::autocasts_16bit();
+  EXPECT_EQ(narrow(x).dtype(), DType::f32);
+  EXPECT_EQ(nn::autocasts_16bit(), before) << "nothing was cast to 16 bits";
+  EXPECT_EQ(narrow(x.to(DType::f16)).dtype(), DType::f16);
+  EXPECT_EQ(wide(x).dtype(), DType::f16);
+  EXPECT_GT(nn::autocasts_16bit(), before);
 }

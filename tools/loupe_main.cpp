@@ -442,6 +442,7 @@ int cmd_train(const Args& a) {
     }
     bar.finish();
     if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
+    if (!st.precision_event.empty()) std::printf("precision %s\n", st.precision_event.c_str());
     double t0 = train::now_seconds();
     st.test_acc = trainer.evaluate(data.test);
     st.eval_seconds = train::now_seconds() - t0;

@@ -95,6 +95,13 @@ void ParameterArena::enable_compute_copy(DType t, const std::vector<Tensor>& flo
   refresh_compute_copy();
 }
 
+void ParameterArena::disable_compute_copy() {
+  for (const Tensor& p : params_) views().erase(p.impl());
+  compute_params_.clear();
+  compute_runs_.clear();
+  compute_ = Tensor();
+}
+
 void ParameterArena::refresh_compute_copy() {
   if (!compute_.defined()) return;
   const CopyKernels& k = kernels<CopyKernels>(compute_.device());

@@ -31,6 +31,7 @@ class ParameterArena {
   // Parameters in `float32_only` (read in float32 by their layers) get no place in the copy.
   void enable_compute_copy(DType t, const std::vector<Tensor>& float32_only = {});
   void refresh_compute_copy();  // values() cast into the copy (after any change to the values)
+  void disable_compute_copy();  // no copy (layers then cast on the fly, if they cast at all)
   const Tensor& compute_values() const { return compute_; }  // undefined when there is none
 
  private:

@@ -9,10 +9,17 @@
 
 namespace loupe::nn {
 
+namespace {
+thread_local int64_t g_autocasts = 0;
+}
+
+int64_t autocasts_16bit() { return g_autocasts; }
+
 Tensor autocast(const Tensor& t) {
   if (!t.defined() || t.dtype() != DType::f32 || !t.device().is_cuda()) return t;
   DType c = compute_dtype();
   if (c == DType::f32) return t;
+  ++g_autocasts;
   Tensor v = compute_view(t, c);  // a parameter with a compute copy: no cast at all
   if (!v.defined()) return t.to(c);
   return t.requires_grad() ? v : v.detach();

@@ -103,5 +103,8 @@ class Module {
 // into that copy; any other tensor goes through the differentiable cast, whose backward casts the
 // gradient back to float32. Either way the float32 master weights receive float32 gradients.
 Tensor autocast(const Tensor& t);
+// How many 16-bit tensors autocast has handed out on this thread: a step during which it did not
+// grow computed nothing in 16 bits (the trainer then drops fp16's loss scaling).
+int64_t autocasts_16bit();
 
 }  // namespace loupe::nn

@@ -156,6 +156,7 @@ void reset_sum(Tensor& t, Device d) {
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
   Tensor x, y, logits, loss;
+  const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
   {
     instrument::NvtxRange r("forward");
@@ -183,6 +184,23 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
   add_(correct_, correct_for(logits.detach(), y));
+  // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
+  // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
+  // go, since they would only cost (the step is then float32's). The first step is eager, so no
+  // graph holds them yet; a model's layers are the same every step.
+  if (!sixteen_checked_ && compute_dtype(precision_) != DType::f32) {
+    sixteen_checked_ = true;
+    if (nn::autocasts_16bit() == casts) {
+      precision_event_ = std::string(precision_name(precision_)) + ": no layer computes in 16 bits (each is too " +
+                         "narrow for tensor cores), so the step runs in float32" +
+                         (scaler_ ? ", without loss scaling" : "");
+      model_.arena().disable_compute_copy();
+      if (scaler_) {
+        opt_.set_scaler(nullptr);
+        scaler_.reset();
+      }
+    }
+  }
 }
 
 void Trainer::Graphed::prepare(const std::vector<Tensor>& in, const void* k, int64_t b) {
@@ -354,6 +372,8 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
     skipped_before_ = int64_t(s[optim::kSkipped]);
   }
   if (train_graph_.graph.ready()) st.graph_kernels = train_graph_.graph.kernels();
+  st.precision_event = std::move(precision_event_);
+  precision_event_.clear();
   if (!graphs_) st.graph_why = eager_why_;
   st.train_seconds = now_seconds() - t0;
   if (mon) mon->end_train();

@@ -42,6 +42,7 @@ struct EpochStats {
   int64_t graph_steps = 0;           // steps replayed from the captured CUDA graph
   int graph_kernels = 0;             // kernels in that graph (0: none)
   std::string graph_event;           // "CUDA graph captured at step 3 (58 kernels)", or why a capture failed
+  std::string precision_event;       // fp16/bf16 where nothing computed in 16 bits: what was dropped
   std::string graph_why;             // why full batches ran eagerly ("" when they went through a graph)
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
 };
@@ -148,6 +149,8 @@ class Trainer {
   Precision precision_;
   int64_t global_step_ = 0;
   std::unique_ptr<optim::GradScaler> scaler_;
+  bool sixteen_checked_ = false;  // whether the first step has shown that some layer computes in 16 bits
+  std::string precision_event_;   // what the first step dropped, for the epoch's stats
   int64_t skipped_before_ = 0;  // the scaler's skipped count at the end of the previous epoch
   bool graphs_ = false;         // full training batches go through a graph
   bool eval_graphs_ = false;    // and full evaluation batches through another
