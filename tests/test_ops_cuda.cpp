@@ -157,24 +157,15 @@ TEST(CudaPrecision, Tf32ConvAndGemmCloseToFp32) {
 // LOUPE_LSTM_LAYOUT (CTest runs this once per forced choice, see tests/CMakeLists.txt).
 TEST(CudaLstm, CudnnMatchesCpu) {
   REQUIRE_GPU();
-  struct Config {
-    int64_t in, hidden;
-    int layers;
-    bool bi;
-  };
-  const Config configs[] = {{16, 24, 1, false}, {16, 24, 2, false}, {16, 24, 1, true}, {16, 24, 2, true},
-                            {128, 64, 1, true}, {57, 128, 1, false}, {2, 3, 2, true}};
-  for (const Config& cf : configs) {
-    LstmParams p;
-    p.input_size = cf.in;
-    p.hidden_size = cf.hidden;
-    p.num_layers = cf.layers;
-    p.bidirectional = cf.bi;
-    const int64_t N = 8, T = 30, I = cf.in;
+  // input size, hidden size, layers, bidirectional
+  const LstmParams configs[] = {{16, 24, 1, false}, {16, 24, 2, false}, {16, 24, 1, true}, {16, 24, 2, true},
+                                {128, 64, 1, true}, {57, 128, 1, false}, {2, 3, 2, true}};
+  for (const LstmParams& p : configs) {
+    const int64_t N = 8, T = 30, I = p.input_size;
     std::vector<float> xv(size_t(N * T * I)), wv(size_t(lstm_weight_count(p)));
     for (size_t i = 0; i < xv.size(); ++i) xv[i] = philox_uniform(1, 0, i) - 0.5f;
     // Weights of the size Keras' initialisers give (about 1 / sqrt(fan-in)), so gates do not saturate.
-    const float scale = 0.4f * std::sqrt(24.f / float(cf.in + cf.hidden));
+    const float scale = 0.4f * std::sqrt(24.f / float(p.input_size + p.hidden_size));
     for (size_t i = 0; i < wv.size(); ++i) wv[i] = scale * (philox_uniform(2, 0, i) - 0.5f);
     // Outputs and gradients as doubles, from device d in dtype t.
     auto run = [&](Device d, DType t) {
@@ -195,8 +186,8 @@ TEST(CudaLstm, CudnnMatchesCpu) {
       ASSERT_EQ(a[k].size(), b[k].size());
       for (size_t i = 0; i < a[k].size(); ++i)
         ASSERT_NEAR(a[k][i], b[k][i], 2e-4 + 2e-4 * std::abs(a[k][i]))
-            << what[k] << " element " << i << " (input " << cf.in << ", hidden " << cf.hidden << ", layers "
-            << cf.layers << ", bidirectional " << cf.bi << ")";
+            << what[k] << " element " << i << " (input " << p.input_size << ", hidden " << p.hidden_size << ", layers "
+            << p.num_layers << ", bidirectional " << p.bidirectional << ")";
       // Against float64, relative to the largest magnitude. The CPU's float32 is off by ~5e-7 here;
       // cuDNN's STANDARD algorithm as little, its persistent SMALL_H kernel by up to ~1e-5 (measured
       // on an H200, cuDNN 9.14). A reduced-precision path (TF32: ~1e-3) would fail this bound.
@@ -207,7 +198,7 @@ TEST(CudaLstm, CudnnMatchesCpu) {
         e_gpu = std::max(e_gpu, std::abs(b[k][i] - ref[k][i]) / scale);
       }
       std::printf("lstm in %3lld hidden %3lld layers %d bi %d %-8s error vs float64: cpu %.2e  cuda %.2e\n",
-                  (long long)cf.in, (long long)cf.hidden, cf.layers, int(cf.bi), what[k], e_cpu, e_gpu);
+                  (long long)p.input_size, (long long)p.hidden_size, p.num_layers, int(p.bidirectional), what[k], e_cpu, e_gpu);
       EXPECT_LE(e_gpu, std::max(20 * e_cpu, 3e-5)) << what[k] << ": cuDNN far less accurate than float32 on the CPU";
     }
   }
@@ -220,24 +211,15 @@ TEST(CudaLstm, CudnnMatchesCpu) {
 // stay within 4 half-ulps at 1 of the format (both measured at most 1.8 on an H100): printed per run.
 TEST(CudaLstm, HalfMatchesCpu) {
   REQUIRE_GPU();
-  struct Config {
-    int64_t in, hidden;
-    int layers;
-    bool bi;
-  };
-  const Config configs[] = {{16, 16, 1, false}, {16, 32, 2, true}, {128, 64, 1, true}, {57, 128, 1, false},
-                            {8, 16, 3, false}};
+  // input size, hidden size, layers, bidirectional
+  const LstmParams configs[] = {{16, 16, 1, false}, {16, 32, 2, true}, {128, 64, 1, true}, {57, 128, 1, false},
+                                {8, 16, 3, false}};
   for (DType dt : {DType::f16, DType::bf16}) {
-    for (const Config& cf : configs) {
-      LstmParams p;
-      p.input_size = cf.in;
-      p.hidden_size = cf.hidden;
-      p.num_layers = cf.layers;
-      p.bidirectional = cf.bi;
-      const int64_t N = 37, T = 23, I = cf.in;
+    for (const LstmParams& p : configs) {
+      const int64_t N = 37, T = 23, I = p.input_size;
       std::vector<float> xv(size_t(N * T * I)), wv(size_t(lstm_weight_count(p)));
       for (size_t i = 0; i < xv.size(); ++i) xv[i] = philox_uniform(3, 0, i) - 0.5f;
-      const float scale = 0.8f * std::sqrt(24.f / float(cf.in + cf.hidden));
+      const float scale = 0.8f * std::sqrt(24.f / float(p.input_size + p.hidden_size));
       for (size_t i = 0; i < wv.size(); ++i) wv[i] = scale * (philox_uniform(4, 0, i) - 0.5f);
       // The 16-bit inputs rounded once, so that the reference sees the same values.
       auto rounded = [&](const std::vector<float>& v) {
@@ -267,10 +249,10 @@ TEST(CudaLstm, HalfMatchesCpu) {
         for (double v : ref[k]) mag = std::max(mag, std::abs(v));
         for (size_t i = 0; i < b[k].size(); ++i) err = std::max(err, std::abs(b[k][i] - ref[k][i]) / mag);
         std::printf("lstm %s in %3lld hidden %3lld layers %d bi %d %-8s error vs float64 %.2e (%.1f units)\n",
-                    dtype_name(dt), (long long)cf.in, (long long)cf.hidden, cf.layers, int(cf.bi), what[k], err,
+                    dtype_name(dt), (long long)p.input_size, (long long)p.hidden_size, p.num_layers, int(p.bidirectional), what[k], err,
                     err / unit);
-        EXPECT_LE(err, 4 * unit) << dtype_name(dt) << " " << what[k] << " (input " << cf.in << ", hidden "
-                                 << cf.hidden << ", layers " << cf.layers << ", bidirectional " << cf.bi << ")";
+        EXPECT_LE(err, 4 * unit) << dtype_name(dt) << " " << what[k] << " (input " << p.input_size << ", hidden "
+                                 << p.hidden_size << ", layers " << p.num_layers << ", bidirectional " << p.bidirectional << ")";
       }
     }
   }
