@@ -151,3 +151,52 @@ TEST(ComputeCopy, NarrowLinearFedFloat32StaysFloat32) {
   EXPECT_EQ(wide(x).dtype(), DType::f16);
   EXPECT_GT(nn::autocasts_16bit(), before);
 }
+
+// bfloat16 channels-last convolutions with at most 16 filter values (C*R*S) run as im2col + GEMM
+// (ops/conv_cuda.cu): output and both gradients as float32's on the CPU, strided and padded,
+// with and without the data gradient (cuDNN's, beside the GEMM's filter gradient); float16 and
+// the larger filters, through cuDNN, alike.
+TEST(ConvSmallFilter, MatchesFloat32) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  struct Case {
+    int64_t C, R;
+    int stride, pad;
+  };
+  for (DType dt : {DType::f16, DType::bf16}) {
+    for (const Case& k : {Case{1, 3, 1, 0}, Case{1, 3, 2, 1}, Case{3, 2, 2, 0}, Case{4, 2, 1, 1}, Case{3, 3, 1, 1}}) {
+      auto values = [&](const Shape& s, uint64_t seed) {
+        std::vector<float> v(size_t(s.numel()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5f;
+        return from_vector(v, s).to(dt).to(DType::f32);  // exact in 16 bits
+      };
+      Tensor xv = values(Shape{5, k.C, 11, 9}, 5), wv = values(Shape{6, k.C, k.R, k.R}, 6);
+      Conv2dParams p;
+      p.stride_h = p.stride_w = k.stride;
+      p.pad_h = p.pad_w = k.pad;
+      const bool need_x = k.C != 1;  // C = 1 as a first layer: no data gradient
+      auto run = [&](Device d, DType t, MemoryFormat f, std::vector<float>* out) {
+        Tensor x = xv.to(t).to(d).contiguous(f).detach().requires_grad_(need_x);
+        Tensor w = wv.to(t).to(d).contiguous(f).detach().requires_grad_(true);
+        Tensor y = conv2d(x, w, p);
+        EXPECT_EQ(y.memory_format(), f);
+        sum(y.to(DType::f32) * y.to(DType::f32)).backward();
+        out[0] = y.to(DType::f32).to(kCPU).contiguous().to_vector<float>();
+        out[1] = need_x ? x.grad().to(DType::f32).to(kCPU).contiguous().to_vector<float>() : std::vector<float>{};
+        out[2] = w.grad().to(DType::f32).to(kCPU).contiguous().to_vector<float>();
+      };
+      std::vector<float> ref[3], got[3];
+      run(kCPU, DType::f32, MemoryFormat::Contiguous, ref);
+      run(kCUDA, dt, CL, got);
+      for (int j = 0; j < 3; ++j) {
+        ASSERT_EQ(ref[j].size(), got[j].size());
+        double scale = 0, err = 0;
+        for (float v : ref[j]) scale = std::max(scale, double(std::abs(v)));
+        for (size_t i = 0; i < ref[j].size(); ++i) err = std::max(err, std::abs(double(got[j][i]) - ref[j][i]) / scale);
+        EXPECT_LE(err, dt == DType::f16 ? 4e-3 : 2e-2)
+            << dtype_name(dt) << " C " << k.C << " R " << k.R << " stride " << k.stride << " pad " << k.pad
+            << (j == 0 ? " output" : j == 1 ? " dx" : " dw");
+      }
+    }
+  }
+}
