@@ -504,15 +504,6 @@ void copy_cols(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64
   LOUPE_CUDA_CHECK(cudaGetLastError());
 }
 
-// Row-major C = op(A) op(B) in dtype t (16-bit storage, float32 accumulation).
-void gemm(DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
-          int64_t ldb, void* C, int64_t ldc) {
-  GemmArgs g;
-  g.ta = ta, g.tb = tb, g.M = M, g.N = N, g.K = K, g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
-  g.dtype = t;
-  kernels<LinalgKernels>(kCUDA).gemm(g);
-}
-
 // y [N*P*Q, K] (NHWC) = cols [N*P*Q, Kc] x w_pad^T, w_pad [K, Kc] the filters with zero columns.
 void forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p, cudaStream_t stream) {
   const Im2col g = geometry(x, w, y, p);
@@ -520,7 +511,7 @@ void forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2
   Tensor cols = im2col(x, g, rows, stream);
   Tensor wp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
   copy_cols(wp.data_ptr(), g.Kc, w.data_ptr(), RSC, RSC, K, w.dtype(), stream);
-  gemm(x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
+  gemm_raw(kCUDA, x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
 }
 
 // gw [K, RSC] = the first RSC columns of gy^T [K, N*P*Q] x cols [N*P*Q, Kc] (cols made again: a
@@ -531,7 +522,7 @@ void filter_gemm(const Tensor& gw, const Tensor& x, const Tensor& w, const Tenso
   const int64_t rows = gy.size(0) * gy.size(2) * gy.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
   Tensor cols = im2col(x, g, rows, stream);
   Tensor gp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
-  gemm(x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
+  gemm_raw(kCUDA, x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
   copy_cols(gw.data_ptr(), RSC, gp.data_ptr(), g.Kc, RSC, K, w.dtype(), stream);
 }
 

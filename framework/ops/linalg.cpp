@@ -92,4 +92,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return b.defined() ? bias_add(y, b) : y;
 }
 
+void gemm_raw(Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+              const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate) {
+  GemmArgs g;
+  g.ta = ta, g.tb = tb, g.M = M, g.N = N, g.K = K, g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
+  g.beta = accumulate ? 1 : 0;
+  g.dtype = t;
+  kernels<LinalgKernels>(d).gemm(g);
+}
+
 }  // namespace loupe

@@ -30,4 +30,9 @@ struct LinalgKernels {
   void (*gemm)(const GemmArgs& g);
 };
 
+// Row-major C = op(A) op(B) (+ C with `accumulate`) on raw pointers to elements of dtype t, through
+// device d's backend (kernels that carve matrices out of their own buffers: the LSTM, im2col).
+void gemm_raw(Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+              const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate = false);
+
 }  // namespace loupe

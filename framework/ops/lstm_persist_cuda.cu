@@ -387,16 +387,6 @@ void dispatch(DType t, int64_t H, F&& f) {
   else LOUPE_FAIL("lstm: loupe's kernels take float16 and bfloat16, got ", dtype_name(t));
 }
 
-// Row-major C = op(A) op(B) (+ C when accumulate) through loupe's GEMM, on raw 16-bit pointers.
-void gemm(DType t, bool ta, bool tb, int64_t M, int64_t Nc, int64_t K, const void* A, int64_t lda, const void* B,
-          int64_t ldb, void* C, int64_t ldc, bool accumulate = false) {
-  GemmArgs g;
-  g.ta = ta, g.tb = tb, g.M = M, g.N = Nc, g.K = K, g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
-  g.beta = accumulate ? 1 : 0;
-  g.dtype = t;
-  kernels<LinalgKernels>(kCUDA).gemm(g);
-}
-
 // Elements of type t from p.
 const void* at(const void* p, int64_t elements, DType t) {
   return static_cast<const char*>(p) + elements * int64_t(dtype_size(t));
@@ -474,7 +464,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
         const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
         void* gates = static_cast<char*>(buf.data_ptr()) + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
         // Every step's input projection at once: [T*N, in] x W^T.
-        gemm(t, false, true, N * T, G, o.in, in, o.in, at(w.data_ptr(), o.w, t), o.in, gates, G);
+        gemm_raw(kCUDA, t, false, true, N * T, G, o.in, in, o.in, at(w.data_ptr(), o.w, t), o.in, gates, G);
         FwdDir<TT>& fd = a.dir[dir];
         fd.R = static_cast<const TT*>(at(w.data_ptr(), o.r, t));
         fd.b_w = static_cast<const TT*>(at(w.data_ptr(), o.b_w, t));
@@ -555,20 +545,20 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
       const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
       const void* dg = base + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
       // dW = dgates^T x, over every row.
-      gemm(t, true, false, G, in_l, N * T, dg, G, in, in_l, at(dw.data_ptr(), o.w, t), in_l);
+      gemm_raw(kCUDA, t, true, false, G, in_l, N * T, dg, G, in, in_l, at(dw.data_ptr(), o.w, t), in_l);
       // dR = sum over t of dgates_t^T h_{t-1}: the rows after the direction's first step against
       // the outputs one step earlier in its order.
       if (T > 1) {
         const int64_t rows = (T - 1) * N;
         const void* a = dir == 0 ? at(dg, N * G, t) : dg;
         const void* hb = dir == 0 ? at(out, dir * H, t) : at(out, N * DH + dir * H, t);
-        gemm(t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
+        gemm_raw(kCUDA, t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
       } else {
         LOUPE_CUDA_CHECK(cudaMemsetAsync(at(dw.data_ptr(), o.r, t), 0, size_t(G * H) * dtype_size(t), stream));
       }
       // The input gradient: the directions' dgates W summed.
       if (need_din)
-        gemm(t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l, dir > 0);
+        gemm_raw(kCUDA, t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l, dir > 0);
     }
     if (l == 0) {
       if (dx.defined()) swap01_into(dx, dnext);
