@@ -1,6 +1,8 @@
 #include "train/checkpoint.h"
 
+#include <charconv>
 #include <cstring>
+#include <limits>
 
 #include "autograd/node.h"
 #include "core/error.h"
@@ -19,15 +21,44 @@ CheckpointRecord to_record(const std::string& name, const Tensor& t) {
   return r;
 }
 
+// "[2, 3]" for any list of dimensions read from a file (a Shape refuses a bad one with a sentence
+// that does not name the file).
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Every field of a record is checked against the tensor it fills before a byte is copied: the
+// shape and dtype, then the byte count (a record whose CRC is valid but whose data is shorter
+// than its shape says was copied past its end).
 void from_record(const std::string& path, const CheckpointFile& f, const std::string& name, const Tensor& dst) {
   const CheckpointRecord* r = f.find(name);
   if (!r) throw Error("checkpoint '" + path + "' has no tensor '" + name + "'; was it written for another model?");
-  if (Shape(r->shape) != dst.shape() || r->dtype != int32_t(dst.dtype()))
-    throw Error("checkpoint '" + path + "': tensor '" + name + "' is " + Shape(r->shape).str() + " in the file but " +
-                dst.shape().str() + " in the model");
+  const std::string where = "checkpoint '" + path + "': tensor '" + name + "'";
+  if (r->shape != dst.shape().vec())
+    throw Error(where + " is " + dims_text(r->shape) + " in the file but " + dst.shape().str() + " in the model");
+  if (r->dtype != int32_t(dst.dtype()))
+    throw Error(where + " has dtype code " + std::to_string(r->dtype) + " in the file but " + dtype_name(dst.dtype()) +
+                " (code " + std::to_string(int32_t(dst.dtype())) + ") in the model");
   Tensor h = empty(dst.shape(), dst.dtype(), kCPU);
+  if (r->bytes.size() != size_t(h.nbytes()))
+    throw Error(where + " holds " + std::to_string(r->bytes.size()) + " bytes but its shape and dtype need " +
+                std::to_string(h.nbytes()) + ": the file is corrupt");
   if (h.nbytes()) std::memcpy(h.data_ptr(), r->bytes.data(), h.nbytes());
   copy_(dst, h);
+}
+
+// A metadata field as an integer in [lo, hi], all of the text a number, or a sentence naming it.
+template <class T>
+T meta_number(const std::string& path, const CheckpointFile& f, const char* key, T lo, T hi) {
+  const std::string v = f.meta_value(key, "0");
+  T x{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || x < lo || x > hi)
+    throw Error("checkpoint '" + path + "': its '" + key + "' must be an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi) + ", got '" + v + "'");
+  return x;
 }
 }  // namespace
 
@@ -62,13 +93,14 @@ CheckpointMeta load_checkpoint(const std::string& path, nn::Module& model, optim
     if (saved != opt->name())
       throw Error("checkpoint '" + path + "' was trained with optimizer '" + saved + "', not " + opt->name());
     for (const auto& [name, t] : opt->state()) from_record(path, f, "optim/" + name, t);
-    opt->set_steps(std::stoll(f.meta_value("optimizer_steps", "0")));
+    // Steps are counted in float64 on the device: exact to 2^53.
+    opt->set_steps(meta_number<int64_t>(path, f, "optimizer_steps", 0, int64_t(1) << 53));
   }
   CheckpointMeta m;
   m.model = f.model;
-  m.epoch = std::stoi(f.meta_value("epoch", "0"));
-  m.seed = std::stoull(f.meta_value("seed", "0"));
-  m.rng_offset = std::stoull(f.meta_value("rng_offset", "0"));
+  m.epoch = meta_number<int>(path, f, "epoch", 0, kMaxCheckpointEpoch);
+  m.seed = meta_number<uint64_t>(path, f, "seed", 0, std::numeric_limits<uint64_t>::max());
+  m.rng_offset = meta_number<uint64_t>(path, f, "rng_offset", 0, std::numeric_limits<uint64_t>::max());
   return m;
 }
 
