@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -163,6 +164,30 @@ TEST_F(Idx, TruncatedAndTrailingData) {
   write_gz(dir_ / "short.gz", Bytes(full.begin(), full.end() - 5));
   expect_error([&] { loupe::data::read_idx((dir_ / "short.gz").string()); }, "short.gz",
                "found 19 (after decompression)");
+}
+
+// A gzip bomb: a 1,000-byte IDX file with 256 MiB of zeros after it, about 250 KB compressed. It
+// is refused once the output passes the header's size, without inflating the rest (peak memory
+// grows by far less than the bomb; the old reader inflated all of it, ~512 MiB, first).
+TEST_F(Idx, GzipBombStopsAtTheDeclaredSize) {
+  const fs::path p = dir_ / "bomb.gz";
+  {
+    gzFile f = gzopen(p.c_str(), "wb1");
+    ASSERT_NE(f, nullptr);
+    Bytes head = idx_bytes({10, 10, 10}, iota_bytes(1000));
+    ASSERT_EQ(gzwrite(f, head.data(), unsigned(head.size())), int(head.size()));
+    Bytes zeros(1 << 20);
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(gzwrite(f, zeros.data(), unsigned(zeros.size())), int(zeros.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  }
+  ASSERT_LT(fs::file_size(p), 2u << 20);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  expect_error([&] { loupe::data::read_idx(p.string()); }, "bomb.gz",
+               "inflates to more than the 1016 bytes its IDX header declares");
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "peak memory grew by " << after.ru_maxrss - before.ru_maxrss
+                                                           << " KiB";
 }
 
 TEST_F(Idx, DamagedGzip) {
