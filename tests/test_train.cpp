@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <filesystem>
+#include <sys/wait.h>
 
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
@@ -249,6 +250,51 @@ TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
     EXPECT_NE(ss.str().find("epoch 2/2"), std::string::npos) << ss.str();
   }
   std::filesystem::remove_all(root);
+}
+
+// `loupe ARGS`, stdout and stderr together: {exit status, output}.
+std::pair<int, std::string> run_cli(const std::string& args) {
+  auto out = std::filesystem::temp_directory_path() / "loupe_cli_numbers.txt";
+  std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::stringstream ss;
+  ss << std::ifstream(out).rdbuf();
+  std::filesystem::remove(out);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
+
+// Numbers on the command line are whole, in range and finite, or refused in one sentence that
+// names the range, with exit status 1, before any data is loaded (--data names no directory:
+// reaching the loader would fail with another message). 4294967297 once became 1 through int.
+TEST(TrainCpu, CliRefusesBadNumbers) {
+  const std::string train = "train mnist_mlp --device cpu --plain --no-nvml --data /nonexistent/loupe ";
+  const std::pair<std::string, std::string> cases[] = {
+      {train + "--workers 4294967297", "--workers must be an integer from 1 to 256, got '4294967297'"},
+      {train + "--epochs 4294967297", "--epochs must be an integer from 1 to 1000000, got '4294967297'"},
+      {train + "--epochs 0", "--epochs must be an integer from 1 to 1000000, got '0'"},
+      {train + "--epochs abc", "--epochs must be an integer from 1 to 1000000, got 'abc'"},
+      {train + "--epochs 5x", "--epochs must be an integer from 1 to 1000000, got '5x'"},
+      {train + "--lr inf", "--lr must be a finite number above 0 and at most 1000, got 'inf'"},
+      {train + "--lr nan", "--lr must be a finite number above 0 and at most 1000, got 'nan'"},
+      {train + "--lr -1", "--lr must be a finite number above 0 and at most 1000, got '-1'"},
+      {train + "--batch 0", "--batch must be an integer from 1 to 1048576, got '0'"},
+      {train + "--profile-steps 10:5", "--profile-steps B must be an integer from 10 to 1000000000000, got '5'"},
+      {"generate char_lstm --device cpu --checkpoint /nonexistent/loupe.ckpt --data /nonexistent/loupe "
+       "--temperature inf",
+       "--temperature must be a finite number above 0 and at most 1000, got 'inf'"},
+      {"bench mnist_mlp --device cpu --batch 32,0", "--batch must be an integer from 1 to 1048576, got '0'"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto [rc, out] = run_cli(args);
+    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    EXPECT_EQ(out, "loupe: " + message + "\n") << args;
+  }
+  // In range, they are taken as given.
+  auto [rc, out] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --synthetic --max-steps 1 --epochs 1 "
+                           "--workers 2 --prefetch 2 --batch 64 --lr 0.01 --seed 0");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("2 workers, prefetch 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("lr 0.01, batch 64, epochs 1, seed 0"), std::string::npos) << out;
 }
 
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the

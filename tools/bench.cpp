@@ -13,6 +13,7 @@
 #include "models/registry.h"
 #include "tools/datasets.h"
 #include "train/trainer.h"
+#include "tools/cli_numbers.h"
 
 namespace loupe::tools {
 
@@ -96,14 +97,9 @@ std::vector<std::string> parse_list(const std::string& s) {
   return out;
 }
 
-std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag) {
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi) {
   std::vector<int64_t> out;
-  for (const std::string& item : parse_list(s)) {
-    char* end = nullptr;
-    long long v = std::strtoll(item.c_str(), &end, 10);
-    if (!end || *end || v < 1) throw Error(flag + ": '" + item + "' is not a positive whole number");
-    out.push_back(v);
-  }
+  for (const std::string& item : parse_list(s)) out.push_back(parse_int(item, flag, lo, hi));
   if (out.empty()) throw Error(flag + " needs a comma-separated list, e.g. 32,128,512");
   return out;
 }

@@ -41,8 +41,9 @@ instrument::EpochReport epoch_report(const std::string& model, Device dev, int64
 // and each precision against the first one at every batch both ran.
 std::string sweep_summary(const std::vector<instrument::EpochReport>& rows);
 
-// "32,128,512" -> {32, 128, 512}; "fp32,tf32" -> {"fp32", "tf32"}. Errors name the bad item.
-std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag);
+// "32,128,512" -> {32, 128, 512}, each an integer in [lo, hi] (tools/cli_numbers.h); "fp32,tf32" ->
+// {"fp32", "tf32"}. Errors name the bad item.
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi);
 std::vector<std::string> parse_list(const std::string& s);
 
 }  // namespace loupe::tools

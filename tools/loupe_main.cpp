@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "data/idx.h"
 #include "tools/bench.h"
+#include "tools/cli_numbers.h"
 #include "tools/datasets.h"
 #include "instrument/advice.h"
 #include "instrument/busy_tracker.h"
@@ -185,23 +186,52 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-int64_t int_opt(const Args& a, const std::string& k, int64_t dflt, int64_t min_value = 1) {
+// Every numeric option and the values it takes (tools/cli_numbers.h parses them; a value outside
+// is refused before any data is loaded). The bounds are what the code can carry: counts that are
+// narrowed to int, sizes that are multiplied into allocations, threads that are started.
+constexpr int64_t kMaxSteps = 1000000000000;  // global step numbers (int64 counters)
+struct IntRange {
+  const char* key;
+  int64_t lo, hi;
+};
+constexpr IntRange kIntRanges[] = {
+    {"epochs", 1, 1000000},       {"batch", 1, 1 << 20},         {"seed", 0, INT64_MAX},
+    {"max-steps", 1, kMaxSteps},  {"threads", 1, 1024},          {"workers", 1, 256},
+    {"prefetch", 1, 64},          {"length", 1, 1000000},        {"steps", 1, 1000000},
+    {"warmup", 0, 1000000},       {"rounds", 1, 1000},           {"sizes", 1, 65536},  // instrument/roofline.cpp's bound
+};
+struct FloatRange {
+  const char* key;
+  double lo, hi;  // above lo, at most hi
+};
+constexpr FloatRange kFloatRanges[] = {
+    {"lr", 0, 1000}, {"temperature", 0, 1000}, {"price-per-hour", 0, 1e6}, {"min-seconds", 0, 3600}};
+
+const IntRange& int_range(const std::string& k) {
+  for (const auto& r : kIntRanges)
+    if (k == r.key) return r;
+  throw Error("internal: --" + k + " has no range");
+}
+
+int64_t int_opt(const Args& a, const std::string& k, int64_t dflt) {
   auto it = a.opts.find(k);
   if (it == a.opts.end()) return dflt;
-  char* end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (!end || *end || v < min_value)
-    throw Error("--" + k + " needs an integer >= " + std::to_string(min_value) + ", got '" + it->second + "'");
-  return v;
+  const IntRange& r = int_range(k);
+  return tools::parse_int(it->second, "--" + k, r.lo, r.hi);
+}
+
+// "32,128,512" for --batch and --sizes, each item in the option's range.
+std::vector<int64_t> int_list_opt(const Args& a, const std::string& k) {
+  const IntRange& r = int_range(k);
+  return tools::parse_int_list(a.opts.at(k), "--" + k, r.lo, r.hi);
 }
 
 double float_opt(const Args& a, const std::string& k, double dflt) {
   auto it = a.opts.find(k);
   if (it == a.opts.end()) return dflt;
-  char* end = nullptr;
-  double v = std::strtod(it->second.c_str(), &end);
-  if (!end || *end || !(v > 0)) throw Error("--" + k + " needs a positive number, got '" + it->second + "'");
-  return v;
+  for (const auto& r : kFloatRanges)
+    if (k == r.key) return tools::parse_double(it->second, "--" + k, r.lo, r.hi);
+  throw Error("internal: --" + k + " has no range");
 }
 
 std::string str_opt(const Args& a, const std::string& k, const std::string& dflt = "") {
@@ -290,8 +320,20 @@ int cmd_train(const Args& a) {
   int epochs = int(int_opt(a, "epochs", info.recipe.epochs));
   int64_t batch = int_opt(a, "batch", info.recipe.batch);
   double lr = float_opt(a, "lr", info.recipe.lr);
-  uint64_t seed = uint64_t(int_opt(a, "seed", 1, 0));
-  int64_t max_steps = int_opt(a, "max-steps", -1, 1);
+  uint64_t seed = uint64_t(int_opt(a, "seed", 1));
+  int64_t max_steps = int_opt(a, "max-steps", -1);
+  int workers = int(int_opt(a, "workers", 4)), prefetch = int(int_opt(a, "prefetch", 4));
+  double price_per_hour = a.opts.count("price-per-hour") ? float_opt(a, "price-per-hour", 0) : -1;
+  std::string trace_path = str_opt(a, "trace");
+  std::pair<int64_t, int64_t> profile_steps{-1, -1};
+  if (a.opts.count("profile-steps") || !trace_path.empty()) {
+    std::string ps = str_opt(a, "profile-steps", "10:19");
+    size_t colon = ps.find(':');
+    if (colon == std::string::npos)
+      throw Error("--profile-steps needs A:B with 1 <= A <= B (global step numbers), got '" + ps + "'");
+    profile_steps.first = tools::parse_int(ps.substr(0, colon), "--profile-steps A", 1, kMaxSteps);
+    profile_steps.second = tools::parse_int(ps.substr(colon + 1), "--profile-steps B", profile_steps.first, kMaxSteps);
+  }
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
   Device dev = pick_device(a);
   const train::TrainerOptions topt = trainer_options(a, dev);
@@ -304,8 +346,8 @@ int cmd_train(const Args& a) {
   if (!resident) {
     loader::LoaderOptions lo;
     lo.batch = batch;
-    lo.workers = int(int_opt(a, "workers", 4));
-    lo.prefetch = int(int_opt(a, "prefetch", 4));
+    lo.workers = workers;
+    lo.prefetch = prefetch;
     std::string pin = str_opt(a, "pin-memory", "on");
     if (pin != "on" && pin != "off") throw Error("--pin-memory takes on or off, got '" + pin + "'");
     lo.pin_memory = pin == "on";
@@ -351,7 +393,7 @@ int cmd_train(const Args& a) {
   mopt.nvml = !a.opts.count("no-nvml");
   mopt.busy = a.opts.count("busy") > 0;
   mopt.precision = prec;
-  mopt.price_per_hour = a.opts.count("price-per-hour") ? float_opt(a, "price-per-hour", 0) : -1;
+  mopt.price_per_hour = price_per_hour;
   instrument::EpochMonitor monitor(dev, mopt);
   std::unique_ptr<instrument::JsonlWriter> jsonl;
   std::unique_ptr<instrument::CsvWriter> csv;
@@ -369,18 +411,7 @@ int cmd_train(const Args& a) {
   std::fflush(stdout);
   trainer.hooks.monitor = &monitor;
   trainer.hooks.stop = &g_interrupted;
-  std::string trace_path = str_opt(a, "trace");
-  if (a.opts.count("profile-steps") || !trace_path.empty()) {
-    std::string ps = str_opt(a, "profile-steps", "10:19");
-    size_t colon = ps.find(':');
-    char* e1 = nullptr;
-    char* e2 = nullptr;
-    long long first = std::strtoll(ps.c_str(), &e1, 10);
-    long long last_step = colon == std::string::npos ? -1 : std::strtoll(ps.c_str() + colon + 1, &e2, 10);
-    if (colon == std::string::npos || *e1 != ':' || !e2 || *e2 || first < 1 || last_step < first)
-      throw Error("--profile-steps needs A:B with 1 <= A <= B (global step numbers), got '" + ps + "'");
-    trainer.hooks.profile_steps = {first, last_step};
-  }
+  if (profile_steps.first > 0) trainer.hooks.profile_steps = profile_steps;
   // The trace window: host ranges always, GPU activity when CUPTI is on (--busy).
   double trace_host_t0 = 0;
   uint64_t trace_gpu_t0 = 0;
@@ -544,16 +575,15 @@ int cmd_generate(const Args& a) {
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
   PrecisionScope precision_scope(parse_precision_for(a, dev));
+  int64_t length = int_opt(a, "length", 400);
+  double temperature = float_opt(a, "temperature", 0.5);
+  uint64_t seed = uint64_t(int_opt(a, "seed", 1));
   Data data = tools::load_data(data_request(a, info, false, true), dev);  // the corpus gives the characters
   std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);
   train::load_checkpoint(ck, *model, nullptr, info.name);
   model->eval();
   const data::CharCorpus& corpus = *data.corpus;
-  int64_t length = int_opt(a, "length", 400, 1);
-  double temperature = float_opt(a, "temperature", 0.5);
-  if (!(temperature > 0)) throw Error("--temperature must be above 0");
-  uint64_t seed = uint64_t(int_opt(a, "seed", 1, 0));
   std::vector<int32_t> text;
   if (a.opts.count("prompt")) {
     text = corpus.encode(str_opt(a, "prompt"));
@@ -590,18 +620,18 @@ int cmd_generate(const Args& a) {
 tools::BenchOptions bench_options(const Args& a, std::vector<std::string> models) {
   tools::BenchOptions o;
   o.models = std::move(models);
-  if (a.opts.count("batch")) o.batches = tools::parse_int_list(str_opt(a, "batch"), "--batch");
+  if (a.opts.count("batch")) o.batches = int_list_opt(a, "batch");
   if (a.opts.count("precision")) o.precisions = tools::parse_list(str_opt(a, "precision"));
   for (const std::string& p : o.precisions) parse_precision(p);  // refuse unknown or unimplemented ones first
   o.steps = int_opt(a, "steps", 100);
-  o.warmup = int_opt(a, "warmup", 10, 0);
+  o.warmup = int_opt(a, "warmup", 10);
   o.min_seconds = float_opt(a, "min-seconds", -1);
   o.rounds = int(int_opt(a, "rounds", 1));
   o.device = pick_device(a);
   o.nvml = !a.opts.count("no-nvml");
   o.busy = a.opts.count("busy") > 0;
   o.channels_last = a.opts.count("channels-last") > 0;
-  o.seed = uint64_t(int_opt(a, "seed", 1, 0));
+  o.seed = uint64_t(int_opt(a, "seed", 1));
   o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
   if (std::string why = train::graph_unsupported(o.graph, o.device); !why.empty()) throw Error(why);
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
@@ -660,7 +690,7 @@ int cmd_sweep(const Args& a) {
 
 int cmd_roofline(const Args& a) {
   instrument::RooflineOptions o;
-  if (a.opts.count("sizes")) o.sizes = tools::parse_int_list(str_opt(a, "sizes"), "--sizes");
+  if (a.opts.count("sizes")) o.sizes = int_list_opt(a, "sizes");
   o.min_seconds = float_opt(a, "min-seconds", o.min_seconds);
   std::string d = str_opt(a, "device");
   o.gpu = d.empty() ? cuda_available() : pick_device(a).is_cuda();
