@@ -297,6 +297,33 @@ TEST(TrainCpu, CliRefusesBadNumbers) {
   EXPECT_NE(out.find("lr 0.01, batch 64, epochs 1, seed 0"), std::string::npos) << out;
 }
 
+// A checkpoint destination that cannot be written fails before any data is loaded or step run, and
+// resuming a run that already did its epochs says so and exits 1 (issue 16, item 6).
+TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
+  const std::string train = "train mnist_mlp --device cpu --plain --no-nvml --synthetic --max-steps 1 --epochs 1 ";
+  for (const auto& [dest, message] :
+       {std::pair<std::string, std::string>{"/nonexistent/loupe/ck.bin", "directory '/nonexistent/loupe' does not exist"},
+        {std::filesystem::temp_directory_path().string(), "it is a directory; give a file name"}}) {
+    auto [rc, out] = run_cli(train + "--save " + dest);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+    EXPECT_EQ(out.find("epoch 1/1"), std::string::npos) << "it trained before failing:\n" << out;
+    EXPECT_EQ(out.find("data "), std::string::npos) << "it loaded data before failing:\n" << out;
+  }
+  const std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_finished.ckpt").string();
+  auto [rc, out] = run_cli(train + "--save " + ck);
+  ASSERT_EQ(rc, 0) << out;
+  auto [rc2, out2] = run_cli(train + "--resume " + ck);
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_NE(out2.find("has already completed 1 of the 1 epochs asked for: nothing to resume"), std::string::npos)
+      << out2;
+  auto [rc3, out3] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --synthetic --max-steps 1 --epochs 2 "
+                             "--resume " + ck);
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_NE(out3.find("resumed from " + ck + " after epoch 1"), std::string::npos) << out3;
+  std::remove(ck.c_str());
+}
+
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the
 // steps asked for, starting over in the same order; without it, the data set's end ends it.
 TEST(TrainCpu, CycleRunsTheStepsAskedFor) {

@@ -34,6 +34,7 @@
 #include "models/registry.h"
 #include "ops/gemm_cpu.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_file.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -335,6 +336,7 @@ int cmd_train(const Args& a) {
     profile_steps.second = tools::parse_int(ps.substr(colon + 1), "--profile-steps B", profile_steps.first, kMaxSteps);
   }
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
+  if (!save.empty()) check_checkpoint_destination(save);  // before any data is loaded or step run
   Device dev = pick_device(a);
   const train::TrainerOptions topt = trainer_options(a, dev);
   const char* prec = precision_name(*topt.precision);
@@ -374,6 +376,10 @@ int cmd_train(const Args& a) {
   int first_epoch = 1;
   if (!resume.empty()) {
     train::CheckpointMeta m = train::load_checkpoint(resume, *model, opt.get(), info.name);
+    if (m.epoch >= epochs)
+      throw Error("checkpoint '" + resume + "' has already completed " + std::to_string(m.epoch) + " of the " +
+                  std::to_string(epochs) + " epochs asked for: nothing to resume (--epochs N with N > " +
+                  std::to_string(m.epoch) + " trains further; loupe eval --checkpoint evaluates it)");
     first_epoch = m.epoch + 1;
     seed = m.seed;
     default_generator().seed = m.seed;

@@ -155,20 +155,38 @@ std::string CheckpointFile::meta_value(const std::string& key, const std::string
   return fallback;
 }
 
-void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
-  // Refuse rather than create directories: a typo in --checkpoint-dir should not silently
-  // scatter checkpoints somewhere new.
+namespace {
+// Refuse rather than create directories: a typo in --checkpoint-dir should not silently scatter
+// checkpoints somewhere new.
+void check_directory(const std::string& path) {
   const std::string dir = parent_dir(path);
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw Error("cannot write checkpoint '" + path + "': directory '" + dir +
                 "' does not exist; create it first");
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error("cannot write checkpoint '" + path + "': it is a directory; give a file name");
+}
+
+std::string temp_path(const std::string& path) { return path + ".tmp." + std::to_string(getpid()); }
+}  // namespace
+
+void check_checkpoint_destination(const std::string& path) {
+  check_directory(path);
+  TempFile probe{temp_path(path)};
+  probe.f = std::fopen(probe.path.c_str(), "wb");
+  if (!probe.f) io_fail("write", path, errno);
+}
+
+void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
+  check_directory(path);
+  const std::string dir = parent_dir(path);
   std::set<std::string> names;
   for (const auto& r : ckpt.records)
     if (!names.insert(r.name).second)
       throw Error("cannot write checkpoint '" + path + "': record '" + r.name + "' appears twice");
 
-  TempFile tmp{path + ".tmp." + std::to_string(getpid())};
+  TempFile tmp{temp_path(path)};
   tmp.f = std::fopen(tmp.path.c_str(), "wb");
   if (!tmp.f) io_fail("write", path, errno);
 

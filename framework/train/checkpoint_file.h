@@ -38,6 +38,10 @@ struct CheckpointFile {
 // not exist, a record name repeats, or the disk write fails.
 void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt);
 
+// Throws the error write_checkpoint_file would, before any work: the directory is missing, the
+// path is a directory, or the directory refuses a file (its temporary file is created and removed).
+void check_checkpoint_destination(const std::string& path);
+
 // Throws loupe::Error naming the file if it is missing, not a loupe checkpoint, from a newer
 // format version, truncated or corrupt. Never trusts a length it has not checked.
 CheckpointFile read_checkpoint_file(const std::string& path);
