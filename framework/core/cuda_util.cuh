@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace loupe::cuda {
@@ -54,6 +55,10 @@ void dispatch_float(DType t, const char* op, F&& f) {
     default: LOUPE_FAIL(op, " on CUDA supports float32, float16 and bfloat16, got ", dtype_name(t));
   }
 }
+
+// A random draw's first Philox counter (core/random.h): inside a captured CUDA graph its offset is
+// relative to the device word base, which every replay advances.
+__device__ __forceinline__ uint64_t first_counter(const RngDraw& r) { return r.offset + (r.base ? *r.base : 0); }
 
 // Loads and stores through float, whatever the storage type.
 __device__ __forceinline__ float to_float(float v) { return v; }

@@ -66,13 +66,10 @@ __device__ __forceinline__ void fwd4(T (&v)[4], const T* b, int64_t i, const Bia
   }
 }
 
-// The first Philox counter of the draw (inside a captured graph, relative to a device word).
-__device__ __forceinline__ uint64_t first_counter(const RngDraw& r) { return r.offset + (r.base ? *r.base : 0); }
-
 template <class T>
 __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4, BiasActArgs a) {
   const float scale = 1.f / (1.f - a.p);
-  const uint64_t c0 = a.dropout ? first_counter(a.rng) : 0;
+  const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
     Pack4<T> p = x[q];
     fwd4(p.v, b, q * 4, a, scale, c0, true);
@@ -84,7 +81,7 @@ __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4,
 template <class T>
 __global__ void fwd_any(T* y, const T* x, const T* b, int64_t n, BiasActArgs a) {
   const float scale = 1.f / (1.f - a.p);
-  const uint64_t c0 = a.dropout ? first_counter(a.rng) : 0;
+  const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
     T v[4];
     int64_t i = q * 4;
@@ -114,7 +111,7 @@ __device__ __forceinline__ void bwd4(T (&g)[4], const T (&y)[4], int64_t i, cons
 template <class T>
 __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4, BiasActArgs a) {
   const float scale = 1.f / (1.f - a.p);
-  const uint64_t c0 = a.dropout ? first_counter(a.rng) : 0;
+  const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
     Pack4<T> g = gy[q];
     const Pack4<T> yv = y[q];
@@ -126,7 +123,7 @@ __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, in
 template <class T>
 __global__ void bwd_any(T* gx, const T* y, const T* gy, int64_t n, BiasActArgs a) {
   const float scale = 1.f / (1.f - a.p);
-  const uint64_t c0 = a.dropout ? first_counter(a.rng) : 0;
+  const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
     T g[4], yv[4];
     int64_t i = q * 4;
@@ -150,7 +147,7 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
   __shared__ float sums[kRowThreads * 4];
   const int P = int(a.C / 4), lane = threadIdx.x / P, pack = threadIdx.x % P, L = kRowThreads / P;
   const float scale = 1.f / (1.f - a.p);
-  const uint64_t c0 = a.dropout ? first_counter(a.rng) : 0;
+  const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int64_t begin = int64_t(blockIdx.x) * rows_per_block, end = min(rows, begin + rows_per_block);
   for (int64_t r = begin + lane; r < end; r += L) {

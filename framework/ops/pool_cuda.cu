@@ -198,8 +198,6 @@ __device__ __forceinline__ void split_pack(uint64_t q, uint32_t CV, const FusedG
   n = q / g.P;
 }
 
-__device__ __forceinline__ uint64_t first_counter(const RngDraw& r) { return r.offset + (r.base ? *r.base : 0); }
-
 // Dropout's decision for element e of the output (one Philox call per four elements).
 __device__ __forceinline__ bool keep(const PoolDropout& d, uint64_t c0, uint64_t e) {
   Philox4 r = philox(d.rng.seed, c0 + e / 4, 0);
@@ -225,7 +223,7 @@ __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint6
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
-  const uint64_t c0 = d.on ? first_counter(d.rng) : 0;
+  const uint64_t c0 = d.on ? cuda::first_counter(d.rng) : 0;
   for (uint64_t q = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < packs; q += uint64_t(blockDim.x) * gridDim.x) {
     uint64_t n;
     uint32_t i, j, pack;
@@ -249,7 +247,7 @@ __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, Fus
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
-  const uint64_t c0 = d.on ? first_counter(d.rng) : 0;
+  const uint64_t c0 = d.on ? cuda::first_counter(d.rng) : 0;
   for (uint64_t q = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < packs; q += uint64_t(blockDim.x) * gridDim.x) {
     uint64_t n;
     uint32_t i, j, pack;
