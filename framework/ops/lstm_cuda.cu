@@ -228,22 +228,11 @@ std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint6
 
 Tensor bytes(size_t n) { return empty(Shape{int64_t(std::max<size_t>(n, 1))}, DType::u8, kCUDA); }
 
-// A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).
-Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t) {
-  Tensor v = as_strided(buf, s, contiguous_strides(s), 0);
-  v.impl()->dtype = t;
-  v.impl()->offset = int64_t(at / dtype_size(t));
-  return v;
-}
-
 constexpr size_t kAlign = 256;
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// [N, T, F] <-> [T, N, F] as a contiguous copy into dst (an existing buffer).
-void swap01_into(const Tensor& dst, const Tensor& t) {
-  NoGradGuard g;
-  copy_(dst, t.transpose(0, 1));
-}
+using lstm_persist::swap01_into;
+using lstm_persist::typed_view;
 
 // What a training forward keeps for the backward: cuDNN's reserve space and, sequence-major, the
 // transposed x (so that the backward need not transpose it again). One buffer: [reserve | xs].

@@ -30,4 +30,10 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
               cudaStream_t stream);
 
+// Shared with ops/lstm_cuda.cu's cuDNN path, which keeps its buffers the same way:
+// A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).
+Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t);
+// [N, T, F] <-> [T, N, F] as a contiguous copy into dst (an existing buffer).
+void swap01_into(const Tensor& dst, const Tensor& src);
+
 }  // namespace loupe::lstm_persist

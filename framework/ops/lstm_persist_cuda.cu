@@ -18,8 +18,6 @@
 // gate gradients in the backward) and the cell states [T, N, H] in float32; the layers' outputs.
 #include <mma.h>
 
-#include <cstdio>
-
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
@@ -31,8 +29,6 @@ namespace loupe::lstm_persist {
 namespace {
 
 using namespace nvcuda;
-
-constexpr int kRowsMax = 16;  // batch rows per block, at most
 
 // Activations in float32 from the hardware's exp2 and reciprocal (a few instructions instead of
 // expf's and tanhf's dozens: the pointwise part is most of a step's instructions). tanh as
@@ -413,10 +409,13 @@ struct Layout {
   }
 };
 
-Tensor view(const Tensor& buf, size_t byte_at, const Shape& s, DType t) {
+
+}  // namespace
+
+Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t) {
   Tensor v = as_strided(buf, s, contiguous_strides(s), 0);
   v.impl()->dtype = t;
-  v.impl()->offset = int64_t(byte_at / dtype_size(t));
+  v.impl()->offset = int64_t(at / dtype_size(t));
   return v;
 }
 
@@ -424,8 +423,6 @@ void swap01_into(const Tensor& dst, const Tensor& src) {
   NoGradGuard g;
   copy_(dst, src.transpose(0, 1));
 }
-
-}  // namespace
 
 bool supports(const LstmParams& p, DType dtype, int rows, std::string* why) {
   auto no = [&](const std::string& w) {
@@ -449,7 +446,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
   const int64_t N = x.size(0), T = x.size(1), H = p.hidden_size, D = p.directions(), L = p.num_layers, G = 4 * H;
   const Layout lay(p, N, T, t, training);
   Tensor buf = empty(Shape{int64_t(lay.total)}, DType::u8, kCUDA);
-  Tensor xs = view(buf, 0, Shape{T, N, p.input_size}, t);
+  Tensor xs = typed_view(buf, 0, Shape{T, N, p.input_size}, t);
   swap01_into(xs, x);
   Tensor ytop = empty(Shape{T, N, D * H}, t, kCUDA);
   for (int l = 0; l < L; ++l) {
