@@ -415,11 +415,8 @@ void check_dtypes(const Tensor& x, const Tensor& w, const Tensor& y, const char*
 
 constexpr int64_t kGemmMaxK = 16;
 
-// [N, C, H, W] laid out as [N, H, W, C], densely (C == 1 is both layouts).
-bool nhwc(const Tensor& t) {
-  const Shape &s = t.shape(), &st = t.strides();
-  return (st[1] == 1 || s[1] == 1) && st[3] == s[1] && st[2] == s[3] * s[1] && (st[0] == s[2] * s[3] * s[1] || s[0] == 1);
-}
+// [N, C, H, W] laid out densely as [N, H, W, C] (C == 1 is both layouts).
+bool nhwc(const Tensor& t) { return t.is_contiguous(MemoryFormat::ChannelsLast); }
 
 bool small_filter(const Tensor& x, const Tensor& w, const Tensor& y) {
   static const bool on = [] {
