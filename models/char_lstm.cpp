@@ -2,6 +2,7 @@
 // (its output after the last character) -> Dense C softmax; RMSprop lr 1e-2; batch 128; 10 epochs.
 // C, the number of distinct characters, comes from the corpus (57 in the Nietzsche text).
 // `loupe generate char_lstm` samples from a trained model.
+#include "core/error.h"
 #include "instrument/nvtx.h"
 #include "models/registry.h"
 #include "nn/layers.h"
@@ -14,15 +15,13 @@ namespace {
 class CharModel : public nn::Module {
  public:
   explicit CharModel(int64_t chars) : chars_(chars) {
-    // The one-hot rows: an identity matrix looked up like an embedding (a buffer, not trained).
-    std::vector<float> eye(size_t(chars * chars), 0.f);
-    for (int64_t i = 0; i < chars; ++i) eye[size_t(i * chars + i)] = 1.f;
-    eye_ = register_buffer("one_hot", from_vector(eye, Shape{chars, chars}));
+    LOUPE_CHECK(chars >= 1 && chars <= kCharLstmMaxChars, "char_lstm reads texts of 1 to ", kCharLstmMaxChars,
+                " distinct characters, not ", chars);
     lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(chars, 128));
     fc_ = register_module("fc", std::make_shared<nn::Linear>(128, chars));
   }
   Tensor forward(const Tensor& ids) override {
-    Tensor x = embedding(ids, eye_);  // [N, 40, C], no gradient
+    Tensor x = one_hot(ids, chars_);  // [N, 40, C], no gradient
     LstmResult r;
     {
       instrument::NvtxRange range(lstm_->range_name().c_str());
@@ -34,7 +33,6 @@ class CharModel : public nn::Module {
 
  private:
   int64_t chars_;
-  Tensor eye_;
   std::shared_ptr<nn::LSTM> lstm_;
   std::shared_ptr<nn::Linear> fc_;
 };

@@ -42,6 +42,11 @@ const std::vector<ModelInfo>& all_models();
 const ModelInfo& find_model(const std::string& name);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr);
 
+// char_lstm's one-hot input costs 128 x 40 floats per distinct character per batch (84 MB at
+// this limit) and 4 x 128 weights per character in the LSTM and 128 in the dense layer: texts
+// with more distinct characters (e.g. 60,000 in a file of every CJK ideograph) are refused.
+constexpr int64_t kCharLstmMaxChars = 4096;
+
 // One function per model file.
 ModelInfo mnist_mlp();
 ModelInfo mnist_cnn();

@@ -79,6 +79,25 @@ TEST(Embedding, BadIdsThrowOnTheCpuNamingTheValue) {
   EXPECT_NE(m.find("weight [V, E]"), std::string::npos) << m;
 }
 
+// one_hot is the rows of an identity without the identity (char_lstm's input): the same values as
+// the embedding lookup into one, for int32 and float ids, and the embedding's id checks.
+TEST(OneHot, RowsOfAnIdentityWithoutOne) {
+  const int64_t C = 7;
+  std::vector<float> eye(size_t(C * C), 0.f);
+  for (int64_t i = 0; i < C; ++i) eye[size_t(i * C + i)] = 1.f;
+  std::vector<int32_t> ids{3, 0, 6, 3, 5, 1};
+  Tensor expect = embedding(from_vector(ids, Shape{2, 3}), from_vector(eye, Shape{C, C}));
+  Tensor y = one_hot(from_vector(ids, Shape{2, 3}), C);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, C}));
+  EXPECT_EQ(y.to_vector<float>(), expect.to_vector<float>());
+  EXPECT_EQ(one_hot(from_vector(ids, Shape{6}).to(DType::f32), C, DType::f64).to_vector<double>(),
+            expect.to_vector<double>());
+  std::string m = error_of([&] { one_hot(from_vector(std::vector<int32_t>{1, 7}, Shape{2}), C); });
+  EXPECT_NE(m.find("id 7 at position [1]"), std::string::npos) << m;
+  m = error_of([&] { one_hot(from_vector(std::vector<int32_t>{1}, Shape{1}), 0); });
+  EXPECT_NE(m.find("at least one class"), std::string::npos) << m;
+}
+
 TEST(Embedding, RepeatedIdsAccumulateInTheGradient) {
   int saved = num_threads();
   for (int threads : {1, 2}) {
@@ -276,6 +295,26 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
 // ids so that many repeat (runs of every length); float32 gradients both dense and as
 // mean(..., 1) gives them ([N, T, E] with stride 0 along T, read in place). CUDA against float64
 // sums on the CPU, and bit-identical from run to run.
+TEST(EmbeddingCuda, OneHotMatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  const int64_t C = 57;
+  std::vector<int32_t> ids(128 * 40);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(5, i, 0).v[0] % uint32_t(C));
+  Tensor cpu = one_hot(from_vector(ids, Shape{128, 40}), C);
+  for (DType idt : {DType::i32, DType::f32, DType::f64})
+    for (DType out : {DType::f32, DType::f16, DType::bf16}) {
+      Tensor g = one_hot(from_vector(ids, Shape{128, 40}).to(idt).to(kCUDA), C, out);
+      EXPECT_EQ(g.dtype(), out);
+      EXPECT_EQ(g.to(DType::f32).to_vector<float>(), cpu.to_vector<float>()) << dtype_name(idt) << " ids";
+    }
+  // An id outside [0, C) gives a row of zeros on CUDA (no wait for the device to check it).
+  std::vector<float> z = one_hot(from_vector(std::vector<int32_t>{2, -1, 57}, Shape{3}).to(kCUDA), C).to_vector<float>();
+  float total = 0;
+  for (float v : z) total += v;
+  EXPECT_EQ(total, 1.f);
+  EXPECT_EQ(z[2], 1.f);
+}
+
 TEST(EmbeddingCuda, FastTextScaleBackwardMatchesTheCpuAndRepeats) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
   const int64_t N = 1024, T = 400, V = 1200000, E = 50;

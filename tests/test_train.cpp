@@ -324,6 +324,29 @@ TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
   std::remove(ck.c_str());
 }
 
+// char_lstm's input is one-hot over the text's distinct characters: a text with more than the
+// documented limit is refused with one sentence naming the file (it once built a dense C x C
+// identity: 14.4 GB for 60,000 characters, then aborted).
+TEST(TrainCpu, CharLstmRefusesTooManyDistinctCharacters) {
+  const auto path = std::filesystem::temp_directory_path() / "loupe_many_chars.txt";
+  {
+    std::string text;
+    for (char32_t c = 0x4E00; c < 0x4E00 + 5000; ++c) {  // 5,000 CJK ideographs, 3 bytes each in UTF-8
+      text += char(0xE0 | (c >> 12));
+      text += char(0x80 | ((c >> 6) & 0x3F));
+      text += char(0x80 | (c & 0x3F));
+    }
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  auto [rc, out] = run_cli("train char_lstm --device cpu --plain --no-nvml --max-steps 1 --epochs 1 --data " +
+                           path.string());
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(out, "loupe: " + path.string() + ": 5000 distinct characters; char_lstm's one-hot input takes at most " +
+                     std::to_string(models::kCharLstmMaxChars) +
+                     " (each costs memory in every batch and weights in both layers): give a text in fewer scripts\n");
+  std::filesystem::remove(path);
+}
+
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the
 // steps asked for, starting over in the same order; without it, the data set's end ends it.
 TEST(TrainCpu, CycleRunsTheStepsAskedFor) {

@@ -10,6 +10,7 @@
 #include "data/imdb.h"
 #include "data/image_folder.h"
 #include "data/synthetic.h"
+#include "models/registry.h"
 
 namespace fs = std::filesystem;
 
@@ -177,6 +178,10 @@ Data chars(const DataRequest& req, Device dev) {
     corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_file(path));
     what = path;
   }
+  if (corpus->vocab_size() > models::kCharLstmMaxChars)
+    throw Error(what + ": " + std::to_string(corpus->vocab_size()) + " distinct characters; char_lstm's one-hot " +
+                "input takes at most " + std::to_string(models::kCharLstmMaxChars) +
+                " (each costs memory in every batch and weights in both layers): give a text in fewer scripts");
   const int window = 40, step = 3;
   int64_t n = corpus->num_windows(window, step);
   LOUPE_CHECK(n >= 20, what, ": too short for windows of ", window, " characters");

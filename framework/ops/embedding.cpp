@@ -75,6 +75,19 @@ struct EmbeddingBackward : autograd::Node {
 };
 }  // namespace
 
+Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype) {
+  LOUPE_CHECK(classes >= 1, "one_hot needs at least one class, got ", classes);
+  LOUPE_CHECK(is_floating(dtype), "one_hot produces a floating tensor, not ", dtype_name(dtype));
+  LOUPE_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::f32 || ids.dtype() == DType::f64,
+              "one_hot needs int32, float32 or float64 ids, got ", dtype_name(ids.dtype()));
+  LOUPE_CHECK(ids.dim() < kMaxDims, "one_hot: ids ", ids.shape().str(), " have too many dimensions to add one");
+  Shape s = ids.shape();
+  s.push_back(classes);
+  Tensor y = empty(s, dtype, ids.device());
+  if (y.numel() > 0) kernels<EmbeddingKernels>(ids.device()).one_hot(y, ids.contiguous().detach(), ids.numel(), classes);
+  return y;
+}
+
 Tensor embedding(const Tensor& ids, const Tensor& weight) {
   LOUPE_CHECK(weight.dim() == 2 && is_floating(weight.dtype()), "embedding needs a floating weight [V, E], got ",
               weight.shape().str(), " ", dtype_name(weight.dtype()));

@@ -15,6 +15,13 @@ namespace loupe {
 // check their ids).
 Tensor embedding(const Tensor& ids, const Tensor& weight);
 
+// out[..., c] = 1 where ids[...] == c, else 0, for c in [0, classes): the rows of a classes x
+// classes identity without building one (char_lstm's one-hot characters: a dense identity for a
+// text of 60,000 distinct characters would take 14.4 GB). ids as for embedding, with the same
+// checks (the CPU throws on a bad id; CUDA gives it a row of zeros); out ids.shape + [classes]
+// of a floating dtype. No gradient.
+Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype = DType::f32);
+
 // Where the gradient row of position i starts in gy's data, in elements: the n positions read as
 // [n / Q, Q] with strides (sP, sQ), the E columns of a row contiguous. A contiguous gy is Q = 1,
 // sP = E; the gradient of a mean over T positions, expanded and not copied, is Q = T, sP = E, sQ = 0.
@@ -34,6 +41,8 @@ struct EmbeddingKernels {
   // written otherwise (autograd/source_check.h).
   void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
                    int64_t E, bool accumulate, float* found_inf);
+  // ids contiguous [n]; out contiguous [n, C], every element written.
+  void (*one_hot)(const Tensor& out, const Tensor& ids, int64_t n, int64_t C);
 };
 
 }  // namespace loupe

@@ -111,7 +111,21 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
   if (bad) *found_inf = 1.f;
 }
 
-const EmbeddingKernels table{forward, backward};
+void one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
+  std::vector<int64_t> rows = checked_rows(ids, C);
+  cpu::dispatch_floating(out.dtype(), "one_hot", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data<T>();
+    parallel_for(0, n, cpu::kGrain / (C + 1) + 1, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) {
+        std::fill_n(o + i * C, C, T(0));
+        o[i * C + rows[size_t(i)]] = T(1);
+      }
+    });
+  });
+}
+
+const EmbeddingKernels table{forward, backward, one_hot};
 const RegisterBackend<EmbeddingKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

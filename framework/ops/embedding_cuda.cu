@@ -384,7 +384,38 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
   });
 }
 
-const EmbeddingKernels table{forward, backward};
+template <class I, class T>
+__global__ void one_hot_kernel(T* out, const I* ids, int64_t n, int64_t C) {
+  LOUPE_KERNEL_LOOP(k, n * C) {
+    out[k] = cuda::from_float<T>(row_of(ids[k / C], C) == k % C ? 1.f : 0.f);
+  }
+}
+
+template <class I>
+void launch_one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C, cudaStream_t stream) {
+  auto go = [&](auto* o) {
+    one_hot_kernel<<<cuda::blocks_for(n * C), cuda::kThreads, 0, stream>>>(o, ids.data<I>(), n, C);
+    LOUPE_CUDA_LAUNCH_CHECK();
+  };
+  switch (out.dtype()) {
+    case DType::f32: go(out.data<float>()); break;
+    case DType::f16: go(out.data<__half>()); break;
+    case DType::bf16: go(out.data<__nv_bfloat16>()); break;
+    default: LOUPE_FAIL("one_hot on CUDA cannot produce ", dtype_name(out.dtype()));
+  }
+}
+
+void one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
+  const cudaStream_t s = cuda::stream();
+  switch (ids.dtype()) {
+    case DType::i32: launch_one_hot<int32_t>(out, ids, n, C, s); break;
+    case DType::f32: launch_one_hot<float>(out, ids, n, C, s); break;
+    case DType::f64: launch_one_hot<double>(out, ids, n, C, s); break;
+    default: LOUPE_FAIL("one_hot on CUDA: ids of type ", dtype_name(ids.dtype()), " are not supported");
+  }
+}
+
+const EmbeddingKernels table{forward, backward, one_hot};
 const RegisterBackend<EmbeddingKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
