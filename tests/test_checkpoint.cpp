@@ -3,7 +3,9 @@
 // before anything is copied; a sound file still loads.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -94,4 +96,16 @@ TEST(CheckpointHostile, MetadataNumbersAreCheckedAndInRange) {
   EXPECT_HAS(x.with_meta("seed", "-1"), "its 'seed' must be an integer from 0 to 18446744073709551615");
   EXPECT_HAS(x.with_meta("seed", "18446744073709551616"), "'seed'");
   EXPECT_HAS(x.with_meta("rng_offset", "1e3"), "'rng_offset'");
+}
+
+// A checkpoint whose weights are NaN or infinite (saved by a run that diverged) is refused by
+// name; it used to load and evaluate at chance with no word.
+TEST(CheckpointHostile, NonFiniteWeightsAreRefused) {
+  Fixture x;
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::string e = x.with_record([&](CheckpointRecord& r) { std::memcpy(r.bytes.data() + 8, &bad, 4); });
+    EXPECT_HAS(e, "tensor '" + x.good.records.at(0).name + "' holds 1 NaN or infinite values (of 6)");
+    EXPECT_HAS(e, "the run that saved it had diverged");
+    EXPECT_HAS(e, x.path);
+  }
 }

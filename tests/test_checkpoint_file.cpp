@@ -1,11 +1,17 @@
 // The checkpoint file format: round trips, and every kind of damaged or foreign file is a
 // loupe::Error that names the problem, never a crash or a huge allocation.
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <random>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -189,6 +195,59 @@ TEST_F(CheckpointFileTest, DuplicateRecordNameIsRefused) {
   c.records.push_back(c.records[0]);
   EXPECT_THROW(write_checkpoint_file(dir_ + "/a.ckpt", c), Error);
   EXPECT_TRUE(list_dir().empty());  // nothing written, no temp file left
+}
+
+// kill -9 at random moments of a save: the last complete checkpoint always loads, whole, and no
+// temporary file is left (the named "<path>.tmp.<pid>" files stayed in 6 of 20 such kills). A child
+// process overwrites the checkpoint back to back, each version 8 MB of one byte value.
+TEST_F(CheckpointFileTest, KilledWritersLeaveNoTempFileAndAWholeCheckpoint) {
+  const std::string path = dir_ + "/ck.bin";
+  auto version = [](int v) {
+    CheckpointFile c;
+    c.model = "mnist_mlp";
+    c.meta = {{"version", std::to_string(v)}};
+    c.records.push_back({"model/w", 1, {8 << 20}, std::vector<uint8_t>(8 << 20, uint8_t(v))});
+    return c;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  write_checkpoint_file(path, version(0));
+  const double write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<double> when(0.0, 3 * write_s + 0.002);
+  for (int kill_no = 1; kill_no <= 25; ++kill_no) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      for (int v = 1;; v = v % 200 + 1) write_checkpoint_file(path, version(v));
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(when(rng)));
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the writer ended by itself";
+    EXPECT_EQ(list_dir(), std::vector<std::string>{"ck.bin"}) << "after kill " << kill_no;
+    CheckpointFile c;
+    ASSERT_NO_THROW(c = read_checkpoint_file(path)) << "after kill " << kill_no;
+    const std::vector<uint8_t>& b = c.records.at(0).bytes;
+    ASSERT_EQ(b.size(), size_t(8 << 20));
+    EXPECT_EQ(std::count(b.begin(), b.end(), uint8_t(std::stoi(c.meta_value("version")))), int64_t(b.size()));
+  }
+}
+
+// Temporary files of writers that no longer exist are removed by the next save to the path;
+// a live process's, and names that only look alike, are left alone.
+TEST_F(CheckpointFileTest, StaleTempFilesOfDeadWritersAreRemoved) {
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string path = dir_ + "/a.ckpt";
+  for (const std::string& tail : {std::to_string(dead), std::string("1"), std::string("x7")})
+    write_bytes(path + ".tmp." + tail, {1, 2, 3});
+  write_checkpoint_file(path, sample());
+  std::vector<std::string> names = list_dir();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.ckpt", "a.ckpt.tmp.1", "a.ckpt.tmp.x7"}));
 }
 
 }  // namespace

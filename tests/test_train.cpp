@@ -5,7 +5,15 @@
 #include <fstream>
 #include <sstream>
 #include <filesystem>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
 
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
@@ -345,6 +353,179 @@ TEST(TrainCpu, CharLstmRefusesTooManyDistinctCharacters) {
                      std::to_string(models::kCharLstmMaxChars) +
                      " (each costs memory in every batch and weights in both layers): give a text in fewer scripts\n");
   std::filesystem::remove(path);
+}
+
+// A loss that turns NaN ends the epoch within a fraction of a second, seen without a per-step
+// wait for the device (EpochStats::diverged); it used to train on in NaN and report nothing.
+void divergence_stops_the_epoch(Device d) {
+  manual_seed(1);
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(16, 4));
+  m.to(d);
+  optim::SGD opt(m.arena(), 0.1, 0);
+  std::vector<float> x(64 * 16, 0.5f);
+  train::TensorDataset clean{from_vector(x, Shape{64, 16}).to(d), from_vector(std::vector<int32_t>(64, 1), Shape{64}).to(d),
+                             1.0};
+  train::Trainer t(m, opt, d);
+  train::EpochStats ok = t.train_epoch(clean, 8, 1, 1, 100, true);
+  EXPECT_FALSE(ok.diverged);
+  EXPECT_EQ(ok.steps, 100);
+  x[5 * 16 + 3] = std::nanf("");  // one input value: a NaN loss, gradients and weights from its step on
+  train::TensorDataset bad{from_vector(x, Shape{64, 16}).to(d), clean.y, 1.0};
+  const double t0 = train::now_seconds();
+  train::EpochStats st = t.train_epoch(bad, 8, 1, 2, 1000000, true);  // 10 s or more if it ran them all
+  EXPECT_TRUE(st.diverged);
+  EXPECT_LT(st.steps, 1000000);
+  EXPECT_LT(train::now_seconds() - t0, 3.0);
+  EXPECT_GT(st.diverged_step, 100);
+  EXPECT_LE(st.diverged_step, t.global_step());
+  EXPECT_FALSE(std::isfinite(st.train_loss));
+}
+
+TEST(TrainCpu, DivergenceStopsTheEpoch) { divergence_stops_the_epoch(kCPU); }
+
+TEST(TrainGpu, DivergenceStopsTheEpoch) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  divergence_stops_the_epoch(kCUDA);
+}
+
+// `loupe train` on weights that overflow (as a diverging run's do): it stops in the first epoch
+// with exit status 3, says what to try, and the checkpoint it resumed from and would have
+// overwritten is left as it was (a run at --lr 1e30 used to print "loss -nan" every epoch, exit 0
+// and save NaN checkpoints).
+TEST(TrainCpu, CliStopsADivergedRunAndKeepsTheCheckpoint) {
+  const models::ModelInfo& info = models::find_model("mnist_mlp");
+  manual_seed(1);
+  auto model = info.build();
+  model->to(kCPU);
+  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  {
+    NoGradGuard g;
+    fill_(model->arena().values(), 3e38);  // finite, but any sum of two overflows
+  }
+  const std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_diverge.ckpt").string();
+  train::save_checkpoint(ck, *model, opt.get(), {"mnist_mlp", 1, 1, 0});
+  auto bytes = [&] {
+    std::stringstream ss;
+    ss << std::ifstream(ck, std::ios::binary).rdbuf();
+    return ss.str();
+  };
+  const std::string before = bytes();
+  auto [rc, out] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --synthetic --epochs 2 --resume " + ck +
+                           " --save " + ck);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("loupe: training diverged in epoch 2: the loss became NaN or infinite by step "),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("the checkpoint " + ck + " (epoch 1) is kept as it was"), std::string::npos) << out;
+  EXPECT_NE(out.find("--lr 0.0001 (a tenth of this run's 0.001; the recipe's is 0.001)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 2/2"), std::string::npos) << "an epoch report for the diverged epoch:\n" << out;
+  EXPECT_EQ(bytes(), before);
+  std::remove(ck.c_str());
+}
+
+// A child `loupe ARGS` whose stdout and stderr come through a pipe, to signal it mid-run.
+struct Child {
+  pid_t pid = -1;
+  int out = -1;
+  std::string text;
+  explicit Child(const std::string& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      execl("/bin/sh", "sh", "-c", ("exec " + std::string(LOUPE_CLI) + " " + args).c_str(), (char*)nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    out = fds[0];
+    fcntl(out, F_SETFL, O_NONBLOCK);
+  }
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (out >= 0) close(out);
+  }
+  void drain() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(out, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  }
+  // Waits up to `seconds` for `marker` in the output.
+  bool wait_for(const std::string& marker, double seconds) {
+    const double end = train::now_seconds() + seconds;
+    while (train::now_seconds() < end) {
+      drain();
+      if (text.find(marker) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // SIGINT, then the exit status and the seconds until the process ended (-1: still running after 10 s).
+  std::pair<int, double> interrupt() {
+    const double t0 = train::now_seconds();
+    kill(pid, SIGINT);
+    int status = 0;
+    while (train::now_seconds() < t0 + 10) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        const double took = train::now_seconds() - t0;
+        pid = -1;
+        drain();
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), took};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return {-1, 10};
+  }
+};
+
+// Ctrl-C stops `loupe train` within 2 s with status 130 wherever it is: loading data (a read
+// that never returns: a FIFO with no data), training, and evaluating (cifar10_cnn's 10,000 test
+// images take ~40 s on 2 cores). It used to wait for a load to finish and to be ignored during
+// the evaluation.
+TEST(TrainCpu, CtrlCStopsWithin2sWhileLoadingTrainingAndEvaluating) {
+  const std::string fifo = (std::filesystem::temp_directory_path() / ("loupe_fifo_" + std::to_string(getpid()))).string();
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  {
+    Child c("train char_lstm --device cpu --plain --no-nvml --data " + fifo);
+    int writer = -1;  // opens once the child has the FIFO open for reading: it is then loading
+    for (int i = 0; i < 2000 && writer < 0; ++i) {
+      writer = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (writer < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GE(writer, 0) << "the child never opened the data file";
+    auto [rc, took] = c.interrupt();
+    close(writer);
+    EXPECT_EQ(rc, 130) << c.text;
+    EXPECT_LT(took, 2.0) << c.text;
+    EXPECT_NE(c.text.find("loupe: interrupted"), std::string::npos) << c.text;
+  }
+  std::remove(fifo.c_str());
+  {
+    Child c("train mnist_mlp --device cpu --plain --no-nvml --synthetic --epochs 100");
+    ASSERT_TRUE(c.wait_for("step    eager", 60)) << c.text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto [rc, took] = c.interrupt();
+    EXPECT_EQ(rc, 130) << c.text;
+    EXPECT_LT(took, 2.0) << c.text;
+    EXPECT_NE(c.text.find("interrupted in epoch 1 after"), std::string::npos) << c.text;
+  }
+  {
+    Child c("train cifar10_cnn --device cpu --plain --no-nvml --synthetic --max-steps 1 --batch 8 --epochs 1");
+    ASSERT_TRUE(c.wait_for("step    eager", 60)) << c.text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // one step of 8 images: well under that
+    auto [rc, took] = c.interrupt();
+    EXPECT_EQ(rc, 130) << c.text;
+    EXPECT_LT(took, 2.0) << c.text;
+    EXPECT_EQ(c.text.find("interrupted in epoch"), std::string::npos) << "not in the evaluation:\n" << c.text;
+    EXPECT_EQ(c.text.find("epoch 1/1"), std::string::npos) << "the evaluation finished first:\n" << c.text;
+  }
 }
 
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the

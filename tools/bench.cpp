@@ -122,6 +122,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   train::TrainerOptions topt;
   topt.precision = prec;
   topt.graph = o.graph;
+  topt.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
   train::Trainer trainer(*model, *opt, dev, topt);
   train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
                            d.train.x_scale};
@@ -140,6 +141,10 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   trainer.hooks.monitor = &monitor;
   train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
   st.epoch = 1;
+  if (st.diverged)
+    std::fprintf(stderr, "note: %s batch %lld %s: the loss became NaN or infinite by step %lld of the timed run; "
+                 "the time stands, but it is the time of non-finite arithmetic\n", info.name.c_str(),
+                 (long long)batch, precision_name(prec), (long long)st.diverged_step);
   instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
   monitor.fill(r);
   return r;

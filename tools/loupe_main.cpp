@@ -36,26 +36,11 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
 #include "train/trainer.h"
+#include "tools/interrupt.h"
 
 using namespace loupe;
 
 namespace {
-
-// Ctrl-C: the first one finishes the current step and stops cleanly (loader shut down, metrics
-// written); another one more than a second later kills the process at once. (A signal sent to
-// the whole process group, as `timeout` does, can arrive twice at the same moment.)
-std::atomic<bool> g_interrupted{false};
-std::atomic<int64_t> g_first_interrupt_ns{0};
-extern "C" void on_sigint(int) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
-  int64_t now = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-  if (!g_interrupted.exchange(true)) {
-    g_first_interrupt_ns = now;
-    return;
-  }
-  if (now - g_first_interrupt_ns.load() > 1000000000) std::_Exit(130);
-}
 
 const char* kUsage = R"(loupe: train deep networks on the CPU and NVIDIA GPUs, and see how well the GPU was used.
 
@@ -313,11 +298,38 @@ int cmd_models() {
   return 0;
 }
 
+// A run whose loss became NaN or infinite stops with this status (1 is an error, 130 Ctrl-C).
+constexpr int kExitDiverged = 3;
+
+// Divergence, said once with what is kept and what to try.
+void report_divergence(const train::EpochStats& st, int epoch, double lr, double recipe_lr, const char* prec,
+                       const std::string& save, int saved_epoch, const std::string& resume, int resumed_epoch) {
+  std::string kept;
+  if (!save.empty() && saved_epoch > 0)
+    kept = "the checkpoint " + save + " (epoch " + std::to_string(saved_epoch) + ") is kept as it was";
+  else if (!save.empty() && resume == save)
+    kept = "the checkpoint " + save + " (epoch " + std::to_string(resumed_epoch) + ") is kept as it was";
+  else if (!save.empty())
+    kept = "nothing was written to " + save;
+  else
+    kept = "no checkpoint was asked for (--save)";
+  std::fprintf(stderr,
+               "loupe: training diverged in epoch %d: the loss became NaN or infinite by step %lld, so the run "
+               "stopped there; %s. To try:\n"
+               "  - a lower learning rate: --lr %s (a tenth of this run's %s; the recipe's is %s)\n",
+               epoch, (long long)st.diverged_step, kept.c_str(), fmt_g(lr / 10).c_str(), fmt_g(lr).c_str(),
+               fmt_g(recipe_lr).c_str());
+  if (std::string(prec) == "fp16")
+    std::fprintf(stderr, "  - float16 overflows above 65504 in the forward pass, which loss scaling cannot help: "
+                         "--precision bf16 (float32's range) or fp32\n");
+  std::fprintf(stderr, "  - a NaN or infinite value in the input data does the same: check the data set\n");
+}
+
 int cmd_train(const Args& a) {
   if (a.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
   const models::ModelInfo& info = models::find_model(a.model);
   if (a.opts.count("threads")) set_num_threads(int(int_opt(a, "threads", 1)));
-  std::signal(SIGINT, on_sigint);  // before loading data, so an early Ctrl-C also stops cleanly
+  tools::install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
   int epochs = int(int_opt(a, "epochs", info.recipe.epochs));
   int64_t batch = int_opt(a, "batch", info.recipe.batch);
   double lr = float_opt(a, "lr", info.recipe.lr);
@@ -416,7 +428,7 @@ int cmd_train(const Args& a) {
   std::printf("step    %s\n", trainer.step_mode().c_str());
   std::fflush(stdout);
   trainer.hooks.monitor = &monitor;
-  trainer.hooks.stop = &g_interrupted;
+  trainer.hooks.stop = &tools::interrupt_requested();
   if (profile_steps.first > 0) trainer.hooks.profile_steps = profile_steps;
   // The trace window: host ranges always, GPU activity when CUPTI is on (--busy).
   double trace_host_t0 = 0;
@@ -456,7 +468,7 @@ int cmd_train(const Args& a) {
   }
 
   double best = -1, last = -1;
-  int best_epoch = 0;
+  int best_epoch = 0, saved_epoch = 0;
   double t_start = train::now_seconds();
   for (int e = first_epoch; e <= epochs; ++e) {
     int64_t total = dl ? dl->batches_per_epoch() : (data.train.size() + batch - 1) / batch;
@@ -475,13 +487,24 @@ int cmd_train(const Args& a) {
       std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
                   e, (long long)st.steps);
       if (dl) dl->stop();
-      return 130;
+      return tools::interrupt_exit_status();
     }
     bar.finish();
+    if (st.diverged) {
+      if (dl) dl->stop();
+      report_divergence(st, e, lr, info.recipe.lr, prec, save, saved_epoch, resume, first_epoch - 1);
+      return kExitDiverged;
+    }
     if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
     if (!st.precision_event.empty()) std::printf("precision %s\n", st.precision_event.c_str());
     double t0 = train::now_seconds();
-    st.test_acc = trainer.evaluate(data.test);
+    try {
+      st.test_acc = trainer.evaluate(data.test);
+    } catch (const train::Interrupted&) {
+      std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
+      if (dl) dl->stop();
+      return tools::interrupt_exit_status();
+    }
     st.eval_seconds = train::now_seconds() - t0;
     last = st.test_acc;
     if (st.test_acc > best) { best = st.test_acc; best_epoch = e; }
@@ -491,11 +514,13 @@ int cmd_train(const Args& a) {
     r.advice = instrument::advise(r, adv);
     std::printf("%s\n", instrument::epoch_line(r).c_str());
     std::fflush(stdout);
+    tools::CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
     if (jsonl) jsonl->write(r);
     if (csv) csv->write(r);
     if (!save.empty()) {
       instrument::NvtxRange ck("checkpoint");
       train::save_checkpoint(save, *model, opt.get(), {info.name, e, seed, default_generator().offset});
+      saved_epoch = e;
     }
   }
   if (best >= 0)
@@ -762,6 +787,9 @@ int main(int argc, char** argv) {
     if (a.command == "roofline") return cmd_roofline(a);
     if (a.command == "copybench") return cmd_copybench(a);
     throw Error("unknown command '" + a.command + "' (see loupe --help)");
+  } catch (const train::Interrupted&) {
+    std::fprintf(stderr, "loupe: interrupted\n");
+    return tools::interrupt_exit_status();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loupe: %s\n", e.what());
     return 1;

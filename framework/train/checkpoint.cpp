@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -29,6 +30,27 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
+// NaN and infinite values among the n elements of a floating tensor's bytes (0 for other dtypes).
+int64_t count_nonfinite(const uint8_t* p, DType t, int64_t n) {
+  int64_t bad = 0;
+  auto scan = [&](auto tag, auto is_bad) {
+    using T = decltype(tag);
+    for (int64_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, p + i * int64_t(sizeof v), sizeof v);
+      bad += is_bad(v);
+    }
+  };
+  switch (t) {
+    case DType::f32: scan(float{}, [](float v) { return !std::isfinite(v); }); break;
+    case DType::f64: scan(double{}, [](double v) { return !std::isfinite(v); }); break;
+    case DType::f16: scan(uint16_t{}, [](uint16_t v) { return (v & 0x7C00) == 0x7C00; }); break;  // exponent all ones
+    case DType::bf16: scan(uint16_t{}, [](uint16_t v) { return (v & 0x7F80) == 0x7F80; }); break;
+    default: break;
+  }
+  return bad;
+}
+
 // Every field of a record is checked against the tensor it fills before a byte is copied: the
 // shape and dtype, then the byte count (a record whose CRC is valid but whose data is shorter
 // than its shape says was copied past its end).
@@ -45,6 +67,12 @@ void from_record(const std::string& path, const CheckpointFile& f, const std::st
   if (r->bytes.size() != size_t(h.nbytes()))
     throw Error(where + " holds " + std::to_string(r->bytes.size()) + " bytes but its shape and dtype need " +
                 std::to_string(h.nbytes()) + ": the file is corrupt");
+  // Weights (or optimizer state) that are NaN or infinite come from a run that diverged: they would
+  // evaluate at chance or train on as NaN without a word.
+  if (const int64_t bad = count_nonfinite(r->bytes.data(), dst.dtype(), dst.numel()))
+    throw Error(where + " holds " + std::to_string(bad) + " NaN or infinite values (of " +
+                std::to_string(dst.numel()) + "): the run that saved it had diverged; evaluate or resume an " +
+                "earlier checkpoint, or train again with a lower --lr");
   if (h.nbytes()) std::memcpy(h.data_ptr(), r->bytes.data(), h.nbytes());
   copy_(dst, h);
 }

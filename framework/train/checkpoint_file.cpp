@@ -1,6 +1,8 @@
 #include "train/checkpoint_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -50,15 +52,45 @@ std::string parent_dir(const std::string& path) {
   throw Error("cannot " + what + " checkpoint '" + path + "': " + std::strerror(err));
 }
 
-// The temp file is removed on every path out of write_checkpoint_file except a successful
-// rename, so a failed write never leaves debris beside the checkpoint.
+// The file being written. Where the filesystem allows (O_TMPFILE: ext4, xfs, btrfs, tmpfs), it
+// has no name until it is complete: a process killed while writing (kill -9, power loss) leaves
+// nothing behind, since the kernel frees an unnamed file when its last descriptor closes. It gets
+// the temporary name just for the rename into place. Elsewhere it is a named temporary file from
+// the start. Either way the name is removed on every path out of write_checkpoint_file except a
+// successful rename, so a failed write never leaves debris beside the checkpoint.
 struct TempFile {
-  std::string path;
+  std::string path;  // "<checkpoint>.tmp.<pid>"
   FILE* f = nullptr;
-  bool renamed = false;
+  bool named = false, renamed = false;
   ~TempFile() {
     if (f) std::fclose(f);
-    if (!renamed) std::remove(path.c_str());
+    if (named && !renamed) std::remove(path.c_str());
+  }
+  // Opens an unnamed file in dir, or the named one; false (errno set) if neither can be made.
+  bool open(const std::string& dir) {
+#ifdef O_TMPFILE
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      f = fdopen(fd, "wb");
+      if (f) return true;
+      ::close(fd);
+    }
+#endif
+    f = std::fopen(path.c_str(), "wb");
+    named = f != nullptr;
+    return named;
+  }
+  // Gives the finished unnamed file its temporary name (a stale file of that name, left by a
+  // dead process that had the same pid, is replaced); false (errno set) if it cannot be linked.
+  bool link_name() {
+    if (named) return true;
+    std::remove(path.c_str());
+    const std::string self = "/proc/self/fd/" + std::to_string(fileno(f));
+    if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0 &&
+        linkat(fileno(f), "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH) != 0)
+      return false;
+    named = true;
+    return true;
   }
 };
 
@@ -169,28 +201,30 @@ void check_directory(const std::string& path) {
 }
 
 std::string temp_path(const std::string& path) { return path + ".tmp." + std::to_string(getpid()); }
-}  // namespace
 
-void check_checkpoint_destination(const std::string& path) {
-  check_directory(path);
-  TempFile probe{temp_path(path)};
-  probe.f = std::fopen(probe.path.c_str(), "wb");
-  if (!probe.f) io_fail("write", path, errno);
+// Removes "<path>.tmp.<pid>" files whose process no longer exists: a writer killed in the instant
+// between naming its finished file and the rename, or on a filesystem without O_TMPFILE. A live
+// process's file (another loupe saving to the same path) is left alone.
+void remove_stale_temps(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string base = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = opendir(parent_dir(path).c_str());
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= base.size() || name.compare(0, base.size(), base) != 0) continue;
+    const std::string digits = name.substr(base.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    if (pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+      std::remove((parent_dir(path) + "/" + name).c_str());
+  }
+  closedir(d);
 }
 
-void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
-  check_directory(path);
-  const std::string dir = parent_dir(path);
-  std::set<std::string> names;
-  for (const auto& r : ckpt.records)
-    if (!names.insert(r.name).second)
-      throw Error("cannot write checkpoint '" + path + "': record '" + r.name + "' appears twice");
-
-  TempFile tmp{temp_path(path)};
-  tmp.f = std::fopen(tmp.path.c_str(), "wb");
-  if (!tmp.f) io_fail("write", path, errno);
-
-  Writer w(tmp.f, path);
+// The records and metadata, streamed with their CRC.
+void write_body(FILE* f, const std::string& path, const CheckpointFile& ckpt) {
+  Writer w(f, path);
   w.raw(kMagic, sizeof kMagic);
   w.le(kCheckpointVersion, 4);
   w.str(ckpt.model, "model name");
@@ -210,9 +244,36 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) 
   }
   w.le(w.crc(), 4);
   w.raw(kEndMarker, sizeof kEndMarker);
-
   // The data must be on disk before the rename makes it visible under the real name.
-  if (std::fflush(tmp.f) != 0 || fsync(fileno(tmp.f)) != 0) io_fail("write", path, errno);
+  if (std::fflush(f) != 0 || fsync(fileno(f)) != 0) io_fail("write", path, errno);
+}
+}  // namespace
+
+void check_checkpoint_destination(const std::string& path) {
+  check_directory(path);
+  TempFile probe{temp_path(path)};
+  if (!probe.open(parent_dir(path))) io_fail("write", path, errno);
+}
+
+void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
+  check_directory(path);
+  const std::string dir = parent_dir(path);
+  std::set<std::string> names;
+  for (const auto& r : ckpt.records)
+    if (!names.insert(r.name).second)
+      throw Error("cannot write checkpoint '" + path + "': record '" + r.name + "' appears twice");
+  remove_stale_temps(path);
+
+  TempFile tmp{temp_path(path)};
+  if (!tmp.open(dir)) io_fail("write", path, errno);
+  write_body(tmp.f, path, ckpt);
+  if (!tmp.link_name()) {  // no /proc and no CAP_DAC_READ_SEARCH: write it again, named
+    std::fclose(tmp.f);
+    tmp.f = std::fopen(tmp.path.c_str(), "wb");
+    if (!tmp.f) io_fail("write", path, errno);
+    tmp.named = true;
+    write_body(tmp.f, path, ckpt);
+  }
   const int closed = std::fclose(tmp.f);
   tmp.f = nullptr;
   if (closed != 0) io_fail("write", path, errno);

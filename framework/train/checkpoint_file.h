@@ -33,9 +33,12 @@ struct CheckpointFile {
   std::string meta_value(const std::string& key, const std::string& fallback = "") const;
 };
 
-// Writes to "<path>.tmp.<pid>" beside path, fsyncs, then renames into place, so a crash never
-// leaves a half-written checkpoint under the real name. Throws loupe::Error if the directory does
-// not exist, a record name repeats, or the disk write fails.
+// Writes into an unnamed file beside path (O_TMPFILE; a named "<path>.tmp.<pid>" where the
+// filesystem has none), fsyncs, names it "<path>.tmp.<pid>" and renames it into place, so a crash
+// never leaves a half-written checkpoint under the real name, and a process killed while writing
+// leaves no file at all. Temporary files of processes that no longer exist are removed first.
+// Throws loupe::Error if the directory does not exist, a record name repeats, or the disk write
+// fails.
 void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt);
 
 // Throws the error write_checkpoint_file would, before any work: the directory is missing, the

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include "autograd/node.h"
@@ -284,9 +285,9 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   reset_sum(correct_, device_);
   auto [prof_first, prof_last] = hooks.profile_steps;
   // The running loss for the progress bar: an asynchronous copy into pinned memory, polled.
-  Tensor peek = hooks.on_step ? empty_pinned(Shape{}, DType::f32) : Tensor();
+  Tensor peek = device_.is_cuda() ? empty_pinned(Shape{}, DType::f32) : Tensor();
   void* peek_event = nullptr;
-  int64_t peek_samples = 0;
+  int64_t peek_samples = 0, peek_step = 0;
   double peek_time = t0;
   std::optional<double> running_loss;
   while (st.steps < total) {
@@ -336,35 +337,50 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
       if (device_.is_cuda()) cuda_runtime()->profiler_stop();
       if (hooks.on_profile) hooks.on_profile(false);
     }
-    if (hooks.on_step) {
-      double now = now_seconds();
-      if (!device_.is_cuda()) {
-        if (now - peek_time > 0.2) {  // host memory: a plain read
-          running_loss = loss_sum_.item() / double(st.samples);
-          peek_time = now;
-        }
-      } else {
-        if (peek_event && cuda_runtime()->event_done(peek_event)) {
-          running_loss = double(*peek.data<float>()) / double(peek_samples);
-          cuda_runtime()->event_destroy(peek_event);
-          peek_event = nullptr;
-        }
-        if (!peek_event && now - peek_time > 0.2) {
-          cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum_.data_ptr(), sizeof(float),
-                                        CopyKind::DeviceToHost);
-          peek_event = cuda_runtime()->event_record_on(nullptr);
-          peek_samples = st.samples;
-          peek_time = now;
-        }
+    // The running loss, read about every 0.2 s without waiting for the device (an asynchronous
+    // copy into pinned memory, polled): for the progress bar, and to see a divergence (a NaN or
+    // inf loss makes the sum NaN or inf from that step on) within a fraction of a second.
+    const double now = now_seconds();
+    if (!device_.is_cuda()) {
+      if (now - peek_time > 0.2) {  // host memory: a plain read
+        running_loss = loss_sum_.item() / double(st.samples);
+        peek_samples = st.samples;
+        peek_step = global_step_;
+        peek_time = now;
       }
-      hooks.on_step(st.steps, total, st.samples, running_loss);
+    } else {
+      if (peek_event && cuda_runtime()->event_done(peek_event)) {
+        running_loss = double(*peek.data<float>()) / double(peek_samples);
+        cuda_runtime()->event_destroy(peek_event);
+        peek_event = nullptr;
+      }
+      if (!peek_event && now - peek_time > 0.2) {
+        cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum_.data_ptr(), sizeof(float),
+                                      CopyKind::DeviceToHost);
+        peek_event = cuda_runtime()->event_record_on(nullptr);
+        peek_samples = st.samples;
+        peek_step = global_step_;
+        peek_time = now;
+      }
     }
+    if (running_loss && !std::isfinite(*running_loss) && !st.diverged) {
+      st.diverged = true;
+      st.diverged_step = peek_step;
+      if (options_.stop_on_divergence) break;
+    }
+    if (hooks.on_step) hooks.on_step(st.steps, total, st.samples, running_loss);
   }
   if (peek_event) cuda_runtime()->event_destroy(peek_event);
   instrument::set_current_step(-1);
   // The one read-back of the epoch (it waits for the GPU to finish).
   st.train_loss = st.samples ? loss_sum_.item() / double(st.samples) : 0.0;
   st.train_acc = st.samples ? correct_.item() / double(st.samples) : 0.0;
+  // Once per epoch, after the wait above: a loss that turned non-finite since the last peek, or
+  // weights that did (a last step whose update overflowed), so a checkpoint never keeps them.
+  if (!st.diverged && (!std::isfinite(st.train_loss) || !std::isfinite(model_.arena().values().sum().item()))) {
+    st.diverged = true;
+    st.diverged_step = global_step_;
+  }
   if (scaler_) {  // after the read-back above: no further wait
     std::vector<float> s = scaler_->state().to_vector<float>();
     st.loss_scale = s[optim::kScale];
@@ -399,6 +415,10 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
   Tensor all = from_vector(order, Shape{n}, device_);
   for (int64_t start = 0; start < n; start += batch) {
+    if (hooks.stop && hooks.stop->load()) {
+      model_.train();
+      throw Interrupted();
+    }
     std::vector<Tensor> raw{all.slice(0, start, std::min(n, start + batch))};
     const int64_t b = raw[0].size(0);
     bool graphed = false;

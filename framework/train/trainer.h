@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,11 @@ struct EpochStats {
   int epoch = 0;
   int64_t steps = 0, samples = 0;
   bool interrupted = false;  // hooks.stop ended the epoch early
+  // The training loss became NaN or infinite (seen in the running sum, read without waiting for
+  // the device), or the weights did by the epoch's end: the run diverged. With
+  // TrainerOptions::stop_on_divergence the epoch ended at the step where it was seen.
+  bool diverged = false;
+  int64_t diverged_step = 0;  // the global step by which it was seen
   double train_loss = 0, train_acc = 0, test_acc = -1;
   double train_seconds = 0, eval_seconds = 0;
   std::optional<double> loss_scale;  // fp16: the GradScaler's scale at the epoch's end
@@ -45,6 +51,11 @@ struct EpochStats {
   std::string precision_event;       // fp16/bf16 where nothing computed in 16 bits: what was dropped
   std::string graph_why;             // why full batches ran eagerly ("" when they went through a graph)
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
+};
+
+// Thrown by Trainer::evaluate when hooks.stop is set between its batches.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
 };
 
 // Per-step observers; all optional.
@@ -58,7 +69,8 @@ struct TrainHooks {
   std::pair<int64_t, int64_t> profile_steps{-1, -1};
   // Called with true before the first and false after the last profiled step (for traces).
   std::function<void(bool)> on_profile;
-  // Checked before each step (e.g. set by a SIGINT handler): the epoch ends early, cleanly.
+  // Checked before each step (e.g. set by a SIGINT handler): the epoch ends early, cleanly; and
+  // before each evaluation batch, where it throws Interrupted.
   const std::atomic<bool>* stop = nullptr;
 };
 
@@ -78,6 +90,9 @@ struct TrainerOptions {
   // algorithm and cuBLAS kernel (none of which may be chosen inside a capture), the second checks
   // that nothing is left to choose.
   int graph_warmup = 2;
+  // End the epoch as soon as the loss is seen to be non-finite (EpochStats::diverged). Benchmarks
+  // turn it off: they time a fixed number of steps and report a divergence instead.
+  bool stop_on_divergence = true;
 };
 
 class Trainer {
