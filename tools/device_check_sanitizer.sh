@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the `gpu` CTest tests (issue 16): each test's own command and environment,
+# from ctest's JSON, run under one tool. Usage: tools/device_check_sanitizer.sh TOOL [SECONDS]
+#   TOOL: memcheck, racecheck, synccheck or initcheck; SECONDS: the whole run's budget (default 500).
+# Logs one file per test under $OUT/sanitizer-TOOL/ and prints one line per test: its errors.
+set -u
+TOOL=${1:-memcheck}
+BUDGET=${2:-500}
+O=${OUT:-/tmp/out}/sanitizer-$TOOL
+mkdir -p "$O"
+ctest --test-dir build-gpu -L gpu --show-only=json-v1 > "$O/tests.json"
+python3 - "$TOOL" "$BUDGET" "$O" <<'PY'
+import json, os, re, subprocess, sys, time
+tool, budget, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+tests = json.load(open(os.path.join(out, "tests.json")))["tests"]
+t_end = time.time() + budget
+extra = {"memcheck": ["--leak-check", "full"], "racecheck": ["--racecheck-report", "all"]}.get(tool, [])
+for t in tests:
+    name, cmd = t["name"], t["command"]
+    env = dict(os.environ)
+    for p in t.get("properties", []):
+        if p["name"] == "ENVIRONMENT":
+            for kv in p["value"]:
+                k, v = kv.split("=", 1)
+                env[k] = v
+    if not cmd[0].endswith(("test_ops_cuda", "test_ops_half", "test_copy", "test_train", "test_loader",
+                            "test_grad_scaler", "test_embedding", "test_graph", "test_lstm")):
+        print(f"{name:34s} skipped (not a test binary: {os.path.basename(cmd[0])})", flush=True)
+        continue
+    left = t_end - time.time()
+    if left < 20:
+        print(f"{name:34s} not run (budget spent)", flush=True)
+        continue
+    log = os.path.join(out, name + ".log")
+    t0 = time.time()
+    try:
+        r = subprocess.run(["compute-sanitizer", "--tool", tool, "--error-exitcode", "99", *extra, *cmd],
+                           env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, timeout=left - 5)
+        rc = r.returncode
+    except subprocess.TimeoutExpired:
+        rc = "timeout"
+    text = open(log, errors="replace").read()
+    summ = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    gt = re.findall(r"\[  (PASSED|FAILED|SKIPPED) .*", text)
+    print(f"{name:34s} rc={rc} errors={summ[-1] if summ else '?'} {time.time()-t0:.0f}s  {' '.join(g for g in gt)}",
+          flush=True)
+PY
