@@ -19,6 +19,7 @@
 // 128). Not for float16, whose cuDNN kernels are as fast, nor for cifar10_cnn's 27 values (3
 // channels), where it gained nothing. LOUPE_CONV_GEMM=0 turns this off.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -300,10 +301,29 @@ struct Plan {
 // Shapes, stride, padding, precision, channels-last and dtype.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool, int>;
 
+// LOUPE_CONV_VERBOSE=1 prints each problem's legacy candidates and what was kept.
+bool conv_verbose() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOUPE_CONV_VERBOSE");
+    return e && !std::strcmp(e, "1");
+  }();
+  return on;
+}
+
+// The fastest candidate that succeeded within the workspace limit and ran with the math type the
+// descriptor will execute with: cudnnFind also times other math types, and an algorithm found
+// under another one can fail when called (bfloat16 backward-data returned CUDNN_STATUS_BAD_PARAM
+// when compute-sanitizer's slower timings made such a candidate the fastest).
 template <class Perf>
-const Perf& pick(const Perf* perf, int n, const char* what) {
+const Perf& pick(const Perf* perf, int n, const char* what, cudnnMathType_t math) {
+  if (conv_verbose())
+    for (int i = 0; i < n; ++i)
+      std::fprintf(stderr, "loupe conv: %s candidate algo %d status %d time %.4f ms memory %zu math %d (descriptor %d)\n",
+                   what, int(perf[i].algo), int(perf[i].status), double(perf[i].time), perf[i].memory,
+                   int(perf[i].mathType), int(math));
   for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace) return perf[i];
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspace && perf[i].mathType == math)
+      return perf[i];
   LOUPE_FAIL("cuDNN found no usable ", what, " algorithm for this convolution");
 }
 
@@ -331,8 +351,9 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
   // fp32 stays fp32 (FMA math: no TF32 tensor ops) unless --precision tf32 allows it (the
   // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it); 16-bit
   // data runs on tensor cores.
-  LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      pl->conv, half ? CUDNN_TENSOR_OP_MATH : precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  const cudnnMathType_t math =
+      half ? CUDNN_TENSOR_OP_MATH : precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
 
   // Timing the candidates happens once per problem; it synchronises, outside the steady state.
   // A direction the legacy search refuses (it may, for some 16-bit problems) is left to the
@@ -354,7 +375,7 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     LOUPE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, pl->x->d, pl->w, pl->conv, pl->y->d,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
-    const auto& f = pick(fp, n, "forward");
+    const auto& f = pick(fp, n, "forward", math);
     pl->fwd = f.algo;
     pl->ws_fwd = f.memory;
     t_fwd = f.time;
@@ -364,7 +385,7 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, pl->w, pl->y->d, pl->conv, pl->x->d,
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
-    const auto& bd = pick(dp, n, "backward-data");
+    const auto& bd = pick(dp, n, "backward-data", math);
     pl->bwd_data = bd.algo;
     pl->ws_data = bd.memory;
     t_data = bd.time;
@@ -374,7 +395,7 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, pl->x->d, pl->y->d, pl->conv, pl->w,
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
-    const auto& bf = pick(wp, n, "backward-filter");
+    const auto& bf = pick(wp, n, "backward-filter", math);
     pl->bwd_filter = bf.algo;
     pl->ws_filter = bf.memory;
     t_filter = bf.time;
@@ -394,6 +415,12 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
                           nhwc ? " channels-last" : " NCHW", ", stride ", p.stride_h, "x", p.stride_w, ", padding ",
                           p.pad_h, "x", p.pad_w);
   };
+  if (conv_verbose())
+    std::fprintf(stderr, "loupe conv: %s: legacy fwd %s (%d, %.4f ms) data %s (%d, %.4f ms) filter %s (%d, %.4f ms); "
+                 "backend plans kept: fwd %d data %d filter %d\n", problem().c_str(), pl->ok_fwd ? "ok" : "none",
+                 int(pl->fwd), double(t_fwd), pl->ok_data ? "ok" : "none", int(pl->bwd_data), double(t_data),
+                 pl->ok_filter ? "ok" : "none", int(pl->bwd_filter), double(t_filter), bool(pl->be_fwd.plan),
+                 bool(pl->be_data.plan), bool(pl->be_filter.plan));
   LOUPE_CHECK(pl->ok_fwd || pl->be_fwd.plan, "cuDNN has no forward convolution for ", problem(), ": ", why_fwd);
   LOUPE_CHECK(pl->ok_data || pl->be_data.plan, "cuDNN has no backward-data convolution for ", problem(), ": ",
               why_data);
