@@ -1,0 +1,232 @@
+#include "data/image_check.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace loupe::data {
+namespace {
+
+const char* kReplace = "the file is damaged: replace or remove it";
+
+uint32_t be32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
+
+std::string hex32(uint32_t v) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%08x", v);
+  return s;
+}
+
+// A chunk type as text: its four letters, or escapes for anything else.
+std::string type_text(const uint8_t* t) {
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    if (t[i] >= 0x20 && t[i] < 0x7f) {
+      s += char(t[i]);
+    } else {
+      char e[8];
+      std::snprintf(e, sizeof e, "\\x%02x", t[i]);
+      s += e;
+    }
+  }
+  return s;
+}
+
+bool is_letter(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+[[noreturn]] void bad_png(const std::string& name, const std::string& what, const char* fix = kReplace) {
+  throw Error(name + ": corrupt PNG: " + what + "; " + fix);
+}
+
+void check_size(const std::string& name, const char* format, int64_t w, int64_t h) {
+  if (w > kMaxImageSide || h > kMaxImageSide || w * h > kMaxImagePixels)
+    throw Error(name + ": the " + format + " header declares " + std::to_string(w) + "x" + std::to_string(h) +
+                " pixels, more than loupe decodes (at most " + std::to_string(kMaxImageSide) + " a side and " +
+                std::to_string(kMaxImagePixels) + " pixels, so that a damaged or hostile header cannot make it "
+                "allocate gigabytes); shrink the image beforehand, or remove it if it is damaged");
+}
+
+// The bytes a PNG's image data inflates to: each row of each (Adam7) pass a filter byte and its
+// packed pixels. w, h <= kMaxImageSide and bits <= 64, so nothing here overflows.
+uint64_t png_data_bytes(uint64_t w, uint64_t h, uint64_t bits_per_pixel, bool interlaced) {
+  auto rows = [&](uint64_t pw, uint64_t ph) { return pw && ph ? ph * (1 + (pw * bits_per_pixel + 7) / 8) : 0; };
+  if (!interlaced) return rows(w, h);
+  static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                                 {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};  // x0, y0, dx, dy
+  uint64_t total = 0;
+  for (const auto& p : pass) {
+    const uint64_t pw = w > uint64_t(p[0]) ? (w - p[0] + p[2] - 1) / p[2] : 0;
+    const uint64_t ph = h > uint64_t(p[1]) ? (h - p[1] + p[3] - 1) / p[3] : 0;
+    total += rows(pw, ph);
+  }
+  return total;
+}
+
+struct Chunk {
+  size_t offset;  // of its length field
+  uint32_t length;
+  const uint8_t* type;
+  const uint8_t* data;
+};
+
+bool is(const Chunk& c, const char* type) { return std::memcmp(c.type, type, 4) == 0; }
+
+}  // namespace
+
+void check_png(const std::string& name, const uint8_t* data, size_t size) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size < 8 || std::memcmp(data, kSignature, 8) != 0)
+    bad_png(name, "its 8-byte signature is damaged (was it copied as text, turning line ends into others?)");
+
+  // The chunks, each checked where it lies: inside the file, a valid name, its CRC.
+  std::vector<Chunk> chunks;
+  size_t pos = 8;
+  for (;;) {
+    if (size - pos < 12)
+      bad_png(name, "the file ends at byte " + std::to_string(size) + " without an IEND chunk (it was cut short)");
+    Chunk c{pos, be32(data + pos), data + pos + 4, data + pos + 8};
+    const std::string what = "chunk '" + type_text(c.type) + "' at byte offset " + std::to_string(pos);
+    if (!is_letter(c.type[0]) || !is_letter(c.type[1]) || !is_letter(c.type[2]) || !is_letter(c.type[3]))
+      bad_png(name, what + " does not have a PNG chunk name (four letters)");
+    if (c.length > 0x7fffffffu)
+      bad_png(name, what + " declares " + std::to_string(c.length) + " bytes, more than PNG allows (2^31 - 1)");
+    if (c.length > size - pos - 12)
+      bad_png(name, what + " declares " + std::to_string(c.length) + " bytes of data, but the file ends " +
+                        std::to_string(size - pos - 8) + " bytes after its header (it was cut short)");
+    const uint32_t stored = be32(c.data + c.length);
+    const uint32_t computed = uint32_t(crc32(crc32(0, nullptr, 0), c.type, uInt(c.length + 4)));
+    if (stored != computed)
+      bad_png(name, what + " fails its CRC-32 check (stored " + hex32(stored) + ", computed " + hex32(computed) + ")");
+    chunks.push_back(c);
+    pos += 12 + size_t(c.length);
+    if (is(c, "IEND")) break;
+  }
+
+  // IHDR first, with a header stb_image and the size arithmetic below can trust.
+  const Chunk& ihdr = chunks.front();
+  if (!is(ihdr, "IHDR"))
+    bad_png(name, "the first chunk is '" + type_text(ihdr.type) + "', not IHDR (an Apple CgBI PNG, or a damaged file)",
+            "re-save it as a standard PNG, or replace or remove it");
+  if (ihdr.length != 13) bad_png(name, "its IHDR chunk has " + std::to_string(ihdr.length) + " bytes, not 13");
+  const uint32_t w = be32(ihdr.data), h = be32(ihdr.data + 4);
+  const int depth = ihdr.data[8], color = ihdr.data[9];
+  if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu)
+    bad_png(name, "its IHDR declares " + std::to_string(w) + "x" + std::to_string(h) +
+                      " pixels (each side must be 1 to 2^31 - 1)");
+  int channels = 0;
+  bool depth_ok = false;
+  switch (color) {
+    case 0: channels = 1; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16; break;
+    case 2: channels = 3; depth_ok = depth == 8 || depth == 16; break;
+    case 3: channels = 1; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8; break;
+    case 4: channels = 2; depth_ok = depth == 8 || depth == 16; break;
+    case 6: channels = 4; depth_ok = depth == 8 || depth == 16; break;
+    default: break;
+  }
+  if (!channels || !depth_ok)
+    bad_png(name, "its IHDR declares colour type " + std::to_string(color) + " with bit depth " + std::to_string(depth) +
+                      ", a combination PNG does not define");
+  if (ihdr.data[10] != 0 || ihdr.data[11] != 0 || ihdr.data[12] > 1)
+    bad_png(name, "its IHDR declares compression method " + std::to_string(ihdr.data[10]) + ", filter method " +
+                      std::to_string(ihdr.data[11]) + " and interlace method " + std::to_string(ihdr.data[12]) +
+                      " (PNG defines 0, 0 and 0 or 1)");
+  check_size(name, "PNG", w, h);
+  const bool interlaced = ihdr.data[12] == 1;
+
+  // The other chunks' order: one IHDR, PLTE before the image data, the IDAT chunks in one run.
+  bool plte = false, idat_seen = false, idat_ended = false;
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    const Chunk& c = chunks[i];
+    const std::string at = " at byte offset " + std::to_string(c.offset);
+    if (is(c, "IHDR")) bad_png(name, "a second IHDR chunk" + at);
+    if (is(c, "PLTE")) {
+      if (idat_seen) bad_png(name, "its PLTE chunk" + at + " comes after the image data");
+      plte = true;
+    }
+    if (is(c, "IDAT")) {
+      if (idat_ended) bad_png(name, "the IDAT chunk" + at + " is separated from the IDAT chunks before it");
+      if (color == 3 && !plte) bad_png(name, "a palette image whose image data comes before any PLTE chunk");
+      idat_seen = true;
+    } else if (idat_seen) {
+      idat_ended = true;
+    }
+  }
+  if (!idat_seen) bad_png(name, "it has no IDAT chunk, so no image data");
+
+  // The image data: one zlib stream across the IDAT chunks, inflated into a scratch buffer and
+  // counted, never stored. zlib checks the stream's header and its Adler-32 at the end.
+  const uint64_t want = png_data_bytes(w, h, uint64_t(channels) * uint64_t(depth), interlaced);
+  z_stream zs{};
+  if (inflateInit(&zs) != Z_OK) throw Error(name + ": zlib could not start inflating (out of memory?)");
+  uint8_t scratch[32768];
+  uint64_t got = 0;
+  std::string err;
+  bool ended = false;
+  for (const Chunk& c : chunks) {
+    if (!is(c, "IDAT") || ended || !err.empty()) continue;
+    zs.next_in = const_cast<Bytef*>(c.data);
+    zs.avail_in = uInt(c.length);
+    while (zs.avail_in > 0 && err.empty()) {
+      zs.next_out = scratch;
+      zs.avail_out = sizeof scratch;
+      const int rc = inflate(&zs, Z_NO_FLUSH);
+      got += sizeof scratch - zs.avail_out;
+      if (got > want) {
+        err = "its image data inflates to more than the " + std::to_string(want) + " bytes its IHDR implies (" +
+              std::to_string(w) + "x" + std::to_string(h) + ")";
+      } else if (rc == Z_STREAM_END) {
+        ended = true;  // bytes after the stream's end are ignored, as libpng does
+        break;
+      } else if (rc == Z_DATA_ERROR && zs.msg && std::strcmp(zs.msg, "incorrect data check") == 0) {
+        err = "the Adler-32 checksum of its compressed image data does not match the data";
+      } else if (rc == Z_NEED_DICT) {
+        err = "its compressed image data asks for a preset dictionary, which PNG does not allow";
+      } else if (rc != Z_OK) {  // Z_BUF_ERROR too: with input and room, no progress is damage
+        err = std::string("its compressed image data is corrupt (zlib: ") +
+              (zs.msg ? zs.msg : "error " + std::to_string(rc)) + ")";
+      }
+    }
+  }
+  // inflate may hold output back until it is given room: drain it (bounded by want as above).
+  while (err.empty() && !ended) {
+    zs.next_out = scratch;
+    zs.avail_out = sizeof scratch;
+    const int rc = inflate(&zs, Z_FINISH);
+    const size_t out = sizeof scratch - zs.avail_out;
+    got += out;
+    if (got > want)
+      err = "its image data inflates to more than the " + std::to_string(want) + " bytes its IHDR implies (" +
+            std::to_string(w) + "x" + std::to_string(h) + ")";
+    else if (rc == Z_STREAM_END)
+      ended = true;
+    else if (rc == Z_DATA_ERROR && zs.msg && std::strcmp(zs.msg, "incorrect data check") == 0)
+      err = "the Adler-32 checksum of its compressed image data does not match the data";
+    else if ((rc == Z_OK || rc == Z_BUF_ERROR) && out == 0)  // no progress: the input ran out
+      err = "its compressed image data stops before the end of its zlib stream (the file was cut short, or an "
+            "IDAT chunk is missing)";
+    else if (rc != Z_OK && rc != Z_BUF_ERROR)
+      err = std::string("its compressed image data is corrupt (zlib: ") +
+            (zs.msg ? zs.msg : "error " + std::to_string(rc)) + ")";
+  }
+  inflateEnd(&zs);
+  if (!err.empty()) bad_png(name, err);
+  if (got < want)
+    bad_png(name, "its image data inflates to " + std::to_string(got) + " bytes, but its IHDR (" + std::to_string(w) +
+                      "x" + std::to_string(h) + ") implies " + std::to_string(want));
+}
+
+void check_jpeg(const std::string& name, int64_t width, int64_t height, size_t size) {
+  check_size(name, "JPEG", width, height);
+  if (uint64_t(width) * uint64_t(height) / 1024 > size)
+    throw Error(name + ": the JPEG header declares " + std::to_string(width) + "x" + std::to_string(height) +
+                " pixels, but the file has only " + std::to_string(size) + " bytes, too few to hold them (every " +
+                "8x8 block takes at least a bit); the file was cut short or is damaged: replace or remove it");
+}
+
+}  // namespace loupe::data
