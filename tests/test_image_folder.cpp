@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "data/image_folder.h"
+#include "tools/datasets.h"
 
 namespace fs = std::filesystem;
 using loupe::data::ImageFolderData;
@@ -382,6 +383,42 @@ TEST_F(ImageFolder, ValidPngVariantsPassTheChecks) {
   EXPECT_EQ(load_image_folder((root / "p").string(), 3, 1, 3).images, (Bytes{10, 40, 70, 20, 50, 80, 30, 60, 90}));
   write_file(root / "w" / "c" / "a.png", png_raw(1, 1, 16, 2, 0, {0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc}));
   EXPECT_EQ(load_image_folder((root / "w").string(), 3, 1, 1).images, (Bytes{0x12, 0x56, 0x9a}));
+}
+
+// An MNIST-format folder (the four IDX files) of n images of rows x cols.
+void write_mnist_set(const fs::path& dir, uint32_t rows, uint32_t cols, uint32_t n = 20) {
+  for (const char* set : {"train", "t10k"}) {
+    Bytes images = {0, 0, 8, 3}, labels = {0, 0, 8, 1};
+    put32(images, n), put32(images, rows), put32(images, cols);
+    images.resize(images.size() + size_t(n) * rows * cols, 7);
+    put32(labels, n);
+    for (uint32_t i = 0; i < n; ++i) labels.push_back(uint8_t(i % 10));
+    write_file(dir / (std::string(set) + "-images-idx3-ubyte"), images);
+    write_file(dir / (std::string(set) + "-labels-idx1-ubyte"), labels);
+  }
+}
+
+// MNIST-format files are not resized: images of another size than the models take are refused
+// when the data is opened, naming the file, its size and the models' (issue 16, item 8: a 10x10
+// set failed in the first step with "matmul: shapes [128, 100] and [784, 512] do not chain").
+TEST_F(ImageFolder, MnistFormatImagesOfTheWrongSizeAreRefusedWhenOpened) {
+  write_mnist_set(root / "small", 10, 10);
+  loupe::tools::DataRequest r;
+  r.dataset = "mnist";
+  r.dir = (root / "small").string();
+  try {
+    loupe::tools::load_data(r, loupe::kCPU);
+    ADD_FAILURE() << "a 10x10 MNIST-format set was accepted for the 28x28 models";
+  } catch (const loupe::Error& e) {
+    const std::string msg = e.what();
+    for (const std::string& needle : {(root / "small" / "train-images-idx3-ubyte").string(), std::string("10x10"),
+                                      std::string("mnist_mlp and mnist_cnn take 28x28"), std::string("image folders")})
+      EXPECT_NE(msg.find(needle), std::string::npos) << "message lacks '" << needle << "': " << msg;
+  }
+  // 28x28 loads, and so do image folders of any size (they are resized).
+  write_mnist_set(root / "right", 28, 28);
+  r.dir = (root / "right").string();
+  EXPECT_EQ(loupe::tools::load_data(r, loupe::kCPU).test.x.shape(), loupe::Shape({20, 28, 28}));
 }
 
 TEST_F(ImageFolder, WithoutStbTheErrorSaysHowToGetIt) {
