@@ -221,12 +221,81 @@ void check_png(const std::string& name, const uint8_t* data, size_t size) {
                       "x" + std::to_string(h) + ") implies " + std::to_string(want));
 }
 
-void check_jpeg(const std::string& name, int64_t width, int64_t height, size_t size) {
-  check_size(name, "JPEG", width, height);
-  if (uint64_t(width) * uint64_t(height) / 1024 > size)
-    throw Error(name + ": the JPEG header declares " + std::to_string(width) + "x" + std::to_string(height) +
-                " pixels, but the file has only " + std::to_string(size) + " bytes, too few to hold them (every " +
-                "8x8 block takes at least a bit); the file was cut short or is damaged: replace or remove it");
+bool is_jpeg(const uint8_t* data, size_t size) {
+  // stb_image's test: 0xff, any more 0xff fill bytes, then SOI (0xd8).
+  size_t i = 0;
+  if (size < 2 || data[0] != 0xff) return false;
+  while (i < size && data[i] == 0xff) ++i;
+  return i < size && data[i] == 0xd8;
+}
+
+void check_jpeg(const std::string& name, const uint8_t* data, size_t size) {
+  auto bad = [&](const std::string& what) {
+    throw Error(name + ": corrupt JPEG: " + what + "; " + kReplace);
+  };
+  auto be16 = [&](size_t p) { return unsigned(data[p]) << 8 | data[p + 1]; };
+  // The markers from SOI to EOI, as stb_image finds them: 0xff (and fill bytes 0xff) then the
+  // marker byte; a segment's length covers itself; after a scan header (SOS) the entropy-coded
+  // data runs to the next 0xff that is followed by neither 0x00 (a stuffed byte) nor a restart
+  // marker (0xd0-0xd7).
+  size_t pos = 0;
+  while (pos < size && data[pos] == 0xff) ++pos;
+  ++pos;  // SOI (is_jpeg checked it)
+  bool sof = false;
+  for (;;) {
+    if (pos >= size) bad("the file ends at byte " + std::to_string(size) + " without an EOI marker (it was cut short)");
+    if (data[pos] != 0xff) {
+      if (!sof) {  // stb_image skips padding between the segments before the frame header
+        ++pos;
+        continue;
+      }
+      bad("byte " + std::to_string(pos) + " should start a marker (0xff) but is " + std::to_string(data[pos]));
+    }
+    while (pos < size && data[pos] == 0xff) ++pos;
+    if (pos >= size) bad("the file ends inside a marker (it was cut short)");
+    const unsigned m = data[pos++];
+    const std::string at = " at byte offset " + std::to_string(pos - 2);
+    if (m == 0xd9) break;                                        // EOI
+    if (m == 0x01 || (m >= 0xd0 && m <= 0xd8)) continue;          // no segment: TEM, RSTn, SOI
+    if (size - pos < 2) bad("the file ends inside the marker segment" + at + " (it was cut short)");
+    const unsigned length = be16(pos);
+    if (length < 2) bad("the marker segment" + at + " declares a length of " + std::to_string(length));
+    if (length > size - pos) bad("the marker segment" + at + " runs past the end of the file (it was cut short)");
+    const size_t seg = pos + 2, end = pos + length;
+    if (m == 0xc4) {
+      // DHT: tables of 1 + 16 count bytes + the codes. stb_image 2.27 reads each table's counts
+      // and writes that many codes into a table of 256 without checking (its sizes array, of 257,
+      // is overrun first): more than 256 is refused here, for every table stb_image would read.
+      for (size_t t = seg; t < end;) {
+        if (size - t < 17) bad("the Huffman table" + at + " runs past the end of the file");
+        unsigned n = 0;
+        for (int i = 1; i <= 16; ++i) n += data[t + size_t(i)];
+        if (n > 256)
+          bad("the Huffman table" + at + " declares " + std::to_string(n) + " codes, more than the 256 a table holds");
+        t += 17 + n;
+        if (t > end) bad("the Huffman table" + at + " runs past the end of its segment");
+      }
+    } else if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc) {
+      // SOFn: the frame header, one per image; its dimensions are bounded before anything is decoded.
+      if (sof) bad("a second frame header (SOF)" + at);
+      sof = true;
+      if (length < 8) bad("the frame header" + at + " is too short");
+      const int64_t h = be16(seg + 1), w = be16(seg + 3);
+      check_size(name, "JPEG", w, h);
+      if (uint64_t(w) * uint64_t(h) / 1024 > size)
+        throw Error(name + ": the JPEG header declares " + std::to_string(w) + "x" + std::to_string(h) +
+                    " pixels, but the file has only " + std::to_string(size) + " bytes, too few to hold them (every " +
+                    "8x8 block takes at least a bit); the file was cut short or is damaged: replace or remove it");
+    }
+    pos = end;
+    if (m == 0xda) {  // SOS: skip the entropy-coded data
+      while (pos + 1 < size && !(data[pos] == 0xff && data[pos + 1] != 0x00 && data[pos + 1] != 0xff &&
+                                 !(data[pos + 1] >= 0xd0 && data[pos + 1] <= 0xd7)))
+        ++pos;
+      if (pos + 1 >= size) bad("the file ends inside the image data, without an EOI marker (it was cut short)");
+    }
+  }
+  if (!sof) bad("it has no frame header (SOF), so no image");
 }
 
 }  // namespace loupe::data

@@ -24,10 +24,16 @@ constexpr int64_t kMaxImagePixels = int64_t(1) << 25;
 // is a loupe::Error naming `name` and what is wrong.
 void check_png(const std::string& name, const uint8_t* data, size_t size);
 
-// A JPEG whose header declares width x height (as stb_image reads it): within the limits above,
-// and the file large enough to hold that many 8x8 blocks (every complete JPEG spends at least one
-// bit on each block, so a file under width x height / 1024 bytes is refused: stb_image would
-// allocate for the whole image and decode a truncated one without complaint).
-void check_jpeg(const std::string& name, int64_t width, int64_t height, size_t size);
+// Whether stb_image takes the bytes for a JPEG: 0xff (with any more 0xff fill bytes), then SOI.
+bool is_jpeg(const uint8_t* data, size_t size);
+
+// A JPEG's structure, walked marker by marker from SOI to EOI as stb_image reads it: every segment
+// within the file; each Huffman table with at most 256 codes (stb_image 2.27 overruns its tables
+// with more); one frame header (SOF), whose dimensions are within the limits above, in a file large
+// enough to hold that many 8x8 blocks (every complete JPEG spends at least one bit on each block, so
+// a file under width x height / 1024 bytes is refused: stb_image allocates for the whole image
+// before it reads the data); and the image data ending in an EOI marker. Any failure is a
+// loupe::Error naming `name`.
+void check_jpeg(const std::string& name, const uint8_t* data, size_t size);
 
 }  // namespace loupe::data

@@ -43,9 +43,8 @@ DecodedImage decode_image(const std::string& path, int channels) {
   // stb_image checks no CRC or Adler-32 and allocates what a header declares: the checks come first.
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "\x89PNG", 4) == 0) {
     check_png(path, bytes.data(), bytes.size());
-  } else {
-    int jw = 0, jh = 0, jc = 0;  // only PNG and JPEG are compiled in, so anything stb reads now is a JPEG
-    if (stbi_info_from_memory(bytes.data(), int(bytes.size()), &jw, &jh, &jc)) check_jpeg(path, jw, jh, bytes.size());
+  } else if (is_jpeg(bytes.data(), bytes.size())) {
+    check_jpeg(path, bytes.data(), bytes.size());
   }
   int w = 0, h = 0, in_channels = 0;
   // stbi_failure_reason() is thread-local in this stb_image, so decoding in parallel is safe.

@@ -345,6 +345,24 @@ TEST_F(ImageFolder, JpegDimensionsAreBoundedBeforeDecoding) {
   expect_refused(root, "tall.jpg", jpeg_declaring(30000, 16), "more than loupe decodes");
 }
 
+// A Huffman table of more than 256 codes: stb_image 2.27 wrote past its tables (found by
+// fuzz_image under UBSan: index 257 out of bounds in stbi__build_huffman); and a JPEG cut short.
+TEST_F(ImageFolder, JpegStructureIsCheckedBeforeDecoding) {
+  SKIP_WITHOUT_STB();
+  Bytes j = tiny_jpeg();
+  const size_t dht = 2 + 4 + 1 + 64 + 13;  // SOI, DQT, SOF0: the first DHT
+  ASSERT_EQ(j[dht + 1], 0xc4);
+  j[dht + 5 + 15] = 255;  // 255 codes of 16 bits in the DC table: 257 in all
+  expect_refused(root, "dht.jpg", j, "declares 257 codes, more than the 256 a table holds");
+  Bytes cut = tiny_jpeg();
+  cut.resize(cut.size() - 2);  // no EOI
+  expect_refused(root, "no_eoi.jpg", cut, "without an EOI marker");
+  Bytes padded = tiny_jpeg();
+  padded.insert(padded.begin() + 2 + 4 + 1 + 64, {0, 0, 0});  // padding after DQT, which stb_image skips
+  write_file(root / "p" / "c" / "a.jpg", padded);
+  EXPECT_EQ(load_image_folder((root / "p").string(), 1, 8, 16).n, 1);
+}
+
 // Adam7 interlacing of grey 8-bit pixels (h rows of w), each pass's rows with filter 0.
 Bytes adam7(int w, int h, const Bytes& px) {
   static const int pass[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
