@@ -241,7 +241,9 @@ void check_jpeg(const std::string& name, const uint8_t* data, size_t size) {
   size_t pos = 0;
   while (pos < size && data[pos] == 0xff) ++pos;
   ++pos;  // SOI (is_jpeg checked it)
-  bool sof = false;
+  bool sof = false, progressive = false;
+  bool dc[4] = {}, ac[4] = {}, quant[4] = {};  // the tables defined so far
+  std::vector<std::pair<unsigned, unsigned>> components;  // the frame's: (id, quantization table)
   for (;;) {
     if (pos >= size) bad("the file ends at byte " + std::to_string(size) + " without an EOI marker (it was cut short)");
     if (data[pos] != 0xff) {
@@ -268,6 +270,9 @@ void check_jpeg(const std::string& name, const uint8_t* data, size_t size) {
       // is overrun first): more than 256 is refused here, for every table stb_image would read.
       for (size_t t = seg; t < end;) {
         if (size - t < 17) bad("the Huffman table" + at + " runs past the end of the file");
+        const unsigned cls = data[t] >> 4, id = data[t] & 15;
+        if (cls > 1 || id > 3) bad("the Huffman table" + at + " has class " + std::to_string(cls) + " and number " + std::to_string(id) + " (0-1 and 0-3)");
+        (cls ? ac : dc)[id] = true;
         unsigned n = 0;
         for (int i = 1; i <= 16; ++i) n += data[t + size_t(i)];
         if (n > 256)
@@ -279,13 +284,49 @@ void check_jpeg(const std::string& name, const uint8_t* data, size_t size) {
       // SOFn: the frame header, one per image; its dimensions are bounded before anything is decoded.
       if (sof) bad("a second frame header (SOF)" + at);
       sof = true;
-      if (length < 8) bad("the frame header" + at + " is too short");
+      if (length < 8 || length != 8 + 3 * unsigned(data[seg + 5]))
+        bad("the frame header" + at + " has a length that does not fit its components");
+      progressive = m == 0xc2;
+      for (unsigned c = 0; c < data[seg + 5]; ++c) components.emplace_back(data[seg + 6 + 3 * c], data[seg + 8 + 3 * c]);
       const int64_t h = be16(seg + 1), w = be16(seg + 3);
       check_size(name, "JPEG", w, h);
       if (uint64_t(w) * uint64_t(h) / 1024 > size)
         throw Error(name + ": the JPEG header declares " + std::to_string(w) + "x" + std::to_string(h) +
                     " pixels, but the file has only " + std::to_string(size) + " bytes, too few to hold them (every " +
                     "8x8 block takes at least a bit); the file was cut short or is damaged: replace or remove it");
+    }
+    if (m == 0xdb) {
+      // DQT: tables of 1 + 64 or 128 bytes (8- or 16-bit entries).
+      for (size_t t = seg; t < end;) {
+        const unsigned bits16 = data[t] >> 4, id = data[t] & 15;
+        if (bits16 > 1 || id > 3) bad("the quantization table" + at + " has precision " + std::to_string(bits16) + " and number " + std::to_string(id) + " (0-1 and 0-3)");
+        quant[id] = true;
+        t += bits16 ? 129 : 65;
+        if (t > end) bad("the quantization table" + at + " runs past the end of its segment");
+      }
+    }
+    if (m == 0xda) {
+      // SOS: every table the scan decodes with must have been defined. stb_image 2.27 does not check,
+      // and decodes with whatever its uninitialised table holds (UBSan: index 18 out of bounds in
+      // stbi__jpeg_huff_decode). A progressive scan uses DC tables in its first DC pass only and AC
+      // tables in AC passes only, as stb_image does.
+      if (!sof) bad("a scan" + at + " before the frame header (SOF)");
+      const unsigned ns = length > 2 ? data[seg] : 0;
+      if (ns < 1 || ns > 4 || length != 6 + 2 * ns) bad("the scan header" + at + " is malformed");
+      const unsigned ss = data[seg + 1 + 2 * ns], ah = data[seg + 3 + 2 * ns] >> 4;
+      const bool uses_dc = !progressive || (ss == 0 && ah == 0), uses_ac = !progressive || ss > 0;
+      for (unsigned i = 0; i < ns; ++i) {
+        const unsigned id = data[seg + 1 + 2 * i], td = data[seg + 2 + 2 * i] >> 4, ta = data[seg + 2 + 2 * i] & 15;
+        unsigned tq = 4;
+        for (const auto& [cid, q] : components)
+          if (cid == id) tq = q;
+        if (tq == 4 || tq > 3 || !quant[tq])
+          bad("the scan" + at + " uses component " + std::to_string(id) + ", which the frame lacks or whose quantization table no DQT defines");
+        if (uses_dc && (td > 3 || !dc[td]))
+          bad("the scan" + at + " uses DC Huffman table " + std::to_string(td) + ", which no DHT before it defines");
+        if (uses_ac && (ta > 3 || !ac[ta]))
+          bad("the scan" + at + " uses AC Huffman table " + std::to_string(ta) + ", which no DHT before it defines");
+      }
     }
     pos = end;
     if (m == 0xda) {  // SOS: skip the entropy-coded data

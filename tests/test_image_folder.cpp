@@ -346,7 +346,8 @@ TEST_F(ImageFolder, JpegDimensionsAreBoundedBeforeDecoding) {
 }
 
 // A Huffman table of more than 256 codes: stb_image 2.27 wrote past its tables (found by
-// fuzz_image under UBSan: index 257 out of bounds in stbi__build_huffman); and a JPEG cut short.
+// fuzz_image under UBSan: index 257 out of bounds in stbi__build_huffman); a scan with a table no
+// DHT defines; and a JPEG cut short.
 TEST_F(ImageFolder, JpegStructureIsCheckedBeforeDecoding) {
   SKIP_WITHOUT_STB();
   Bytes j = tiny_jpeg();
@@ -357,6 +358,14 @@ TEST_F(ImageFolder, JpegStructureIsCheckedBeforeDecoding) {
   Bytes cut = tiny_jpeg();
   cut.resize(cut.size() - 2);  // no EOI
   expect_refused(root, "no_eoi.jpg", cut, "without an EOI marker");
+  // The scan decodes with AC table 0, but the file defines AC table 1 only: stb_image 2.27 read its
+  // uninitialised table (found by fuzz_image under UBSan: index 18 out of bounds in stbi__jpeg_huff_decode).
+  Bytes undefined = tiny_jpeg();
+  const size_t dht_ac = dht + 2 + 0x15;
+  ASSERT_EQ(undefined[dht_ac + 1], 0xc4);
+  ASSERT_EQ(undefined[dht_ac + 4], 0x10);
+  undefined[dht_ac + 4] = 0x11;
+  expect_refused(root, "undefined.jpg", undefined, "uses AC Huffman table 0, which no DHT before it defines");
   Bytes padded = tiny_jpeg();
   padded.insert(padded.begin() + 2 + 4 + 1 + 64, {0, 0, 0});  // padding after DQT, which stb_image skips
   write_file(root / "p" / "c" / "a.jpg", padded);
