@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs one fuzz target of a LOUPE_FUZZ build with the settings of docs/fuzzing.md:
 #   tests/fuzz/fuzz.sh BUILD_DIR TARGET [RUNS] [more libFuzzer flags...]
-# TARGET is idx, idx_gz, cifar, text, image or checkpoint; RUNS defaults to 1000000 executions.
+# TARGET is idx, idx_gz, cifar, text, image or checkpoint; RUNS defaults to 1000000 executions
+# (-1: until stopped, or until a -max_total_time=SECONDS given after it).
 # The committed corpus tests/fuzz/corpus/TARGET seeds it and is never written; new inputs go to
 # $LOUPE_FUZZ_WORK/TARGET/corpus and findings (crash-*, leak-*, oom-*, slow-unit-*, timeout-*) to
 # $LOUPE_FUZZ_WORK/TARGET/findings (LOUPE_FUZZ_WORK defaults to /tmp/loupe-fuzz).
