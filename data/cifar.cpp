@@ -39,8 +39,12 @@ fs::path batch_dir(const std::string& dir) {
   return d;
 }
 
-// Reads one batch file, appending its pixels and labels. Checks the size before reading it all.
-void read_batch(const fs::path& path, std::vector<uint8_t>* images, std::vector<uint8_t>* labels) {
+}  // namespace
+
+void read_cifar10_batch(const std::string& file, int64_t records, std::vector<uint8_t>* images,
+                        std::vector<uint8_t>* labels) {
+  const fs::path path(file);
+  if (records < 1) bad(path, "a batch file holds at least one record, not " + std::to_string(records));
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     std::string hint;
@@ -53,7 +57,7 @@ void read_batch(const fs::path& path, std::vector<uint8_t>* images, std::vector<
   if (fs::is_directory(path, ec)) bad(path, "is a directory, not a CIFAR-10 batch file");
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) bad(path, "cannot read its size: " + ec.message());
-  const uintmax_t want = uintmax_t(kCifarRecordsPerFile) * kCifarRecordBytes;
+  const uintmax_t want = uintmax_t(records) * kCifarRecordBytes;
   if (size % kCifarRecordBytes != 0)
     bad(path, "truncated record: the file has " + std::to_string(size) + " bytes, " +
                   std::to_string(size / kCifarRecordBytes) + " whole records of 3073 bytes and " +
@@ -61,14 +65,14 @@ void read_batch(const fs::path& path, std::vector<uint8_t>* images, std::vector<
                   std::to_string(want) + " bytes); " + kRefetch);
   if (size != want)
     bad(path, "holds " + std::to_string(size / kCifarRecordBytes) +
-                  " records of 3073 bytes, but every CIFAR-10 batch file holds exactly 10000; " +
+                  " records of 3073 bytes, but every CIFAR-10 batch file holds exactly " + std::to_string(records) + "; " +
                   kRefetch);
   std::vector<uint8_t> b(size);
   std::ifstream f(path, std::ios::binary);
   if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
   if (!f.read(reinterpret_cast<char*>(b.data()), std::streamsize(size)))
     bad(path, "read error after " + std::to_string(f.gcount()) + " bytes");
-  for (int64_t r = 0; r < kCifarRecordsPerFile; ++r) {
+  for (int64_t r = 0; r < records; ++r) {
     const uint8_t* rec = b.data() + r * kCifarRecordBytes;
     if (rec[0] > 9)
       bad(path, "record " + std::to_string(r) + " (byte offset " +
@@ -81,7 +85,8 @@ void read_batch(const fs::path& path, std::vector<uint8_t>* images, std::vector<
 }
 
 // The names in batches.meta.txt (one per line; blank lines, such as the trailing ones, skipped).
-std::vector<std::string> read_meta(const fs::path& path) {
+std::vector<std::string> read_cifar10_meta(const std::string& file) {
+  const fs::path path(file);
   std::ifstream f(path);
   if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
   std::vector<std::string> names;
@@ -94,8 +99,6 @@ std::vector<std::string> read_meta(const fs::path& path) {
               "line); " + kRefetch + ", or delete it to use the standard names");
   return names;
 }
-
-}  // namespace
 
 const std::vector<std::string>& cifar10_class_names() {
   static const std::vector<std::string> names = {"airplane", "automobile", "bird", "cat", "deer",
@@ -110,15 +113,15 @@ CifarData load_cifar10(const std::string& dir) {
   const size_t n_train = 5 * kCifarRecordsPerFile;
   c.train_images.reserve(n_train * kCifarImageBytes);
   c.train_labels.reserve(n_train);
-  for (const char* f : kTrain) read_batch(d / f, &c.train_images, &c.train_labels);
+  for (const char* f : kTrain) read_cifar10_batch((d / f).string(), kCifarRecordsPerFile, &c.train_images, &c.train_labels);
   c.test_images.reserve(kCifarRecordsPerFile * kCifarImageBytes);
   c.test_labels.reserve(kCifarRecordsPerFile);
-  read_batch(d / kTest, &c.test_images, &c.test_labels);
+  read_cifar10_batch((d / kTest).string(), kCifarRecordsPerFile, &c.test_images, &c.test_labels);
   c.n_train = int64_t(c.train_labels.size());
   c.n_test = int64_t(c.test_labels.size());
   std::error_code ec;
   const fs::path meta = d / "batches.meta.txt";
-  c.class_names = fs::exists(meta, ec) ? read_meta(meta) : cifar10_class_names();
+  c.class_names = fs::exists(meta, ec) ? read_cifar10_meta(meta.string()) : cifar10_class_names();
   return c;
 }
 

@@ -27,6 +27,13 @@ struct CifarData {
 // a label above 9, a batches.meta.txt without ten names) is a loupe::Error naming the file.
 CifarData load_cifar10(const std::string& dir);
 
+// One batch file of `records` records (10000 in CIFAR-10; fewer in tests and the fuzzer), its
+// pixels and labels appended; the size is checked before anything is read or allocated. And the
+// class names of a batches.meta.txt (ten, one a line). Errors as load_cifar10's.
+void read_cifar10_batch(const std::string& path, int64_t records, std::vector<uint8_t>* images,
+                        std::vector<uint8_t>* labels);
+std::vector<std::string> read_cifar10_meta(const std::string& path);
+
 // The standard class names, in label order: airplane, automobile, ..., truck.
 const std::vector<std::string>& cifar10_class_names();
 

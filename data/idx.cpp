@@ -231,6 +231,7 @@ MnistData load_mnist(const std::string& dir) {
   MnistData m;
   m.dir = dir;
   m.name = guess_name(dir);
+  m.train_images_file = paths[0];
   for (int s = 0; s < 2; ++s) {  // s = 0: train, 1: test
     const std::string &ip = paths[2 * s], &lp = paths[2 * s + 1];
     IdxArray &im = arr[2 * s], &lb = arr[2 * s + 1];

@@ -22,6 +22,7 @@ IdxArray read_idx(const std::string& path);
 // The four MNIST-format files of one directory.
 struct MnistData {
   std::string dir, name;  // name: "MNIST", "Fashion-MNIST" or "MNIST-format" (guessed from dir)
+  std::string train_images_file;  // the file the training images came from (raw or .gz)
   int64_t rows = 28, cols = 28;
   int64_t n_train = 0, n_test = 0;
   std::vector<uint8_t> train_images, train_labels, test_images, test_labels;  // n*rows*cols

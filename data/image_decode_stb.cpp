@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "data/image_check.h"
 #include "data/image_decode.h"
 
 #define STB_IMAGE_IMPLEMENTATION
@@ -39,6 +40,12 @@ DecodedImage decode_image(const std::string& path, int channels) {
   if (f.bad()) throw Error(path + ": read error");
   if (bytes.empty()) throw Error(path + ": empty file, not an image");
   if (bytes.size() > size_t(INT32_MAX)) throw Error(path + ": larger than 2 GiB, too large for an image");
+  // stb_image checks no CRC or Adler-32 and allocates what a header declares: the checks come first.
+  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "\x89PNG", 4) == 0) {
+    check_png(path, bytes.data(), bytes.size());
+  } else if (is_jpeg(bytes.data(), bytes.size())) {
+    check_jpeg(path, bytes.data(), bytes.size());
+  }
   int w = 0, h = 0, in_channels = 0;
   // stbi_failure_reason() is thread-local in this stb_image, so decoding in parallel is safe.
   stbi_uc* p = stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &in_channels, channels);

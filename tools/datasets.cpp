@@ -35,6 +35,20 @@ Raw synthetic(const std::string& name, data::SyntheticKind kind, Shape sample, i
              std::move(g.test_images), std::move(g.test_labels), ""};
 }
 
+// The sample shape of the models whose recipe reads `dataset`: image folders are resized to it,
+// and MNIST-format files, which are not, must have it.
+Shape model_sample(const std::string& dataset) { return dataset == "mnist" ? Shape{28, 28} : Shape{3, 32, 32}; }
+
+// Those models by name, for a message: "mnist_mlp and mnist_cnn".
+std::string models_reading(const std::string& dataset) {
+  std::vector<std::string> names;
+  for (const models::ModelInfo& m : models::all_models())
+    if (m.recipe.dataset == dataset) names.push_back(m.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
 Raw mnist(const std::string& given) {
   std::string dir = given;
   if (dir.empty()) {
@@ -43,6 +57,15 @@ Raw mnist(const std::string& given) {
     dir = *found;
   }
   data::MnistData m = data::load_mnist(dir);
+  // The models take 28x28 and nothing resizes an IDX set: without this, a 10x10 set failed in the
+  // first step, in a matmul whose shapes named no file.
+  const Shape want = model_sample("mnist");
+  if (m.rows != want[0] || m.cols != want[1])
+    throw Error(m.train_images_file + ": its images are " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                ", but " + models_reading("mnist") + " take " + std::to_string(want[0]) + "x" + std::to_string(want[1]) +
+                " images and MNIST-format files are not resized; give a " + std::to_string(want[0]) + "x" +
+                std::to_string(want[1]) + " set, or the images as image folders (DIR/train/<class>/*.png and "
+                "DIR/test/<class>/*.png), which are resized");
   return Raw{m.name, m.dir, Shape{m.rows, m.cols}, m.n_train, m.n_test, std::move(m.train_images),
              std::move(m.train_labels), std::move(m.test_images), std::move(m.test_labels)};
 }
@@ -80,7 +103,8 @@ std::string join(const std::vector<std::string>& v) {
 
 Raw image_folders(const std::string& dataset, const std::string& dir) {
   const bool grey = dataset == "mnist";
-  const int c = grey ? 1 : 3, side = grey ? 28 : 32;
+  const Shape sample = model_sample(dataset);
+  const int c = grey ? 1 : 3, side = int(sample[sample.size() - 1]);
   if (!data::image_folders_supported())
     throw Error(dir + ": holds train/ and test/ image folders, but loupe was built without stb_image, so it "
                 "cannot read them; install libstb-dev (apt-get install libstb-dev) and rebuild");
@@ -95,7 +119,7 @@ Raw image_folders(const std::string& dataset, const std::string& dir) {
                 "10 outputs, so an image folder may hold at most 10 classes");
   data::ImageFolderData tr = data::load_image_folder(train_dir, c, side, side);
   data::ImageFolderData te = data::load_image_folder(test_dir, c, side, side);
-  Raw r{"image folder", dir, grey ? Shape{28, 28} : Shape{3, 32, 32}, tr.n, te.n, std::move(tr.images),
+  Raw r{"image folder", dir, sample, tr.n, te.n, std::move(tr.images),
         std::move(tr.labels), std::move(te.images), std::move(te.labels), ""};
   r.note = "; " + std::to_string(classes.size()) + " classes (" + join(classes) + "), read as " +
            (grey ? "grey " : "RGB ") + std::to_string(side) + "x" + std::to_string(side);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs one fuzz target of a LOUPE_FUZZ build with the settings of docs/fuzzing.md:
+#   tests/fuzz/fuzz.sh BUILD_DIR TARGET [RUNS] [more libFuzzer flags...]
+# TARGET is idx, idx_gz, cifar, text, image or checkpoint; RUNS defaults to 1000000 executions
+# (-1: until stopped, or until a -max_total_time=SECONDS given after it).
+# The committed corpus tests/fuzz/corpus/TARGET seeds it and is never written; new inputs go to
+# $LOUPE_FUZZ_WORK/TARGET/corpus and findings (crash-*, leak-*, oom-*, slow-unit-*, timeout-*) to
+# $LOUPE_FUZZ_WORK/TARGET/findings (LOUPE_FUZZ_WORK defaults to /tmp/loupe-fuzz).
+set -euo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: $0 BUILD_DIR TARGET [RUNS] [libFuzzer flags...]" >&2
+  exit 2
+fi
+build=$1 target=$2 runs=${3:-1000000}
+shift $(( $# < 3 ? $# : 3 ))
+case $target in  # -max_len: room for the largest seed and a little more
+  idx) max_len=4096 ;;
+  idx_gz) max_len=8192 ;;
+  cifar) max_len=12400 ;;  # four records of 3073 bytes
+  text) max_len=4096 ;;
+  image) max_len=8192 ;;
+  checkpoint) max_len=8192 ;;
+  *) echo "$0: unknown target '$target' (idx, idx_gz, cifar, text, image, checkpoint)" >&2; exit 2 ;;
+esac
+src=$(cd "$(dirname "$0")" && pwd)
+work=${LOUPE_FUZZ_WORK:-/tmp/loupe-fuzz}/$target
+mkdir -p "$work/corpus" "$work/findings"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# -malloc_limit_mb: one allocation over 1 GiB is a finding; -rss_limit_mb: 2 GiB in all is one too.
+exec "$build/tests/fuzz/fuzz_$target" -runs="$runs" -max_len=$max_len -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  -timeout=10 -print_final_stats=1 -artifact_prefix="$work/findings/" "$@" "$work/corpus" "$src/corpus/$target"
