@@ -1,4 +1,4 @@
-// loupe::Error and the checks that raise it (DESIGN.md principle 6: errors that help).
+// loupe::Error and the checks that raise it (docs/design.md principle 6: errors that help).
 #pragma once
 #include <sstream>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// GPU busy time from CUPTI activity records (DESIGN.md principle 5): CUPTI timestamps every kernel,
+// GPU busy time from CUPTI activity records (docs/design.md principle 5): CUPTI timestamps every kernel,
 // memcpy and memset as the GPU ran it; the busy time of a window is the length of the union of
 // those intervals inside it. The interface is plain C++; busy_tracker_cuda.cu implements it with
 // CUPTI's activity API and registers itself when loupe is built with CUDA.

@@ -2,7 +2,7 @@
 // temperature, SM clock and throttle reasons every period_ms, and summarises a time window of
 // those samples for the epoch report. libnvidia-ml.so.1 is opened with dlopen at run time, so
 // loupe builds and runs where nvml.h or the driver is absent; then available() is false, why
-// says so, and every summary field stays empty (DESIGN.md principle 5: unmeasured is null, not 0).
+// says so, and every summary field stays empty (docs/design.md principle 5: unmeasured is null, not 0).
 #pragma once
 #include <condition_variable>
 #include <cstdint>

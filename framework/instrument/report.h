@@ -1,6 +1,6 @@
 // The epoch report: one record per epoch with every figure loupe measures. A figure that could not
 // be measured here is an empty optional, printed as "n/a" and written as JSON null, never 0
-// (DESIGN.md principle 5); the *_why fields say why.
+// (docs/design.md principle 5); the *_why fields say why.
 #pragma once
 #include <cstdint>
 #include <optional>

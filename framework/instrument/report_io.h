@@ -1,6 +1,6 @@
 // Turning an EpochReport into output: one JSON line, one CSV row, the human summary printed after
 // each epoch, and the per-step progress bar. A figure that was not measured is null in JSON, an
-// empty cell in CSV and "n/a" on the console, never 0 (DESIGN.md principle 5).
+// empty cell in CSV and "n/a" on the console, never 0 (docs/design.md principle 5).
 #pragma once
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The asynchronous data loader (Caffe's prefetching data layer, in the style of DESIGN.md):
+// The asynchronous data loader (Caffe's prefetching data layer; docs/design.md, principle 3):
 // worker threads collate batches, with augmentation, straight into a ring of K pinned host slots;
 // each filled slot is copied to its device slot on a separate copy stream and an event marks it
 // ready; the training step makes the compute stream wait on that event (the host never waits for

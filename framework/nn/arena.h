@@ -1,4 +1,4 @@
-// Parameter and gradient arenas (DESIGN.md principle 4): all parameters of a model live in one
+// Parameter and gradient arenas (docs/design.md principle 4): all parameters of a model live in one
 // contiguous buffer and all gradients in another, so that an optimizer step is one fused launch
 // over the whole model and zeroing the gradients is one memset. Each parameter tensor becomes a
 // view into the arena; its .grad a view into the gradient arena.

@@ -1,4 +1,4 @@
-// Optimizers: each step is one fused kernel over the whole parameter arena (DESIGN.md principle 4).
+// Optimizers: each step is one fused kernel over the whole parameter arena (docs/design.md principle 4).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,5 +1,5 @@
 // The training loop: one step = gather batch -> forward -> loss -> backward -> fused update, with
-// no host synchronisation inside a step (DESIGN.md principle 3). Loss sums and correct counts
+// no host synchronisation inside a step (docs/design.md principle 3). Loss sums and correct counts
 // accumulate on the device and are read once per epoch. On the GPU the step is recorded once as a
 // CUDA graph and replayed for every full batch (docs/plans/cuda_graphs.md).
 #pragma once
