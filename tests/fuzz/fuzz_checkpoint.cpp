@@ -12,48 +12,27 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fuzz_models.h"
 #include "fuzz_util.h"
-#include "models/registry.h"
-#include "nn/layers.h"
-#include "optim/optimizer.h"
 #include "train/checkpoint.h"
 
 namespace {
 
 using namespace loupe;
 
-struct Target {
-  std::string name;  // the model name the file must hold
-  std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::Optimizer> opt;
-};
-
 // Built once per process; the same tensors are loaded into by every input.
-std::vector<Target>& targets() {
-  static std::vector<Target> t = [] {
-    std::vector<Target> v;
-    const models::ModelInfo& ft = models::find_model("imdb_fasttext");
-    Target a{ft.name, ft.build_for(4), nullptr};
-    a.model->to(kCPU);
-    a.opt = models::make_optimizer(ft.recipe, a.model->arena(), ft.recipe.lr);
-    v.push_back(std::move(a));
-    auto cnn = std::make_shared<nn::Sequential>();
-    cnn->add("conv", std::make_shared<nn::Conv2d>(1, 2, 3))
-        .add("bn", std::make_shared<nn::BatchNorm2d>(2))
-        .add("relu", std::make_shared<nn::ReLU>())
-        .add("flat", std::make_shared<nn::Flatten>())
-        .add("fc", std::make_shared<nn::Linear>(8, 3));
-    Target b{"tiny_cnn", cnn, nullptr};
-    b.model->to(kCPU);
-    b.opt = std::make_unique<optim::RMSprop>(b.model->arena(), 1e-3);
-    v.push_back(std::move(b));
+std::vector<fuzz::FuzzModel>& targets() {
+  static std::vector<fuzz::FuzzModel> t = [] {
+    std::vector<fuzz::FuzzModel> v;
+    v.push_back(fuzz::fasttext_model());
+    v.push_back(fuzz::tiny_cnn_model());
     return v;
   }();
   return t;
 }
 
 void load_all(const std::string& path) {
-  for (Target& t : targets()) {
+  for (fuzz::FuzzModel& t : targets()) {
     for (optim::Optimizer* opt : {t.opt.get(), static_cast<optim::Optimizer*>(nullptr)}) {
       try {
         const train::CheckpointMeta m = train::load_checkpoint(path, *t.model, opt, t.name);

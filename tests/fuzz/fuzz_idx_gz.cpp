@@ -6,9 +6,7 @@
 
 #include <vector>
 
-#include "core/error.h"
-#include "data/idx.h"
-#include "fuzz_util.h"
+#include "fuzz_idx_check.h"
 
 namespace {
 
@@ -26,24 +24,12 @@ std::vector<uint8_t> gzip(const uint8_t* data, size_t size) {
   return out;
 }
 
-void read(loupe::fuzz::TempFile& file, const uint8_t* data, size_t size) {
-  try {
-    const loupe::data::IdxArray a = loupe::data::read_idx(file.write(data, size));
-    size_t n = 1;
-    for (int64_t d : a.dims) n *= size_t(d);
-    if (n != a.data.size()) __builtin_trap();
-    loupe::fuzz::accepted("an IDX array");
-  } catch (const loupe::Error& e) {
-    loupe::fuzz::rejected(e);
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static loupe::fuzz::TempFile file(".gz");
-  read(file, data, size);
+  loupe::fuzz::read_idx_checked(file, data, size);
   const std::vector<uint8_t> z = gzip(data, size);
-  read(file, z.data(), z.size());
+  loupe::fuzz::read_idx_checked(file, z.data(), z.size());
   return 0;
 }

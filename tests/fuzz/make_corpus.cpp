@@ -15,9 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/registry.h"
-#include "nn/layers.h"
-#include "optim/optimizer.h"
+#include "fuzz_models.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
 
@@ -316,33 +314,8 @@ void image_corpora() {
 
 // ---- checkpoints ---------------------------------------------------------------------------------
 
-// The models of fuzz_checkpoint.cpp: imdb_fasttext at a vocabulary of 4 with Adam, and the small CNN.
-struct Model {
-  std::string name;
-  std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::Optimizer> opt;
-};
-
-Model fasttext() {
-  const models::ModelInfo& ft = models::find_model("imdb_fasttext");
-  Model m{ft.name, ft.build_for(4), nullptr};
-  m.model->to(kCPU);
-  m.opt = models::make_optimizer(ft.recipe, m.model->arena(), ft.recipe.lr);
-  return m;
-}
-
-Model tiny_cnn() {
-  auto cnn = std::make_shared<nn::Sequential>();
-  cnn->add("conv", std::make_shared<nn::Conv2d>(1, 2, 3))
-      .add("bn", std::make_shared<nn::BatchNorm2d>(2))
-      .add("relu", std::make_shared<nn::ReLU>())
-      .add("flat", std::make_shared<nn::Flatten>())
-      .add("fc", std::make_shared<nn::Linear>(8, 3));
-  Model m{"tiny_cnn", cnn, nullptr};
-  m.model->to(kCPU);
-  m.opt = std::make_unique<optim::RMSprop>(m.model->arena(), 1e-3);
-  return m;
-}
+// The models of fuzz_checkpoint.cpp (fuzz_models.h).
+using Model = loupe::fuzz::FuzzModel;
 
 Bytes read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -393,7 +366,7 @@ Bytes header(const std::string& model) {
 }
 
 void checkpoint_corpora() {
-  const Model ft = fasttext(), cnn = tiny_cnn();
+  const Model ft = loupe::fuzz::fasttext_model(), cnn = loupe::fuzz::tiny_cnn_model();
   checkpoint("fasttext_adam.ckpt", ft, true);
   checkpoint("fasttext_no_optimizer.ckpt", ft, false);
   checkpoint("tiny_cnn_rmsprop.ckpt", cnn, true);
