@@ -4,17 +4,24 @@
 #include <optional>
 #include <string>
 
+#include "core/knobs.h"
+
 namespace loupe::test {
 
-// Sets an environment variable for one scope and restores it after.
+// Sets an environment variable for one scope and restores it after; LOUPE_* knobs (core/knobs.h)
+// are read again after each change.
 struct EnvVar {
   std::string name;
   std::optional<std::string> old;
   EnvVar(const std::string& n, const std::string& v) : name(n) {
     if (const char* o = std::getenv(n.c_str())) old = o;
     setenv(n.c_str(), v.c_str(), 1);
+    knobs::reload();
   }
-  ~EnvVar() { old ? (void)setenv(name.c_str(), old->c_str(), 1) : (void)unsetenv(name.c_str()); }
+  ~EnvVar() {
+    old ? (void)setenv(name.c_str(), old->c_str(), 1) : (void)unsetenv(name.c_str());
+    knobs::reload();
+  }
 };
 
 }  // namespace loupe::test

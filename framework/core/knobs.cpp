@@ -1,0 +1,206 @@
+// The table of LOUPE_* environment variables and their typed, parse-once reads (knobs.h).
+#include "core/knobs.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace loupe::knobs {
+namespace {
+
+Knob flag_knob(const char* name, const char* read_by, bool on, const char* fallback, const char* meaning) {
+  Knob k{name, Kind::Flag, read_by, meaning, fallback};
+  k.on = on;
+  return k;
+}
+
+Knob integer_knob(const char* name, const char* read_by, int64_t min, int64_t max, const char* fallback,
+                  const char* meaning) {
+  Knob k{name, Kind::Integer, read_by, meaning, fallback};
+  k.min = min, k.max = max;
+  return k;
+}
+
+Knob choice_knob(const char* name, const char* read_by, std::vector<std::string> choices, const char* fallback,
+                 const char* meaning) {
+  Knob k{name, Kind::Choice, read_by, meaning, fallback};
+  k.choices = std::move(choices);
+  return k;
+}
+
+Knob text_knob(const char* name, const char* read_by, const char* values, const char* fallback, const char* meaning) {
+  Knob k{name, Kind::Text, read_by, meaning, fallback};
+  k.values = values;
+  return k;
+}
+
+// One read of a variable: its value (validated), or why it was refused.
+struct Reading {
+  std::optional<std::string> value;
+  std::string error;
+};
+
+std::mutex g_mutex;
+std::map<std::string, Reading>& cache() {
+  static auto* c = new std::map<std::string, Reading>;  // never destroyed: read by static destructors
+  return *c;
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Flag: return "a flag";
+    case Kind::Integer: return "an integer";
+    case Kind::Choice: return "a choice";
+    case Kind::Text: return "a text";
+  }
+  return "?";
+}
+
+Reading parse(const Knob& k) {
+  Reading r;
+  const char* env = std::getenv(k.name);
+  if (!env || !*env) return r;  // unset or empty: the default
+  const std::string v = env;
+  bool ok = true;
+  switch (k.kind) {
+    case Kind::Flag: ok = v == "0" || v == "1"; break;
+    case Kind::Integer: {
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(env, &end, 10);
+      ok = *end == '\0' && errno == 0 && n >= k.min && n <= k.max;
+      break;
+    }
+    case Kind::Choice: {
+      ok = false;
+      for (const std::string& c : k.choices) ok = ok || v == c;
+      break;
+    }
+    case Kind::Text: break;
+  }
+  if (ok) r.value = v;
+  else
+    r.error = std::string(k.name) + "='" + v + "' is not allowed: " + k.name + " takes " + allowed(k) + " (" +
+              k.meaning + "). Unset it for the default (" + k.fallback + ").";
+  return r;
+}
+
+// The variable's value, read once; throws its refusal.
+std::optional<std::string> read(const std::string& name, Kind want) {
+  const Knob& k = find(name);
+  if (k.kind != want)
+    throw Error(name + " is " + kind_name(k.kind) + " knob, read as " + kind_name(want) +
+                "; use the accessor of its kind (framework/core/knobs.h)");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = cache().find(name);
+  if (it == cache().end()) it = cache().emplace(name, parse(k)).first;
+  if (!it->second.error.empty()) throw Error(it->second.error);
+  return it->second.value;
+}
+
+}  // namespace
+
+const std::vector<Knob>& table() {
+  static const std::vector<Knob> t = {
+      text_knob("LOUPE_DATA", "the library (`data/paths.cpp`), `data/fetch.sh`", "a directory",
+                "`~/.cache/loupe`, then `./data`",
+                "the first place to look for data sets (`$LOUPE_DATA/mnist`, `.../cifar10`, ...; see Data), and "
+                "where `data/fetch.sh` puts them"),
+      integer_knob("LOUPE_NUM_THREADS", "the library", 1, 4096, "the cores available",
+                   "CPU threads when `--threads` is not given"),
+      text_knob("LOUPE_TOOLS_DIR", "the `loupe` command", "a directory", "the source tree's `tools/`",
+                "where `loupe sweep` and `loupe roofline` find their plotting scripts"),
+      flag_knob("LOUPE_FUSE", "the library", true, "1",
+                "0: no fused bias + activation + dropout in `Sequential` (for comparison)"),
+      flag_knob("LOUPE_COMPUTE_COPY", "the library", true, "1",
+                "0: fp16/bf16 cast weights on the fly instead of keeping one 16-bit copy"),
+      flag_knob("LOUPE_CONV_GEMM", "the library (GPU)", true, "1",
+                "0: bf16 convolutions with at most 16 filter values through cuDNN instead of im2col + GEMM"),
+      flag_knob("LOUPE_CONV_VERBOSE", "the library (GPU)", false, "0",
+                "1: print each convolution's cuDNN candidates and what was kept"),
+      choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
+                  {"loupe", "loupe16", "loupe8", "standard", "static", "small_h", "dynamic"},
+                  "the fastest, timed per shape",
+                  "force the GPU LSTM: loupe's kernels (`loupe`: 16 or 8 rows a block, `loupe16`, `loupe8`) or "
+                  "one of cuDNN's algorithms"),
+      choice_knob("LOUPE_LSTM_LAYOUT", "the library (GPU), `bench_lstm`", {"batch", "seq"},
+                  "the fastest, timed per shape", "force cuDNN's LSTM layout"),
+      flag_knob("LOUPE_LSTM_VERBOSE", "the library (GPU)", false, "0",
+                "1: print the LSTM candidates' times and the choice"),
+      text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",
+                "the GPU architectures to build for"),
+      text_knob("LOUPE_BUILD_JOBS", "`tools/sanitize.sh`", "a whole number", "all cores", "parallel compile jobs"),
+      flag_knob("LOUPE_FUZZ_VERBOSE", "the fuzz replay tests", false, "0",
+                "1: say why each corpus file is refused or accepted"),
+      text_knob("LOUPE_FUZZ_WORK", "`tests/fuzz/fuzz.sh`", "a directory", "`/tmp/loupe-fuzz`",
+                "where fuzzing writes new inputs and findings (`docs/fuzzing.md`)"),
+      text_knob("LOUPE_NVTX_LOG", "`tests/nvtx_recorder.cpp` (`test_nvtx`)", "a file", "nothing is recorded",
+                "where the NVTX recorder that `test_nvtx` injects writes the ranges"),
+      text_knob("LOUPE_CIFAR10_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at cs.toronto.edu",
+                "where `data/fetch.sh cifar10` gets CIFAR-10 (a mirror or a local copy)"),
+      text_knob("LOUPE_IMDB_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at ai.stanford.edu",
+                "where `data/fetch.sh imdb` gets aclImdb (a mirror or a local copy)"),
+      text_knob("LOUPE_NIETZSCHE_URL", "`data/fetch.sh`", "a URL or a local file", "Keras' copy on S3",
+                "where `data/fetch.sh nietzsche` gets the text (a mirror or a local copy)"),
+      text_knob("LOUPE_DEBIAN_FASHION_DIR", "`data/fetch.sh`", "a directory", "`/usr/share/datasets/fashion-mnist`",
+                "where `data/fetch.sh fashion-mnist` looks for Debian's copy (loupe's own search always looks "
+                "in the default)"),
+  };
+  return t;
+}
+
+const Knob& find(const std::string& name) {
+  for (const Knob& k : table())
+    if (name == k.name) return k;
+  throw Error(name + " is not a loupe environment variable: add it to the table in framework/core/knobs.cpp "
+              "(and the README's, which the test_knobs test compares)");
+}
+
+std::string allowed(const Knob& k, bool markdown) {
+  const std::string q = markdown ? "`" : "";
+  switch (k.kind) {
+    case Kind::Flag: return q + "0" + q + " or " + q + "1" + q;
+    case Kind::Integer: return "a whole number from " + std::to_string(k.min) + " to " + std::to_string(k.max);
+    case Kind::Choice: {
+      std::string s;
+      for (size_t i = 0; i < k.choices.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == k.choices.size() ? " or " : ", ") + q + k.choices[i] + q;
+      return s;
+    }
+    case Kind::Text: return k.values;
+  }
+  return "";
+}
+
+bool flag(const std::string& name) {
+  std::optional<std::string> v = read(name, Kind::Flag);
+  return v ? *v == "1" : find(name).on;
+}
+
+std::optional<int64_t> integer(const std::string& name) {
+  std::optional<std::string> v = read(name, Kind::Integer);
+  if (!v) return std::nullopt;
+  return std::strtoll(v->c_str(), nullptr, 10);
+}
+
+std::optional<std::string> choice(const std::string& name) { return read(name, Kind::Choice); }
+
+std::optional<std::string> text(const std::string& name) { return read(name, Kind::Text); }
+
+void reload() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  cache().clear();
+}
+
+std::string markdown_table() {
+  std::string s = "| variable | read by | values | default | effect |\n|---|---|---|---|---|\n";
+  for (const Knob& k : table())
+    s += std::string("| `") + k.name + "` | " + k.read_by + " | " + allowed(k, true) + " | " + k.fallback + " | " +
+         k.meaning + " |\n";
+  return s;
+}
+
+}  // namespace loupe::knobs
