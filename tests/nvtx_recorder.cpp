@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "core/knobs.h"
 #include "nvtx3/nvToolsExt.h"
 
 namespace {
@@ -54,8 +56,7 @@ int pop(nvtxDomainHandle_t d) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get) {
-  const char* path = std::getenv("LOUPE_NVTX_LOG");
-  if (path) g_log = std::fopen(path, "w");
+  if (const std::optional<std::string> path = loupe::knobs::text("LOUPE_NVTX_LOG")) g_log = std::fopen(path->c_str(), "w");
   auto* cb = static_cast<const NvtxExportTableCallbacks*>(get(NVTX_ETID_CALLBACKS));
   if (!cb) return 0;
   NvtxFunctionTable table = nullptr;

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/knobs.h"
 #include "loupe.h"
 
 using namespace loupe;
@@ -40,10 +42,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   int iters = argc > 1 ? std::atoi(argv[1]) : 30;
-  const char* algo = std::getenv("LOUPE_LSTM_ALGO");
-  const char* layout = std::getenv("LOUPE_LSTM_LAYOUT");
+  const std::string algo = knobs::choice("LOUPE_LSTM_ALGO").value_or("standard");
+  const std::string layout = knobs::choice("LOUPE_LSTM_LAYOUT").value_or("batch");
   std::printf("LSTM forward + backward on %s, algo %s, layout %s (median of %d)\n",
-              cuda_runtime()->device_name().c_str(), algo ? algo : "standard", layout ? layout : "batch", iters);
+              cuda_runtime()->device_name().c_str(), algo.c_str(), layout.c_str(), iters);
   const Shape4 shapes[] = {{"imdb_bilstm  N=32   T=100 I=128 H=64 bi", 32, 100, 128, 64, true},
                            {"imdb_bilstm  N=1024 T=100 I=128 H=64 bi", 1024, 100, 128, 64, true},
                            {"char_lstm    N=128  T=40  I=57  H=128", 128, 40, 57, 128, false},

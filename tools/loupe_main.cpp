@@ -14,6 +14,7 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "core/philox.h"
 #include "core/precision.h"
 #include "core/random.h"
@@ -695,8 +696,7 @@ int cmd_bench(const Args& a) {
 // A plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
 // matplotlib: Debian's /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
 int plot(const std::string& name, const std::string& csv, const std::string& png) {
-  const char* env = std::getenv("LOUPE_TOOLS_DIR");
-  std::string script = std::string(env ? env : LOUPE_TOOLS_DIR) + "/" + name;
+  std::string script = knobs::text("LOUPE_TOOLS_DIR").value_or(LOUPE_TOOLS_DIR) + "/" + name;
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";

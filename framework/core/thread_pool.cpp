@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace loupe {
 namespace {
@@ -120,14 +122,7 @@ class Pool {
 };
 
 int initial_threads() {
-  if (const char* env = std::getenv("LOUPE_NUM_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    LOUPE_CHECK(*env != '\0' && *end == '\0' && n >= 1 && n <= 4096,
-                "LOUPE_NUM_THREADS must be a whole number from 1 to 4096, got '", env,
-                "'; unset it to use every core");
-    return int(n);
-  }
+  if (const std::optional<int64_t> n = knobs::integer("LOUPE_NUM_THREADS")) return int(*n);
   return std::max(1, int(std::thread::hardware_concurrency()));
 }
 

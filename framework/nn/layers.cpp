@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/knobs.h"
 #include "core/philox.h"
 #include "core/random.h"
 #include "ops/bias_act.h"
@@ -154,10 +155,7 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> m) 
 }
 
 Tensor Sequential::forward(const Tensor& x) {
-  static const bool fuse = [] {
-    const char* env = std::getenv("LOUPE_FUSE");
-    return !(env && std::string(env) == "0");
-  }();
+  static const bool fuse = knobs::flag("LOUPE_FUSE");
   Tensor h = x;
   const auto& layers = children();
   for (size_t i = 0; i < layers.size();) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/conv.h"
 #include "ops/cudnn_util.cuh"
@@ -303,10 +304,7 @@ using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int
 
 // LOUPE_CONV_VERBOSE=1 prints each problem's legacy candidates and what was kept.
 bool conv_verbose() {
-  static const bool on = [] {
-    const char* e = std::getenv("LOUPE_CONV_VERBOSE");
-    return e && !std::strcmp(e, "1");
-  }();
+  static const bool on = knobs::flag("LOUPE_CONV_VERBOSE");
   return on;
 }
 
@@ -446,10 +444,7 @@ constexpr int64_t kGemmMaxK = 16;
 bool nhwc(const Tensor& t) { return t.is_contiguous(MemoryFormat::ChannelsLast); }
 
 bool small_filter(const Tensor& x, const Tensor& w, const Tensor& y) {
-  static const bool on = [] {
-    const char* e = std::getenv("LOUPE_CONV_GEMM");
-    return !(e && !std::strcmp(e, "0"));
-  }();
+  static const bool on = knobs::flag("LOUPE_CONV_GEMM");
   return on && x.dtype() == DType::bf16 && w.size(1) * w.size(2) * w.size(3) <= kGemmMaxK && nhwc(x) && nhwc(w) &&
          nhwc(y);
 }

@@ -29,11 +29,14 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/cudnn_util.cuh"
 #include "ops/index.h"
@@ -59,7 +62,8 @@ const std::vector<Choice>& candidates() {
     std::vector<cudnnRNNAlgo_t> algos{CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD};
     std::vector<bool> layouts{false, true};
     std::vector<int> own{16, 8};
-    if (const char* a = std::getenv("LOUPE_LSTM_ALGO")) {
+    const std::optional<std::string> algo = knobs::choice("LOUPE_LSTM_ALGO");
+    if (const char* a = algo ? algo->c_str() : nullptr) {
       own = !std::strcmp(a, "loupe") ? std::vector<int>{16, 8}
             : !std::strcmp(a, "loupe16") ? std::vector<int>{16}
             : !std::strcmp(a, "loupe8")  ? std::vector<int>{8, 16}
@@ -72,10 +76,7 @@ const std::vector<Choice>& candidates() {
       else if (!std::strcmp(a, "standard")) algos = {CUDNN_RNN_ALGO_STANDARD};
       else LOUPE_FAIL("LOUPE_LSTM_ALGO: loupe, loupe16, loupe8, standard, static, small_h or dynamic, got ", a);
     }
-    if (const char* l = std::getenv("LOUPE_LSTM_LAYOUT")) {
-      LOUPE_CHECK(!std::strcmp(l, "seq") || !std::strcmp(l, "batch"), "LOUPE_LSTM_LAYOUT: batch or seq, got ", l);
-      layouts = {!std::strcmp(l, "seq")};
-    }
+    if (const std::optional<std::string> l = knobs::choice("LOUPE_LSTM_LAYOUT")) layouts = {*l == "seq"};
     std::vector<Choice> r;
     for (int rows : own) r.push_back(Choice{CUDNN_RNN_ALGO_STANDARD, true, rows});
     for (cudnnRNNAlgo_t a : algos)
@@ -363,7 +364,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
   std::unique_ptr<Plan> best;
   double best_ms = 0;
   std::string why;  // the last refusal, reported if every choice is refused
-  static const bool verbose = std::getenv("LOUPE_LSTM_VERBOSE") != nullptr;
+  static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
   for (const Choice& ch : cands) {
     const char* name = ch.own == 16                                     ? "loupe-16rows"
                        : ch.own == 8                                      ? "loupe-8rows"

@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/nvtx.h"
@@ -48,9 +49,8 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   // fp16/bf16: the 16-bit copy of the weights that the layers read, refreshed once per update
   // (one kernel) rather than cast per weight per use. LOUPE_COMPUTE_COPY=0 casts on the fly, for
   // comparison.
-  const char* env = std::getenv("LOUPE_COMPUTE_COPY");
   const DType cd = compute_dtype(precision_);
-  if (cd != DType::f32 && device.is_cuda() && !(env && std::string(env) == "0"))
+  if (cd != DType::f32 && device.is_cuda() && knobs::flag("LOUPE_COMPUTE_COPY"))
     model_.arena().enable_compute_copy(cd, model_.float32_parameters());
   why = graph_unsupported(o.graph, device);
   if (!why.empty()) throw Error(why);

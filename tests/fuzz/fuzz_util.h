@@ -16,20 +16,22 @@
 #include <filesystem>
 #include <string>
 
+#include "core/knobs.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace loupe::fuzz {
 
-// A clean rejection: nothing to do, except print it when LOUPE_FUZZ_VERBOSE is set (to see, when
+// A clean rejection: nothing to do, except print it when LOUPE_FUZZ_VERBOSE=1 (to see, when
 // replaying a corpus, what each file is refused for).
 inline void rejected(const std::exception& e) {
-  static const bool verbose = std::getenv("LOUPE_FUZZ_VERBOSE") != nullptr;
+  static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
   if (verbose) std::fprintf(stderr, "  rejected: %s\n", e.what());
 }
 
 // The same for an accepted input.
 inline void accepted(const char* what) {
-  static const bool verbose = std::getenv("LOUPE_FUZZ_VERBOSE") != nullptr;
+  static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
   if (verbose) std::fprintf(stderr, "  accepted: %s\n", what);
 }
 
