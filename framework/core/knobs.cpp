@@ -11,28 +11,34 @@
 namespace loupe::knobs {
 namespace {
 
+Knob row(const char* name, Kind kind, const char* read_by, const char* meaning, const char* fallback) {
+  Knob k{};
+  k.name = name, k.kind = kind, k.read_by = read_by, k.meaning = meaning, k.fallback = fallback;
+  return k;
+}
+
 Knob flag_knob(const char* name, const char* read_by, bool on, const char* fallback, const char* meaning) {
-  Knob k{name, Kind::Flag, read_by, meaning, fallback};
+  Knob k = row(name, Kind::Flag, read_by, meaning, fallback);
   k.on = on;
   return k;
 }
 
 Knob integer_knob(const char* name, const char* read_by, int64_t min, int64_t max, const char* fallback,
                   const char* meaning) {
-  Knob k{name, Kind::Integer, read_by, meaning, fallback};
+  Knob k = row(name, Kind::Integer, read_by, meaning, fallback);
   k.min = min, k.max = max;
   return k;
 }
 
 Knob choice_knob(const char* name, const char* read_by, std::vector<std::string> choices, const char* fallback,
                  const char* meaning) {
-  Knob k{name, Kind::Choice, read_by, meaning, fallback};
+  Knob k = row(name, Kind::Choice, read_by, meaning, fallback);
   k.choices = std::move(choices);
   return k;
 }
 
 Knob text_knob(const char* name, const char* read_by, const char* values, const char* fallback, const char* meaning) {
-  Knob k{name, Kind::Text, read_by, meaning, fallback};
+  Knob k = row(name, Kind::Text, read_by, meaning, fallback);
   k.values = values;
   return k;
 }
