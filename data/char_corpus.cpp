@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "data/paths.h"
 
 namespace fs = std::filesystem;
 
@@ -192,21 +193,13 @@ void CharWindowDataset::get(int64_t i, float* x, int32_t* y, uint64_t) const {
   *y = src[window_];
 }
 
-std::vector<std::string> default_nietzsche_paths() {
-  const char* env = std::getenv("LOUPE_DATA");
-  const char* home = std::getenv("HOME");
-  std::vector<std::string> paths;
-  if (env && *env) paths.push_back((fs::path(env) / "nietzsche/nietzsche.txt").string());
-  if (home && *home) paths.push_back((fs::path(home) / ".cache/loupe/nietzsche/nietzsche.txt").string());
-  paths.push_back("data/nietzsche/nietzsche.txt");
-  return paths;
-}
+std::vector<std::string> default_nietzsche_paths() { return search_places("nietzsche/nietzsche.txt"); }
 
 std::optional<std::string> find_default_nietzsche_path() {
-  std::error_code ec;
-  for (const std::string& p : default_nietzsche_paths())
-    if (fs::is_regular_file(p, ec) && fs::file_size(p, ec) > 0 && !ec) return p;
-  return std::nullopt;
+  return first_usable(default_nietzsche_paths(), [](const std::string& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && fs::file_size(p, ec) > 0 && !ec;
+  });
 }
 
 }  // namespace loupe::data

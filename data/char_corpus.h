@@ -69,7 +69,8 @@ class CharWindowDataset : public loader::Dataset {
   int64_t n_;
 };
 
-// The files searched when no --data flag is given, in order: $LOUPE_DATA/nietzsche/nietzsche.txt,
+// The files searched when no --data flag is given, in order (data/paths.h):
+// $LOUPE_DATA/nietzsche/nietzsche.txt,
 // ~/.cache/loupe/nietzsche/nietzsche.txt (where data/fetch.sh nietzsche puts it),
 // data/nietzsche/nietzsche.txt.
 std::vector<std::string> default_nietzsche_paths();

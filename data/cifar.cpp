@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "data/paths.h"
 
 namespace fs = std::filesystem;
 
@@ -125,26 +126,23 @@ CifarData load_cifar10(const std::string& dir) {
   return c;
 }
 
-std::vector<std::string> default_cifar10_dirs() {
-  const char* env = std::getenv("LOUPE_DATA");
-  const char* home = std::getenv("HOME");
-  std::vector<std::string> dirs;
-  if (env && *env) dirs.push_back((fs::path(env) / "cifar10").string());
-  if (home && *home) dirs.push_back((fs::path(home) / ".cache/loupe/cifar10").string());
-  dirs.push_back("data/cifar10");
-  return dirs;
-}
+std::vector<std::string> default_cifar10_dirs() { return search_places("cifar10"); }
 
 std::optional<std::string> find_default_cifar10_dir() {
-  std::error_code ec;
-  for (const std::string& dir : default_cifar10_dirs()) {
+  return first_usable(default_cifar10_dirs(), [](const std::string& dir) {
+    std::error_code ec;
     for (const fs::path& d : {fs::path(dir), fs::path(dir) / kBatchDir}) {
       bool all = fs::is_regular_file(d / kTest, ec);
       for (const char* f : kTrain) all = all && fs::is_regular_file(d / f, ec);
-      if (all) return dir;
+      if (all) return true;
     }
-  }
-  return std::nullopt;
+    return false;
+  });
+}
+
+std::string cifar10_not_found() {
+  return not_found("CIFAR-10", default_cifar10_dirs(),
+                   "Fetch it with: data/fetch.sh cifar10   (or train on random data of its shape with --synthetic)");
 }
 
 }  // namespace loupe::data

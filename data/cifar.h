@@ -37,11 +37,14 @@ std::vector<std::string> read_cifar10_meta(const std::string& path);
 // The standard class names, in label order: airplane, automobile, ..., truck.
 const std::vector<std::string>& cifar10_class_names();
 
-// The directories searched when no --data flag is given, in order: $LOUPE_DATA/cifar10,
+// The directories searched when no --data flag is given, in order (data/paths.h): $LOUPE_DATA/cifar10,
 // ~/.cache/loupe/cifar10 (where data/fetch.sh cifar10 puts it), data/cifar10.
 std::vector<std::string> default_cifar10_dirs();
 
 // The first of default_cifar10_dirs() holding all six batch files; empty if none.
 std::optional<std::string> find_default_cifar10_dir();
+
+// The error when find_default_cifar10_dir() finds nothing: the places it looked and how to fetch it.
+std::string cifar10_not_found();
 
 }  // namespace loupe::data

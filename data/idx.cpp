@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "data/paths.h"
 
 namespace fs = std::filesystem;
 
@@ -263,27 +264,16 @@ MnistData load_mnist(const std::string& dir) {
 }
 
 std::vector<std::string> default_mnist_dirs() {
-  const char* env = std::getenv("LOUPE_DATA");
-  const char* home = std::getenv("HOME");
-  std::vector<std::string> dirs;
-  for (const char* set : {"mnist", "fashion-mnist"}) {  // MNIST proper first
-    if (env && *env) dirs.push_back((fs::path(env) / set).string());
-    if (home && *home) dirs.push_back((fs::path(home) / ".cache/loupe" / set).string());
-    dirs.push_back((fs::path("data") / set).string());
-  }
+  std::vector<std::string> dirs = search_places("mnist");  // MNIST proper first, in every place
+  for (std::string& d : search_places("fashion-mnist")) dirs.push_back(std::move(d));
   dirs.push_back("/usr/share/datasets/fashion-mnist");  // Debian's dataset-fashion-mnist
   return dirs;
 }
 
-std::optional<std::string> find_default_mnist_dir() {
-  for (const std::string& d : default_mnist_dirs())
-    if (complete_set(d)) return d;
-  return std::nullopt;
-}
+std::optional<std::string> find_default_mnist_dir() { return first_usable(default_mnist_dirs(), complete_set); }
 
 std::string how_to_get_data() {
-  std::string looked;
-  for (const std::string& d : default_mnist_dirs()) looked += (looked.empty() ? "" : ", ") + d;
+  const std::string looked = list_places(default_mnist_dirs());
   return "To get MNIST-format data, use one of:\n"
          "  data/fetch.sh mnist                          download MNIST to ~/.cache/loupe/mnist\n"
          "  sudo apt-get install dataset-fashion-mnist   Debian/Ubuntu package, found as is\n"

@@ -32,7 +32,9 @@ struct MnistData {
 // t10k-labels-idx1-ubyte from dir, each raw or with a .gz suffix, and checks they fit together.
 MnistData load_mnist(const std::string& dir);
 
-// The directories searched when no --data flag is given, in order: MNIST proper first.
+// The directories searched when no --data flag is given, in order: MNIST proper first in every
+// place of data/paths.h ($LOUPE_DATA/mnist, ~/.cache/loupe/mnist, data/mnist), then Fashion-MNIST
+// in the same places, then Debian's /usr/share/datasets/fashion-mnist.
 std::vector<std::string> default_mnist_dirs();
 
 // The first of default_mnist_dirs() that holds a complete set of four files; empty if none.

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "data/paths.h"
 #include "data/text.h"
 
 namespace fs = std::filesystem;
@@ -88,20 +89,18 @@ ImdbText load_aclimdb(const std::string& dir) {
   return t;
 }
 
-std::vector<std::string> default_imdb_dirs() {
-  const char* env = std::getenv("LOUPE_DATA");
-  const char* home = std::getenv("HOME");
-  std::vector<std::string> dirs;
-  if (env && *env) dirs.push_back((fs::path(env) / "imdb").string());
-  if (home && *home) dirs.push_back((fs::path(home) / ".cache/loupe/imdb").string());
-  dirs.push_back("data/imdb");
-  return dirs;
-}
+std::vector<std::string> default_imdb_dirs() { return search_places("imdb"); }
 
 std::optional<std::string> find_default_imdb_dir() {
-  for (const std::string& dir : default_imdb_dirs())
-    if (has_review_folders(fs::path(dir) / kTop) || has_review_folders(dir)) return dir;
-  return std::nullopt;
+  return first_usable(default_imdb_dirs(), [](const std::string& dir) {
+    return has_review_folders(fs::path(dir) / kTop) || has_review_folders(dir);
+  });
+}
+
+std::string imdb_not_found() {
+  return not_found("IMDb (aclImdb)", default_imdb_dirs(),
+                   "Fetch it with: data/fetch.sh imdb   (or train on data of its shape with --synthetic or "
+                   "--synthetic=learnable)");
 }
 
 SequenceDataset::SequenceDataset(std::vector<int32_t> ids, std::vector<int32_t> labels, int maxlen)

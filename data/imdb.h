@@ -23,13 +23,16 @@ struct ImdbText {
 // loupe::Error naming it. Other entries (train/unsup, the .feat files, imdb.vocab) are ignored.
 ImdbText load_aclimdb(const std::string& dir);
 
-// The directories searched when no --data flag is given, in order: $LOUPE_DATA/imdb,
+// The directories searched when no --data flag is given, in order (data/paths.h): $LOUPE_DATA/imdb,
 // ~/.cache/loupe/imdb (where data/fetch.sh imdb puts aclImdb/), data/imdb.
 std::vector<std::string> default_imdb_dirs();
 
 // The first of default_imdb_dirs() holding aclImdb/ with its four review folders (or the folders
 // themselves); empty if none.
 std::optional<std::string> find_default_imdb_dir();
+
+// The error when find_default_imdb_dir() finds nothing: the places it looked and how to fetch it.
+std::string imdb_not_found();
 
 // Sequences of ids as the loader sees them: n x maxlen ids, written as floats (exact below 2^24,
 // which the constructor checks), and an int32 label (0/1 for a review, the next character's id

@@ -1,0 +1,126 @@
+// data/paths.h: one search order for every data set ($LOUPE_DATA, ~/.cache/loupe, ./data), the
+// readers' own differences on top of it, and the errors that list the places looked in
+// (issue 17, point 4).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/char_corpus.h"
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/imdb.h"
+#include "data/paths.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using loupe::test::EnvVar;
+using Places = std::vector<std::string>;
+
+namespace {
+
+// Unsets a variable for one scope.
+struct Unset {
+  std::string name;
+  std::optional<std::string> old;
+  explicit Unset(const std::string& n) : name(n) {
+    if (const char* o = std::getenv(n.c_str())) old = o;
+    unsetenv(n.c_str());
+    loupe::knobs::reload();
+  }
+  ~Unset() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    loupe::knobs::reload();
+  }
+};
+
+TEST(Paths, SearchOrderIsLoupeDataThenCacheThenData) {
+  EnvVar data("LOUPE_DATA", "/ld"), home("HOME", "/home/u");
+  EXPECT_EQ(loupe::data::search_places("cifar10"), (Places{"/ld/cifar10", "/home/u/.cache/loupe/cifar10", "data/cifar10"}));
+  EXPECT_EQ(loupe::data::search_places("nietzsche/nietzsche.txt"),
+            (Places{"/ld/nietzsche/nietzsche.txt", "/home/u/.cache/loupe/nietzsche/nietzsche.txt",
+                    "data/nietzsche/nietzsche.txt"}));
+}
+
+TEST(Paths, UnsetOrEmptyVariablesDropTheirPlace) {
+  {
+    Unset data("LOUPE_DATA");
+    EnvVar home("HOME", "/h");
+    EXPECT_EQ(loupe::data::search_places("imdb"), (Places{"/h/.cache/loupe/imdb", "data/imdb"}));
+  }
+  {
+    EnvVar data("LOUPE_DATA", ""), home("HOME", "");
+    EXPECT_EQ(loupe::data::search_places("imdb"), (Places{"data/imdb"}));
+  }
+  {
+    EnvVar data("LOUPE_DATA", "rel");
+    Unset home("HOME");
+    EXPECT_EQ(loupe::data::search_places("imdb"), (Places{"rel/imdb", "data/imdb"}));
+  }
+}
+
+TEST(Paths, FirstUsableTakesTheFirstAcceptedPlace) {
+  const Places p{"a", "b", "c"};
+  EXPECT_EQ(loupe::data::first_usable(p, [](const std::string& s) { return s != "a"; }), "b");
+  EXPECT_EQ(loupe::data::first_usable(p, [](const std::string&) { return false; }), std::nullopt);
+  EXPECT_EQ(loupe::data::first_usable({}, [](const std::string&) { return true; }), std::nullopt);
+}
+
+TEST(Paths, NotFoundListsThePlaces) {
+  EXPECT_EQ(loupe::data::not_found("X", {"/a/x", "data/x"}, "Fetch it."), "X was not found (looked in /a/x, data/x).\nFetch it.");
+  EnvVar data("LOUPE_DATA", "/ld"), home("HOME", "/hm");
+  const std::string cifar = loupe::data::cifar10_not_found();
+  EXPECT_NE(cifar.find("CIFAR-10 was not found (looked in /ld/cifar10, /hm/.cache/loupe/cifar10, data/cifar10)"),
+            std::string::npos) << cifar;
+  EXPECT_NE(cifar.find("data/fetch.sh cifar10"), std::string::npos) << cifar;
+  const std::string imdb = loupe::data::imdb_not_found();
+  EXPECT_NE(imdb.find("IMDb (aclImdb) was not found (looked in /ld/imdb, /hm/.cache/loupe/imdb, data/imdb)"),
+            std::string::npos) << imdb;
+  EXPECT_NE(imdb.find("data/fetch.sh imdb"), std::string::npos) << imdb;
+  const std::string mnist = loupe::data::how_to_get_data();
+  EXPECT_NE(mnist.find("Without --data loupe looks in: /ld/mnist, /hm/.cache/loupe/mnist, data/mnist, /ld/fashion-mnist, "
+                       "/hm/.cache/loupe/fashion-mnist, data/fashion-mnist, /usr/share/datasets/fashion-mnist\n"),
+            std::string::npos) << mnist;
+}
+
+// Every reader searches the same places; MNIST searches them for MNIST proper and then for
+// Fashion-MNIST, then Debian's package.
+TEST(Paths, EveryReaderUsesTheSameOrder) {
+  EnvVar data("LOUPE_DATA", "/ld"), home("HOME", "/hm");
+  using loupe::data::search_places;
+  EXPECT_EQ(loupe::data::default_cifar10_dirs(), search_places("cifar10"));
+  EXPECT_EQ(loupe::data::default_imdb_dirs(), search_places("imdb"));
+  EXPECT_EQ(loupe::data::default_nietzsche_paths(), search_places("nietzsche/nietzsche.txt"));
+  Places mnist = search_places("mnist");
+  for (const std::string& p : search_places("fashion-mnist")) mnist.push_back(p);
+  mnist.push_back("/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(loupe::data::default_mnist_dirs(), mnist);
+}
+
+// What each reader takes as a usable place: CIFAR-10's six batch files in the place or in its
+// cifar-10-batches-bin/; the first usable place wins over a later one.
+TEST(Paths, CifarTakesTheFirstCompletePlace) {
+  const fs::path root = fs::temp_directory_path() / ("loupe_test_paths_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto batches = [](const fs::path& d) {
+    fs::create_directories(d);
+    for (const char* f : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                          "data_batch_5.bin", "test_batch.bin"})
+      std::ofstream(d / f) << "x";
+  };
+  EnvVar data("LOUPE_DATA", (root / "ld").string()), home("HOME", (root / "home").string());
+  EXPECT_EQ(loupe::data::find_default_cifar10_dir(), std::nullopt);  // (unless ./data/cifar10 exists)
+  batches(root / "home/.cache/loupe/cifar10/cifar-10-batches-bin");
+  EXPECT_EQ(loupe::data::find_default_cifar10_dir(), (root / "home/.cache/loupe/cifar10").string());
+  batches(root / "ld/cifar10");
+  fs::remove(root / "ld/cifar10/test_batch.bin");  // incomplete: skipped
+  EXPECT_EQ(loupe::data::find_default_cifar10_dir(), (root / "home/.cache/loupe/cifar10").string());
+  std::ofstream(root / "ld/cifar10/test_batch.bin") << "x";
+  EXPECT_EQ(loupe::data::find_default_cifar10_dir(), (root / "ld/cifar10").string());
+  fs::remove_all(root);
+}
+
+}  // namespace
