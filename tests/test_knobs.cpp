@@ -1,15 +1,20 @@
-// core/knobs.h: the typed reads of the LOUPE_* environment variables refuse bad values (issue 17,
-// point 4).
+// core/knobs.h: the typed reads of the LOUPE_* environment variables refuse bad values, and the
+// table, the README's table and the variables the tree reads cannot drift apart (issue 17, point 4).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "core/error.h"
 #include "core/knobs.h"
 #include "test_util.h"
 
+namespace fs = std::filesystem;
 namespace knobs = loupe::knobs;
 using loupe::test::EnvVar;
 
@@ -163,6 +168,127 @@ TEST(Knobs, TheTableIsWellFormed) {
     if (k.kind == knobs::Kind::Integer) EXPECT_LE(k.min, k.max) << k.name;
     if (k.kind == knobs::Kind::Flag) EXPECT_EQ(k.fallback, std::string(k.on ? "1" : "0")) << k.name;
   }
+}
+
+// ---- The table against the tree and the README --------------------------------------------------
+
+const fs::path kRoot = LOUPE_SOURCE_DIR;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool skipped_dir(const fs::path& rel) {
+  const std::string r = rel.generic_string();
+  const std::string top = rel.begin()->string();
+  return top == ".git" || top.rfind("build", 0) == 0 || top == "third_party" || r == "tests/fuzz/corpus";
+}
+
+// The files that are the table itself, or its copy, or test it.
+bool is_table(const std::string& rel) {
+  return rel == "framework/core/knobs.cpp" || rel == "framework/core/knobs.h" || rel == "README.md" ||
+         rel == "tests/test_knobs.cpp";
+}
+
+// CMake's own variables (option(), set(... CACHE ...)): LOUPE_CUDA=OFF is one of them, not the
+// environment.
+std::set<std::string> cmake_options() {
+  std::set<std::string> names;
+  const std::string cm = slurp(kRoot / "CMakeLists.txt");
+  const std::regex opt(R"((?:option|set)\((LOUPE_[A-Z0-9_]+)[^\n]*(?:CACHE|"))");
+  for (auto it = std::sregex_iterator(cm.begin(), cm.end(), opt); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1]);
+  return names;
+}
+
+// Every LOUPE_* variable of the environment that the tree reads, sets or names as one, with the
+// first place it does: in C and C++ a string literal that is the whole name ("LOUPE_FUSE", as
+// knobs and getenv take it) or NAME= (a command line built in a string, a comment giving a value);
+// in CMake $ENV{NAME} or NAME= on an ENVIRONMENT line; elsewhere (shell, Python, Markdown) $NAME,
+// ${NAME...} or NAME= not after -D.
+std::map<std::string, std::string> variables_in_tree() {
+  const std::regex c_like(R"re("(LOUPE_[A-Z0-9_]+)"|(?:^|[^A-Za-z0-9_-])(LOUPE_[A-Z0-9_]+)=|\$\{?(LOUPE_[A-Z0-9_]+))re");
+  const std::regex cmake_env(R"(\$ENV\{(LOUPE_[A-Z0-9_]+)\})"), cmake_assign(R"((?:^|[^A-Za-z0-9_-])(LOUPE_[A-Z0-9_]+)=)");
+  const std::regex other(R"re(\$\{?(LOUPE_[A-Z0-9_]+)|(?:^|[^A-Za-z0-9_-])(LOUPE_[A-Z0-9_]+)=|["'](LOUPE_[A-Z0-9_]+)["'])re");
+  const std::set<std::string> text_ext = {".cpp", ".h", ".hpp", ".cu", ".cuh", ".c", ".sh", ".py", ".md", ".txt",
+                                          ".cmake", ".in"};
+  const std::set<std::string> options = cmake_options();
+  std::map<std::string, std::string> found;
+  for (auto it = fs::recursive_directory_iterator(kRoot); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path rel = fs::relative(it->path(), kRoot);
+    if (it->is_directory()) {
+      if (skipped_dir(rel)) it.disable_recursion_pending();
+      continue;
+    }
+    const std::string ext = rel.extension().string(), name = rel.filename().string();
+    if (!it->is_regular_file() || is_table(rel.generic_string()) || (!text_ext.count(ext) && name != "run")) continue;
+    const bool is_c = ext == ".cpp" || ext == ".h" || ext == ".hpp" || ext == ".cu" || ext == ".cuh" || ext == ".c";
+    const bool is_cmake = name == "CMakeLists.txt" || ext == ".cmake" || ext == ".in";
+    std::istringstream in(slurp(it->path()));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      auto add = [&](const std::regex& re) {
+        for (auto m = std::sregex_iterator(line.begin(), line.end(), re); m != std::sregex_iterator(); ++m)
+          for (size_t g = 1; g < m->size(); ++g)
+            if ((*m)[g].matched && !options.count((*m)[g]))
+              found.emplace((*m)[g], rel.generic_string() + ":" + std::to_string(n));
+      };
+      if (is_c) add(c_like);
+      else if (is_cmake) {
+        add(cmake_env);
+        if (line.find("ENVIRONMENT") != std::string::npos) add(cmake_assign);
+      } else add(other);
+    }
+  }
+  return found;
+}
+
+TEST(KnobsTree, EveryVariableReadIsInTheTableAndEveryKnobIsRead) {
+  const std::map<std::string, std::string> found = variables_in_tree();
+  std::set<std::string> table;
+  for (const knobs::Knob& k : knobs::table()) table.insert(k.name);
+  for (const auto& [name, where] : found)
+    EXPECT_TRUE(table.count(name)) << name << " (" << where << ") is read but is not in the table of "
+                                   << "framework/core/knobs.cpp; add it there and to the README";
+  for (const std::string& name : table)
+    EXPECT_TRUE(found.count(name)) << name << " is in the table of framework/core/knobs.cpp but nothing in the "
+                                   << "tree reads it; remove it (and its README row)";
+  EXPECT_GE(found.size(), 10u);  // the scan itself works
+}
+
+TEST(KnobsTree, OnlyTheKnobsModuleCallsGetenvOnALoupeVariable) {
+  const std::regex direct(R"(getenv\s*\(\s*"LOUPE_)");
+  for (auto it = fs::recursive_directory_iterator(kRoot); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path rel = fs::relative(it->path(), kRoot);
+    if (it->is_directory()) {
+      if (skipped_dir(rel)) it.disable_recursion_pending();
+      continue;
+    }
+    const std::string ext = rel.extension().string();
+    if (!it->is_regular_file() || rel.generic_string() == "tests/test_knobs.cpp" ||
+        !(ext == ".cpp" || ext == ".h" || ext == ".cu" || ext == ".cuh" || ext == ".hpp" || ext == ".c"))
+      continue;
+    const std::string s = slurp(it->path());
+    EXPECT_FALSE(std::regex_search(s, direct)) << rel << " reads a LOUPE_* variable with getenv; use "
+                                               << "core/knobs.h (knobs::flag, integer, choice or text)";
+  }
+}
+
+TEST(KnobsTree, TheReadmeTableIsTheKnobsTable) {
+  const std::string readme = slurp(kRoot / "README.md");
+  const size_t section = readme.find("#### Environment variables");
+  ASSERT_NE(section, std::string::npos) << "README.md has no \"#### Environment variables\" section";
+  const size_t start = readme.find("\n| variable |", section);
+  ASSERT_NE(start, std::string::npos) << "no table in README.md's \"Environment variables\"";
+  std::string table;
+  std::istringstream in(readme.substr(start + 1));
+  for (std::string line; std::getline(in, line) && !line.empty() && line[0] == '|';) table += line + "\n";
+  EXPECT_EQ(table, knobs::markdown_table())
+      << "README.md's table of environment variables differs from framework/core/knobs.cpp's; replace it with:\n"
+      << knobs::markdown_table();
 }
 
 }  // namespace
