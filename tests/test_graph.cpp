@@ -71,6 +71,7 @@ Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMo
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
   opt->set_decay(info.recipe.decay);
   train::TrainerOptions o;
+  o.loss = info.recipe.loss;
   o.precision = prec;
   o.graph = graph;
   train::Trainer t(*model, *opt, kCUDA, o);
@@ -205,6 +206,7 @@ TEST(GraphGpu, Fp16WithNothingIn16BitsDropsTheScaler) {
     model->to(kCUDA);
     auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
     train::TrainerOptions o;
+    o.loss = info.recipe.loss;
     o.precision = Precision::FP16;
     train::Trainer t(*model, *opt, kCUDA, o);
     train::TensorDataset set = text ? train::TensorDataset{ones(Shape{512, 40}, DType::f32, kCUDA),

@@ -153,7 +153,9 @@ double sentiment_accuracy(const std::string& name, int64_t vocab, int maxlen, in
   auto model = info.build_for(vocab);
   model->to(d);
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, d);
+  train::TrainerOptions o;
+  o.loss = info.recipe.loss;
+  train::Trainer t(*model, *opt, d, o);
   auto ids = [&](const std::vector<int32_t>& v, int64_t n) { return from_vector(v, Shape{n, int64_t(maxlen)}); };
   auto labels = [](const std::vector<uint8_t>& v) { return from_vector(v, Shape{int64_t(v.size())}); };
   train::TensorDataset train{ids(s.train_x, s.n_train), labels(s.train_y), 1.0};
@@ -546,4 +548,53 @@ TEST(TrainCpu, CycleRunsTheStepsAskedFor) {
   EXPECT_EQ(cycled.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
   EXPECT_EQ(opt->steps(), 10);
   EXPECT_THROW(t.train_epoch(set, 4, 1, 3, -1, true), Error);
+}
+
+// The loss is the model's (its recipe's, through TrainerOptions::loss), not guessed from the
+// logits' shape (issue 17, item 3): a one-column model learns with the binary cross-entropy it is
+// given, and a loss that does not fit the logits is refused in one sentence naming both.
+TEST(TrainCpu, TrainerUsesTheLossItIsGiven) {
+  EXPECT_EQ(models::find_model("imdb_fasttext").recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_EQ(models::find_model("imdb_bilstm").recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_EQ(models::find_model("mnist_mlp").recipe.loss, train::Loss::CrossEntropy);
+  // Label 1 where the first feature is above 0.5: a linear classifier separates it.
+  std::vector<float> x(256 * 4);
+  std::vector<int32_t> y(256);
+  for (int i = 0; i < 256; ++i) {
+    for (int j = 0; j < 4; ++j) x[size_t(i * 4 + j)] = float((i * 37 + j * 11) % 64) / 64.0f;
+    y[size_t(i)] = x[size_t(i * 4)] > 0.5f;
+  }
+  train::TensorDataset set{from_vector(x, Shape{256, 4}), from_vector(y, Shape{256}), 1.0};
+  auto net = [](int64_t outputs) {
+    manual_seed(1);
+    auto m = std::make_shared<nn::Sequential>();
+    m->add("fc", std::make_shared<nn::Linear>(4, outputs));
+    return m;
+  };
+  auto run = [&](int64_t outputs, train::Loss loss, int epochs) {
+    auto m = net(outputs);
+    optim::Adam opt(m->arena(), 0.05, 0.9, 0.999, 1e-7);
+    train::TrainerOptions o;
+    o.loss = loss;
+    train::Trainer t(*m, opt, kCPU, o);
+    for (int e = 1; e <= epochs; ++e) t.train_epoch(set, 32, 1, e);
+    return t.evaluate(set);
+  };
+  EXPECT_GE(run(1, train::Loss::BinaryCrossEntropyWithLogits, 30), 0.9);
+  EXPECT_GE(run(2, train::Loss::CrossEntropy, 30), 0.9);
+  auto message = [&](int64_t outputs, train::Loss loss) {
+    try {
+      run(outputs, loss, 1);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string one_column_ce = message(1, train::Loss::CrossEntropy);
+  EXPECT_NE(one_column_ce.find("the loss is cross-entropy, which needs logits of shape [batch, classes >= 2], but the "
+                               "model gives [32, 1]"), std::string::npos) << one_column_ce;
+  EXPECT_NE(one_column_ce.find("binary cross-entropy with logits"), std::string::npos) << one_column_ce;
+  std::string two_columns_bce = message(2, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_NE(two_columns_bce.find("the loss is binary cross-entropy with logits, which needs logits of shape [batch, "
+                                 "1], but the model gives [32, 2]"), std::string::npos) << two_columns_bce;
 }

@@ -120,6 +120,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
   opt->set_decay(info.recipe.decay);
   train::TrainerOptions topt;
+  topt.loss = info.recipe.loss;
   topt.precision = prec;
   topt.graph = o.graph;
   topt.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below

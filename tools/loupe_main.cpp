@@ -265,9 +265,10 @@ Precision parse_precision_for(const Args& a, Device dev) {
   return p;
 }
 
-// --precision and --graph as the trainer takes them.
-train::TrainerOptions trainer_options(const Args& a, Device dev) {
+// --precision and --graph as the trainer takes them, with the model's loss.
+train::TrainerOptions trainer_options(const Args& a, const models::ModelInfo& info, Device dev) {
   train::TrainerOptions o;
+  o.loss = info.recipe.loss;
   o.precision = parse_precision_for(a, dev);
   o.graph = train::parse_graph_mode(str_opt(a, "graph", "auto"));
   if (std::string why = train::graph_unsupported(o.graph, dev); !why.empty()) throw Error(why);  // before loading data
@@ -350,7 +351,7 @@ int cmd_train(const Args& a) {
   std::string save = str_opt(a, "save"), resume = str_opt(a, "resume");
   if (!save.empty()) check_checkpoint_destination(save);  // before any data is loaded or step run
   Device dev = pick_device(a);
-  const train::TrainerOptions topt = trainer_options(a, dev);
+  const train::TrainerOptions topt = trainer_options(a, info, dev);
   const char* prec = precision_name(*topt.precision);
 
   bool resident = a.opts.count("resident") > 0;
@@ -584,7 +585,7 @@ int cmd_eval(const Args& a) {
   if (ck.empty()) throw Error("loupe eval needs --checkpoint PATH (written by loupe train --save PATH)");
   const models::ModelInfo& info = models::find_model(a.model);
   Device dev = pick_device(a);
-  const train::TrainerOptions topt = trainer_options(a, dev);
+  const train::TrainerOptions topt = trainer_options(a, info, dev);
   Data data = tools::load_data(data_request(a, info, false, true), dev);
   std::shared_ptr<nn::Module> model = build_model(info, data);
   model->to(dev);

@@ -30,6 +30,10 @@ GraphMode parse_graph_mode(const std::string& s) {
   throw Error("--graph takes auto, on or off, got '" + s + "'");
 }
 
+const char* loss_name(Loss l) {
+  return l == Loss::BinaryCrossEntropyWithLogits ? "binary cross-entropy with logits" : "cross-entropy";
+}
+
 const char* graph_mode_name(GraphMode m) { return m == GraphMode::Auto ? "auto" : m == GraphMode::On ? "on" : "off"; }
 
 std::string graph_unsupported(GraphMode m, Device d) {
@@ -130,22 +134,31 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
 }
 
 namespace {
-// One output column means a binary classifier (Keras' Dense(1, sigmoid) with binary cross-entropy):
-// the sigmoid is fused into the loss, and the int32 labels become 0/1 float targets (cast once a
-// step, for the loss and the count). More columns: softmax cross-entropy over the classes.
-bool is_binary(const Tensor& logits) { return logits.dim() == 2 && logits.size(1) == 1; }
-
-Tensor targets_for(const Tensor& logits, const Tensor& labels) {
-  return is_binary(logits) ? labels.to(logits.dtype()) : labels;
+// The logits' shape against the loss the trainer was given: a host check of the shape only (no
+// device read), so it costs nothing and holds inside a graph capture.
+void check_logits(const Tensor& logits, Loss loss) {
+  const bool one_column = logits.dim() == 2 && logits.size(1) == 1;
+  const bool binary = loss == Loss::BinaryCrossEntropyWithLogits;
+  if (binary ? one_column : logits.dim() == 2 && !one_column) return;
+  throw Error(std::string("the loss is ") + loss_name(loss) + ", which needs logits of shape " +
+              (binary ? "[batch, 1]" : "[batch, classes >= 2]") + ", but the model gives " + logits.shape().str() +
+              (binary ? "; a model with several classes is trained with cross-entropy"
+                      : "; a binary classifier with one output column is trained with binary cross-entropy with "
+                        "logits") +
+              " (the loss comes from the model's recipe, models::Recipe::loss, through TrainerOptions::loss)");
 }
 
-Tensor loss_for(const Tensor& logits, const Tensor& targets) {
-  return is_binary(logits) ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
-                           : cross_entropy(logits, targets);
+Tensor targets_for(Loss loss, const Tensor& logits, const Tensor& labels) {
+  return loss == Loss::BinaryCrossEntropyWithLogits ? labels.to(logits.dtype()) : labels;
 }
 
-Tensor correct_for(const Tensor& logits, const Tensor& targets) {
-  return count_correct(is_binary(logits) ? logits.flatten(0) : logits, targets);
+Tensor loss_for(Loss loss, const Tensor& logits, const Tensor& targets) {
+  return loss == Loss::BinaryCrossEntropyWithLogits ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
+                                                    : cross_entropy(logits, targets);
+}
+
+Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
+  return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? logits.flatten(0) : logits, targets);
 }
 
 // The scalar accumulator t, made on first use and zeroed after (its address stays: graphs add into it).
@@ -164,8 +177,9 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     opt_.zero_grad();
     logits = model_(x);
     if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
-    y = targets_for(logits, y);
-    loss = loss_for(logits, y);
+    check_logits(logits, options_.loss);
+    y = targets_for(options_.loss, logits, y);
+    loss = loss_for(options_.loss, logits, y);
   }
   {
     instrument::NvtxRange r("backward");
@@ -184,7 +198,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
-  add_(correct_, correct_for(logits.detach(), y));
+  add_(correct_, correct_for(options_.loss, logits.detach(), y));
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
   // go, since they would only cost (the step is then float32's). The first step is eager, so no
@@ -401,7 +415,8 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   gather(data, idx, x, y);
   Tensor logits = model_(x);
   if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
-  add_(eval_correct_, correct_for(logits, targets_for(logits, y)));
+  check_logits(logits, options_.loss);
+  add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
 }
 
 double Trainer::evaluate(const TensorDataset& data, int64_t batch) {

@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "train/loss.h"
 #include "train/step_graph.h"
 
 namespace loupe::instrument { class EpochMonitor; }
@@ -83,6 +84,7 @@ const char* graph_mode_name(GraphMode m);
 std::string graph_unsupported(GraphMode m, Device d);
 
 struct TrainerOptions {
+  Loss loss = Loss::CrossEntropy;  // the model's, from its recipe; the logits' shape is checked against it
   // The arithmetic (core/precision.h); unset: the precision of the scope the trainer is made in.
   std::optional<Precision> precision;
   GraphMode graph = GraphMode::Auto;
