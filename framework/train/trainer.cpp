@@ -83,15 +83,24 @@ void gather(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) 
 }
 }  // namespace
 
+int64_t Trainer::epoch_steps(int64_t n, int64_t batch, int64_t max_steps) {
+  const int64_t total = (n + batch - 1) / batch;
+  return max_steps >= 0 ? std::min(total, max_steps) : total;
+}
+
+int64_t Trainer::epoch_steps(const loader::DataLoader& dl, int64_t max_steps) {
+  const int64_t total = dl.batches_per_epoch();
+  return max_steps >= 0 ? std::min(total, max_steps) : total;
+}
+
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps,
                                 bool cycle) {
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
-  int64_t total = (n + batch - 1) / batch, start = 0;
   LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
-  if (max_steps >= 0) total = cycle ? max_steps : std::min(total, max_steps);
+  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps), start = 0;
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
     if (start >= n && cycle) start = 0;
@@ -113,8 +122,7 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
   LOUPE_CHECK(dl.options().device == device_, "the loader delivers to ", dl.options().device.str(),
               " but the model is on ", device_.str());
   dl.start_epoch(epoch);
-  int64_t total = dl.batches_per_epoch();
-  if (max_steps >= 0) total = std::min(total, max_steps);
+  int64_t total = epoch_steps(dl, max_steps);
   loader::Batch batch;
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {

@@ -114,6 +114,11 @@ class Trainer {
   std::string step_mode() const;
   bool graphs_on() const { return graphs_; }
 
+  // The steps of one epoch: ceil(n / batch) over a resident data set, or the loader's batches per
+  // epoch; at most max_steps when max_steps >= 0 (train_epoch runs exactly this many).
+  static int64_t epoch_steps(int64_t n, int64_t batch, int64_t max_steps = -1);
+  static int64_t epoch_steps(const loader::DataLoader& dl, int64_t max_steps = -1);
+
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0. With `cycle` (benchmarks: a timed stretch longer than the
   // data set), it runs exactly max_steps steps, starting over in the same order at the end.
