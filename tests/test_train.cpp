@@ -624,3 +624,25 @@ TEST(Session, OwnsTheModelPolicy) {
   train::TensorDataset set{zeros(Shape{8, 400}, DType::f32), zeros(Shape{8}, DType::u8), 1.0};
   EXPECT_NO_THROW(text.trainer().train_epoch(set, 4, 1, 1));
 }
+
+// The command line is parsed once against what each subcommand takes (tools/options.h): an option
+// no subcommand knows is unknown (also as the last word, where it once "needed a value"), one that
+// another subcommand takes is refused by name, and a missing value is named.
+TEST(TrainCpu, CliChecksOptionsPerSubcommand) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"eval mnist_mlp --checkpoint /nonexistent/loupe.ckpt --epochs 3",
+       "loupe eval does not take --epochs (see loupe eval --help)"},
+      {"bench mnist_mlp --device cpu --prompt hello", "loupe bench does not take --prompt (see loupe bench --help)"},
+      {"train mnist_mlp --device cpu --bogus", "unknown option --bogus (see loupe train --help)"},
+      {"train mnist_mlp --device cpu --bogus 3", "unknown option --bogus (see loupe train --help)"},
+      {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe --help)"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto [rc, out] = run_cli(args);
+    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    EXPECT_EQ(out, "loupe: " + message + "\n") << args;
+  }
+  auto [rc, out] = run_cli("train --help");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("usage: loupe train MODEL [options]", 0), 0u) << out;
+}
