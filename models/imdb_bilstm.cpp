@@ -50,6 +50,7 @@ ModelInfo imdb_bilstm() {
   m.recipe.batch = 32;
   m.recipe.epochs = 4;
   m.recipe.dataset = "imdb";
+  m.recipe.loss = train::Loss::BinaryCrossEntropyWithLogits;
   m.vocab = 20000;
   // Keras counts 2,658,945: its LSTM has one bias vector per gate block, cuDNN's layout two.
   m.expected_parameters = 2659457;

@@ -34,6 +34,7 @@ ModelInfo imdb_fasttext() {
   m.recipe.batch = 32;
   m.recipe.epochs = 5;
   m.recipe.dataset = "imdb_bigrams";
+  m.recipe.loss = train::Loss::BinaryCrossEntropyWithLogits;
   m.vocab = 1200000;
   m.expected_parameters = 1200000 * 50 + 51;
   m.build_for = [](int64_t vocab) { return std::make_shared<FastText>(vocab, 50); };

@@ -7,6 +7,7 @@
 
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "train/loss.h"
 
 namespace loupe::models {
 
@@ -18,6 +19,9 @@ struct Recipe {
   double momentum = 0;                  // SGD
   double decay = 0;                     // Keras' lr decay: lr / (1 + decay * updates so far)
   bool augment = false;                 // the data set's training augmentation
+  // What the trainer minimises (train/loss.h): cross-entropy over the classes, or binary
+  // cross-entropy with logits for a model with one output column (Keras' Dense(1, sigmoid)).
+  train::Loss loss = train::Loss::CrossEntropy;
   int64_t batch = 128;
   int epochs = 10;
   // "mnist" (MNIST-format: MNIST or Fashion-MNIST), "cifar10", "imdb" (maxlen 100),

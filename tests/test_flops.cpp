@@ -7,6 +7,7 @@
 #include "instrument/peak.h"
 #include "loupe.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -29,10 +30,9 @@ double mnist_mlp_step_flops(double B) {
 
 // The library's count for one step at two batch sizes (an odd one too), each against the formula.
 TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
-  const auto& info = models::find_model("mnist_mlp");
-  auto model = info.build();
-  model->to(kCPU);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), 1e-3);
+  models::Session session(models::find_model("mnist_mlp"));
+  nn::Module* model = &session.model();
+  optim::Optimizer* opt = &session.optimizer();
   for (int64_t B : {int64_t(128), int64_t(37)}) {
     Tensor x = full(Shape{B, 28, 28}, 0.5);
     Tensor y = zeros(Shape{B}, DType::i32);
@@ -45,14 +45,10 @@ TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
 }
 
 TEST(Flops, EpochReportGivesFlopsPerSample) {
-  const auto& info = models::find_model("mnist_mlp");
-  manual_seed(1);
-  auto model = info.build();
-  model->to(kCPU);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), 1e-3);
+  models::Session session(models::find_model("mnist_mlp"));
   train::TensorDataset data{full(Shape{256, 28, 28}, 9, DType::u8), zeros(Shape{256}, DType::u8)};
   instrument::EpochMonitor mon(kCPU, {});
-  train::Trainer t(*model, *opt, kCPU);
+  train::Trainer& t = session.trainer();
   t.hooks.monitor = &mon;
   train::EpochStats st = t.train_epoch(data, 128, 1, 1);
   instrument::EpochReport r;

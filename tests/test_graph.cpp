@@ -12,6 +12,7 @@
 #include "loader/loader.h"
 #include "loupe.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -46,13 +47,13 @@ Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMo
   manual_seed(1);
   train::TensorDataset set, test;
   std::shared_ptr<loader::Dataset> host;
-  std::shared_ptr<nn::Module> model;
+  int64_t vocab = 0;
   const bool text = info.recipe.dataset.rfind("imdb", 0) == 0;  // imdb, imdb_bigrams
   if (text) {
     data::SyntheticSequences s = data::synthetic_sequences(data::SyntheticKind::Learnable, n, n_test, 100, 20000);
     set = {from_vector(s.train_x, Shape{n, 100}), from_vector(s.train_y, Shape{n}), 1.0};
     test = {from_vector(s.test_x, Shape{n_test, 100}), from_vector(s.test_y, Shape{n_test}), 1.0};
-    model = info.build_for(20000);
+    vocab = 20000;
   } else {
     Shape sample = name == "cifar10_cnn" ? Shape{3, 32, 32} : Shape{28, 28};
     data::SyntheticImages s = data::synthetic_images(data::SyntheticKind::Learnable, sample, n, n_test);
@@ -61,19 +62,20 @@ Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMo
     set = {from_vector(s.train_images, xs), from_vector(s.train_labels, Shape{n})};
     test = {from_vector(s.test_images, ts), from_vector(s.test_labels, Shape{n_test})};
     if (loader) host = std::make_shared<loader::ArrayDataset>(s.train_images, s.train_labels, sample);
-    model = info.build();
   }
   set = set.to(kCUDA);
   test = test.to(kCUDA);
-  model->to(kCUDA);
-  if (compute_dtype(prec) != DType::f32 && !text)
-    model->set_memory_format(MemoryFormat::ChannelsLast);  // as loupe train does
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  opt->set_decay(info.recipe.decay);
-  train::TrainerOptions o;
-  o.precision = prec;
-  o.graph = graph;
-  train::Trainer t(*model, *opt, kCUDA, o);
+  // The model on the device, channels-last in fp16/bf16 where it has convolutions (as loupe train),
+  // the recipe's optimizer and loss.
+  models::SessionOptions so;
+  so.device = kCUDA;
+  so.trainer.precision = prec;
+  so.trainer.graph = graph;
+  so.vocab = vocab;
+  models::Session session(info, so);
+  nn::Module* model = &session.model();
+  optim::Optimizer* opt = &session.optimizer();
+  train::Trainer& t = session.trainer();
   std::unique_ptr<loader::DataLoader> dl;
   if (loader) {
     loader::LoaderOptions lo;
@@ -174,12 +176,10 @@ TEST(GraphGpu, BiLstmWithAdamSameAsEager) {
 
 TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   REQUIRE_GPU();
-  const models::ModelInfo& info = models::find_model("mnist_mlp");
-  manual_seed(1);
-  auto model = info.build();
-  model->to(kCUDA);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, kCUDA);
+  models::SessionOptions so;
+  so.device = kCUDA;
+  models::Session session(models::find_model("mnist_mlp"), so);
+  train::Trainer& t = session.trainer();
   EXPECT_TRUE(t.graphs_on());
   EXPECT_NE(t.step_mode().find("CUDA graph from full batch 3"), std::string::npos) << t.step_mode();
   train::TensorDataset set{zeros(Shape{512, 28, 28}, DType::u8, kCUDA), zeros(Shape{512}, DType::u8, kCUDA)};
@@ -188,7 +188,7 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   EXPECT_NE(st.graph_event.find("CUDA graph captured at step 3"), std::string::npos) << st.graph_event;
   train::TrainerOptions off;
   off.graph = train::GraphMode::Off;
-  train::Trainer t2(*model, *opt, kCUDA, off);
+  train::Trainer t2(session.model(), session.optimizer(), kCUDA, off);
   EXPECT_EQ(t2.step_mode(), "eager: --graph off");
 }
 
@@ -199,14 +199,14 @@ TEST(GraphGpu, Fp16WithNothingIn16BitsDropsTheScaler) {
   REQUIRE_GPU();
   for (const char* name : {"imdb_fasttext", "mnist_mlp"}) {
     const models::ModelInfo& info = models::find_model(name);
-    manual_seed(1);
     const bool text = std::string(name) == "imdb_fasttext";
-    auto model = text ? info.build_for(1000) : info.build();
-    model->to(kCUDA);
-    auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-    train::TrainerOptions o;
-    o.precision = Precision::FP16;
-    train::Trainer t(*model, *opt, kCUDA, o);
+    models::SessionOptions so;
+    so.device = kCUDA;
+    so.trainer.precision = Precision::FP16;
+    so.vocab = text ? 1000 : 0;
+    models::Session session(info, so);
+    nn::Module* model = &session.model();
+    train::Trainer& t = session.trainer();
     train::TensorDataset set = text ? train::TensorDataset{ones(Shape{512, 40}, DType::f32, kCUDA),
                                                            zeros(Shape{512}, DType::u8, kCUDA), 1.0}
                                     : train::TensorDataset{zeros(Shape{512, 28, 28}, DType::u8, kCUDA),
@@ -227,17 +227,17 @@ TEST(GraphGpu, Fp16WithNothingIn16BitsDropsTheScaler) {
 
 TEST(GraphCpu, OnIsRefusedAndAutoIsEager) {
   const models::ModelInfo& info = models::find_model("mnist_mlp");
-  auto model = info.build();
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::TrainerOptions on;
-  on.graph = train::GraphMode::On;
+  models::SessionOptions on;
+  on.trainer.graph = train::GraphMode::On;
   try {
-    train::Trainer t(*model, *opt, kCPU, on);
+    models::Session refused(info, on);
+    refused.trainer();
     ADD_FAILURE() << "--graph on on the CPU must be refused";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA graphs are a GPU feature"), std::string::npos) << e.what();
   }
-  train::Trainer t(*model, *opt, kCPU);
+  models::Session session(info);
+  train::Trainer& t = session.trainer();
   EXPECT_FALSE(t.graphs_on());
   EXPECT_EQ(t.step_mode(), "eager: CUDA graphs are a GPU feature");
   train::TensorDataset set{zeros(Shape{20, 28, 28}, DType::u8), zeros(Shape{20}, DType::u8)};

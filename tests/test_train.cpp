@@ -21,6 +21,7 @@
 #include "loader/loader.h"
 #include "loupe.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "train/checkpoint.h"
 #include "loader/sampler.h"
 #include "train/trainer.h"
@@ -51,30 +52,34 @@ Sets load(Device d) {
 double one_epoch_accuracy(Device d, const std::string& ckpt) {
   Sets s = load(d);
   const models::ModelInfo& info = models::find_model("mnist_mlp");
-  manual_seed(1);
-  auto model = info.build();
+  models::SessionOptions so;
+  so.device = d;
+  models::Session session(info, so);
+  nn::Module* model = &session.model();
   EXPECT_EQ(model->num_parameters(), 669706);
-  model->to(d);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, d);
+  train::Trainer& t = session.trainer();
   train::EpochStats st = t.train_epoch(s.train, 128, 1, 1);
   EXPECT_EQ(st.samples, 60000);
   EXPECT_GT(st.train_acc, 0.7);
   double acc = t.evaluate(s.test);
   if (!ckpt.empty()) {
-    train::save_checkpoint(ckpt, *model, opt.get(), {"mnist_mlp", 1, 1, default_generator().offset});
-    // A fresh model with other weights, loaded from the file, evaluates identically.
-    manual_seed(77);
-    auto again = info.build();
-    again->to(d);
-    auto opt2 = models::make_optimizer(info.recipe, again->arena(), info.recipe.lr);
-    train::CheckpointMeta m = train::load_checkpoint(ckpt, *again, opt2.get(), "mnist_mlp");
+    session.save(ckpt, 1);
+    const uint64_t offset = default_generator().offset;
+    // A fresh model with other weights, resumed from the file, evaluates identically and goes on
+    // with the run's seed and random stream (dropout, shuffles) where they were.
+    so.seed = 77;
+    models::Session again(info, so);
+    EXPECT_EQ(again.seed(), 77u);
+    train::CheckpointMeta m = again.resume(ckpt);
     EXPECT_EQ(m.epoch, 1);
-    EXPECT_EQ(opt2->steps(), opt->steps());
-    train::Trainer t2(*again, *opt2, d);
-    EXPECT_EQ(t2.evaluate(s.test), acc);
-    EXPECT_EQ(again->arena().values().to_vector<float>(), model->arena().values().to_vector<float>());
-    EXPECT_THROW(train::load_checkpoint(ckpt, *again, nullptr, "mnist_cnn"), Error);
+    EXPECT_EQ(again.resumed_epochs(), 1);
+    EXPECT_EQ(again.seed(), 1u);
+    EXPECT_EQ(default_generator().seed, 1u);
+    EXPECT_EQ(default_generator().offset, offset);
+    EXPECT_EQ(again.optimizer().steps(), session.optimizer().steps());
+    EXPECT_EQ(again.trainer().evaluate(s.test), acc);
+    EXPECT_EQ(again.model().arena().values().to_vector<float>(), model->arena().values().to_vector<float>());
+    EXPECT_THROW(train::load_checkpoint(ckpt, again.model(), nullptr, "mnist_cnn"), Error);
   }
   return acc;
 }
@@ -108,14 +113,12 @@ TEST(Shuffle, OrderDependsOnlyOnSeedAndEpoch) {
 // Slow on the CPU (about a minute on two cores): CTest label `slow`.
 double cifar_learnable_accuracy(Device d) {
   data::SyntheticImages s = data::synthetic_images(data::SyntheticKind::Learnable, Shape{3, 32, 32}, 4000, 1000);
-  const models::ModelInfo& info = models::find_model("cifar10_cnn");
-  manual_seed(1);
-  auto model = info.build();
-  EXPECT_EQ(model->num_parameters(), 1250858);
-  model->to(d);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  opt->set_decay(info.recipe.decay);
-  train::Trainer t(*model, *opt, d);
+  models::SessionOptions so;
+  so.device = d;
+  models::Session session(models::find_model("cifar10_cnn"), so);
+  const models::ModelInfo& info = session.info();
+  EXPECT_EQ(session.model().num_parameters(), 1250858);
+  train::Trainer& t = session.trainer();
   loader::LoaderOptions lo;
   lo.batch = info.recipe.batch;
   lo.workers = 2;
@@ -148,12 +151,13 @@ TEST(TrainGpu, Cifar10CnnLearnsSyntheticClasses) {
 double sentiment_accuracy(const std::string& name, int64_t vocab, int maxlen, int epochs, Device d) {
   data::SyntheticSequences s =
       data::synthetic_sequences(data::SyntheticKind::Learnable, 1600, 400, maxlen, vocab);
-  const models::ModelInfo& info = models::find_model(name);
-  manual_seed(2);
-  auto model = info.build_for(vocab);
-  model->to(d);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, d);
+  models::SessionOptions so;
+  so.device = d;
+  so.seed = 2;
+  so.vocab = vocab;
+  models::Session session(models::find_model(name), so);  // the recipe's optimizer and loss
+  const models::ModelInfo& info = session.info();
+  train::Trainer& t = session.trainer();
   auto ids = [&](const std::vector<int32_t>& v, int64_t n) { return from_vector(v, Shape{n, int64_t(maxlen)}); };
   auto labels = [](const std::vector<uint8_t>& v) { return from_vector(v, Shape{int64_t(v.size())}); };
   train::TensorDataset train{ids(s.train_x, s.n_train), labels(s.train_y), 1.0};
@@ -394,17 +398,13 @@ TEST(TrainGpu, DivergenceStopsTheEpoch) {
 // overwritten is left as it was (a run at --lr 1e30 used to print "loss -nan" every epoch, exit 0
 // and save NaN checkpoints).
 TEST(TrainCpu, CliStopsADivergedRunAndKeepsTheCheckpoint) {
-  const models::ModelInfo& info = models::find_model("mnist_mlp");
-  manual_seed(1);
-  auto model = info.build();
-  model->to(kCPU);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
+  models::Session session(models::find_model("mnist_mlp"));
   {
     NoGradGuard g;
-    fill_(model->arena().values(), 3e38);  // finite, but any sum of two overflows
+    fill_(session.model().arena().values(), 3e38);  // finite, but any sum of two overflows
   }
   const std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_diverge.ckpt").string();
-  train::save_checkpoint(ck, *model, opt.get(), {"mnist_mlp", 1, 1, 0});
+  session.save(ck, 1);
   auto bytes = [&] {
     std::stringstream ss;
     ss << std::ifstream(ck, std::ios::binary).rdbuf();
@@ -531,19 +531,118 @@ TEST(TrainCpu, CtrlCStopsWithin2sWhileLoadingTrainingAndEvaluating) {
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the
 // steps asked for, starting over in the same order; without it, the data set's end ends it.
 TEST(TrainCpu, CycleRunsTheStepsAskedFor) {
-  manual_seed(3);
   train::TensorDataset set{from_vector(std::vector<float>(7840, 0.5f), Shape{10, 28, 28}), from_vector(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
                                                                  Shape{10})};
-  const models::ModelInfo& info = models::find_model("mnist_mlp");
-  auto model = info.build();
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, kCPU);
+  models::SessionOptions so;
+  so.seed = 3;
+  models::Session session(models::find_model("mnist_mlp"), so);
+  train::Trainer& t = session.trainer();
   train::EpochStats once = t.train_epoch(set, 4, 1, 1, 7);
   EXPECT_EQ(once.steps, 3);
   EXPECT_EQ(once.samples, 10);
   train::EpochStats cycled = t.train_epoch(set, 4, 1, 2, 7, true);
   EXPECT_EQ(cycled.steps, 7);
   EXPECT_EQ(cycled.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
-  EXPECT_EQ(opt->steps(), 10);
+  EXPECT_EQ(session.optimizer().steps(), 10);
   EXPECT_THROW(t.train_epoch(set, 4, 1, 3, -1, true), Error);
+}
+
+// The loss is the model's (its recipe's, through TrainerOptions::loss), not guessed from the
+// logits' shape (issue 17, item 3): a one-column model learns with the binary cross-entropy it is
+// given, and a loss that does not fit the logits is refused in one sentence naming both.
+TEST(TrainCpu, TrainerUsesTheLossItIsGiven) {
+  EXPECT_EQ(models::find_model("imdb_fasttext").recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_EQ(models::find_model("imdb_bilstm").recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_EQ(models::find_model("mnist_mlp").recipe.loss, train::Loss::CrossEntropy);
+  // Label 1 where the first feature is above 0.5: a linear classifier separates it.
+  std::vector<float> x(256 * 4);
+  std::vector<int32_t> y(256);
+  for (int i = 0; i < 256; ++i) {
+    for (int j = 0; j < 4; ++j) x[size_t(i * 4 + j)] = float((i * 37 + j * 11) % 64) / 64.0f;
+    y[size_t(i)] = x[size_t(i * 4)] > 0.5f;
+  }
+  train::TensorDataset set{from_vector(x, Shape{256, 4}), from_vector(y, Shape{256}), 1.0};
+  auto net = [](int64_t outputs) {
+    manual_seed(1);
+    auto m = std::make_shared<nn::Sequential>();
+    m->add("fc", std::make_shared<nn::Linear>(4, outputs));
+    return m;
+  };
+  auto run = [&](int64_t outputs, train::Loss loss, int epochs) {
+    auto m = net(outputs);
+    optim::Adam opt(m->arena(), 0.05, 0.9, 0.999, 1e-7);
+    train::TrainerOptions o;
+    o.loss = loss;
+    train::Trainer t(*m, opt, kCPU, o);
+    for (int e = 1; e <= epochs; ++e) t.train_epoch(set, 32, 1, e);
+    return t.evaluate(set);
+  };
+  EXPECT_GE(run(1, train::Loss::BinaryCrossEntropyWithLogits, 30), 0.9);
+  EXPECT_GE(run(2, train::Loss::CrossEntropy, 30), 0.9);
+  auto message = [&](int64_t outputs, train::Loss loss) {
+    try {
+      run(outputs, loss, 1);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string one_column_ce = message(1, train::Loss::CrossEntropy);
+  EXPECT_NE(one_column_ce.find("the loss is cross-entropy, which needs logits of shape [batch, classes >= 2], but the "
+                               "model gives [32, 1]"), std::string::npos) << one_column_ce;
+  EXPECT_NE(one_column_ce.find("binary cross-entropy with logits"), std::string::npos) << one_column_ce;
+  std::string two_columns_bce = message(2, train::Loss::BinaryCrossEntropyWithLogits);
+  EXPECT_NE(two_columns_bce.find("the loss is binary cross-entropy with logits, which needs logits of shape [batch, "
+                                 "1], but the model gives [32, 2]"), std::string::npos) << two_columns_bce;
+}
+
+// models::Session holds the policy the command and the tests share (issue 17, item 2): the
+// channels-last rule (convolutions only; asked for, or 16-bit), the recipe's optimizer, lr and
+// loss, and the model sized by its data.
+TEST(Session, OwnsTheModelPolicy) {
+  auto cnn = models::find_model("mnist_cnn").build(), mlp = models::find_model("mnist_mlp").build();
+  EXPECT_FALSE(models::wants_channels_last(*cnn, Precision::FP32, false));
+  EXPECT_TRUE(models::wants_channels_last(*cnn, Precision::FP32, true));
+  EXPECT_TRUE(models::wants_channels_last(*cnn, Precision::BF16, false));
+  EXPECT_FALSE(models::wants_channels_last(*mlp, Precision::FP16, true)) << "no convolution, no memory format";
+
+  models::SessionOptions so;
+  so.channels_last = true;
+  models::Session cnn_session(models::find_model("mnist_cnn"), so);
+  EXPECT_TRUE(cnn_session.channels_last());
+  EXPECT_EQ(cnn_session.lr(), models::find_model("mnist_cnn").recipe.lr);
+  EXPECT_EQ(cnn_session.optimizer().name(), "Adadelta");
+
+  so = {};
+  so.lr = 0.25;
+  so.vocab = 300;
+  models::Session text(models::find_model("imdb_fasttext"), so);
+  EXPECT_EQ(text.lr(), 0.25);
+  EXPECT_EQ(text.model().num_parameters(), 300 * 50 + 51) << "the embedding sized by the data";
+  EXPECT_FALSE(text.channels_last());
+  // The recipe's loss reaches the trainer: a [batch, 1] model trains without an error.
+  train::TensorDataset set{zeros(Shape{8, 400}, DType::f32), zeros(Shape{8}, DType::u8), 1.0};
+  EXPECT_NO_THROW(text.trainer().train_epoch(set, 4, 1, 1));
+}
+
+// The command line is parsed once against what each subcommand takes (tools/options.h): an option
+// no subcommand knows is unknown (also as the last word, where it once "needed a value"), one that
+// another subcommand takes is refused by name, and a missing value is named.
+TEST(TrainCpu, CliChecksOptionsPerSubcommand) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"eval mnist_mlp --checkpoint /nonexistent/loupe.ckpt --epochs 3",
+       "loupe eval does not take --epochs (see loupe eval --help)"},
+      {"bench mnist_mlp --device cpu --prompt hello", "loupe bench does not take --prompt (see loupe bench --help)"},
+      {"train mnist_mlp --device cpu --bogus", "unknown option --bogus (see loupe train --help)"},
+      {"train mnist_mlp --device cpu --bogus 3", "unknown option --bogus (see loupe train --help)"},
+      {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe --help)"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto [rc, out] = run_cli(args);
+    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    EXPECT_EQ(out, "loupe: " + message + "\n") << args;
+  }
+  auto [rc, out] = run_cli("train --help");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("usage: loupe train MODEL [options]", 0), 0u) << out;
 }

@@ -11,6 +11,7 @@
 #include "core/random.h"
 #include "instrument/monitor.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "tools/datasets.h"
 #include "train/trainer.h"
 #include "tools/cli_numbers.h"
@@ -112,18 +113,16 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
                                 Precision prec, double min_seconds) {
   const Device dev = o.device;
   const int64_t full = d.train.size() / batch;
-  manual_seed(o.seed);
-  auto model = info.build_for(info.vocab > 0 && d.vocab > 0 ? d.vocab : info.vocab);
-  model->to(dev);
-  // fp16/bf16: channels-last, as `loupe train` does (tensor-core convolutions want NHWC).
-  if (o.channels_last || compute_dtype(prec) != DType::f32) model->set_memory_format(MemoryFormat::ChannelsLast);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  opt->set_decay(info.recipe.decay);
-  train::TrainerOptions topt;
-  topt.precision = prec;
-  topt.graph = o.graph;
-  topt.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
-  train::Trainer trainer(*model, *opt, dev, topt);
+  models::SessionOptions so;
+  so.device = dev;
+  so.trainer.precision = prec;
+  so.trainer.graph = o.graph;
+  so.trainer.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
+  so.seed = o.seed;
+  so.vocab = d.vocab;
+  so.channels_last = o.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
+  models::Session session(info, so);
+  train::Trainer& trainer = session.trainer();
   train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
                            d.train.x_scale};
   trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth

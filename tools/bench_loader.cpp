@@ -7,10 +7,9 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
-#include "core/random.h"
 #include "data/idx.h"
 #include "loader/loader.h"
-#include "models/registry.h"
+#include "models/session.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -39,12 +38,10 @@ int main(int argc, char** argv) {
   lo.pin_memory = argc > 6 ? std::atoi(argv[6]) != 0 : true;
   lo.device = dev;
   loader::DataLoader dl(std::make_shared<loader::ArrayDataset>(m.train_images, m.train_labels, Shape{28, 28}), lo);
-  const auto& info = models::find_model("mnist_mlp");
-  manual_seed(1);
-  auto model = info.build();
-  model->to(dev);
-  auto opt = models::make_optimizer(info.recipe, model->arena(), info.recipe.lr);
-  train::Trainer t(*model, *opt, dev);
+  models::SessionOptions so;
+  so.device = dev;
+  models::Session session(models::find_model("mnist_mlp"), so);
+  train::Trainer& t = session.trainer();
   std::vector<double> res, lod;
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms both paths up
     double a = t.train_epoch(resident, batch, 1, r + 1).samples_per_sec();

@@ -75,8 +75,7 @@ Raw cifar10(const std::string& given) {
   if (dir.empty()) {
     auto found = data::find_default_cifar10_dir();
     if (!found)
-      throw Error("CIFAR-10 was not found (looked in $LOUPE_DATA/cifar10, ~/.cache/loupe/cifar10, data/cifar10).\n"
-                  "Fetch it with: data/fetch.sh cifar10   (or train on random data of its shape with --synthetic)");
+      throw Error(data::cifar10_not_found());
     dir = *found;
   }
   data::CifarData c = data::load_cifar10(dir);
@@ -171,9 +170,7 @@ Data imdb(const DataRequest& req, Device dev) {
   if (dir.empty()) {
     auto found = data::find_default_imdb_dir();
     if (!found)
-      throw Error("IMDb (aclImdb) was not found (looked in $LOUPE_DATA/imdb, ~/.cache/loupe/imdb, data/imdb).\n"
-                  "Fetch it with: data/fetch.sh imdb   (or train on data of its shape with --synthetic or "
-                  "--synthetic=learnable)");
+      throw Error(data::imdb_not_found());
     dir = *found;
   }
   data::ImdbSequences s = data::make_imdb_sequences(data::load_aclimdb(dir), num_words, maxlen, bigrams);

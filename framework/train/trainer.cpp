@@ -31,6 +31,10 @@ GraphMode parse_graph_mode(const std::string& s) {
   throw Error("--graph takes auto, on or off, got '" + s + "'");
 }
 
+const char* loss_name(Loss l) {
+  return l == Loss::BinaryCrossEntropyWithLogits ? "binary cross-entropy with logits" : "cross-entropy";
+}
+
 const char* graph_mode_name(GraphMode m) { return m == GraphMode::Auto ? "auto" : m == GraphMode::On ? "on" : "off"; }
 
 std::string graph_unsupported(GraphMode m, Device d) {
@@ -79,15 +83,24 @@ void gather(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) 
 }
 }  // namespace
 
+int64_t Trainer::epoch_steps(int64_t n, int64_t batch, int64_t max_steps) {
+  const int64_t total = (n + batch - 1) / batch;
+  return max_steps >= 0 ? std::min(total, max_steps) : total;
+}
+
+int64_t Trainer::epoch_steps(const loader::DataLoader& dl, int64_t max_steps) {
+  const int64_t total = dl.batches_per_epoch();
+  return max_steps >= 0 ? std::min(total, max_steps) : total;
+}
+
 EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps,
                                 bool cycle) {
   int64_t n = data.size();
   LOUPE_CHECK(n > 0 && batch > 0, "training needs a non-empty data set and a positive batch size");
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
-  int64_t total = (n + batch - 1) / batch, start = 0;
   LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
-  if (max_steps >= 0) total = cycle ? max_steps : std::min(total, max_steps);
+  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps), start = 0;
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
     if (start >= n && cycle) start = 0;
@@ -109,8 +122,7 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
   LOUPE_CHECK(dl.options().device == device_, "the loader delivers to ", dl.options().device.str(),
               " but the model is on ", device_.str());
   dl.start_epoch(epoch);
-  int64_t total = dl.batches_per_epoch();
-  if (max_steps >= 0) total = std::min(total, max_steps);
+  int64_t total = epoch_steps(dl, max_steps);
   loader::Batch batch;
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
@@ -130,22 +142,31 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
 }
 
 namespace {
-// One output column means a binary classifier (Keras' Dense(1, sigmoid) with binary cross-entropy):
-// the sigmoid is fused into the loss, and the int32 labels become 0/1 float targets (cast once a
-// step, for the loss and the count). More columns: softmax cross-entropy over the classes.
-bool is_binary(const Tensor& logits) { return logits.dim() == 2 && logits.size(1) == 1; }
-
-Tensor targets_for(const Tensor& logits, const Tensor& labels) {
-  return is_binary(logits) ? labels.to(logits.dtype()) : labels;
+// The logits' shape against the loss the trainer was given: a host check of the shape only (no
+// device read), so it costs nothing and holds inside a graph capture.
+void check_logits(const Tensor& logits, Loss loss) {
+  const bool one_column = logits.dim() == 2 && logits.size(1) == 1;
+  const bool binary = loss == Loss::BinaryCrossEntropyWithLogits;
+  if (binary ? one_column : logits.dim() == 2 && !one_column) return;
+  throw Error(std::string("the loss is ") + loss_name(loss) + ", which needs logits of shape " +
+              (binary ? "[batch, 1]" : "[batch, classes >= 2]") + ", but the model gives " + logits.shape().str() +
+              (binary ? "; a model with several classes is trained with cross-entropy"
+                      : "; a binary classifier with one output column is trained with binary cross-entropy with "
+                        "logits") +
+              " (the loss comes from the model's recipe, models::Recipe::loss, through TrainerOptions::loss)");
 }
 
-Tensor loss_for(const Tensor& logits, const Tensor& targets) {
-  return is_binary(logits) ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
-                           : cross_entropy(logits, targets);
+Tensor targets_for(Loss loss, const Tensor& logits, const Tensor& labels) {
+  return loss == Loss::BinaryCrossEntropyWithLogits ? labels.to(logits.dtype()) : labels;
 }
 
-Tensor correct_for(const Tensor& logits, const Tensor& targets) {
-  return count_correct(is_binary(logits) ? logits.flatten(0) : logits, targets);
+Tensor loss_for(Loss loss, const Tensor& logits, const Tensor& targets) {
+  return loss == Loss::BinaryCrossEntropyWithLogits ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
+                                                    : cross_entropy(logits, targets);
+}
+
+Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
+  return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? logits.flatten(0) : logits, targets);
 }
 
 // The scalar accumulator t, made on first use and zeroed after (its address stays: graphs add into it).
@@ -164,8 +185,9 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     opt_.zero_grad();
     logits = model_(x);
     if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
-    y = targets_for(logits, y);
-    loss = loss_for(logits, y);
+    check_logits(logits, options_.loss);
+    y = targets_for(options_.loss, logits, y);
+    loss = loss_for(options_.loss, logits, y);
   }
   {
     instrument::NvtxRange r("backward");
@@ -184,7 +206,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
-  add_(correct_, correct_for(logits.detach(), y));
+  add_(correct_, correct_for(options_.loss, logits.detach(), y));
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
   // go, since they would only cost (the step is then float32's). The first step is eager, so no
@@ -401,7 +423,8 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   gather(data, idx, x, y);
   Tensor logits = model_(x);
   if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
-  add_(eval_correct_, correct_for(logits, targets_for(logits, y)));
+  check_logits(logits, options_.loss);
+  add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
 }
 
 double Trainer::evaluate(const TensorDataset& data, int64_t batch) {

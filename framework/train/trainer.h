@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "train/loss.h"
 #include "train/step_graph.h"
 
 namespace loupe::instrument { class EpochMonitor; }
@@ -83,6 +84,7 @@ const char* graph_mode_name(GraphMode m);
 std::string graph_unsupported(GraphMode m, Device d);
 
 struct TrainerOptions {
+  Loss loss = Loss::CrossEntropy;  // the model's, from its recipe; the logits' shape is checked against it
   // The arithmetic (core/precision.h); unset: the precision of the scope the trainer is made in.
   std::optional<Precision> precision;
   GraphMode graph = GraphMode::Auto;
@@ -111,6 +113,11 @@ class Trainer {
   // How full batches run, for the run header: "CUDA graph from step N (...)" or "eager: why".
   std::string step_mode() const;
   bool graphs_on() const { return graphs_; }
+
+  // The steps of one epoch: ceil(n / batch) over a resident data set, or the loader's batches per
+  // epoch; at most max_steps when max_steps >= 0 (train_epoch runs exactly this many).
+  static int64_t epoch_steps(int64_t n, int64_t batch, int64_t max_steps = -1);
+  static int64_t epoch_steps(const loader::DataLoader& dl, int64_t max_steps = -1);
 
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
   // max_steps steps when max_steps >= 0. With `cycle` (benchmarks: a timed stretch longer than the

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""CTest function_length: no function in tools/*.cpp is longer than 80 lines (issue 17, item 2).
+
+A function's length is counted from the line of its body's opening brace to the line of its
+closing brace. The scan is a brace-depth counter over the source with comments, string literals
+(raw ones included) and character literals blanked out: a brace opened where every enclosing
+brace is a namespace, class, struct, union or extern block, after a header with a parenthesis
+and no `=` before it, opens a function body; lambdas and blocks inside it belong to it.
+
+Usage: check_function_length.py SOURCE_DIR [LIMIT]
+Prints FILE:LINE: NAME is N lines (limit LIMIT) for each function over the limit and exits 1.
+"""
+import glob
+import os
+import re
+import sys
+
+
+def blank(text):
+    """The text with comments, strings and character literals replaced by spaces (newlines kept)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            k = text.find("(", i + 2)
+            delim = text[i + 2:k]
+            j = text.find(")" + delim + '"', k)
+            j = n if j < 0 else j + len(delim) + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c == '"' or (c == "'" and not (i > 0 and text[i - 1].isalnum())):  # 1'000 is a digit separator
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            j = min(n, j + 1)
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+SCOPE = re.compile(r"\b(namespace|class|struct|union|enum)\b|extern\s*$")
+
+
+def functions(text):
+    """(name, first line, last line) of each function body at namespace or class level."""
+    src = blank(text)
+    stack = []  # per open brace: (kind, line, name)
+    header_start = 0
+    line = 1
+    for i, c in enumerate(src):
+        if c == "\n":
+            line += 1
+        elif c in ";{}":
+            if c == "{":
+                header = src[header_start:i]
+                at_scope = all(kind == "scope" for kind, _, _ in stack)
+                if not at_scope:
+                    kind = "inner"
+                elif SCOPE.search(header) and "(" not in header.split("{")[0]:
+                    kind = "scope"
+                elif "(" in header and "=" not in header.split("(")[0]:
+                    kind = "function"
+                else:
+                    kind = "inner"
+                name = ""
+                if kind == "function":
+                    m = re.search(r"([~\w:]+)\s*\(", header)
+                    name = m.group(1) if m else "?"
+                stack.append((kind, line, name))
+            elif c == "}" and stack:
+                kind, first, name = stack.pop()
+                if kind == "function":
+                    yield name, first, line
+            header_start = i + 1
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    limit = int(sys.argv[2]) if len(sys.argv) > 2 else 80
+    bad = 0
+    files = sorted(glob.glob(os.path.join(src, "tools", "*.cpp")))
+    if not files:
+        print(f"no tools/*.cpp under {src}")
+        return 1
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for name, first, last in functions(text):
+            length = last - first + 1
+            if length > limit:
+                print(f"{os.path.relpath(path, src)}:{first}: {name} is {length} lines (limit {limit}); split it")
+                bad += 1
+    if bad:
+        print(f"{bad} function(s) in tools/ over {limit} lines")
+        return 1
+    print(f"every function in tools/*.cpp ({len(files)} files) is at most {limit} lines")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

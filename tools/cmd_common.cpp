@@ -1,0 +1,86 @@
+// What the subcommands share: the device, the data request, the trainer's options, reports, plots.
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/knobs.h"
+#include "core/thread_pool.h"
+#include "instrument/report_io.h"
+#include "ops/gemm_cpu.h"
+#include "tools/commands.h"
+
+namespace loupe::tools {
+
+Device pick_device(const Options& o) {
+  if (o.device.empty()) {
+    if (cuda_available()) return kCUDA;
+    std::printf("%s: running on the CPU (--device cpu)\n",
+                cuda_runtime() ? "no CUDA GPU is visible" : "this loupe was built without CUDA");
+    return kCPU;
+  }
+  Device dev = parse_device(o.device);
+  if (dev.is_cuda() && !cuda_runtime())
+    throw Error("--device cuda: this loupe was built without CUDA; rebuild with the CUDA Toolkit and cuDNN, or use --device cpu");
+  if (dev.is_cuda() && !cuda_available())
+    throw Error("--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or use --device cpu");
+  return dev;
+}
+
+DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident) {
+  DataRequest r{info.recipe.dataset, o.data, o.synthetic};
+  r.synthetic_kind = o.synthetic_kind;
+  r.augment = augment;
+  r.resident = resident;
+  return r;
+}
+
+train::TrainerOptions trainer_options(const Options& o, Device dev) {
+  train::TrainerOptions t;
+  if (std::string why = precision_unsupported(o.precision, dev); !why.empty()) throw Error(why);
+  t.precision = o.precision;
+  t.graph = o.graph;
+  if (std::string why = train::graph_unsupported(t.graph, dev); !why.empty()) throw Error(why);  // before loading data
+  return t;
+}
+
+std::string fmt_g(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+
+std::string device_description(Device d) {
+  if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
+  return "cpu (" + std::to_string(num_threads()) + " threads, GEMM: " + cpu::gemm_backend_name() + ")";
+}
+
+void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {
+  if (!json.empty()) {
+    instrument::JsonlWriter w(json);
+    for (const auto& r : rs) w.write(r);
+    std::printf("wrote %s (JSON Lines, one record per row)\n", json.c_str());
+  }
+  if (!csv.empty()) {
+    instrument::CsvWriter w(csv);
+    for (const auto& r : rs) w.write(r);
+    std::printf("wrote %s\n", csv.c_str());
+  }
+}
+
+// A plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
+// matplotlib: Debian's /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
+int plot(const std::string& name, const std::string& csv, const std::string& png) {
+  std::string script = knobs::text("LOUPE_TOOLS_DIR").value_or(LOUPE_TOOLS_DIR) + "/" + name;
+  std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
+                                                                                                    : "python3";
+  std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";
+  std::fflush(stdout);  // our lines first, then the script's
+  int rc = std::system(cmd.c_str());
+  if (rc != 0)
+    std::printf("plot not written: `%s` failed; it needs matplotlib (apt-get install python3-matplotlib, which "
+                "tools/setup.sh installs); the table is in %s\n", cmd.c_str(), csv.c_str());
+  return rc == 0 ? 0 : 1;
+}
+
+}  // namespace loupe::tools

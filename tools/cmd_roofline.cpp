@@ -1,0 +1,77 @@
+// loupe roofline: the matrix-vector roofline study (instrument/roofline.h), as a table, a CSV and a plot.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "instrument/peak.h"
+#include "instrument/roofline.h"
+#include "tools/commands.h"
+
+namespace loupe::tools {
+
+namespace {
+// The devices' yardsticks, once each.
+void print_yardsticks(const std::vector<instrument::GemvRow>& rows) {
+  std::vector<std::string> seen;
+  for (const auto& r : rows) {
+    if (std::find(seen.begin(), seen.end(), r.device_name) != seen.end()) continue;
+    seen.push_back(r.device_name);
+    if (r.peak_gflops || r.impl.rfind("cpu", 0) != 0)
+      std::printf("%s: copy bandwidth %.0f GB/s (read + write)", r.device_name.c_str(), r.bandwidth_bytes_per_s / 1e9);
+    else
+      std::printf("%s: read bandwidth %.0f GB/s (a sum over 512 MiB)", r.device_name.c_str(), r.bandwidth_bytes_per_s / 1e9);
+    if (r.peak_gflops) {
+      std::printf(", fp32 peak %.1f TFLOP/s (FMA loop)", *r.peak_gflops / 1e3);
+      if (auto sheet = instrument::datasheet_peak(r.device_name, "fp32"))
+        std::printf("; %s %.1f TFLOP/s", sheet->source.c_str(), sheet->tflops);
+    }
+    std::printf("\n");
+  }
+}
+
+// One line per implementation and size.
+void print_table(const std::vector<instrument::GemvRow>& rows) {
+  std::printf("%-13s %6s %10s %9s %9s %9s %10s\n", "impl", "n", "GFLOP/s", "GB/s", "roofline", "of peak",
+              "rel error");
+  for (const auto& r : rows)
+    std::printf("%-13s %6lld %10.1f %9.1f %8.1f%% %9s %10.1e\n", r.impl.c_str(), (long long)r.n, r.gflops,
+                r.bytes_per_s / 1e9, 100 * r.roofline_fraction,
+                r.peak_gflops ? (std::to_string(int(std::round(1000 * r.gflops / *r.peak_gflops)) / 10.0).substr(0, 4) + "%").c_str()
+                              : "n/a",
+                r.max_rel_error);
+}
+
+void write_csv(const std::vector<instrument::GemvRow>& rows, const std::string& csv) {
+  FILE* f = std::fopen(csv.c_str(), "w");
+  if (!f) throw Error("cannot write " + csv);
+  std::fprintf(f, "device_name,impl,n,seconds,gflops,bytes_per_s,roofline_fraction,bandwidth_bytes_per_s,peak_gflops,"
+                  "max_rel_error\n");
+  for (const auto& r : rows) {
+    std::fprintf(f, "%s,%s,%lld,%.9g,%.9g,%.9g,%.9g,%.9g,", r.device_name.c_str(), r.impl.c_str(), (long long)r.n,
+                 r.seconds, r.gflops, r.bytes_per_s, r.roofline_fraction, r.bandwidth_bytes_per_s);
+    if (r.peak_gflops) std::fprintf(f, "%.9g", *r.peak_gflops);
+    std::fprintf(f, ",%.3g\n", r.max_rel_error);
+  }
+  std::fclose(f);
+}
+}  // namespace
+
+int cmd_roofline(const Options& o) {
+  instrument::RooflineOptions ro;
+  if (o.has("sizes")) ro.sizes = o.sizes;
+  ro.min_seconds = o.min_seconds.value_or(ro.min_seconds);
+  ro.gpu = o.device.empty() ? cuda_available() : pick_device(o).is_cuda();
+  auto rows = instrument::run_roofline(ro);
+  print_yardsticks(rows);
+  print_table(rows);
+  std::string csv = o.has("csv") ? o.csv : "roofline.csv", png = o.has("png") ? o.png : "roofline.png";
+  write_csv(rows, csv);
+  std::printf("table in %s\n", csv.c_str());
+  return plot("plot_roofline.py", csv, png);
+}
+
+}  // namespace loupe::tools

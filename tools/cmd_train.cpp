@@ -1,0 +1,284 @@
+// loupe train: a reference model with its recipe (the command line overrides it), one report per
+// epoch, checkpoints, resume, Ctrl-C and divergence handled. The model, its memory format, the
+// optimizer and what a resume restores are models/session.h's; the trace window is
+// train/trace_window.h's.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "instrument/advice.h"
+#include "instrument/monitor.h"
+#include "instrument/nvtx.h"
+#include "instrument/report_io.h"
+#include "loader/loader.h"
+#include "models/session.h"
+#include "tools/bench.h"
+#include "tools/commands.h"
+#include "tools/interrupt.h"
+#include "train/checkpoint_file.h"
+#include "train/trace_window.h"
+
+namespace loupe::tools {
+
+namespace {
+
+// A run whose loss became NaN or infinite stops with this status (1 is an error, 130 Ctrl-C).
+constexpr int kExitDiverged = 3;
+
+// What one `loupe train` holds from its start to its end.
+struct Run {
+  const Options& o;
+  const models::ModelInfo& info;
+  int epochs = 0;
+  int64_t batch = 0;
+  Device dev = kCPU;
+  train::TrainerOptions topt;
+  Data data;
+  std::unique_ptr<loader::DataLoader> dl;  // none when the training set is resident
+  std::string pipeline;
+  std::unique_ptr<models::Session> session;
+  const char* prec = "fp32";
+  int saved_epoch = 0;
+  double best = -1, last = -1;
+  int best_epoch = 0;
+
+  // The steps of one epoch, as the trainer runs them.
+  int64_t epoch_steps() const {
+    return dl ? train::Trainer::epoch_steps(*dl, o.max_steps)
+              : train::Trainer::epoch_steps(data.train.size(), batch, o.max_steps);
+  }
+};
+
+// Divergence, said once with what is kept and what to try.
+void report_divergence(const Run& run, const train::EpochStats& st, int epoch) {
+  const std::string& save = run.o.save;
+  const double lr = run.session->lr();
+  std::string kept;
+  if (!save.empty() && run.saved_epoch > 0)
+    kept = "the checkpoint " + save + " (epoch " + std::to_string(run.saved_epoch) + ") is kept as it was";
+  else if (!save.empty() && run.o.resume == save)
+    kept = "the checkpoint " + save + " (epoch " + std::to_string(run.session->resumed_epochs()) + ") is kept as it was";
+  else if (!save.empty())
+    kept = "nothing was written to " + save;
+  else
+    kept = "no checkpoint was asked for (--save)";
+  std::fprintf(stderr,
+               "loupe: training diverged in epoch %d: the loss became NaN or infinite by step %lld, so the run "
+               "stopped there; %s. To try:\n"
+               "  - a lower learning rate: --lr %s (a tenth of this run's %s; the recipe's is %s)\n",
+               epoch, (long long)st.diverged_step, kept.c_str(), fmt_g(lr / 10).c_str(), fmt_g(lr).c_str(),
+               fmt_g(run.info.recipe.lr).c_str());
+  if (std::string(run.prec) == "fp16")
+    std::fprintf(stderr, "  - float16 overflows above 65504 in the forward pass, which loss scaling cannot help: "
+                         "--precision bf16 (float32's range) or fp32\n");
+  std::fprintf(stderr, "  - a NaN or infinite value in the input data does the same: check the data set\n");
+}
+
+// The data set and, unless it is resident, the loader that feeds it.
+void load_input(Run& run) {
+  const Options& o = run.o;
+  run.data = load_data(data_request(o, run.info, run.info.recipe.augment, o.resident), run.dev);
+  run.pipeline = "whole training set resident on " + run.dev.str() + ", batches gathered by index";
+  if (o.resident) return;
+  loader::LoaderOptions lo;
+  lo.batch = run.batch;
+  lo.workers = o.workers;
+  lo.prefetch = o.prefetch;
+  lo.pin_memory = o.pin_memory;
+  lo.drop_last = o.drop_last;
+  lo.seed = o.seed;
+  lo.device = run.dev;
+  run.dl = std::make_unique<loader::DataLoader>(run.data.host, lo);
+  run.pipeline = "loader: " + std::to_string(lo.workers) + " workers, prefetch " + std::to_string(lo.prefetch) +
+                 (run.dev.is_cuda() ? (lo.pin_memory ? ", pinned host slots" : ", pageable host slots") : "") +
+                 (lo.drop_last ? ", drop-last" : "");
+}
+
+// The model on the device with its optimizer, continued from --resume when given.
+void make_session(Run& run) {
+  models::SessionOptions so;
+  so.device = run.dev;
+  so.trainer = run.topt;
+  so.lr = run.o.lr.value_or(0);
+  so.seed = run.o.seed;
+  so.vocab = run.data.vocab;
+  so.channels_last = run.o.channels_last;
+  run.session = std::make_unique<models::Session>(run.info, so);
+  const std::string& resume = run.o.resume;
+  if (resume.empty()) return;
+  train::CheckpointMeta m = run.session->resume(resume);
+  if (m.epoch >= run.epochs)
+    throw Error("checkpoint '" + resume + "' has already completed " + std::to_string(m.epoch) + " of the " +
+                std::to_string(run.epochs) + " epochs asked for: nothing to resume (--epochs N with N > " +
+                std::to_string(m.epoch) + " trains further; loupe eval --checkpoint evaluates it)");
+  std::printf("resumed from %s after epoch %d\n", resume.c_str(), m.epoch);
+}
+
+void print_header(const Run& run) {
+  models::Session& s = *run.session;
+  optim::Optimizer& opt = s.optimizer();
+  std::printf("model   %s: %s, %lld parameters\n", run.info.name.c_str(), run.info.description.c_str(),
+              (long long)s.model().num_parameters());
+  std::printf("device  %s\n", device_description(run.dev).c_str());
+  std::printf("data    %s\n", run.data.description.c_str());
+  std::printf("input   %s\n", run.pipeline.c_str());
+  std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt.name().c_str(), s.lr(),
+              opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
+              run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
+}
+
+instrument::MonitorOptions monitor_options(const Run& run) {
+  instrument::MonitorOptions m;
+  m.nvml = run.o.nvml;
+  m.busy = run.o.busy;
+  m.precision = run.prec;
+  m.price_per_hour = run.o.price_per_hour;
+  return m;
+}
+
+instrument::AdviceInputs advice_inputs(const Run& run) {
+  instrument::AdviceInputs adv;
+  adv.cuda = run.dev.is_cuda();
+  adv.tensor_cores = run.dev.is_cuda() && cuda_runtime()->compute_capability() >= 70;  // Volta and later
+  adv.precision = run.prec;
+  adv.batch = run.batch;
+  return adv;
+}
+
+// The epochs' reports, printed and written to --metrics and --csv.
+struct Reporting {
+  instrument::EpochMonitor monitor;
+  instrument::AdviceInputs adv;
+  std::unique_ptr<instrument::JsonlWriter> jsonl;
+  std::unique_ptr<instrument::CsvWriter> csv;
+  bool tty = false;
+  explicit Reporting(const Run& run) : monitor(run.dev, monitor_options(run)), adv(advice_inputs(run)) {
+    if (run.o.has("metrics")) jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics);
+    if (run.o.has("csv")) csv = std::make_unique<instrument::CsvWriter>(run.o.csv);
+    tty = !run.o.plain && instrument::ProgressBar::stdout_is_tty();
+  }
+};
+
+// One epoch's training, with the progress bar where it is drawn.
+train::EpochStats train_one_epoch(Run& run, Reporting& rep, int e) {
+  train::Trainer& trainer = run.session->trainer();
+  instrument::ProgressBar bar(e, run.epochs, run.epoch_steps(), rep.tty);
+  double te = train::now_seconds();
+  // The bar only where it is drawn: otherwise the step has no per-step host work for it at all.
+  if (rep.tty)
+    trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples, std::optional<double> loss) {
+      bar.update(step, train::now_seconds() - te, samples, loss);
+    };
+  train::EpochStats st = run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps)
+                                : trainer.train_epoch(run.data.train, run.batch, run.session->seed(), e,
+                                                      run.o.max_steps);
+  bar.finish();
+  trainer.hooks.on_step = nullptr;
+  return st;
+}
+
+// The epoch's report line (and records), and its checkpoint.
+void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
+  run.last = st.test_acc;
+  if (st.test_acc > run.best) { run.best = st.test_acc; run.best_epoch = e; }
+  instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
+  rep.monitor.fill(r);
+  r.advice = instrument::advise(r, rep.adv);
+  std::printf("%s\n", instrument::epoch_line(r).c_str());
+  std::fflush(stdout);
+  CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
+  if (rep.jsonl) rep.jsonl->write(r);
+  if (rep.csv) rep.csv->write(r);
+  if (!run.o.save.empty()) {
+    instrument::NvtxRange ck("checkpoint");
+    run.session->save(run.o.save, e);
+    run.saved_epoch = e;
+  }
+}
+
+// Epoch e: training, evaluation, report. Returns an exit status to stop with, or nothing to go on.
+std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
+  train::EpochStats st = train_one_epoch(run, rep, e);
+  if (st.interrupted) {
+    std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
+                e, (long long)st.steps);
+    if (run.dl) run.dl->stop();
+    return interrupt_exit_status();
+  }
+  if (st.diverged) {
+    if (run.dl) run.dl->stop();
+    report_divergence(run, st, e);
+    return kExitDiverged;
+  }
+  if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
+  if (!st.precision_event.empty()) std::printf("precision %s\n", st.precision_event.c_str());
+  double t0 = train::now_seconds();
+  try {
+    st.test_acc = run.session->trainer().evaluate(run.data.test);
+  } catch (const train::Interrupted&) {
+    std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
+    if (run.dl) run.dl->stop();
+    return interrupt_exit_status();
+  }
+  st.eval_seconds = train::now_seconds() - t0;
+  finish_epoch(run, rep, st, e);
+  return std::nullopt;
+}
+
+// The trainer's hooks: the monitor, Ctrl-C, the profiled steps and the trace of them.
+void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& trace) {
+  train::Trainer& trainer = run.session->trainer();
+  trainer.hooks.monitor = &rep.monitor;
+  trainer.hooks.stop = &interrupt_requested();
+  if (run.o.profile_steps.first > 0) trainer.hooks.profile_steps = run.o.profile_steps;
+  if (!run.o.trace.empty()) {
+    trace.emplace(run.o.trace, rep.monitor, run.dev);
+    trace->attach(trainer);
+  }
+  run.session->continue_global_step(run.epoch_steps());
+}
+
+// Everything up to the first step: options against the model, the device, data, model, header.
+void prepare(Run& run) {
+  const Options& o = run.o;
+  if (o.threads) set_num_threads(*o.threads);
+  install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
+  run.epochs = o.epochs.value_or(run.info.recipe.epochs);
+  run.batch = o.batch.value_or(run.info.recipe.batch);
+  if (!o.save.empty()) check_checkpoint_destination(o.save);  // before any data is loaded or step run
+  run.dev = pick_device(o);
+  run.topt = trainer_options(o, run.dev);
+  run.prec = precision_name(*run.topt.precision);
+  load_input(run);
+  make_session(run);
+  print_header(run);
+}
+
+}  // namespace
+
+int cmd_train(const Options& o) {
+  if (o.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
+  Run run{o, models::find_model(o.model)};
+  prepare(run);
+  Reporting rep(run);
+  train::Trainer& trainer = run.session->trainer();
+  std::printf("step    %s\n", trainer.step_mode().c_str());
+  std::fflush(stdout);
+  std::optional<train::TraceWindow> trace;
+  attach_hooks(run, rep, trace);
+  double t_start = train::now_seconds();
+  for (int e = run.session->resumed_epochs() + 1; e <= run.epochs; ++e)
+    if (std::optional<int> status = run_epoch(run, rep, e)) return *status;
+  if (run.best >= 0)
+    std::printf("done in %.1f s: final test accuracy %.2f%%, best %.2f%% (epoch %d)%s\n",
+                train::now_seconds() - t_start, 100 * run.last, 100 * run.best, run.best_epoch,
+                o.save.empty() ? "" : ("; checkpoint in " + o.save).c_str());
+  return 0;
+}
+
+}  // namespace loupe::tools

@@ -1,0 +1,40 @@
+// The `loupe` subcommands, one file each (tools/cmd_*.cpp), and what they share. Each takes the
+// parsed command line (tools/options.h) and returns the process's exit status.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "instrument/report.h"
+#include "models/registry.h"
+#include "tools/datasets.h"
+#include "tools/options.h"
+#include "train/trainer.h"
+
+namespace loupe::tools {
+
+int cmd_train(const Options& o);      // tools/cmd_train.cpp
+int cmd_eval(const Options& o);       // tools/cmd_eval.cpp
+int cmd_generate(const Options& o);   // tools/cmd_generate.cpp
+int cmd_bench(const Options& o);      // tools/cmd_bench.cpp
+int cmd_sweep(const Options& o);      // tools/cmd_bench.cpp
+int cmd_roofline(const Options& o);   // tools/cmd_roofline.cpp
+int cmd_models(const Options& o);     // tools/cmd_misc.cpp
+int cmd_peak(const Options& o);       // tools/cmd_misc.cpp
+int cmd_copybench(const Options& o);  // tools/cmd_misc.cpp
+
+// Shared (tools/cmd_common.cpp).
+// --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and
+// this build or machine has none.
+Device pick_device(const Options& o);
+// The model's data set as --data and --synthetic ask for it.
+DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
+// --precision and --graph as the trainer takes them, checked against the device.
+train::TrainerOptions trainer_options(const Options& o, Device dev);
+std::string device_description(Device d);
+std::string fmt_g(double v);  // "%g"
+// Writes the rows as JSON Lines and CSV where a path is given, saying so.
+void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv);
+// Runs a plotting script from tools/ on a CSV; 0 when the PNG was written.
+int plot(const std::string& name, const std::string& csv, const std::string& png);
+
+}  // namespace loupe::tools

@@ -1,0 +1,236 @@
+#include "tools/options.h"
+
+#include <functional>
+#include <map>
+
+#include "core/error.h"
+#include "tools/bench.h"
+#include "tools/cli_numbers.h"
+
+namespace loupe::tools {
+
+const char* const kUsage = R"(loupe: train deep networks on the CPU and NVIDIA GPUs, and see how well the GPU was used.
+
+usage:
+  loupe train MODEL [options]     train a reference model (defaults from its recipe)
+  loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
+                                  test accuracy of a saved model
+  loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
+                [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
+                                  gives the characters; no prompt: a random 40-character window)
+  loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--min-seconds S]
+              [--rounds R] [--graph auto|on|off] [--json F] [--csv F]
+                                  time training steps per (model, batch, precision): samples/s,
+                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J;
+                                  at least N steps (100) and S seconds (GPU 2, CPU 0) each; R rounds
+                                  in turn, the fastest kept (the host's speed drifts)
+  loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,fp16] [--csv F] [--png F]
+                                  the same table for one model, written as CSV and plotted (PNG)
+  loupe models                    list the models and their recipes
+  loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
+  loupe roofline [--sizes 1024,2048,4096,8192,16384] [--device cpu] [--csv F] [--png F]
+                                  the matrix-vector roofline study: y = A x by cuBLAS sgemv, a naive
+                                  kernel, ours, and the CPU (one thread, all threads, the BLAS), in
+                                  GFLOP/s and as a fraction of the measured copy bandwidth; plotted
+  loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
+                                  loader slot of mnist_mlp's batch (default 128) and for 64 MiB
+  loupe --help | loupe train --help
+
+Run `loupe train --help` for the training options.
+)";
+
+const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
+
+options (defaults come from the model's recipe; `loupe models` lists them):
+  --device cpu|cuda   where to train (default: cuda when a GPU is present, else cpu)
+  --epochs N          number of epochs
+  --batch N           batch size
+  --lr X              learning rate
+  --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
+                      cifar-10-batches-bin for cifar10_cnn, or image folders DIR/train/<class>/
+                      and DIR/test/<class>/ (PNG, JPEG) for either. Default: the first found of
+                      $LOUPE_DATA/<set>, ~/.cache/loupe/<set>, ./data/<set> (and for MNIST then
+                      fashion-mnist and /usr/share/datasets/fashion-mnist)
+  --seed N            seed for the weights, dropout and shuffling (default 1)
+  --save PATH         write a checkpoint (model + optimizer) after every epoch
+  --resume PATH       continue training from a checkpoint
+  --max-steps N       stop each epoch after N steps (for quick checks)
+  --threads N         CPU threads for the CPU backend (default: all cores)
+
+input pipeline (default: the asynchronous loader, from host memory):
+  --workers N         loader threads collating batches (default 4)
+  --prefetch K        batches in flight: slots in the ring (default 4)
+  --pin-memory on|off page-locked host slots (default on; off shows what pinning buys)
+  --drop-last         drop the last incomplete batch of each epoch
+  --precision P       fp32 (default: IEEE float32, no tensor cores); GPU only: tf32 (GEMMs,
+                      convolutions and LSTMs on tensor cores with TF32 inputs, fp32 accumulation;
+                      PyTorch does this for convolutions and LSTMs by default), fp16 and bf16
+                      (mixed precision: 16-bit activations, fp32 master weights; fp16 with
+                      dynamic loss scaling)
+  --channels-last     convolutions in NHWC (channels-last) memory format: with tf32 on a GPU, cuDNN's
+                      tensor-core kernels then need no NCHW<->NHWC transposes
+  --graph auto|on|off the training step as one CUDA graph, replayed for every full batch (default
+                      auto: on the GPU when the step can be captured, else eager, saying why; on: a
+                      graph or an error; off: every kernel issued from the host). Evaluation too.
+  --resident          no loader: keep the whole training set on the device, gather by index
+  --synthetic[=KIND]  data of the model's shapes, generated once: random (the default; nothing to
+                      learn, for benchmarks) or learnable (classes a model can tell apart)
+
+instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
+  --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
+  --csv FILE          the same records as CSV
+  --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
+  --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
+  --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
+  --profile-steps A:B call cudaProfilerStart/Stop around global steps A..B (for nsys/ncu)
+  --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
+                      for the --profile-steps window (default steps 10:19)
+  --plain             no progress bar (it is also off when stdout is not a terminal)
+)";
+
+namespace {
+
+// Every numeric option and the values it takes (tools/cli_numbers.h parses them; a value outside
+// is refused before any data is loaded). The bounds are what the code can carry: counts that are
+// narrowed to int, sizes that are multiplied into allocations, threads that are started.
+constexpr int64_t kMaxSteps = 1000000000000;  // global step numbers (int64 counters)
+
+int64_t in(const std::string& v, const char* flag, int64_t lo, int64_t hi) { return parse_int(v, flag, lo, hi); }
+double above(const std::string& v, const char* flag, double lo, double hi) { return parse_double(v, flag, lo, hi); }
+
+bool is_list_command(const std::string& c) { return c == "bench" || c == "sweep"; }
+
+// --profile-steps A:B, 1 <= A <= B.
+std::pair<int64_t, int64_t> profile_window(const std::string& ps) {
+  size_t colon = ps.find(':');
+  if (colon == std::string::npos)
+    throw Error("--profile-steps needs A:B with 1 <= A <= B (global step numbers), got '" + ps + "'");
+  int64_t a = parse_int(ps.substr(0, colon), "--profile-steps A", 1, kMaxSteps);
+  return {a, parse_int(ps.substr(colon + 1), "--profile-steps B", a, kMaxSteps)};
+}
+
+using Setter = std::function<void(Options&, const std::string&)>;
+struct Spec {
+  bool flag;             // takes no value (--synthetic also takes one: --synthetic=KIND)
+  const char* commands;  // the subcommands that take it, space-separated
+  Setter set;
+};
+
+constexpr const char* kWhere = "train eval generate bench sweep peak roofline copybench";
+constexpr const char* kBench = "bench sweep";
+
+// Each option: whether it is a flag, who takes it, and how its value is parsed and stored.
+const std::map<std::string, Spec> kSpecs = {
+    {"device", {false, kWhere, [](Options& o, const std::string& v) { o.device = v; }}},
+    {"data", {false, "train eval generate", [](Options& o, const std::string& v) { o.data = v; }}},
+    {"synthetic", {true, "train eval generate", [](Options& o, const std::string& v) {
+       o.synthetic = true;
+       if (v != "1") o.synthetic_kind = data::parse_synthetic_kind(v);
+     }}},
+    {"precision", {false, "train eval generate bench sweep", [](Options& o, const std::string& v) {
+       if (!is_list_command(o.command)) {
+         o.precision = parse_precision(v);
+         return;
+       }
+       o.precisions = parse_list(v);
+       for (const std::string& p : o.precisions) parse_precision(p);  // unknown or unimplemented ones first
+     }}},
+    {"graph", {false, "train eval bench sweep", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
+    {"threads", {false, "train bench sweep", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
+    {"seed", {false, "train generate bench sweep", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
+    {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},
+    {"epochs", {false, "train", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
+    {"batch", {false, "train copybench bench sweep", [](Options& o, const std::string& v) {
+       if (is_list_command(o.command)) o.batches = parse_int_list(v, "--batch", 1, 1 << 20);
+       else o.batch = in(v, "--batch", 1, 1 << 20);
+     }}},
+    {"lr", {false, "train", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
+    {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
+    {"workers", {false, "train", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
+    {"prefetch", {false, "train", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
+    {"pin-memory", {false, "train", [](Options& o, const std::string& v) {
+       if (v != "on" && v != "off") throw Error("--pin-memory takes on or off, got '" + v + "'");
+       o.pin_memory = v == "on";
+     }}},
+    {"drop-last", {true, "train", [](Options& o, const std::string&) { o.drop_last = true; }}},
+    {"resident", {true, "train", [](Options& o, const std::string&) { o.resident = true; }}},
+    {"channels-last", {true, "train bench sweep", [](Options& o, const std::string&) { o.channels_last = true; }}},
+    {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
+    {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
+    {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
+    {"csv", {false, "train bench sweep roofline", [](Options& o, const std::string& v) { o.csv = v; }}},
+    {"json", {false, kBench, [](Options& o, const std::string& v) { o.json = v; }}},
+    {"png", {false, "sweep roofline", [](Options& o, const std::string& v) { o.png = v; }}},
+    {"trace", {false, "train", [](Options& o, const std::string& v) { o.trace = v; }}},
+    {"profile-steps", {false, "train", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
+    {"price-per-hour", {false, "train", [](Options& o, const std::string& v) {
+       o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
+     }}},
+    {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
+    {"no-nvml", {true, "train bench sweep", [](Options& o, const std::string&) { o.nvml = false; }}},
+    {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
+    {"prompt", {false, "generate", [](Options& o, const std::string& v) { o.prompt = v; }}},
+    {"length", {false, "generate", [](Options& o, const std::string& v) { o.length = in(v, "--length", 1, 1000000); }}},
+    {"temperature", {false, "generate", [](Options& o, const std::string& v) {
+       o.temperature = above(v, "--temperature", 0, 1000);
+     }}},
+    {"steps", {false, kBench, [](Options& o, const std::string& v) { o.steps = in(v, "--steps", 1, 1000000); }}},
+    {"warmup", {false, kBench, [](Options& o, const std::string& v) { o.warmup = in(v, "--warmup", 0, 1000000); }}},
+    {"rounds", {false, kBench, [](Options& o, const std::string& v) { o.rounds = int(in(v, "--rounds", 1, 1000)); }}},
+    {"min-seconds", {false, "bench sweep roofline", [](Options& o, const std::string& v) {
+       o.min_seconds = above(v, "--min-seconds", 0, 3600);
+     }}},
+    {"sizes", {false, "roofline", [](Options& o, const std::string& v) {
+       o.sizes = parse_int_list(v, "--sizes", 1, 65536);  // instrument/roofline.cpp's bound
+     }}},
+};
+
+const std::set<std::string> kCommands{"train", "eval", "generate", "bench", "sweep", "models",
+                                      "peak", "roofline", "copybench", "help"};
+
+bool takes(const Spec& s, const std::string& command) {
+  const std::string list = std::string(" ") + s.commands + " ";
+  return list.find(" " + command + " ") != std::string::npos;
+}
+
+// One word of the command line that is not an option: the command, then the model.
+void positional(Options& o, const std::string& s) {
+  if (o.command.empty()) o.command = s;
+  else if (o.model.empty()) o.model = s;
+  else throw Error("unexpected argument '" + s + "' (see loupe --help)");
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "-h" || s == "--help") { o.help = true; continue; }
+    if (s.rfind("--", 0) != 0) { positional(o, s); continue; }
+    std::string key = s.substr(2), val = "1";
+    auto flag = kSpecs.find(key);
+    if (flag == kSpecs.end() || !flag->second.flag) {
+      size_t eq = key.find('=');
+      bool inline_value = eq != std::string::npos;
+      if (inline_value) val = key.substr(eq + 1), key = key.substr(0, eq);
+      if (!kSpecs.count(key)) throw Error("unknown option --" + key + " (see loupe " + o.command + " --help)");
+      if (!inline_value && i + 1 >= argc) throw Error("option --" + key + " needs a value (see loupe --help)");
+      if (!inline_value) val = argv[++i];
+    }
+    given.emplace_back(key, val);
+  }
+  if (o.help || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
+  for (const auto& [key, val] : given) {
+    const Spec& spec = kSpecs.at(key);
+    if (!takes(spec, o.command))
+      throw Error("loupe " + o.command + " does not take --" + key + " (see loupe " + o.command + " --help)");
+    spec.set(o, val);
+    o.given.insert(key);
+  }
+  if (!o.trace.empty() && !o.has("profile-steps")) o.profile_steps = profile_window("10:19");
+  return o;
+}
+
+}  // namespace loupe::tools

@@ -1,0 +1,71 @@
+// The `loupe` command line, parsed once into a typed config. Each subcommand declares the options
+// it takes (tools/options.cpp); an option no subcommand knows is "unknown", one another
+// subcommand takes is refused by name, and every number is checked against its range
+// (tools/cli_numbers.h) here, before any data is loaded.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/precision.h"
+#include "data/synthetic.h"
+#include "train/trainer.h"
+
+namespace loupe::tools {
+
+struct Options {
+  std::string command, model;  // model: the first word after the command (bench: a list)
+  bool help = false;
+  std::set<std::string> given;  // the options on the command line, by name
+  bool has(const std::string& name) const { return given.count(name) > 0; }
+
+  // Where and how (most subcommands).
+  std::string device;  // --device: "" = a GPU when present
+  std::string data;    // --data DIR or FILE
+  bool synthetic = false;
+  data::SyntheticKind synthetic_kind = data::SyntheticKind::Random;  // --synthetic[=KIND]
+  Precision precision = Precision::FP32;                         // --precision (train, eval, generate)
+  std::vector<std::string> precisions{"fp32"};                    // --precision LIST (bench, sweep)
+  train::GraphMode graph = train::GraphMode::Auto;
+  std::optional<int> threads;
+  uint64_t seed = 1;
+  std::string checkpoint;  // eval, generate
+
+  // train (unset: the model's recipe)
+  std::optional<int> epochs;
+  std::optional<int64_t> batch;  // also copybench
+  std::optional<double> lr;
+  int64_t max_steps = -1;
+  int workers = 4, prefetch = 4;
+  bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
+  std::string save, resume, metrics, csv, trace;
+  double price_per_hour = -1;                      // < 0: not given
+  std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
+  bool busy = false, nvml = true, plain = false;
+
+  // generate
+  std::optional<std::string> prompt;
+  int64_t length = 400;
+  double temperature = 0.5;
+
+  // bench, sweep, roofline
+  std::vector<int64_t> batches;  // --batch LIST (bench, sweep)
+  int64_t steps = 100, warmup = 10;
+  int rounds = 1;
+  std::optional<double> min_seconds;
+  std::string json, png;
+  std::vector<int64_t> sizes;  // roofline
+};
+
+// Throws a user-facing Error for an unknown option, an option the subcommand does not take, a
+// missing value, or a value out of range.
+Options parse_options(int argc, char** argv);
+
+// What `loupe --help` and `loupe train --help` print.
+extern const char* const kUsage;
+extern const char* const kTrainUsage;
+
+}  // namespace loupe::tools
