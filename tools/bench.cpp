@@ -11,9 +11,10 @@
 #include "core/random.h"
 #include "instrument/monitor.h"
 #include "models/registry.h"
+#include "ops/view.h"
+#include "tools/cli_numbers.h"
 #include "tools/datasets.h"
 #include "train/trainer.h"
-#include "tools/cli_numbers.h"
 
 namespace loupe::tools {
 
@@ -124,7 +125,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   topt.graph = o.graph;
   topt.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
   train::Trainer trainer(*model, *opt, dev, topt);
-  train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
+  train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
                            d.train.x_scale};
   trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
   int64_t steps = o.steps;

@@ -11,6 +11,7 @@
 #include "data/idx.h"
 #include "loader/loader.h"
 #include "models/registry.h"
+#include "ops/view.h"
 #include "train/trainer.h"
 
 using namespace loupe;

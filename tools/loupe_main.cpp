@@ -14,29 +14,30 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "core/philox.h"
 #include "core/precision.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "data/idx.h"
-#include "tools/bench.h"
-#include "tools/cli_numbers.h"
-#include "tools/datasets.h"
 #include "instrument/advice.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/chrome_trace.h"
 #include "instrument/monitor.h"
-#include "instrument/nvtx.h"
 #include "instrument/peak.h"
-#include "instrument/roofline.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
 #include "models/registry.h"
 #include "ops/gemm_cpu.h"
+#include "ops/view.h"
+#include "tools/bench.h"
+#include "tools/cli_numbers.h"
+#include "tools/datasets.h"
+#include "tools/interrupt.h"
+#include "tools/roofline/roofline.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
 #include "train/trainer.h"
-#include "tools/interrupt.h"
 
 using namespace loupe;
 
@@ -184,7 +185,7 @@ constexpr IntRange kIntRanges[] = {
     {"epochs", 1, 1000000},       {"batch", 1, 1 << 20},         {"seed", 0, INT64_MAX},
     {"max-steps", 1, kMaxSteps},  {"threads", 1, 1024},          {"workers", 1, 256},
     {"prefetch", 1, 64},          {"length", 1, 1000000},        {"steps", 1, 1000000},
-    {"warmup", 0, 1000000},       {"rounds", 1, 1000},           {"sizes", 1, 65536},  // instrument/roofline.cpp's bound
+    {"warmup", 0, 1000000},       {"rounds", 1, 1000},           {"sizes", 1, 65536},  // tools/roofline/roofline.cpp's bound
 };
 struct FloatRange {
   const char* key;
@@ -441,12 +442,12 @@ int cmd_train(const Args& a) {
       if (bt && dev.is_cuda()) cuda_runtime()->synchronize();
       trace_host_t0 = train::now_seconds();
       if (bt) trace_gpu_t0 = bt->now_ns();
-      instrument::host_trace_enable(true);
+      host_trace_enable(true);
       return;
     }
-    instrument::host_trace_enable(false);
+    host_trace_enable(false);
     std::vector<instrument::TraceEvent> ev;
-    for (const auto& r : instrument::host_trace_take())
+    for (const auto& r : host_trace_take())
       ev.push_back({r.name, "host", (r.begin - trace_host_t0) * 1e6, (std::max(r.end, r.begin) - r.begin) * 1e6, 1, 1, ""});
     if (bt) {
       if (dev.is_cuda()) cuda_runtime()->synchronize();  // once, at the window's end: its GPU work must finish
@@ -518,7 +519,7 @@ int cmd_train(const Args& a) {
     if (jsonl) jsonl->write(r);
     if (csv) csv->write(r);
     if (!save.empty()) {
-      instrument::NvtxRange ck("checkpoint");
+      NvtxRange ck("checkpoint");
       train::save_checkpoint(save, *model, opt.get(), {info.name, e, seed, default_generator().offset});
       saved_epoch = e;
     }
@@ -628,7 +629,7 @@ int cmd_generate(const Args& a) {
   for (int64_t i = 0; i < length; ++i) {
     size_t start = text.size() > 40 ? text.size() - 40 : 0;
     std::vector<float> window(text.begin() + long(start), text.end());
-    Tensor x = from_vector(window, Shape{1, int64_t(window.size())}).to(dev);
+    Tensor x = to(from_vector(window, Shape{1, int64_t(window.size())}), dev);
     std::vector<float> logits = (*model)(x).to_vector<float>();
     double mx = *std::max_element(logits.begin(), logits.end()), total = 0;
     std::vector<double> p(logits.size());
@@ -720,12 +721,12 @@ int cmd_sweep(const Args& a) {
 }
 
 int cmd_roofline(const Args& a) {
-  instrument::RooflineOptions o;
+  tools::RooflineOptions o;
   if (a.opts.count("sizes")) o.sizes = int_list_opt(a, "sizes");
   o.min_seconds = float_opt(a, "min-seconds", o.min_seconds);
   std::string d = str_opt(a, "device");
   o.gpu = d.empty() ? cuda_available() : pick_device(a).is_cuda();
-  auto rows = instrument::run_roofline(o);
+  auto rows = tools::run_roofline(o);
   // The devices' yardsticks (once each), then one line per implementation and size.
   std::vector<std::string> seen;
   for (const auto& r : rows) {
