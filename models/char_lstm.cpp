@@ -3,11 +3,12 @@
 // C, the number of distinct characters, comes from the corpus (57 in the Nietzsche text).
 // `loupe generate char_lstm` samples from a trained model.
 #include "core/error.h"
-#include "instrument/nvtx.h"
+#include "core/nvtx.h"
 #include "models/registry.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "ops/embedding.h"
+#include "ops/view.h"
 
 namespace loupe::models {
 
@@ -24,10 +25,10 @@ class CharModel : public nn::Module {
     Tensor x = one_hot(ids, chars_);  // [N, 40, C], no gradient
     LstmResult r;
     {
-      instrument::NvtxRange range(lstm_->range_name().c_str());
+      NvtxRange range(lstm_->range_name().c_str());
       r = lstm_->run(x);
     }
-    return (*fc_)(r.h.reshape(Shape{ids.size(0), 128}));  // h [1, N, 128]: the state after the last character
+    return (*fc_)(reshape(r.h, Shape{ids.size(0), 128}));  // h [1, N, 128]: the state after the last character
   }
   std::string type_name() const override { return "CharLstm(" + std::to_string(chars_) + " characters)"; }
 

@@ -2,10 +2,11 @@
 // (the final states of both directions concatenated, 128) -> Dropout .5 -> Dense 1 sigmoid (fused
 // into the binary cross-entropy); Adam lr 1e-3; batch 32; 4 epochs; reviews padded and truncated
 // at the front to 100 tokens over the 20,000 most frequent training words.
-#include "instrument/nvtx.h"
+#include "core/nvtx.h"
 #include "models/registry.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
+#include "ops/view.h"
 
 namespace loupe::models {
 
@@ -22,12 +23,12 @@ class BiLstmClassifier : public nn::Module {
     Tensor e = (*embedding_)(ids);
     LstmResult r;
     {
-      instrument::NvtxRange range(lstm_->range_name().c_str());
+      NvtxRange range(lstm_->range_name().c_str());
       r = lstm_->run(e);
     }
     // h [2, N, H]: the forward direction's state after the last step and the backward direction's
     // after the first, side by side as Keras' Bidirectional(merge_mode='concat') gives them.
-    Tensor last = r.h.transpose(0, 1).reshape(Shape{ids.size(0), 2 * hidden_});
+    Tensor last = reshape(transpose(r.h, 0, 1), Shape{ids.size(0), 2 * hidden_});
     return (*fc_)((*drop_)(last));
   }
   std::string type_name() const override { return "BiLstmClassifier"; }

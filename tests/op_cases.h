@@ -47,7 +47,7 @@ inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed)
         double sign = philox(seed, off + uint64_t(i), 9).v[1] & 1 ? 1.0 : -1.0;
         v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) : s.kind == Kind::Positive ? 0.5 + u : u;
       }
-      Tensor t = from_vector(v, s.shape).to(dt);
+      Tensor t = to(from_vector(v, s.shape), dt);
       if (s.kind != Kind::Targets01) t.requires_grad_(true);
       xs.push_back(t);
     }
@@ -91,18 +91,18 @@ inline std::vector<OpCase> op_cases() {
                [](V x) { return binary_cross_entropy_with_logits(x[0], x[1]); }});
   c.push_back({"matmul", {{{5, 7}}, {{7, 3}}}, [](V x) { return matmul(x[0], x[1]); }});
   c.push_back({"matmul_transposed_views", {{{7, 5}}, {{3, 7}}},
-               [](V x) { return matmul(x[0].t(), x[1].t()); }});
+               [](V x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }});
   c.push_back({"matmul_odd", {{{1, 13}}, {{13, 1}}}, [](V x) { return matmul(x[0], x[1]); }});
   c.push_back({"linear", {{{4, 6}}, {{3, 6}}, {{3}}}, [](V x) { return linear(x[0], x[1], x[2]); }});
-  c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return x[0].flatten(1) * x[0].flatten(1); }});
-  c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return x[0].t().contiguous() * 2.0; }});
-  c.push_back({"slice", {{{5, 4}}}, [](V x) { return x[0].slice(0, 1, 4) * x[0].slice(0, 2, 5); }});
-  // Strided copies (ops/copy_plan.h): rows, and at these sizes the general kernel (test_copy
+  c.push_back({"reshape_flatten", {{{2, 3, 4}}}, [](V x) { return flatten(x[0], 1) * flatten(x[0], 1); }});
+  c.push_back({"transpose_contiguous", {{{3, 4}}}, [](V x) { return contiguous(transpose(x[0], 0, 1)) * 2.0; }});
+  c.push_back({"slice", {{{5, 4}}}, [](V x) { return slice(x[0], 0, 1, 4) * slice(x[0], 0, 2, 5); }});
+  // Strided copies (core/copy_plan.h): rows, and at these sizes the general kernel (test_copy
   // runs the tiled transposes at theirs); their gradients are strided copies too.
-  c.push_back({"transpose_rows_contiguous", {{{3, 4, 5}}}, [](V x) { return x[0].transpose(0, 1).contiguous() * 2.0; }});
+  c.push_back({"transpose_rows_contiguous", {{{3, 4, 5}}}, [](V x) { return contiguous(transpose(x[0], 0, 1)) * 2.0; }});
   c.push_back({"transpose_5d_contiguous", {{{2, 3, 2, 4, 3}}},
-               [](V x) { return x[0].transpose(0, 3).transpose(1, 4).contiguous() * 2.0; }});
-  c.push_back({"slice_transpose_contiguous", {{{4, 7}}}, [](V x) { return x[0].slice(1, 1, 6).t().contiguous() * 2.0; }});
+               [](V x) { return contiguous(transpose(transpose(x[0], 0, 3), 1, 4)) * 2.0; }});
+  c.push_back({"slice_transpose_contiguous", {{{4, 7}}}, [](V x) { return contiguous(transpose(slice(x[0], 1, 1, 6), 0, 1)) * 2.0; }});
   // Embedding: int32 ids in [0, 6), more ids than rows so some repeat (their gradients add up);
   // E = 8 takes the float4 path on CUDA.
   c.push_back({"embedding_1d", {{{7}, Kind::Labels, 6}, {{6, 4}}}, [](V x) { return embedding(x[0], x[1]); }});
@@ -148,28 +148,28 @@ inline std::vector<OpCase> op_cases() {
   // a channels-last path (conv, bias_add, activations, pooling, dropout, the channel sum).
   const MemoryFormat CL = MemoryFormat::ChannelsLast;
   c.push_back({"conv2d_channels_last", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}}, [=](V x) {
-                 Conv2dParams p; p.pad_h = 1; return conv2d(x[0].contiguous(CL), x[1], p); }});
+                 Conv2dParams p; p.pad_h = 1; return conv2d(contiguous(x[0], CL), x[1], p); }});
   c.push_back({"conv2d_channels_last_one_channel", {{{2, 1, 5, 5}}, {{3, 1, 3, 3}}},
-               [=](V x) { return conv2d(x[0].contiguous(CL), x[1], Conv2dParams{}); }});
+               [=](V x) { return conv2d(contiguous(x[0], CL), x[1], Conv2dParams{}); }});
   c.push_back({"conv_bias_relu_pool_channels_last", {{{2, 3, 6, 6}}, {{4, 3, 3, 3}}, {{4}}}, [=](V x) {
                  Conv2dParams p; p.pad_h = p.pad_w = 1;
                  Pool2dParams q;
-                 return max_pool2d(relu(bias_add(conv2d(x[0].contiguous(CL), x[1], p), x[2])), q).flatten(1); }});
+                 return flatten(max_pool2d(relu(bias_add(conv2d(contiguous(x[0], CL), x[1], p), x[2])), q), 1); }});
   c.push_back({"max_pool2d_channels_last_overlap", {{{2, 3, 7, 5}}}, [=](V x) {
                  Pool2dParams q; q.kernel_h = q.kernel_w = 3; q.pad_h = q.pad_w = 1;
-                 return max_pool2d(x[0].contiguous(CL), q); }});
-  c.push_back({"avg_pool2d_channels_last", {{{2, 3, 4, 6}}}, [=](V x) { return avg_pool2d(x[0].contiguous(CL), Pool2dParams{}); }});
+                 return max_pool2d(contiguous(x[0], CL), q); }});
+  c.push_back({"avg_pool2d_channels_last", {{{2, 3, 4, 6}}}, [=](V x) { return avg_pool2d(contiguous(x[0], CL), Pool2dParams{}); }});
   c.push_back({"sigmoid_dropout_channels_last", {{{2, 4, 3, 3}}}, [=](V x) {
-                 manual_seed(42); return dropout(sigmoid(x[0].contiguous(CL)), 0.3, true); }});
+                 manual_seed(42); return dropout(sigmoid(contiguous(x[0], CL)), 0.3, true); }});
   c.push_back({"bias_add_channels_last_vec4", {{{2, 4, 3, 3}}, {{4}}},
-               [=](V x) { return bias_add(x[0].contiguous(CL), x[1]); }});
-  c.push_back({"sum_except_channels_last", {{{3, 4, 2, 5}}}, [=](V x) { return sum_except(x[0].contiguous(CL), 1); }});
+               [=](V x) { return bias_add(contiguous(x[0], CL), x[1]); }});
+  c.push_back({"sum_except_channels_last", {{{3, 4, 2, 5}}}, [=](V x) { return sum_except(contiguous(x[0], CL), 1); }});
   // The fused epilogue (ops/bias_act.h): [rows, C] with C a power of two (the bias gradient
   // reduced in its backward kernel), channels-last, NCHW and odd channel counts (sum_except).
   auto ba = [](std::optional<Act> act, double p, bool cl) {
     return [=](V x) {
       manual_seed(42);
-      return bias_act(cl ? x[0].contiguous(CL) : x[0], x.size() > 1 ? x[1] : Tensor(), act, p, true);
+      return bias_act(cl ? contiguous(x[0], CL) : x[0], x.size() > 1 ? x[1] : Tensor(), act, p, true);
     };
   };
   c.push_back({"bias_act_relu_dropout_rows", {{{8, 16}}, {{16}}}, ba(Act::Relu, 0.3, false)});
@@ -184,13 +184,13 @@ inline std::vector<OpCase> op_cases() {
     return [=](V x) {
       manual_seed(42);
       Pool2dParams q;
-      return max_pool2d(C_last ? x[0].contiguous(CL) : x[0], q, p, true);
+      return max_pool2d(C_last ? contiguous(x[0], CL) : x[0], q, p, true);
     };
   };
   c.push_back({"max_pool2d_dropout_channels_last", {{{2, 8, 6, 4}}}, pool_drop(1, 0.3)});
   c.push_back({"max_pool2d_channels_last_vec_odd_edge", {{{2, 8, 5, 7}}}, pool_drop(1, 0.0)});
   c.push_back({"max_pool2d_dropout_nchw", {{{2, 3, 4, 4}}}, pool_drop(0, 0.3)});
-  c.push_back({"channels_last_round_trip", {{{3, 5, 4, 3}}}, [=](V x) { return x[0].contiguous(CL).contiguous() * 2.0; }});
+  c.push_back({"channels_last_round_trip", {{{3, 5, 4, 3}}}, [=](V x) { return contiguous(contiguous(x[0], CL)) * 2.0; }});
   auto bn = [](V x) {
     int64_t C = x[0].size(1);
     // The running statistics in the parameters' dtype (float32 beside half activations).
@@ -202,7 +202,7 @@ inline std::vector<OpCase> op_cases() {
   c.push_back({"mlp_chain", {{{4, 6}}, {{5, 6}}, {{5}}, {{3, 5}}, {{4}, Kind::Labels, 3}},
                [](V x) {
                  Tensor h = relu(linear(x[0], x[1], x[2]));
-                 return cross_entropy(matmul(h, x[3].t()), x[4]);
+                 return cross_entropy(matmul(h, transpose(x[3], 0, 1)), x[4]);
                }});
   // LSTM: every output feeds the loss, so the gradient flows through y, h and c alike.
   auto lstm_case = [](LstmParams p) {

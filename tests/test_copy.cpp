@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/copy_plan.h"
 #include "loupe.h"
-#include "ops/copy_plan.h"
 
 using namespace loupe;
 using Path = CopyPlan::Path;
@@ -42,7 +42,7 @@ std::vector<int64_t> sizes(const CopyPlan& p) { return std::vector<int64_t>(p.si
 TEST(CopyPlan, BatchSequenceSwapIsRowsOf16Bytes) {
   // imdb_bilstm around cuDNN: [N, T, F] <-> [T, N, F] in half, rows of 128 * 2 bytes.
   Tensor x = empty(Shape{1024, 100, 128}, DType::f16);
-  CopyPlan p = plan_contiguous(x.transpose(0, 1));
+  CopyPlan p = plan_contiguous(transpose(x, 0, 1));
   EXPECT_EQ(p.path, Path::Rows);
   EXPECT_EQ(sizes(p), (std::vector<int64_t>{100, 1024, 128}));
   EXPECT_EQ(p.unit, 16);
@@ -51,26 +51,26 @@ TEST(CopyPlan, BatchSequenceSwapIsRowsOf16Bytes) {
 
 TEST(CopyPlan, RowUnitFollowsRowBytesAndAlignment) {
   // 57 halves = 114 bytes a row: 2-byte units.
-  CopyPlan odd = plan_contiguous(empty(Shape{1000, 40, 57}, DType::f16).transpose(0, 1));
+  CopyPlan odd = plan_contiguous(transpose(empty(Shape{1000, 40, 57}, DType::f16), 0, 1));
   EXPECT_EQ(odd.path, Path::Rows);
   EXPECT_EQ(odd.unit, 2);
   // 12 floats = 48 bytes: 16-byte units; 6 floats = 24 bytes: 8-byte units.
-  EXPECT_EQ(plan_contiguous(empty(Shape{8, 5, 12}).transpose(0, 1)).unit, 16);
-  EXPECT_EQ(plan_contiguous(empty(Shape{8, 5, 6}).transpose(0, 1)).unit, 8);
+  EXPECT_EQ(plan_contiguous(transpose(empty(Shape{8, 5, 12}), 0, 1)).unit, 16);
+  EXPECT_EQ(plan_contiguous(transpose(empty(Shape{8, 5, 6}), 0, 1)).unit, 8);
   // A view one element in: misaligned for any vector.
   Tensor base = empty(Shape{1 + 8 * 5 * 128}, DType::f16);
   Tensor x = as_strided(base, Shape{8, 5, 128}, Shape{640, 128, 1}, 1);
-  EXPECT_EQ(plan_contiguous(x.transpose(0, 1)).unit, 2);
+  EXPECT_EQ(plan_contiguous(transpose(x, 0, 1)).unit, 2);
   // A slice with gaps: rows of 128 floats, 200 apart; 16-byte aligned at column 4, not at 3.
   Tensor m = empty(Shape{64, 200});
-  CopyPlan a = plan_contiguous(m.slice(1, 4, 132)), b = plan_contiguous(m.slice(1, 3, 131));
+  CopyPlan a = plan_contiguous(slice(m, 1, 4, 132)), b = plan_contiguous(slice(m, 1, 3, 131));
   EXPECT_EQ(a.path, Path::Rows);
   EXPECT_EQ(sizes(a), (std::vector<int64_t>{64, 128}));
   EXPECT_EQ(a.unit, 16);
   EXPECT_EQ(b.unit, 4);
   // Elements of 8 bytes: 16-byte units hold two.
-  EXPECT_EQ(plan_contiguous(empty(Shape{4, 3, 2}, DType::f64).transpose(0, 1)).unit, 16);
-  EXPECT_EQ(plan_contiguous(empty(Shape{4, 3, 3}, DType::f64).transpose(0, 1)).unit, 8);
+  EXPECT_EQ(plan_contiguous(transpose(empty(Shape{4, 3, 2}, DType::f64), 0, 1)).unit, 16);
+  EXPECT_EQ(plan_contiguous(transpose(empty(Shape{4, 3, 3}, DType::f64), 0, 1)).unit, 8);
 }
 
 TEST(CopyPlan, ChannelsLastConversionsAreBatchedTransposes) {
@@ -93,7 +93,7 @@ TEST(CopyPlan, ChannelsLastConversionsAreBatchedTransposes) {
   EXPECT_EQ(plan_for(empty(filter.shape(), filter.dtype(), kCPU, MemoryFormat::ChannelsLast), filter).path,
             Path::General);
   // A plain 2-D transpose.
-  CopyPlan t = plan_contiguous(empty(Shape{300, 77}).t());
+  CopyPlan t = plan_contiguous(transpose(empty(Shape{300, 77}), 0, 1));
   EXPECT_EQ(t.path, Path::Transpose);
   EXPECT_EQ(t.src_inner, 0);
 }
@@ -164,7 +164,7 @@ Tensor random_bits(const Shape& s, DType t, uint64_t seed) {
 // The whole buffer under a dense tensor (contiguous or channels-last), brought to the host as it
 // lies: no strided copy on the way, so what is compared is what the kernel wrote.
 std::vector<uint8_t> raw_bytes(const Tensor& t) {
-  Tensor h = as_strided(t, Shape{t.numel()}, Shape{1}, t.impl()->offset).to(kCPU);
+  Tensor h = to(as_strided(t, Shape{t.numel()}, Shape{1}, t.impl()->offset), kCPU);
   std::vector<uint8_t> b(h.nbytes());
   std::memcpy(b.data(), h.data_ptr(), b.size());
   return b;
@@ -180,8 +180,8 @@ void expect_same_bytes(const std::vector<uint8_t>& a, const std::vector<uint8_t>
 // plan the GPU's copy ran (for the caller to check which kernel that was).
 CopyPlan expect_copy_exact(const Tensor& base, const std::function<Tensor(const Tensor&)>& view, const std::string& what,
                            MemoryFormat fmt = MemoryFormat::Contiguous) {
-  Tensor vc = view(base), vg = view(base.to(kCUDA));
-  Tensor oc = vc.contiguous(fmt), og = vg.contiguous(fmt);
+  Tensor vc = view(base), vg = view(to(base, kCUDA));
+  Tensor oc = contiguous(vc, fmt), og = contiguous(vg, fmt);
   EXPECT_FALSE(og.same(vg)) << what << ": no copy was made";
   EXPECT_EQ(oc.strides(), og.strides()) << what;
   expect_same_bytes(raw_bytes(oc), raw_bytes(og), what);
@@ -195,7 +195,7 @@ TEST(CudaCopy, BatchSequenceSwapsHalf) {
   // imdb_bilstm: [N, T, F] <-> [T, N, F] around cuDNN; char_lstm: [N, T, 57] and [N, T, 128].
   for (Shape s : {Shape{1024, 100, 128}, Shape{100, 1024, 128}, Shape{1024, 40, 128}, Shape{1000, 40, 57}}) {
     Tensor x = random_bits(s, DType::f16, uint64_t(s[2]));
-    CopyPlan p = expect_copy_exact(x, [](const Tensor& t) { return t.transpose(0, 1); }, "half " + s.str());
+    CopyPlan p = expect_copy_exact(x, [](const Tensor& t) { return transpose(t, 0, 1); }, "half " + s.str());
     EXPECT_EQ(p.path, CopyPlan::Path::Rows) << s.str();
     EXPECT_EQ(p.unit, s[2] == 57 ? 2 : 16) << s.str();
   }
@@ -210,7 +210,7 @@ TEST(CudaCopy, ChannelsLastRoundTrips) {
     Tensor x = random_bits(c.s, c.t, uint64_t(c.s[0]));
     std::string what = std::string(dtype_name(c.t)) + " " + c.s.str();
     CopyPlan to = expect_copy_exact(x, [](const Tensor& t) { return t; }, what + " to channels-last", CL);
-    CopyPlan back = expect_copy_exact(x, [](const Tensor& t) { return t.contiguous(CL); }, what + " from channels-last");
+    CopyPlan back = expect_copy_exact(x, [](const Tensor& t) { return contiguous(t, CL); }, what + " from channels-last");
     // Tiles where channels and pixels both fill half a tile; the general kernel where not.
     CopyPlan::Path want = std::min(c.s[1], c.s[2] * c.s[3]) >= 16 ? CopyPlan::Path::Transpose : CopyPlan::Path::General;
     EXPECT_EQ(to.path, want) << what;
@@ -224,8 +224,8 @@ TEST(CudaCopy, EveryElementSize) {
     std::string n = dtype_name(t);
     Tensor m = random_bits(Shape{300, 77}, t, 1), r = random_bits(Shape{33, 65, 7}, t, 2);
     Tensor c = random_bits(Shape{5, 20, 9, 11}, t, 3), g = random_bits(Shape{3, 4, 5, 6, 7, 2}, t, 4);
-    EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return x.t(); }, n + " 2-D transpose").path, CopyPlan::Path::Transpose);
-    EXPECT_EQ(expect_copy_exact(r, [](const Tensor& x) { return x.transpose(0, 1); }, n + " rows").path, CopyPlan::Path::Rows);
+    EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return transpose(x, 0, 1); }, n + " 2-D transpose").path, CopyPlan::Path::Transpose);
+    EXPECT_EQ(expect_copy_exact(r, [](const Tensor& x) { return transpose(x, 0, 1); }, n + " rows").path, CopyPlan::Path::Rows);
     EXPECT_EQ(expect_copy_exact(c, [](const Tensor& x) { return x; }, n + " to channels-last", CL).path,
               CopyPlan::Path::Transpose);
     // Every other element: no dimension of stride 1 in src.
@@ -238,21 +238,21 @@ TEST(CudaCopy, MisalignedGappedAndSizeOneViews) {
   REQUIRE_GPU();
   // One element in: no vector loads.
   Tensor h = random_bits(Shape{1 + 8 * 50 * 128}, DType::f16, 6);
-  auto shifted = [](const Tensor& b) { return as_strided(b, Shape{8, 50, 128}, Shape{6400, 128, 1}, 1).transpose(0, 1); };
+  auto shifted = [](const Tensor& b) { return transpose(as_strided(b, Shape{8, 50, 128}, Shape{6400, 128, 1}, 1), 0, 1); };
   EXPECT_EQ(expect_copy_exact(h, shifted, "half at an odd offset").unit, 2);
   // Slices with gaps between rows: aligned at column 4, not at 3.
   Tensor m = random_bits(Shape{640, 200}, DType::f32, 7);
-  EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return x.slice(1, 4, 132); }, "slice at 4").unit, 16);
-  EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return x.slice(1, 3, 131); }, "slice at 3").unit, 4);
+  EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return slice(x, 1, 4, 132); }, "slice at 4").unit, 16);
+  EXPECT_EQ(expect_copy_exact(m, [](const Tensor& x) { return slice(x, 1, 3, 131); }, "slice at 3").unit, 4);
   // Size-1 dimensions around a transpose.
   Tensor o = random_bits(Shape{37, 1, 64, 1}, DType::f32, 8);
-  EXPECT_EQ(expect_copy_exact(o, [](const Tensor& x) { return x.transpose(0, 2); }, "size-1 dims").path,
+  EXPECT_EQ(expect_copy_exact(o, [](const Tensor& x) { return transpose(x, 0, 2); }, "size-1 dims").path,
             CopyPlan::Path::Transpose);
   // Into a slice with gaps: the bytes between the rows must stay as they were.
   Tensor src = random_bits(Shape{300, 77}, DType::f16, 9), buf = random_bits(Shape{310, 90}, DType::f16, 10);
-  Tensor buf_g = buf.to(kCUDA);
-  copy_(buf.slice(0, 5, 305).slice(1, 6, 83), src.t().contiguous().t());
-  copy_(buf_g.slice(0, 5, 305).slice(1, 6, 83), src.to(kCUDA).t().contiguous().t());
+  Tensor buf_g = to(buf, kCUDA);
+  copy_(slice(slice(buf, 0, 5, 305), 1, 6, 83), transpose(contiguous(transpose(src, 0, 1)), 0, 1));
+  copy_(slice(slice(buf_g, 0, 5, 305), 1, 6, 83), transpose(contiguous(transpose(to(src, kCUDA), 0, 1)), 0, 1));
   expect_same_bytes(raw_bytes(buf), raw_bytes(buf_g), "into a slice");
 }
 
@@ -274,9 +274,9 @@ TEST(CudaCopy, PastTheGridLimits) {
   REQUIRE_GPU();
   // 18M rows of 2 bytes (more than 65535 blocks of 256 rows) and 70000 transposes in one batch.
   Tensor r = random_bits(Shape{2, 9000000, 2}, DType::u8, 13);
-  EXPECT_EQ(expect_copy_exact(r, [](const Tensor& x) { return x.transpose(0, 1); }, "many rows").path, CopyPlan::Path::Rows);
+  EXPECT_EQ(expect_copy_exact(r, [](const Tensor& x) { return transpose(x, 0, 1); }, "many rows").path, CopyPlan::Path::Rows);
   Tensor t = random_bits(Shape{70000, 16, 17}, DType::u8, 14);
-  EXPECT_EQ(expect_copy_exact(t, [](const Tensor& x) { return x.transpose(1, 2); }, "big batch").path,
+  EXPECT_EQ(expect_copy_exact(t, [](const Tensor& x) { return transpose(x, 1, 2); }, "big batch").path,
             CopyPlan::Path::Transpose);
 }
 

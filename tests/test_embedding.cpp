@@ -17,7 +17,7 @@ namespace {
 Tensor random_tensor(const Shape& s, uint64_t seed, DType dt = DType::f32) {
   std::vector<double> v(static_cast<size_t>(s.numel()));
   for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5;
-  return from_vector(v, s).to(dt);
+  return to(from_vector(v, s), dt);
 }
 
 // The message of the Error f throws ("" when it throws none).
@@ -40,12 +40,12 @@ TEST(Embedding, FloatIdsGiveTheSameRowsAndGradientsAsInt32) {
   Tensor gy = random_tensor(Shape{2, 3, 4}, 2, DType::f64);
   std::vector<double> ref_y, ref_g;
   for (DType t : {DType::i32, DType::f32, DType::f64}) {
-    Tensor w = w0.clone().detach();
+    Tensor w = clone(w0).detach();
     w.requires_grad_(true);
-    Tensor y = embedding(ii.to(t), w);
+    Tensor y = embedding(to(ii, t), w);
     ASSERT_EQ(y.shape(), (Shape{2, 3, 4}));
     EXPECT_EQ(y.dtype(), DType::f64);
-    y.backward(gy);
+    backward(y, gy);
     if (t == DType::i32) {
       ref_y = y.to_vector<double>();
       ref_g = w.grad().to_vector<double>();
@@ -90,7 +90,7 @@ TEST(OneHot, RowsOfAnIdentityWithoutOne) {
   Tensor y = one_hot(from_vector(ids, Shape{2, 3}), C);
   EXPECT_EQ(y.shape(), (Shape{2, 3, C}));
   EXPECT_EQ(y.to_vector<float>(), expect.to_vector<float>());
-  EXPECT_EQ(one_hot(from_vector(ids, Shape{6}).to(DType::f32), C, DType::f64).to_vector<double>(),
+  EXPECT_EQ(one_hot(to(from_vector(ids, Shape{6}), DType::f32), C, DType::f64).to_vector<double>(),
             expect.to_vector<double>());
   std::string m = error_of([&] { one_hot(from_vector(std::vector<int32_t>{1, 7}, Shape{2}), C); });
   EXPECT_NE(m.find("id 7 at position [1]"), std::string::npos) << m;
@@ -105,7 +105,7 @@ TEST(Embedding, RepeatedIdsAccumulateInTheGradient) {
     Tensor w = zeros(Shape{4, 2}, DType::f64);
     w.requires_grad_(true);
     Tensor y = embedding(from_vector(std::vector<int32_t>{0, 2, 0, 0, 3}, Shape{5}), w);
-    y.backward(from_vector(std::vector<double>{1, 2, 10, 20, 100, 200, 1000, 2000, 0.5, 0.25}, Shape{5, 2}));
+    backward(y, from_vector(std::vector<double>{1, 2, 10, 20, 100, 200, 1000, 2000, 0.5, 0.25}, Shape{5, 2}));
     // Row 0 collects positions 0, 2 and 3; row 1 none; row 2 position 1; row 3 position 4.
     std::vector<double> want{1 + 100 + 1000, 2 + 200 + 2000, 0, 0, 10, 20, 0.5, 0.25};
     EXPECT_EQ(w.grad().to_vector<double>(), want) << threads << " threads";
@@ -123,7 +123,7 @@ TEST(Embedding, GradientAddsIntoAnExistingGrad) {
   Tensor w = m.weight;
   ASSERT_TRUE(w.grad().defined()) << "a module parameter's .grad is its arena slice";
   fill_(w.grad(), 0.5);
-  m(ids).backward(gy);
+  backward(m(ids), gy);
   std::vector<float> want{101.5f, 202.5f, 0.5f, 0.5f, 10.5f, 20.5f, 0.5f, 0.5f};
   EXPECT_EQ(w.grad().to_vector<float>(), want);
   std::vector<float> arena = m.arena().grads().to_vector<float>();  // padded past the weight
@@ -140,32 +140,32 @@ TEST(Embedding, StridedGradientsGiveTheContiguousResult) {
   Tensor idt = from_vector(ids, Shape{N, T});
   Tensor w0 = random_tensor(Shape{6, E}, 42, DType::f64);
   auto grad_of = [&](const Tensor& gy) {
-    Tensor w = w0.clone().detach();
+    Tensor w = clone(w0).detach();
     w.requires_grad_(true);
-    embedding(idt, w).backward(gy);
+    backward(embedding(idt, w), gy);
     return w.grad().to_vector<double>();
   };
   Tensor g = random_tensor(Shape{N, 1, E}, 43, DType::f64);
   Tensor gtn = random_tensor(Shape{T, N, E}, 44, DType::f64), gen = random_tensor(Shape{E, N, T}, 45, DType::f64);
   std::vector<Tensor> views{
       g.expand(Shape{N, T, E}),              // stride 0 along T: read in place
-      gtn.transpose(0, 1),                   // [N, T, E] strides (E, N E, 1): read in place
-      gen.transpose(0, 2).transpose(0, 1)};  // columns not contiguous: copied
+      transpose(gtn, 0, 1),                   // [N, T, E] strides (E, N E, 1): read in place
+      transpose(transpose(gen, 0, 2), 0, 1)};  // columns not contiguous: copied
   for (size_t k = 0; k < views.size(); ++k) {
     ASSERT_FALSE(views[k].is_contiguous()) << k;
-    EXPECT_EQ(grad_of(views[k]), grad_of(views[k].contiguous())) << "layout " << k;
+    EXPECT_EQ(grad_of(views[k]), grad_of(contiguous(views[k]))) << "layout " << k;
   }
   // Three position dimensions that do not nest: copied, same result.
   Tensor ids3d = from_vector(std::vector<int32_t>(ids.begin(), ids.begin() + 12), Shape{2, 3, 2});
-  Tensor g4 = random_tensor(Shape{2, 2, 3, E}, 46, DType::f64).transpose(1, 2);  // [2, 3, 2, E]
-  Tensor w1 = w0.clone().detach().requires_grad_(true), w2 = w0.clone().detach().requires_grad_(true);
-  embedding(ids3d, w1).backward(g4);
-  embedding(ids3d, w2).backward(g4.contiguous());
+  Tensor g4 = transpose(random_tensor(Shape{2, 2, 3, E}, 46, DType::f64), 1, 2);  // [2, 3, 2, E]
+  Tensor w1 = clone(w0).detach().requires_grad_(true), w2 = clone(w0).detach().requires_grad_(true);
+  backward(embedding(ids3d, w1), g4);
+  backward(embedding(ids3d, w2), contiguous(g4));
   EXPECT_EQ(w1.grad().to_vector<double>(), w2.grad().to_vector<double>());
   // mean over positions: the gradient of each selected row is (its count / T) times g's row.
-  Tensor w = w0.clone().detach().requires_grad_(true);
+  Tensor w = clone(w0).detach().requires_grad_(true);
   Tensor gm = random_tensor(Shape{N, E}, 47, DType::f64);
-  mean(embedding(idt, w), 1).backward(gm);
+  backward(mean(embedding(idt, w), 1), gm);
   std::vector<double> got = w.grad().to_vector<double>(), gv = gm.to_vector<double>(), want(got.size(), 0.0);
   for (int64_t i = 0; i < N * T; ++i)
     for (int64_t j = 0; j < E; ++j) want[size_t(ids[size_t(i)] * E + j)] += gv[size_t(i / T * E + j)] / double(T);
@@ -193,7 +193,7 @@ TEST(Embedding, ModuleInitIsKerasUniformAndSeeded) {
   EXPECT_LT(std::abs(mean), 0.005);  // U(-0.05, 0.05) over 800 draws: sd of the mean ~0.001
   Tensor y = a(from_vector(std::vector<float>{1, 2, 3, 4, 5, 49}, Shape{2, 3}));
   EXPECT_EQ(y.shape(), (Shape{2, 3, 16}));
-  sum(y).backward();
+  backward(sum(y));
   EXPECT_EQ(a.weight.grad().shape(), (Shape{50, 16}));
 }
 
@@ -206,7 +206,7 @@ TEST(Cat, ValuesAndGradientsOnAHandExample) {
   ASSERT_EQ(y.shape(), (Shape{2, 3}));
   EXPECT_TRUE(y.is_contiguous());
   EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 2, 5, 3, 4, 6}));
-  y.backward(from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, Shape{2, 3}));
+  backward(y, from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, Shape{2, 3}));
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 2, 4, 5}));
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{3, 6}));
 
@@ -216,7 +216,7 @@ TEST(Cat, ValuesAndGradientsOnAHandExample) {
   a2.requires_grad_(true);
   Tensor z = cat({a2, c, a2}, 0);
   EXPECT_EQ(z.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 7, 8, 1, 2, 3, 4}));
-  z.backward(from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Shape{5, 2}));
+  backward(z, from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Shape{5, 2}));
   EXPECT_EQ(a2.grad().to_vector<double>(), (std::vector<double>{1 + 7, 2 + 8, 3 + 9, 4 + 10}));
   EXPECT_FALSE(c.grad().defined());
 }
@@ -245,11 +245,11 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
     Tensor w0 = random_tensor(Shape{V, E}, 22), gy = random_tensor(Shape{64, 400, E}, 23);
     // The gradient of w (as doubles) on device d, from ids of type ids_dtype and a table of type wdt.
     auto run = [&](Device d, DType ids_dtype, DType wdt, std::vector<double>* y) {
-      Tensor w = w0.to(wdt).to(d).detach();
+      Tensor w = to(to(w0, wdt), d).detach();
       w.requires_grad_(true);
-      Tensor out = embedding(idt.to(ids_dtype).to(d), w);
+      Tensor out = embedding(to(to(idt, ids_dtype), d), w);
       if (y) *y = out.to_vector<double>();
-      out.backward(gy.to(wdt).to(d));
+      backward(out, to(to(gy, wdt), d));
       return w.grad().to_vector<double>();
     };
     std::vector<double> y_cpu, y_gpu;
@@ -263,8 +263,8 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
     EXPECT_EQ(g1, g2) << "the CUDA embedding backward is not bit-reproducible";
     EXPECT_EQ(run(kCUDA, DType::f32, DType::f32, nullptr), g1) << "float ids on CUDA";
     // A second backward adds in place into the .grad the first one left: exactly twice.
-    Tensor w = w0.to(kCUDA).detach().requires_grad_(true);
-    for (int k = 0; k < 2; ++k) embedding(idt.to(kCUDA), w).backward(gy.to(kCUDA));
+    Tensor w = to(w0, kCUDA).detach().requires_grad_(true);
+    for (int k = 0; k < 2; ++k) backward(embedding(to(idt, kCUDA), w), to(gy, kCUDA));
     std::vector<double> twice = w.grad().to_vector<double>();
     for (size_t i = 0; i < g1.size(); ++i) ASSERT_EQ(twice[i], 2 * g1[i]) << i;
   }
@@ -274,8 +274,8 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
   Tensor w0 = random_tensor(Shape{V, E}, 22);
   std::vector<float> bv{1, -1, 50, 2.5f, 3};
   bv.resize(105, -7.f);
-  Tensor bad = from_vector(bv, Shape{105}).to(kCUDA);
-  Tensor w = w0.to(kCUDA).detach();
+  Tensor bad = to(from_vector(bv, Shape{105}), kCUDA);
+  Tensor w = to(w0, kCUDA).detach();
   w.requires_grad_(true);
   Tensor out = embedding(bad, w);
   std::vector<float> y = out.to_vector<float>(), wv = w0.to_vector<float>();
@@ -284,7 +284,7 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
     EXPECT_EQ(y[size_t(4 * E + j)], wv[size_t(3 * E + j)]);
     for (int64_t r : {1, 2, 3, 104}) EXPECT_EQ(y[size_t(r * E + j)], 0.f) << "row " << r;
   }
-  sum(out).backward();
+  backward(sum(out));
   std::vector<float> g = w.grad().to_vector<float>();
   for (int64_t v = 0; v < V; ++v)
     for (int64_t j = 0; j < E; ++j) ASSERT_EQ(g[size_t(v * E + j)], v == 1 || v == 3 ? 1.f : 0.f) << v << " " << j;
@@ -303,12 +303,12 @@ TEST(EmbeddingCuda, OneHotMatchesTheCpu) {
   Tensor cpu = one_hot(from_vector(ids, Shape{128, 40}), C);
   for (DType idt : {DType::i32, DType::f32, DType::f64})
     for (DType out : {DType::f32, DType::f16, DType::bf16}) {
-      Tensor g = one_hot(from_vector(ids, Shape{128, 40}).to(idt).to(kCUDA), C, out);
+      Tensor g = one_hot(to(to(from_vector(ids, Shape{128, 40}), idt), kCUDA), C, out);
       EXPECT_EQ(g.dtype(), out);
-      EXPECT_EQ(g.to(DType::f32).to_vector<float>(), cpu.to_vector<float>()) << dtype_name(idt) << " ids";
+      EXPECT_EQ(to(g, DType::f32).to_vector<float>(), cpu.to_vector<float>()) << dtype_name(idt) << " ids";
     }
   // An id outside [0, C) gives a row of zeros on CUDA (no wait for the device to check it).
-  std::vector<float> z = one_hot(from_vector(std::vector<int32_t>{2, -1, 57}, Shape{3}).to(kCUDA), C).to_vector<float>();
+  std::vector<float> z = one_hot(to(from_vector(std::vector<int32_t>{2, -1, 57}, Shape{3}), kCUDA), C).to_vector<float>();
   float total = 0;
   for (float v : z) total += v;
   EXPECT_EQ(total, 1.f);
@@ -332,12 +332,12 @@ TEST(EmbeddingCuda, FastTextScaleBackwardMatchesTheCpuAndRepeats) {
   // The gradient of w (as doubles) on device d with a table of type wdt, through the mean or not;
   // `twice` runs the backward a second time into the same .grad.
   auto run = [&](Device d, DType wdt, bool through_mean, bool twice = false) {
-    Tensor w = w0.to(wdt).to(d).detach();
+    Tensor w = to(to(w0, wdt), d).detach();
     w.requires_grad_(true);
     for (int k = 0; k < (twice ? 2 : 1); ++k) {
-      Tensor y = embedding(idt.to(d), w);
-      if (through_mean) mean(y, 1).backward(gm.to(wdt).to(d));
-      else y.backward(gy.to(wdt).to(d));
+      Tensor y = embedding(to(idt, d), w);
+      if (through_mean) backward(mean(y, 1), to(to(gm, wdt), d));
+      else backward(y, to(to(gy, wdt), d));
     }
     return w.grad().to_vector<double>();
   };

@@ -1,8 +1,8 @@
 // FLOP counting: one mnist_mlp training step counts exactly the analytic number of FLOPs
-// (conventions in framework/instrument/flops.h), and the epoch report divides it per sample.
+// (conventions in framework/core/flops.h), and the epoch report divides it per sample.
 #include <gtest/gtest.h>
 
-#include "instrument/flops.h"
+#include "core/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/peak.h"
 #include "loupe.h"
@@ -36,11 +36,11 @@ TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
   for (int64_t B : {int64_t(128), int64_t(37)}) {
     Tensor x = full(Shape{B, 28, 28}, 0.5);
     Tensor y = zeros(Shape{B}, DType::i32);
-    double f0 = instrument::flops_counted();
+    double f0 = flops_counted();
     opt->zero_grad();
-    cross_entropy((*model)(x), y).backward();
+    backward(cross_entropy((*model)(x), y));
     opt->step();
-    EXPECT_DOUBLE_EQ(instrument::flops_counted() - f0, mnist_mlp_step_flops(double(B))) << "batch " << B;
+    EXPECT_DOUBLE_EQ(flops_counted() - f0, mnist_mlp_step_flops(double(B))) << "batch " << B;
   }
 }
 

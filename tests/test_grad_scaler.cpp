@@ -100,7 +100,7 @@ TEST(GradScaler, GrowthStopsBeforeFloatOverflows) {
 TEST(GradScaler, ScaledLossScalesTheGradient) {
   GradScaler s(kCPU);
   Tensor x = from_vector(std::vector<float>{1.f, 2.f}, Shape{2}).requires_grad_(true);
-  s.scale(sum(x * x)).backward();
+  backward(s.scale(sum(x * x)));
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2 * 65536.f, 4 * 65536.f}));
 }
 
@@ -124,12 +124,12 @@ void check_skip(Device d) {
     Tensor x = full(Shape{4, 3}, 0.5, DType::f32, d);
     auto grads = [&](nn::Sequential& m, optim::Optimizer& opt, GradScaler* s) {
       opt.zero_grad();
-      Tensor loss = sum(m(x).relu());
+      Tensor loss = sum(relu(m(x)));
       if (s) {
         s->backward(loss);
         s->check_(m.arena().grads());
       } else {
-        loss.backward();
+        backward(loss);
       }
     };
     auto a = model(), b = model();
@@ -139,7 +139,7 @@ void check_skip(Device d) {
     // Step 1 of a overflows: inject an inf into its gradient after the check.
     grads(*a, *oa, &s);
     std::vector<float> before = a->arena().values().to_vector<float>();
-    fill_(a->arena().grads().slice(0, 1, 2), double(kInf));
+    fill_(slice(a->arena().grads(), 0, 1, 2), double(kInf));
     s.check_(a->arena().grads());  // the flag is set by any pass that sees the inf
     oa->step();
     s.update();
@@ -179,7 +179,7 @@ TEST(GradScalerCuda, CheckCoversTheVectorPartTheTailAndUnalignedBuffers) {
       for (size_t i = 0; i < g.size(); ++i) g[i] = float(i + 1) * 65536.f * (i % 2 ? -1 : 1);
       if (bad_at >= 0) g[size_t(bad_at + from)] = kInf;
       GradScaler s(kCUDA);
-      Tensor all = from_vector(g, Shape{11}, kCUDA), t = all.slice(0, from, from + 10);
+      Tensor all = from_vector(g, Shape{11}, kCUDA), t = slice(all, 0, from, from + 10);
       s.check_(t);
       EXPECT_EQ(s.found_inf(), bad_at >= 0) << "inf at " << bad_at << ", buffer from element " << from;
       EXPECT_EQ(all.to_vector<float>(), g) << "check_ writes nothing";
@@ -264,7 +264,7 @@ TEST(GradScalerCuda, OptimizersUnscaleTheGradients) {
 TEST(SourceCheck, TheRangesLeftToReadAreTheRestLessTheTrustedOnes) {
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;
   Tensor buf = zeros(Shape{100});
-  auto at = [&](int64_t b, int64_t e) { return buf.slice(0, b, e); };
+  auto at = [&](int64_t b, int64_t e) { return slice(buf, 0, b, e); };
   float flag = 0;
   {
     autograd::SourceCheck c(&flag, kCPU);
@@ -280,11 +280,11 @@ TEST(SourceCheck, TheRangesLeftToReadAreTheRestLessTheTrustedOnes) {
     EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {20, 30}, {50, 80}}));
     c.add_dirty(zeros(Shape{8}));  // another buffer: nothing here
     EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 10}, {20, 30}, {50, 80}}));
-    EXPECT_EQ(c.unchecked_ranges(buf.slice(0, 40, 100)), (Ranges{{10, 40}})) << "relative to the buffer";
+    EXPECT_EQ(c.unchecked_ranges(slice(buf, 0, 40, 100)), (Ranges{{10, 40}})) << "relative to the buffer";
   }
   {  // The dirty range first: the order does not matter. A strided view covers its whole span.
     autograd::SourceCheck c(&flag, kCPU);
-    c.add_dirty(buf.slice(0, 0, 40).reshape(Shape{4, 10}).slice(1, 0, 2));  // elements 0 .. 31
+    c.add_dirty(slice(reshape(slice(buf, 0, 0, 40), Shape{4, 10}), 1, 0, 2));  // elements 0 .. 31
     c.add_checked(at(0, 100));
     EXPECT_EQ(c.unchecked_ranges(buf), (Ranges{{0, 32}}));
   }
@@ -304,7 +304,7 @@ struct EditGradient : autograd::Node {
   std::function<void(const Tensor&)> edit;
   const char* name() const override { return "EditGradient"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor x = g[0].contiguous().clone();
+    Tensor x = clone(contiguous(g[0]));
     edit(x);
     return {x};
   }
@@ -403,7 +403,7 @@ void check_clean_step(Device d, int64_t E) {
   EXPECT_FALSE(f.after_backward);
   EXPECT_FALSE(f.after_check);
   ob.zero_grad();
-  tiny_loss(*b, d).backward();
+  backward(tiny_loss(*b, d));
   std::vector<float> plain = b->arena().grads().to_vector<float>();
   ob.step();
   ASSERT_EQ(scaled.size(), plain.size());
@@ -424,10 +424,10 @@ void check_embedding_caught_at_source(Device d, int64_t E) {
   };
   const std::vector<Case> cases{
       {"an inf in one gradient row",
-       [](const Tensor& g) { fill_(g.slice(0, 1, 2).slice(1, 2, 3).slice(2, 0, 1), kInf); }},
-      {"a NaN in one gradient row", [](const Tensor& g) { fill_(g.slice(0, 2, 3).slice(1, 5, 6), std::nan("")); }},
+       [](const Tensor& g) { fill_(slice(slice(slice(g, 0, 1, 2), 1, 2, 3), 2, 0, 1), kInf); }},
+      {"a NaN in one gradient row", [](const Tensor& g) { fill_(slice(slice(g, 0, 2, 3), 1, 5, 6), std::nan("")); }},
       // Row 3's six rows of sample 0, each finite: their sum overflows.
-      {"a sum that overflows", [=](const Tensor& g) { fill_(g.slice(0, 0, 1), double(huge)); }},
+      {"a sum that overflows", [=](const Tensor& g) { fill_(slice(g, 0, 0, 1), double(huge)); }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -453,7 +453,7 @@ void check_other_parameter_caught_by_the_pass(Device d, int64_t E) {
   GradScaler s(d);
   opt.set_scaler(&s);
   std::vector<float> before = m->arena().values().to_vector<float>();
-  m->edit_w = [](const Tensor& g) { fill_(g.slice(0, 1, 2), kInf); };
+  m->edit_w = [](const Tensor& g) { fill_(slice(g, 0, 1, 2), kInf); };
   StepFlags f = scaled_step(*m, opt, s, d);
   EXPECT_FALSE(f.after_backward) << "nothing checks w's gradient at the source";
   EXPECT_TRUE(f.after_check) << "the pass reads it";
@@ -473,8 +473,8 @@ void check_the_pass_reads_the_right_ranges(Device d, int64_t E) {
     optim::Adam opt(m->arena(), 0.01);
     GradScaler s(d);
     opt.set_scaler(&s);
-    Tensor target = std::string(where) == "table" ? m->table.grad().slice(0, kUnselected, kUnselected + 1)
-                                                  : m->w.grad().slice(0, 0, 1);
+    Tensor target = std::string(where) == "table" ? slice(m->table.grad(), 0, kUnselected, kUnselected + 1)
+                                                  : slice(m->w.grad(), 0, 0, 1);
     StepFlags f = scaled_step(*m, opt, s, d, [&] { plant(target, kInf); });
     EXPECT_FALSE(f.after_backward);
     return f.after_check;
@@ -486,7 +486,7 @@ void check_the_pass_reads_the_right_ranges(Device d, int64_t E) {
   {
     auto m = tiny(d, E);
     m->tied = true;
-    m->edit_rows = [](const Tensor& g) { fill_(g.slice(0, 3, 4).slice(1, 0, 1), -kInf); };
+    m->edit_rows = [](const Tensor& g) { fill_(slice(slice(g, 0, 3, 4), 1, 0, 1), -kInf); };
     optim::Adam opt(m->arena(), 0.01);
     GradScaler s(d);
     opt.set_scaler(&s);
@@ -504,7 +504,7 @@ void check_the_pass_reads_the_right_ranges(Device d, int64_t E) {
     s.backward(tiny_loss(*m, d));
     m->tied = false;
     s.backward(tiny_loss(*m, d));
-    plant(m->table.grad().slice(0, kUnselected, kUnselected + 1), kInf);
+    plant(slice(m->table.grad(), 0, kUnselected, kUnselected + 1), kInf);
     s.check_(m->arena().grads());
     EXPECT_TRUE(s.found_inf()) << "dirty in any backward() since the last check_() wins";
   }
@@ -514,7 +514,7 @@ void check_the_pass_reads_the_right_ranges(Device d, int64_t E) {
     GradScaler s(d);
     m->arena().zero_grad();
     s.backward(tiny_loss(*m, d));
-    plant(m->table.grad().slice(0, kUnselected, kUnselected + 1), kInf);
+    plant(slice(m->table.grad(), 0, kUnselected, kUnselected + 1), kInf);
     s.check_(m->arena().grads());
     EXPECT_FALSE(s.found_inf());
     s.check_(m->arena().grads());
@@ -578,10 +578,10 @@ static void check_long_run(Device d) {
     autograd::SourceCheck c(s.found_inf_flag(), d);
     {
       autograd::SourceCheckScope open(c);
-      embedding(ids, table).backward(gy);
+      backward(embedding(ids, table), gy);
     }
     EXPECT_EQ(s.found_inf(), overflow) << "200 x 1e37 overflows float32; 200 x 1e30 does not";
-    EXPECT_EQ(c.unchecked_ranges(table.grad().reshape(Shape{kV * 8})).size(), 0u) << "all checked";
+    EXPECT_EQ(c.unchecked_ranges(reshape(table.grad(), Shape{kV * 8})).size(), 0u) << "all checked";
   }
 }
 

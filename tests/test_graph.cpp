@@ -89,7 +89,7 @@ Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMo
   for (int e = 1; e <= 2; ++e) {
     if (e == 2 && overflow_before_epoch2) {
       EXPECT_TRUE(t.scaler());
-      fill_(t.scaler()->state().slice(0, optim::kScale, optim::kScale + 1), std::ldexp(1.0, 30));
+      fill_(slice(t.scaler()->state(), 0, optim::kScale, optim::kScale + 1), std::ldexp(1.0, 30));
     }
     train::EpochStats st = loader ? t.train_epoch(*dl, e) : t.train_epoch(set, batch, 1, e);
     EXPECT_EQ(st.steps, 5);

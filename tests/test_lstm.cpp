@@ -113,7 +113,7 @@ TEST(Lstm, MatchesANaiveReference) {
       std::vector<double> xv = values(N * T * 5, 3), wv = values(lstm_weight_count(p), 4, 0.8);
       Ref ref = reference(xv, wv, p, N, T);
       for (DType dt : {DType::f64, DType::f32}) {
-        Tensor x = from_vector(xv, Shape{N, T, 5}).to(dt), w = from_vector(wv, Shape{lstm_weight_count(p)}).to(dt);
+        Tensor x = to(from_vector(xv, Shape{N, T, 5}), dt), w = to(from_vector(wv, Shape{lstm_weight_count(p)}), dt);
         for (bool training : {false, true}) {
           LstmResult r = lstm(x, w, p, training);
           double tol = dt == DType::f64 ? 1e-12 : 2e-6;
@@ -135,12 +135,12 @@ TEST(Lstm, FinalStatesAreTheOutputsAtEachDirectionsLastStep) {
   EXPECT_EQ(r.h.shape(), (Shape{4, N, H}));
   EXPECT_EQ(r.c.shape(), (Shape{4, N, H}));
   // The last layer's pseudo-layers are 2 (forward) and 3 (backward).
-  Tensor fwd_last = r.y.slice(1, T - 1, T).slice(2, 0, H).reshape(Shape{N, H});
-  Tensor bwd_first = r.y.slice(1, 0, 1).slice(2, H, 2 * H).reshape(Shape{N, H});
-  EXPECT_EQ(max_diff(fwd_last, r.h.slice(0, 2, 3).reshape(Shape{N, H})), 0.0);
-  EXPECT_EQ(max_diff(bwd_first, r.h.slice(0, 3, 4).reshape(Shape{N, H})), 0.0);
+  Tensor fwd_last = reshape(slice(slice(r.y, 1, T - 1, T), 2, 0, H), Shape{N, H});
+  Tensor bwd_first = reshape(slice(slice(r.y, 1, 0, 1), 2, H, 2 * H), Shape{N, H});
+  EXPECT_EQ(max_diff(fwd_last, reshape(slice(r.h, 0, 2, 3), Shape{N, H})), 0.0);
+  EXPECT_EQ(max_diff(bwd_first, reshape(slice(r.h, 0, 3, 4), Shape{N, H})), 0.0);
   // And not the other way round (the test can tell the directions apart).
-  EXPECT_GT(max_diff(r.y.slice(1, 0, 1).slice(2, 0, H).reshape(Shape{N, H}), r.h.slice(0, 2, 3).reshape(Shape{N, H})),
+  EXPECT_GT(max_diff(reshape(slice(slice(r.y, 1, 0, 1), 2, 0, H), Shape{N, H}), reshape(slice(r.h, 0, 2, 3), Shape{N, H})),
             1e-3);
 }
 
@@ -165,8 +165,8 @@ TEST(Lstm, WeightLayoutFollowsTheFormula) {
 
 TEST(Lstm, DropoutZeroIgnoresTraining) {
   LstmParams p{4, 3, 2, true};
-  Tensor x = from_vector(values(2 * 3 * 4, 7), Shape{2, 3, 4}).to(DType::f32);
-  Tensor w = from_vector(values(lstm_weight_count(p), 8), Shape{lstm_weight_count(p)}).to(DType::f32);
+  Tensor x = to(from_vector(values(2 * 3 * 4, 7), Shape{2, 3, 4}), DType::f32);
+  Tensor w = to(from_vector(values(lstm_weight_count(p), 8), Shape{lstm_weight_count(p)}), DType::f32);
   LstmResult a = lstm(x, w, p, true), b = lstm(x, w, p, false);
   EXPECT_EQ(max_diff(a.y, b.y), 0.0);
   EXPECT_EQ(max_diff(a.h, b.h), 0.0);
@@ -175,8 +175,8 @@ TEST(Lstm, DropoutZeroIgnoresTraining) {
 
 TEST(Lstm, DropoutActsBetweenLayersInTrainingOnly) {
   LstmParams p{4, 6, 2, true, 0.5};
-  Tensor x = from_vector(values(3 * 5 * 4, 9), Shape{3, 5, 4}).to(DType::f32);
-  Tensor w = from_vector(values(lstm_weight_count(p), 10), Shape{lstm_weight_count(p)}).to(DType::f32);
+  Tensor x = to(from_vector(values(3 * 5 * 4, 9), Shape{3, 5, 4}), DType::f32);
+  Tensor w = to(from_vector(values(lstm_weight_count(p), 10), Shape{lstm_weight_count(p)}), DType::f32);
   LstmParams none = p;
   none.dropout = 0;
   LstmResult eval = lstm(x, w, p, false), plain = lstm(x, w, none, true);
@@ -190,16 +190,16 @@ TEST(Lstm, DropoutActsBetweenLayersInTrainingOnly) {
   EXPECT_EQ(max_diff(a.h, b.h), 0.0);
   EXPECT_GT(max_diff(a.y, a2.y), 1e-3);  // the generator moved on
   // The same masks whether or not a backward pass will follow (the kernel keeps its state or not).
-  Tensor wg = w.detach().clone();
+  Tensor wg = clone(w.detach());
   wg.requires_grad_(true);
   manual_seed(123);
   EXPECT_EQ(max_diff(lstm(x, wg, p, true).y, a.y), 0.0);
   // The first layer sees no dropout: its final states match evaluation's.
-  EXPECT_EQ(max_diff(a.h.slice(0, 0, 2), eval.h.slice(0, 0, 2)), 0.0);
+  EXPECT_EQ(max_diff(slice(a.h, 0, 0, 2), slice(eval.h, 0, 0, 2)), 0.0);
   // A single layer has nowhere to drop.
   LstmParams one = p;
   one.num_layers = 1;
-  Tensor w1 = from_vector(values(lstm_weight_count(one), 10), Shape{lstm_weight_count(one)}).to(DType::f32);
+  Tensor w1 = to(from_vector(values(lstm_weight_count(one), 10), Shape{lstm_weight_count(one)}), DType::f32);
   EXPECT_EQ(max_diff(lstm(x, w1, one, true).y, lstm(x, w1, one, false).y), 0.0);
 }
 
@@ -240,7 +240,7 @@ TEST(Lstm, RejectsBadArguments) {
   EXPECT_THROW(lstm(zeros(Shape{2, 3, 5}), w, p, false), Error);       // wrong input size
   EXPECT_THROW(lstm(zeros(Shape{2, 0, 4}), w, p, false), Error);       // no time steps
   EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), zeros(Shape{lstm_weight_count(p) + 1}), p, false), Error);
-  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), w.reshape(Shape{1, lstm_weight_count(p)}), p, false), Error);
+  EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}), reshape(w, Shape{1, lstm_weight_count(p)}), p, false), Error);
   EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}, DType::f64), w, p, false), Error);  // dtypes differ
   EXPECT_THROW(lstm(zeros(Shape{2, 3, 4}, DType::i32), zeros(Shape{lstm_weight_count(p)}, DType::i32), p, false),
                Error);
@@ -295,7 +295,7 @@ TEST(LstmModule, KerasInitialisation) {
 TEST(LstmModule, RunsAndTrains) {
   manual_seed(3);
   nn::LSTM m(4, 6, 2, true, 0.3);
-  Tensor x = from_vector(values(3 * 5 * 4, 16), Shape{3, 5, 4}).to(DType::f32);
+  Tensor x = to(from_vector(values(3 * 5 * 4, 16), Shape{3, 5, 4}), DType::f32);
   LstmResult r = m.run(x);
   EXPECT_EQ(r.y.shape(), (Shape{3, 5, 12}));
   EXPECT_EQ(r.h.shape(), (Shape{4, 3, 6}));
@@ -304,7 +304,7 @@ TEST(LstmModule, RunsAndTrains) {
   Tensor y0 = m.run(x).y, y1 = m(x);
   EXPECT_EQ(max_diff(y0, y1), 0.0);  // no dropout in evaluation
   m.train();
-  sum(m.run(x).h).backward();
+  backward(sum(m.run(x).h));
   ASSERT_TRUE(m.weight.grad().defined());
   EXPECT_EQ(m.weight.grad().shape(), m.weight.shape());
   std::vector<float> g = m.weight.grad().to_vector<float>();

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <set>
 
+#include "autograd/node.h"
 #include "op_cases.h"
+#include "ops/view.h"
 
 using namespace loupe;
 
@@ -41,8 +43,8 @@ std::vector<std::vector<float>> run(const test::OpCase& c, DType dt) {
   std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11), on;
   for (size_t k = 0; k < xs.size(); ++k) {
     const Tensor& x = xs[k];
-    Tensor t = x.to(kCUDA);
-    if (is_floating(x.dtype()) && x.requires_grad() && !keep_f32(c.name, k)) t = t.to(dt);
+    Tensor t = to(x, kCUDA);
+    if (is_floating(x.dtype()) && x.requires_grad() && !keep_f32(c.name, k)) t = to(t, dt);
     t = t.detach();
     if (x.requires_grad()) t.requires_grad_(true);
     on.push_back(t);
@@ -50,10 +52,10 @@ std::vector<std::vector<float>> run(const test::OpCase& c, DType dt) {
   Tensor out = c.f(on);
   std::vector<float> r(static_cast<size_t>(out.numel()));
   for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5f + philox_uniform(99, 0, i);
-  sum(mul(out, from_vector(r, out.shape(), kCUDA).to(out.dtype()))).backward();
-  std::vector<std::vector<float>> res{out.to(DType::f32).to_vector<float>()};
+  backward(sum(mul(out, to(from_vector(r, out.shape(), kCUDA), out.dtype()))));
+  std::vector<std::vector<float>> res{to(out, DType::f32).to_vector<float>()};
   for (Tensor& t : on)
-    if (t.requires_grad()) res.push_back(t.grad().to(DType::f32).to_vector<float>());
+    if (t.requires_grad()) res.push_back(to(t.grad(), DType::f32).to_vector<float>());
   return res;
 }
 
@@ -117,7 +119,7 @@ TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
     opt.zero_grad();
     Tensor y = m(ids);
     EXPECT_EQ(y.dtype(), DType::f16);
-    sum(y.to(DType::f32)).backward();
+    backward(sum(to(y, DType::f32)));
     grads[copy] = m.arena().grads().to_vector<float>();
     opt.step();
     values[copy] = m.arena().values().to_vector<float>();
@@ -125,7 +127,7 @@ TEST(ComputeCopy, MatchesTheCastOnTheFlyAndFollowsTheOptimizer) {
       for (const Tensor& p : m.parameters()) {
         Tensor v = nn::compute_view(p, DType::f16);
         if (!v.defined()) continue;
-        EXPECT_EQ(v.to(DType::f32).to_vector<float>(), p.to(DType::f16).to(DType::f32).to_vector<float>())
+        EXPECT_EQ(to(v, DType::f32).to_vector<float>(), to(to(p, DType::f16), DType::f32).to_vector<float>())
             << "the copy must follow the update";
       }
     }
@@ -147,7 +149,7 @@ TEST(ComputeCopy, NarrowLinearFedFloat32StaysFloat32) {
   const int64_t before = nn::autocasts_16bit();
   EXPECT_EQ(narrow(x).dtype(), DType::f32);
   EXPECT_EQ(nn::autocasts_16bit(), before) << "nothing was cast to 16 bits";
-  EXPECT_EQ(narrow(x.to(DType::f16)).dtype(), DType::f16);
+  EXPECT_EQ(narrow(to(x, DType::f16)).dtype(), DType::f16);
   EXPECT_EQ(wide(x).dtype(), DType::f16);
   EXPECT_GT(nn::autocasts_16bit(), before);
 }
@@ -168,7 +170,7 @@ TEST(ConvSmallFilter, MatchesFloat32) {
       auto values = [&](const Shape& s, uint64_t seed) {
         std::vector<float> v(size_t(s.numel()));
         for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) - 0.5f;
-        return from_vector(v, s).to(dt).to(DType::f32);  // exact in 16 bits
+        return to(to(from_vector(v, s), dt), DType::f32);  // exact in 16 bits
       };
       Tensor xv = values(Shape{5, k.C, 11, 9}, 5), wv = values(Shape{6, k.C, k.R, k.R}, 6);
       Conv2dParams p;
@@ -176,14 +178,14 @@ TEST(ConvSmallFilter, MatchesFloat32) {
       p.pad_h = p.pad_w = k.pad;
       const bool need_x = k.C != 1;  // C = 1 as a first layer: no data gradient
       auto run = [&](Device d, DType t, MemoryFormat f, std::vector<float>* out) {
-        Tensor x = xv.to(t).to(d).contiguous(f).detach().requires_grad_(need_x);
-        Tensor w = wv.to(t).to(d).contiguous(f).detach().requires_grad_(true);
+        Tensor x = contiguous(to(to(xv, t), d), f).detach().requires_grad_(need_x);
+        Tensor w = contiguous(to(to(wv, t), d), f).detach().requires_grad_(true);
         Tensor y = conv2d(x, w, p);
         EXPECT_EQ(y.memory_format(), f);
-        sum(y.to(DType::f32) * y.to(DType::f32)).backward();
-        out[0] = y.to(DType::f32).to(kCPU).contiguous().to_vector<float>();
-        out[1] = need_x ? x.grad().to(DType::f32).to(kCPU).contiguous().to_vector<float>() : std::vector<float>{};
-        out[2] = w.grad().to(DType::f32).to(kCPU).contiguous().to_vector<float>();
+        backward(sum(to(y, DType::f32) * to(y, DType::f32)));
+        out[0] = contiguous(to(to(y, DType::f32), kCPU)).to_vector<float>();
+        out[1] = need_x ? contiguous(to(to(x.grad(), DType::f32), kCPU)).to_vector<float>() : std::vector<float>{};
+        out[2] = contiguous(to(to(w.grad(), DType::f32), kCPU)).to_vector<float>();
       };
       std::vector<float> ref[3], got[3];
       run(kCPU, DType::f32, MemoryFormat::Contiguous, ref);

@@ -12,28 +12,28 @@ using namespace loupe;
 
 TEST(Tensor, ViewsShareStorage) {
   Tensor x = from_vector(std::vector<float>{0, 1, 2, 3, 4, 5}, Shape{2, 3});
-  Tensor t = x.t();
+  Tensor t = transpose(x, 0, 1);
   EXPECT_EQ(t.shape(), (Shape{3, 2}));
   EXPECT_FALSE(t.is_contiguous());
-  EXPECT_EQ(t.contiguous().to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
-  Tensor s = x.slice(1, 1, 3);
-  EXPECT_EQ(s.contiguous().to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
-  Tensor r = x.reshape(Shape{3, 2});
+  EXPECT_EQ(contiguous(t).to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  Tensor s = slice(x, 1, 1, 3);
+  EXPECT_EQ(contiguous(s).to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
+  Tensor r = reshape(x, Shape{3, 2});
   EXPECT_EQ(r.data_ptr(), x.data_ptr());
-  EXPECT_EQ(x.flatten(0).shape(), (Shape{6}));
+  EXPECT_EQ(flatten(x, 0).shape(), (Shape{6}));
 }
 
 TEST(Tensor, DtypeConversionsRoundTrip) {
   Tensor x = from_vector(std::vector<float>{0.5f, -2.25f, 1024.f, 3.1415926f, 1e-5f}, Shape{5});
-  std::vector<float> h = x.to(DType::f16).to(DType::f32).to_vector<float>();
+  std::vector<float> h = to(to(x, DType::f16), DType::f32).to_vector<float>();
   EXPECT_FLOAT_EQ(h[0], 0.5f);
   EXPECT_FLOAT_EQ(h[1], -2.25f);
   EXPECT_FLOAT_EQ(h[2], 1024.f);
   EXPECT_NEAR(h[3], 3.1415926f, 2e-3);
   EXPECT_NEAR(h[4], 1e-5f, 1e-7);
-  std::vector<float> b = x.to(DType::bf16).to(DType::f32).to_vector<float>();
+  std::vector<float> b = to(to(x, DType::bf16), DType::f32).to_vector<float>();
   EXPECT_NEAR(b[3], 3.1415926f, 2e-2);
-  EXPECT_EQ(x.to(DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, -2, 1024, 3, 0}));
+  EXPECT_EQ(to(x, DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, -2, 1024, 3, 0}));
   EXPECT_EQ(half_to_float(float_to_half(65504.f)), 65504.f);
   EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
 }
@@ -52,10 +52,10 @@ TEST(Autograd, AccumulatesAndReleases) {
   Tensor x = from_vector(std::vector<float>{1, 2, 3}, Shape{3});
   x.requires_grad_(true);
   Tensor y = sum(x * x);
-  y.backward();
+  backward(y);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
-  EXPECT_THROW(y.backward(), Error);  // the graph was freed
-  sum(x).backward();                  // gradients accumulate across backward calls
+  EXPECT_THROW(backward(y), Error);  // the graph was freed
+  backward(sum(x));                  // gradients accumulate across backward calls
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 5, 7}));
 }
 
@@ -72,7 +72,7 @@ TEST(Autograd, TensorUsedTwiceGetsBothGradients) {
   Tensor x = from_vector(std::vector<float>{1, -2}, Shape{2});
   x.requires_grad_(true);
   Tensor y = sum(relu(x) + x * 3.0);
-  y.backward();
+  backward(y);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 3}));
 }
 
@@ -115,10 +115,10 @@ TEST(Arena, ParametersAreViewsAndOneMemsetZeroesGrads) {
     EXPECT_LE(pp + p.nbytes(), base + a.values().nbytes());
   }
   Tensor x = ones(Shape{5, 4});
-  sum(m(x)).backward();
+  backward(sum(m(x)));
   EXPECT_NE(sum(a.grads()).item(), 0.0);
   a.zero_grad();
-  EXPECT_EQ(sum(a.grads().to(DType::f64)).item(), 0.0);
+  EXPECT_EQ(sum(to(a.grads(), DType::f64)).item(), 0.0);
   EXPECT_EQ(sum(m.parameters()[0].grad()).item(), 0.0);
 }
 
@@ -130,7 +130,7 @@ TEST(Optim, SgdMatchesTheFormula) {
   std::vector<float> w0 = w.to_vector<float>();
   optim::SGD opt(m.arena(), 0.1, 0.9, true);
   Tensor x = from_vector(std::vector<float>{1, 2}, Shape{1, 2});
-  sum(m(x)).backward();  // grad = x
+  backward(sum(m(x)));  // grad = x
   opt.step();
   // buf = g; nesterov: g + 0.9 * buf = 1.9 g
   std::vector<float> w1 = w.to_vector<float>();
@@ -148,7 +148,7 @@ TEST(Optim, RmspropAndAdamFirstStep) {
     std::unique_ptr<optim::Optimizer> opt;
     if (which == 0) opt = std::make_unique<optim::RMSprop>(m.arena(), 0.01, 0.9, 1e-7);
     else opt = std::make_unique<optim::Adam>(m.arena(), 0.01);
-    sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))).backward();  // g = 2
+    backward(sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))));  // g = 2
     opt->step();
     float expect = which == 0 ? w0 - 0.01f * 2 / (std::sqrt(0.1f * 4) + 1e-7f)  // v = 0.1 g^2
                               : w0 - 0.01f;                                   // Adam: mhat / sqrt(vhat) = 1
@@ -163,7 +163,7 @@ TEST(Optim, AdadeltaFirstStepMatchesKeras) {
   Tensor w = m.parameters()[0];
   float w0 = w.to_vector<float>()[0];
   optim::Adadelta opt(m.arena(), 1.0, 0.95, 1e-7);
-  sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))).backward();  // g = 2
+  backward(sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))));  // g = 2
   opt.step();
   // a = 0.05 * 4 = 0.2; u = 2 * sqrt(1e-7) / sqrt(0.2 + 1e-7)
   float u = 2.f * std::sqrt(1e-7f) / std::sqrt(0.2f + 1e-7f);
@@ -188,7 +188,7 @@ TEST(Optim, DecayAndAdamCorrectionsFollowTheStepCount) {
     Tensor x = from_vector(std::vector<float>{2}, Shape{1, 1});
     for (int k = 3; k < 8; ++k) {
       opt->zero_grad();
-      sum(m(x)).backward();  // g = 2
+      backward(sum(m(x)));  // g = 2
       opt->step();
       const float g = 2, lr = float(0.01 / (1.0 + 0.5 * k));
       if (which == 0) {
@@ -228,8 +228,8 @@ TEST(Fusion, BiasActIsTheSeparateOpsOnTheCpu) {
   Tensor y2 = dropout(relu(bias_add(x2, b2)), 0.4, true);
   EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
   EXPECT_EQ(default_generator().offset, 2u) << "8 draws: two Philox counters, as dropout takes";
-  sum(y1 * y1).backward();
-  sum(y2 * y2).backward();
+  backward(sum(y1 * y1));
+  backward(sum(y2 * y2));
   EXPECT_EQ(x1.grad().to_vector<float>(), x2.grad().to_vector<float>());
   EXPECT_EQ(b1.grad().to_vector<float>(), b2.grad().to_vector<float>());
   EXPECT_THROW(bias_act(x1, b1, Act::Sigmoid, 0.5, true), Error) << "dropout after sigmoid is not fused";
@@ -270,7 +270,7 @@ TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
   EXPECT_EQ(m.named_buffers()[0].first, "bn.running_mean");
   EXPECT_EQ(m.num_parameters(), 4);
   Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, Shape{2, 2, 2, 1});
-  sum(m(x) * x).backward();  // training: batch statistics, running ones updated
+  backward(sum(m(x) * x));  // training: batch statistics, running ones updated
   std::vector<float> rm = m.named_buffers()[0].second.to_vector<float>();
   // channel 0 holds 1, 2, 5, 6 (mean 3.5); running = 0.9 * 0 + 0.1 * 3.5
   EXPECT_NEAR(rm[0], 0.35f, 1e-6);
@@ -314,7 +314,7 @@ TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
   Tensor x = from_vector(v, Shape{2, 3, 4, 5});
   EXPECT_EQ(x.memory_format(), MemoryFormat::Contiguous);
-  Tensor y = x.contiguous(CL);
+  Tensor y = contiguous(x, CL);
   EXPECT_EQ(y.memory_format(), CL);
   EXPECT_FALSE(y.is_contiguous());
   EXPECT_TRUE(y.is_contiguous(CL));
@@ -322,11 +322,11 @@ TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {
   const float* raw = y.data<float>();
   EXPECT_EQ(raw[((1 * 4 + 2) * 5 + 3) * 3 + 1], v[((1 * 3 + 1) * 4 + 2) * 5 + 3]);
   EXPECT_EQ(y.to_vector<float>(), v);
-  EXPECT_TRUE(y.contiguous(CL).same(y));
-  EXPECT_EQ(y.contiguous().to_vector<float>(), v);
+  EXPECT_TRUE(contiguous(y, CL).same(y));
+  EXPECT_EQ(contiguous(y).to_vector<float>(), v);
   // One channel: the memory order is the same, so the conversion restrides without copying.
   Tensor one = from_vector(std::vector<float>(8, 1.f), Shape{2, 1, 2, 2});
-  Tensor one_cl = one.contiguous(CL);
+  Tensor one_cl = contiguous(one, CL);
   EXPECT_EQ(one_cl.memory_format(), CL);
   EXPECT_EQ(one_cl.data_ptr(), one.data_ptr());
   // Ops with a channels-last path keep the format; a reshape reads it as NCHW.
@@ -336,7 +336,7 @@ TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {
   EXPECT_EQ(c.to_vector<float>(), conv2d(x, w, Conv2dParams{}).to_vector<float>());
   EXPECT_EQ(relu(c).memory_format(), CL);
   EXPECT_EQ(max_pool2d(c, Pool2dParams{}).memory_format(), CL);
-  EXPECT_EQ(c.flatten(1).to_vector<float>(), conv2d(x, w, Conv2dParams{}).flatten(1).to_vector<float>());
+  EXPECT_EQ(flatten(c, 1).to_vector<float>(), flatten(conv2d(x, w, Conv2dParams{}), 1).to_vector<float>());
   EXPECT_THROW(strides_for(Shape{2, 3}, CL), Error);
 }
 
@@ -353,7 +353,7 @@ TEST(MemoryFormat, Cifar10CnnChannelsLastMatchesNchw) {
     std::vector<float> v(2 * 3 * 32 * 32);
     for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(5, 0, i);
     Tensor y = (*m)(from_vector(v, Shape{2, 3, 32, 32}));
-    sum(y * y).backward();
+    backward(sum(y * y));
     return std::make_pair(y.to_vector<float>(), m->arena().grads().to_vector<float>());
   };
   auto a = run(MemoryFormat::Contiguous), b = run(MemoryFormat::ChannelsLast);

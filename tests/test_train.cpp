@@ -19,11 +19,11 @@
 #include "data/idx.h"
 #include "data/synthetic.h"
 #include "loader/loader.h"
+#include "loader/sampler.h"
 #include "loupe.h"
 #include "models/registry.h"
 #include "models/session.h"
 #include "train/checkpoint.h"
-#include "loader/sampler.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -368,14 +368,14 @@ void divergence_stops_the_epoch(Device d) {
   m.to(d);
   optim::SGD opt(m.arena(), 0.1, 0);
   std::vector<float> x(64 * 16, 0.5f);
-  train::TensorDataset clean{from_vector(x, Shape{64, 16}).to(d), from_vector(std::vector<int32_t>(64, 1), Shape{64}).to(d),
+  train::TensorDataset clean{to(from_vector(x, Shape{64, 16}), d), to(from_vector(std::vector<int32_t>(64, 1), Shape{64}), d),
                              1.0};
   train::Trainer t(m, opt, d);
   train::EpochStats ok = t.train_epoch(clean, 8, 1, 1, 100, true);
   EXPECT_FALSE(ok.diverged);
   EXPECT_EQ(ok.steps, 100);
   x[5 * 16 + 3] = std::nanf("");  // one input value: a NaN loss, gradients and weights from its step on
-  train::TensorDataset bad{from_vector(x, Shape{64, 16}).to(d), clean.y, 1.0};
+  train::TensorDataset bad{to(from_vector(x, Shape{64, 16}), d), clean.y, 1.0};
   const double t0 = train::now_seconds();
   train::EpochStats st = t.train_epoch(bad, 8, 1, 2, 1000000, true);  // 10 s or more if it ran them all
   EXPECT_TRUE(st.diverged);

@@ -12,9 +12,10 @@
 #include "instrument/monitor.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "ops/view.h"
+#include "tools/cli_numbers.h"
 #include "tools/datasets.h"
 #include "train/trainer.h"
-#include "tools/cli_numbers.h"
 
 namespace loupe::tools {
 
@@ -123,7 +124,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   so.channels_last = o.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
   models::Session session(info, so);
   train::Trainer& trainer = session.trainer();
-  train::TensorDataset set{d.train.x.slice(0, 0, full * batch), d.train.y.slice(0, 0, full * batch),
+  train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
                            d.train.x_scale};
   trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
   int64_t steps = o.steps;

@@ -76,11 +76,11 @@ int main(int argc, char** argv) {
       {"conv2d forward (cuDNN)", [&] { NoGradGuard g; conv2d(x, w, p); }},
       {"conv2d forward + backward", [&] {
          Tensor xr = x.detach().requires_grad_(true), wr = w.detach().requires_grad_(true);
-         sum(conv2d(xr, wr, p)).backward();
+         backward(sum(conv2d(xr, wr, p)));
        }},
       {"linear forward (cuBLAS + bias)", [&] { NoGradGuard g; linear(a, wl, bl); }},
       {"sum_except (bias gradient)", [&] { NoGradGuard g; sum_except(x, 1); }},
-      {"matmul [4,256] x [256,128]", [&] { NoGradGuard g; matmul(a, wl.t()); }},
+      {"matmul [4,256] x [256,128]", [&] { NoGradGuard g; matmul(a, transpose(wl, 0, 1)); }},
       {"raw cublasSgemm, same shape", [&] {
          float one = 1, zero = 0;
          cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, 128, 4, 256, &one, wl.data<float>(), 256, a.data<float>(), 256, &zero,

@@ -10,6 +10,7 @@
 #include "data/idx.h"
 #include "loader/loader.h"
 #include "models/session.h"
+#include "ops/view.h"
 #include "train/trainer.h"
 
 using namespace loupe;

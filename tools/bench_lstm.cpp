@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       auto t0 = std::chrono::steady_clock::now();
       LstmResult r = lstm(x, w, p, true);
       // The models read the final h (imdb_bilstm) or the last step of y (char_lstm).
-      (s.bidirectional ? sum(r.h) : sum(r.y)).backward();
+      backward(s.bidirectional ? sum(r.h) : sum(r.y));
       auto t1 = std::chrono::steady_clock::now();
       cuda_runtime()->synchronize();
       auto t2 = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "models/session.h"
+#include "ops/view.h"
 #include "tools/commands.h"
 
 namespace loupe::tools {
@@ -30,7 +31,7 @@ int32_t next_char(nn::Module& model, const std::vector<int32_t>& text, Device de
                   int64_t i) {
   size_t start = text.size() > 40 ? text.size() - 40 : 0;
   std::vector<float> window(text.begin() + long(start), text.end());
-  Tensor x = from_vector(window, Shape{1, int64_t(window.size())}).to(dev);
+  Tensor x = to(from_vector(window, Shape{1, int64_t(window.size())}), dev);
   std::vector<float> logits = model(x).to_vector<float>();
   double mx = *std::max_element(logits.begin(), logits.end()), total = 0;
   std::vector<double> p(logits.size());

@@ -1,4 +1,4 @@
-// loupe roofline: the matrix-vector roofline study (instrument/roofline.h), as a table, a CSV and a plot.
+// loupe roofline: the matrix-vector roofline study (tools/roofline/), as a table, a CSV and a plot.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,14 +8,14 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "instrument/peak.h"
-#include "instrument/roofline.h"
 #include "tools/commands.h"
+#include "tools/roofline/roofline.h"
 
 namespace loupe::tools {
 
 namespace {
 // The devices' yardsticks, once each.
-void print_yardsticks(const std::vector<instrument::GemvRow>& rows) {
+void print_yardsticks(const std::vector<tools::GemvRow>& rows) {
   std::vector<std::string> seen;
   for (const auto& r : rows) {
     if (std::find(seen.begin(), seen.end(), r.device_name) != seen.end()) continue;
@@ -34,7 +34,7 @@ void print_yardsticks(const std::vector<instrument::GemvRow>& rows) {
 }
 
 // One line per implementation and size.
-void print_table(const std::vector<instrument::GemvRow>& rows) {
+void print_table(const std::vector<tools::GemvRow>& rows) {
   std::printf("%-13s %6s %10s %9s %9s %9s %10s\n", "impl", "n", "GFLOP/s", "GB/s", "roofline", "of peak",
               "rel error");
   for (const auto& r : rows)
@@ -45,7 +45,7 @@ void print_table(const std::vector<instrument::GemvRow>& rows) {
                 r.max_rel_error);
 }
 
-void write_csv(const std::vector<instrument::GemvRow>& rows, const std::string& csv) {
+void write_csv(const std::vector<tools::GemvRow>& rows, const std::string& csv) {
   FILE* f = std::fopen(csv.c_str(), "w");
   if (!f) throw Error("cannot write " + csv);
   std::fprintf(f, "device_name,impl,n,seconds,gflops,bytes_per_s,roofline_fraction,bandwidth_bytes_per_s,peak_gflops,"
@@ -61,11 +61,11 @@ void write_csv(const std::vector<instrument::GemvRow>& rows, const std::string& 
 }  // namespace
 
 int cmd_roofline(const Options& o) {
-  instrument::RooflineOptions ro;
+  tools::RooflineOptions ro;
   if (o.has("sizes")) ro.sizes = o.sizes;
   ro.min_seconds = o.min_seconds.value_or(ro.min_seconds);
   ro.gpu = o.device.empty() ? cuda_available() : pick_device(o).is_cuda();
-  auto rows = instrument::run_roofline(ro);
+  auto rows = tools::run_roofline(ro);
   print_yardsticks(rows);
   print_table(rows);
   std::string csv = o.has("csv") ? o.csv : "roofline.csv", png = o.has("png") ? o.png : "roofline.png";

@@ -10,10 +10,10 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "core/thread_pool.h"
 #include "instrument/advice.h"
 #include "instrument/monitor.h"
-#include "instrument/nvtx.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
 #include "models/session.h"
@@ -195,7 +195,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   if (rep.jsonl) rep.jsonl->write(r);
   if (rep.csv) rep.csv->write(r);
   if (!run.o.save.empty()) {
-    instrument::NvtxRange ck("checkpoint");
+    NvtxRange ck("checkpoint");
     run.session->save(run.o.save, e);
     run.saved_epoch = e;
   }

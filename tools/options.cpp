@@ -181,7 +181,7 @@ const std::map<std::string, Spec> kSpecs = {
        o.min_seconds = above(v, "--min-seconds", 0, 3600);
      }}},
     {"sizes", {false, "roofline", [](Options& o, const std::string& v) {
-       o.sizes = parse_int_list(v, "--sizes", 1, 65536);  // instrument/roofline.cpp's bound
+       o.sizes = parse_int_list(v, "--sizes", 1, 65536);  // tools/roofline/roofline.cpp's bound
      }}},
 };
 

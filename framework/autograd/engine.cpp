@@ -4,7 +4,6 @@
 #include "autograd/node.h"
 #include "autograd/source_check.h"
 #include "core/error.h"
-#include "ops/elementwise.h"
 
 namespace loupe::autograd {
 
@@ -21,7 +20,11 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
   if (!slot.defined()) slot = g;
-  else slot = add(slot, g);  // out of place: g may be shared with another slot
+  else {  // out of place: g may be shared with another slot
+    Tensor sum = empty_like(slot);
+    add_out(sum, slot, g);
+    slot = sum;
+  }
 }
 }  // namespace
 
@@ -63,10 +66,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   LOUPE_CHECK(g.shape() == v->shape, "gradient of shape ", g.shape().str(), " for a tensor of shape ",
               v->shape.str());
   if (!v->grad) {
-    v->grad = g.contiguous().impl_ptr();
-    if (v->grad == g.impl_ptr()) v->grad = g.clone().impl_ptr();  // never alias a gradient that flows elsewhere
+    Tensor c = to_contiguous(g, g.device(), g.dtype());
+    if (c.same(g)) {  // never alias a gradient that flows elsewhere
+      c = empty(g.shape(), g.dtype(), g.device());
+      copy_(c, g);
+    }
+    v->grad = c.impl_ptr();
   } else {
-    add_(Tensor(v->grad), g);  // parameters: .grad is a view into the gradient arena
+    Tensor grad(v->grad);  // parameters: .grad is a view into the gradient arena
+    add_out(grad, grad, g);
   }
   // Under a GradScaler: nothing checked what was added here, so the scaler's pass reads it all.
   if (SourceCheck* sc = current_source_check()) sc->add_dirty(Tensor(v->grad));
@@ -130,3 +138,15 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
 }
 
 }  // namespace loupe::autograd
+
+namespace loupe {
+void backward(const Tensor& root, const Tensor& grad_output) {
+  Tensor g = grad_output;
+  if (!g.defined()) {
+    LOUPE_CHECK(root.numel() == 1, "backward() without a gradient needs a scalar; this tensor has shape ",
+                root.shape().str());
+    g = ones(root.shape(), root.dtype(), root.device());
+  }
+  autograd::run_backward(root, g);
+}
+}  // namespace loupe

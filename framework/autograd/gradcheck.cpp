@@ -6,8 +6,6 @@
 #include "autograd/node.h"
 #include "core/error.h"
 #include "core/philox.h"
-#include "ops/elementwise.h"
-#include "ops/reduce.h"
 
 namespace loupe::autograd {
 
@@ -27,8 +25,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Tensor out = f(inputs);
   std::vector<double> r(size_t(out.numel()));
   for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5 + philox_uniform(1234, 0, i);  // never zero
-  Tensor rt = from_vector(r, out.shape()).to(out.dtype());
-  sum(mul(out, rt)).backward();
+  // The gradient of sum(out * r) with respect to out is r: backward from out with r.
+  backward(out, to_contiguous(from_vector(r, out.shape()), out.device(), out.dtype()));
 
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Tensor& x = inputs[k];

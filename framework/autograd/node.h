@@ -54,6 +54,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output);
 }  // namespace loupe::autograd
 
 namespace loupe {
+// Gradients of `root` with respect to every leaf that requires grad, added into their .grad;
+// without grad_output, root must hold one element (its gradient is 1).
+void backward(const Tensor& root, const Tensor& grad_output = Tensor());
+
 struct NoGradGuard {
   NoGradGuard() : prev_(autograd::grad_enabled()) { autograd::set_grad_enabled(false); }
   ~NoGradGuard() { autograd::set_grad_enabled(prev_); }

@@ -4,19 +4,14 @@
 #include <cstring>
 #include <sstream>
 
-#include "autograd/node.h"
+#include "core/copy.h"
 #include "core/cuda_runtime.h"
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "instrument/nvtx.h"
-#include "ops/activation.h"
-#include "ops/copy.h"
-#include "ops/linalg.h"
-#include "ops/reduce.h"
+#include "core/flops.h"
+#include "core/nvtx.h"
 
 namespace loupe {
-
-using autograd::Node;
 
 int64_t Tensor::size(int d) const { return shape()[wrap_dim(d, dim())]; }
 
@@ -119,7 +114,7 @@ Tensor from_vector(const std::vector<T>& v, const Shape& s, Device d) {
           : std::is_same_v<T, int32_t> ? DType::i32 : DType::u8;
   Tensor host = empty(s, t, kCPU);
   if (!v.empty()) std::memcpy(host.data_ptr(), v.data(), v.size() * sizeof(T));
-  return d.is_cpu() ? host : host.to(d);
+  return to_contiguous(host, d, t);
 }
 template Tensor from_vector(const std::vector<float>&, const Shape&, Device);
 template Tensor from_vector(const std::vector<double>&, const Shape&, Device);
@@ -141,113 +136,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
     return;
   }
   // Across devices: stage through contiguous tensors on each side.
-  Tensor s = src.contiguous();
+  Tensor s = to_contiguous(src, src.device(), src.dtype());
   Tensor d = dst.is_contiguous() ? dst : empty(dst.shape(), dst.dtype(), dst.device());
   CopyKind kind = d.is_cuda() ? CopyKind::HostToDevice : CopyKind::DeviceToHost;
-  instrument::NvtxRange range(kind == CopyKind::HostToDevice ? "h2d copy" : "d2h copy");
+  NvtxRange range(kind == CopyKind::HostToDevice ? "h2d copy" : "d2h copy");
   cuda_runtime()->copy(d.data_ptr(), s.data_ptr(), d.nbytes(), kind);
   if (!d.same(dst)) copy_(dst, d);
-}
-
-// ---- views and their backward ------------------------------------------------------------
-
-namespace {
-struct ReshapeBackward : Node {
-  Shape in_shape;
-  const char* name() const override { return "ReshapeBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {g[0].reshape(in_shape)}; }
-};
-struct TransposeBackward : Node {
-  int d0, d1;
-  const char* name() const override { return "TransposeBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {g[0].transpose(d0, d1)}; }
-};
-struct SliceBackward : Node {
-  Shape in_shape;
-  int dim;
-  int64_t start, end;
-  const char* name() const override { return "SliceBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gx = zeros(in_shape, g[0].dtype(), g[0].device());
-    copy_(gx.slice(dim, start, end), g[0]);
-    return {gx};
-  }
-};
-struct IdentityBackward : Node {  // contiguous(), clone()
-  const char* name() const override { return "CopyBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {g[0]}; }
-};
-struct ToDeviceBackward : Node {
-  Device from;
-  const char* name() const override { return "ToDeviceBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {g[0].to(from)}; }
-};
-struct ToDtypeBackward : Node {
-  DType from;
-  const char* name() const override { return "ToDtypeBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return {g[0].to(from)}; }
-};
-
-Tensor view_of(const Tensor& x, const Shape& s, const Shape& st, int64_t offset) {
-  return as_strided(x, s, st, offset);
-}
-}  // namespace
-
-Tensor Tensor::reshape(const Shape& req) const {
-  Shape s = req;
-  LOUPE_CHECK(s.numel() == numel(), "cannot reshape ", shape().str(), " (", numel(), " elements) to ", s.str());
-  Tensor src = is_contiguous() ? *this : contiguous();
-  Tensor out = view_of(src, s, contiguous_strides(s), src.impl()->offset);
-  if (autograd::needs_grad({this})) {
-    auto n = std::make_shared<ReshapeBackward>();
-    n->in_shape = shape();
-    autograd::record(n, {this}, {&out});
-  }
-  return out;
-}
-
-Tensor Tensor::flatten(int start_dim) const {
-  int sd = wrap_dim(start_dim, dim());
-  Shape s;
-  for (int i = 0; i < sd; ++i) s.push_back(shape()[i]);
-  int64_t rest = 1;
-  for (int i = sd; i < dim(); ++i) rest *= shape()[i];
-  s.push_back(rest);
-  return reshape(s);
-}
-
-Tensor Tensor::transpose(int d0, int d1) const {
-  d0 = wrap_dim(d0, dim());
-  d1 = wrap_dim(d1, dim());
-  Shape s = shape(), st = strides();
-  std::swap(s[d0], s[d1]);
-  std::swap(st[d0], st[d1]);
-  Tensor out = view_of(*this, s, st, impl_->offset);
-  if (autograd::needs_grad({this})) {
-    auto n = std::make_shared<TransposeBackward>();
-    n->d0 = d0;
-    n->d1 = d1;
-    autograd::record(n, {this}, {&out});
-  }
-  return out;
-}
-
-Tensor Tensor::slice(int d, int64_t start, int64_t end) const {
-  d = wrap_dim(d, dim());
-  LOUPE_CHECK(0 <= start && start <= end && end <= shape()[d], "slice [", start, ", ", end, ") is out of range for size ",
-              shape()[d], " of dimension ", d);
-  Shape s = shape();
-  s[d] = end - start;
-  Tensor out = view_of(*this, s, strides(), impl_->offset + start * strides()[d]);
-  if (autograd::needs_grad({this})) {
-    auto n = std::make_shared<SliceBackward>();
-    n->in_shape = shape();
-    n->dim = d;
-    n->start = start;
-    n->end = end;
-    autograd::record(n, {this}, {&out});
-  }
-  return out;
 }
 
 Tensor Tensor::expand(const Shape& s) const {
@@ -260,62 +154,42 @@ Tensor Tensor::expand(const Shape& s) const {
     LOUPE_CHECK(shape()[j] == s[i] || shape()[j] == 1, "expand: cannot expand ", shape().str(), " to ", s.str());
     st.push_back(shape()[j] == s[i] ? strides()[j] : 0);
   }
-  return view_of(*this, s, st, impl_->offset);
+  return as_strided(*this, s, st, impl_->offset);
 }
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::contiguous(MemoryFormat f) const {
-  if (f == MemoryFormat::Contiguous) return contiguous();
-  if (memory_format() == f) return *this;
-  Tensor out;
-  if (is_contiguous(f)) {  // already in that memory order (C or H*W is 1): the same data, restrided
-    out = as_strided(*this, shape(), strides_for(shape(), f), impl_->offset);
-  } else {
-    out = empty(shape(), dtype(), device(), f);
-    copy_(out, *this);
+Tensor to_contiguous(const Tensor& x, Device d, DType t) {
+  Tensor out = x;
+  if (out.device() != d || !out.is_contiguous()) {  // copy_ stages a strided source across devices
+    Tensor c = empty(x.shape(), x.dtype(), d);
+    copy_(c, out);
+    out = c;
   }
-  if (autograd::needs_grad({this})) autograd::record(std::make_shared<IdentityBackward>(), {this}, {&out});
-  return out;
-}
-
-Tensor Tensor::dense() const {
-  return is_contiguous() || is_contiguous(MemoryFormat::ChannelsLast) ? *this : contiguous();
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype(), device());
-  copy_(out, *this);
-  if (autograd::needs_grad({this})) autograd::record(std::make_shared<IdentityBackward>(), {this}, {&out});
-  return out;
-}
-
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
-  Tensor out = empty(shape(), dtype(), d);
-  copy_(out, *this);
-  if (autograd::needs_grad({this})) {
-    auto n = std::make_shared<ToDeviceBackward>();
-    n->from = device();
-    autograd::record(n, {this}, {&out});
+  if (out.dtype() != t) {
+    Tensor c = empty(x.shape(), t, d);
+    if (c.numel() > 0) kernels<CopyKernels>(d).cast(c, out);
+    out = c;
   }
   return out;
 }
 
-Tensor Tensor::to(DType t) const {
-  if (t == dtype()) return *this;
-  Tensor src = contiguous();
-  Tensor out = empty(shape(), t, device());
-  if (numel() > 0) kernels<CopyKernels>(device()).cast(out, src);
-  if (autograd::needs_grad({this}) && is_floating(t)) {
-    auto n = std::make_shared<ToDtypeBackward>();
-    n->from = dtype();
-    autograd::record(n, {this}, {&out});
-  }
-  return out;
+void add_out(const Tensor& dst, const Tensor& a, const Tensor& b) {
+  LOUPE_CHECK(dst.shape() == a.shape() && dst.shape() == b.shape(), "add_out: shapes ", dst.shape().str(), ", ",
+              a.shape().str(), " and ", b.shape().str(), " differ");
+  LOUPE_CHECK(dst.dtype() == a.dtype() && dst.dtype() == b.dtype() && is_floating(dst.dtype()),
+              "add_out needs one floating dtype, got ", dtype_name(dst.dtype()), ", ", dtype_name(a.dtype()), " and ",
+              dtype_name(b.dtype()));
+  LOUPE_CHECK(dst.device() == a.device() && dst.device() == b.device(), "add_out: the tensors are on different devices");
+  LOUPE_CHECK(dst.is_contiguous(dst.memory_format()), "add_out needs a dense destination");
+  if (dst.numel() == 0) return;
+  // The kernel walks the three buffers in step: an operand laid out otherwise is copied to dst's layout.
+  auto like_dst = [&](const Tensor& x) {
+    if (x.strides() == dst.strides()) return x;
+    Tensor c = empty_like(dst);
+    copy_(c, x);
+    return c;
+  };
+  kernels<CopyKernels>(dst.device()).add(dst, like_dst(a), like_dst(b));
+  add_flops(double(dst.numel()));
 }
 
 Tensor Tensor::detach() const { return as_strided(*this, shape(), strides(), impl_->offset); }
@@ -327,29 +201,11 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-void Tensor::backward(const Tensor& grad_output) const {
-  Tensor g = grad_output;
-  if (!g.defined()) {
-    LOUPE_CHECK(numel() == 1, "backward() without a gradient needs a scalar; this tensor has shape ", shape().str());
-    g = ones(shape(), dtype(), device());
-  }
-  autograd::run_backward(*this, g);
-}
-
-Tensor Tensor::relu() const { return loupe::relu(*this); }
-Tensor Tensor::sigmoid() const { return loupe::sigmoid(*this); }
-Tensor Tensor::tanh() const { return loupe::tanh(*this); }
-Tensor Tensor::sum() const { return loupe::sum(*this); }
-Tensor Tensor::mean() const { return loupe::mean(*this); }
-Tensor Tensor::sum(int d, bool keepdim) const { return loupe::sum(*this, d, keepdim); }
-Tensor Tensor::matmul(const Tensor& o) const { return loupe::matmul(*this, o); }
-
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   DType want = std::is_same_v<T, float> ? DType::f32 : std::is_same_v<T, double> ? DType::f64
              : std::is_same_v<T, int32_t> ? DType::i32 : DType::u8;
-  NoGradGuard g;
-  Tensor h = to(kCPU).to(want).contiguous();
+  Tensor h = to_contiguous(*this, kCPU, want);
   std::vector<T> v(size_t(h.numel()));
   if (!v.empty()) std::memcpy(v.data(), h.data_ptr(), v.size() * sizeof(T));
   return v;

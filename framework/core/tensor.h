@@ -65,40 +65,18 @@ class Tensor {
   void* data_ptr() const;
   template <class T> T* data() const { return static_cast<T*>(data_ptr()); }
 
-  // Views share storage; they record autograd nodes like any op.
-  Tensor reshape(const Shape& s) const;   // copies only when the layout requires it
-  Tensor flatten(int start_dim = 1) const;
-  Tensor transpose(int d0, int d1) const;
-  Tensor t() const { return transpose(0, 1); }
-  Tensor slice(int dim, int64_t start, int64_t end) const;
-  Tensor expand(const Shape& s) const;    // broadcast view (stride 0); no autograd
-  Tensor contiguous() const;
-  Tensor contiguous(MemoryFormat f) const;  // a copy in format f unless already so (autograd: identity)
-  // Dense in one of the two formats: this tensor when it is, else contiguous(). Elementwise ops
-  // run over the raw buffer of such a tensor and give their result the same strides.
-  Tensor dense() const;
-  Tensor clone() const;
-  Tensor to(Device d) const;
-  Tensor to(DType t) const;
+  // A broadcast view (stride 0) of this tensor; records no autograd. The views that do (reshape,
+  // transpose, slice, contiguous, clone, to) are ops: ops/view.h.
+  Tensor expand(const Shape& s) const;
   Tensor detach() const;  // same data, no history
 
-  // Autograd.
+  // Autograd bookkeeping (the graph is recorded by ops; backward() is in autograd/node.h).
   bool requires_grad() const { return impl_->requires_grad; }
   Tensor& requires_grad_(bool on = true);
   Tensor grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
   void set_grad(const Tensor& g) { impl_->grad = g.impl_; }
-  void backward(const Tensor& grad_output = Tensor()) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
   const std::string& name() const { return impl_->name; }
-
-  // Shortcuts for common ops (declared in ops/*.h).
-  Tensor relu() const;
-  Tensor sigmoid() const;
-  Tensor tanh() const;
-  Tensor sum() const;
-  Tensor mean() const;
-  Tensor sum(int dim, bool keepdim = false) const;
-  Tensor matmul(const Tensor& o) const;
 
   // Host access (copies from the device and waits: not for use inside a training step).
   template <class T> std::vector<T> to_vector() const;
@@ -125,6 +103,12 @@ Tensor as_strided(const Tensor& base, const Shape& s, const Shape& strides, int6
 
 // In-place, no autograd: copies src into dst (same shape, same dtype; any strides or devices).
 void copy_(const Tensor& dst, const Tensor& src);
+// No autograd: a contiguous copy of x on device d in dtype t (x itself when it already is one).
+// The recording versions are ops: contiguous(), to() in ops/view.h.
+Tensor to_contiguous(const Tensor& x, Device d, DType t);
+// No autograd: dst = a + b, same shape, one floating dtype, one device, any strides (dst dense;
+// dst may be a). The autograd engine sums gradients with it; ops' add() is the recording one.
+void add_out(const Tensor& dst, const Tensor& a, const Tensor& b);
 // In-place, no autograd: dst = value everywhere.
 void fill_(const Tensor& dst, double value);
 

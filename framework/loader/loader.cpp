@@ -4,9 +4,10 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "core/philox.h"
-#include "instrument/nvtx.h"
 #include "loader/sampler.h"
+#include "ops/view.h"
 
 namespace loupe::loader {
 
@@ -152,7 +153,7 @@ void DataLoader::worker_loop() {
 }
 
 void DataLoader::fill(Slot& s, int64_t j) {
-  instrument::NvtxRange r("collate");
+  NvtxRange r("collate");
   // The slot's previous copy must have left the host buffers before we overwrite them.
   if (s.copied) cuda_runtime()->event_synchronize(s.copy_done);
   int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, data_->size());
@@ -169,7 +170,7 @@ void DataLoader::fill(Slot& s, int64_t j) {
     }
   }
   if (!copy_stream_) return;
-  instrument::NvtxRange c("h2d copy");
+  NvtxRange c("h2d copy");
   CudaRuntime* rt = cuda_runtime();
   // The device slot is free once the step that read it has finished: the copy stream waits for
   // that event, the host does not.
@@ -187,7 +188,7 @@ bool DataLoader::next(Batch& b) {
   Slot& s = *slots_[size_t(j % int64_t(slots_.size()))];
   double t0 = now_ms();
   {
-    instrument::NvtxRange r("data wait");
+    NvtxRange r("data wait");
     std::unique_lock<std::mutex> l(m_);
     cv_.wait(l, [&] { return stopping_ || (s.state == State::Ready && s.batch == j); });
     if (stopping_) throw Error("the data loader was stopped");
@@ -197,8 +198,8 @@ bool DataLoader::next(Batch& b) {
   if (copy_stream_) cuda_runtime()->stream_wait_event(nullptr, s.copy_done);  // compute waits for the copy
   b.index = j;
   b.size = s.size;
-  b.x = s.size == opt_.batch ? s.dev_x : s.dev_x.slice(0, 0, s.size);
-  b.y = s.size == opt_.batch ? s.dev_y : s.dev_y.slice(0, 0, s.size);
+  b.x = s.size == opt_.batch ? s.dev_x : slice(s.dev_x, 0, 0, s.size);
+  b.y = s.size == opt_.batch ? s.dev_y : slice(s.dev_y, 0, 0, s.size);
   return true;
 }
 

@@ -3,9 +3,10 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "core/copy.h"
 #include "core/dispatch.h"
 #include "core/error.h"
-#include "ops/copy.h"
+#include "ops/view.h"
 
 namespace loupe::nn {
 
@@ -35,8 +36,8 @@ ParameterArena::ParameterArena(const std::vector<Tensor>& params, Device d) : pa
   NoGradGuard g;
   int64_t off = 0;
   for (const Tensor& p : params) {
-    Tensor dst = values_.slice(0, off, off + p.numel()).reshape(p.shape());
-    copy_(dst, p.to(d));
+    Tensor dst = reshape(slice(values_, 0, off, off + p.numel()), p.shape());
+    copy_(dst, to(p, d));
     rebind(p, values_, off);
     Tensor grad = as_strided(grads_, p.shape(), contiguous_strides(p.shape()), off);
     p.impl()->grad = grad.impl_ptr();
@@ -106,7 +107,7 @@ void ParameterArena::refresh_compute_copy() {
   if (!compute_.defined()) return;
   const CopyKernels& k = kernels<CopyKernels>(compute_.device());
   for (const Run& r : compute_runs_)  // usually one: only float32-only parameters split the arena
-    k.cast(compute_.slice(0, r.dst, r.dst + r.n), values_.slice(0, r.src, r.src + r.n));
+    k.cast(slice(compute_, 0, r.dst, r.dst + r.n), slice(values_, 0, r.src, r.src + r.n));
 }
 
 Tensor compute_view(const Tensor& p, DType t) {

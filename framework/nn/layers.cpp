@@ -9,13 +9,14 @@
 #include "core/philox.h"
 #include "core/random.h"
 #include "ops/bias_act.h"
-#include "ops/dropout.h"
-#include "ops/linalg.h"
 #include "ops/conv.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
-#include "ops/pool.h"
+#include "ops/linalg.h"
 #include "ops/norm.h"
+#include "ops/pool.h"
+#include "ops/view.h"
 
 namespace loupe::nn {
 
@@ -53,7 +54,7 @@ Tensor Linear::forward_fused(const Tensor& x, const Epilogue& e) {
   // mean: 14 us a step of casts and loss scaling, measured, for nothing).
   const bool narrow = out_features < 8 && x.dtype() == DType::f32;
   auto cast = [&](const Tensor& t) { return narrow ? t : autocast(t); };
-  Tensor y = matmul(cast(x), cast(weight).t());
+  Tensor y = matmul(cast(x), transpose(cast(weight), 0, 1));
   if (!bias.defined() && !e.act && e.dropout == 0) return y;
   return bias_act(y, cast(bias), e.act, e.dropout, true);
 }
@@ -77,7 +78,7 @@ Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
   Tensor xc = autocast(x);
-  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? xc.contiguous(MemoryFormat::ChannelsLast) : xc,
+  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? contiguous(xc, MemoryFormat::ChannelsLast) : xc,
                     autocast(weight), p);
   if (!bias.defined() && !e.act && e.dropout == 0) return y;
   return bias_act(y, autocast(bias), e.act, e.dropout, true);
@@ -123,10 +124,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 Tensor Reshape::forward(const Tensor& x) {
   Shape s{x.size(0)};
   for (int64_t d : shape_) s.push_back(d);
-  return x.reshape(s);
+  return reshape(x, s);
 }
 
-Tensor ReLU::forward(const Tensor& x) { return x.relu(); }
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 
 bool ReLU::extend(Epilogue& e) const {
   if (e.act || e.has_dropout) return false;

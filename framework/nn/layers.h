@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "ops/view.h"
 
 namespace loupe::nn {
 
@@ -38,7 +39,7 @@ class Dropout : public Module {
 
 class Flatten : public Module {
  public:
-  Tensor forward(const Tensor& x) override { return x.flatten(1); }
+  Tensor forward(const Tensor& x) override { return flatten(x, 1); }
   std::string type_name() const override { return "Flatten"; }
 };
 

@@ -3,9 +3,10 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/nvtx.h"
 #include "core/precision.h"
 #include "nn/arena.h"
-#include "instrument/nvtx.h"
+#include "ops/view.h"
 
 namespace loupe::nn {
 
@@ -21,7 +22,7 @@ Tensor autocast(const Tensor& t) {
   if (c == DType::f32) return t;
   ++g_autocasts;
   Tensor v = compute_view(t, c);  // a parameter with a compute copy: no cast at all
-  if (!v.defined()) return t.to(c);
+  if (!v.defined()) return to(t, c);
   return t.requires_grad() ? v : v.detach();
 }
 
@@ -90,7 +91,7 @@ void Module::to(Device d) {
   arena_ = std::make_unique<ParameterArena>(parameters(), d);
   for (auto& [n, b] : named_buffers()) {  // rebind in place: the layers hold the same TensorImpl
     if (b.device() == d) continue;
-    Tensor moved = b.to(d);
+    Tensor moved = loupe::to(b, d);
     b.impl()->storage = moved.impl()->storage;
     b.impl()->offset = moved.impl()->offset;
     b.impl()->strides = moved.impl()->strides;
@@ -106,7 +107,7 @@ void Module::assign_paths(const std::string& path) {
 
 Tensor Module::operator()(const Tensor& x) {
   if (range_name_.empty()) assign_paths("");
-  instrument::NvtxRange r(range_name_.c_str());
+  NvtxRange r(range_name_.c_str());
   return forward(x);
 }
 
@@ -117,7 +118,7 @@ Tensor Module::forward_fused(const Tensor&, const Epilogue&) {
 Tensor Module::call_fused(const Tensor& x, const Epilogue& e) {
   if (range_name_.empty()) assign_paths("");
   std::string name = range_name_ + e.range_name;
-  instrument::NvtxRange r(name.c_str());
+  NvtxRange r(name.c_str());
   return forward_fused(x, e);
 }
 

@@ -8,6 +8,7 @@
 #include "core/philox.h"
 #include "core/random.h"
 #include "nn/layers.h"
+#include "ops/view.h"
 
 namespace loupe::nn {
 
@@ -58,7 +59,7 @@ LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectiona
   for (int l = 0; l < num_layers; ++l)
     for (int d = 0; d < params_.directions(); ++d) {
       LstmLayerOffsets o = lstm_layer_offsets(params_, l, d);
-      glorot_uniform_(w.slice(0, o.w, o.w + 4 * H * o.in), o.in, 4 * H);
+      glorot_uniform_(slice(w, 0, o.w, o.w + 4 * H * o.in), o.in, 4 * H);
       orthogonal_(w.data<float>() + o.r, 4 * H, H);
       float* b = w.data<float>() + o.b_w;
       for (int64_t k = H; k < 2 * H; ++k) b[k] = 1;  // the forget gate's block

@@ -2,7 +2,8 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -16,8 +17,8 @@ struct ActivationBackward : autograd::Node {
   }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(y);
-    kernels<ActivationKernels>(y.device()).backward(act, gx, y, g[0].contiguous(y.memory_format()));
-    instrument::add_flops(double(y.numel()) * (act == Act::Relu ? 1 : 3));
+    kernels<ActivationKernels>(y.device()).backward(act, gx, y, contiguous(g[0], y.memory_format()));
+    add_flops(double(y.numel()) * (act == Act::Relu ? 1 : 3));
     return {gx};
   }
   void release() override { y = Tensor(); }
@@ -26,10 +27,10 @@ struct ActivationBackward : autograd::Node {
 
 Tensor activation(Act a, const Tensor& x) {
   LOUPE_CHECK(is_floating(x.dtype()), "activations need floating-point input, got ", dtype_name(x.dtype()));
-  Tensor xc = x.dense();  // elementwise: any dense layout, kept
+  Tensor xc = dense(x);  // elementwise: any dense layout, kept
   Tensor y = empty_like(xc);
   if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(a, y, xc);
-  instrument::add_flops(double(y.numel()) * (a == Act::Relu ? 1 : 4));
+  add_flops(double(y.numel()) * (a == Act::Relu ? 1 : 4));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<ActivationBackward>();
     n->act = a;

@@ -1,8 +1,8 @@
 #include <cmath>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "ops/activation.h"
-#include "ops/cpu_util.h"
 
 namespace loupe {
 namespace {

@@ -2,8 +2,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
 #include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -29,14 +30,14 @@ struct BiasActBackward : autograd::Node {
   bool need_x = false, need_b = false;
   const char* name() const override { return "BiasActBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = g[0].contiguous(y.memory_format());
+    Tensor gy = contiguous(g[0], y.memory_format());
     Tensor gx = empty_like(y), gb;
     const bool fused = need_b && bias_act_fuses_bias_grad(a.C, a.inner);
     if (fused) gb = empty(Shape{a.C}, y.dtype(), y.device());
     kernels<BiasActKernels>(y.device()).backward(gx, gb, y, gy, a);
     if (need_b && !fused) gb = sum_except(gx, 1);
     // (sum_except counts its own FLOPs where it runs)
-    instrument::add_flops(double(y.numel()) *
+    add_flops(double(y.numel()) *
                           ((a.act >= 0 ? (a.act == int(Act::Relu) ? 1 : 3) : 0) + (a.dropout ? 1 : 0) + (fused ? 1 : 0)));
     return {need_x ? gx : Tensor(), gb};
   }
@@ -54,12 +55,12 @@ Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double
   LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
   const bool dropout = training && p > 0;
   LOUPE_CHECK(!dropout || !act || *act == Act::Relu, "bias_act: dropout fuses after relu or no activation only");
-  Tensor xc = x.dense(), bc = b.defined() ? b.contiguous() : Tensor();
+  Tensor xc = dense(x), bc = b.defined() ? contiguous(b) : Tensor();
   Tensor y = empty_like(xc);
   BiasActArgs a = args_for(xc, act, dropout, p);
   if (dropout) a.rng = default_generator().draw(uint64_t(xc.numel()));
   if (y.numel() > 0) kernels<BiasActKernels>(x.device()).forward(y, xc, bc, a);
-  instrument::add_flops(double(y.numel()) *
+  add_flops(double(y.numel()) *
                         ((bc.defined() ? 1 : 0) + (act ? (*act == Act::Relu ? 1 : 4) : 0) + (dropout ? 1 : 0)));
   if (autograd::needs_grad({&x, &b})) {
     auto n = std::make_shared<BiasActBackward>();

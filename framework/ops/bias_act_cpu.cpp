@@ -2,10 +2,10 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "core/philox.h"
 #include "ops/bias_act.h"
-#include "ops/cpu_util.h"
 
 namespace loupe {
 namespace {

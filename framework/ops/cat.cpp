@@ -2,6 +2,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -14,7 +15,7 @@ struct CatBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     std::vector<Tensor> gx(needs.size());
     for (size_t k = 0; k < needs.size(); ++k)  // a copy only where the slice is not contiguous already
-      if (needs[k]) gx[k] = g[0].slice(dim, bounds[k], bounds[k + 1]).contiguous();
+      if (needs[k]) gx[k] = contiguous(slice(g[0], dim, bounds[k], bounds[k + 1]));
     return gx;
   }
 };
@@ -44,7 +45,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
   std::vector<int64_t> bounds{0};
   for (const Tensor& x : xs) {
     int64_t at = bounds.back();
-    copy_(y.slice(d, at, at + x.size(d)), x);  // no autograd: y has no history yet
+    copy_(slice(y, d, at, at + x.size(d)), x);  // no autograd: y has no history yet
     bounds.push_back(at + x.size(d));
   }
   bool any = false;

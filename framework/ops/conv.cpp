@@ -2,7 +2,8 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -14,12 +15,12 @@ struct Conv2dBackward : autograd::Node {
   bool need_x = false, need_w = false;
   const char* name() const override { return "Conv2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = g[0].contiguous(format);
+    Tensor gy = contiguous(g[0], format);
     Tensor gx = need_x ? empty(x.shape(), x.dtype(), x.device(), format) : Tensor();
     Tensor gw = need_w ? empty(w.shape(), w.dtype(), w.device(), format) : Tensor();
     kernels<ConvKernels>(x.device()).backward(gx, gw, x, w, gy, p);
     double macs = double(gy.numel()) * double(w.size(1) * w.size(2) * w.size(3));
-    instrument::add_flops(2 * macs * ((need_x ? 1 : 0) + (need_w ? 1 : 0)));
+    add_flops(2 * macs * ((need_x ? 1 : 0) + (need_w ? 1 : 0)));
     return {gx, gw};
   }
   void release() override { x = w = Tensor(); }
@@ -41,12 +42,12 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Tensor xc, wc;
   {
     NoGradGuard g;  // the node below records x and w themselves
-    xc = x.contiguous(f);
-    wc = w.contiguous(f);
+    xc = contiguous(x, f);
+    wc = contiguous(w, f);
   }
   Tensor y = empty(Shape{x.size(0), w.size(0), P, Q}, x.dtype(), x.device(), f);
   kernels<ConvKernels>(x.device()).forward(y, xc, wc, p);
-  instrument::add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
+  add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
   if (autograd::needs_grad({&x, &w})) {
     auto n = std::make_shared<Conv2dBackward>();
     n->x = xc.detach();

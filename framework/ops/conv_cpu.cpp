@@ -2,10 +2,11 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "ops/conv.h"
-#include "ops/cpu_util.h"
 #include "ops/gemm_cpu.h"
+#include "ops/view.h"
 
 namespace loupe {
 namespace {
@@ -96,7 +97,7 @@ void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Te
 
 // Channels-last tensors: the loops above read NCHW, so convert in and out (correct, not fast: the
 // NHWC layout is for the GPU's tensor cores).
-Tensor nchw(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+Tensor nchw(const Tensor& t) { return t.defined() ? contiguous(t) : t; }
 Tensor nchw_like(const Tensor& t) { return t.defined() ? empty(t.shape(), t.dtype(), t.device()) : t; }
 void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && !dst.same(src)) copy_(dst, src);

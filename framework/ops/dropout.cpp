@@ -2,8 +2,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/flops.h"
 #include "core/random.h"
-#include "instrument/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -14,10 +15,10 @@ struct DropoutBackward : autograd::Node {
   MemoryFormat format;  // the mask follows the forward input's memory order
   const char* name() const override { return "DropoutBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = g[0].contiguous(format);
+    Tensor gy = contiguous(g[0], format);
     Tensor gx = empty_like(gy);
     kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, rng);  // the same mask, regenerated
-    instrument::add_flops(double(gy.numel()));
+    add_flops(double(gy.numel()));
     return {gx};
   }
 };
@@ -27,10 +28,10 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
   if (!training || p == 0) return x;
   RngDraw rng = default_generator().draw(uint64_t(x.numel()));
-  Tensor xc = x.dense();  // the mask is drawn in memory order: any dense layout, kept
+  Tensor xc = dense(x);  // the mask is drawn in memory order: any dense layout, kept
   Tensor y = empty_like(xc);
   if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), rng);
-  instrument::add_flops(double(y.numel()));
+  add_flops(double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<DropoutBackward>();
     n->p = float(p);

@@ -1,6 +1,6 @@
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "core/philox.h"
-#include "ops/cpu_util.h"
 #include "ops/dropout.h"
 
 namespace loupe {

@@ -2,8 +2,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/flops.h"
 #include "ops/reduce.h"
-#include "instrument/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -53,7 +54,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Shape s = broadcast_shapes(a.shape(), b.shape());
   Tensor out = empty(s, a.dtype(), a.device());
   if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).binary(op, out, a.expand(s), b.expand(s));
-  instrument::add_flops(double(out.numel()));
+  add_flops(double(out.numel()));
   if (autograd::needs_grad({&a, &b})) {
     auto n = std::make_shared<BinaryBackward>();
     n->op = op;
@@ -77,10 +78,10 @@ struct AffineBackward : Node {
 };
 
 Tensor affine(const Tensor& a, double m, double c) {
-  Tensor src = a.contiguous();
+  Tensor src = contiguous(a);
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(out, src, m, c);
-  instrument::add_flops(double(out.numel()));
+  add_flops(double(out.numel()));
   if (autograd::needs_grad({&a})) {
     auto n = std::make_shared<AffineBackward>();
     n->scale = m;
@@ -111,7 +112,7 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
   check_same_device(x, b, "bias_add");
   LOUPE_CHECK(x.dim() >= 2 && b.dim() == 1 && b.size(0) == x.size(1), "bias_add: bias of shape ", b.shape().str(),
               " does not match dimension 1 of ", x.shape().str());
-  Tensor xc = x.dense(), bc = b.contiguous();
+  Tensor xc = dense(x), bc = contiguous(b);
   Tensor out = empty_like(xc);
   int64_t outer = x.size(0), C = x.size(1), inner = C ? x.numel() / (outer * C) : 0;
   if (xc.memory_format() == MemoryFormat::ChannelsLast) {  // NHWC: [N*H*W, C] with the channel innermost
@@ -119,7 +120,7 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
     inner = 1;
   }
   if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
-  instrument::add_flops(double(out.numel()));
+  add_flops(double(out.numel()));
   if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});
   return out;
 }
@@ -132,8 +133,8 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   LOUPE_CHECK(dst.shape() == src.shape(), "add_: shapes ", dst.shape().str(), " and ", src.shape().str(), " differ");
   LOUPE_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
   if (dst.numel() == 0) return;
-  kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, src.contiguous());
-  instrument::add_flops(double(dst.numel()));
+  kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, contiguous(src));
+  add_flops(double(dst.numel()));
 }
 
 }  // namespace loupe

@@ -1,5 +1,5 @@
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/cpu_util.h"
 #include "ops/elementwise.h"
 
 namespace loupe {

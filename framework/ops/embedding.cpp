@@ -3,7 +3,8 @@
 #include "autograd/node.h"
 #include "autograd/source_check.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -49,10 +50,10 @@ struct EmbeddingBackward : autograd::Node {
     Tensor gy = g[0];
     EmbeddingGradRows rows;
     if (!grad_rows(gy, rows)) {
-      gy = gy.contiguous();
+      gy = contiguous(gy);
       rows = {1, E, 0};
     }
-    instrument::add_flops(double(n) * double(E));  // one add per gradient element
+    add_flops(double(n) * double(E));  // one add per gradient element
     if (auto v = leaf.lock(); v && v->grad) {
       Tensor grad(v->grad);
       if (grad.shape() == weight_shape && grad.dtype() == dtype && grad.device() == gy.device() &&
@@ -84,7 +85,7 @@ Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype) {
   Shape s = ids.shape();
   s.push_back(classes);
   Tensor y = empty(s, dtype, ids.device());
-  if (y.numel() > 0) kernels<EmbeddingKernels>(ids.device()).one_hot(y, ids.contiguous().detach(), ids.numel(), classes);
+  if (y.numel() > 0) kernels<EmbeddingKernels>(ids.device()).one_hot(y, contiguous(ids).detach(), ids.numel(), classes);
   return y;
 }
 
@@ -99,7 +100,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   int64_t n = ids.numel(), E = weight.size(1);
   Shape s = ids.shape();
   s.push_back(E);
-  Tensor ic = ids.contiguous().detach(), wc = weight.contiguous();
+  Tensor ic = contiguous(ids).detach(), wc = contiguous(weight);
   Tensor y = empty(s, weight.dtype(), weight.device());
   if (y.numel() > 0) kernels<EmbeddingKernels>(weight.device()).forward(y, ic, wc, n, E);
   if (autograd::needs_grad({&weight})) {  // ids are not differentiable

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/cpu_util.h"
 #include "ops/embedding.h"
 
 namespace loupe {

@@ -1,6 +1,7 @@
 #include "ops/index.h"
 
 #include "core/dispatch.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -14,7 +15,7 @@ Tensor index_select(const Tensor& src, const Tensor& idx, DType out_dtype, doubl
   Tensor out = empty(s, out_dtype, src.device());
   int64_t row = src.size(0) ? src.numel() / src.size(0) : 0;
   if (out.numel() > 0)
-    kernels<IndexKernels>(src.device()).gather(out, src.contiguous(), idx.contiguous(), idx.size(0), row, scale);
+    kernels<IndexKernels>(src.device()).gather(out, contiguous(src), contiguous(idx), idx.size(0), row, scale);
   return out;
 }
 

@@ -4,8 +4,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/flops.h"
 #include "ops/elementwise.h"
-#include "instrument/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -22,7 +23,7 @@ Operand as_operand(const Tensor& x) {
   const Shape& st = x.strides();
   if ((st[1] == 1 || c == 1) && st[0] >= std::max<int64_t>(c, 1)) return {x, false, st[0]};
   if ((st[0] == 1 || r == 1) && st[1] >= std::max<int64_t>(r, 1)) return {x, true, st[1]};
-  Tensor cx = x.contiguous();
+  Tensor cx = contiguous(x);
   return {cx, false, std::max<int64_t>(c, 1)};
 }
 
@@ -46,7 +47,7 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
   g.dtype = a.dtype();
   if (g.K == 0) { fill_(out, 0); return out; }
   kernels<LinalgKernels>(a.device()).gemm(g);
-  instrument::add_flops(2.0 * double(g.M) * double(g.N) * double(g.K));
+  add_flops(2.0 * double(g.M) * double(g.N) * double(g.K));
   return out;
 }
 
@@ -56,8 +57,8 @@ struct MatmulBackward : autograd::Node {
   const char* name() const override { return "MatmulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
-    Tensor ga = need_a ? gemm(g, b.t()) : Tensor();
-    Tensor gb = need_b ? gemm(a.t(), g) : Tensor();
+    Tensor ga = need_a ? gemm(g, transpose(b, 0, 1)) : Tensor();
+    Tensor gb = need_b ? gemm(transpose(a, 0, 1), g) : Tensor();
     return {ga, gb};
   }
   void release() override { a = b = Tensor(); }
@@ -88,7 +89,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  Tensor y = matmul(x, w.t());
+  Tensor y = matmul(x, transpose(w, 0, 1));
   return b.defined() ? bias_add(y, b) : y;
 }
 

@@ -2,7 +2,8 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -13,7 +14,7 @@ struct CrossEntropyBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
     kernels<LossKernels>(logits.device()).ce_backward(gx, logits, labels, g[0], logits.size(0), logits.size(1));
-    instrument::add_flops(4.0 * double(logits.numel()));
+    add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
   void release() override { logits = labels = Tensor(); }
@@ -25,7 +26,7 @@ struct BceBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
     kernels<LossKernels>(logits.device()).bce_backward(gx, logits, targets, g[0], logits.numel());
-    instrument::add_flops(4.0 * double(logits.numel()));
+    add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
   void release() override { logits = targets = Tensor(); }
@@ -39,10 +40,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
               "cross_entropy needs int32 labels [N] matching logits ", logits.shape().str(), ", got ",
               labels.shape().str(), " ", dtype_name(labels.dtype()));
   LOUPE_CHECK(labels.device() == logits.device(), "cross_entropy: logits and labels are on different devices");
-  Tensor lc = logits.contiguous(), yc = labels.contiguous();
+  Tensor lc = contiguous(logits), yc = contiguous(labels);
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
   kernels<LossKernels>(logits.device()).ce_forward(loss, lc, yc, logits.size(0), logits.size(1));
-  instrument::add_flops(4.0 * double(logits.numel()));
+  add_flops(4.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<CrossEntropyBackward>();
     n->logits = lc.detach();
@@ -57,10 +58,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
               "binary_cross_entropy_with_logits needs float logits and float targets of the same size, got ",
               logits.shape().str(), " and ", targets.shape().str());
   LOUPE_CHECK(targets.device() == logits.device(), "binary_cross_entropy_with_logits: tensors on different devices");
-  Tensor lc = logits.contiguous(), tc = targets.contiguous();
+  Tensor lc = contiguous(logits), tc = contiguous(targets);
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
   kernels<LossKernels>(logits.device()).bce_forward(loss, lc, tc, logits.numel());
-  instrument::add_flops(6.0 * double(logits.numel()));
+  add_flops(6.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<BceBackward>();
     n->logits = lc.detach();
@@ -77,8 +78,8 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels) {
   LOUPE_CHECK(C > 1 ? labels.dtype() == DType::i32 : labels.dtype() == logits.dtype(),
               "count_correct: labels must be int32 for classes, float for binary outputs");
   Tensor out = empty(Shape{}, DType::f32, logits.device());
-  kernels<LossKernels>(logits.device()).count_correct(out, logits.contiguous(), labels.contiguous(), N, C);
-  instrument::add_flops(double(N * C));
+  kernels<LossKernels>(logits.device()).count_correct(out, contiguous(logits), contiguous(labels), N, C);
+  add_flops(double(N * C));
   return out;
 }
 

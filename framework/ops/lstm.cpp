@@ -2,8 +2,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/flops.h"
 #include "core/random.h"
-#include "instrument/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -35,7 +36,7 @@ LstmLayerOffsets lstm_layer_offsets(const LstmParams& p, int layer, int directio
 namespace {
 
 // FLOPs per (row, time step) of one pseudo-layer besides its GEMMs, by the conventions of
-// instrument/flops.h: forward 2 bias adds per gate (8H), four activations (16H), the cell update
+// core/flops.h: forward 2 bias adds per gate (8H), four activations (16H), the cell update
 // (3H), tanh(c) (4H) and the output product (H); backward about as much (30H, bias sums included).
 constexpr double kElementwiseForward = 32, kElementwiseBackward = 30;
 
@@ -68,13 +69,13 @@ struct LstmBackward : autograd::Node {
     // Undefined output gradients are zero: the kernels make them as their layout needs (the models
     // read h only, so dy is zero; and cuDNN wants it sequence-major).
     Tensor dy = g[0];
-    Tensor dh = g[1].defined() ? g[1].contiguous() : Tensor();
-    Tensor dc = g[2].defined() ? g[2].contiguous() : Tensor();
+    Tensor dh = g[1].defined() ? contiguous(g[1]) : Tensor();
+    Tensor dc = g[2].defined() ? contiguous(g[2]) : Tensor();
     Tensor dx = need_x ? empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = empty(w.shape(), w.dtype(), w.device());
     kernels<LstmKernels>(x.device()).backward(p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset);
     int64_t N = x.size(0), T = x.size(1);
-    instrument::add_flops(2 * gemm_flops(p, N, T) + elementwise_flops(p, N, T, true));
+    add_flops(2 * gemm_flops(p, N, T) + elementwise_flops(p, N, T, true));
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor()};
   }
   void release() override { x = w = y = saved = Tensor(); }
@@ -100,8 +101,8 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   Tensor xc, wc;
   {
     NoGradGuard g;  // the node below records x and w themselves
-    xc = x.contiguous();
-    wc = w.contiguous();
+    xc = contiguous(x);
+    wc = contiguous(w);
   }
   // The kernels apply dropout whenever their p.dropout > 0, so outside training it is zeroed here;
   // their `training` flag only says whether a backward pass will follow (and `saved` is needed).
@@ -120,7 +121,7 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   r.h = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
   r.c = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
   Tensor saved = kernels<LstmKernels>(x.device()).forward(kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);  // may re-seat r.y
-  instrument::add_flops(gemm_flops(kp, N, T) + elementwise_flops(kp, N, T, false));
+  add_flops(gemm_flops(kp, N, T) + elementwise_flops(kp, N, T, false));
   if (grad) {
     auto n = std::make_shared<LstmBackward>();
     n->p = kp;

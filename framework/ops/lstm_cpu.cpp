@@ -17,11 +17,12 @@
 #include <cmath>
 #include <vector>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "core/philox.h"
-#include "ops/cpu_util.h"
 #include "ops/gemm_cpu.h"
 #include "ops/lstm.h"
+#include "ops/view.h"
 
 namespace loupe {
 namespace {
@@ -244,7 +245,7 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
   Plan q = make_plan(p, x, true);
   LOUPE_CHECK(saved.defined() && saved.numel() == q.total(), "lstm backward: no saved forward state of the ",
               "expected size (was the forward run with training = false?)");
-  Tensor dyc = dy.defined() ? dy.contiguous() : zeros(y.shape(), y.dtype(), y.device());
+  Tensor dyc = dy.defined() ? contiguous(dy) : zeros(y.shape(), y.dtype(), y.device());
   Tensor dxc = dx.defined() ? dx : empty(x.shape(), x.dtype(), x.device());  // written either way
   cpu::dispatch_floating(x.dtype(), "lstm", [&](auto tag) {
     using T = decltype(tag);

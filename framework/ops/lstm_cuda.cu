@@ -42,6 +42,7 @@
 #include "ops/index.h"
 #include "ops/lstm.h"
 #include "ops/lstm_persist.h"
+#include "ops/view.h"
 
 namespace loupe {
 namespace {
@@ -174,7 +175,7 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
 
 // v (flat, count elements) reordered by `order`: out[k] = v[order[k]], in v's dtype.
 Tensor permuted(const Tensor& v, const Tensor& order) {
-  return index_select(v.reshape(Shape{v.numel(), 1}), order, v.dtype()).reshape(Shape{v.numel()});
+  return reshape(index_select(reshape(v, Shape{v.numel(), 1}), order, v.dtype()), Shape{v.numel()});
 }
 
 // The plan for one choice (throws where cuDNN does not support it).
@@ -278,7 +279,7 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
                                     pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
                                     ws.data_ptr(), work.nbytes(), work.data_ptr(),
                                     training ? pl.reserve_train : 0, training ? saved.buf.data_ptr() : nullptr));
-  if (sm) y = ys.transpose(0, 1);
+  if (sm) y = transpose(ys, 0, 1);
   return saved.buf;
 }
 
@@ -297,8 +298,8 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
   const bool sm = pl.choice.seq_major;
   const Shape y_shape = sm ? Shape{y.size(1), y.size(0), y.size(2)} : y.shape();
   // y as cuDNN wrote it: sequence-major, the forward's view transposed back (no copy).
-  Tensor ys = sm ? y.transpose(0, 1) : y;
-  if (!ys.is_contiguous()) ys = ys.contiguous();
+  Tensor ys = sm ? transpose(y, 0, 1) : y;
+  if (!ys.is_contiguous()) ys = contiguous(ys);
   Tensor xs = sm ? saved.xs : x;
   Tensor dys;
   if (!dy.defined()) {
@@ -307,7 +308,7 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
     dys = empty(y_shape, y.dtype(), kCUDA);
     swap01_into(dys, dy);
   } else {
-    dys = dy.contiguous();
+    dys = contiguous(dy);
   }
   Tensor dxs = sm || !dx.defined() ? empty(Shape{xs.size(0), xs.size(1), xs.size(2)}, x.dtype(), kCUDA) : dx;
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(

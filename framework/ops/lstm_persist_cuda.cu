@@ -24,6 +24,7 @@
 #include "core/dispatch.h"
 #include "ops/linalg.h"
 #include "ops/lstm_persist.h"
+#include "ops/view.h"
 
 namespace loupe::lstm_persist {
 namespace {
@@ -421,7 +422,7 @@ Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t) {
 
 void swap01_into(const Tensor& dst, const Tensor& src) {
   NoGradGuard g;
-  copy_(dst, src.transpose(0, 1));
+  copy_(dst, transpose(src, 0, 1));
 }
 
 bool supports(const LstmParams& p, DType dtype, int rows, std::string* why) {
@@ -481,7 +482,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
       launch_forward<TT, HH, 16>(a, int(D), stream);
     });
   }
-  y = ytop.transpose(0, 1);
+  y = transpose(ytop, 0, 1);
   return training ? buf : Tensor();
 }
 
@@ -493,13 +494,13 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
   const int64_t DH = D * H, blocks = (N + rows - 1) / rows;
   const Layout lay(p, N, T, t, true);
   LOUPE_CHECK(saved.defined() && size_t(saved.nbytes()) >= lay.total, "lstm backward: not this forward's buffer");
-  Tensor ytop = y.transpose(0, 1);
+  Tensor ytop = transpose(y, 0, 1);
   LOUPE_CHECK(ytop.is_contiguous(), "lstm backward: y is not the forward's sequence-major output");
   char* base = static_cast<char*>(saved.data_ptr());
   Tensor db = empty(Shape{D, blocks, G}, DType::f32, kCUDA);
   // The incoming gradient of the layer's outputs: the caller's (batch-first, maybe strided), then
   // each layer's input gradient, sequence-major.
-  Tensor dyc = dy.defined() && dy.strides()[2] != 1 ? dy.contiguous() : dy;
+  Tensor dyc = dy.defined() && dy.strides()[2] != 1 ? contiguous(dy) : dy;
   const void* dyp = dyc.defined() ? dyc.data_ptr() : nullptr;
   int64_t dy_t = dyc.defined() ? dyc.strides()[1] : 0, dy_n = dyc.defined() ? dyc.strides()[0] : 0;
   Tensor din;  // [T, N, in_l]: this layer's input gradient

@@ -2,7 +2,8 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -15,9 +16,9 @@ struct BatchNormBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(x.shape(), x.dtype(), x.device());
     Tensor gw = empty(w.shape(), w.dtype(), w.device()), gb = empty(w.shape(), w.dtype(), w.device());
-    kernels<NormKernels>(x.device()).backward(gx, gw, gb, x, w, save_mean, save_invstd, g[0].contiguous(), eps, N, C,
+    kernels<NormKernels>(x.device()).backward(gx, gw, gb, x, w, save_mean, save_invstd, contiguous(g[0]), eps, N, C,
                                               HW);
-    instrument::add_flops(8.0 * double(x.numel()));
+    add_flops(8.0 * double(x.numel()));
     return {gx, gw, gb};
   }
   void release() override { x = w = save_mean = save_invstd = Tensor(); }
@@ -38,20 +39,20 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                 dtype_name(x.dtype()), " input, got ", dtype_name(t->dtype()));
   }
   LOUPE_CHECK(eps >= 1e-5, "batch_norm: eps must be at least 1e-5 (cuDNN's minimum), got ", eps);
-  Tensor xc = x.contiguous();
+  Tensor xc = contiguous(x);
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (!training) {
     LOUPE_CHECK(!autograd::needs_grad({&x, &weight, &bias}),
                 "batch_norm in evaluation mode records no gradients; call it under NoGradGuard or in training mode");
     kernels<NormKernels>(x.device()).forward_eval(y, xc, weight, bias, running_mean, running_var, eps, N, C, HW);
-    instrument::add_flops(2.0 * double(x.numel()));
+    add_flops(2.0 * double(x.numel()));
     return y;
   }
   LOUPE_CHECK(N * HW > 1, "batch_norm in training needs more than one value per channel, got ", x.shape().str());
   Tensor mean = empty(Shape{C}, stat, x.device()), invstd = empty(Shape{C}, stat, x.device());
   kernels<NormKernels>(x.device()).forward_train(y, xc, weight, bias, running_mean, running_var, mean, invstd,
                                                  momentum, eps, N, C, HW);
-  instrument::add_flops(6.0 * double(x.numel()));
+  add_flops(6.0 * double(x.numel()));
   if (autograd::needs_grad({&x, &weight, &bias})) {
     auto n = std::make_shared<BatchNormBackward>();
     n->x = xc.detach();

@@ -2,9 +2,10 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
 #include "ops/dropout.h"
 #include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -16,8 +17,8 @@ struct PoolBackward : autograd::Node {
   const char* name() const override { return mode == PoolMode::Max ? "MaxPool2dBackward" : "AvgPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(x);
-    kernels<PoolKernels>(x.device()).backward(mode, gx, x, y, g[0].contiguous(y.memory_format()), p);
-    instrument::add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
+    kernels<PoolKernels>(x.device()).backward(mode, gx, x, y, contiguous(g[0], y.memory_format()), p);
+    add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
     return {gx};
   }
   void release() override { x = y = Tensor(); }
@@ -32,9 +33,9 @@ struct MaxPoolFusedBackward : autograd::Node {
   const char* name() const override { return "MaxPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(x);
-    LOUPE_CHECK(kernels<PoolKernels>(x.device()).max_backward_fused(gx, x, g[0].contiguous(x.memory_format()), p, d),
+    LOUPE_CHECK(kernels<PoolKernels>(x.device()).max_backward_fused(gx, x, contiguous(g[0], x.memory_format()), p, d),
                 "max pooling: the fused backward refused the shapes its forward took");
-    instrument::add_flops(double(y_numel) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
+    add_flops(double(y_numel) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
     return {gx};
   }
   void release() override { x = Tensor(); }
@@ -52,7 +53,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
   LOUPE_CHECK(drop >= 0 && drop < 1, "dropout probability must be in [0, 1), got ", drop);
   // The output keeps the input's memory format (NCHW or channels-last).
   MemoryFormat f = x.memory_format();
-  Tensor xc = x.contiguous(f);
+  Tensor xc = contiguous(x, f);
   Tensor y = empty(Shape{x.size(0), x.size(1), P, Q}, x.dtype(), x.device(), f);
   const PoolKernels& k = kernels<PoolKernels>(x.device());
   if (mode == PoolMode::Max && k.max_forward_fused) {
@@ -64,7 +65,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
     const uint64_t offset0 = gen.offset;
     if (d.on) d.rng = gen.draw(uint64_t(y.numel()));
     if (k.max_forward_fused(y, xc, p, d)) {
-      instrument::add_flops(double(y.numel()) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
+      add_flops(double(y.numel()) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
       if (autograd::needs_grad({&x})) {
         auto n = std::make_shared<MaxPoolFusedBackward>();
         n->x = xc.detach();
@@ -78,7 +79,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
     gen.offset = offset0;
   }
   k.forward(mode, y, xc, p);
-  instrument::add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
+  add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<PoolBackward>();
     n->mode = mode;
@@ -99,7 +100,7 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode
 
 Tensor global_avg_pool(const Tensor& x) {
   LOUPE_CHECK(x.dim() == 4, "global_avg_pool needs x [N, C, H, W], got ", x.shape().str());
-  return mean(x.reshape(Shape{x.size(0), x.size(1), x.size(2) * x.size(3)}), 2);
+  return mean(reshape(x, Shape{x.size(0), x.size(1), x.size(2) * x.size(3)}), 2);
 }
 
 }  // namespace loupe

@@ -1,9 +1,10 @@
 #include <limits>
 
 #include "autograd/node.h"
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/cpu_util.h"
 #include "ops/pool.h"
+#include "ops/view.h"
 
 namespace loupe {
 namespace {
@@ -84,7 +85,7 @@ void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p
   if (y.is_contiguous() && x.is_contiguous()) return forward_nchw(m, y, x, p);
   NoGradGuard g;
   Tensor yc = empty(y.shape(), y.dtype(), y.device());
-  forward_nchw(m, yc, x.contiguous(), p);
+  forward_nchw(m, yc, contiguous(x), p);
   copy_(y, yc);
 }
 
@@ -94,7 +95,7 @@ void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, co
     return backward_nchw(m, gx, x, y, gy, p);
   NoGradGuard g;
   Tensor gxc = empty(gx.shape(), gx.dtype(), gx.device());
-  backward_nchw(m, gxc, x.contiguous(), y.contiguous(), gy.contiguous(), p);
+  backward_nchw(m, gxc, contiguous(x), contiguous(y), contiguous(gy), p);
   copy_(gx, gxc);
 }
 

@@ -2,8 +2,9 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/flops.h"
 #include "ops/elementwise.h"
-#include "instrument/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -18,13 +19,13 @@ struct SumBackward : autograd::Node {
   const char* name() const override { return "SumBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gs = scale == 1.0 ? g[0] : g[0] * scale;  // the same product per element, on the small side
-    return {gs.reshape(kept_shape).expand(in_shape)};
+    return {reshape(gs, kept_shape).expand(in_shape)};
   }
 };
 
 Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
   LOUPE_CHECK(is_floating(x.dtype()), "sum/mean need floating-point input");
-  Tensor xc = x.contiguous();
+  Tensor xc = contiguous(x);
   int d = wrap_dim(dim, x.dim());
   int64_t outer = 1, inner = 1, n = x.size(d);
   for (int i = 0; i < d; ++i) outer *= x.size(i);
@@ -36,7 +37,7 @@ Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
   double scale = mean_of ? 1.0 / double(n) : 1.0;
   Tensor out = empty(out_shape, x.dtype(), x.device());
   if (out.numel() > 0) kernels<ReduceKernels>(x.device()).sum_dim(out, xc, outer, n, inner, scale);
-  instrument::add_flops(double(x.numel()));
+  add_flops(double(x.numel()));
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->in_shape = x.shape();
@@ -48,7 +49,7 @@ Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
 }
 
 Tensor reduce_all(const Tensor& x, bool mean_of) {
-  Tensor flat = x.reshape(Shape{x.numel()});
+  Tensor flat = reshape(x, Shape{x.numel()});
   return reduce_dim(flat, 0, false, mean_of);
 }
 }  // namespace
@@ -62,7 +63,7 @@ Tensor sum_except(const Tensor& x, int dim) {
   LOUPE_CHECK(is_floating(x.dtype()), "sum_except needs floating-point input");
   int d = wrap_dim(dim, x.dim());
   // Channels-last stays as it is for the channel sum (a bias gradient); anything else is read NCHW.
-  Tensor xc = d == 1 && x.memory_format() == MemoryFormat::ChannelsLast ? x : x.contiguous();
+  Tensor xc = d == 1 && x.memory_format() == MemoryFormat::ChannelsLast ? x : contiguous(x);
   int64_t outer = 1, inner = 1, n = x.size(d);
   for (int i = 0; i < d; ++i) outer *= x.size(i);
   for (int i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
@@ -75,7 +76,7 @@ Tensor sum_except(const Tensor& x, int dim) {
     if (outer * inner == 0) fill_(out, 0.0);
     else kernels<ReduceKernels>(x.device()).sum_keep_middle(out, xc, outer, n, inner, 1.0);
   }
-  instrument::add_flops(double(x.numel()));
+  add_flops(double(x.numel()));
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SumBackward>();
     node->in_shape = x.shape();
@@ -99,13 +100,13 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 
 Tensor argmax(const Tensor& x) {
   LOUPE_CHECK(x.dim() >= 1 && x.size(-1) > 0, "argmax needs a non-empty last dimension");
-  Tensor xc = x.contiguous();
+  Tensor xc = contiguous(x);
   int64_t cols = x.size(-1), rows = x.numel() / cols;
   Shape s;
   for (int i = 0; i + 1 < x.dim(); ++i) s.push_back(x.size(i));
   Tensor out = empty(s, DType::i32, x.device());
   if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(out, xc, rows, cols);
-  instrument::add_flops(double(x.numel()));
+  add_flops(double(x.numel()));
   return out;
 }
 

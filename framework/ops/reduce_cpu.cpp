@@ -1,7 +1,7 @@
 #include <vector>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/cpu_util.h"
 #include "ops/reduce.h"
 
 namespace loupe {

@@ -2,7 +2,8 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
+#include "ops/view.h"
 
 namespace loupe {
 
@@ -14,8 +15,8 @@ struct SoftmaxBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     int64_t cols = y.size(-1), rows = y.numel() / cols;
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    kernels<SoftmaxKernels>(y.device()).backward(log, gx, y, g[0].contiguous(), rows, cols);
-    instrument::add_flops(4.0 * double(y.numel()));
+    kernels<SoftmaxKernels>(y.device()).backward(log, gx, y, contiguous(g[0]), rows, cols);
+    add_flops(4.0 * double(y.numel()));
     return {gx};
   }
   void release() override { y = Tensor(); }
@@ -23,11 +24,11 @@ struct SoftmaxBackward : autograd::Node {
 
 Tensor softmax_impl(const Tensor& x, bool log) {
   LOUPE_CHECK(x.dim() >= 1 && is_floating(x.dtype()), "softmax needs a floating-point tensor of at least 1 dimension");
-  Tensor xc = x.contiguous();
+  Tensor xc = contiguous(x);
   int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   if (y.numel() > 0) kernels<SoftmaxKernels>(x.device()).forward(log, y, xc, rows, cols);
-  instrument::add_flops(4.0 * double(y.numel()));
+  add_flops(4.0 * double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<SoftmaxBackward>();
     n->log = log;

@@ -1,7 +1,7 @@
 #include <cmath>
 
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/cpu_util.h"
 #include "ops/softmax.h"
 
 namespace loupe {

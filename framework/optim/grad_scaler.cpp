@@ -1,3 +1,5 @@
+#include "autograd/node.h"
+#include "ops/view.h"
 #include "optim/grad_scaler.h"
 
 #include <cmath>
@@ -21,9 +23,9 @@ GradScaler::GradScaler(Device d, GradScalerOptions o) : opt_(o) {
 Tensor GradScaler::scale(const Tensor& loss) const {
   LOUPE_CHECK(loss.device() == state_.device(), "GradScaler: the loss is on ", loss.device().str(),
               ", the scaler on ", state_.device().str());
-  Tensor s = state_.slice(0, kScale, kScale + 1);
-  if (loss.dtype() != DType::f32) s = s.to(loss.dtype());
-  return mul(loss, loss.dim() == 0 ? s.reshape(Shape{}) : s);
+  Tensor s = slice(state_, 0, kScale, kScale + 1);
+  if (loss.dtype() != DType::f32) s = to(s, loss.dtype());
+  return mul(loss, loss.dim() == 0 ? reshape(s, Shape{}) : s);
 }
 
 float* GradScaler::found_inf_flag() const { return state_.data<float>() + kFoundInf; }
@@ -34,7 +36,7 @@ void GradScaler::backward(const Tensor& loss) {
   if (!source_) source_.emplace(found_inf_flag(), state_.device());
   try {
     autograd::SourceCheckScope open(*source_);
-    scale(loss).backward();
+    loupe::backward(scale(loss));
   } catch (...) {
     source_.reset();  // a backward cut short vouches for nothing
     throw;
@@ -45,7 +47,7 @@ void GradScaler::check_(const Tensor& grads) {
   LOUPE_CHECK(grads.device() == state_.device() && grads.dtype() == DType::f32 && grads.is_contiguous(),
               "GradScaler::check_ needs contiguous float32 gradients on ", state_.device().str(), ", got ",
               dtype_name(grads.dtype()), " on ", grads.device().str());
-  Tensor flat = grads.reshape(Shape{grads.numel()});
+  Tensor flat = reshape(grads, Shape{grads.numel()});
   // What the last backward() checked at the source is not read again. Trusted ranges are shrunk
   // to multiples of 4 elements, so that each range read starts 16-byte aligned in an arena.
   std::vector<std::pair<int64_t, int64_t>> ranges;
@@ -54,7 +56,7 @@ void GradScaler::check_(const Tensor& grads) {
   source_.reset();
   const ScalerKernels& k = kernels<ScalerKernels>(grads.device());
   for (const auto& [b, e] : ranges)
-    if (e > b) k.check(flat.slice(0, b, e), state_);
+    if (e > b) k.check(slice(flat, 0, b, e), state_);
 }
 
 void GradScaler::update() {

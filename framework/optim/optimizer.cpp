@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.h"
-#include "instrument/flops.h"
+#include "core/flops.h"
 
 namespace loupe::optim {
 
@@ -53,7 +53,7 @@ UpdateArgs Optimizer::begin_update(bool reads_count) {
 void Optimizer::end_update(double flops_per_parameter) {
   if (count_this_step_) kernels<OptimKernels>(arena_.device()).count(count_);
   arena_.refresh_compute_copy();
-  instrument::add_flops(flops_per_parameter * double(arena_.num_parameters()));
+  add_flops(flops_per_parameter * double(arena_.num_parameters()));
 }
 
 SGD::SGD(nn::ParameterArena& arena, double lr, double momentum, bool nesterov, double weight_decay)

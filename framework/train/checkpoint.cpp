@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "ops/view.h"
 
 namespace loupe::train {
 
@@ -16,7 +17,7 @@ CheckpointRecord to_record(const std::string& name, const Tensor& t) {
   r.name = name;
   r.dtype = int32_t(t.dtype());
   r.shape = t.shape().vec();
-  Tensor h = t.to(kCPU).contiguous();
+  Tensor h = contiguous(to(t, kCPU));
   r.bytes.resize(h.nbytes());
   if (!r.bytes.empty()) std::memcpy(r.bytes.data(), h.data_ptr(), r.bytes.size());
   return r;

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/nvtx.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/chrome_trace.h"
 #include "instrument/monitor.h"
-#include "instrument/nvtx.h"
 
 namespace loupe::train {
 
@@ -28,14 +28,14 @@ void TraceWindow::begin() {
   if (bt && device_.is_cuda()) cuda_runtime()->synchronize();
   host_t0_ = now_seconds();
   if (bt) gpu_t0_ = bt->now_ns();
-  instrument::host_trace_enable(true);
+  host_trace_enable(true);
 }
 
 void TraceWindow::end(const Trainer& trainer) {
-  instrument::host_trace_enable(false);
+  host_trace_enable(false);
   instrument::BusyTracker* bt = monitor_.busy_tracker();
   std::vector<instrument::TraceEvent> ev;
-  for (const auto& r : instrument::host_trace_take())
+  for (const auto& r : host_trace_take())
     ev.push_back({r.name, "host", (r.begin - host_t0_) * 1e6, (std::max(r.end, r.begin) - r.begin) * 1e6, 1, 1, ""});
   if (bt) {
     if (device_.is_cuda()) cuda_runtime()->synchronize();  // once, at the window's end: its GPU work must finish

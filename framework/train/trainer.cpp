@@ -7,15 +7,17 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/flops.h"
 #include "core/knobs.h"
-#include "instrument/flops.h"
+#include "core/nvtx.h"
 #include "instrument/monitor.h"
-#include "instrument/nvtx.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/loss.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
 
 namespace loupe::train {
 
@@ -106,7 +108,7 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
     if (start >= n && cycle) start = 0;
     if (start >= n) return false;
     int64_t end = std::min(n, start + batch);
-    raw = {perm.slice(0, start, end)};
+    raw = {slice(perm, 0, start, end)};
     b = end - start;
     start = end;
     return true;
@@ -157,16 +159,16 @@ void check_logits(const Tensor& logits, Loss loss) {
 }
 
 Tensor targets_for(Loss loss, const Tensor& logits, const Tensor& labels) {
-  return loss == Loss::BinaryCrossEntropyWithLogits ? labels.to(logits.dtype()) : labels;
+  return loss == Loss::BinaryCrossEntropyWithLogits ? to(labels, logits.dtype()) : labels;
 }
 
 Tensor loss_for(Loss loss, const Tensor& logits, const Tensor& targets) {
-  return loss == Loss::BinaryCrossEntropyWithLogits ? binary_cross_entropy_with_logits(logits.flatten(0), targets)
+  return loss == Loss::BinaryCrossEntropyWithLogits ? binary_cross_entropy_with_logits(flatten(logits, 0), targets)
                                                     : cross_entropy(logits, targets);
 }
 
 Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
-  return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? logits.flatten(0) : logits, targets);
+  return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
 }
 
 // The scalar accumulator t, made on first use and zeroed after (its address stays: graphs add into it).
@@ -181,23 +183,23 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
   {
-    instrument::NvtxRange r("forward");
+    NvtxRange r("forward");
     opt_.zero_grad();
     logits = model_(x);
-    if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);  // the loss in float32
+    if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);  // the loss in float32
     check_logits(logits, options_.loss);
     y = targets_for(options_.loss, logits, y);
     loss = loss_for(options_.loss, logits, y);
   }
   {
-    instrument::NvtxRange r("backward");
+    NvtxRange r("backward");
     // fp16: the scaled loss, with the ops that add into a gradient in place checking what they
     // write for inf and NaN (an embedding's few selected rows of its whole table).
     if (scaler_) scaler_->backward(loss);
-    else loss.backward();
+    else backward(loss);
   }
   {
-    instrument::NvtxRange r("optimizer");
+    NvtxRange r("optimizer");
     // A read-only pass over the gradients nothing checked at the source; the optimizer unscales
     // as it reads them, or skips the step on the device if an inf or NaN was found.
     if (scaler_) scaler_->check_(model_.arena().grads());
@@ -259,11 +261,11 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
   const bool training = &g == &train_graph_;
   for (size_t i = 0; i < raw.size(); ++i) copy_(g.raw[i], raw[i]);  // into the buffers the graph reads
   if (!g.graph.ready()) {
-    double f0 = instrument::flops_counted();
+    double f0 = flops_counted();
     if (g.warm < options_.graph_warmup) {  // eager, on the same buffers as the capture
       ++g.warm;
       step();
-      flops = instrument::flops_counted() - f0;
+      flops = flops_counted() - f0;
       return true;
     }
     const int64_t steps0 = opt_.steps();
@@ -271,8 +273,8 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
     bool ok = g.graph.capture(device_, step, &why);
     // The capture ran the host code once and nothing on the device: undo what it counted, and
     // let the replay below count the step as every replay does.
-    g.flops = instrument::flops_counted() - f0;
-    instrument::add_flops(-g.flops);
+    g.flops = flops_counted() - f0;
+    add_flops(-g.flops);
     opt_.set_host_steps(steps0);
     if (!ok) {
       graph_failed(why, training, st);
@@ -283,10 +285,10 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
                         std::to_string(g.graph.kernels()) + " kernels)";
   }
   {
-    instrument::NvtxRange r("graph replay");
+    NvtxRange r("graph replay");
     g.graph.replay();
   }
-  instrument::add_flops(g.flops);
+  add_flops(g.flops);
   if (training) opt_.set_host_steps(opt_.steps() + 1);  // the graph's own kernels count on the device
   flops = g.flops;
   if (st) ++st->graph_steps;
@@ -299,7 +301,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   st.epoch = epoch;
   model_.train();
   model_.arena().refresh_compute_copy();  // the values may have changed since (a checkpoint)
-  instrument::NvtxRange epoch_range("epoch");
+  NvtxRange epoch_range("epoch");
   instrument::EpochMonitor* mon = hooks.monitor;
   if (mon) mon->begin_epoch();
   double t0 = now_seconds();
@@ -318,19 +320,19 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
       break;
     }
     ++global_step_;
-    instrument::set_current_step(global_step_);
+    set_current_step(global_step_);
     if (global_step_ == prof_first) {
       if (device_.is_cuda()) cuda_runtime()->profiler_start();
       if (hooks.on_profile) hooks.on_profile(true);
     }
     int64_t b = 0;
     {
-      instrument::NvtxRange step_range("step");
+      NvtxRange step_range("step");
       if (mon) mon->step_begin();
       std::vector<Tensor> raw;
       bool more;
       {
-        instrument::NvtxRange r("data");
+        NvtxRange r("data");
         more = src.next(raw, b);
       }
       if (!more) {
@@ -346,9 +348,9 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
             train_graph_, raw, [&] { train_step(train_graph_.raw, b, src.stage); }, step_flops, &st);
       }
       if (!graphed) {
-        double f0 = instrument::flops_counted();
+        double f0 = flops_counted();
         train_step(raw, b, src.stage);
-        step_flops = instrument::flops_counted() - f0;
+        step_flops = flops_counted() - f0;
       }
       if (mon) mon->step_issued(step_flops);
       src.done();
@@ -393,13 +395,13 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
     if (hooks.on_step) hooks.on_step(st.steps, total, st.samples, running_loss);
   }
   if (peek_event) cuda_runtime()->event_destroy(peek_event);
-  instrument::set_current_step(-1);
+  set_current_step(-1);
   // The one read-back of the epoch (it waits for the GPU to finish).
   st.train_loss = st.samples ? loss_sum_.item() / double(st.samples) : 0.0;
   st.train_acc = st.samples ? correct_.item() / double(st.samples) : 0.0;
   // Once per epoch, after the wait above: a loss that turned non-finite since the last peek, or
   // weights that did (a last step whose update overflowed), so a checkpoint never keeps them.
-  if (!st.diverged && (!std::isfinite(st.train_loss) || !std::isfinite(model_.arena().values().sum().item()))) {
+  if (!st.diverged && (!std::isfinite(st.train_loss) || !std::isfinite(sum(model_.arena().values()).item()))) {
     st.diverged = true;
     st.diverged_step = global_step_;
   }
@@ -422,14 +424,14 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   Tensor x, y;
   gather(data, idx, x, y);
   Tensor logits = model_(x);
-  if (logits.dtype() != DType::f32) logits = logits.to(DType::f32);
+  if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);
   check_logits(logits, options_.loss);
   add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
 }
 
 double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
   PrecisionScope precision_scope(precision_);
-  instrument::NvtxRange range("evaluation");
+  NvtxRange range("evaluation");
   NoGradGuard g;
   model_.eval();
   int64_t n = data.size();
@@ -442,7 +444,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
       model_.train();
       throw Interrupted();
     }
-    std::vector<Tensor> raw{all.slice(0, start, std::min(n, start + batch))};
+    std::vector<Tensor> raw{slice(all, 0, start, std::min(n, start + batch))};
     const int64_t b = raw[0].size(0);
     bool graphed = false;
     if (eval_graphs_ && b == batch) {

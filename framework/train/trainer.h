@@ -15,6 +15,7 @@
 #include "core/precision.h"
 #include "core/tensor.h"
 #include "nn/module.h"
+#include "ops/view.h"
 #include "optim/optimizer.h"
 #include "train/loss.h"
 #include "train/step_graph.h"
@@ -30,7 +31,7 @@ struct TensorDataset {
   Tensor x, y;
   double x_scale = 1.0 / 255.0;
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
-  TensorDataset to(Device d) const { return {x.to(d), y.to(d), x_scale}; }
+  TensorDataset to(Device d) const { return {loupe::to(x, d), loupe::to(y, d), x_scale}; }
 };
 
 struct EpochStats {

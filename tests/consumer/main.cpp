@@ -15,7 +15,7 @@ int main() {
   Tensor y = from_vector(std::vector<int32_t>{0, 1, 1, 0}, Shape{4});
   for (int step = 0; step < 300; ++step) {
     opt.zero_grad();
-    cross_entropy(net(x), y).backward();
+    backward(cross_entropy(net(x), y));
     opt.step();
   }
   double correct = count_correct(net(x), y).item();

@@ -1,4 +1,4 @@
-// How a strided copy is laid out for the GPU kernels (ops/copy_cuda.cu): the copy's dimensions
+// How a strided copy is laid out for the GPU kernels (core/copy_cuda.cu): the copy's dimensions
 // reduced to as few as the two layouts allow, and which of three kernels fits them. Host code
 // without CUDA, so that the CPU tests check the choice on every build.
 #pragma once

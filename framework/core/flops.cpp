@@ -1,8 +1,8 @@
-#include "instrument/flops.h"
+#include "core/flops.h"
 
 #include <atomic>
 
-namespace loupe::instrument {
+namespace loupe {
 
 namespace {
 // Ops are dispatched from the training thread; relaxed atomics keep other threads safe too.
@@ -17,4 +17,4 @@ void add_flops(double f) {
 
 double flops_counted() { return g_flops.load(std::memory_order_relaxed); }
 
-}  // namespace loupe::instrument
+}  // namespace loupe

@@ -5,9 +5,9 @@
 
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
-#include "instrument/roofline.h"
+#include "tools/roofline/roofline.h"
 
-namespace loupe::instrument {
+namespace loupe::tools {
 namespace {
 
 // Naive: one thread per row, walking it. Neighbouring threads read addresses n floats apart, so
@@ -144,4 +144,4 @@ struct Registrar {
 } g_registrar;
 
 }  // namespace
-}  // namespace loupe::instrument
+}  // namespace loupe::tools

@@ -10,9 +10,9 @@
 //   pooling kernel_h*kernel_w per output, forward and backward. Gathers and copies move data and count 0.
 #pragma once
 
-namespace loupe::instrument {
+namespace loupe {
 
 void add_flops(double f);
 double flops_counted();  // running total since the start of the process
 
-}  // namespace loupe::instrument
+}  // namespace loupe

@@ -1,4 +1,4 @@
-#include "ops/copy_plan.h"
+#include "core/copy_plan.h"
 
 #include <utility>
 

@@ -1,8 +1,8 @@
 #include <cstring>
 
+#include "core/copy.h"
+#include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "ops/copy.h"
-#include "ops/cpu_util.h"
 
 namespace loupe {
 namespace {
@@ -77,7 +77,24 @@ void fill(const Tensor& dst, double v) {
   for (int64_t i = 0; i < dst.numel(); ++i) store(t, d, i, v);
 }
 
-const CopyKernels table{copy_strided, cast, fill};
+void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
+  DType t = dst.dtype();
+  void* d = dst.data_ptr();
+  const void *x = a.data_ptr(), *y = b.data_ptr();
+  parallel_for(0, dst.numel(), cpu::kGrain, [&](int64_t lo, int64_t hi) {
+    if (t == DType::f32) {
+      for (int64_t i = lo; i < hi; ++i)
+        static_cast<float*>(d)[i] = static_cast<const float*>(x)[i] + static_cast<const float*>(y)[i];
+    } else if (t == DType::f64) {
+      for (int64_t i = lo; i < hi; ++i)
+        static_cast<double*>(d)[i] = static_cast<const double*>(x)[i] + static_cast<const double*>(y)[i];
+    } else {  // 16-bit: in float32, rounded once
+      for (int64_t i = lo; i < hi; ++i) store(t, d, i, double(float(load(t, x, i)) + float(load(t, y, i))));
+    }
+  });
+}
+
+const CopyKernels table{copy_strided, cast, fill, add};
 const RegisterBackend<CopyKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

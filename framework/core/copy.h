@@ -1,4 +1,5 @@
-// Copy family: strided copies, dtype casts and fills (the kernels behind views and .to()).
+// Copy family: strided copies, dtype casts, fills and the add that accumulates gradients: the
+// memory-level kernels core/ itself needs (copy_, fill_, to_contiguous, add_into), below every op.
 #pragma once
 #include "core/tensor.h"
 
@@ -11,6 +12,9 @@ struct CopyKernels {
   void (*cast)(const Tensor& dst, const Tensor& src);
   // dst contiguous.
   void (*fill)(const Tensor& dst, double value);
+  // dst = a + b, element by element over the buffers: all three dense with the same strides and
+  // the same floating dtype (16-bit types add in float32).
+  void (*add)(const Tensor& dst, const Tensor& a, const Tensor& b);
 };
 
 }  // namespace loupe

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace loupe::instrument {
+namespace loupe {
 
 // The training step now running; ranges carry it as their payload (-1 outside training).
 void set_current_step(int64_t step);
@@ -38,4 +38,4 @@ std::vector<HostRange> host_trace_take();
 // Marks a point (e.g. "checkpoint written").
 void nvtx_mark(const char* name);
 
-}  // namespace loupe::instrument
+}  // namespace loupe

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace loupe::instrument {
+namespace loupe::tools {
 
 struct GemvRow {
   std::string device_name, impl;  // impl: cublas_sgemv, gpu_naive, gpu_ours, cpu_1thread, cpu_threads, cpu_blas
@@ -50,4 +50,4 @@ struct GpuRoofline {
 using GpuRooflineFn = std::optional<GpuRoofline> (*)();
 void register_gpu_roofline(GpuRooflineFn f);
 
-}  // namespace loupe::instrument
+}  // namespace loupe::tools

@@ -4,16 +4,16 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/copy.h"
+#include "core/copy_plan.h"
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
-#include "ops/copy.h"
-#include "ops/copy_plan.h"
 
 namespace loupe {
 namespace {
 
 // ---- strided copies --------------------------------------------------------------------------
-// plan_copy (ops/copy_plan.cpp) reduces the copy to a few dimensions in dst's memory order and
+// plan_copy (core/copy_plan.cpp) reduces the copy to a few dimensions in dst's memory order and
 // picks one of three kernels. A copy moves bits, so each kernel is instantiated per element size
 // (uint8_t ... uint64_t, uint4 for 16-byte vectors), never per dtype. I is the index type:
 // uint32_t where the plan allows, since a 32-bit division costs a fraction of a 64-bit one, else
@@ -272,7 +272,35 @@ void fill(const Tensor& dst, double v) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const CopyKernels table{copy_strided, cast, fill};
+// Floating types add in their compute type: float32 for float32 and the 16-bit types, as ops' add.
+template <class T> struct Compute { using type = float; };
+template <> struct Compute<double> { using type = double; };
+
+template <class T>
+__global__ void add_kernel(T* __restrict__ dst, const T* a, const T* b, int64_t n) {
+  using C = typename Compute<T>::type;
+  LOUPE_KERNEL_LOOP(i, n) dst[i] = T(C(a[i]) + C(b[i]));
+}
+
+void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
+  const cudaStream_t s = cuda::stream();
+  int64_t n = dst.numel();
+  auto go = [&](auto v) {
+    using T = decltype(v);
+    add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
+        static_cast<T*>(dst.data_ptr()), static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), n);
+  };
+  switch (dst.dtype()) {
+    case DType::f32: go(float{}); break;
+    case DType::f64: go(double{}); break;
+    case DType::f16: go(__half{}); break;
+    case DType::bf16: go(__nv_bfloat16{}); break;
+    default: LOUPE_FAIL("add on CUDA needs a floating dtype, not ", dtype_name(dst.dtype()));
+  }
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+const CopyKernels table{copy_strided, cast, fill, add};
 const RegisterBackend<CopyKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

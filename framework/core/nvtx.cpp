@@ -1,4 +1,4 @@
-#include "instrument/nvtx.h"
+#include "core/nvtx.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "nvtx3/nvToolsExt.h"
 
-namespace loupe::instrument {
+namespace loupe {
 
 namespace {
 std::atomic<int64_t> g_step{-1};  // read by loader workers too
@@ -89,4 +89,4 @@ void nvtx_mark(const char* name) {
   nvtxDomainMarkEx(domain(), &a);
 }
 
-}  // namespace loupe::instrument
+}  // namespace loupe

@@ -1,4 +1,4 @@
-#include "instrument/roofline.h"
+#include "tools/roofline/roofline.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,7 @@
 #include "instrument/peak.h"
 #include "ops/gemm_cpu.h"
 
-namespace loupe::instrument {
+namespace loupe::tools {
 
 namespace {
 
@@ -91,7 +91,7 @@ std::vector<GemvRow> run_roofline(const RooflineOptions& o) {
   if (gpu) {
     gpu_bw = gpu->copy_bandwidth();
     std::string why;
-    if (auto m = measure_gpu_peak(&why)) gpu_peak = m->fma_tflops * 1e3;
+    if (auto m = instrument::measure_gpu_peak(&why)) gpu_peak = m->fma_tflops * 1e3;
   }
   double cpu_bw = o.cpu ? host_read_bandwidth(o.min_seconds) : 0;
   const std::string cpu_name = "CPU (" + std::to_string(num_threads()) + " threads)";
@@ -158,4 +158,4 @@ std::vector<GemvRow> run_roofline(const RooflineOptions& o) {
   return rows;
 }
 
-}  // namespace loupe::instrument
+}  // namespace loupe::tools
