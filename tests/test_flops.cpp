@@ -1,5 +1,6 @@
-// FLOP counting: one mnist_mlp training step counts exactly the analytic number of FLOPs
-// (conventions in framework/instrument/flops.h), and the epoch report divides it per sample.
+// FLOP counting: every op of the table (op_cases.h) counts exactly its analytic number of FLOPs,
+// forward and backward, and so does one mnist_mlp training step (conventions in
+// framework/instrument/flops.h); the epoch report divides it per sample.
 #include <gtest/gtest.h>
 
 #include "instrument/flops.h"
@@ -7,6 +8,7 @@
 #include "instrument/peak.h"
 #include "loupe.h"
 #include "models/registry.h"
+#include "op_cases.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -43,6 +45,27 @@ TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
     EXPECT_DOUBLE_EQ(instrument::flops_counted() - f0, mnist_mlp_step_flops(double(B))) << "batch " << B;
   }
 }
+
+// Every op of the table on the CPU at the test's shapes: the library's count for the forward
+// pass, and for the backward pass from a dense output gradient, against the case's formula.
+class OpFlops : public ::testing::TestWithParam<test::OpCase> {};
+
+TEST_P(OpFlops, MatchTheAnalyticCount) {
+  const test::OpCase& c = GetParam();
+  ASSERT_TRUE(c.flops) << c.name << " has no FLOP count in op_cases.h";
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f64, 7);
+  const double f0 = instrument::flops_counted();
+  Tensor out = c.f(xs);
+  const double f1 = instrument::flops_counted();
+  out.backward(ones(out.shape(), out.dtype(), out.device()));
+  const double f2 = instrument::flops_counted();
+  const test::Flops want = c.flops(c.shapes());
+  EXPECT_DOUBLE_EQ(f1 - f0, want.forward) << c.name << " forward";
+  EXPECT_DOUBLE_EQ(f2 - f1, want.backward) << c.name << " backward";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpFlops, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(Flops, EpochReportGivesFlopsPerSample) {
   const auto& info = models::find_model("mnist_mlp");
