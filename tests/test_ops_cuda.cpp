@@ -27,8 +27,8 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, cons
   }
 }
 
-// Runs f on one device: returns the output and the gradients of sum(out * r); adds the FLOPs the
-// library counted for f's forward and backward to *flops when given.
+// Runs f on one device: returns the output and the gradients of sum(out * r); stores the FLOPs the
+// library counted for f's forward and backward in *flops when given.
 std::vector<std::vector<float>> run(const test::OpCase& c, Device d, test::Flops* flops = nullptr) {
   std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11);
   std::vector<Tensor> on;
