@@ -87,13 +87,13 @@ struct OpCase {
 
 inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
-// Bytes one forward call moves: the case's own count, or every input read once (ids as int32)
-// plus the output written once.
+// Bytes one forward call moves: the case's own count, or every input read once (ids and inputs
+// kept in float32 at 4 bytes) plus the output written once.
 inline double op_bytes(const OpCase& c, const Shape& out, double elem) {
   Shapes s = c.shapes();
   if (c.bytes) return c.bytes(s, out, elem);
   double b = double(out.numel()) * elem;
-  for (const InputSpec& i : c.inputs) b += double(i.shape.numel()) * (i.kind == Kind::Labels ? 4.0 : elem);
+  for (const InputSpec& i : c.inputs) b += double(i.shape.numel()) * (i.kind == Kind::Labels || i.keep_f32 ? 4.0 : elem);
   return b;
 }
 

@@ -3,6 +3,8 @@
 // framework/instrument/flops.h); the epoch report divides it per sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "instrument/flops.h"
 #include "instrument/monitor.h"
 #include "instrument/peak.h"
@@ -62,6 +64,26 @@ TEST_P(OpFlops, MatchTheAnalyticCount) {
   const test::Flops want = c.flops(c.shapes());
   EXPECT_DOUBLE_EQ(f1 - f0, want.forward) << c.name << " forward";
   EXPECT_DOUBLE_EQ(f2 - f1, want.backward) << c.name << " backward";
+}
+
+// What the perf mode (tests/ops_perf.cpp) needs of every case: a FLOP count, a perf shape per
+// input, no smaller than the test's, and a byte count.
+TEST(OpTable, EveryCaseCarriesItsCountsAndAPerfShape) {
+  for (const test::OpCase& c : test::op_cases()) {
+    EXPECT_TRUE(c.flops) << c.name;
+    ASSERT_EQ(c.perf.size(), c.inputs.size()) << c.name << ": one perf shape per input";
+    for (size_t k = 0; k < c.perf.size(); ++k)
+      EXPECT_GE(c.perf[k].numel(), c.inputs[k].shape.numel()) << c.name << " input " << k;
+    EXPECT_GT(test::op_bytes(c.at_perf_shape(), Shape{1}, 4), 0) << c.name;
+  }
+  // The default: each input read once and the output written once; ids at 4 bytes each.
+  const auto cases = test::op_cases();
+  auto find = [&](const std::string& n) {
+    return *std::find_if(cases.begin(), cases.end(), [&](const test::OpCase& c) { return c.name == n; });
+  };
+  EXPECT_EQ(test::op_bytes(find("relu"), Shape{6, 9}, 2), 2.0 * 54 * 2);
+  EXPECT_EQ(test::op_bytes(find("cross_entropy"), Shape{}, 4), (60 + 6 + 1) * 4.0);
+  EXPECT_EQ(test::op_bytes(find("embedding_2d"), Shape{3, 5, 4}, 4), 15 * 4 + 2 * 60 * 4.0) << "the rows it touches";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpFlops, ::testing::ValuesIn(test::op_cases()),
