@@ -144,12 +144,13 @@ int main(int argc, char** argv) {
   const bool have_cuda = cuda_available();
   if (have_cuda) std::printf("; GPU: %s", cuda_runtime()->device_name().c_str());
   std::printf("\n%-38s %-6s %-8s %-28s %11s %9s %9s\n", "op", "device", "dtype", "shape", "us/call", "GB/s", "GFLOP/s");
-  int mismatches = 0, runs = 0;
+  int mismatches = 0, runs = 0, devices_run = 0;
   for (Device d : o.devices) {
     if (d.is_cuda() && !have_cuda) {
       std::printf("cuda: skipped (no CUDA device, or a CPU-only build)\n");
       continue;
     }
+    ++devices_run;
     std::vector<DType> dtypes = o.dtypes;
     if (dtypes.empty()) dtypes = d.is_cuda() ? std::vector<DType>{DType::f32, DType::f16, DType::bf16} : std::vector<DType>{DType::f32};
     for (const test::OpCase& base : test::op_cases()) {
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (runs == 0) std::printf("no case matched\n");
+  if (runs == 0 && devices_run > 0) std::printf("no case matched --filter '%s' on these devices and dtypes\n", o.filter.c_str());
   if (mismatches) {
     std::fprintf(stderr, "ops_perf: %d FLOP count(s) differ from op_cases.h\n", mismatches);
     return 1;
