@@ -1,6 +1,9 @@
-// FLOP counting: one mnist_mlp training step counts exactly the analytic number of FLOPs
-// (conventions in framework/core/flops.h), and the epoch report divides it per sample.
+// FLOP counting: every op of the table (op_cases.h) counts exactly its analytic number of FLOPs,
+// forward and backward, and so does one mnist_mlp training step (conventions in
+// framework/core/flops.h); the epoch report divides it per sample.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "core/flops.h"
 #include "instrument/monitor.h"
@@ -8,6 +11,7 @@
 #include "loupe.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "op_cases.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -43,6 +47,47 @@ TEST(Flops, OneMnistMlpStepMatchesTheAnalyticCount) {
     EXPECT_DOUBLE_EQ(flops_counted() - f0, mnist_mlp_step_flops(double(B))) << "batch " << B;
   }
 }
+
+// Every op of the table on the CPU at the test's shapes: the library's count for the forward
+// pass, and for the backward pass from a dense output gradient, against the case's formula.
+class OpFlops : public ::testing::TestWithParam<test::OpCase> {};
+
+TEST_P(OpFlops, MatchTheAnalyticCount) {
+  const test::OpCase& c = GetParam();
+  ASSERT_TRUE(c.flops) << c.name << " has no FLOP count in op_cases.h";
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f64, 7);
+  const double f0 = flops_counted();
+  Tensor out = c.f(xs);
+  const double f1 = flops_counted();
+  backward(out, ones(out.shape(), out.dtype(), out.device()));
+  const double f2 = flops_counted();
+  const test::Flops want = c.flops(c.shapes());
+  EXPECT_DOUBLE_EQ(f1 - f0, want.forward) << c.name << " forward";
+  EXPECT_DOUBLE_EQ(f2 - f1, want.backward) << c.name << " backward";
+}
+
+// What the perf mode (tests/ops_perf.cpp) needs of every case: a FLOP count, a perf shape per
+// input, no smaller than the test's, and a byte count.
+TEST(OpTable, EveryCaseCarriesItsCountsAndAPerfShape) {
+  for (const test::OpCase& c : test::op_cases()) {
+    EXPECT_TRUE(c.flops) << c.name;
+    ASSERT_EQ(c.perf.size(), c.inputs.size()) << c.name << ": one perf shape per input";
+    for (size_t k = 0; k < c.perf.size(); ++k)
+      EXPECT_GE(c.perf[k].numel(), c.inputs[k].shape.numel()) << c.name << " input " << k;
+    EXPECT_GT(test::op_bytes(c.at_perf_shape(), Shape{1}, 4), 0) << c.name;
+  }
+  // The default: each input read once and the output written once; ids at 4 bytes each.
+  const auto cases = test::op_cases();
+  auto find = [&](const std::string& n) {
+    return *std::find_if(cases.begin(), cases.end(), [&](const test::OpCase& c) { return c.name == n; });
+  };
+  EXPECT_EQ(test::op_bytes(find("relu"), Shape{6, 9}, 2), 2.0 * 54 * 2);
+  EXPECT_EQ(test::op_bytes(find("cross_entropy"), Shape{}, 4), (60 + 6 + 1) * 4.0);
+  EXPECT_EQ(test::op_bytes(find("embedding_2d"), Shape{3, 5, 4}, 4), 15 * 4 + 2 * 60 * 4.0) << "the rows it touches";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpFlops, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(Flops, EpochReportGivesFlopsPerSample) {
   models::Session session(models::find_model("mnist_mlp"));

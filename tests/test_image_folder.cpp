@@ -1,5 +1,5 @@
-// The image-folder reader on PNG files written here byte for byte (a minimal PNG writer over
-// zlib) and one hand-made baseline JPEG: class and file order, exact pixels for RGB and grey,
+// The image-folder reader on PNG files written here byte for byte (tests/png_writer.h, a minimal
+// PNG writer over zlib) and one hand-made baseline JPEG: class and file order, exact pixels for RGB and grey,
 // stb_image's RGB-to-grey formula, the bilinear resize, and the errors. In a build without
 // stb_image the tests skip, except the one that checks the error says how to get it.
 #include <gtest/gtest.h>
@@ -15,52 +15,35 @@
 
 #include "core/error.h"
 #include "data/image_folder.h"
+#include "png_writer.h"
 #include "tools/datasets.h"
 
 namespace fs = std::filesystem;
 using loupe::data::ImageFolderData;
 using loupe::data::load_image_folder;
-using Bytes = std::vector<uint8_t>;
+using loupe::test::Bytes;
+using loupe::test::chunk;
+using loupe::test::put32;
 
 namespace {
 
 #define SKIP_WITHOUT_STB() \
   if (!loupe::data::image_folders_supported()) GTEST_SKIP() << "loupe was built without stb_image (libstb-dev)"
 
-void put32(Bytes& b, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
-}
-
-void chunk(Bytes& png, const char* type, const Bytes& data) {
-  put32(png, uint32_t(data.size()));
-  Bytes body(type, type + 4);
-  body.insert(body.end(), data.begin(), data.end());
-  png.insert(png.end(), body.begin(), body.end());
-  put32(png, uint32_t(crc32(0, body.data(), uInt(body.size()))));
-}
-
-// A PNG from its parts: IHDR's fields, the image data before compression (filter bytes included),
-// an optional PLTE, the zlib level, IDAT chunks of at most `idat_size` bytes, and `edit_z` to change
-// the zlib stream (say, its Adler-32) before it is cut into chunks, whose CRCs stay valid.
+// A PNG from its parts (tests/png_writer.h): IHDR's fields, the image data before compression
+// (filter bytes included), an optional PLTE, the zlib level, IDAT chunks of at most `idat_size`
+// bytes, and `edit_z` to change the zlib stream (say, its Adler-32) before it is cut into chunks.
 Bytes png_raw(int w, int h, int depth, int color_type, int interlace, const Bytes& raw, const Bytes& plte = {},
               int level = Z_DEFAULT_COMPRESSION, size_t idat_size = SIZE_MAX,
               const std::function<void(Bytes&)>& edit_z = {}) {
-  Bytes z(compressBound(uLong(raw.size())));
-  uLongf zn = uLongf(z.size());
-  EXPECT_EQ(compress2(z.data(), &zn, raw.data(), uLong(raw.size()), level), Z_OK);
-  z.resize(zn);
-  if (edit_z) edit_z(z);
-  Bytes out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  Bytes ihdr;
-  put32(ihdr, uint32_t(w));
-  put32(ihdr, uint32_t(h));
-  ihdr.insert(ihdr.end(), {uint8_t(depth), uint8_t(color_type), 0, 0, uint8_t(interlace)});  // deflate, filter 0
-  chunk(out, "IHDR", ihdr);
-  if (!plte.empty()) chunk(out, "PLTE", plte);
-  for (size_t k = 0; k < z.size(); k += idat_size)
-    chunk(out, "IDAT", Bytes(z.begin() + std::ptrdiff_t(k), z.begin() + std::ptrdiff_t(std::min(z.size(), k + idat_size))));
-  chunk(out, "IEND", {});
-  return out;
+  loupe::test::Png p;
+  p.w = w, p.h = h, p.depth = depth, p.color = color_type, p.interlace = interlace;
+  p.raw = raw;
+  p.plte = plte;
+  p.level = level;
+  p.idat_size = idat_size;
+  p.edit_z = edit_z;
+  return loupe::test::make_png(p);
 }
 
 // An 8-bit PNG: colour type 0 (grey), 2 (RGB), 4 (grey + alpha) or 6 (RGBA); `px` holds h rows

@@ -7,9 +7,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "autograd/node.h"
+#include "core/flops.h"
 #include "op_cases.h"
-#include "ops/view.h"
 
 using namespace loupe;
 
@@ -20,16 +19,17 @@ using namespace loupe;
 namespace {
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what,
-                  double scale = 1) {
+                  double atol = 1e-5, double rtol = 1e-4) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
-    float tol = float(scale * (1e-5 + 1e-4 * std::abs(a[i])));
+    float tol = float(atol + rtol * std::abs(a[i]));
     ASSERT_NEAR(a[i], b[i], tol) << what << " element " << i;
   }
 }
 
-// Runs f on one device: returns the output and the gradients of sum(out * r).
-std::vector<std::vector<float>> run(const test::OpCase& c, Device d) {
+// Runs f on one device: returns the output and the gradients of sum(out * r); stores the FLOPs the
+// library counted for f's forward and backward in *flops when given.
+std::vector<std::vector<float>> run(const test::OpCase& c, Device d, test::Flops* flops = nullptr) {
   std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11);
   std::vector<Tensor> on;
   for (Tensor& x : xs) {
@@ -37,10 +37,16 @@ std::vector<std::vector<float>> run(const test::OpCase& c, Device d) {
     if (x.requires_grad()) t.requires_grad_(true);
     on.push_back(t);
   }
+  const double f0 = flops_counted();
   Tensor out = c.f(on);
+  const double f1 = flops_counted();
   std::vector<float> r(static_cast<size_t>(out.numel()));
   for (size_t i = 0; i < r.size(); ++i) r[i] = 0.5f + philox_uniform(99, 0, i);
-  backward(sum(mul(out, from_vector(r, out.shape(), d))));
+  backward(out, from_vector(r, out.shape(), d));  // the gradient of sum(out * r)
+  if (flops) {
+    flops->forward = f1 - f0;
+    flops->backward = flops_counted() - f1;
+  }
   std::vector<std::vector<float>> res{out.to_vector<float>()};
   for (Tensor& t : on)
     if (t.requires_grad()) res.push_back(t.grad().to_vector<float>());
@@ -53,9 +59,15 @@ class OpParity : public ::testing::TestWithParam<test::OpCase> {};
 TEST_P(OpParity, CpuAndCudaAgree) {
   REQUIRE_GPU();
   const test::OpCase& c = GetParam();
-  auto cpu = run(c, kCPU), gpu = run(c, kCUDA);
+  test::Flops counted;
+  auto cpu = run(c, kCPU), gpu = run(c, kCUDA, &counted);
   ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t k = 0; k < cpu.size(); ++k) expect_close(cpu[k], gpu[k], c.name + (k ? " grad " + std::to_string(k) : " output"), c.tol_scale);
+  for (size_t k = 0; k < cpu.size(); ++k)
+    expect_close(cpu[k], gpu[k], c.name + (k ? " grad " + std::to_string(k) : " output"), c.tol.f32_atol, c.tol.f32_rtol);
+  // The CUDA path counts what the CPU's does (test_flops checks the CPU against the formula).
+  test::Flops want = c.flops(c.shapes());
+  EXPECT_DOUBLE_EQ(counted.forward, want.forward) << c.name << " forward FLOPs on CUDA";
+  EXPECT_DOUBLE_EQ(counted.backward, want.backward) << c.name << " backward FLOPs on CUDA";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(test::op_cases()),

@@ -1,4 +1,4 @@
-// Every op in the table: float64 gradient check on the CPU.
+// Every op in the table: float64 gradient check on the CPU, to the case's float64 tolerances.
 #include <gtest/gtest.h>
 
 #include "op_cases.h"
@@ -10,7 +10,7 @@ class OpGrad : public ::testing::TestWithParam<test::OpCase> {};
 TEST_P(OpGrad, MatchesCentralDifferences) {
   const test::OpCase& c = GetParam();
   std::vector<Tensor> xs = test::make_inputs(c, DType::f64, 7);
-  autograd::GradcheckResult r = autograd::gradcheck(c.f, xs);
+  autograd::GradcheckResult r = autograd::gradcheck(c.f, xs, c.tol.f64_eps, c.tol.f64_atol, c.tol.f64_rtol);
   EXPECT_TRUE(r.ok) << c.name << ": " << r.message << " (max abs err " << r.max_abs_err << ")";
 }
 

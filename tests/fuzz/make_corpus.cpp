@@ -15,13 +15,18 @@
 #include <vector>
 
 #include "core/error.h"
+#include "../png_writer.h"
 #include "fuzz_models.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<uint8_t>;
 using namespace loupe;
+using test::Bytes;
+using test::chunk;
+using test::make_png;
+using test::Png;
+using test::put32;
 
 namespace {
 
@@ -36,10 +41,6 @@ void write(const std::string& target, const std::string& name, const Bytes& b) {
 }
 
 Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
-
-void put32(Bytes& b, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
-}
 
 Bytes gzip(const Bytes& in) {
   z_stream zs{};
@@ -152,44 +153,6 @@ void text_corpora() {
 }
 
 // ---- images --------------------------------------------------------------------------------------
-
-void chunk(Bytes& png, const char* type, const Bytes& data) {
-  put32(png, uint32_t(data.size()));
-  Bytes body(type, type + 4);
-  body.insert(body.end(), data.begin(), data.end());
-  png.insert(png.end(), body.begin(), body.end());
-  put32(png, uint32_t(crc32(0, body.data(), uInt(body.size()))));
-}
-
-struct Png {
-  int w = 4, h = 4, depth = 8, color = 0, interlace = 0;
-  Bytes raw;                      // the image data before compression, filter bytes included
-  Bytes plte;                     // written before IDAT when not empty
-  int level = 6;
-  size_t idat_size = SIZE_MAX;    // IDAT chunks of at most this many bytes
-  std::function<void(Bytes&)> edit_z;
-  std::vector<std::pair<std::string, Bytes>> before_idat;  // extra chunks
-};
-
-Bytes make_png(const Png& p) {
-  Bytes z(compressBound(uLong(p.raw.size())));
-  uLongf zn = uLongf(z.size());
-  compress2(z.data(), &zn, p.raw.data(), uLong(p.raw.size()), p.level);
-  z.resize(zn);
-  if (p.edit_z) p.edit_z(z);
-  Bytes out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  Bytes ihdr;
-  put32(ihdr, uint32_t(p.w));
-  put32(ihdr, uint32_t(p.h));
-  ihdr.insert(ihdr.end(), {uint8_t(p.depth), uint8_t(p.color), 0, 0, uint8_t(p.interlace)});
-  chunk(out, "IHDR", ihdr);
-  if (!p.plte.empty()) chunk(out, "PLTE", p.plte);
-  for (const auto& [type, data] : p.before_idat) chunk(out, type.c_str(), data);
-  for (size_t k = 0; k < z.size(); k += p.idat_size)
-    chunk(out, "IDAT", Bytes(z.begin() + std::ptrdiff_t(k), z.begin() + std::ptrdiff_t(std::min(z.size(), k + p.idat_size))));
-  chunk(out, "IEND", {});
-  return out;
-}
 
 // h rows of `row_bytes` bytes (filter 0), pixel bytes ramping.
 Bytes rows(int h, int row_bytes) {

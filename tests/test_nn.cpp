@@ -1,0 +1,96 @@
+// Layers and modules: dropout, the parameter arena, the fused bias + activation + dropout, BatchNorm2d.
+#include <gtest/gtest.h>
+
+#include "loupe.h"
+#include "ops/bias_act.h"
+
+using namespace loupe;
+
+TEST(Dropout, MaskRateAndScale) {
+  manual_seed(3);
+  Tensor x = ones(Shape{100000});
+  std::vector<float> y = dropout(x, 0.2, true).to_vector<float>();
+  int64_t kept = 0;
+  for (float v : y) {
+    if (v != 0) { ++kept; EXPECT_FLOAT_EQ(v, 1.25f); }
+  }
+  EXPECT_NEAR(double(kept) / 100000, 0.8, 0.01);
+  EXPECT_TRUE(dropout(x, 0.2, false).same(x));
+}
+
+TEST(Arena, ParametersAreViewsAndOneMemsetZeroesGrads) {
+  manual_seed(1);
+  nn::Sequential m;
+  m.add("fc1", std::make_shared<nn::Linear>(4, 3)).add("act", std::make_shared<nn::ReLU>())
+   .add("fc2", std::make_shared<nn::Linear>(3, 2));
+  EXPECT_EQ(m.num_parameters(), 4 * 3 + 3 + 3 * 2 + 2);
+  std::vector<float> w_before = m.parameters()[0].to_vector<float>();
+  m.to(kCPU);
+  nn::ParameterArena& a = m.arena();
+  EXPECT_EQ(m.parameters()[0].to_vector<float>(), w_before);
+  EXPECT_EQ(a.num_parameters(), m.num_parameters());
+  // Every parameter lies inside the arena.
+  for (const Tensor& p : m.parameters()) {
+    const char* base = static_cast<const char*>(a.values().data_ptr());
+    const char* pp = static_cast<const char*>(p.data_ptr());
+    EXPECT_GE(pp, base);
+    EXPECT_LE(pp + p.nbytes(), base + a.values().nbytes());
+  }
+  Tensor x = ones(Shape{5, 4});
+  backward(sum(m(x)));
+  EXPECT_NE(sum(a.grads()).item(), 0.0);
+  a.zero_grad();
+  EXPECT_EQ(sum(to(a.grads(), DType::f64)).item(), 0.0);
+  EXPECT_EQ(sum(m.parameters()[0].grad()).item(), 0.0);
+}
+
+// The fused epilogue on the CPU: the separate ops' output and gradients, bit for bit, and a
+// Sequential with Linear + ReLU + Dropout fuses them (one range, one autograd node).
+TEST(Fusion, BiasActIsTheSeparateOpsOnTheCpu) {
+  Tensor x1 = from_vector(std::vector<float>{-1.5f, 0.5f, 2.f, -0.25f, 1.f, 3.f, -2.f, 0.75f}, Shape{2, 4});
+  Tensor b1 = from_vector(std::vector<float>{0.25f, -0.5f, 1.f, 0.f}, Shape{4});
+  x1.requires_grad_(true);
+  b1.requires_grad_(true);
+  Tensor x2 = x1.detach().requires_grad_(true), b2 = b1.detach().requires_grad_(true);
+  manual_seed(3);
+  Tensor y1 = bias_act(x1, b1, Act::Relu, 0.4, true);
+  manual_seed(3);
+  Tensor y2 = dropout(relu(bias_add(x2, b2)), 0.4, true);
+  EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+  EXPECT_EQ(default_generator().offset, 2u) << "8 draws: two Philox counters, as dropout takes";
+  backward(sum(y1 * y1));
+  backward(sum(y2 * y2));
+  EXPECT_EQ(x1.grad().to_vector<float>(), x2.grad().to_vector<float>());
+  EXPECT_EQ(b1.grad().to_vector<float>(), b2.grad().to_vector<float>());
+  EXPECT_THROW(bias_act(x1, b1, Act::Sigmoid, 0.5, true), Error) << "dropout after sigmoid is not fused";
+  EXPECT_THROW(bias_act(x1, from_vector(std::vector<float>{1, 2}, Shape{2}), std::nullopt, 0, true), Error);
+
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(4, 3)).add("relu", std::make_shared<nn::ReLU>())
+      .add("drop", std::make_shared<nn::Dropout>(0.5)).add("out", std::make_shared<nn::Linear>(3, 2));
+  m.to(kCPU);
+  Tensor out = m(x1.detach());
+  ASSERT_TRUE(out.grad_fn());
+  EXPECT_STREQ(out.grad_fn()->name(), "BiasActBackward") << "the last Linear's bias";
+  // fc + relu + drop is one node: the second Linear's input comes straight from it.
+  auto into_out = out.grad_fn()->next_edges[0].fn;  // MatmulBackward of `out`
+  ASSERT_TRUE(into_out);
+  EXPECT_STREQ(into_out->next_edges[0].fn->name(), "BiasActBackward");
+}
+
+TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
+  nn::Sequential m;
+  m.add("bn", std::make_shared<nn::BatchNorm2d>(2));
+  m.to(kCPU);
+  ASSERT_EQ(m.named_buffers().size(), 2u);
+  EXPECT_EQ(m.named_buffers()[0].first, "bn.running_mean");
+  EXPECT_EQ(m.num_parameters(), 4);
+  Tensor x = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, Shape{2, 2, 2, 1});
+  backward(sum(m(x) * x));  // training: batch statistics, running ones updated
+  std::vector<float> rm = m.named_buffers()[0].second.to_vector<float>();
+  // channel 0 holds 1, 2, 5, 6 (mean 3.5); running = 0.9 * 0 + 0.1 * 3.5
+  EXPECT_NEAR(rm[0], 0.35f, 1e-6);
+  m.eval();
+  NoGradGuard g;
+  EXPECT_EQ(m(x).shape(), x.shape());
+}
