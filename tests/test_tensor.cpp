@@ -138,3 +138,17 @@ TEST(MemoryFormat, Cifar10CnnChannelsLastMatchesNchw) {
   ASSERT_EQ(a.second.size(), b.second.size());
   for (size_t i = 0; i < a.second.size(); ++i) ASSERT_NEAR(a.second[i], b.second[i], 1e-5 + 1e-4 * std::abs(a.second[i])) << i;
 }
+
+// add_out, which the autograd engine sums gradients with: any operand layout, and a 16-bit b added
+// into a float32 dst (mixed precision: float16 gradients into the float32 arena).
+TEST(Tensor, AddOutTakesAnyLayoutAndANarrowerB) {
+  Tensor a = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  Tensor bt = transpose(from_vector(std::vector<float>{10, 40, 20, 50, 30, 60}, Shape{3, 2}), 0, 1);  // strided
+  Tensor dst = empty(Shape{2, 3});
+  add_out(dst, a, bt);
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  Tensor h = to(from_vector(std::vector<float>{0.5f, 0.25f, -1, 2, 1024, 3}, Shape{2, 3}), DType::f16);
+  add_out(a, a, h);  // in place
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.5f, 2.25f, 2, 6, 1029, 9}));
+  EXPECT_THROW(add_out(h, a, a), Error) << "dst and a must share a dtype";
+}

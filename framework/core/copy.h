@@ -12,8 +12,9 @@ struct CopyKernels {
   void (*cast)(const Tensor& dst, const Tensor& src);
   // dst contiguous.
   void (*fill)(const Tensor& dst, double value);
-  // dst = a + b, element by element over the buffers: all three dense with the same strides and
-  // the same floating dtype (16-bit types add in float32).
+  // dst = a + b, element by element over the buffers: all three dense with the same strides; dst
+  // and a of one floating dtype, b of any floating dtype (a float16 gradient into a float32 one).
+  // dst's dtype sets the arithmetic: float64 for float64, else float32.
   void (*add)(const Tensor& dst, const Tensor& a, const Tensor& b);
 };
 

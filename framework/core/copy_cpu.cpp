@@ -78,18 +78,17 @@ void fill(const Tensor& dst, double v) {
 }
 
 void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
-  DType t = dst.dtype();
+  DType t = dst.dtype(), tb = b.dtype();
   void* d = dst.data_ptr();
   const void *x = a.data_ptr(), *y = b.data_ptr();
   parallel_for(0, dst.numel(), cpu::kGrain, [&](int64_t lo, int64_t hi) {
-    if (t == DType::f32) {
+    if (t == DType::f32 && tb == DType::f32) {
       for (int64_t i = lo; i < hi; ++i)
         static_cast<float*>(d)[i] = static_cast<const float*>(x)[i] + static_cast<const float*>(y)[i];
     } else if (t == DType::f64) {
-      for (int64_t i = lo; i < hi; ++i)
-        static_cast<double*>(d)[i] = static_cast<const double*>(x)[i] + static_cast<const double*>(y)[i];
-    } else {  // 16-bit: in float32, rounded once
-      for (int64_t i = lo; i < hi; ++i) store(t, d, i, double(float(load(t, x, i)) + float(load(t, y, i))));
+      for (int64_t i = lo; i < hi; ++i) static_cast<double*>(d)[i] = load(t, x, i) + load(tb, y, i);
+    } else {  // float32 or 16-bit dst: in float32, rounded once
+      for (int64_t i = lo; i < hi; ++i) store(t, d, i, double(float(load(t, x, i)) + float(load(tb, y, i))));
     }
   });
 }

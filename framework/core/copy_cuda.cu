@@ -272,31 +272,42 @@ void fill(const Tensor& dst, double v) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-// Floating types add in their compute type: float32 for float32 and the 16-bit types, as ops' add.
+// dst's type sets the compute type: float32 for float32 and the 16-bit types (as ops' add),
+// float64 for float64. b may be narrower than dst: a float16 gradient added into a float32 one.
 template <class T> struct Compute { using type = float; };
 template <> struct Compute<double> { using type = double; };
+template <class U> __device__ U widen(U x) { return x; }
+__device__ float widen(__half x) { return __half2float(x); }
+__device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-template <class T>
-__global__ void add_kernel(T* __restrict__ dst, const T* a, const T* b, int64_t n) {
+template <class T, class U>
+__global__ void add_kernel(T* __restrict__ dst, const T* a, const U* b, int64_t n) {
   using C = typename Compute<T>::type;
-  LOUPE_KERNEL_LOOP(i, n) dst[i] = T(C(a[i]) + C(b[i]));
+  LOUPE_KERNEL_LOOP(i, n) dst[i] = T(C(widen(a[i])) + C(widen(b[i])));
+}
+
+template <class F>
+void with_floating(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::f16: f(__half{}); break;
+    case DType::bf16: f(__nv_bfloat16{}); break;
+    default: LOUPE_FAIL("add on CUDA needs floating dtypes, not ", dtype_name(t));
+  }
 }
 
 void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
   const cudaStream_t s = cuda::stream();
   int64_t n = dst.numel();
-  auto go = [&](auto v) {
-    using T = decltype(v);
-    add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
-        static_cast<T*>(dst.data_ptr()), static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr()), n);
-  };
-  switch (dst.dtype()) {
-    case DType::f32: go(float{}); break;
-    case DType::f64: go(double{}); break;
-    case DType::f16: go(__half{}); break;
-    case DType::bf16: go(__nv_bfloat16{}); break;
-    default: LOUPE_FAIL("add on CUDA needs a floating dtype, not ", dtype_name(dst.dtype()));
-  }
+  with_floating(dst.dtype(), [&](auto tv) {
+    with_floating(b.dtype(), [&](auto uv) {
+      using T = decltype(tv);
+      using U = decltype(uv);
+      add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
+          static_cast<T*>(dst.data_ptr()), static_cast<const T*>(a.data_ptr()), static_cast<const U*>(b.data_ptr()), n);
+    });
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

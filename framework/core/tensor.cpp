@@ -175,16 +175,16 @@ Tensor to_contiguous(const Tensor& x, Device d, DType t) {
 void add_out(const Tensor& dst, const Tensor& a, const Tensor& b) {
   LOUPE_CHECK(dst.shape() == a.shape() && dst.shape() == b.shape(), "add_out: shapes ", dst.shape().str(), ", ",
               a.shape().str(), " and ", b.shape().str(), " differ");
-  LOUPE_CHECK(dst.dtype() == a.dtype() && dst.dtype() == b.dtype() && is_floating(dst.dtype()),
-              "add_out needs one floating dtype, got ", dtype_name(dst.dtype()), ", ", dtype_name(a.dtype()), " and ",
-              dtype_name(b.dtype()));
+  LOUPE_CHECK(dst.dtype() == a.dtype() && is_floating(dst.dtype()) && is_floating(b.dtype()),
+              "add_out needs floating dtypes, dst's and a's the same; got ", dtype_name(dst.dtype()), ", ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   LOUPE_CHECK(dst.device() == a.device() && dst.device() == b.device(), "add_out: the tensors are on different devices");
   LOUPE_CHECK(dst.is_contiguous(dst.memory_format()), "add_out needs a dense destination");
   if (dst.numel() == 0) return;
   // The kernel walks the three buffers in step: an operand laid out otherwise is copied to dst's layout.
   auto like_dst = [&](const Tensor& x) {
     if (x.strides() == dst.strides()) return x;
-    Tensor c = empty_like(dst);
+    Tensor c = empty(dst.shape(), x.dtype(), dst.device(), dst.memory_format());
     copy_(c, x);
     return c;
   };

@@ -106,8 +106,8 @@ void copy_(const Tensor& dst, const Tensor& src);
 // No autograd: a contiguous copy of x on device d in dtype t (x itself when it already is one).
 // The recording versions are ops: contiguous(), to() in ops/view.h.
 Tensor to_contiguous(const Tensor& x, Device d, DType t);
-// No autograd: dst = a + b, same shape, one floating dtype, one device, any strides (dst dense;
-// dst may be a). The autograd engine sums gradients with it; ops' add() is the recording one.
+// No autograd: dst = a + b, same shape, one device, any strides (dst dense; dst may be a); dst and
+// a of one floating dtype, b of any (a float16 gradient added into a float32 one). The autograd engine sums gradients with it; ops' add() is the recording one.
 void add_out(const Tensor& dst, const Tensor& a, const Tensor& b);
 // In-place, no autograd: dst = value everywhere.
 void fill_(const Tensor& dst, double value);
