@@ -2,12 +2,14 @@
 
 #include "instrument/chrome_trace.h"  // json_quote
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -238,8 +240,59 @@ void CsvWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_csv_r
 
 // ---- progress bar ---------------------------------------------------------------------------
 
-ProgressBar::ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out)
-    : epoch_(epoch), epochs_(epochs), total_(total_steps), tty_(is_tty), out_(out) {}
+int terminal_columns(std::FILE* out) {
+  for (int fd : {fileno(out), fileno(stderr)}) {
+    winsize ws{};
+    if (fd >= 0 && isatty(fd) == 1 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  }
+  if (const char* c = std::getenv("COLUMNS")) {
+    char* e = nullptr;
+    long v = std::strtol(c, &e, 10);
+    if (e != c && *e == '\0' && v > 0 && v < 100000) return int(v);
+  }
+  return 80;
+}
+
+std::string progress_line(int epoch, int epochs, int64_t step, int64_t total, double elapsed_s, int64_t samples,
+                          std::optional<double> loss, int columns) {
+  const size_t limit = size_t(std::max(columns, 2) - 1);
+  const int w = int(std::to_string(std::max<int64_t>(total, 0)).size());
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "epoch %d/%d", epoch, epochs);
+  const std::string head = buf;
+  std::snprintf(buf, sizeof buf, "%*lld/%lld", w, (long long)step, (long long)total);
+  const std::string count = buf;
+  std::string eta;
+  if (total > 0 && step >= total) eta = fmt("%.2f", elapsed_s) + " s";
+  else if (total > 0 && step > 0) eta = "ETA " + duration(elapsed_s / step * (total - step));
+  const std::string loss_text = "loss " + (loss ? fmt("%.4f", *loss) : std::string("n/a"));
+  const std::string rate = elapsed_s > 0 ? n3(samples / elapsed_s) + " samples/s" : "";
+
+  // The layouts, widest first: the first that fits wins (the bar takes what is left, 10 to 30 cells).
+  struct Layout { bool head, bar, eta, loss, rate; };
+  constexpr Layout layouts[] = {{true, true, true, true, true},    {true, true, true, true, false},
+                                {true, false, true, true, false},  {false, false, true, true, false},
+                                {false, false, false, true, false}, {false, false, false, false, false}};
+  for (const Layout& l : layouts) {
+    std::string before = l.head ? head + " " + count : count, after;
+    if (l.eta && !eta.empty()) after += " " + eta;
+    if (l.loss) after += "  " + loss_text;
+    if (l.rate && !rate.empty()) after += "  " + rate;
+    if (!(l.bar && total > 0)) {
+      if (before.size() + after.size() <= limit) return before + after;
+      continue;
+    }
+    const size_t fixed = before.size() + 3 + after.size();  // " [" and "]"
+    if (fixed + 10 > limit) continue;
+    const int bar = int(std::min<size_t>(30, limit - fixed)), done = int(bar * std::min<int64_t>(step, total) / total);
+    return before + " [" + std::string(done, '=') + (done < bar ? ">" : "") +
+           std::string(std::max(0, bar - done - 1), '.') + "]" + after;
+  }
+  return count.substr(0, limit);
+}
+
+ProgressBar::ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out, int columns)
+    : epoch_(epoch), epochs_(epochs), total_(total_steps), tty_(is_tty), out_(out), columns_(columns) {}
 
 bool ProgressBar::stdout_is_tty() { return isatty(fileno(stdout)) == 1; }
 
@@ -251,26 +304,12 @@ void ProgressBar::update(int64_t step, double elapsed_s, int64_t samples, std::o
   last_draw_s_ = elapsed_s;
   drew_final_ = final_step;
 
-  const int w = int(std::to_string(std::max<int64_t>(total_, 0)).size());
-  char head[96];
-  std::snprintf(head, sizeof head, "epoch %d/%d %*lld/%lld ", epoch_, epochs_, w, (long long)step,
-                (long long)total_);
-  std::string line = head;
-  if (total_ > 0) {
-    const int bar = 30, done = int(bar * std::min<int64_t>(step, total_) / total_);
-    line += "[" + std::string(done, '=') + (done < bar ? ">" : "") +
-            std::string(std::max(0, bar - done - 1), '.') + "]";
-  }
-  if (final_step)
-    line += " " + fmt("%.2f", elapsed_s) + " s";
-  else if (total_ > 0 && step > 0)
-    line += " ETA " + duration(elapsed_s / step * (total_ - step));
-  line += "  loss " + (loss ? fmt("%.4f", *loss) : std::string("n/a"));
-  if (elapsed_s > 0) line += "  " + n3(samples / elapsed_s) + " samples/s";
-
-  // Pad over the previous line's tail: the new line may be shorter.
+  const int columns = columns_ > 0 ? columns_ : terminal_columns(out_);
+  const std::string line = progress_line(epoch_, epochs_, step, total_, elapsed_s, samples, loss, columns);
+  // Pad over the previous line's tail (the new line may be shorter), never past the last column.
   std::string padded = line;
-  if (padded.size() < last_.size()) padded += std::string(last_.size() - padded.size(), ' ');
+  const size_t pad_to = std::min(last_.size(), size_t(std::max(columns, 2) - 1));
+  if (padded.size() < pad_to) padded += std::string(pad_to - padded.size(), ' ');
   std::fprintf(out_, "\r%s", padded.c_str());
   std::fflush(out_);
   last_ = line;

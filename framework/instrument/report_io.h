@@ -46,12 +46,24 @@ class CsvWriter {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
 };
 
-// A Keras-style progress bar: one line rewritten with '\r' (step/total, bar, ETA, loss, samples/s).
+// The width a line redrawn with '\r' may take on `out`: the terminal's columns (TIOCGWINSZ on
+// `out`, else on stderr, where either is a terminal), else $COLUMNS, else 80.
+int terminal_columns(std::FILE* out = stdout);
+
+// One line of the progress bar, at most `columns` - 1 characters (the last column stays free, so a
+// terminal never wraps it): "epoch 2/5 123/469 [=====>....] ETA 3s  loss 0.2500  64,000 samples/s".
+// As the width shrinks the bar narrows (30 to 10 cells), then samples/s, the bar, the epoch, the
+// ETA and the loss go, in that order; step/total stays. `loss` empty: "loss n/a".
+std::string progress_line(int epoch, int epochs, int64_t step, int64_t total, double elapsed_s, int64_t samples,
+                          std::optional<double> loss, int columns);
+
+// A Keras-style progress bar: one line rewritten with '\r' (progress_line at the terminal's width).
 // When `is_tty` is false (output redirected, or --plain) it prints nothing per step: logs then get
 // only the epoch summary. `out` is the stream the caller checked with isatty (stdout by default).
+// `columns` 0 asks terminal_columns(out) at each redraw (a resized terminal is followed).
 class ProgressBar {
  public:
-  ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out = stdout);
+  ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out = stdout, int columns = 0);
   static bool stdout_is_tty();
 
   // Cheap when nothing is drawn: redraws at most every 0.1 s of `elapsed_s`, and once at the end.
@@ -65,6 +77,7 @@ class ProgressBar {
   int64_t total_;
   bool tty_;
   std::FILE* out_;
+  int columns_;
   double last_draw_s_ = -1;
   bool drew_final_ = false;
   int redraws_ = 0;
