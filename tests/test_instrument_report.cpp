@@ -217,7 +217,16 @@ TEST(ReportWriters, FilesAndErrors) {
     std::getline(c, line);
     EXPECT_EQ(line, csv_header());
   }
-  JsonlWriter again(jp);  // truncates
+  {
+    JsonlWriter more(jp, JsonlWriter::Mode::Append);  // loupe train --metrics: after what is there
+    more.write(EpochReport{});
+  }
+  std::ifstream j3(jp);
+  std::string line;
+  int n = 0;
+  while (std::getline(j3, line)) ++n;
+  EXPECT_EQ(n, 3);
+  JsonlWriter again(jp);  // truncates (the default: loupe bench --json)
   std::ifstream j(jp);
   EXPECT_EQ(j.peek(), EOF);
   try {

@@ -212,6 +212,7 @@ TEST(SlowCpu, CharLstmOnGpl3) {
   auto dir = std::filesystem::temp_directory_path();
   std::string metrics = (dir / "loupe_char.jsonl").string(), ck = (dir / "loupe_char.ckpt").string(),
               out = (dir / "loupe_char.txt").string();
+  std::remove(metrics.c_str());  // --metrics appends
   std::string cmd = std::string(LOUPE_CLI) + " train char_lstm --device cpu --epochs 4 --plain --no-nvml --metrics " +
                     metrics + " --save " + ck + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

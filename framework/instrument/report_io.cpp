@@ -135,8 +135,8 @@ std::string duration(double s) {
   return buf;
 }
 
-std::FILE* open_or_throw(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+std::FILE* open_or_throw(const std::string& path, const char* mode = "w") {
+  std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f)
     throw Error("cannot open '" + path + "' for writing: " + std::strerror(errno) +
                 "; check that its directory exists and is writable");
@@ -228,7 +228,8 @@ std::string epoch_line(const EpochReport& r) {
   return o;
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path), f_(open_or_throw(path), &std::fclose) {}
+JsonlWriter::JsonlWriter(const std::string& path, Mode mode)
+    : path_(path), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {}
 
 void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_json(r)); }
 

@@ -23,11 +23,14 @@ std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured f
 // The 3-line console summary (plus one "advice:" line per item), joined by '\n', no trailing newline.
 std::string epoch_line(const EpochReport& r);
 
-// Appends one JSON line per epoch. Truncates the file at open and flushes every line, so a run that
-// dies keeps the epochs it finished. Throws loupe::Error naming the path when it cannot write.
+// Writes one JSON line per epoch, flushing every line, so a run that dies keeps the epochs it
+// finished. Mode::Append (loupe train --metrics) adds to what the file holds, so several runs, or a
+// run and its --resume, can go into one file; Mode::Truncate (loupe bench --json) starts it afresh.
+// Throws loupe::Error naming the path when it cannot write.
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path);
+  enum class Mode { Truncate, Append };
+  explicit JsonlWriter(const std::string& path, Mode mode = Mode::Truncate);
   void write(const EpochReport& r);
 
  private:
