@@ -306,6 +306,61 @@ TEST(ProgressBarTest, ThrottlesRedrawsOnATerminal) {
   std::fclose(f);
 }
 
+// A CPU run prints what it measured: no device line of n/a (the records keep those fields, null),
+// no "eager (CUDA graphs are a GPU feature)", and its FLOP rate on the host line.
+TEST(EpochLine, CpuRunPrintsOnlyWhatItMeasured) {
+  EpochReport r;
+  r.device = "cpu"; r.device_name = "CPU"; r.epoch = 1; r.epochs = 3;
+  r.test_acc = 0.5; r.epoch_seconds = 1; r.samples_per_sec = 6000;
+  r.step_ms_p50 = 20; r.step_ms_p95 = 30; r.issue_ms_p50 = 19; r.data_wait_share = 0.001;
+  r.host_cpu_util = 1.5; r.host_rss_bytes = 100.0 * (1 << 20);
+  r.achieved_tflops = 0.0175;
+  r.graph_steps = 0; r.graph_why = "CUDA graphs are a GPU feature";
+  r.nvml_why = "training on the CPU";
+  r.advice = {"CPU run: no GPU figures"};
+  const std::string s = epoch_line(r);
+  EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
+  EXPECT_EQ(s.find("GPU util"), std::string::npos) << s;
+  EXPECT_EQ(s.find("eager"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  step p50 20 ms p95 30 ms  host issue 19 ms  data wait 0.10%  CPU 1.5 cores  RSS 100 MiB  "
+                   "17.5 GFLOP/s\n  advice: CPU run: no GPU figures"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
+  // The files keep every field: null where unmeasured.
+  const std::string j = to_json(r);
+  for (const char* f : {"\"gpu_util_mean\":null", "\"mem_used_max_bytes\":null", "\"power_mean_w\":null",
+                        "\"mfu\":null", "\"graph_why\":\"CUDA graphs are a GPU feature\""})
+    EXPECT_NE(j.find(f), std::string::npos) << f << "\n" << j;
+}
+
+// Advice is printed once; an epoch with the same advice (other figures in it allowed) gets one
+// line saying so; changed advice is printed again, and so is advice that comes back.
+TEST(EpochConsoleTest, AdviceOnceThenOnlyWhenItChanges) {
+  EpochConsole console;
+  EpochReport r;
+  r.device = "cpu"; r.epochs = 5;
+  auto printed = [&](int epoch, std::vector<std::string> advice) {
+    r.epoch = epoch;
+    r.advice = std::move(advice);
+    return console.lines(r);
+  };
+  std::string s = printed(1, {"input pipeline: waited 41% of the time", "CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: input pipeline: waited 41% of the time\n  advice: CPU run: no GPU figures"),
+            std::string::npos) << s;
+  s = printed(2, {"input pipeline: waited 38% of the time", "CPU run: no GPU figures"});
+  EXPECT_EQ(s.find("advice:"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  advice unchanged since epoch 1"), std::string::npos) << s;
+  EXPECT_EQ(s.substr(s.rfind('\n')), "\n  advice unchanged since epoch 1") << s;
+  s = printed(3, {"CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: CPU run: no GPU figures"), std::string::npos) << s;
+  EXPECT_EQ(s.find("input pipeline"), std::string::npos) << s;
+  s = printed(4, {});
+  EXPECT_EQ(s.find("advice"), std::string::npos) << s;
+  s = printed(5, {"CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: CPU run: no GPU figures"), std::string::npos) << s;
+}
+
 // The bar fits the terminal: at most columns - 1 characters (a full-width line wraps on some
 // terminals), drawn through the same ProgressBar::update the trainer calls, with the essential
 // fields (step/total, ETA or time, loss) kept as the width shrinks.
@@ -440,7 +495,7 @@ TEST(Advice, CpuRunOnlyNotesNa) {
   r.mem_used_max_bytes = 1.0;
   auto a = advise(r, {false, false, "fp32", 64});
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_NE(a[0].find("n/a"), std::string::npos);
+  EXPECT_EQ(a[0].rfind("CPU run: no GPU figures", 0), 0u) << a[0];
   r.data_wait_share = 0.3;
   a = advise(r, {false, false, "fp32", 64});
   ASSERT_EQ(a.size(), 2u);

@@ -150,10 +150,11 @@ instrument::AdviceInputs advice_inputs(const Run& run) {
   return adv;
 }
 
-// The epochs' reports, printed and written to --metrics (appended) and --csv.
+// The epochs' reports, printed (each piece of advice once) and written to --metrics (appended) and --csv.
 struct Reporting {
   instrument::EpochMonitor monitor;
   instrument::AdviceInputs adv;
+  instrument::EpochConsole console;
   std::unique_ptr<instrument::JsonlWriter> jsonl;
   std::unique_ptr<instrument::CsvWriter> csv;
   bool tty = false;
@@ -190,7 +191,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
   rep.monitor.fill(r);
   r.advice = instrument::advise(r, rep.adv);
-  std::printf("%s\n", instrument::epoch_line(r).c_str());
+  std::printf("%s\n", rep.console.lines(r).c_str());
   std::fflush(stdout);
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);

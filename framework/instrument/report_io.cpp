@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -148,6 +149,31 @@ void put_line(std::FILE* f, const std::string& path, const std::string& line) {
     throw Error("cannot write to '" + path + "': " + std::strerror(errno));
 }
 
+// Line 2 of the epoch summary: the GPU. NVML's reason is shown once, where its first figure would be.
+std::string device_line(const EpochReport& r) {
+  std::string o = "  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
+  if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
+  if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
+  o += "  busy " + or_na(r.gpu_busy_share, pct);
+  if (r.mfu && r.peak_tflops) {
+    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
+  } else {
+    o += "  MFU n/a";
+    if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";
+  }
+  o += "  mem ";
+  if (r.mem_used_max_bytes && r.mem_total_bytes)
+    o += fmt("%.1f", *r.mem_used_max_bytes / (1 << 30)) + "/" + bytes(*r.mem_total_bytes);
+  else
+    o += "n/a";
+  o += "  power " + or_na(r.power_mean_w, [](double w) { return n3(w) + " W"; });
+  // samples/J derives from the energy counter, so it is shown with it or not at all.
+  if (r.energy_j) o += "  " + energy(*r.energy_j) + "  " + or_na(r.samples_per_joule, n3) + " samples/J";
+  else o += "  energy n/a";
+  if (!r.throttle.empty()) o += "  throttled: " + r.throttle;
+  return o;
+}
+
 }  // namespace
 
 std::string to_json(const EpochReport& r) {
@@ -184,35 +210,16 @@ std::string epoch_line(const EpochReport& r) {
                   n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
   if (r.loss_scale) o += fmt("  loss scale %g", *r.loss_scale) + fmt(" (%.0f skipped)", r.skipped_steps.value_or(0));
 
-  // Line 2: the device. NVML's reason is shown once, where its first figure would be.
-  o += "\n  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
-  if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
-  if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
-  o += "  busy " + or_na(r.gpu_busy_share, pct);
-  if (r.mfu && r.peak_tflops) {
-    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
-  } else {
-    o += "  MFU n/a";
-    if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";
-  }
-  o += "  mem ";
-  if (r.mem_used_max_bytes && r.mem_total_bytes)
-    o += fmt("%.1f", *r.mem_used_max_bytes / (1 << 30)) + "/" + bytes(*r.mem_total_bytes);
-  else
-    o += "n/a";
-  o += "  power " + or_na(r.power_mean_w, [](double w) { return n3(w) + " W"; });
-  // samples/J derives from the energy counter, so it is shown with it or not at all.
-  if (r.energy_j) o += "  " + energy(*r.energy_j) + "  " + or_na(r.samples_per_joule, n3) + " samples/J";
-  else o += "  energy n/a";
-  if (!r.throttle.empty()) o += "  throttled: " + r.throttle;
-
+  // Line 2: the device, on a GPU only (a CPU run measures none of it; the files keep the fields).
+  const bool cpu = r.device.rfind("cpu", 0) == 0;
+  if (!cpu) o += "\n" + device_line(r);
   // Line 3: the step and the host.
   o += "\n  step p50 " + or_na(r.step_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += " p95 " + or_na(r.step_ms_p95, [](double m) { return n3(m) + " ms"; });
   if (r.graph_steps && *r.graph_steps > 0) {
     o += "  CUDA graph " + fmt("%.0f", *r.graph_steps) + "/" + std::to_string(r.steps) + " steps";
     if (r.graph_kernels) o += fmt(" (%.0f kernels)", *r.graph_kernels);
-  } else if (!r.graph_why.empty()) {
+  } else if (!r.graph_why.empty() && !cpu) {
     o += "  eager (" + r.graph_why + ")";
   }
   o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
@@ -220,12 +227,41 @@ std::string epoch_line(const EpochReport& r) {
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
   o += "  RSS " + or_na(r.host_rss_bytes, bytes);
   if (r.alloc_peak_bytes) o += "  pool peak " + bytes(*r.alloc_peak_bytes);
+  if (cpu && r.mfu && r.peak_tflops) o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s";
+  else if (cpu && r.achieved_tflops) o += "  " + n3(*r.achieved_tflops * 1e3) + " GFLOP/s";
   // Cost is opt-in (--price-per-hour): shown only when asked for, not as n/a on every run.
   if (r.cost_epoch) o += "  $" + fmt("%.4g", *r.cost_epoch) + "/epoch";
   if (r.cost_per_million_samples) o += "  $" + fmt("%.4g", *r.cost_per_million_samples) + "/M samples";
 
   for (const auto& a : r.advice) o += "\n  advice: " + a;
   return o;
+}
+
+namespace {
+// Advice as the console compares it: its words, with every run of digits (a share, a size) as '#'.
+std::vector<std::string> advice_keys(const std::vector<std::string>& advice) {
+  std::vector<std::string> keys;
+  for (const std::string& a : advice) {
+    std::string k;
+    for (char c : a)
+      if (!std::isdigit(static_cast<unsigned char>(c))) k += c;
+      else if (k.empty() || k.back() != '#') k += '#';
+    keys.push_back(k);
+  }
+  return keys;
+}
+}  // namespace
+
+std::string EpochConsole::lines(const EpochReport& r) {
+  std::vector<std::string> keys = advice_keys(r.advice);
+  if (keys.empty() || keys != advice_) {
+    advice_ = std::move(keys);
+    advice_epoch_ = r.epoch;
+    return epoch_line(r);
+  }
+  EpochReport quiet = r;
+  quiet.advice.clear();
+  return epoch_line(quiet) + "\n  advice unchanged since epoch " + std::to_string(advice_epoch_);
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, Mode mode)

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "instrument/report.h"
 
@@ -20,8 +21,23 @@ std::string to_json(const EpochReport& r);
 std::string csv_header();
 std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured figure
 
-// The 3-line console summary (plus one "advice:" line per item), joined by '\n', no trailing newline.
+// The console summary, joined by '\n', no trailing newline: the epoch's learning and speed; on a GPU,
+// the device (utilisation, busy, MFU, memory, power); the step and the host; one "advice:" line per
+// item. A CPU run (device "cpu") gets no device line, as it measures none of it (the JSON and CSV
+// records keep those fields, null), and its FLOP rate goes on the host line.
 std::string epoch_line(const EpochReport& r);
+
+// epoch_line for one run's epochs in turn, saying each piece of advice once: an epoch whose advice
+// is the same as the last one printed (the same items; their figures may differ) gets one line,
+// "advice unchanged since epoch N", in its place. The records (JSON, CSV) keep every epoch's advice.
+class EpochConsole {
+ public:
+  std::string lines(const EpochReport& r);
+
+ private:
+  std::vector<std::string> advice_;
+  int advice_epoch_ = 0;
+};
 
 // Writes one JSON line per epoch, flushing every line, so a run that dies keeps the epochs it
 // finished. Mode::Append (loupe train --metrics) adds to what the file holds, so several runs, or a
