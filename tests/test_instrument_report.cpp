@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "instrument/advice.h"
@@ -214,7 +217,16 @@ TEST(ReportWriters, FilesAndErrors) {
     std::getline(c, line);
     EXPECT_EQ(line, csv_header());
   }
-  JsonlWriter again(jp);  // truncates
+  {
+    JsonlWriter more(jp, JsonlWriter::Mode::Append);  // loupe train --metrics: after what is there
+    more.write(EpochReport{});
+  }
+  std::ifstream j3(jp);
+  std::string line;
+  int n = 0;
+  while (std::getline(j3, line)) ++n;
+  EXPECT_EQ(n, 3);
+  JsonlWriter again(jp);  // truncates (the default: loupe bench --json)
   std::ifstream j(jp);
   EXPECT_EQ(j.peek(), EOF);
   try {
@@ -272,7 +284,7 @@ TEST(ProgressBarTest, SilentWhenNotATerminal) {
 
 TEST(ProgressBarTest, ThrottlesRedrawsOnATerminal) {
   std::FILE* f = std::tmpfile();
-  ProgressBar bar(2, 5, 1000, /*is_tty=*/true, f);
+  ProgressBar bar(2, 5, 1000, /*is_tty=*/true, f, /*columns=*/120);  // wide enough for the 30-cell bar
   for (int i = 1; i <= 1000; ++i) bar.update(i, i * 0.001, i * 64, i < 500 ? std::nullopt : std::optional<double>(0.25));
   // 1 s of steps: the first draw, ~one per 0.1 s, and the final step.
   EXPECT_GE(bar.redraws(), 10);
@@ -291,6 +303,142 @@ TEST(ProgressBarTest, ThrottlesRedrawsOnATerminal) {
   ProgressBar mid(1, 1, 100, true, f);
   mid.update(25, 1.0, 1600, std::nullopt);
   EXPECT_NE(mid.last_line().find("ETA 3s  loss n/a  1,600 samples/s"), std::string::npos) << mid.last_line();
+  std::fclose(f);
+}
+
+// A CPU run prints what it measured: no device line of n/a (the records keep those fields, null),
+// no "eager (CUDA graphs are a GPU feature)", and its FLOP rate on the host line.
+TEST(EpochLine, CpuRunPrintsOnlyWhatItMeasured) {
+  EpochReport r;
+  r.device = "cpu"; r.device_name = "CPU"; r.epoch = 1; r.epochs = 3;
+  r.test_acc = 0.5; r.epoch_seconds = 1; r.samples_per_sec = 6000;
+  r.step_ms_p50 = 20; r.step_ms_p95 = 30; r.issue_ms_p50 = 19; r.data_wait_share = 0.001;
+  r.host_cpu_util = 1.5; r.host_rss_bytes = 100.0 * (1 << 20);
+  r.achieved_tflops = 0.0175;
+  r.graph_steps = 0; r.graph_why = "CUDA graphs are a GPU feature";
+  r.nvml_why = "training on the CPU";
+  r.advice = {"CPU run: no GPU figures"};
+  const std::string s = epoch_line(r);
+  EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
+  EXPECT_EQ(s.find("GPU util"), std::string::npos) << s;
+  EXPECT_EQ(s.find("eager"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  step p50 20 ms p95 30 ms  host issue 19 ms  data wait 0.10%  CPU 1.5 cores  RSS 100 MiB  "
+                   "17.5 GFLOP/s\n  advice: CPU run: no GPU figures"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
+  // The files keep every field: null where unmeasured.
+  const std::string j = to_json(r);
+  for (const char* f : {"\"gpu_util_mean\":null", "\"mem_used_max_bytes\":null", "\"power_mean_w\":null",
+                        "\"mfu\":null", "\"graph_why\":\"CUDA graphs are a GPU feature\""})
+    EXPECT_NE(j.find(f), std::string::npos) << f << "\n" << j;
+}
+
+// Advice is printed once; an epoch with the same advice (other figures in it allowed) gets one
+// line saying so; changed advice is printed again, and so is advice that comes back.
+TEST(EpochConsoleTest, AdviceOnceThenOnlyWhenItChanges) {
+  EpochConsole console;
+  EpochReport r;
+  r.device = "cpu"; r.epochs = 5;
+  auto printed = [&](int epoch, std::vector<std::string> advice) {
+    r.epoch = epoch;
+    r.advice = std::move(advice);
+    return console.lines(r);
+  };
+  std::string s = printed(1, {"input pipeline: waited 41% of the time", "CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: input pipeline: waited 41% of the time\n  advice: CPU run: no GPU figures"),
+            std::string::npos) << s;
+  s = printed(2, {"input pipeline: waited 38% of the time", "CPU run: no GPU figures"});
+  EXPECT_EQ(s.find("advice:"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n  advice unchanged since epoch 1"), std::string::npos) << s;
+  EXPECT_EQ(s.substr(s.rfind('\n')), "\n  advice unchanged since epoch 1") << s;
+  s = printed(3, {"CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: CPU run: no GPU figures"), std::string::npos) << s;
+  EXPECT_EQ(s.find("input pipeline"), std::string::npos) << s;
+  s = printed(4, {});
+  EXPECT_EQ(s.find("advice"), std::string::npos) << s;
+  s = printed(5, {"CPU run: no GPU figures"});
+  EXPECT_NE(s.find("\n  advice: CPU run: no GPU figures"), std::string::npos) << s;
+}
+
+// The bar fits the terminal: at most columns - 1 characters (a full-width line wraps on some
+// terminals), drawn through the same ProgressBar::update the trainer calls, with the essential
+// fields (step/total, ETA or time, loss) kept as the width shrinks.
+TEST(ProgressBarTest, FitsTheTerminalWidth) {
+  struct State { int epoch, epochs; int64_t step, total; double elapsed; int64_t samples; std::optional<double> loss; };
+  const State states[] = {
+      {1, 20, 1, 469, 0.05, 128, std::nullopt},                     // first draw
+      {3, 20, 234, 469, 1.7, 234 * 128, 0.4123},                    // mid-epoch
+      {10, 10, 469, 469, 3.21, 60000, 0.2500},                      // the final step
+      {100, 100, 29999, 60000, 4000.0, 29999LL * 32, 1234.5678},    // long fields: an hour's ETA
+      {1, 1, 12, 60000, 0.001, 12LL * 1048576, 2.0},                // 12 billion samples/s
+  };
+  for (int columns : {120, 80, 60, 40, 20}) {
+    for (const State& st : states) {
+      std::FILE* f = std::tmpfile();
+      ProgressBar bar(st.epoch, st.epochs, st.total, /*is_tty=*/true, f, columns);
+      bar.update(st.step, st.elapsed, st.samples, st.loss);
+      const std::string line = bar.last_line();
+      EXPECT_EQ(line, progress_line(st.epoch, st.epochs, st.step, st.total, st.elapsed, st.samples, st.loss, columns));
+      EXPECT_LE(line.size(), size_t(columns - 1)) << columns << ": " << line;
+      EXPECT_EQ(read_all(f), "\r" + line);
+      std::fclose(f);
+      const std::string count = std::to_string(st.step) + "/" + std::to_string(st.total);
+      EXPECT_NE(line.find(count), std::string::npos) << columns << ": " << line;
+      if (columns >= 40) {
+        EXPECT_NE(line.find(st.step == st.total ? " s" : "ETA"), std::string::npos) << columns << ": " << line;
+        EXPECT_NE(line.find("loss "), std::string::npos) << columns << ": " << line;
+      }
+      if (columns >= 80) {
+        EXPECT_NE(line.find("epoch " + std::to_string(st.epoch) + "/"), std::string::npos) << line;
+        EXPECT_NE(line.find("["), std::string::npos) << line;
+        EXPECT_NE(line.find("]"), std::string::npos) << line;
+      }
+      if (columns >= 120) {
+        EXPECT_NE(line.find(" samples/s"), std::string::npos) << line;
+      }
+    }
+  }
+  // At 80 columns a typical mid-epoch line keeps every field, with a narrower bar.
+  const std::string at80 = progress_line(3, 20, 234, 469, 1.7, 234 * 128, 0.4123, 80);
+  EXPECT_EQ(at80.rfind("epoch 3/20 234/469 [", 0), 0u) << at80;
+  EXPECT_NE(at80.find("] ETA 2s  loss 0.4123  17,619 samples/s"), std::string::npos) << at80;
+  EXPECT_EQ(at80.size(), 79u) << at80;  // the bar takes what is left
+}
+
+// Redraws pad over a longer previous line, but never past the last column.
+TEST(ProgressBarTest, RedrawsStayInsideTheWidth) {
+  std::FILE* f = std::tmpfile();
+  ProgressBar bar(1, 1, 1000, true, f, 60);
+  for (int i = 1; i <= 1000; ++i) bar.update(i, i * 0.01, i * 64LL * 1024, i % 2 ? 0.5 : 12345.678);
+  bar.finish();
+  const std::string out = read_all(f);
+  size_t from = 0;
+  int draws = 0;
+  while ((from = out.find('\r', from)) != std::string::npos) {
+    size_t to = out.find('\r', from + 1);
+    const std::string seg = out.substr(from + 1, to == std::string::npos ? std::string::npos : to - from - 1);
+    EXPECT_LE(seg.size(), 59u) << seg;
+    ++draws;
+    from = from + 1;
+  }
+  EXPECT_GE(draws, 10);
+  std::fclose(f);
+}
+
+// Where neither stdout nor stderr is a terminal, $COLUMNS, else 80.
+TEST(ProgressBarTest, TerminalColumnsFallBackToColumnsThen80) {
+  if (isatty(fileno(stderr))) GTEST_SKIP() << "stderr is a terminal: its width wins";
+  std::FILE* f = std::tmpfile();
+  const char* saved = std::getenv("COLUMNS");
+  const std::string keep = saved ? saved : "";
+  setenv("COLUMNS", "132", 1);
+  EXPECT_EQ(terminal_columns(f), 132);
+  setenv("COLUMNS", "wide", 1);
+  EXPECT_EQ(terminal_columns(f), 80);
+  unsetenv("COLUMNS");
+  EXPECT_EQ(terminal_columns(f), 80);
+  if (saved) setenv("COLUMNS", keep.c_str(), 1);
   std::fclose(f);
 }
 
@@ -347,7 +495,7 @@ TEST(Advice, CpuRunOnlyNotesNa) {
   r.mem_used_max_bytes = 1.0;
   auto a = advise(r, {false, false, "fp32", 64});
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_NE(a[0].find("n/a"), std::string::npos);
+  EXPECT_EQ(a[0].rfind("CPU run: no GPU figures", 0), 0u) << a[0];
   r.data_wait_share = 0.3;
   a = advise(r, {false, false, "fp32", 64});
   ASSERT_EQ(a.size(), 2u);

@@ -212,6 +212,7 @@ TEST(SlowCpu, CharLstmOnGpl3) {
   auto dir = std::filesystem::temp_directory_path();
   std::string metrics = (dir / "loupe_char.jsonl").string(), ck = (dir / "loupe_char.ckpt").string(),
               out = (dir / "loupe_char.txt").string();
+  std::remove(metrics.c_str());  // --metrics appends
   std::string cmd = std::string(LOUPE_CLI) + " train char_lstm --device cpu --epochs 4 --plain --no-nvml --metrics " +
                     metrics + " --save " + ck + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -334,6 +335,54 @@ TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
   EXPECT_EQ(rc3, 0) << out3;
   EXPECT_NE(out3.find("resumed from " + ck + " after epoch 1"), std::string::npos) << out3;
   std::remove(ck.c_str());
+}
+
+// A CPU run through the command (issue 17, points 12 and 13): the epoch report prints only what was
+// measured (no GPU line of n/a, no "eager (...)"), a piece of advice once and then "advice unchanged";
+// --metrics appends (two runs into one file: both runs' epochs, GPU fields null); --trace with a
+// window the run never reaches says so, naming the window, the run's steps and --profile-steps.
+TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string metrics = (dir / "loupe_cli_report.jsonl").string(), trace = (dir / "loupe_cli_report.json").string();
+  std::filesystem::remove(metrics);
+  std::filesystem::remove(trace);
+  const std::string train = "train mnist_mlp --device cpu --plain --synthetic --batch 32 --max-steps 3 --epochs 3 "
+                            "--metrics " + metrics + " ";
+  auto [rc, out] = run_cli(train + "--trace " + trace);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("n/a"), std::string::npos) << out;
+  EXPECT_EQ(out.find("GPU util"), std::string::npos) << out;
+  EXPECT_EQ(out.find("eager (CUDA graphs are a GPU feature)"), std::string::npos) << out;
+  for (const char* e : {"epoch 1/3", "epoch 2/3", "epoch 3/3"}) EXPECT_NE(out.find(e), std::string::npos) << e << out;
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = out.find(what); at != std::string::npos; at = out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("  step p50 "), 3) << out;
+  EXPECT_EQ(count("advice: CPU run"), 1) << out;
+  EXPECT_EQ(count("  advice unchanged since epoch 1\n"), 2) << out;
+  EXPECT_NE(out.find("trace: nothing written to " + trace + ": the run had 9 steps, and the trace window is steps "
+                     "10..19; --profile-steps A:B sets the window, e.g. --profile-steps 1:9\n"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+
+  auto [rc2, out2] = run_cli(train + "--trace " + trace + " --profile-steps 2:3");
+  ASSERT_EQ(rc2, 0) << out2;
+  EXPECT_NE(out2.find("trace of steps 2..3 written to " + trace), std::string::npos) << out2;
+  EXPECT_TRUE(std::filesystem::exists(trace));
+  std::ifstream f(metrics);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 6u) << "two runs of 3 epochs appended into one file";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_NE(lines[i].find("\"epoch\":" + std::to_string(i % 3 + 1) + ","), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("\"gpu_util_mean\":null"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("\"advice\":[\"CPU run"), std::string::npos) << lines[i];  // every epoch's, in the file
+  }
+  std::filesystem::remove(metrics);
+  std::filesystem::remove(trace);
 }
 
 // char_lstm's input is one-hot over the text's distinct characters: a text with more than the

@@ -150,15 +150,17 @@ instrument::AdviceInputs advice_inputs(const Run& run) {
   return adv;
 }
 
-// The epochs' reports, printed and written to --metrics and --csv.
+// The epochs' reports, printed (each piece of advice once) and written to --metrics (appended) and --csv.
 struct Reporting {
   instrument::EpochMonitor monitor;
   instrument::AdviceInputs adv;
+  instrument::EpochConsole console;
   std::unique_ptr<instrument::JsonlWriter> jsonl;
   std::unique_ptr<instrument::CsvWriter> csv;
   bool tty = false;
   explicit Reporting(const Run& run) : monitor(run.dev, monitor_options(run)), adv(advice_inputs(run)) {
-    if (run.o.has("metrics")) jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics);
+    if (run.o.has("metrics"))
+      jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics, instrument::JsonlWriter::Mode::Append);
     if (run.o.has("csv")) csv = std::make_unique<instrument::CsvWriter>(run.o.csv);
     tty = !run.o.plain && instrument::ProgressBar::stdout_is_tty();
   }
@@ -189,7 +191,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
   rep.monitor.fill(r);
   r.advice = instrument::advise(r, rep.adv);
-  std::printf("%s\n", instrument::epoch_line(r).c_str());
+  std::printf("%s\n", rep.console.lines(r).c_str());
   std::fflush(stdout);
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);
@@ -271,9 +273,12 @@ int cmd_train(const Options& o) {
   std::fflush(stdout);
   std::optional<train::TraceWindow> trace;
   attach_hooks(run, rep, trace);
+  const int64_t first_step = trainer.global_step();
   double t_start = train::now_seconds();
-  for (int e = run.session->resumed_epochs() + 1; e <= run.epochs; ++e)
-    if (std::optional<int> status = run_epoch(run, rep, e)) return *status;
+  std::optional<int> status;
+  for (int e = run.session->resumed_epochs() + 1; e <= run.epochs && !status; ++e) status = run_epoch(run, rep, e);
+  if (trace) trace->finish(trainer, trainer.global_step() - first_step);
+  if (status) return *status;
   if (run.best >= 0)
     std::printf("done in %.1f s: final test accuracy %.2f%%, best %.2f%% (epoch %d)%s\n",
                 train::now_seconds() - t_start, 100 * run.last, 100 * run.best, run.best_epoch,

@@ -21,6 +21,7 @@ for m in ${MODELS:-mnist_cnn cifar10_cnn}; do
     for r in $(seq ${ROUNDS:-2}); do
       for p in fp32 tf32 "tf32 --channels-last"; do
         tag=$(echo $p | tr -d ' -')
+        rm -f "$O/$m-$b-$tag.jsonl"  # --metrics appends: one run per file
         $L train $m --synthetic --resident --batch $b --epochs $ep --plain --no-nvml --precision $p \
           --metrics "$O/$m-$b-$tag.jsonl" > "$O/$m-$b-$tag.log" 2>&1
       done

@@ -13,6 +13,7 @@ for b in 128 1024 8192; do
   ep=$([ $b = 8192 ] && echo 300 || echo 30)  # 8192: epochs of ~30 ms, so many for enough NVML samples
   nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -lms 100 > "$O/smi_$b.csv" &
   smi=$!
+  rm -f "$O/m_$b.jsonl"  # --metrics appends
   $L train mnist_mlp --data "$D" --batch $b --epochs $ep --plain --metrics "$O/m_$b.jsonl" | stamp > "$O/train_$b.log"
   kill $smi; wait $smi 2>/dev/null
   echo "== batch $b"; grep -A3 "^[0-9.]* epoch *$ep/" "$O/train_$b.log" | cut -d' ' -f2-
@@ -24,6 +25,7 @@ for b in 128 8192; do
 done
 echo "== overhead at batch 128 (median samples/s over 8 epochs)"
 for mode in "--no-nvml" "" "--busy"; do
+  rm -f "$O/ovh.jsonl"  # --metrics appends: one mode per file
   $L train mnist_mlp --data "$D" --epochs 8 --plain --metrics "$O/ovh.jsonl" $mode > /dev/null
   python3 -c "import json,statistics,sys; r=[json.loads(l) for l in open('$O/ovh.jsonl')][1:]; print('mode [$mode]', round(statistics.median(x['samples_per_sec'] for x in r)), 'busy', [round(x['gpu_busy_share'],3) if x['gpu_busy_share'] is not None else None for x in r][:3])"
 done

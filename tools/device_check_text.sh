@@ -19,6 +19,7 @@ for m in ${MODELS:-imdb_bilstm imdb_fasttext char_lstm}; do
   for b in ${REF[$m]} 1024; do
     l=0; t=0
     for r in $(seq ${ROUNDS:-1}); do
+      rm -f "$O/$m-$b.jsonl"  # --metrics appends: one run per file
       $L train $m --synthetic --resident --batch $b --epochs 3 --precision $PREC --plain --no-nvml --metrics "$O/$m-$b.jsonl" > "$O/$m-$b.log" 2>&1 || tail -3 "$O/$m-$b.log"
       l=$(best $l $(med "$O/$m-$b.jsonl")); t=$(best $t $(torch_sps $m $b))
     done

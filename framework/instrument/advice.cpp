@@ -36,7 +36,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
     if (data_bound_seen)
       out.push_back("input pipeline: the step waited for data " + pct(*wait) +
                     " of the time; more --workers / --prefetch");
-    out.push_back("CPU run: the GPU figures (utilisation, busy time, memory, power) are n/a");
+    out.push_back("CPU run: no GPU figures (utilisation, busy, memory, power: null in --metrics/--csv)");
     return out;
   }
 

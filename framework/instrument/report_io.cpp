@@ -2,12 +2,15 @@
 
 #include "instrument/chrome_trace.h"  // json_quote
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -133,8 +136,8 @@ std::string duration(double s) {
   return buf;
 }
 
-std::FILE* open_or_throw(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+std::FILE* open_or_throw(const std::string& path, const char* mode = "w") {
+  std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f)
     throw Error("cannot open '" + path + "' for writing: " + std::strerror(errno) +
                 "; check that its directory exists and is writable");
@@ -144,6 +147,31 @@ std::FILE* open_or_throw(const std::string& path) {
 void put_line(std::FILE* f, const std::string& path, const std::string& line) {
   if (std::fputs((line + "\n").c_str(), f) < 0 || std::fflush(f) != 0)
     throw Error("cannot write to '" + path + "': " + std::strerror(errno));
+}
+
+// Line 2 of the epoch summary: the GPU. NVML's reason is shown once, where its first figure would be.
+std::string device_line(const EpochReport& r) {
+  std::string o = "  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
+  if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
+  if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
+  o += "  busy " + or_na(r.gpu_busy_share, pct);
+  if (r.mfu && r.peak_tflops) {
+    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
+  } else {
+    o += "  MFU n/a";
+    if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";
+  }
+  o += "  mem ";
+  if (r.mem_used_max_bytes && r.mem_total_bytes)
+    o += fmt("%.1f", *r.mem_used_max_bytes / (1 << 30)) + "/" + bytes(*r.mem_total_bytes);
+  else
+    o += "n/a";
+  o += "  power " + or_na(r.power_mean_w, [](double w) { return n3(w) + " W"; });
+  // samples/J derives from the energy counter, so it is shown with it or not at all.
+  if (r.energy_j) o += "  " + energy(*r.energy_j) + "  " + or_na(r.samples_per_joule, n3) + " samples/J";
+  else o += "  energy n/a";
+  if (!r.throttle.empty()) o += "  throttled: " + r.throttle;
+  return o;
 }
 
 }  // namespace
@@ -182,35 +210,16 @@ std::string epoch_line(const EpochReport& r) {
                   n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
   if (r.loss_scale) o += fmt("  loss scale %g", *r.loss_scale) + fmt(" (%.0f skipped)", r.skipped_steps.value_or(0));
 
-  // Line 2: the device. NVML's reason is shown once, where its first figure would be.
-  o += "\n  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
-  if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
-  if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
-  o += "  busy " + or_na(r.gpu_busy_share, pct);
-  if (r.mfu && r.peak_tflops) {
-    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
-  } else {
-    o += "  MFU n/a";
-    if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";
-  }
-  o += "  mem ";
-  if (r.mem_used_max_bytes && r.mem_total_bytes)
-    o += fmt("%.1f", *r.mem_used_max_bytes / (1 << 30)) + "/" + bytes(*r.mem_total_bytes);
-  else
-    o += "n/a";
-  o += "  power " + or_na(r.power_mean_w, [](double w) { return n3(w) + " W"; });
-  // samples/J derives from the energy counter, so it is shown with it or not at all.
-  if (r.energy_j) o += "  " + energy(*r.energy_j) + "  " + or_na(r.samples_per_joule, n3) + " samples/J";
-  else o += "  energy n/a";
-  if (!r.throttle.empty()) o += "  throttled: " + r.throttle;
-
+  // Line 2: the device, on a GPU only (a CPU run measures none of it; the files keep the fields).
+  const bool cpu = r.device.rfind("cpu", 0) == 0;
+  if (!cpu) o += "\n" + device_line(r);
   // Line 3: the step and the host.
   o += "\n  step p50 " + or_na(r.step_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += " p95 " + or_na(r.step_ms_p95, [](double m) { return n3(m) + " ms"; });
   if (r.graph_steps && *r.graph_steps > 0) {
     o += "  CUDA graph " + fmt("%.0f", *r.graph_steps) + "/" + std::to_string(r.steps) + " steps";
     if (r.graph_kernels) o += fmt(" (%.0f kernels)", *r.graph_kernels);
-  } else if (!r.graph_why.empty()) {
+  } else if (!r.graph_why.empty() && !cpu) {
     o += "  eager (" + r.graph_why + ")";
   }
   o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
@@ -218,6 +227,8 @@ std::string epoch_line(const EpochReport& r) {
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
   o += "  RSS " + or_na(r.host_rss_bytes, bytes);
   if (r.alloc_peak_bytes) o += "  pool peak " + bytes(*r.alloc_peak_bytes);
+  if (cpu && r.mfu && r.peak_tflops) o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s";
+  else if (cpu && r.achieved_tflops) o += "  " + n3(*r.achieved_tflops * 1e3) + " GFLOP/s";
   // Cost is opt-in (--price-per-hour): shown only when asked for, not as n/a on every run.
   if (r.cost_epoch) o += "  $" + fmt("%.4g", *r.cost_epoch) + "/epoch";
   if (r.cost_per_million_samples) o += "  $" + fmt("%.4g", *r.cost_per_million_samples) + "/M samples";
@@ -226,7 +237,35 @@ std::string epoch_line(const EpochReport& r) {
   return o;
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path), f_(open_or_throw(path), &std::fclose) {}
+namespace {
+// Advice as the console compares it: its words, with every run of digits (a share, a size) as '#'.
+std::vector<std::string> advice_keys(const std::vector<std::string>& advice) {
+  std::vector<std::string> keys;
+  for (const std::string& a : advice) {
+    std::string k;
+    for (char c : a)
+      if (!std::isdigit(static_cast<unsigned char>(c))) k += c;
+      else if (k.empty() || k.back() != '#') k += '#';
+    keys.push_back(k);
+  }
+  return keys;
+}
+}  // namespace
+
+std::string EpochConsole::lines(const EpochReport& r) {
+  std::vector<std::string> keys = advice_keys(r.advice);
+  if (keys.empty() || keys != advice_) {
+    advice_ = std::move(keys);
+    advice_epoch_ = r.epoch;
+    return epoch_line(r);
+  }
+  EpochReport quiet = r;
+  quiet.advice.clear();
+  return epoch_line(quiet) + "\n  advice unchanged since epoch " + std::to_string(advice_epoch_);
+}
+
+JsonlWriter::JsonlWriter(const std::string& path, Mode mode)
+    : path_(path), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {}
 
 void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_json(r)); }
 
@@ -238,8 +277,59 @@ void CsvWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_csv_r
 
 // ---- progress bar ---------------------------------------------------------------------------
 
-ProgressBar::ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out)
-    : epoch_(epoch), epochs_(epochs), total_(total_steps), tty_(is_tty), out_(out) {}
+int terminal_columns(std::FILE* out) {
+  for (int fd : {fileno(out), fileno(stderr)}) {
+    winsize ws{};
+    if (fd >= 0 && isatty(fd) == 1 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  }
+  if (const char* c = std::getenv("COLUMNS")) {
+    char* e = nullptr;
+    long v = std::strtol(c, &e, 10);
+    if (e != c && *e == '\0' && v > 0 && v < 100000) return int(v);
+  }
+  return 80;
+}
+
+std::string progress_line(int epoch, int epochs, int64_t step, int64_t total, double elapsed_s, int64_t samples,
+                          std::optional<double> loss, int columns) {
+  const size_t limit = size_t(std::max(columns, 2) - 1);
+  const int w = int(std::to_string(std::max<int64_t>(total, 0)).size());
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "epoch %d/%d", epoch, epochs);
+  const std::string head = buf;
+  std::snprintf(buf, sizeof buf, "%*lld/%lld", w, (long long)step, (long long)total);
+  const std::string count = buf;
+  std::string eta;
+  if (total > 0 && step >= total) eta = fmt("%.2f", elapsed_s) + " s";
+  else if (total > 0 && step > 0) eta = "ETA " + duration(elapsed_s / step * (total - step));
+  const std::string loss_text = "loss " + (loss ? fmt("%.4f", *loss) : std::string("n/a"));
+  const std::string rate = elapsed_s > 0 ? n3(samples / elapsed_s) + " samples/s" : "";
+
+  // The layouts, widest first: the first that fits wins (the bar takes what is left, 10 to 30 cells).
+  struct Layout { bool head, bar, eta, loss, rate; };
+  constexpr Layout layouts[] = {{true, true, true, true, true},    {true, true, true, true, false},
+                                {true, false, true, true, false},  {false, false, true, true, false},
+                                {false, false, false, true, false}, {false, false, false, false, false}};
+  for (const Layout& l : layouts) {
+    std::string before = l.head ? head + " " + count : count, after;
+    if (l.eta && !eta.empty()) after += " " + eta;
+    if (l.loss) after += "  " + loss_text;
+    if (l.rate && !rate.empty()) after += "  " + rate;
+    if (!(l.bar && total > 0)) {
+      if (before.size() + after.size() <= limit) return before + after;
+      continue;
+    }
+    const size_t fixed = before.size() + 3 + after.size();  // " [" and "]"
+    if (fixed + 10 > limit) continue;
+    const int bar = int(std::min<size_t>(30, limit - fixed)), done = int(bar * std::min<int64_t>(step, total) / total);
+    return before + " [" + std::string(done, '=') + (done < bar ? ">" : "") +
+           std::string(std::max(0, bar - done - 1), '.') + "]" + after;
+  }
+  return count.substr(0, limit);
+}
+
+ProgressBar::ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out, int columns)
+    : epoch_(epoch), epochs_(epochs), total_(total_steps), tty_(is_tty), out_(out), columns_(columns) {}
 
 bool ProgressBar::stdout_is_tty() { return isatty(fileno(stdout)) == 1; }
 
@@ -251,26 +341,12 @@ void ProgressBar::update(int64_t step, double elapsed_s, int64_t samples, std::o
   last_draw_s_ = elapsed_s;
   drew_final_ = final_step;
 
-  const int w = int(std::to_string(std::max<int64_t>(total_, 0)).size());
-  char head[96];
-  std::snprintf(head, sizeof head, "epoch %d/%d %*lld/%lld ", epoch_, epochs_, w, (long long)step,
-                (long long)total_);
-  std::string line = head;
-  if (total_ > 0) {
-    const int bar = 30, done = int(bar * std::min<int64_t>(step, total_) / total_);
-    line += "[" + std::string(done, '=') + (done < bar ? ">" : "") +
-            std::string(std::max(0, bar - done - 1), '.') + "]";
-  }
-  if (final_step)
-    line += " " + fmt("%.2f", elapsed_s) + " s";
-  else if (total_ > 0 && step > 0)
-    line += " ETA " + duration(elapsed_s / step * (total_ - step));
-  line += "  loss " + (loss ? fmt("%.4f", *loss) : std::string("n/a"));
-  if (elapsed_s > 0) line += "  " + n3(samples / elapsed_s) + " samples/s";
-
-  // Pad over the previous line's tail: the new line may be shorter.
+  const int columns = columns_ > 0 ? columns_ : terminal_columns(out_);
+  const std::string line = progress_line(epoch_, epochs_, step, total_, elapsed_s, samples, loss, columns);
+  // Pad over the previous line's tail (the new line may be shorter), never past the last column.
   std::string padded = line;
-  if (padded.size() < last_.size()) padded += std::string(last_.size() - padded.size(), ' ');
+  const size_t pad_to = std::min(last_.size(), size_t(std::max(columns, 2) - 1));
+  if (padded.size() < pad_to) padded += std::string(pad_to - padded.size(), ' ');
   std::fprintf(out_, "\r%s", padded.c_str());
   std::fflush(out_);
   last_ = line;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "instrument/report.h"
 
@@ -20,14 +21,32 @@ std::string to_json(const EpochReport& r);
 std::string csv_header();
 std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured figure
 
-// The 3-line console summary (plus one "advice:" line per item), joined by '\n', no trailing newline.
+// The console summary, joined by '\n', no trailing newline: the epoch's learning and speed; on a GPU,
+// the device (utilisation, busy, MFU, memory, power); the step and the host; one "advice:" line per
+// item. A CPU run (device "cpu") gets no device line, as it measures none of it (the JSON and CSV
+// records keep those fields, null), and its FLOP rate goes on the host line.
 std::string epoch_line(const EpochReport& r);
 
-// Appends one JSON line per epoch. Truncates the file at open and flushes every line, so a run that
-// dies keeps the epochs it finished. Throws loupe::Error naming the path when it cannot write.
+// epoch_line for one run's epochs in turn, saying each piece of advice once: an epoch whose advice
+// is the same as the last one printed (the same items; their figures may differ) gets one line,
+// "advice unchanged since epoch N", in its place. The records (JSON, CSV) keep every epoch's advice.
+class EpochConsole {
+ public:
+  std::string lines(const EpochReport& r);
+
+ private:
+  std::vector<std::string> advice_;
+  int advice_epoch_ = 0;
+};
+
+// Writes one JSON line per epoch, flushing every line, so a run that dies keeps the epochs it
+// finished. Mode::Append (loupe train --metrics) adds to what the file holds, so several runs, or a
+// run and its --resume, can go into one file; Mode::Truncate (loupe bench --json) starts it afresh.
+// Throws loupe::Error naming the path when it cannot write.
 class JsonlWriter {
  public:
-  explicit JsonlWriter(const std::string& path);
+  enum class Mode { Truncate, Append };
+  explicit JsonlWriter(const std::string& path, Mode mode = Mode::Truncate);
   void write(const EpochReport& r);
 
  private:
@@ -46,12 +65,24 @@ class CsvWriter {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
 };
 
-// A Keras-style progress bar: one line rewritten with '\r' (step/total, bar, ETA, loss, samples/s).
+// The width a line redrawn with '\r' may take on `out`: the terminal's columns (TIOCGWINSZ on
+// `out`, else on stderr, where either is a terminal), else $COLUMNS, else 80.
+int terminal_columns(std::FILE* out = stdout);
+
+// One line of the progress bar, at most `columns` - 1 characters (the last column stays free, so a
+// terminal never wraps it): "epoch 2/5 123/469 [=====>....] ETA 3s  loss 0.2500  64,000 samples/s".
+// As the width shrinks the bar narrows (30 to 10 cells), then samples/s, the bar, the epoch, the
+// ETA and the loss go, in that order; step/total stays. `loss` empty: "loss n/a".
+std::string progress_line(int epoch, int epochs, int64_t step, int64_t total, double elapsed_s, int64_t samples,
+                          std::optional<double> loss, int columns);
+
+// A Keras-style progress bar: one line rewritten with '\r' (progress_line at the terminal's width).
 // When `is_tty` is false (output redirected, or --plain) it prints nothing per step: logs then get
 // only the epoch summary. `out` is the stream the caller checked with isatty (stdout by default).
+// `columns` 0 asks terminal_columns(out) at each redraw (a resized terminal is followed).
 class ProgressBar {
  public:
-  ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out = stdout);
+  ProgressBar(int epoch, int epochs, int64_t total_steps, bool is_tty, std::FILE* out = stdout, int columns = 0);
   static bool stdout_is_tty();
 
   // Cheap when nothing is drawn: redraws at most every 0.1 s of `elapsed_s`, and once at the end.
@@ -65,6 +96,7 @@ class ProgressBar {
   int64_t total_;
   bool tty_;
   std::FILE* out_;
+  int columns_;
   double last_draw_s_ = -1;
   bool drew_final_ = false;
   int redraws_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/cuda_runtime.h"
@@ -18,7 +19,7 @@ TraceWindow::TraceWindow(std::string path, instrument::EpochMonitor& monitor, De
 void TraceWindow::attach(Trainer& trainer) {
   trainer.hooks.on_profile = [this, &trainer](bool begin_window) {
     if (begin_window) begin();
-    else end(trainer);
+    else end(trainer.hooks.profile_steps.first, trainer.hooks.profile_steps.second);
   };
 }
 
@@ -29,10 +30,13 @@ void TraceWindow::begin() {
   host_t0_ = now_seconds();
   if (bt) gpu_t0_ = bt->now_ns();
   host_trace_enable(true);
+  open_ = true;
 }
 
-void TraceWindow::end(const Trainer& trainer) {
+void TraceWindow::end(int64_t first, int64_t last, const std::string& note) {
   host_trace_enable(false);
+  open_ = false;
+  written_ = true;
   instrument::BusyTracker* bt = monitor_.busy_tracker();
   std::vector<instrument::TraceEvent> ev;
   for (const auto& r : host_trace_take())
@@ -46,9 +50,30 @@ void TraceWindow::end(const Trainer& trainer) {
                     int(100 + r.stream), ""});
   }
   instrument::write_chrome_trace(path_, ev);
-  std::printf("trace of steps %lld..%lld written to %s (%zu events%s)\n", (long long)trainer.hooks.profile_steps.first,
-              (long long)trainer.hooks.profile_steps.second, path_.c_str(), ev.size(),
-              bt ? "" : "; host ranges only: add --busy for GPU activity");
+  std::printf("trace of steps %lld..%lld written to %s (%zu events%s%s)\n", (long long)first, (long long)last,
+              path_.c_str(), ev.size(), bt ? "" : "; host ranges only: add --busy for GPU activity", note.c_str());
+}
+
+void TraceWindow::finish(const Trainer& trainer, int64_t steps_run) {
+  const auto [first, last] = trainer.hooks.profile_steps;
+  const int64_t end_step = trainer.global_step();
+  if (open_) {  // the run stopped inside the window: what it saw
+    if (device_.is_cuda()) cuda_runtime()->profiler_stop();
+    end(first, end_step, "; the run ended inside the window " + std::to_string(first) + ".." + std::to_string(last));
+    return;
+  }
+  if (written_) return;
+  const int64_t start = end_step - steps_run + 1;
+  std::string ran = steps_run <= 0 ? std::string("no steps")
+                                   : std::to_string(steps_run) + (steps_run == 1 ? " step" : " steps") +
+                                         (start == 1 ? "" : ", global steps " + std::to_string(start) + ".." +
+                                                                std::to_string(end_step));
+  std::string example = steps_run <= 0 ? std::string("")
+                                       : ", e.g. --profile-steps " + std::to_string(start) + ":" +
+                                             std::to_string(std::min(end_step, start + 9));
+  std::printf("trace: nothing written to %s: the run had %s, and the trace window is steps %lld..%lld; "
+              "--profile-steps A:B sets the window%s\n",
+              path_.c_str(), ran.c_str(), (long long)first, (long long)last, example.c_str());
 }
 
 }  // namespace loupe::train
