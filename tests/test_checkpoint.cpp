@@ -13,6 +13,7 @@
 #include "loupe.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_file.h"
+#include "test_util.h"
 
 using namespace loupe;
 
@@ -21,7 +22,7 @@ namespace {
 struct Fixture {
   nn::Sequential m;
   std::unique_ptr<optim::SGD> opt;
-  std::string path = (std::filesystem::temp_directory_path() / "loupe_test_hostile.ckpt").string();
+  std::string path = test::temp_path("loupe_test_hostile.ckpt").string();
   CheckpointFile good;
   Fixture() {
     m.add("fc", std::make_shared<nn::Linear>(3, 2));

@@ -181,10 +181,11 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
+// .git, and what .gitignore keeps out of the tree: build*/, .data/ (a device run's carried files), out/.
 bool skipped_dir(const fs::path& rel) {
   const std::string r = rel.generic_string();
   const std::string top = rel.begin()->string();
-  return top == ".git" || top.rfind("build", 0) == 0 || top == "third_party" || r == "tests/fuzz/corpus";
+  return top == ".git" || top == ".data" || top == "out" || top.rfind("build", 0) == 0 || top == "third_party" || r == "tests/fuzz/corpus";
 }
 
 // The files that are the table itself, or its copy, or test it.

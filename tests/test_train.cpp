@@ -25,6 +25,7 @@
 #include "models/session.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "test_util.h"
 
 using namespace loupe;
 
@@ -87,7 +88,7 @@ double one_epoch_accuracy(Device d, const std::string& ckpt) {
 
 TEST(TrainCpu, MnistMlpOneEpochOnFashionMnist) {
   REQUIRE_FASHION();
-  std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_mlp.ckpt").string();
+  std::string ck = test::temp_path("loupe_test_mlp.ckpt").string();
   double acc = one_epoch_accuracy(kCPU, ck);
   std::remove(ck.c_str());
   EXPECT_GE(acc, 0.80);
@@ -209,9 +210,8 @@ TEST(TrainGpu, MixedPrecisionLearnsAsFp32Does) {
 TEST(SlowCpu, CharLstmOnGpl3) {
   const char* text = "/usr/share/common-licenses/GPL-3";
   if (!std::filesystem::exists(text)) GTEST_SKIP() << text << " is missing";
-  auto dir = std::filesystem::temp_directory_path();
-  std::string metrics = (dir / "loupe_char.jsonl").string(), ck = (dir / "loupe_char.ckpt").string(),
-              out = (dir / "loupe_char.txt").string();
+  std::string metrics = test::temp_path("loupe_char.jsonl").string(), ck = test::temp_path("loupe_char.ckpt").string(),
+              out = test::temp_path("loupe_char.txt").string();
   std::remove(metrics.c_str());  // --metrics appends
   std::string cmd = std::string(LOUPE_CLI) + " train char_lstm --device cpu --epochs 4 --plain --no-nvml --metrics " +
                     metrics + " --save " + ck + " > /dev/null";
@@ -237,7 +237,7 @@ TEST(SlowCpu, CharLstmOnGpl3) {
 // The IMDb models through the command on reviews in aclImdb's published layout (written here):
 // the reader, the vocabulary, the bigrams and the models end to end on the CPU.
 TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
-  auto root = std::filesystem::temp_directory_path() / "loupe_aclimdb_cli";
+  auto root = test::temp_path("loupe_aclimdb_cli");
   std::filesystem::remove_all(root);
   const char* good[] = {"wonderful", "superb", "moving", "brilliant"};
   const char* bad[] = {"awful", "boring", "dreadful", "tedious"};
@@ -267,7 +267,7 @@ TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
 
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {
-  auto out = std::filesystem::temp_directory_path() / "loupe_cli_numbers.txt";
+  auto out = test::temp_path("loupe_cli_numbers.txt");
   std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
   int rc = std::system(cmd.c_str());
   std::stringstream ss;
@@ -323,7 +323,7 @@ TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
     EXPECT_EQ(out.find("epoch 1/1"), std::string::npos) << "it trained before failing:\n" << out;
     EXPECT_EQ(out.find("data "), std::string::npos) << "it loaded data before failing:\n" << out;
   }
-  const std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_finished.ckpt").string();
+  const std::string ck = test::temp_path("loupe_test_finished.ckpt").string();
   auto [rc, out] = run_cli(train + "--save " + ck);
   ASSERT_EQ(rc, 0) << out;
   auto [rc2, out2] = run_cli(train + "--resume " + ck);
@@ -342,8 +342,8 @@ TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
 // --metrics appends (two runs into one file: both runs' epochs, GPU fields null); --trace with a
 // window the run never reaches says so, naming the window, the run's steps and --profile-steps.
 TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string metrics = (dir / "loupe_cli_report.jsonl").string(), trace = (dir / "loupe_cli_report.json").string();
+  const std::string metrics = test::temp_path("loupe_cli_report.jsonl").string(),
+                    trace = test::temp_path("loupe_cli_report.json").string();
   std::filesystem::remove(metrics);
   std::filesystem::remove(trace);
   const std::string train = "train mnist_mlp --device cpu --plain --synthetic --batch 32 --max-steps 3 --epochs 3 "
@@ -389,7 +389,7 @@ TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
 // documented limit is refused with one sentence naming the file (it once built a dense C x C
 // identity: 14.4 GB for 60,000 characters, then aborted).
 TEST(TrainCpu, CharLstmRefusesTooManyDistinctCharacters) {
-  const auto path = std::filesystem::temp_directory_path() / "loupe_many_chars.txt";
+  const auto path = test::temp_path("loupe_many_chars.txt");
   {
     std::string text;
     for (char32_t c = 0x4E00; c < 0x4E00 + 5000; ++c) {  // 5,000 CJK ideographs, 3 bytes each in UTF-8
@@ -452,7 +452,7 @@ TEST(TrainCpu, CliStopsADivergedRunAndKeepsTheCheckpoint) {
     NoGradGuard g;
     fill_(session.model().arena().values(), 3e38);  // finite, but any sum of two overflows
   }
-  const std::string ck = (std::filesystem::temp_directory_path() / "loupe_test_diverge.ckpt").string();
+  const std::string ck = test::temp_path("loupe_test_diverge.ckpt").string();
   session.save(ck, 1);
   auto bytes = [&] {
     std::stringstream ss;

@@ -1,6 +1,9 @@
 // Small helpers shared by the test files.
 #pragma once
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -23,5 +26,11 @@ struct EnvVar {
     knobs::reload();
   }
 };
+
+// A path in the temporary directory that no other process uses: the pid in front of `name`, so
+// that two test runs at once (two build trees on one machine) do not share files.
+inline std::filesystem::path temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+}
 
 }  // namespace loupe::test
