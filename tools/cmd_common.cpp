@@ -70,8 +70,20 @@ void write_reports(const std::vector<instrument::EpochReport>& rs, const std::st
   }
 }
 
-// The plotting scripts beside the sources; LOUPE_TOOLS_DIR overrides.
-std::string tools_dir() { return knobs::text("LOUPE_TOOLS_DIR").value_or(LOUPE_TOOLS_DIR); }
+// The installed command finds its scripts beside itself: PREFIX/bin/loupe reads PREFIX/share/loupe
+// (LOUPE_INSTALL_TOOLS_DIR is that path relative to the command's directory, from CMake's
+// GNUInstallDirs); the build tree's command has none there and reads the sources' tools/.
+std::string tools_dir() {
+  if (std::optional<std::string> dir = knobs::text("LOUPE_TOOLS_DIR")) return *dir;
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path installed = exe.parent_path() / LOUPE_INSTALL_TOOLS_DIR;
+    if (std::filesystem::is_regular_file(installed / "plot_util.py", ec))
+      return installed.lexically_normal().string();
+  }
+  return LOUPE_TOOLS_DIR;
+}
 
 // A plotting script from tools_dir(), run by a Python that has matplotlib: Debian's
 // /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
