@@ -684,7 +684,7 @@ TEST(TrainCpu, CliChecksOptionsPerSubcommand) {
       {"bench mnist_mlp --device cpu --prompt hello", "loupe bench does not take --prompt (see loupe bench --help)"},
       {"train mnist_mlp --device cpu --bogus", "unknown option --bogus (see loupe train --help)"},
       {"train mnist_mlp --device cpu --bogus 3", "unknown option --bogus (see loupe train --help)"},
-      {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe --help)"},
+      {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe train --help)"},
   };
   for (const auto& [args, message] : cases) {
     auto [rc, out] = run_cli(args);

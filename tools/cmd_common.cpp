@@ -1,6 +1,8 @@
 // What the subcommands share: the device, the data request, the trainer's options, reports, plots.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
@@ -68,10 +70,31 @@ void write_reports(const std::vector<instrument::EpochReport>& rs, const std::st
   }
 }
 
-// A plotting script, beside the sources (LOUPE_TOOLS_DIR overrides), run by a Python that has
-// matplotlib: Debian's /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
+// The installed command finds its scripts beside itself: PREFIX/bin/loupe reads PREFIX/share/loupe
+// (LOUPE_INSTALL_TOOLS_DIR is that path relative to the command's directory, from CMake's
+// GNUInstallDirs); the build tree's command has none there and reads the sources' tools/.
+std::string tools_dir() {
+  if (std::optional<std::string> dir = knobs::text("LOUPE_TOOLS_DIR")) return *dir;
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path installed = exe.parent_path() / LOUPE_INSTALL_TOOLS_DIR;
+    if (std::filesystem::is_regular_file(installed / "plot_util.py", ec))
+      return installed.lexically_normal().string();
+  }
+  return LOUPE_TOOLS_DIR;
+}
+
+// A plotting script from tools_dir(), run by a Python that has matplotlib: Debian's
+// /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
 int plot(const std::string& name, const std::string& csv, const std::string& png) {
-  std::string script = knobs::text("LOUPE_TOOLS_DIR").value_or(LOUPE_TOOLS_DIR) + "/" + name;
+  std::string script = tools_dir() + "/" + name;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(script, ec)) {
+    std::printf("plot not written: %s is not there (set LOUPE_TOOLS_DIR to the directory of loupe's plot_*.py, "
+                "installed in PREFIX/share/loupe); the table is in %s\n", script.c_str(), csv.c_str());
+    return 1;
+  }
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";
@@ -81,6 +104,17 @@ int plot(const std::string& name, const std::string& csv, const std::string& png
     std::printf("plot not written: `%s` failed; it needs matplotlib (apt-get install python3-matplotlib, which "
                 "tools/setup.sh installs); the table is in %s\n", cmd.c_str(), csv.c_str());
   return rc == 0 ? 0 : 1;
+}
+
+// CMake passes the build's facts (CMakeLists.txt, "the command").
+std::string version_text() {
+  std::string cuda = LOUPE_BUILD_CUDA;
+  std::string s = std::string("loupe ") + LOUPE_VERSION + "\n";
+  s += "CUDA: " + (cuda.empty() ? std::string("off (a CPU-only build)") : "on (" + cuda + ")");
+  if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) s += ", cuDNN " + cudnn;
+  s += "\nCPU GEMM: " + std::string(cpu::gemm_backend_name()) + "\n";
+  s += "plot scripts: " + tools_dir() + "\n";
+  return s;
 }
 
 }  // namespace loupe::tools

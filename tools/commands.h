@@ -34,7 +34,12 @@ std::string device_description(Device d);
 std::string fmt_g(double v);  // "%g"
 // Writes the rows as JSON Lines and CSV where a path is given, saying so.
 void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv);
-// Runs a plotting script from tools/ on a CSV; 0 when the PNG was written.
+// Where the plotting scripts are: $LOUPE_TOOLS_DIR, else the installed command's share/loupe
+// (PREFIX/bin/loupe -> PREFIX/share/loupe), else the source tree's tools/.
+std::string tools_dir();
+// Runs a plotting script from tools_dir() on a CSV; 0 when the PNG was written.
 int plot(const std::string& name, const std::string& csv, const std::string& png);
+// What `loupe --version` prints: the version, how this loupe was built, where its scripts are.
+std::string version_text();
 
 }  // namespace loupe::tools

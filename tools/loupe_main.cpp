@@ -19,12 +19,21 @@ int main(int argc, char** argv) {
       {"peak", tools::cmd_peak},   {"roofline", tools::cmd_roofline}, {"copybench", tools::cmd_copybench}};
   try {
     tools::Options o = tools::parse_options(argc, argv);
-    if (o.command.empty() || o.command == "help") {
-      std::fputs(tools::kUsage, stdout);
-      return o.command.empty() && !o.help ? 2 : 0;
+    if (o.version) { std::fputs(tools::version_text().c_str(), stdout); return 0; }
+    if (o.command == "help") {  // loupe help [COMMAND]
+      if (!o.model.empty() && !kCommands.count(o.model)) throw Error("unknown command '" + o.model + "' (see loupe --help)");
+      std::fputs(tools::usage(o.model), stdout);
+      return 0;
     }
-    if (o.command == "train" && o.help) { std::fputs(tools::kTrainUsage, stdout); return 0; }
-    if (o.help) { std::fputs(tools::kUsage, stdout); return 0; }
+    if (o.command.empty()) {
+      std::fputs(tools::kUsage, stdout);
+      return o.help ? 0 : 2;
+    }
+    if (o.help) {
+      if (!kCommands.count(o.command)) throw Error("unknown command '" + o.command + "' (see loupe --help)");
+      std::fputs(tools::usage(o.command), stdout);
+      return 0;
+    }
     auto cmd = kCommands.find(o.command);
     if (cmd == kCommands.end()) throw Error("unknown command '" + o.command + "' (see loupe --help)");
     return cmd->second(o);

@@ -34,9 +34,9 @@ usage:
                                   GFLOP/s and as a fraction of the measured copy bandwidth; plotted
   loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
                                   loader slot of mnist_mlp's batch (default 128) and for 64 MiB
-  loupe --help | loupe train --help
+  loupe --help | loupe COMMAND --help | loupe help COMMAND | loupe --version
 
-Run `loupe train --help` for the training options.
+Run `loupe COMMAND --help` for a command's options (`loupe train --help`: the training options).
 )";
 
 const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
@@ -87,6 +87,125 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
                       for the --profile-steps window (default steps 10:19)
   --plain             no progress bar (it is also off when stdout is not a terminal)
 )";
+
+namespace {
+
+// The other subcommands' `--help` (train's is kTrainUsage). Every option a subcommand takes
+// (kSpecs below) is in its text: test_cli checks it.
+const char* const kEvalUsage = R"(usage: loupe eval MODEL --checkpoint PATH [options]
+
+The test accuracy of a model saved by `loupe train MODEL --save PATH`.
+
+options:
+  --checkpoint PATH   the checkpoint to evaluate (required)
+  --device cpu|cuda   where to evaluate (default: cuda when a GPU is present, else cpu)
+  --data DIR          the model's data set, as for loupe train (default: the same lookup)
+  --synthetic[=KIND]  evaluate on the synthetic set of the model's shapes (random or learnable)
+  --precision P       fp32 (default); GPU only: tf32, fp16, bf16
+  --graph auto|on|off evaluation as a CUDA graph (default auto)
+)";
+
+const char* const kGenerateUsage = R"(usage: loupe generate char_lstm --checkpoint PATH [options]
+
+Sample text from a char_lstm trained by `loupe train char_lstm --save PATH`.
+
+options:
+  --checkpoint PATH   the trained char_lstm (required)
+  --prompt TEXT       the text to continue (default: a random 40-character window of the corpus)
+  --length N          characters to generate (default 400)
+  --temperature X     sampling temperature, above 0 (default 0.5; lower: more conservative)
+  --seed N            seed of the sampling and of the random window (default 1)
+  --data FILE         the corpus the model was trained on: it gives the characters (default: the
+                      same lookup as loupe train)
+  --synthetic[=KIND]  the synthetic corpus instead (for a model trained with --synthetic)
+  --device cpu|cuda   where to run (default: cuda when a GPU is present, else cpu)
+  --precision P       fp32 (default); GPU only: tf32, fp16, bf16
+)";
+
+// bench and sweep share their measurement options.
+#define LOUPE_BENCH_OPTIONS \
+  "  --precision LIST    comma-separated precisions, e.g. fp32,fp16 (default fp32; tf32, fp16, bf16 need\n" \
+  "                      a GPU)\n" \
+  "  --device cpu|cuda   where to measure (default: cuda when a GPU is present, else cpu)\n" \
+  "  --steps N           at least N timed steps per measurement (default 100), cycling through the data\n" \
+  "  --warmup N          untimed steps before them (default 10)\n" \
+  "  --min-seconds S     and at least S seconds of them (default: 2 on a GPU, 0 on the CPU)\n" \
+  "  --rounds R          measure every configuration R times in turn, keep the fastest (default 1)\n" \
+  "  --graph auto|on|off the step as a CUDA graph (default auto)\n" \
+  "  --channels-last     convolutions in NHWC memory format\n" \
+  "  --threads N         CPU threads for the CPU backend (default: all cores)\n" \
+  "  --seed N            seed of the weights and the synthetic data (default 1)\n" \
+  "  --busy              GPU busy time from CUPTI activity records (adds overhead)\n" \
+  "  --no-nvml           do not sample NVML (utilisation, memory and power become n/a)\n" \
+  "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`)\n"
+
+const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n\n"
+    "Times training steps per (model, batch, precision) on synthetic data resident on the device:\n"
+    "samples/s, ms/step, GPU busy and utilisation, MFU, memory, power, samples/J. No model: all of them.\n\n"
+    "options:\n"
+    "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
+    LOUPE_BENCH_OPTIONS
+    "  --csv FILE          the rows as CSV\n"
+    "\nexample: loupe bench mnist_mlp,mnist_cnn --device cpu --steps 20\n";
+
+const char* const kSweepUsage = "usage: loupe sweep MODEL --batch LIST [options]\n\n"
+    "The bench table for one model over batch sizes (and precisions), written as CSV and plotted.\n\n"
+    "options:\n"
+    "  --batch LIST        comma-separated batch sizes (required), e.g. 32,128,512,2048\n"
+    LOUPE_BENCH_OPTIONS
+    "  --csv FILE          the table (default sweep-MODEL.csv)\n"
+    "  --png FILE          the plot, drawn by plot_sweep.py (default sweep-MODEL.png; needs matplotlib)\n"
+    "\nexample: loupe sweep mnist_mlp --batch 32,128,512 --device cpu --steps 20\n";
+#undef LOUPE_BENCH_OPTIONS
+
+const char* const kRooflineUsage = R"(usage: loupe roofline [options]
+
+The matrix-vector roofline study: y = A x by cuBLAS sgemv, a naive kernel, loupe's, and the CPU
+(one thread, all threads, the BLAS), in GFLOP/s and as a fraction of the measured copy bandwidth;
+each checked against float64. Written as CSV and plotted (docs/benchmarks.md).
+
+options:
+  --sizes LIST        comma-separated matrix sizes n (n x n) (default 1024,2048,4096,8192,16384)
+  --device cpu|cuda   cpu: the CPU rows only (default: the GPU rows too when a GPU is present)
+  --min-seconds S     repeat each measurement for at least S seconds (default 0.05)
+  --csv FILE          the table (default roofline.csv)
+  --png FILE          the plot, drawn by plot_roofline.py (default roofline.png; needs matplotlib)
+)";
+
+const char* const kModelsUsage = R"(usage: loupe models
+
+Lists the reference models, their parameter counts and their recipes (optimizer, learning rate,
+batch, epochs, data set). Takes no options.
+)";
+
+const char* const kPeakUsage = R"(usage: loupe peak [--device cuda]
+
+Measures the GPU's fp32 peak with an FMA loop and an 8192^3 SGEMM, beside its datasheet figure.
+
+options:
+  --device cuda       the GPU (the default when one is present; the CPU has no such peak here)
+)";
+
+const char* const kCopybenchUsage = R"(usage: loupe copybench [options]
+
+Host-to-device bandwidth from pinned and from pageable memory, for one loader slot of mnist_mlp
+and for 64 MiB.
+
+options:
+  --batch N           the slot's batch size (default 128)
+  --device cuda       the GPU (the default when one is present)
+)";
+
+}  // namespace
+
+const char* usage(const std::string& command) {
+  static const std::map<std::string, const char*> kHelp{
+      {"train", kTrainUsage}, {"eval", kEvalUsage},         {"generate", kGenerateUsage},
+      {"bench", kBenchUsage}, {"sweep", kSweepUsage},       {"roofline", kRooflineUsage},
+      {"models", kModelsUsage}, {"peak", kPeakUsage},       {"copybench", kCopybenchUsage}};
+  auto it = kHelp.find(command);
+  return it == kHelp.end() ? kUsage : it->second;
+}
 
 namespace {
 
@@ -202,12 +321,20 @@ void positional(Options& o, const std::string& s) {
 
 }  // namespace
 
+std::vector<std::string> options_of(const std::string& command) {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : kSpecs)
+    if (takes(spec, command)) names.push_back(name);
+  return names;
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { o.help = true; continue; }
+    if (s == "--version" || s == "-V") { o.version = true; continue; }
     if (s.rfind("--", 0) != 0) { positional(o, s); continue; }
     std::string key = s.substr(2), val = "1";
     auto flag = kSpecs.find(key);
@@ -215,13 +342,14 @@ Options parse_options(int argc, char** argv) {
       size_t eq = key.find('=');
       bool inline_value = eq != std::string::npos;
       if (inline_value) val = key.substr(eq + 1), key = key.substr(0, eq);
-      if (!kSpecs.count(key)) throw Error("unknown option --" + key + " (see loupe " + o.command + " --help)");
-      if (!inline_value && i + 1 >= argc) throw Error("option --" + key + " needs a value (see loupe --help)");
+      const std::string see = " (see loupe " + (o.command.empty() ? "" : o.command + " ") + "--help)";
+      if (!kSpecs.count(key)) throw Error("unknown option --" + key + see);
+      if (!inline_value && i + 1 >= argc) throw Error("option --" + key + " needs a value" + see);
       if (!inline_value) val = argv[++i];
     }
     given.emplace_back(key, val);
   }
-  if (o.help || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
+  if (o.help || o.version || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
   for (const auto& [key, val] : given) {
     const Spec& spec = kSpecs.at(key);
     if (!takes(spec, o.command))

@@ -18,7 +18,7 @@ namespace loupe::tools {
 
 struct Options {
   std::string command, model;  // model: the first word after the command (bench: a list)
-  bool help = false;
+  bool help = false, version = false;  // --help (-h), --version (-V)
   std::set<std::string> given;  // the options on the command line, by name
   bool has(const std::string& name) const { return given.count(name) > 0; }
 
@@ -67,5 +67,9 @@ Options parse_options(int argc, char** argv);
 // What `loupe --help` and `loupe train --help` print.
 extern const char* const kUsage;
 extern const char* const kTrainUsage;
+// What `loupe COMMAND --help` prints (kUsage for an unknown command).
+const char* usage(const std::string& command);
+// The options COMMAND takes, without their dashes (tests check that its usage names each).
+std::vector<std::string> options_of(const std::string& command);
 
 }  // namespace loupe::tools

@@ -1,11 +1,53 @@
 #!/usr/bin/env bash
-# Installs the built loupe into a scratch prefix, then configures, builds and runs
-# tests/consumer against it with find_package(loupe): the CMake package works for other projects.
+# CTest install_consumer: installs the built loupe into a scratch prefix, then
+# 1. configures, builds and runs tests/consumer against it with find_package(loupe): the CMake
+#    package works for other projects;
+# 2. moves the prefix elsewhere and runs the installed `loupe` from there, with no LOUPE_TOOLS_DIR:
+#    it starts (its RPATH finds the installed libloupe, not the build's), says where its plot scripts
+#    are (PREFIX/share/loupe), trains one short epoch and draws a plot with the installed script
+#    (this half is skipped, saying so, only where no python3 has matplotlib).
+#   check.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$1 src=$2
+build=$(cd "$1" && pwd) src=$2
 work="$build/consumer-check"
 rm -rf "$work"
+fail() { echo "install_consumer: FAIL: $*"; exit 1; }
 cmake --install "$build" --prefix "$work/prefix" > "$work.install.log" 2>&1 || { cat "$work.install.log"; exit 1; }
 cmake -S "$src/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$work/build" > /dev/null
 "$work/build/consumer"
+
+# The installed command, relocated: nothing may depend on the prefix it was installed to.
+prefix="$work/moved prefix"
+mv "$work/prefix" "$prefix"
+L="$prefix/bin/loupe"
+[ -x "$L" ] || fail "no $L"
+for script in plot_util.py plot_sweep.py plot_roofline.py; do
+  [ -f "$prefix/share/loupe/$script" ] || fail "$script was not installed in share/loupe"
+done
+lib=$(ldd "$L" | sed -n 's/^[[:space:]]*libloupe\.so[^ ]* => \(.*\) (0x[0-9a-f]*)$/\1/p')
+case "$lib" in
+  "$prefix"/*) ;;
+  *) ldd "$L"; fail "the installed loupe loads libloupe from '$lib', not from its prefix" ;;
+esac
+run() { (cd "$work" && env -u LOUPE_TOOLS_DIR "$L" "$@") > "$work/out" 2>&1 || { cat "$work/out"; fail "loupe $* exited non-zero"; }; }
+run --version
+cat "$work/out"
+grep -q "^plot scripts: $prefix/share/loupe$" "$work/out" || fail "the installed loupe does not look for its scripts in $prefix/share/loupe"
+
+run train mnist_mlp --device cpu --synthetic --epochs 1 --max-steps 20 --plain --no-nvml
+grep -q "^done in " "$work/out" || { cat "$work/out"; fail "the installed loupe did not train an epoch"; }
+echo "install_consumer: the installed loupe trained one epoch (20 steps)"
+
+py=""
+for cand in /usr/bin/python3 python3; do
+  if command -v "$cand" > /dev/null && "$cand" -c "import matplotlib" 2> /dev/null; then py=$cand; break; fi
+done
+if [ -z "$py" ]; then
+  echo "install_consumer: the plot half SKIPPED: no python3 with matplotlib (install python3-matplotlib;" \
+       "tools/setup.sh does)"
+  exit 0
+fi
+run roofline --device cpu --sizes 64 --min-seconds 0.01 --csv "$work/r.csv" --png "$work/r.png"
+[ "$(head -c 4 "$work/r.png" | od -An -tx1 | tr -d ' \n')" = "89504e47" ] || { cat "$work/out"; fail "no PNG drawn"; }
+echo "install_consumer: the installed loupe drew $work/r.png with $prefix/share/loupe/plot_roofline.py"

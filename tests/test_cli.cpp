@@ -1,0 +1,109 @@
+// The command's help and version (issue 17, point 11): every subcommand has its own --help naming
+// every option it takes, `loupe --version` says the version and the build, and an option is
+// refused by name where the subcommand does not take it, also as the last word.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tools/options.h"
+
+namespace {
+
+const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", "roofline", "models", "peak", "copybench"};
+
+// `loupe ARGS`, stdout and stderr together: {exit status, output}.
+std::pair<int, std::string> run_cli(const std::string& args) {
+  auto out = std::filesystem::temp_directory_path() / ("loupe_test_cli_" + std::to_string(getpid()) + ".txt");
+  std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::stringstream ss;
+  ss << std::ifstream(out).rdbuf();
+  std::filesystem::remove(out);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+}
+
+}  // namespace
+
+// Each subcommand's usage starts with its own line and names every option the parser lets it take
+// (a new option without a line in the help fails here).
+TEST(Cli, EveryCommandsHelpNamesEveryOptionItTakes) {
+  const std::string global = loupe::tools::kUsage;
+  for (const std::string c : kCommands) {
+    const std::string help = loupe::tools::usage(c);
+    EXPECT_EQ(help.rfind("usage: loupe " + c, 0), 0u) << c << ":\n" << help;
+    EXPECT_NE(global.find("loupe " + c), std::string::npos) << "loupe --help does not list " << c;
+    for (const std::string& option : loupe::tools::options_of(c))
+      EXPECT_NE(help.find("--" + option), std::string::npos) << "loupe " << c << " --help does not name --" << option;
+  }
+  EXPECT_TRUE(loupe::tools::options_of("models").empty());
+}
+
+TEST(Cli, EveryCommandHasItsOwnHelp) {
+  for (const std::string c : kCommands) {
+    for (const std::string& args : {c + " --help", c + " -h", "help " + c, c + " mnist_mlp --device cpu --help"}) {
+      auto [rc, out] = run_cli(args);
+      EXPECT_EQ(rc, 0) << args << "\n" << out;
+      EXPECT_EQ(out, loupe::tools::usage(c)) << args;
+    }
+  }
+  auto [rc, out] = run_cli("--help");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, loupe::tools::kUsage);
+  std::tie(rc, out) = run_cli("");
+  EXPECT_EQ(rc, 2);  // no command: the usage, and a status that says nothing ran
+  EXPECT_EQ(out, loupe::tools::kUsage);
+  std::tie(rc, out) = run_cli("trian --help");
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out, "loupe: unknown command 'trian' (see loupe --help)\n");
+  std::tie(rc, out) = run_cli("help trian");
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out, "loupe: unknown command 'trian' (see loupe --help)\n");
+}
+
+TEST(Cli, VersionSaysTheVersionAndTheBuild) {
+  for (const char* args : {"--version", "-V", "train --version"}) {
+    auto [rc, out] = run_cli(args);
+    EXPECT_EQ(rc, 0) << args << "\n" << out;
+    EXPECT_EQ(out.rfind(std::string("loupe ") + LOUPE_VERSION + "\n", 0), 0u) << args << "\n" << out;
+    std::string cuda = LOUPE_BUILD_CUDA;
+    EXPECT_NE(out.find(cuda.empty() ? "\nCUDA: off (a CPU-only build)\n" : "\nCUDA: on (" + cuda + ")"), std::string::npos)
+        << out;
+    if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) EXPECT_NE(out.find(", cuDNN " + cudnn), std::string::npos) << out;
+    EXPECT_TRUE(out.find("\nCPU GEMM: OpenBLAS\n") != std::string::npos ||
+                out.find("\nCPU GEMM: builtin\n") != std::string::npos) << out;
+    // The build tree's command reads the sources' scripts.
+    EXPECT_NE(out.find(std::string("\nplot scripts: ") + LOUPE_TOOLS_DIR + "\n"), std::string::npos) << out;
+  }
+}
+
+// An unknown option is "unknown" wherever it stands, also last (where it once "needed a value"); one
+// the subcommand does not take is refused by name, for every subcommand; nothing is run.
+TEST(Cli, OptionsAreCheckedPerSubcommand) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"eval mnist_mlp --checkpoint /nonexistent/loupe.ckpt --bogus", "unknown option --bogus (see loupe eval --help)"},
+      {"roofline --device cpu --sizes 8 --bogus", "unknown option --bogus (see loupe roofline --help)"},
+      {"sweep mnist_mlp --batch 8 --bogus=3", "unknown option --bogus (see loupe sweep --help)"},
+      {"train mnist_mlp --synthetic --no-such-flag", "unknown option --no-such-flag (see loupe train --help)"},
+      {"models --device cpu", "loupe models does not take --device (see loupe models --help)"},
+      {"sweep mnist_mlp --batch 8 --epochs 3", "loupe sweep does not take --epochs (see loupe sweep --help)"},
+      {"roofline --batch 8", "loupe roofline does not take --batch (see loupe roofline --help)"},
+      {"generate char_lstm --checkpoint /nonexistent/loupe.ckpt --graph off",
+       "loupe generate does not take --graph (see loupe generate --help)"},
+      {"peak --png out.png", "loupe peak does not take --png (see loupe peak --help)"},
+      {"copybench --steps 3", "loupe copybench does not take --steps (see loupe copybench --help)"},
+      {"bench mnist_mlp --device cpu --plain", "loupe bench does not take --plain (see loupe bench --help)"},
+      {"train mnist_mlp --synthetic --sizes 8", "loupe train does not take --sizes (see loupe train --help)"},
+      {"eval mnist_mlp --checkpoint", "option --checkpoint needs a value (see loupe eval --help)"},
+  };
+  for (const auto& [args, message] : cases) {
+    auto [rc, out] = run_cli(args);
+    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    EXPECT_EQ(out, "loupe: " + message + "\n") << args;
+  }
+}
