@@ -34,20 +34,7 @@ std::string refusal(F f) {
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
-// Unsets a variable for one scope (EnvVar sets one).
-struct Unset {
-  std::string name;
-  std::optional<std::string> old;
-  explicit Unset(const std::string& n) : name(n) {
-    if (const char* o = std::getenv(n.c_str())) old = o;
-    unsetenv(n.c_str());
-    knobs::reload();
-  }
-  ~Unset() {
-    if (old) setenv(name.c_str(), old->c_str(), 1);
-    knobs::reload();
-  }
-};
+using Unset = loupe::test::UnsetEnv;
 
 TEST(Knobs, FlagsTakeZeroOrOne) {
   {

@@ -22,20 +22,7 @@ using Places = std::vector<std::string>;
 
 namespace {
 
-// Unsets a variable for one scope.
-struct Unset {
-  std::string name;
-  std::optional<std::string> old;
-  explicit Unset(const std::string& n) : name(n) {
-    if (const char* o = std::getenv(n.c_str())) old = o;
-    unsetenv(n.c_str());
-    loupe::knobs::reload();
-  }
-  ~Unset() {
-    if (old) setenv(name.c_str(), old->c_str(), 1);
-    loupe::knobs::reload();
-  }
-};
+using Unset = loupe::test::UnsetEnv;
 
 TEST(Paths, SearchOrderIsLoupeDataThenCacheThenData) {
   EnvVar data("LOUPE_DATA", "/ld"), home("HOME", "/home/u");

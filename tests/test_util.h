@@ -27,6 +27,21 @@ struct EnvVar {
   }
 };
 
+// Unsets an environment variable for one scope and restores it after (knobs read again).
+struct UnsetEnv {
+  std::string name;
+  std::optional<std::string> old;
+  explicit UnsetEnv(const std::string& n) : name(n) {
+    if (const char* o = std::getenv(n.c_str())) old = o;
+    unsetenv(n.c_str());
+    knobs::reload();
+  }
+  ~UnsetEnv() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    knobs::reload();
+  }
+};
+
 // A path in the temporary directory that no other process uses: the pid in front of `name`, so
 // that two test runs at once (two build trees on one machine) do not share files.
 inline std::filesystem::path temp_path(const std::string& name) {
