@@ -301,3 +301,28 @@ TEST(CudaCopy, OffsetsPast2To31Use64BitIndices) {
     EXPECT_FALSE(p.index32);
   }
 }
+
+// add_out, with which autograd sums gradients (core/copy.h's add kernel): CUDA against the CPU on
+// random values, float32 into float32 and float16/bfloat16 into float32 (mixed precision), a
+// strided operand, and float64. Both compute in float32 (float64 for float64) and round once, so
+// the results agree bit for bit.
+TEST(CudaCopy, AddOutMatchesTheCpu) {
+  REQUIRE_GPU();
+  auto random = [](const Shape& s, uint64_t seed) {
+    std::vector<float> v(size_t(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(philox_uniform(seed, 0, i) * 4 - 2);
+    return from_vector(v, s);
+  };
+  const Shape s{37, 129};
+  for (DType bt : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+    const DType dt = bt == DType::f64 ? DType::f64 : DType::f32;
+    Tensor a = to(random(s, 1), dt), b = to(random(s, 2), bt);
+    Tensor bs = transpose(to(random(Shape{129, 37}, 3), bt), 0, 1);  // strided
+    for (const Tensor& bb : {b, bs}) {
+      Tensor cpu = empty(s, dt), gpu = empty(s, dt, kCUDA);
+      add_out(cpu, a, bb);
+      add_out(gpu, to(a, kCUDA), to(bb, kCUDA));
+      EXPECT_EQ(to(gpu, kCPU).to_vector<double>(), cpu.to_vector<double>()) << dtype_name(bt);
+    }
+  }
+}
