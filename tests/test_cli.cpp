@@ -15,7 +15,7 @@
 
 namespace {
 
-const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", "roofline", "models", "peak", "copybench"};
+const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", "roofline", "models", "peak", "copybench", "profile"};
 
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {

@@ -21,6 +21,7 @@
 #include "tools/commands.h"
 #include "tools/interrupt.h"
 #include "train/checkpoint_file.h"
+#include "train/profile_window.h"
 #include "train/trace_window.h"
 
 namespace loupe::tools {
@@ -284,6 +285,43 @@ int cmd_train(const Options& o) {
                 train::now_seconds() - t_start, 100 * run.last, 100 * run.best, run.best_epoch,
                 o.save.empty() ? "" : ("; checkpoint in " + o.save).c_str());
   return 0;
+}
+
+// loupe profile: `loupe train`'s setup for one epoch that ends with the window (steps 20..39 by
+// default), eager, with CUPTI's activity records on a GPU; then the table (tools/cmd_profile.cpp).
+int cmd_profile(const Options& o) {
+  if (o.model.empty()) throw Error("loupe profile needs a model name, e.g. `loupe profile mnist_mlp` (see loupe models)");
+  Options po = o;
+  if (!o.has("profile-steps")) po.profile_steps = {20, 39};
+  po.graph = train::GraphMode::Off;
+  po.busy = true;
+  po.epochs = 1;
+  po.plain = true;
+  po.max_steps = po.profile_steps.second;
+  Run run{po, models::find_model(o.model)};
+  prepare(run);
+  const int64_t steps = run.epoch_steps();
+  if (steps < po.profile_steps.second)
+    throw Error("the profile window ends at step " + std::to_string(po.profile_steps.second) + " but an epoch of " +
+                o.model + " at batch " + std::to_string(run.batch) + " has " + std::to_string(steps) +
+                " steps: --profile-steps A:B with B <= " + std::to_string(steps) + ", or a smaller --batch");
+  instrument::Ceilings ceilings = measure_ceilings(run.dev, *run.topt.precision);
+  Reporting rep(run);
+  if (run.dev.is_cuda() && !rep.monitor.busy_tracker())
+    throw Error("loupe profile times a GPU's kernels with CUPTI, which cannot start here: " + rep.monitor.busy_why());
+  train::Trainer& trainer = run.session->trainer();
+  trainer.hooks.monitor = &rep.monitor;
+  trainer.hooks.stop = &interrupt_requested();
+  trainer.hooks.profile_steps = po.profile_steps;
+  train::ProfileWindow window(rep.monitor, run.dev);
+  window.attach(trainer);
+  train::EpochStats st = train_one_epoch(run, rep, 1);
+  if (run.dl) run.dl->stop();
+  if (st.interrupted) return interrupt_exit_status();
+  if (!window.complete()) throw Error("the training epoch ended before the profile window closed");
+  instrument::ProfileInput in = window.input();
+  in.ceilings = ceilings;
+  return report_profile(po, run.info.name, instrument::build_profile(in));
 }
 
 }  // namespace loupe::tools

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "instrument/op_profile.h"
 #include "instrument/report.h"
 #include "models/registry.h"
 #include "tools/datasets.h"
@@ -21,6 +22,12 @@ int cmd_roofline(const Options& o);   // tools/cmd_roofline.cpp
 int cmd_models(const Options& o);     // tools/cmd_misc.cpp
 int cmd_peak(const Options& o);       // tools/cmd_misc.cpp
 int cmd_copybench(const Options& o);  // tools/cmd_misc.cpp
+int cmd_profile(const Options& o);    // tools/cmd_train.cpp (it shares train's setup), tools/cmd_profile.cpp
+
+// loupe profile (tools/cmd_profile.cpp): the ceilings, measured on the device at the precision
+// (a GEMM and a device copy), and the report of a window's profile.
+instrument::Ceilings measure_ceilings(Device dev, Precision prec);
+int report_profile(const Options& o, const std::string& model, const instrument::Profile& p);
 
 // Shared (tools/cmd_common.cpp).
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and

@@ -26,6 +26,9 @@ usage:
                                   in turn, the fastest kept (the host's speed drifts)
   loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,fp16] [--csv F] [--png F]
                                   the same table for one model, written as CSV and plotted (PNG)
+  loupe profile MODEL [options]   where a training step's time goes, op by op: GPU time, share,
+                                  FLOPs, bytes, achieved rates against the measured ceilings, what
+                                  bounds each op, and the three best targets (CSV, JSON, roofline PNG)
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
   loupe roofline [--sizes 1024,2048,4096,8192,16384] [--device cpu] [--csv F] [--png F]
@@ -196,13 +199,45 @@ options:
   --device cuda       the GPU (the default when one is present)
 )";
 
+const char* const kProfileUsage = R"(usage: loupe profile MODEL [options]
+
+Trains MODEL eagerly for one short epoch and, for the window of global steps A..B (default
+20:39, after the warm-up), prints per module, op and phase (forward, backward, optimizer): calls
+and GPU time per step (CUPTI's kernel records joined to the op that launched them), share of the
+GPU's busy time, analytic FLOPs and bytes, achieved TFLOP/s and GB/s, the percentage of the
+ceiling that bounds it (a GEMM and a device copy measured here first, at the precision in use),
+and whether it is compute-, memory- or latency-bound; then the step's idle time and the three
+rows most worth working on. On the CPU an op's time is the host time inside it.
+
+options:
+  --profile-steps A:B the window (default 20:39; the epoch must have B steps)
+  --csv FILE          the table as CSV (default profile-MODEL.csv)
+  --json FILE         the table and summary as JSON
+  --png FILE          the roofline plot: one point per row, sized by its share (default profile-MODEL.png)
+  --device cpu|cuda   where to train (default: cuda when a GPU is present)
+  --batch N           batch size (default: the recipe's)
+  --lr X              learning rate
+  --precision P       fp32, tf32, fp16 or bf16 (as loupe train)
+  --channels-last     convolutions in NHWC
+  --data DIR          the model's data set (as loupe train)
+  --synthetic[=KIND]  data of the model's shapes, generated once
+  --resident          the whole training set on the device (no loader copies in the window)
+  --workers N         loader threads (default 4)
+  --prefetch K        loader batches in flight (default 4)
+  --pin-memory on|off page-locked loader slots (default on)
+  --threads N         CPU threads
+  --seed N            seed (default 1)
+  --no-nvml           do not sample NVML
+)";
+
 }  // namespace
 
 const char* usage(const std::string& command) {
   static const std::map<std::string, const char*> kHelp{
       {"train", kTrainUsage}, {"eval", kEvalUsage},         {"generate", kGenerateUsage},
       {"bench", kBenchUsage}, {"sweep", kSweepUsage},       {"roofline", kRooflineUsage},
-      {"models", kModelsUsage}, {"peak", kPeakUsage},       {"copybench", kCopybenchUsage}};
+      {"models", kModelsUsage}, {"peak", kPeakUsage},       {"copybench", kCopybenchUsage},
+      {"profile", kProfileUsage}};
   auto it = kHelp.find(command);
   return it == kHelp.end() ? kUsage : it->second;
 }
@@ -235,18 +270,18 @@ struct Spec {
   Setter set;
 };
 
-constexpr const char* kWhere = "train eval generate bench sweep peak roofline copybench";
+constexpr const char* kWhere = "train eval generate bench sweep peak roofline copybench profile";
 constexpr const char* kBench = "bench sweep";
 
 // Each option: whether it is a flag, who takes it, and how its value is parsed and stored.
 const std::map<std::string, Spec> kSpecs = {
     {"device", {false, kWhere, [](Options& o, const std::string& v) { o.device = v; }}},
-    {"data", {false, "train eval generate", [](Options& o, const std::string& v) { o.data = v; }}},
-    {"synthetic", {true, "train eval generate", [](Options& o, const std::string& v) {
+    {"data", {false, "train eval generate profile", [](Options& o, const std::string& v) { o.data = v; }}},
+    {"synthetic", {true, "train eval generate profile", [](Options& o, const std::string& v) {
        o.synthetic = true;
        if (v != "1") o.synthetic_kind = data::parse_synthetic_kind(v);
      }}},
-    {"precision", {false, "train eval generate bench sweep", [](Options& o, const std::string& v) {
+    {"precision", {false, "train eval generate bench sweep profile", [](Options& o, const std::string& v) {
        if (!is_list_command(o.command)) {
          o.precision = parse_precision(v);
          return;
@@ -255,38 +290,38 @@ const std::map<std::string, Spec> kSpecs = {
        for (const std::string& p : o.precisions) parse_precision(p);  // unknown or unimplemented ones first
      }}},
     {"graph", {false, "train eval bench sweep", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
-    {"threads", {false, "train bench sweep", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
-    {"seed", {false, "train generate bench sweep", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
+    {"threads", {false, "train bench sweep profile", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
+    {"seed", {false, "train generate bench sweep profile", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
     {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},
     {"epochs", {false, "train", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
-    {"batch", {false, "train copybench bench sweep", [](Options& o, const std::string& v) {
+    {"batch", {false, "train copybench bench sweep profile", [](Options& o, const std::string& v) {
        if (is_list_command(o.command)) o.batches = parse_int_list(v, "--batch", 1, 1 << 20);
        else o.batch = in(v, "--batch", 1, 1 << 20);
      }}},
-    {"lr", {false, "train", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
+    {"lr", {false, "train profile", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
-    {"workers", {false, "train", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
-    {"prefetch", {false, "train", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
-    {"pin-memory", {false, "train", [](Options& o, const std::string& v) {
+    {"workers", {false, "train profile", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
+    {"prefetch", {false, "train profile", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
+    {"pin-memory", {false, "train profile", [](Options& o, const std::string& v) {
        if (v != "on" && v != "off") throw Error("--pin-memory takes on or off, got '" + v + "'");
        o.pin_memory = v == "on";
      }}},
     {"drop-last", {true, "train", [](Options& o, const std::string&) { o.drop_last = true; }}},
-    {"resident", {true, "train", [](Options& o, const std::string&) { o.resident = true; }}},
-    {"channels-last", {true, "train bench sweep", [](Options& o, const std::string&) { o.channels_last = true; }}},
+    {"resident", {true, "train profile", [](Options& o, const std::string&) { o.resident = true; }}},
+    {"channels-last", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.channels_last = true; }}},
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
     {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
-    {"csv", {false, "train bench sweep roofline", [](Options& o, const std::string& v) { o.csv = v; }}},
-    {"json", {false, kBench, [](Options& o, const std::string& v) { o.json = v; }}},
-    {"png", {false, "sweep roofline", [](Options& o, const std::string& v) { o.png = v; }}},
+    {"csv", {false, "train bench sweep roofline profile", [](Options& o, const std::string& v) { o.csv = v; }}},
+    {"json", {false, "bench sweep profile", [](Options& o, const std::string& v) { o.json = v; }}},
+    {"png", {false, "sweep roofline profile", [](Options& o, const std::string& v) { o.png = v; }}},
     {"trace", {false, "train", [](Options& o, const std::string& v) { o.trace = v; }}},
-    {"profile-steps", {false, "train", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
+    {"profile-steps", {false, "train profile", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
     {"price-per-hour", {false, "train", [](Options& o, const std::string& v) {
        o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
      }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
-    {"no-nvml", {true, "train bench sweep", [](Options& o, const std::string&) { o.nvml = false; }}},
+    {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
     {"prompt", {false, "generate", [](Options& o, const std::string& v) { o.prompt = v; }}},
     {"length", {false, "generate", [](Options& o, const std::string& v) { o.length = in(v, "--length", 1, 1000000); }}},
@@ -304,8 +339,8 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
 };
 
-const std::set<std::string> kCommands{"train", "eval", "generate", "bench", "sweep", "models",
-                                      "peak", "roofline", "copybench", "help"};
+const std::set<std::string> kCommands{"train", "eval",      "generate", "bench",   "sweep", "models",
+                                      "peak",  "roofline", "copybench", "profile", "help"};
 
 bool takes(const Spec& s, const std::string& command) {
   const std::string list = std::string(" ") + s.commands + " ";

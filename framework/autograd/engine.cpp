@@ -4,6 +4,7 @@
 #include "autograd/node.h"
 #include "autograd/source_check.h"
 #include "core/error.h"
+#include "core/op_record.h"
 
 namespace loupe::autograd {
 
@@ -15,6 +16,8 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   if (!impl->grad_accumulator) impl->grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
   return impl->grad_accumulator;
 }
+
+double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
 
 // Adds g into slot (taking g itself when the slot is empty).
 void accumulate(Tensor& slot, const Tensor& g) {
@@ -41,6 +44,11 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<Tensor*> outputs) {
   node->next_edges.clear();
+  if (op_records_on()) {
+    OpSite site = op_site_here(node->name());
+    node->op_site = site.site;
+    node->op_input_bytes = site.input_bytes;
+  }
   for (const Tensor* t : inputs) {
     Edge e;
     if (t && t->defined() && t->requires_grad()) {
@@ -119,7 +127,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     grads.resize(n->num_outputs);
     LOUPE_CHECK(!n->released, "backward() through the same graph a second time: its saved tensors are freed "
                 "after the first backward; run the forward pass again");
+    // One op record per node, with the sums of the gradients it hands on (profile only).
+    OpScope scope(OpScope::Backward{}, n->op_site, n->op_input_bytes, n->name());
+    const bool moves = n->op_input_bytes >= 0;  // a view's gradient passes through without a copy
+    for (const Tensor& g : grads) scope.add_bytes(moves ? bytes_of(g) : 0);
     std::vector<Tensor> in_grads = n->apply(grads);
+    for (const Tensor& g : in_grads) scope.add_bytes(moves ? bytes_of(g) : 0);
     std::vector<Edge> edges = n->next_edges;
     if (!n->reusable()) {
       n->next_edges.clear();

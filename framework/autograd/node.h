@@ -27,6 +27,9 @@ struct Node {
   std::vector<Edge> next_edges;
   bool released = false;
   int num_outputs = 1;
+  // Where the node was recorded, for `loupe profile` (core/op_record.h); -1 when not recording.
+  int op_site = -1;
+  double op_input_bytes = 0;
 };
 
 // Leaves: adds the incoming gradient into the tensor's .grad.

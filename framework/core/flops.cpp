@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "core/op_record.h"
+
 namespace loupe {
 
 namespace {
@@ -10,6 +12,7 @@ std::atomic<double> g_flops{0.0};
 }  // namespace
 
 void add_flops(double f) {
+  detail::op_record_flops(f);
   double cur = g_flops.load(std::memory_order_relaxed);
   while (!g_flops.compare_exchange_weak(cur, cur + f, std::memory_order_relaxed)) {
   }

@@ -53,6 +53,7 @@ thread_local bool g_trace_on = false;
 thread_local int g_depth = 0;
 thread_local int g_gen = 0;  // bumped by host_trace_take, so ranges still open then do not write into the next window
 thread_local std::vector<HostRange> g_trace;
+thread_local std::vector<const char*> g_phases, g_modules;  // open Phase and Module ranges
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
@@ -67,7 +68,12 @@ std::vector<HostRange> host_trace_take() {
 void set_current_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
 int64_t current_step() { return g_step.load(std::memory_order_relaxed); }
 
-NvtxRange::NvtxRange(const char* name) {
+const char* current_phase_range() { return g_phases.empty() ? nullptr : g_phases.back(); }
+const char* current_module_range() { return g_modules.empty() ? nullptr : g_modules.back(); }
+
+NvtxRange::NvtxRange(const char* name, RangeKind kind) : kind_(kind) {
+  if (kind == RangeKind::Phase) g_phases.push_back(name);
+  else if (kind == RangeKind::Module) g_modules.push_back(name);
   nvtxEventAttributes_t a = attributes(name);
   nvtxDomainRangePushEx(domain(), &a);
   if (g_trace_on) {
@@ -82,6 +88,8 @@ NvtxRange::~NvtxRange() {
   --g_depth;
   if (trace_index_ >= 0 && trace_gen_ == g_gen) g_trace[size_t(trace_index_)].end = now_s();
   nvtxDomainRangePop(domain());
+  if (kind_ == RangeKind::Phase) g_phases.pop_back();
+  else if (kind_ == RangeKind::Module) g_modules.pop_back();
 }
 
 void nvtx_mark(const char* name) {

@@ -12,10 +12,14 @@ namespace loupe {
 void set_current_step(int64_t step);
 int64_t current_step();
 
+// What a range stands for, beyond its name: the trainer's phases (forward, backward, optimizer)
+// and the modules' forward calls are what op records (core/op_record.h) are filed under.
+enum class RangeKind { Plain, Phase, Module };
+
 // A range around a scope; each distinct name is registered with NVTX once.
 class NvtxRange {
  public:
-  explicit NvtxRange(const char* name);
+  explicit NvtxRange(const char* name, RangeKind kind = RangeKind::Plain);
   ~NvtxRange();
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
@@ -23,7 +27,13 @@ class NvtxRange {
  private:
   int trace_index_ = -1;  // into the host trace, when recording
   int trace_gen_ = 0;
+  RangeKind kind_;
 };
+
+// The innermost open range of a kind on the calling thread (nullptr when none); the name lives as
+// long as the range.
+const char* current_phase_range();
+const char* current_module_range();
 
 // Host-side recording of the ranges, for the Chrome trace (--trace): while enabled, every
 // NvtxRange on the calling thread is also kept with its begin and end (steady clock, seconds).

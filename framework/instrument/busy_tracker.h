@@ -15,6 +15,7 @@ struct ActivityRecord {
   uint64_t begin_ns, end_ns;  // on the now_ns() clock
   int kind;                 // 0 kernel, 1 memcpy, 2 memset
   uint32_t stream;          // CUPTI's stream id
+  uint64_t external = 0;    // the op record (core/op_record.h) that launched it; 0: none, or not correlating
 };
 
 // CUPTI's activity callbacks are process-wide, so at most one tracker lives at a time.
@@ -34,6 +35,10 @@ class BusyTracker {
   virtual void discard_before(uint64_t t) = 0;  // bound memory: forget records ending before t
   // Records CUPTI dropped for lack of buffer space since start(): busy time is a lower bound if > 0.
   virtual uint64_t dropped_records() = 0;
+  // Ties the work launched inside op scopes (core/op_record.h) to them: while on, each record
+  // launched from an op scope carries the scope's id (ActivityRecord::external). It records every
+  // CUDA API call too, so only `loupe profile` turns it on, for its window. Throws on failure.
+  virtual void correlate(bool on) = 0;
 };
 
 // nullptr with *why set when CUPTI is not built in ("this loupe was built without CUDA") or

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/op_record.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/intervals.h"
 
@@ -65,6 +66,7 @@ struct Rec {
   uint32_t name;  // index into State::names
   uint32_t stream;
   int kind;
+  uint32_t correlation;  // CUPTI's id of the API call that launched it
 };
 
 // Shared with CUPTI's callbacks. Never destroyed: CUPTI may still deliver buffers at exit.
@@ -74,6 +76,7 @@ struct State {
   std::vector<std::string> names;                 // demangled
   std::unordered_map<std::string, uint32_t> ids;  // raw name -> index
   uint64_t dropped = 0;
+  std::unordered_map<uint32_t, uint64_t> external;  // API correlation id -> op scope id (correlate())
   bool callbacks_registered = false;
   bool tracker_alive = false;
 };
@@ -156,13 +159,17 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     Rec r{};
     if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
-      r = Rec{k->start, k->end, intern(s, k->name ? k->name : "kernel"), k->streamId, 0};
+      r = Rec{k->start, k->end, intern(s, k->name ? k->name : "kernel"), k->streamId, 0, k->correlationId};
     } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
-      r = Rec{m->start, m->end, intern(s, memcpy_name(m->copyKind)), m->streamId, 1};
+      r = Rec{m->start, m->end, intern(s, memcpy_name(m->copyKind)), m->streamId, 1, m->correlationId};
     } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
-      r = Rec{m->start, m->end, intern(s, "memset"), m->streamId, 2};
+      r = Rec{m->start, m->end, intern(s, "memset"), m->streamId, 2, m->correlationId};
+    } else if (a->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+      auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(a);
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) s.external[e->correlationId] = e->externalId;
+      continue;
     } else {
       continue;
     }
@@ -190,9 +197,24 @@ bool enable_all(std::string* why) {
   return true;
 }
 
+// External correlation: CUPTI writes an EXTERNAL_CORRELATION record before each API record made
+// while an id is pushed, so the API kinds are enabled with it (their own records are skipped).
+const CUpti_ActivityKind kCorrelationKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                                CUPTI_ACTIVITY_KIND_DRIVER};
+
+void op_correlation_hook(uint64_t id, bool open) {
+  uint64_t last = 0;
+  if (open) cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  else cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
 class CuptiTracker final : public BusyTracker {
  public:
   ~CuptiTracker() override {
+    if (correlating_) {
+      set_op_correlation_hook(nullptr);
+      for (CUpti_ActivityKind k : kCorrelationKinds) cuptiActivityDisable(k);
+    }
     if (started_) {
       cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       disable_all();
@@ -201,6 +223,7 @@ class CuptiTracker final : public BusyTracker {
     std::lock_guard<std::mutex> lock(s.mu);
     s.recs.clear();
     s.recs.shrink_to_fit();
+    s.external.clear();
     s.tracker_alive = false;
   }
   void start() override {
@@ -239,7 +262,10 @@ class CuptiTracker final : public BusyTracker {
       State& s = state();
       std::lock_guard<std::mutex> lock(s.mu);
       for (const Rec& r : s.recs)
-        if (r.end > t0 && r.begin < t1) out.push_back({s.names[r.name], r.begin, r.end, r.kind, r.stream});
+        if (r.end > t0 && r.begin < t1) {
+          auto e = s.external.find(r.correlation);
+          out.push_back({s.names[r.name], r.begin, r.end, r.kind, r.stream, e == s.external.end() ? 0 : e->second});
+        }
     }
     std::stable_sort(out.begin(), out.end(),
                      [](const ActivityRecord& a, const ActivityRecord& b) { return a.begin_ns < b.begin_ns; });
@@ -251,6 +277,17 @@ class CuptiTracker final : public BusyTracker {
     s.recs.erase(std::remove_if(s.recs.begin(), s.recs.end(), [t](const Rec& r) { return r.end < t; }),
                  s.recs.end());
   }
+  void correlate(bool on) override {
+    if (on == correlating_) return;
+    if (on) {
+      for (CUpti_ActivityKind k : kCorrelationKinds) LOUPE_CUPTI_CHECK(cuptiActivityEnable(k));
+      set_op_correlation_hook(op_correlation_hook);
+    } else {
+      set_op_correlation_hook(nullptr);
+      for (CUpti_ActivityKind k : kCorrelationKinds) LOUPE_CUPTI_CHECK(cuptiActivityDisable(k));
+    }
+    correlating_ = on;
+  }
   uint64_t dropped_records() override {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -258,7 +295,7 @@ class CuptiTracker final : public BusyTracker {
   }
 
  private:
-  bool started_ = false;
+  bool started_ = false, correlating_ = false;
 };
 
 std::unique_ptr<BusyTracker> make_cupti_tracker(std::string* why) {
@@ -295,6 +332,7 @@ std::unique_ptr<BusyTracker> make_cupti_tracker(std::string* why) {
   if (CUptiResult r = cuptiGetTimestamp(&t); r != CUPTI_SUCCESS) return fail(cupti_error(r, "cuptiGetTimestamp"));
   std::lock_guard<std::mutex> lock(s.mu);
   s.recs.clear();
+  s.external.clear();
   s.dropped = 0;
   return std::unique_ptr<BusyTracker>(new CuptiTracker);
 }

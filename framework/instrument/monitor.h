@@ -38,6 +38,7 @@ class EpochMonitor {
 
   BusyTracker* busy_tracker() { return busy_.get(); }
   const std::string& nvml_why() const { return nvml_why_; }
+  const std::string& busy_why() const { return busy_why_; }  // why there is no busy tracker
 
  private:
   Device device_;

@@ -107,7 +107,7 @@ void Module::assign_paths(const std::string& path) {
 
 Tensor Module::operator()(const Tensor& x) {
   if (range_name_.empty()) assign_paths("");
-  NvtxRange r(range_name_.c_str());
+  NvtxRange r(range_name_.c_str(), RangeKind::Module);
   return forward(x);
 }
 
@@ -118,7 +118,7 @@ Tensor Module::forward_fused(const Tensor&, const Epilogue&) {
 Tensor Module::call_fused(const Tensor& x, const Epilogue& e) {
   if (range_name_.empty()) assign_paths("");
   std::string name = range_name_ + e.range_name;
-  NvtxRange r(name.c_str());
+  NvtxRange r(name.c_str(), RangeKind::Module);
   return forward_fused(x, e);
 }
 

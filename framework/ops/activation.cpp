@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -26,6 +27,7 @@ struct ActivationBackward : autograd::Node {
 }  // namespace
 
 Tensor activation(Act a, const Tensor& x) {
+  OpScope scope_(a == Act::Relu ? "relu" : a == Act::Sigmoid ? "sigmoid" : "tanh", {&x});
   LOUPE_CHECK(is_floating(x.dtype()), "activations need floating-point input, got ", dtype_name(x.dtype()));
   Tensor xc = dense(x);  // elementwise: any dense layout, kept
   Tensor y = empty_like(xc);
@@ -37,7 +39,7 @@ Tensor activation(Act a, const Tensor& x) {
     n->y = y.detach();
     autograd::record(n, {&x}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 
 Tensor relu(const Tensor& x) { return activation(Act::Relu, x); }

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -46,6 +47,7 @@ struct BiasActBackward : autograd::Node {
 }  // namespace
 
 Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double p, bool training) {
+  OpScope scope_("bias_act", {&x, &b});
   LOUPE_CHECK(is_floating(x.dtype()) && x.dim() >= 2, "bias_act needs a floating [N, C, ...] input, got ",
               x.shape().str(), " ", dtype_name(x.dtype()));
   LOUPE_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == x.size(1) && b.dtype() == x.dtype() &&
@@ -70,7 +72,7 @@ Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double
     n->need_b = b.defined() && b.requires_grad();
     autograd::record(n, {&x, &b}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 
 }  // namespace loupe

@@ -2,6 +2,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -41,6 +42,8 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
                 x0.shape().str(), "; shapes must match except along dimension ", d);
     s[d] += x.size(d);
   }
+  OpScope scope_("cat");
+  for (const Tensor& x : xs) scope_.add_bytes(double(x.numel()) * double(dtype_size(x.dtype())));
   Tensor y = empty(s, x0.dtype(), x0.device());
   std::vector<int64_t> bounds{0};
   for (const Tensor& x : xs) {
@@ -69,7 +72,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     autograd::record(node, {}, {&y});
     node->next_edges = std::move(edges);
   }
-  return y;
+  return scope_.result(y);
 }
 
 }  // namespace loupe

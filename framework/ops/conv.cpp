@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -28,6 +29,7 @@ struct Conv2dBackward : autograd::Node {
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  OpScope scope_("conv2d", {&x, &w});
   LOUPE_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d needs x [N, C, H, W] and w [K, C, R, S], got ", x.shape().str(),
               " and ", w.shape().str());
   LOUPE_CHECK(x.size(1) == w.size(1), "conv2d: x has ", x.size(1), " channels but the filters expect ", w.size(1));
@@ -58,7 +60,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
     n->need_w = w.requires_grad();
     autograd::record(n, {&x, &w}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 
 }  // namespace loupe

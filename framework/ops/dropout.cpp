@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "core/random.h"
 #include "ops/view.h"
 
@@ -25,8 +26,9 @@ struct DropoutBackward : autograd::Node {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training) {
+  OpScope scope_("dropout", {&x});
   LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
-  if (!training || p == 0) return x;
+  if (!training || p == 0) return scope_.result(x);
   RngDraw rng = default_generator().draw(uint64_t(x.numel()));
   Tensor xc = dense(x);  // the mask is drawn in memory order: any dense layout, kept
   Tensor y = empty_like(xc);
@@ -39,7 +41,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     n->format = y.memory_format();
     autograd::record(n, {&x}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 
 }  // namespace loupe

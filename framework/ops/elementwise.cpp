@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -50,6 +51,7 @@ struct BinaryBackward : Node {
 };
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  OpScope scope_(name, {&a, &b});
   check_same_device(a, b, name);
   Shape s = broadcast_shapes(a.shape(), b.shape());
   Tensor out = empty(s, a.dtype(), a.device());
@@ -68,7 +70,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
     }
     autograd::record(n, {&a, &b}, {&out});
   }
-  return out;
+  return scope_.result(out);
 }
 
 struct AffineBackward : Node {
@@ -78,6 +80,7 @@ struct AffineBackward : Node {
 };
 
 Tensor affine(const Tensor& a, double m, double c) {
+  OpScope scope_(c == 0 ? "mul" : m == 1 ? "add" : "affine", {&a});
   Tensor src = contiguous(a);
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(out, src, m, c);
@@ -87,7 +90,7 @@ Tensor affine(const Tensor& a, double m, double c) {
     n->scale = m;
     autograd::record(n, {&a}, {&out});
   }
-  return out;
+  return scope_.result(out);
 }
 
 struct BiasAddBackward : Node {
@@ -109,6 +112,7 @@ Tensor mul(const Tensor& a, double s) { return affine(a, s, 0.0); }
 Tensor add(const Tensor& a, double s) { return affine(a, 1.0, s); }
 
 Tensor bias_add(const Tensor& x, const Tensor& b) {
+  OpScope scope_("bias_add", {&x, &b});
   check_same_device(x, b, "bias_add");
   LOUPE_CHECK(x.dim() >= 2 && b.dim() == 1 && b.size(0) == x.size(1), "bias_add: bias of shape ", b.shape().str(),
               " does not match dimension 1 of ", x.shape().str());
@@ -122,7 +126,7 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
   if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
   add_flops(double(out.numel()));
   if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});
-  return out;
+  return scope_.result(out);
 }
 
 void add_(const Tensor& dst, const Tensor& src, double alpha) {
@@ -133,6 +137,8 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   LOUPE_CHECK(dst.shape() == src.shape(), "add_: shapes ", dst.shape().str(), " and ", src.shape().str(), " differ");
   LOUPE_CHECK(dst.is_contiguous(), "add_ needs a contiguous destination");
   if (dst.numel() == 0) return;
+  OpScope scope_("add_", {&dst, &src});
+  scope_.result(dst);
   kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, contiguous(src));
   add_flops(double(dst.numel()));
 }

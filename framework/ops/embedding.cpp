@@ -4,6 +4,7 @@
 #include "autograd/source_check.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -77,6 +78,7 @@ struct EmbeddingBackward : autograd::Node {
 }  // namespace
 
 Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype) {
+  OpScope scope_("one_hot", {&ids});
   LOUPE_CHECK(classes >= 1, "one_hot needs at least one class, got ", classes);
   LOUPE_CHECK(is_floating(dtype), "one_hot produces a floating tensor, not ", dtype_name(dtype));
   LOUPE_CHECK(ids.dtype() == DType::i32 || ids.dtype() == DType::f32 || ids.dtype() == DType::f64,
@@ -86,7 +88,7 @@ Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype) {
   s.push_back(classes);
   Tensor y = empty(s, dtype, ids.device());
   if (y.numel() > 0) kernels<EmbeddingKernels>(ids.device()).one_hot(y, contiguous(ids).detach(), ids.numel(), classes);
-  return y;
+  return scope_.result(y);
 }
 
 Tensor embedding(const Tensor& ids, const Tensor& weight) {
@@ -97,6 +99,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   LOUPE_CHECK(ids.dim() < kMaxDims, "embedding: ids ", ids.shape().str(), " have too many dimensions to add one");
   LOUPE_CHECK(ids.device() == weight.device(), "embedding: ids on ", ids.device().str(), ", weight on ",
               weight.device().str());
+  OpScope scope_("embedding");
   int64_t n = ids.numel(), E = weight.size(1);
   Shape s = ids.shape();
   s.push_back(E);
@@ -111,6 +114,8 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
     if (!weight.grad_fn()) node->leaf = weight.impl_ptr();
     autograd::record(node, {&weight}, {&y});
   }
+  // It reads the ids and only the rows they select, and writes as many.
+  scope_.set_bytes(double(n) * double(dtype_size(ids.dtype())) + 2.0 * double(y.numel()) * double(dtype_size(y.dtype())));
   return y;
 }
 

@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/elementwise.h"
 #include "ops/view.h"
 
@@ -66,6 +67,7 @@ struct MatmulBackward : autograd::Node {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  OpScope scope_("matmul", {&a, &b});
   LOUPE_CHECK(a.dim() == 2 && b.dim() == 2, "matmul needs 2-D tensors, got ", a.shape().str(), " and ", b.shape().str());
   LOUPE_CHECK(a.size(1) == b.size(0), "matmul: shapes ", a.shape().str(), " and ", b.shape().str(),
               " do not chain (", a.size(1), " != ", b.size(0), ")");
@@ -85,12 +87,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (n->need_a) n->b = b.detach();
     autograd::record(n, {&a, &b}, {&out});
   }
-  return out;
+  return scope_.result(out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  OpScope scope_("linear", {&x, &w, &b});
   Tensor y = matmul(x, transpose(w, 0, 1));
-  return b.defined() ? bias_add(y, b) : y;
+  return scope_.result(b.defined() ? bias_add(y, b) : y);
 }
 
 void gemm_raw(Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,

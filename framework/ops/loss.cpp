@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -34,6 +35,7 @@ struct BceBackward : autograd::Node {
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  OpScope scope_("cross_entropy", {&logits, &labels});
   LOUPE_CHECK(logits.dim() == 2 && is_floating(logits.dtype()), "cross_entropy needs float logits [N, C], got ",
               logits.shape().str());
   LOUPE_CHECK(labels.dtype() == DType::i32 && labels.dim() == 1 && labels.size(0) == logits.size(0),
@@ -50,10 +52,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
     n->labels = yc;
     autograd::record(n, {&logits, &labels}, {&loss});
   }
-  return loss;
+  return scope_.result(loss);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets) {
+  OpScope scope_("bce_with_logits", {&logits, &targets});
   LOUPE_CHECK(is_floating(logits.dtype()) && targets.dtype() == logits.dtype() && targets.numel() == logits.numel(),
               "binary_cross_entropy_with_logits needs float logits and float targets of the same size, got ",
               logits.shape().str(), " and ", targets.shape().str());
@@ -68,10 +71,11 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     n->targets = tc;
     autograd::record(n, {&logits, &targets}, {&loss});
   }
-  return loss;
+  return scope_.result(loss);
 }
 
 Tensor count_correct(const Tensor& logits, const Tensor& labels) {
+  OpScope scope_("count_correct", {&logits, &labels});
   int64_t N = logits.size(0), C = logits.dim() == 2 ? logits.size(1) : 1;
   LOUPE_CHECK(logits.dim() <= 2 && labels.numel() == N, "count_correct: logits ", logits.shape().str(),
               " and labels ", labels.shape().str(), " do not match");
@@ -80,7 +84,7 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels) {
   Tensor out = empty(Shape{}, DType::f32, logits.device());
   kernels<LossKernels>(logits.device()).count_correct(out, contiguous(logits), contiguous(labels), N, C);
   add_flops(double(N * C));
-  return out;
+  return scope_.result(out);
 }
 
 }  // namespace loupe

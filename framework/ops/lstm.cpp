@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "core/random.h"
 #include "ops/view.h"
 
@@ -84,6 +85,7 @@ struct LstmBackward : autograd::Node {
 }  // namespace
 
 LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool training) {
+  OpScope scope_("lstm", {&x, &w});
   LOUPE_CHECK(p.input_size > 0 && p.hidden_size > 0 && p.num_layers > 0, "lstm: input_size, hidden_size and ",
               "num_layers must be positive, got ", p.input_size, ", ", p.hidden_size, " and ", p.num_layers);
   LOUPE_CHECK(p.dropout >= 0 && p.dropout < 1, "lstm: dropout must be in [0, 1), got ", p.dropout);
@@ -135,6 +137,9 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
     n->need_w = w.requires_grad();
     autograd::record(n, {&x, &w}, {&r.y, &r.h, &r.c});
   }
+  scope_.result(r.y);
+  scope_.result(r.h);
+  scope_.result(r.c);
   return r;
 }
 

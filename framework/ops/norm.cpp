@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -27,6 +28,7 @@ struct BatchNormBackward : autograd::Node {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  OpScope scope_("batch_norm", {&x, &weight, &bias});
   LOUPE_CHECK(x.dim() >= 2, "batch_norm needs x [N, C, ...], got ", x.shape().str());
   int64_t N = x.size(0), C = x.size(1), HW = C ? x.numel() / (N * C) : 0;
   // Parameters and statistics: x's dtype, float32 for a float16/bfloat16 x (the saved ones too).
@@ -46,7 +48,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                 "batch_norm in evaluation mode records no gradients; call it under NoGradGuard or in training mode");
     kernels<NormKernels>(x.device()).forward_eval(y, xc, weight, bias, running_mean, running_var, eps, N, C, HW);
     add_flops(2.0 * double(x.numel()));
-    return y;
+    return scope_.result(y);
   }
   LOUPE_CHECK(N * HW > 1, "batch_norm in training needs more than one value per channel, got ", x.shape().str());
   Tensor mean = empty(Shape{C}, stat, x.device()), invstd = empty(Shape{C}, stat, x.device());
@@ -65,7 +67,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     n->HW = HW;
     autograd::record(n, {&x, &weight, &bias}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 
 }  // namespace loupe

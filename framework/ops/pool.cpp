@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/dropout.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -42,6 +43,7 @@ struct MaxPoolFusedBackward : autograd::Node {
 };
 
 Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop = 0, bool training = false) {
+  OpScope scope_(mode == PoolMode::Max ? "max_pool2d" : "avg_pool2d", {&x});
   LOUPE_CHECK(x.dim() == 4, "pooling needs x [N, C, H, W], got ", x.shape().str());
   LOUPE_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 && p.pad_w >= 0 &&
                   p.pad_h < p.kernel_h && p.pad_w < p.kernel_w,
@@ -74,7 +76,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
         n->y_numel = y.numel();
         autograd::record(n, {&x}, {&y});
       }
-      return y;
+      return scope_.result(y);
     }
     gen.offset = offset0;
   }
@@ -88,7 +90,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
     n->p = p;
     autograd::record(n, {&x}, {&y});
   }
-  return training && drop > 0 ? dropout(y, drop, true) : y;
+  return scope_.result(training && drop > 0 ? dropout(y, drop, true) : y);
 }
 }  // namespace
 
@@ -99,8 +101,9 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, double drop, bool trai
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode::Avg, x, p); }
 
 Tensor global_avg_pool(const Tensor& x) {
+  OpScope scope_("global_avg_pool", {&x});
   LOUPE_CHECK(x.dim() == 4, "global_avg_pool needs x [N, C, H, W], got ", x.shape().str());
-  return mean(reshape(x, Shape{x.size(0), x.size(1), x.size(2) * x.size(3)}), 2);
+  return scope_.result(mean(reshape(x, Shape{x.size(0), x.size(1), x.size(2) * x.size(3)}), 2));
 }
 
 }  // namespace loupe

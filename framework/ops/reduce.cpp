@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/elementwise.h"
 #include "ops/view.h"
 
@@ -24,6 +25,7 @@ struct SumBackward : autograd::Node {
 };
 
 Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
+  OpScope scope_(mean_of ? "mean" : "sum", {&x});
   LOUPE_CHECK(is_floating(x.dtype()), "sum/mean need floating-point input");
   Tensor xc = contiguous(x);
   int d = wrap_dim(dim, x.dim());
@@ -45,7 +47,7 @@ Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
     node->scale = scale;
     autograd::record(node, {&x}, {&out});
   }
-  return out;
+  return scope_.result(out);
 }
 
 Tensor reduce_all(const Tensor& x, bool mean_of) {
@@ -60,6 +62,7 @@ Tensor sum(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, k
 Tensor mean(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, true); }
 
 Tensor sum_except(const Tensor& x, int dim) {
+  OpScope scope_("sum_except", {&x});
   LOUPE_CHECK(is_floating(x.dtype()), "sum_except needs floating-point input");
   int d = wrap_dim(dim, x.dim());
   // Channels-last stays as it is for the channel sum (a bias gradient); anything else is read NCHW.
@@ -85,7 +88,7 @@ Tensor sum_except(const Tensor& x, int dim) {
     node->kept_shape = kept;
     autograd::record(node, {&x}, {&out});
   }
-  return out;
+  return scope_.result(out);
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
@@ -99,6 +102,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 }
 
 Tensor argmax(const Tensor& x) {
+  OpScope scope_("argmax", {&x});
   LOUPE_CHECK(x.dim() >= 1 && x.size(-1) > 0, "argmax needs a non-empty last dimension");
   Tensor xc = contiguous(x);
   int64_t cols = x.size(-1), rows = x.numel() / cols;
@@ -107,7 +111,7 @@ Tensor argmax(const Tensor& x) {
   Tensor out = empty(s, DType::i32, x.device());
   if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(out, xc, rows, cols);
   add_flops(double(x.numel()));
-  return out;
+  return scope_.result(out);
 }
 
 }  // namespace loupe

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/op_record.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -23,6 +24,7 @@ struct SoftmaxBackward : autograd::Node {
 };
 
 Tensor softmax_impl(const Tensor& x, bool log) {
+  OpScope scope_(log ? "log_softmax" : "softmax", {&x});
   LOUPE_CHECK(x.dim() >= 1 && is_floating(x.dtype()), "softmax needs a floating-point tensor of at least 1 dimension");
   Tensor xc = contiguous(x);
   int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
@@ -35,7 +37,7 @@ Tensor softmax_impl(const Tensor& x, bool log) {
     n->y = y.detach();
     autograd::record(n, {&x}, {&y});
   }
-  return y;
+  return scope_.result(y);
 }
 }  // namespace
 

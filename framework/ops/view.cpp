@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/error.h"
+#include "core/op_record.h"
 
 namespace loupe {
 
@@ -118,8 +119,10 @@ Tensor contiguous(const Tensor& x, MemoryFormat f) {
   if (x.is_contiguous(f)) {  // already in that memory order (C or H*W is 1): the same data, restrided
     out = as_strided(x, x.shape(), strides_for(x.shape(), f), x.impl()->offset);
   } else {
+    OpScope scope_("copy", {&x});
     out = empty(x.shape(), x.dtype(), x.device(), f);
     copy_(out, x);
+    scope_.result(out);
   }
   record_identity(x, out);
   return out;
@@ -130,14 +133,16 @@ Tensor dense(const Tensor& x) {
 }
 
 Tensor clone(const Tensor& x) {
+  OpScope scope_("copy", {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   copy_(out, x);
   record_identity(x, out);
-  return out;
+  return scope_.result(out);
 }
 
 Tensor to(const Tensor& x, Device d) {
   if (d == x.device()) return x;
+  OpScope scope_(d.is_cuda() ? "copy to GPU" : "copy to CPU", {&x});
   Tensor out = empty(x.shape(), x.dtype(), d);
   copy_(out, x);
   if (autograd::needs_grad({&x})) {
@@ -150,7 +155,9 @@ Tensor to(const Tensor& x, Device d) {
 
 Tensor to(const Tensor& x, DType t) {
   if (t == x.dtype()) return x;
+  OpScope scope_("cast", {&x});
   Tensor out = to_contiguous(x, x.device(), t);
+  scope_.result(out);
   if (autograd::needs_grad({&x}) && is_floating(t)) {
     auto n = std::make_shared<ToDtypeBackward>();
     n->from = x.dtype();

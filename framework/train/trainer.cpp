@@ -10,6 +10,7 @@
 #include "core/flops.h"
 #include "core/knobs.h"
 #include "core/nvtx.h"
+#include "core/op_record.h"
 #include "instrument/monitor.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
@@ -183,8 +184,12 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
   {
-    NvtxRange r("forward");
-    opt_.zero_grad();
+    NvtxRange r("forward", RangeKind::Phase);
+    {
+      OpScope s("zero_grad");
+      if (op_records_on()) s.set_bytes(4.0 * double(model_.arena().num_parameters()));  // the float32 gradients, written
+      opt_.zero_grad();
+    }
     logits = model_(x);
     if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);  // the loss in float32
     check_logits(logits, options_.loss);
@@ -192,19 +197,31 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     loss = loss_for(options_.loss, logits, y);
   }
   {
-    NvtxRange r("backward");
+    NvtxRange r("backward", RangeKind::Phase);
     // fp16: the scaled loss, with the ops that add into a gradient in place checking what they
     // write for inf and NaN (an embedding's few selected rows of its whole table).
     if (scaler_) scaler_->backward(loss);
     else backward(loss);
   }
   {
-    NvtxRange r("optimizer");
+    NvtxRange r("optimizer", RangeKind::Phase);
     // A read-only pass over the gradients nothing checked at the source; the optimizer unscales
     // as it reads them, or skips the step on the device if an inf or NaN was found.
-    if (scaler_) scaler_->check_(model_.arena().grads());
-    opt_.step();
-    if (scaler_) scaler_->update();
+    if (scaler_) {
+      OpScope s("gradient check", {&model_.arena().grads()});
+      scaler_->check_(model_.arena().grads());
+    }
+    {
+      OpScope s(opt_.name().c_str());
+      // Read: values, gradients and each state; written: values and each state (float32).
+      if (op_records_on())
+        s.set_bytes(4.0 * double(model_.arena().num_parameters()) * double(3 + 2 * opt_.state().size()));
+      opt_.step();
+    }
+    if (scaler_) {
+      OpScope s("loss scale update");
+      scaler_->update();
+    }
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step

@@ -1,0 +1,246 @@
+#include "instrument/op_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <tuple>
+#include <unordered_map>
+
+namespace loupe::instrument {
+
+namespace {
+using Key = std::tuple<std::string, std::string, std::string>;  // module, op, phase
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+// The bound and the share of its ceiling from the row's rates.
+void classify(ProfileRow& r, const Ceilings& c) {
+  double per_call = r.calls > 0 ? r.seconds / r.calls : 0;
+  double fc = c.flops > 0 ? r.flop_rate / c.flops : -1;
+  double bc = c.bandwidth > 0 ? r.byte_rate / c.bandwidth : -1;
+  bool compute = r.flops > 0 && r.bytes > 0 && c.flops > 0 && c.bandwidth > 0 &&
+                 r.flops / r.bytes >= c.flops / c.bandwidth;
+  if (r.bytes <= 0 && r.flops > 0) compute = true;
+  if (r.flops <= 0 && r.bytes <= 0) {  // work no op counted (a library's or the loader's copy)
+    r.pct_ceiling = -1;
+    r.bound = per_call < kLatencySeconds ? "latency" : "unknown";
+    return;
+  }
+  r.pct_ceiling = compute ? (fc >= 0 ? 100 * fc : -1) : (bc >= 0 ? 100 * bc : -1);
+  if (per_call < kLatencySeconds) r.bound = "latency";
+  else r.bound = compute ? "compute" : "memory";
+}
+
+// "fc1/Linear+relu1/ReLU+drop1/Dropout" -> "fc1+relu1+drop1": the modules' paths without their types.
+std::string short_module(const std::string& m) {
+  std::string out, part;
+  auto flush = [&] {
+    if (part.empty()) return;
+    size_t slash = part.rfind('/');
+    out += (out.empty() ? "" : "+") + (slash == std::string::npos ? part : part.substr(0, slash));
+    part.clear();
+  };
+  for (char c : m) {
+    if (c == '+') flush();
+    else part += c;
+  }
+  flush();
+  return out;
+}
+
+std::string label(const ProfileRow& r) {
+  std::string m = r.module.empty() ? "" : short_module(r.module) + " ";
+  return m + r.op + (r.phase == "unattributed" ? "" : " " + r.phase);
+}
+
+std::string advice_for(const ProfileRow& r, bool gpu) {
+  if (r.bound == "unknown") return "work outside loupe's ops (no FLOP or byte count): see the trace (--trace)";
+  if (!gpu) {
+    if (r.bound == "latency") return "too little work per call for the call's overhead: a larger batch";
+    if (r.bound == "compute") return "compute-bound below the CPU's GEMM rate: more threads (--threads) or a larger batch";
+    return "memory-bound: fuse it with its neighbours or move fewer bytes";
+  }
+  if (r.bound == "latency")
+    return "too little work per launch to fill the GPU: a larger batch, or a CUDA graph (the default "
+           "--graph auto) to remove the launch gaps";
+  if (r.bound == "compute")
+    return "compute-bound below the peak: float16/bfloat16 (--precision fp16 or bf16) for tensor cores, or "
+           "a larger batch for larger GEMMs";
+  return "memory-bound: fuse it with its neighbours or move fewer bytes (16-bit activations)";
+}
+
+std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const Ceilings& c, bool gpu) {
+  std::vector<const ProfileRow*> v;
+  for (const auto& r : rows) v.push_back(&r);
+  auto gain = [](const ProfileRow* r) { return r->share * (1 - std::clamp(r->pct_ceiling, 0.0, 100.0) / 100); };
+  std::stable_sort(v.begin(), v.end(), [&](auto* a, auto* b) { return gain(a) > gain(b); });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size() && out.size() < 3; ++i) {
+    const ProfileRow& r = *v[i];
+    if (r.share < 0.01) break;
+    std::string where = r.pct_ceiling >= 0
+                            ? fmt("%.0f %% of ", r.pct_ceiling) +
+                                  (r.bound == "compute" || (r.bound == "latency" && r.flops > 0 && c.flops > 0 &&
+                                                            r.bytes > 0 && r.flops / r.bytes >= c.flops / c.bandwidth)
+                                       ? "the compute peak"
+                                       : "the memory bandwidth")
+                            : "an unknown share of the ceiling";
+    out.push_back(label(r) + ": " + fmt("%.0f %%", 100 * r.share) + " of the step at " + where + "; " +
+                  advice_for(r, gpu));
+  }
+  return out;
+}
+}  // namespace
+
+Profile build_profile(const ProfileInput& in) {
+  Profile p;
+  p.steps = std::max<int64_t>(1, in.steps);
+  p.gpu = in.gpu;
+  p.ceilings = in.ceilings;
+  const double steps = double(p.steps);
+  std::map<Key, ProfileRow> rows;
+  std::unordered_map<uint64_t, ProfileRow*> by_id;
+  for (const OpRecord& o : in.ops) {
+    ProfileRow& r = rows[Key{o.module, o.op, o.phase}];
+    r.module = o.module;
+    r.op = o.op;
+    r.phase = o.phase;
+    r.calls += 1;
+    r.flops += o.flops;
+    r.bytes += o.bytes;
+    if (!in.gpu) r.seconds += std::max(0.0, o.host_end - o.host_begin);
+    by_id[o.id] = &r;
+  }
+  for (const ActivityRecord& a : in.activity) {
+    auto it = a.external ? by_id.find(a.external) : by_id.end();
+    ProfileRow* r = it != by_id.end() ? it->second : nullptr;
+    if (!r) {
+      r = &rows[Key{"", a.name, "unattributed"}];
+      r->op = a.name;
+      r->phase = "unattributed";
+      r->calls += 1;
+    }
+    r->kernels += 1;
+    r->seconds += double(a.end_ns - a.begin_ns) * 1e-9;
+  }
+  for (auto& [k, r] : rows) {
+    r.calls /= steps;
+    r.kernels /= steps;
+    r.seconds /= steps;
+    r.flops /= steps;
+    r.bytes /= steps;
+    r.flop_rate = r.seconds > 0 ? r.flops / r.seconds : 0;
+    r.byte_rate = r.seconds > 0 ? r.bytes / r.seconds : 0;
+    p.rows_seconds += r.seconds;
+    p.flops += r.flops;
+    // Host-side bookkeeping with no device work (a view, a shape check) is not a row on the GPU.
+    if (in.gpu && r.kernels == 0) continue;
+    p.rows.push_back(r);
+  }
+  p.wall = in.wall_seconds / steps;
+  p.busy = in.busy_seconds / steps;
+  p.idle = std::max(0.0, p.wall - p.busy);
+  p.unscoped_flops = in.unscoped_flops / steps;
+  p.counted_flops = in.counted_flops / steps;
+  for (auto& r : p.rows) {
+    r.share = p.busy > 0 ? r.seconds / p.busy : 0;
+    classify(r, p.ceilings);
+  }
+  std::stable_sort(p.rows.begin(), p.rows.end(),
+                   [](const ProfileRow& a, const ProfileRow& b) { return a.seconds > b.seconds; });
+  p.targets = pick_targets(p.rows, p.ceilings, p.gpu);
+  return p;
+}
+
+std::string profile_table(const Profile& p, size_t max_rows) {
+  std::ostringstream o;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6s %9s %6s %9s %9s %8s %8s %6s  %s\n", "module", "op", "phase",
+                "calls", "us/step", "share", "MFLOP", "MB", "TFLOP/s", "GB/s", "%ceil", "bound");
+  o << line;
+  for (size_t i = 0; i < p.rows.size() && i < max_rows; ++i) {
+    const ProfileRow& r = p.rows[i];
+    std::string op = r.op.size() > 16 ? r.op.substr(0, 15) + "~" : r.op;
+    std::string mod = short_module(r.module);
+    if (mod.size() > 22) mod = mod.substr(0, 21) + "~";
+    std::string pct = r.pct_ceiling >= 0 ? fmt("%.0f", r.pct_ceiling) : "n/a";
+    std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6.3g %9.1f %5.1f%% %9.3f %9.3f %8.2f %8.1f %6s  %s\n",
+                  mod.c_str(), op.c_str(), r.phase == "unattributed" ? "-" : r.phase.c_str(), r.calls, r.seconds * 1e6,
+                  100 * r.share, r.flops / 1e6, r.bytes / 1e6, r.flop_rate / 1e12, r.byte_rate / 1e9, pct.c_str(),
+                  r.bound.c_str());
+    o << line;
+  }
+  if (p.rows.size() > max_rows) o << "(" << p.rows.size() - max_rows << " shorter rows in the CSV and JSON)\n";
+  return o.str();
+}
+
+std::string profile_csv(const Profile& p) {
+  std::ostringstream o;
+  o.precision(10);
+  o << "module,op,phase,calls_per_step,kernels_per_step,us_per_step,share,flops_per_step,bytes_per_step,"
+       "tflops,gbs,pct_ceiling,bound,ceiling_tflops,ceiling_gbs\n";
+  auto q = [](const std::string& s) {
+    std::string r = "\"";
+    for (char c : s) r += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return r + "\"";
+  };
+  for (const ProfileRow& r : p.rows)
+    o << q(r.module) << ',' << q(r.op) << ',' << r.phase << ',' << r.calls << ',' << r.kernels << ','
+      << r.seconds * 1e6 << ',' << r.share << ',' << r.flops << ',' << r.bytes << ',' << r.flop_rate / 1e12 << ','
+      << r.byte_rate / 1e9 << ',' << (r.pct_ceiling >= 0 ? fmt("%.2f", r.pct_ceiling) : "") << ',' << r.bound << ','
+      << (p.ceilings.flops > 0 ? fmt("%.4g", p.ceilings.flops / 1e12) : "") << ','
+      << (p.ceilings.bandwidth > 0 ? fmt("%.4g", p.ceilings.bandwidth / 1e9) : "") << '\n';
+  return o.str();
+}
+
+namespace {
+std::string jstr(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\', r += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", unsigned(static_cast<unsigned char>(c)));
+      r += u;
+    }
+    else r += c;
+  }
+  return r + "\"";
+}
+std::string jnum(double v) { return std::isfinite(v) ? fmt("%.10g", v) : "null"; }
+std::string jexact(double v) { return std::isfinite(v) ? fmt("%.17g", v) : "null"; }  // FLOP counts, to the unit
+}  // namespace
+
+std::string profile_json(const Profile& p) {
+  std::ostringstream o;
+  o << "{\"steps\":" << p.steps << ",\"gpu\":" << (p.gpu ? "true" : "false") << ",\"wall_us_per_step\":"
+    << jnum(p.wall * 1e6) << ",\"busy_us_per_step\":" << jnum(p.busy * 1e6) << ",\"idle_us_per_step\":"
+    << jnum(p.idle * 1e6) << ",\"rows_us_per_step\":" << jnum(p.rows_seconds * 1e6) << ",\"flops_per_step\":"
+    << jexact(p.flops) << ",\"unscoped_flops_per_step\":" << jexact(p.unscoped_flops)
+    << ",\"counted_flops_per_step\":" << jexact(p.counted_flops) << ",\"ceiling_tflops\":"
+    << (p.ceilings.flops > 0 ? jnum(p.ceilings.flops / 1e12) : "null") << ",\"ceiling_tflops_source\":"
+    << jstr(p.ceilings.flops_source) << ",\"ceiling_gbs\":"
+    << (p.ceilings.bandwidth > 0 ? jnum(p.ceilings.bandwidth / 1e9) : "null") << ",\"ceiling_gbs_source\":"
+    << jstr(p.ceilings.bandwidth_source) << ",\"targets\":[";
+  for (size_t i = 0; i < p.targets.size(); ++i) o << (i ? "," : "") << jstr(p.targets[i]);
+  o << "],\"rows\":[";
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    const ProfileRow& r = p.rows[i];
+    o << (i ? ",\n" : "\n") << "{\"module\":" << jstr(r.module) << ",\"op\":" << jstr(r.op) << ",\"phase\":"
+      << jstr(r.phase) << ",\"calls_per_step\":" << jnum(r.calls) << ",\"kernels_per_step\":" << jnum(r.kernels)
+      << ",\"us_per_step\":" << jnum(r.seconds * 1e6) << ",\"share\":" << jnum(r.share) << ",\"flops_per_step\":"
+      << jnum(r.flops) << ",\"bytes_per_step\":" << jnum(r.bytes) << ",\"tflops\":" << jnum(r.flop_rate / 1e12)
+      << ",\"gbs\":" << jnum(r.byte_rate / 1e9) << ",\"pct_ceiling\":"
+      << (r.pct_ceiling >= 0 ? jnum(r.pct_ceiling) : "null") << ",\"bound\":" << jstr(r.bound) << "}";
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
+}  // namespace loupe::instrument

@@ -1,0 +1,213 @@
+// `loupe profile` (issue 18, point 1), the parts visible without a GPU: every op of the table
+// records its name, FLOPs and bytes (the records' FLOPs add up exactly to core/flops.h's count,
+// forward and backward; a single op's bytes are the op table's analytic count), the join of op
+// records with activity records into rows, and the command on the CPU end to end.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/flops.h"
+#include "core/nvtx.h"
+#include "core/op_record.h"
+#include "instrument/op_profile.h"
+#include "loupe.h"
+#include "op_cases.h"
+#include "test_util.h"
+
+using namespace loupe;
+
+namespace {
+// Recording on for one scope of a test, and whatever it left taken.
+struct Recording {
+  Recording() { op_records_enable(true); }
+  ~Recording() {
+    op_records_enable(false);
+    op_records_take();
+  }
+};
+
+double sum_flops(const std::vector<OpRecord>& rs) {
+  double f = 0;
+  for (const auto& r : rs) f += r.flops;
+  return f;
+}
+}  // namespace
+
+class OpRecords : public ::testing::TestWithParam<test::OpCase> {};
+
+// Forward and backward of every case: records named, every FLOP in a record or counted as outside
+// any op (exactly core/flops.h's count); a case that is one op moves the table's bytes, and a
+// case of several ops at least that many (the intermediates are written and read again).
+TEST_P(OpRecords, AddUpToTheFlopCountAndTheTablesBytes) {
+  const test::OpCase& c = GetParam();
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 7);
+  Recording on;
+  const double f0 = flops_counted();
+  Tensor out = c.f(xs);
+  const double f1 = flops_counted();
+  double unscoped = 0;
+  std::vector<OpRecord> fwd = op_records_take(&unscoped);
+  EXPECT_DOUBLE_EQ(sum_flops(fwd) + unscoped, f1 - f0) << c.name << " forward";
+  for (const auto& r : fwd) {
+    EXPECT_FALSE(r.op.empty()) << c.name;
+    EXPECT_EQ(r.phase, "other") << c.name << ": no trainer phase is open here";
+    EXPECT_GT(r.id, 0u) << c.name;
+    EXPECT_GE(r.host_end, r.host_begin) << c.name;
+  }
+  if (!fwd.empty()) {
+    double bytes = 0;
+    for (const auto& r : fwd) bytes += r.bytes;
+    const double want = test::op_bytes(c, out.shape(), double(dtype_size(DType::f32)));
+    // Two cases multiply an input by a view of itself: the op reads both operands, the table
+    // counts the case's one input once.
+    const bool reads_twice = c.name == "reshape_flatten" || c.name == "slice";
+    if (fwd.size() == 1 && !reads_twice) EXPECT_DOUBLE_EQ(bytes, want) << c.name << " (" << fwd[0].op << ")";
+    else EXPECT_GE(bytes, want * (1 - 1e-12)) << c.name;
+  }
+  backward(out, ones(out.shape(), out.dtype(), out.device()));
+  const double f2 = flops_counted();
+  std::vector<OpRecord> bwd = op_records_take(&unscoped);
+  EXPECT_DOUBLE_EQ(sum_flops(bwd) + unscoped, f2 - f1) << c.name << " backward";
+  for (const auto& r : bwd) EXPECT_EQ(r.phase, "backward") << c.name << " " << r.op;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpRecords, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Off, nothing is kept; nested ops are their outer op's; module and phase ranges name the record;
+// the backward record of a node carries the module and op that recorded it.
+TEST(OpRecords, NestingModulesPhasesAndBackwardSites) {
+  Tensor x = full(Shape{4, 3}, 0.5).requires_grad_(true);
+  Tensor w = full(Shape{5, 3}, 0.25).requires_grad_(true), b = zeros(Shape{5}).requires_grad_(true);
+  linear(x, w, b);
+  EXPECT_TRUE(op_records_take().empty()) << "recording is off by default";
+  Recording on;
+  Tensor y;
+  {
+    NvtxRange phase("forward", RangeKind::Phase);
+    NvtxRange module("fc1/Linear", RangeKind::Module);
+    y = linear(x, w, b);  // matmul and bias_add inside: one record
+  }
+  std::vector<OpRecord> fwd = op_records_take();
+  ASSERT_EQ(fwd.size(), 1u);
+  EXPECT_EQ(fwd[0].op, "linear");
+  EXPECT_EQ(fwd[0].module, "fc1/Linear");
+  EXPECT_EQ(fwd[0].phase, "forward");
+  EXPECT_DOUBLE_EQ(fwd[0].flops, 2.0 * 4 * 5 * 3 + 4 * 5);
+  EXPECT_DOUBLE_EQ(fwd[0].bytes, 4.0 * (12 + 15 + 5 + 20));
+  {
+    NvtxRange phase("backward", RangeKind::Phase);
+    backward(sum(y));
+  }
+  std::map<std::string, int> ops;
+  for (const auto& r : op_records_take()) {
+    EXPECT_EQ(r.phase, "backward");
+    ops[r.module + " " + r.op]++;
+  }
+  EXPECT_GE(ops["fc1/Linear linear"], 1) << "the linear's backward nodes carry its site";
+  EXPECT_EQ(ops[" sum"], 1);
+  EXPECT_EQ(ops[" AccumulateGrad"], 3) << "x, w and b";
+}
+
+// The join: kernels go to the op that launched them, others are rows of their own; per step
+// figures, shares of the busy time, the bound against the ridge point, the targets.
+TEST(OpProfile, JoinsKernelsToOpsAndClassifies) {
+  instrument::ProfileInput in;
+  in.gpu = true;
+  in.steps = 2;
+  in.wall_seconds = 2 * 100e-6;
+  in.busy_seconds = 2 * 80e-6;
+  in.ceilings.flops = 100e12;     // ridge point: 100 FLOP per byte
+  in.ceilings.bandwidth = 1e12;
+  auto op = [](const char* name, const char* mod, double flops, double bytes, uint64_t id) {
+    OpRecord r;
+    r.op = name;
+    r.module = mod;
+    r.phase = "forward";
+    r.flops = flops;
+    r.bytes = bytes;
+    r.id = id;
+    return r;
+  };
+  for (uint64_t s = 0; s < 2; ++s) {
+    in.ops.push_back(op("matmul", "fc1/Linear", 5e9, 10e6, 10 + s));  // 500 FLOP/B: compute
+    in.ops.push_back(op("relu", "relu1/ReLU", 1e6, 8e6, 20 + s));     // memory
+    in.ops.push_back(op("reshape", "", 0, 0, 30 + s));                // no kernel: no row
+    const uint64_t t = s * 1000000;
+    in.activity.push_back({"sgemm_a", t, t + 40000, 0, 7, 10 + s});   // 40 us
+    in.activity.push_back({"sgemm_b", t + 40000, t + 60000, 0, 7, 10 + s});  // 20 us
+    in.activity.push_back({"relu_kernel", t + 60000, t + 70000, 0, 7, 20 + s});  // 10 us
+    in.activity.push_back({"memcpy HtoD", t + 70000, t + 75000, 1, 9, 0});  // the loader's copy, 5 us
+  }
+  instrument::Profile p = instrument::build_profile(in);
+  ASSERT_EQ(p.rows.size(), 3u);
+  EXPECT_EQ(p.rows[0].op, "matmul");
+  EXPECT_DOUBLE_EQ(p.rows[0].calls, 1);
+  EXPECT_DOUBLE_EQ(p.rows[0].kernels, 2);
+  EXPECT_NEAR(p.rows[0].seconds, 60e-6, 1e-12);
+  EXPECT_NEAR(p.rows[0].share, 0.75, 1e-9);
+  EXPECT_DOUBLE_EQ(p.rows[0].flops, 5e9);
+  EXPECT_EQ(p.rows[0].bound, "compute");
+  EXPECT_NEAR(p.rows[0].pct_ceiling, 100 * (5e9 / 60e-6) / 100e12, 1e-6);
+  EXPECT_EQ(p.rows[1].op, "relu");
+  EXPECT_EQ(p.rows[1].bound, "memory");
+  EXPECT_NEAR(p.rows[1].pct_ceiling, 100 * (8e6 / 10e-6) / 1e12, 1e-6);
+  EXPECT_EQ(p.rows[2].op, "memcpy HtoD");
+  EXPECT_EQ(p.rows[2].phase, "unattributed");
+  EXPECT_EQ(p.rows[2].bound, "unknown") << "no FLOPs or bytes: no ceiling to compare with";
+  EXPECT_LT(p.rows[2].pct_ceiling, 0);
+  EXPECT_NEAR(p.rows_seconds, 75e-6, 1e-12);
+  EXPECT_NEAR(p.idle, 20e-6, 1e-12);
+  ASSERT_FALSE(p.targets.empty());
+  EXPECT_EQ(p.targets[0].rfind("fc1 matmul forward: 75 % of the step at 83 % of the compute peak", 0), 0u) << p.targets[0];
+  const std::string csv = instrument::profile_csv(p), json = instrument::profile_json(p);
+  EXPECT_NE(csv.find("\"fc1/Linear\",\"matmul\",forward,1,2,60,0.75,5000000000,10000000,"), std::string::npos) << csv;
+  EXPECT_NE(json.find("\"flops_per_step\":5001000000,"), std::string::npos) << json;
+  EXPECT_NE(instrument::profile_table(p).find("fc1"), std::string::npos);
+}
+
+// The command on the CPU: the table, the summary's FLOPs equal to the count, CSV and JSON written;
+// a window longer than the epoch is refused with what to do.
+TEST(ProfileCli, CpuRunWritesTheTable) {
+  const auto csv = test::temp_path("profile.csv"), json = test::temp_path("profile.json"),
+             png = test::temp_path("profile.png"), log = test::temp_path("profile.log");
+  std::string cmd = std::string(LOUPE_CLI) + " profile mnist_mlp --device cpu --synthetic --batch 32 --threads 1 " +
+                    "--profile-steps 3:6 --csv " + csv.string() + " --json " + json.string() + " --png " +
+                    png.string() + " > " + log.string() + " 2>&1";
+  int rc = std::system(cmd.c_str());
+  std::stringstream out, j, c;
+  out << std::ifstream(log).rdbuf();
+  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << out.str();
+  EXPECT_NE(out.str().find("window  steps 3..6 (4 steps)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("fc1+relu1+drop1"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("targets\n  1. "), std::string::npos) << out.str();
+  j << std::ifstream(json).rdbuf();
+  c << std::ifstream(csv).rdbuf();
+  EXPECT_NE(c.str().find("\"matmul\",backward"), std::string::npos) << c.str();
+  EXPECT_NE(c.str().find("\"RMSprop\",optimizer"), std::string::npos) << c.str();
+  // One step of mnist_mlp at batch 32, as test_flops writes it out, all of it in the rows.
+  auto field = [&](const std::string& key) {
+    size_t at = j.str().find("\"" + key + "\":");
+    return at == std::string::npos ? -1.0 : std::atof(j.str().c_str() + at + key.size() + 3);
+  };
+  EXPECT_GT(field("flops_per_step"), 0);
+  EXPECT_NEAR(field("flops_per_step"), field("counted_flops_per_step"), 1e-6 * field("counted_flops_per_step"));
+  EXPECT_EQ(field("unscoped_flops_per_step"), 0);
+  for (const auto& p : {csv, json, png, log}) std::filesystem::remove(p);
+
+  cmd = std::string(LOUPE_CLI) + " profile mnist_mlp --device cpu --synthetic --batch 30000 --profile-steps 3:6 > " +
+        log.string() + " 2>&1";
+  rc = std::system(cmd.c_str());
+  std::stringstream err;
+  err << std::ifstream(log).rdbuf();
+  std::filesystem::remove(log);
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+  EXPECT_NE(err.str().find("the profile window ends at step 6 but an epoch of mnist_mlp at batch 30000 has 2 steps: "
+                           "--profile-steps A:B with B <= 2, or a smaller --batch"),
+            std::string::npos)
+      << err.str();
+}
