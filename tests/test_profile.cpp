@@ -165,9 +165,34 @@ TEST(OpProfile, JoinsKernelsToOpsAndClassifies) {
   ASSERT_FALSE(p.targets.empty());
   EXPECT_EQ(p.targets[0].rfind("fc1 matmul forward: 75 % of the step at 83 % of the compute peak", 0), 0u) << p.targets[0];
   const std::string csv = instrument::profile_csv(p), json = instrument::profile_json(p);
-  EXPECT_NE(csv.find("\"fc1/Linear\",\"matmul\",forward,1,2,60,0.75,5000000000,10000000,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"fc1/Linear\",\"matmul\",forward,1,2,60,60,0.75,5000000000,10000000,"), std::string::npos) << csv;
   EXPECT_NE(json.find("\"flops_per_step\":5001000000,"), std::string::npos) << json;
   EXPECT_NE(instrument::profile_table(p).find("fc1"), std::string::npos);
+}
+
+// Kernels of two rows overlapping (two streams): each row keeps its kernel time, and the overlap
+// is split between them, so the shares add up to the busy time, the union.
+TEST(OpProfile, OverlappingKernelsShareTheOverlap) {
+  instrument::ProfileInput in;
+  in.gpu = true;
+  in.steps = 1;
+  in.wall_seconds = 200e-6;
+  in.busy_seconds = 150e-6;
+  OpRecord a, b;
+  a.op = "lstm", a.phase = "forward", a.id = 1, a.flops = 1, a.bytes = 1;
+  b.op = "lstm_reverse", b.phase = "forward", b.id = 2, b.flops = 1, b.bytes = 1;
+  in.ops = {a, b};
+  in.activity.push_back({"k1", 0, 100000, 0, 7, 1});
+  in.activity.push_back({"k2", 50000, 150000, 0, 8, 2});
+  instrument::Profile p = instrument::build_profile(in);
+  ASSERT_EQ(p.rows.size(), 2u);
+  for (const auto& r : p.rows) {
+    EXPECT_NEAR(r.seconds, 100e-6, 1e-12) << r.op;
+    EXPECT_NEAR(r.busy_seconds, 75e-6, 1e-12) << r.op;
+    EXPECT_NEAR(r.share, 0.5, 1e-9) << r.op;
+  }
+  EXPECT_NEAR(p.rows_busy, p.busy, 1e-12);
+  EXPECT_NEAR(p.rows_seconds, 200e-6, 1e-12);
 }
 
 // The command on the CPU: the table, the summary's FLOPs equal to the count, CSV and JSON written;

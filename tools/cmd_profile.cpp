@@ -42,6 +42,7 @@ void write_file(const std::string& path, const std::string& text) {
 
 instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
   instrument::Ceilings c;
+  c.precision = precision_name(prec);
   PrecisionScope scope(prec);
   const DType dt = compute_dtype(prec);
   const int64_t n = dev.is_cuda() ? 8192 : 1024;
@@ -59,6 +60,24 @@ instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
   return c;
 }
 
+namespace {
+// The hardware's view beside the analytic one.
+void print_counters(const instrument::Profile& p, int64_t step) {
+  if (!p.counters_asked) return;
+  if (p.fma_pct < 0) {
+    std::printf("counters n/a: %s\n", p.counters_why.c_str());
+    return;
+  }
+  const double analytic = p.busy > 0 && p.ceilings.flops > 0 ? 100 * p.flops / p.busy / p.ceilings.flops : -1;
+  std::printf("counters FP32 FMA pipe %.1f %%, tensor pipe %.1f %%, DRAM %.1f %% of peak, time-weighted over the %zu "
+              "kernels of step %lld (%zu matched to rows); analytic: %.1f %% of the measured %s peak over the busy "
+              "time\n         metrics: %s, %s, %s, weighted by %s\n",
+              p.fma_pct, p.tensor_pct, p.dram_pct, p.counted_kernels, (long long)step,
+              p.matched_kernels, analytic, p.ceilings.precision.c_str(), p.counter_names.fma.c_str(),
+              p.counter_names.tensor.c_str(), p.counter_names.dram.c_str(), p.counter_names.duration.c_str());
+}
+}  // namespace
+
 int report_profile(const Options& o, const std::string& model, const instrument::Profile& p) {
   const auto [first, last] = o.profile_steps;
   std::printf("window  steps %lld..%lld (%lld steps), eager: CUDA graphs are off in a profile (a replayed graph "
@@ -68,16 +87,17 @@ int report_profile(const Options& o, const std::string& model, const instrument:
               p.ceilings.flops_source.c_str(), p.ceilings.bandwidth / 1e9, p.ceilings.bandwidth_source.c_str());
   std::printf("%s\n", instrument::profile_table(p).c_str());
   if (p.gpu)
-    std::printf("step    %.1f us per step: GPU busy %.1f us (%.1f %%), idle %.1f us (host gaps); the rows add up to "
-                "%.1f %% of the busy time\n",
+    std::printf("step    %.1f us per step: GPU busy %.1f us (%.1f %%), idle %.1f us (host gaps); the rows' shares add "
+                "up to %.1f %% of the busy time (their kernel times to %.1f %%: more where streams overlap)\n",
                 p.wall * 1e6, p.busy * 1e6, p.wall > 0 ? 100 * p.busy / p.wall : 0, p.idle * 1e6,
-                p.busy > 0 ? 100 * p.rows_seconds / p.busy : 0);
+                p.busy > 0 ? 100 * p.rows_busy / p.busy : 0, p.busy > 0 ? 100 * p.rows_seconds / p.busy : 0);
   else
     std::printf("step    %.1f us per step: inside ops %.1f us (%.1f %%), outside them %.1f us (data, host work)\n",
                 p.wall * 1e6, p.busy * 1e6, p.wall > 0 ? 100 * p.busy / p.wall : 0, p.idle * 1e6);
   const double attributed = p.flops, total = p.counted_flops;
   std::printf("flops   %.4g GFLOP per step in the rows, %.4g outside any op; core/flops.h counted %.4g\n",
               attributed / 1e9, p.unscoped_flops / 1e9, total / 1e9);
+  print_counters(p, last + 1);
   if (!p.targets.empty()) std::printf("targets\n");
   for (size_t i = 0; i < p.targets.size(); ++i) std::printf("  %zu. %s\n", i + 1, p.targets[i].c_str());
   std::string csv = o.has("csv") ? o.csv : "profile-" + model + ".csv";

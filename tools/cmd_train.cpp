@@ -13,6 +13,8 @@
 #include "core/nvtx.h"
 #include "core/thread_pool.h"
 #include "instrument/advice.h"
+#include "instrument/busy_tracker.h"
+#include "instrument/counters.h"
 #include "instrument/monitor.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
@@ -287,6 +289,47 @@ int cmd_train(const Options& o) {
   return 0;
 }
 
+// --counters: the step after the window, its kernels replayed by CUPTI's range profiler (which
+// serialises and re-runs them, so that step is never timed). CUPTI's activity tracing stops first.
+struct CounterPass {
+  bool asked;
+  Device dev;
+  instrument::EpochMonitor& monitor;
+  int64_t last;  // the window's last step
+  std::unique_ptr<instrument::CounterSession> session;
+  std::vector<instrument::KernelCounters> kernels;
+  std::string why;
+  CounterPass(bool a, Device d, instrument::EpochMonitor& m, int64_t l) : asked(a), dev(d), monitor(m), last(l) {
+    if (asked && !dev.is_cuda()) why = "hardware counters are read from a GPU; this run is on the CPU";
+  }
+  void attach(train::Trainer& trainer) {
+    if (!asked || !dev.is_cuda()) return;
+    trainer.hooks.on_step = [this](int64_t step, int64_t, int64_t, std::optional<double>) {
+      try {
+        if (step == last) begin();
+        else if (step == last + 1 && session) {
+          session->end();
+          kernels = session->read();
+        }
+      } catch (const std::exception& e) {
+        why = e.what();
+        session.reset();
+      }
+    };
+  }
+  void begin() {
+    if (instrument::BusyTracker* bt = monitor.busy_tracker()) bt->stop();
+    session = instrument::make_counter_session(&why);
+    if (session) session->begin();
+  }
+  void fill(instrument::ProfileInput& in) {
+    in.counters_asked = asked;
+    in.counters = kernels;
+    in.counters_why = kernels.empty() && why.empty() ? "the counter pass read no kernels" : why;
+    if (session) in.counter_names = session->names();
+  }
+};
+
 // loupe profile: `loupe train`'s setup for one epoch that ends with the window (steps 20..39 by
 // default), eager, with CUPTI's activity records on a GPU; then the table (tools/cmd_profile.cpp).
 int cmd_profile(const Options& o) {
@@ -297,14 +340,15 @@ int cmd_profile(const Options& o) {
   po.busy = true;
   po.epochs = 1;
   po.plain = true;
-  po.max_steps = po.profile_steps.second;
+  po.max_steps = po.profile_steps.second + (o.counters ? 1 : 0);  // the counter pass: one more step
   Run run{po, models::find_model(o.model)};
   prepare(run);
   const int64_t steps = run.epoch_steps();
-  if (steps < po.profile_steps.second)
-    throw Error("the profile window ends at step " + std::to_string(po.profile_steps.second) + " but an epoch of " +
-                o.model + " at batch " + std::to_string(run.batch) + " has " + std::to_string(steps) +
-                " steps: --profile-steps A:B with B <= " + std::to_string(steps) + ", or a smaller --batch");
+  if (steps < po.max_steps)
+    throw Error("the profile window ends at step " + std::to_string(po.max_steps) + " but an epoch of " + o.model +
+                " at batch " + std::to_string(run.batch) + " has " + std::to_string(steps) +
+                " steps: --profile-steps A:B with B <= " + std::to_string(steps - (o.counters ? 1 : 0)) +
+                ", or a smaller --batch");
   instrument::Ceilings ceilings = measure_ceilings(run.dev, *run.topt.precision);
   Reporting rep(run);
   if (run.dev.is_cuda() && !rep.monitor.busy_tracker())
@@ -315,12 +359,15 @@ int cmd_profile(const Options& o) {
   trainer.hooks.profile_steps = po.profile_steps;
   train::ProfileWindow window(rep.monitor, run.dev);
   window.attach(trainer);
+  CounterPass counters(o.counters, run.dev, rep.monitor, po.profile_steps.second);
+  counters.attach(trainer);
   train::EpochStats st = train_one_epoch(run, rep, 1);
   if (run.dl) run.dl->stop();
   if (st.interrupted) return interrupt_exit_status();
   if (!window.complete()) throw Error("the training epoch ended before the profile window closed");
   instrument::ProfileInput in = window.input();
   in.ceilings = ceilings;
+  counters.fill(in);
   return report_profile(po, run.info.name, instrument::build_profile(in));
 }
 

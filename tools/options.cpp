@@ -214,6 +214,9 @@ options:
   --csv FILE          the table as CSV (default profile-MODEL.csv)
   --json FILE         the table and summary as JSON
   --png FILE          the roofline plot: one point per row, sized by its share (default profile-MODEL.png)
+  --counters          also read each kernel's hardware counters (CUPTI's range profiler, kernel
+                      replay) in one more step after the window: FP32 FMA pipe, tensor pipe and DRAM
+                      throughput in percent of peak, per row and time-weighted over the step
   --device cpu|cuda   where to train (default: cuda when a GPU is present)
   --batch N           batch size (default: the recipe's)
   --lr X              learning rate
@@ -320,6 +323,7 @@ const std::map<std::string, Spec> kSpecs = {
     {"price-per-hour", {false, "train", [](Options& o, const std::string& v) {
        o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
      }}},
+    {"counters", {true, "profile", [](Options& o, const std::string&) { o.counters = true; }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
     {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},

@@ -45,6 +45,7 @@ struct Options {
   double price_per_hour = -1;                      // < 0: not given
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
+  bool counters = false;  // profile: hardware counters of one more step
 
   // generate
   std::optional<std::string> prompt;

@@ -158,7 +158,8 @@ void backward(const Tensor& root, const Tensor& grad_output) {
   if (!g.defined()) {
     LOUPE_CHECK(root.numel() == 1, "backward() without a gradient needs a scalar; this tensor has shape ",
                 root.shape().str());
-    g = ones(root.shape(), root.dtype(), root.device());
+    OpScope scope("ones", {});  // the seed gradient
+    g = scope.result(ones(root.shape(), root.dtype(), root.device()));
   }
   autograd::run_backward(root, g);
 }

@@ -16,6 +16,7 @@ struct ActivityRecord {
   int kind;                 // 0 kernel, 1 memcpy, 2 memset
   uint32_t stream;          // CUPTI's stream id
   uint64_t external = 0;    // the op record (core/op_record.h) that launched it; 0: none, or not correlating
+  uint32_t correlation = 0;  // CUPTI's id of the API call that launched it: increases in launch order
 };
 
 // CUPTI's activity callbacks are process-wide, so at most one tracker lives at a time.

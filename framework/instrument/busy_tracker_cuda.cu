@@ -264,7 +264,8 @@ class CuptiTracker final : public BusyTracker {
       for (const Rec& r : s.recs)
         if (r.end > t0 && r.begin < t1) {
           auto e = s.external.find(r.correlation);
-          out.push_back({s.names[r.name], r.begin, r.end, r.kind, r.stream, e == s.external.end() ? 0 : e->second});
+          out.push_back({s.names[r.name], r.begin, r.end, r.kind, r.stream, e == s.external.end() ? 0 : e->second,
+                         r.correlation});
         }
     }
     std::stable_sort(out.begin(), out.end(),

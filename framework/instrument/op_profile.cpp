@@ -1,6 +1,7 @@
 #include "instrument/op_profile.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -54,12 +55,44 @@ std::string short_module(const std::string& m) {
   return out;
 }
 
+// Each record's part of the union of the records: a sweep over their begin and end points; a
+// stretch covered by k records gives each of them 1/k of it.
+void apportion(const std::vector<ActivityRecord>& acts, const std::vector<ProfileRow*>& owner) {
+  std::vector<std::pair<uint64_t, int>> ev;  // (time, +i+1 begin or -(i+1) end)
+  for (size_t i = 0; i < acts.size(); ++i) {
+    if (acts[i].end_ns <= acts[i].begin_ns) continue;
+    ev.push_back({acts[i].begin_ns, int(i) + 1});
+    ev.push_back({acts[i].end_ns, -(int(i) + 1)});
+  }
+  std::sort(ev.begin(), ev.end());
+  std::vector<int> active;
+  uint64_t last = 0;
+  for (const auto& [t, e] : ev) {
+    if (!active.empty() && t > last) {
+      const double part = double(t - last) * 1e-9 / double(active.size());
+      for (int i : active) owner[size_t(i)]->busy_seconds += part;
+    }
+    last = t;
+    if (e > 0) active.push_back(e - 1);
+    else active.erase(std::find(active.begin(), active.end(), -e - 1));
+  }
+}
+
+// Weighted sums of the counters per row: fma, tensor, dram (each times the duration), duration.
+using CounterSums = std::unordered_map<ProfileRow*, std::array<double, 4>>;
+
+// The counter pass's kernels (launch order) against the window's last step's kernels (launch
+// order: CUPTI's correlation ids), by name: a kernel of the pass that is not next in the step's
+// list (one outside any op) is skipped, and so is a step kernel the pass lacks.
+void match_counters(const ProfileInput& in, const std::unordered_map<uint64_t, ProfileRow*>& by_id,
+                    const std::unordered_map<uint64_t, int64_t>& step_of, Profile& p, CounterSums& sums);
+
 std::string label(const ProfileRow& r) {
   std::string m = r.module.empty() ? "" : short_module(r.module) + " ";
   return m + r.op + (r.phase == "unattributed" ? "" : " " + r.phase);
 }
 
-std::string advice_for(const ProfileRow& r, bool gpu) {
+std::string advice_for(const ProfileRow& r, bool gpu, const std::string& precision) {
   if (r.bound == "unknown") return "work outside loupe's ops (no FLOP or byte count): see the trace (--trace)";
   if (!gpu) {
     if (r.bound == "latency") return "too little work per call for the call's overhead: a larger batch";
@@ -69,9 +102,12 @@ std::string advice_for(const ProfileRow& r, bool gpu) {
   if (r.bound == "latency")
     return "too little work per launch to fill the GPU: a larger batch, or a CUDA graph (the default "
            "--graph auto) to remove the launch gaps";
+  if (r.bound == "compute" && (precision == "fp16" || precision == "bf16"))
+    return "compute-bound below the " + precision + " peak: its GEMMs are too small or too few to fill the GPU (a "
+           "larger batch, or wider layers)";
   if (r.bound == "compute")
-    return "compute-bound below the peak: float16/bfloat16 (--precision fp16 or bf16) for tensor cores, or "
-           "a larger batch for larger GEMMs";
+    return "compute-bound below the " + precision + " peak: float16/bfloat16 (--precision fp16 or bf16) for tensor "
+           "cores, or a larger batch for larger GEMMs";
   return "memory-bound: fuse it with its neighbours or move fewer bytes (16-bit activations)";
 }
 
@@ -92,9 +128,48 @@ std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const
                                        : "the memory bandwidth")
                             : "an unknown share of the ceiling";
     out.push_back(label(r) + ": " + fmt("%.0f %%", 100 * r.share) + " of the step at " + where + "; " +
-                  advice_for(r, gpu));
+                  advice_for(r, gpu, c.precision));
   }
   return out;
+}
+}  // namespace
+
+namespace {
+void match_counters(const ProfileInput& in, const std::unordered_map<uint64_t, ProfileRow*>& by_id,
+                    const std::unordered_map<uint64_t, int64_t>& step_of, Profile& p, CounterSums& sums) {
+  int64_t last = -1;
+  for (const auto& [id, s] : step_of) last = std::max(last, s);
+  std::vector<const ActivityRecord*> step;
+  for (const ActivityRecord& a : in.activity) {
+    auto s = step_of.find(a.external);
+    if (a.kind == 0 && s != step_of.end() && s->second == last) step.push_back(&a);
+  }
+  std::stable_sort(step.begin(), step.end(), [](auto* a, auto* b) { return a->correlation < b->correlation; });
+  double w = 0, f = 0, t = 0, d = 0;
+  size_t j = 0;
+  for (const KernelCounters& k : in.counters) {
+    CountedKernel ck{k, ""};
+    size_t found = j;
+    while (found < step.size() && found < j + 8 && step[found]->name != k.name) ++found;
+    if (found < step.size() && step[found]->name == k.name) {
+      ProfileRow* r = by_id.at(step[found]->external);
+      ck.row = label(*r);
+      if (k.duration_ns > 0) {
+        auto& s = sums[r];
+        s[0] += k.fma_pct * k.duration_ns, s[1] += k.tensor_pct * k.duration_ns, s[2] += k.dram_pct * k.duration_ns;
+        s[3] += k.duration_ns;
+      }
+      ++p.matched_kernels;
+      j = found + 1;
+    }
+    if (k.duration_ns > 0) {
+      w += k.duration_ns, f += k.fma_pct * k.duration_ns, t += k.tensor_pct * k.duration_ns;
+      d += k.dram_pct * k.duration_ns;
+    }
+    p.kernels.push_back(std::move(ck));
+  }
+  p.counted_kernels = in.counters.size();
+  if (w > 0) p.fma_pct = f / w, p.tensor_pct = t / w, p.dram_pct = d / w;
 }
 }  // namespace
 
@@ -106,7 +181,9 @@ Profile build_profile(const ProfileInput& in) {
   const double steps = double(p.steps);
   std::map<Key, ProfileRow> rows;
   std::unordered_map<uint64_t, ProfileRow*> by_id;
+  std::unordered_map<uint64_t, int64_t> step_of;
   for (const OpRecord& o : in.ops) {
+    step_of[o.id] = o.step;
     ProfileRow& r = rows[Key{o.module, o.op, o.phase}];
     r.module = o.module;
     r.op = o.op;
@@ -117,6 +194,7 @@ Profile build_profile(const ProfileInput& in) {
     if (!in.gpu) r.seconds += std::max(0.0, o.host_end - o.host_begin);
     by_id[o.id] = &r;
   }
+  std::vector<ProfileRow*> owner;  // per activity record
   for (const ActivityRecord& a : in.activity) {
     auto it = a.external ? by_id.find(a.external) : by_id.end();
     ProfileRow* r = it != by_id.end() ? it->second : nullptr;
@@ -128,16 +206,29 @@ Profile build_profile(const ProfileInput& in) {
     }
     r->kernels += 1;
     r->seconds += double(a.end_ns - a.begin_ns) * 1e-9;
+    owner.push_back(r);
   }
+  apportion(in.activity, owner);
+  if (!in.gpu)
+    for (auto& [k, r] : rows) r.busy_seconds = r.seconds;  // one thread of ops: nothing overlaps
+  p.counters_asked = in.counters_asked;
+  p.counters_why = in.counters_why;
+  p.counter_names = in.counter_names;
+  CounterSums sums;
+  if (!in.counters.empty()) match_counters(in, by_id, step_of, p, sums);
+  for (auto& [row, s] : sums)
+    if (s[3] > 0) row->fma_pct = s[0] / s[3], row->tensor_pct = s[1] / s[3], row->dram_pct = s[2] / s[3];
   for (auto& [k, r] : rows) {
     r.calls /= steps;
     r.kernels /= steps;
     r.seconds /= steps;
+    r.busy_seconds /= steps;
     r.flops /= steps;
     r.bytes /= steps;
     r.flop_rate = r.seconds > 0 ? r.flops / r.seconds : 0;
     r.byte_rate = r.seconds > 0 ? r.bytes / r.seconds : 0;
     p.rows_seconds += r.seconds;
+    p.rows_busy += r.busy_seconds;
     p.flops += r.flops;
     // Host-side bookkeeping with no device work (a view, a shape check) is not a row on the GPU.
     if (in.gpu && r.kernels == 0) continue;
@@ -149,7 +240,7 @@ Profile build_profile(const ProfileInput& in) {
   p.unscoped_flops = in.unscoped_flops / steps;
   p.counted_flops = in.counted_flops / steps;
   for (auto& r : p.rows) {
-    r.share = p.busy > 0 ? r.seconds / p.busy : 0;
+    r.share = p.busy > 0 ? r.busy_seconds / p.busy : 0;
     classify(r, p.ceilings);
   }
   std::stable_sort(p.rows.begin(), p.rows.end(),
@@ -161,20 +252,23 @@ Profile build_profile(const ProfileInput& in) {
 std::string profile_table(const Profile& p, size_t max_rows) {
   std::ostringstream o;
   char line[512];
-  std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6s %9s %6s %9s %9s %8s %8s %6s  %s\n", "module", "op", "phase",
+  std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6s %9s %6s %9s %9s %8s %8s %6s  %-8s", "module", "op", "phase",
                 "calls", "us/step", "share", "MFLOP", "MB", "TFLOP/s", "GB/s", "%ceil", "bound");
-  o << line;
+  o << line << (p.counters_asked ? "  fma%  tc% dram%\n" : "\n");
+  auto cpct = [](double v) { return v >= 0 ? fmt("%5.1f", v) : std::string("  n/a"); };
   for (size_t i = 0; i < p.rows.size() && i < max_rows; ++i) {
     const ProfileRow& r = p.rows[i];
     std::string op = r.op.size() > 16 ? r.op.substr(0, 15) + "~" : r.op;
     std::string mod = short_module(r.module);
     if (mod.size() > 22) mod = mod.substr(0, 21) + "~";
     std::string pct = r.pct_ceiling >= 0 ? fmt("%.0f", r.pct_ceiling) : "n/a";
-    std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6.3g %9.1f %5.1f%% %9.3f %9.3f %8.2f %8.1f %6s  %s\n",
+    std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6.3g %9.1f %5.1f%% %9.3f %9.3f %8.2f %8.1f %6s  %-8s",
                   mod.c_str(), op.c_str(), r.phase == "unattributed" ? "-" : r.phase.c_str(), r.calls, r.seconds * 1e6,
                   100 * r.share, r.flops / 1e6, r.bytes / 1e6, r.flop_rate / 1e12, r.byte_rate / 1e9, pct.c_str(),
                   r.bound.c_str());
     o << line;
+    if (p.counters_asked) o << " " << cpct(r.fma_pct) << cpct(r.tensor_pct) << cpct(r.dram_pct);
+    o << "\n";
   }
   if (p.rows.size() > max_rows) o << "(" << p.rows.size() - max_rows << " shorter rows in the CSV and JSON)\n";
   return o.str();
@@ -183,8 +277,9 @@ std::string profile_table(const Profile& p, size_t max_rows) {
 std::string profile_csv(const Profile& p) {
   std::ostringstream o;
   o.precision(10);
-  o << "module,op,phase,calls_per_step,kernels_per_step,us_per_step,share,flops_per_step,bytes_per_step,"
-       "tflops,gbs,pct_ceiling,bound,ceiling_tflops,ceiling_gbs\n";
+  o << "module,op,phase,calls_per_step,kernels_per_step,us_per_step,busy_us_per_step,share,flops_per_step,bytes_per_step,"
+       "tflops,gbs,pct_ceiling,bound,ceiling_tflops,ceiling_gbs,fma_pct,tensor_pct,dram_pct\n";
+  auto opt = [](double v) { return v >= 0 ? fmt("%.2f", v) : std::string(); };
   auto q = [](const std::string& s) {
     std::string r = "\"";
     for (char c : s) r += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -192,10 +287,11 @@ std::string profile_csv(const Profile& p) {
   };
   for (const ProfileRow& r : p.rows)
     o << q(r.module) << ',' << q(r.op) << ',' << r.phase << ',' << r.calls << ',' << r.kernels << ','
-      << r.seconds * 1e6 << ',' << r.share << ',' << r.flops << ',' << r.bytes << ',' << r.flop_rate / 1e12 << ','
+      << r.seconds * 1e6 << ',' << r.busy_seconds * 1e6 << ',' << r.share << ',' << r.flops << ',' << r.bytes << ',' << r.flop_rate / 1e12 << ','
       << r.byte_rate / 1e9 << ',' << (r.pct_ceiling >= 0 ? fmt("%.2f", r.pct_ceiling) : "") << ',' << r.bound << ','
       << (p.ceilings.flops > 0 ? fmt("%.4g", p.ceilings.flops / 1e12) : "") << ','
-      << (p.ceilings.bandwidth > 0 ? fmt("%.4g", p.ceilings.bandwidth / 1e9) : "") << '\n';
+      << (p.ceilings.bandwidth > 0 ? fmt("%.4g", p.ceilings.bandwidth / 1e9) : "") << ',' << opt(r.fma_pct) << ','
+      << opt(r.tensor_pct) << ',' << opt(r.dram_pct) << '\n';
   return o.str();
 }
 
@@ -214,14 +310,40 @@ std::string jstr(const std::string& s) {
   return r + "\"";
 }
 std::string jnum(double v) { return std::isfinite(v) ? fmt("%.10g", v) : "null"; }
+std::string jpct(double v) { return v >= 0 ? jnum(v) : "null"; }
+
+std::string counters_json(const Profile& p);
+
 std::string jexact(double v) { return std::isfinite(v) ? fmt("%.17g", v) : "null"; }  // FLOP counts, to the unit
+}  // namespace
+
+namespace {
+// --counters: the metric names, the time-weighted figures, and every kernel of the pass (for
+// comparing with ncu kernel by kernel); null when not asked for.
+std::string counters_json(const Profile& p) {
+  if (!p.counters_asked) return "null";
+  std::ostringstream o;
+  const CounterNames& n = p.counter_names;
+  o << "{\"why\":" << jstr(p.counters_why) << ",\"metrics\":[" << jstr(n.fma) << "," << jstr(n.tensor) << ","
+    << jstr(n.dram) << "," << jstr(n.duration) << "],\"fma_pct\":" << jpct(p.fma_pct) << ",\"tensor_pct\":"
+    << jpct(p.tensor_pct) << ",\"dram_pct\":" << jpct(p.dram_pct) << ",\"kernels_counted\":" << p.counted_kernels
+    << ",\"kernels_matched\":" << p.matched_kernels << ",\"kernels\":[";
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const CountedKernel& k = p.kernels[i];
+    o << (i ? ",\n" : "\n") << "{\"name\":" << jstr(k.counters.name) << ",\"row\":" << jstr(k.row)
+      << ",\"fma_pct\":" << jpct(k.counters.fma_pct) << ",\"tensor_pct\":" << jpct(k.counters.tensor_pct)
+      << ",\"dram_pct\":" << jpct(k.counters.dram_pct) << ",\"duration_ns\":" << jpct(k.counters.duration_ns) << "}";
+  }
+  o << "]}";
+  return o.str();
+}
 }  // namespace
 
 std::string profile_json(const Profile& p) {
   std::ostringstream o;
   o << "{\"steps\":" << p.steps << ",\"gpu\":" << (p.gpu ? "true" : "false") << ",\"wall_us_per_step\":"
     << jnum(p.wall * 1e6) << ",\"busy_us_per_step\":" << jnum(p.busy * 1e6) << ",\"idle_us_per_step\":"
-    << jnum(p.idle * 1e6) << ",\"rows_us_per_step\":" << jnum(p.rows_seconds * 1e6) << ",\"flops_per_step\":"
+    << jnum(p.idle * 1e6) << ",\"rows_us_per_step\":" << jnum(p.rows_seconds * 1e6) << ",\"rows_busy_us_per_step\":" << jnum(p.rows_busy * 1e6) << ",\"flops_per_step\":"
     << jexact(p.flops) << ",\"unscoped_flops_per_step\":" << jexact(p.unscoped_flops)
     << ",\"counted_flops_per_step\":" << jexact(p.counted_flops) << ",\"ceiling_tflops\":"
     << (p.ceilings.flops > 0 ? jnum(p.ceilings.flops / 1e12) : "null") << ",\"ceiling_tflops_source\":"
@@ -234,12 +356,14 @@ std::string profile_json(const Profile& p) {
     const ProfileRow& r = p.rows[i];
     o << (i ? ",\n" : "\n") << "{\"module\":" << jstr(r.module) << ",\"op\":" << jstr(r.op) << ",\"phase\":"
       << jstr(r.phase) << ",\"calls_per_step\":" << jnum(r.calls) << ",\"kernels_per_step\":" << jnum(r.kernels)
-      << ",\"us_per_step\":" << jnum(r.seconds * 1e6) << ",\"share\":" << jnum(r.share) << ",\"flops_per_step\":"
+      << ",\"us_per_step\":" << jnum(r.seconds * 1e6) << ",\"busy_us_per_step\":" << jnum(r.busy_seconds * 1e6)
+      << ",\"share\":" << jnum(r.share) << ",\"flops_per_step\":"
       << jnum(r.flops) << ",\"bytes_per_step\":" << jnum(r.bytes) << ",\"tflops\":" << jnum(r.flop_rate / 1e12)
       << ",\"gbs\":" << jnum(r.byte_rate / 1e9) << ",\"pct_ceiling\":"
-      << (r.pct_ceiling >= 0 ? jnum(r.pct_ceiling) : "null") << ",\"bound\":" << jstr(r.bound) << "}";
+      << (r.pct_ceiling >= 0 ? jnum(r.pct_ceiling) : "null") << ",\"bound\":" << jstr(r.bound) << ",\"fma_pct\":"
+      << jpct(r.fma_pct) << ",\"tensor_pct\":" << jpct(r.tensor_pct) << ",\"dram_pct\":" << jpct(r.dram_pct) << "}";
   }
-  o << "\n]}\n";
+  o << "\n],\"counters\":" << counters_json(p) << "}\n";
   return o.str();
 }
 

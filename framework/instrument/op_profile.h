@@ -10,10 +10,12 @@
 
 #include "core/op_record.h"
 #include "instrument/busy_tracker.h"
+#include "instrument/counters.h"
 
 namespace loupe::instrument {
 
 struct Ceilings {
+  std::string precision = "fp32";  // the arithmetic the peak was measured in
   double flops = 0;      // FLOP/s at the precision in use (0: unknown)
   double bandwidth = 0;  // bytes/s of the device's memory (0: unknown)
   std::string flops_source, bandwidth_source;  // "measured: GEMM 8192^3 fp16 (cuBLAS)"
@@ -23,12 +25,24 @@ struct ProfileRow {
   std::string module, op, phase;  // work no op scope launched: module "", op its kernel name, phase "unattributed"
   double calls = 0;               // per step
   double kernels = 0;             // GPU activity records per step (0 on the CPU)
-  double seconds = 0;             // time per step
-  double share = 0;               // of the step's busy time
+  double seconds = 0;             // time per step: its kernels' durations summed (its CPU scopes' time)
+  // Its part of the busy time per step: where kernels of several rows overlap (streams running
+  // side by side), each gets an equal part of the overlap, so the rows' busy times add up to the
+  // union of the activity, the GPU's busy time. Equal to `seconds` where nothing overlaps.
+  double busy_seconds = 0;
+  double share = 0;               // busy_seconds / the step's busy time
   double flops = 0, bytes = 0;    // per step
   double flop_rate = 0, byte_rate = 0;  // achieved, per second
   double pct_ceiling = -1;        // of the ceiling of its bound; < 0: unknown
-  std::string bound;              // "compute", "memory", "latency"
+  std::string bound;              // "compute", "memory", "latency", "unknown" (no FLOPs or bytes counted)
+  // --counters: the hardware's view, weighted by each kernel's duration; < 0: not read.
+  double fma_pct = -1, tensor_pct = -1, dram_pct = -1;
+};
+
+// One kernel of the counter pass, with the row it belongs to ("" when it matched none).
+struct CountedKernel {
+  KernelCounters counters;
+  std::string row;  // "module op phase"
 };
 
 struct ProfileInput {
@@ -41,6 +55,12 @@ struct ProfileInput {
   double wall_seconds = 0;    // the window on the host (first step's start to the GPU's finish)
   double busy_seconds = 0;    // GPU: union of the activity intervals; CPU: the op scopes' time
   Ceilings ceilings;
+  // --counters: the kernels of one more step, in launch order (CounterSession::read), matched to
+  // the window's last step's kernels in launch order by name; empty with counters_why when not read.
+  bool counters_asked = false;
+  std::vector<KernelCounters> counters;
+  std::string counters_why;
+  CounterNames counter_names;
 };
 
 struct Profile {
@@ -49,9 +69,18 @@ struct Profile {
   bool gpu = false;
   double wall = 0, busy = 0, idle = 0;  // per step, seconds
   double rows_seconds = 0;              // the rows' time summed, per step
+  double rows_busy = 0;                 // the rows' busy_seconds summed, per step (= busy but for clipping)
   double flops = 0, unscoped_flops = 0, counted_flops = 0;  // per step
   Ceilings ceilings;
   std::vector<std::string> targets;     // the three rows most worth working on, in words
+  // --counters: time-weighted over all the counter pass's kernels (< 0: not read), how many of
+  // them matched a row, and why none were read.
+  bool counters_asked = false;
+  double fma_pct = -1, tensor_pct = -1, dram_pct = -1;
+  size_t counted_kernels = 0, matched_kernels = 0;
+  std::string counters_why;
+  CounterNames counter_names;
+  std::vector<CountedKernel> kernels;
 };
 
 Profile build_profile(const ProfileInput& in);
