@@ -82,8 +82,9 @@ void apportion(const std::vector<ActivityRecord>& acts, const std::vector<Profil
 using CounterSums = std::unordered_map<ProfileRow*, std::array<double, 4>>;
 
 // The counter pass's kernels (launch order) against the window's last step's kernels (launch
-// order: CUPTI's correlation ids), by name: a kernel of the pass that is not next in the step's
-// list (one outside any op) is skipped, and so is a step kernel the pass lacks.
+// order: CUPTI's correlation ids). Automatic ranges are named by their index, not the kernel, so
+// they pair by position, and only when both steps launched as many kernels (an eager step of a
+// reference model launches the same ones every time).
 void match_counters(const ProfileInput& in, const std::unordered_map<uint64_t, ProfileRow*>& by_id,
                     const std::unordered_map<uint64_t, int64_t>& step_of, Profile& p, CounterSums& sums);
 
@@ -139,28 +140,38 @@ void match_counters(const ProfileInput& in, const std::unordered_map<uint64_t, P
                     const std::unordered_map<uint64_t, int64_t>& step_of, Profile& p, CounterSums& sums) {
   int64_t last = -1;
   for (const auto& [id, s] : step_of) last = std::max(last, s);
-  std::vector<const ActivityRecord*> step;
+  // The last step's kernels: from the first one an op of that step launched to the window's end,
+  // those outside any op included.
+  uint64_t from = UINT64_MAX;
   for (const ActivityRecord& a : in.activity) {
     auto s = step_of.find(a.external);
-    if (a.kind == 0 && s != step_of.end() && s->second == last) step.push_back(&a);
+    if (a.kind == 0 && s != step_of.end() && s->second == last) from = std::min(from, a.begin_ns);
   }
+  std::vector<const ActivityRecord*> step;
+  for (const ActivityRecord& a : in.activity)
+    if (a.kind == 0 && a.begin_ns >= from) step.push_back(&a);
   std::stable_sort(step.begin(), step.end(), [](auto* a, auto* b) { return a->correlation < b->correlation; });
+  const bool paired = step.size() == in.counters.size();
+  if (!paired)
+    p.counters_why = "the counter pass launched " + std::to_string(in.counters.size()) + " kernels, the window's last "
+                     "step " + std::to_string(step.size()) + ": per-row counters n/a";
   double w = 0, f = 0, t = 0, d = 0;
-  size_t j = 0;
-  for (const KernelCounters& k : in.counters) {
+  for (size_t i = 0; i < in.counters.size(); ++i) {
+    const KernelCounters& k = in.counters[i];
     CountedKernel ck{k, ""};
-    size_t found = j;
-    while (found < step.size() && found < j + 8 && step[found]->name != k.name) ++found;
-    if (found < step.size() && step[found]->name == k.name) {
-      ProfileRow* r = by_id.at(step[found]->external);
-      ck.row = label(*r);
-      if (k.duration_ns > 0) {
-        auto& s = sums[r];
-        s[0] += k.fma_pct * k.duration_ns, s[1] += k.tensor_pct * k.duration_ns, s[2] += k.dram_pct * k.duration_ns;
-        s[3] += k.duration_ns;
+    if (paired) {
+      ck.counters.name = step[i]->name;
+      auto it = by_id.find(step[i]->external);
+      if (it != by_id.end()) {
+        ProfileRow* r = it->second;
+        ck.row = label(*r);
+        if (k.duration_ns > 0) {
+          auto& s = sums[r];
+          s[0] += k.fma_pct * k.duration_ns, s[1] += k.tensor_pct * k.duration_ns, s[2] += k.dram_pct * k.duration_ns;
+          s[3] += k.duration_ns;
+        }
+        ++p.matched_kernels;
       }
-      ++p.matched_kernels;
-      j = found + 1;
     }
     if (k.duration_ns > 0) {
       w += k.duration_ns, f += k.fma_pct * k.duration_ns, t += k.tensor_pct * k.duration_ns;
