@@ -82,6 +82,10 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
   --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
+  --timeline FILE     write NVML's samples over time (utilisation, memory, power, temperature, SM
+                      clock) and the epoch, evaluation and checkpoint marks as CSV, appended at each
+                      epoch's end (tools/plot_timeline.py draws it; marks only where NVML is absent)
+  --sample-ms N       NVML's sampling period in milliseconds (default 50)
   --profile-steps A:B call cudaProfilerStart/Stop around global steps A..B (for nsys/ncu)
   --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
                       for the --profile-steps window (default steps 10:19)
@@ -281,6 +285,8 @@ const std::map<std::string, Spec> kSpecs = {
     {"json", {false, kBench, [](Options& o, const std::string& v) { o.json = v; }}},
     {"png", {false, "sweep roofline", [](Options& o, const std::string& v) { o.png = v; }}},
     {"trace", {false, "train", [](Options& o, const std::string& v) { o.trace = v; }}},
+    {"timeline", {false, "train", [](Options& o, const std::string& v) { o.timeline = v; }}},
+    {"sample-ms", {false, "train", [](Options& o, const std::string& v) { o.sample_ms = int(in(v, "--sample-ms", 1, 60000)); }}},
     {"profile-steps", {false, "train", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
     {"price-per-hour", {false, "train", [](Options& o, const std::string& v) {
        o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);

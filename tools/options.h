@@ -42,6 +42,8 @@ struct Options {
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
   std::string save, resume, metrics, csv, trace;
+  std::string timeline;  // --timeline FILE.csv
+  int sample_ms = 50;    // --sample-ms: NVML's period
   double price_per_hour = -1;                      // < 0: not given
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
