@@ -21,6 +21,7 @@ int cmd_roofline(const Options& o);   // tools/cmd_roofline.cpp
 int cmd_models(const Options& o);     // tools/cmd_misc.cpp
 int cmd_peak(const Options& o);       // tools/cmd_misc.cpp
 int cmd_copybench(const Options& o);  // tools/cmd_misc.cpp
+int cmd_compare(const Options& o);    // tools/cmd_compare.cpp
 
 // Shared (tools/cmd_common.cpp).
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and

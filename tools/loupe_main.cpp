@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(const tools::Options&)> kCommands{
       {"train", tools::cmd_train}, {"eval", tools::cmd_eval},         {"generate", tools::cmd_generate},
       {"bench", tools::cmd_bench}, {"sweep", tools::cmd_sweep},       {"models", tools::cmd_models},
-      {"peak", tools::cmd_peak},   {"roofline", tools::cmd_roofline}, {"copybench", tools::cmd_copybench}};
+      {"peak", tools::cmd_peak},   {"roofline", tools::cmd_roofline}, {"copybench", tools::cmd_copybench},
+      {"compare", tools::cmd_compare}};
   try {
     tools::Options o = tools::parse_options(argc, argv);
     if (o.version) { std::fputs(tools::version_text().c_str(), stdout); return 0; }
