@@ -9,7 +9,9 @@
 # by loupe's CsvWriter, not a measurement), sweep_sample_cpu.csv real CPU runs;
 # roofline_sample.csv and roofline_sample_cpu.csv hold invented figures in `loupe roofline`'s format.
 # timeline_sample.csv holds invented GPU samples (three epochs) in `loupe train --timeline`'s format,
-# timeline_sample_marks_only.csv a real CPU run's (marks only).
+# timeline_sample_marks_only.csv a real CPU run's (marks only). compare_sample.csv and
+# compare_sample_groups.csv were written by `loupe compare --csv` from hand-written JSONL with
+# invented H100/H200 figures (one group per run; two models per run, as from bench --json).
 set -uo pipefail
 skip_without=0
 if [ "${1:-}" = --skip-without-matplotlib ]; then

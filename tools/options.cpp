@@ -197,7 +197,8 @@ options:
                       each run's machine price per hour, one per run: the cost per million samples
                       (default: the run's own cost_per_million_samples, from train --price-per-hour)
   --csv FILE          the table as CSV
-  --plot FILE.png     a grouped bar chart of the table, drawn by plot_compare.py (needs matplotlib)
+  --plot FILE.png     a grouped bar chart of the table, drawn by plot_compare.py (needs matplotlib;
+                      it reads the table from --csv, else from FILE.png.csv, written for it)
 
 example: loupe compare h100.jsonl h200.jsonl --labels H100,H200 --price-per-hour 2.5,3.5
 )";
