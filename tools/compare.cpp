@@ -205,6 +205,8 @@ std::string commas(double v) {
 std::string three(double v) { return std::fabs(v) >= 99.5 ? commas(v) : fmt("%.3g", v); }
 std::string percent(double v) { return fmt(std::fabs(v) >= 1 || v == 0 ? "%.1f%%" : "%.2f%%", v); }
 std::string dollars(double v) { return "$" + fmt("%.4g", v); }
+// A ratio: two decimals, or two significant digits below 0.1 (0.0073x, not 0.01x).
+std::string times(double k) { return fmt(std::fabs(k) >= 0.1 || k == 0 ? "%.2fx" : "%.2gx", k); }
 
 // The figures compared, in the table's order.
 struct Metric {
@@ -245,7 +247,7 @@ std::string format_section(const CompareSection& s) {
     if (mixed) row.push_back(group_title(r));
     for (const Metric& m : kMetrics) {
       const std::optional<double> v = r.*m.field, k = ratio(v, ref.*m.field);
-      row.push_back(v ? m.show(*v) + " (" + (k ? fmt("%.2fx", *k) : std::string("n/a")) + ")" : "n/a");
+      row.push_back(v ? m.show(*v) + " (" + (k ? times(*k) : std::string("n/a")) + ")" : "n/a");
     }
     row.push_back(r.note);
     cells.push_back(row);
