@@ -107,6 +107,9 @@ TEST(Timeline, TheMonitorWritesMarksOnTheCpu) {
     EXPECT_NE(m.timeline_note().find("marks only"), std::string::npos) << m.timeline_note();
     EXPECT_NE(m.timeline_note().find("training on the CPU"), std::string::npos) << m.timeline_note();
     for (const char* what : {"epoch_start", "eval_start", "eval_end", "checkpoint", "epoch_end"}) m.mark(what);
+    // On the file already, while the run goes on: a killed run keeps them.
+    const std::string now = slurp(path);
+    EXPECT_NE(now.find(",epoch_end\n"), std::string::npos) << now;
   }
   std::ifstream in(path);
   std::string line, marks;
