@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# CTest plot_sweep / plot_roofline: a plotting script draws sample CSVs into real PNGs and refuses
-# a CSV without a required column with exit status 2, a message naming it and no PNG.
-#   check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...    (fixtures: names under tests/data, no .csv)
+# CTest plot_sweep / plot_roofline / plot_timeline / plot_compare: a plotting script draws sample
+# CSVs into real PNGs and refuses a CSV without a required column with exit status 2, a message
+# naming it and no PNG.
+#   check_plot.sh [--skip-without-matplotlib] SOURCE_DIR SCRIPT COLUMN FIXTURE...
+# (fixtures: names under tests/data, no .csv). Without matplotlib it fails, or with
+# --skip-without-matplotlib exits 77 (CTest's SKIP_RETURN_CODE) saying why.
 # The fixtures are in loupe's own CSV formats. sweep_sample.csv holds invented GPU figures (written
 # by loupe's CsvWriter, not a measurement), sweep_sample_cpu.csv real CPU runs;
 # roofline_sample.csv and roofline_sample_cpu.csv hold invented figures in `loupe roofline`'s format.
+# timeline_sample.csv holds invented GPU samples (three epochs) in `loupe train --timeline`'s format,
+# timeline_sample_marks_only.csv a real CPU run's (marks only). compare_sample.csv and
+# compare_sample_groups.csv were written by `loupe compare --csv` from hand-written JSONL with
+# invented H100/H200 figures (one group per run; two models per run, as from bench --json).
 set -uo pipefail
+skip_without=0
+if [ "${1:-}" = --skip-without-matplotlib ]; then
+  skip_without=1
+  shift
+fi
 src=${1:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
 name=${2:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
 column=${3:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
@@ -21,6 +33,10 @@ for cand in /usr/bin/python3 python3; do
     break
   fi
 done
+if [ -z "$py" ] && [ "$skip_without" -eq 1 ]; then
+  echo "SKIP: no python3 with matplotlib (tried /usr/bin/python3 and python3 on PATH)"
+  exit 77
+fi
 if [ -z "$py" ]; then
   echo "FAIL: no python3 with matplotlib (tried /usr/bin/python3 and python3 on PATH);" \
        "install python3-matplotlib (tools/setup.sh installs it)"

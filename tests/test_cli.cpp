@@ -15,7 +15,8 @@
 
 namespace {
 
-const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", "roofline", "models", "peak", "copybench", "profile"};
+const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", "roofline", "models", "peak", "copybench",
+                                 "profile", "compare"};
 
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {

@@ -141,6 +141,8 @@ instrument::MonitorOptions monitor_options(const Run& run) {
   m.busy = run.o.busy;
   m.precision = run.prec;
   m.price_per_hour = run.o.price_per_hour;
+  m.nvml_period_ms = run.o.sample_ms;
+  m.timeline = run.o.timeline;
   return m;
 }
 
@@ -201,6 +203,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   if (rep.csv) rep.csv->write(r);
   if (!run.o.save.empty()) {
     NvtxRange ck("checkpoint");
+    rep.monitor.mark("checkpoint");
     run.session->save(run.o.save, e);
     run.saved_epoch = e;
   }
@@ -208,6 +211,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
 
 // Epoch e: training, evaluation, report. Returns an exit status to stop with, or nothing to go on.
 std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
+  rep.monitor.mark("epoch_start");
   train::EpochStats st = train_one_epoch(run, rep, e);
   if (st.interrupted) {
     std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
@@ -223,6 +227,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
   if (!st.precision_event.empty()) std::printf("precision %s\n", st.precision_event.c_str());
   double t0 = train::now_seconds();
+  rep.monitor.mark("eval_start");
   try {
     st.test_acc = run.session->trainer().evaluate(run.data.test);
   } catch (const train::Interrupted&) {
@@ -231,7 +236,9 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
     return interrupt_exit_status();
   }
   st.eval_seconds = train::now_seconds() - t0;
+  rep.monitor.mark("eval_end");
   finish_epoch(run, rep, st, e);
+  rep.monitor.mark("epoch_end");  // appends the epoch's samples to the timeline
   return std::nullopt;
 }
 
@@ -273,6 +280,7 @@ int cmd_train(const Options& o) {
   Reporting rep(run);
   train::Trainer& trainer = run.session->trainer();
   std::printf("step    %s\n", trainer.step_mode().c_str());
+  if (std::string note = rep.monitor.timeline_note(); !note.empty()) std::printf("timeline %s\n", note.c_str());
   std::fflush(stdout);
   std::optional<train::TraceWindow> trace;
   attach_hooks(run, rep, trace);

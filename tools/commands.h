@@ -22,6 +22,7 @@ int cmd_roofline(const Options& o);   // tools/cmd_roofline.cpp
 int cmd_models(const Options& o);     // tools/cmd_misc.cpp
 int cmd_peak(const Options& o);       // tools/cmd_misc.cpp
 int cmd_copybench(const Options& o);  // tools/cmd_misc.cpp
+int cmd_compare(const Options& o);    // tools/cmd_compare.cpp
 int cmd_profile(const Options& o);    // tools/cmd_train.cpp (it shares train's setup), tools/cmd_profile.cpp
 
 // loupe profile (tools/cmd_profile.cpp): the ceilings, measured on the device at the precision

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
       {"train", tools::cmd_train}, {"eval", tools::cmd_eval},         {"generate", tools::cmd_generate},
       {"bench", tools::cmd_bench}, {"sweep", tools::cmd_sweep},       {"models", tools::cmd_models},
       {"peak", tools::cmd_peak},   {"roofline", tools::cmd_roofline}, {"copybench", tools::cmd_copybench},
-      {"profile", tools::cmd_profile}};
+      {"profile", tools::cmd_profile}, {"compare", tools::cmd_compare}};
   try {
     tools::Options o = tools::parse_options(argc, argv);
     if (o.version) { std::fputs(tools::version_text().c_str(), stdout); return 0; }

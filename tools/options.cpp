@@ -35,6 +35,10 @@ usage:
                                   the matrix-vector roofline study: y = A x by cuBLAS sgemv, a naive
                                   kernel, ours, and the CPU (one thread, all threads, the BLAS), in
                                   GFLOP/s and as a fraction of the measured copy bandwidth; plotted
+  loupe compare RUN.jsonl RUN.jsonl... [--labels a,b] [--price-per-hour P1,P2] [--csv F] [--plot F]
+                                  runs side by side (the JSONL of train --metrics or bench --json):
+                                  samples/s, busy, MFU, J/sample, cost per million samples, each
+                                  with its ratio to the first run; median over epochs 2..
   loupe copybench [--batch N]     host-to-device bandwidth from pinned and pageable memory, for one
                                   loader slot of mnist_mlp's batch (default 128) and for 64 MiB
   loupe --help | loupe COMMAND --help | loupe help COMMAND | loupe --version
@@ -85,6 +89,10 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
   --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
+  --timeline FILE     write NVML's samples over time (utilisation, memory, power, temperature, SM
+                      clock) and the epoch, evaluation and checkpoint marks as CSV, appended at each
+                      epoch's end (tools/plot_timeline.py draws it; marks only where NVML is absent)
+  --sample-ms N       NVML's sampling period in milliseconds (default 50)
   --profile-steps A:B call cudaProfilerStart/Stop around global steps A..B (for nsys/ncu)
   --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
                       for the --profile-steps window (default steps 10:19)
@@ -175,6 +183,29 @@ options:
   --png FILE          the plot, drawn by plot_roofline.py (default roofline.png; needs matplotlib)
 )";
 
+const char* const kCompareUsage = R"(usage: loupe compare RUN.jsonl RUN.jsonl... [options]
+
+Runs side by side: the same model on two GPUs, or at two precisions, batches or loader settings.
+Each RUN.jsonl is what `loupe train --metrics FILE` or `loupe bench --json FILE` wrote. Records are
+grouped by (model, batch, precision); each group's figure is the median over epochs 2.. (epoch 1
+holds algorithm search and graph capture; a run of one epoch uses it and says so). Per run: the GPU,
+samples/s, GPU busy %, MFU %, joules per sample, cost per million samples, each with its ratio to
+the first run; a figure the run did not measure is n/a. Runs with one group each are compared in
+one table (a warning when their models differ); files with several groups (bench over many models)
+are compared group by group.
+
+options:
+  --labels a,b,...    the runs' names in the table and plot (default: the file names)
+  --price-per-hour P1,P2,...
+                      each run's machine price per hour, one per run: the cost per million samples
+                      (default: the run's own cost_per_million_samples, from train --price-per-hour)
+  --csv FILE          the table as CSV
+  --plot FILE.png     a grouped bar chart of the table, drawn by plot_compare.py (needs matplotlib;
+                      it reads the table from --csv, else from FILE.png.csv, written for it)
+
+example: loupe compare h100.jsonl h200.jsonl --labels H100,H200 --price-per-hour 2.5,3.5
+)";
+
 const char* const kModelsUsage = R"(usage: loupe models
 
 Lists the reference models, their parameter counts and their recipes (optimizer, learning rate,
@@ -240,7 +271,7 @@ const char* usage(const std::string& command) {
       {"train", kTrainUsage}, {"eval", kEvalUsage},         {"generate", kGenerateUsage},
       {"bench", kBenchUsage}, {"sweep", kSweepUsage},       {"roofline", kRooflineUsage},
       {"models", kModelsUsage}, {"peak", kPeakUsage},       {"copybench", kCopybenchUsage},
-      {"profile", kProfileUsage}};
+      {"profile", kProfileUsage}, {"compare", kCompareUsage}};
   auto it = kHelp.find(command);
   return it == kHelp.end() ? kUsage : it->second;
 }
@@ -315,13 +346,21 @@ const std::map<std::string, Spec> kSpecs = {
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
     {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
-    {"csv", {false, "train bench sweep roofline profile", [](Options& o, const std::string& v) { o.csv = v; }}},
+    {"csv", {false, "train bench sweep roofline compare profile", [](Options& o, const std::string& v) { o.csv = v; }}},
     {"json", {false, "bench sweep profile", [](Options& o, const std::string& v) { o.json = v; }}},
     {"png", {false, "sweep roofline profile", [](Options& o, const std::string& v) { o.png = v; }}},
     {"trace", {false, "train", [](Options& o, const std::string& v) { o.trace = v; }}},
+    {"timeline", {false, "train", [](Options& o, const std::string& v) { o.timeline = v; }}},
+    {"sample-ms", {false, "train", [](Options& o, const std::string& v) { o.sample_ms = int(in(v, "--sample-ms", 1, 60000)); }}},
+    {"labels", {false, "compare", [](Options& o, const std::string& v) { o.labels = parse_list(v); }}},
+    {"plot", {false, "compare", [](Options& o, const std::string& v) { o.plot = v; }}},
     {"profile-steps", {false, "train profile", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
-    {"price-per-hour", {false, "train", [](Options& o, const std::string& v) {
-       o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
+    {"price-per-hour", {false, "train compare", [](Options& o, const std::string& v) {
+       if (o.command != "compare") {
+         o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
+         return;
+       }
+       for (const std::string& p : parse_list(v)) o.prices.push_back(above(p, "--price-per-hour", 0, 1e6));
      }}},
     {"counters", {true, "profile", [](Options& o, const std::string&) { o.counters = true; }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
@@ -343,8 +382,8 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
 };
 
-const std::set<std::string> kCommands{"train", "eval",      "generate", "bench",   "sweep", "models",
-                                      "peak",  "roofline", "copybench", "profile", "help"};
+const std::set<std::string> kCommands{"train", "eval",     "generate",  "bench",   "sweep",   "models",
+                                      "peak",  "roofline", "copybench", "profile", "compare", "help"};
 
 bool takes(const Spec& s, const std::string& command) {
   const std::string list = std::string(" ") + s.commands + " ";
@@ -354,6 +393,7 @@ bool takes(const Spec& s, const std::string& command) {
 // One word of the command line that is not an option: the command, then the model.
 void positional(Options& o, const std::string& s) {
   if (o.command.empty()) o.command = s;
+  else if (o.command == "compare") o.files.push_back(s);
   else if (o.model.empty()) o.model = s;
   else throw Error("unexpected argument '" + s + "' (see loupe --help)");
 }

@@ -18,6 +18,7 @@ namespace loupe::tools {
 
 struct Options {
   std::string command, model;  // model: the first word after the command (bench: a list)
+  std::vector<std::string> files;  // compare: every word after the command
   bool help = false, version = false;  // --help (-h), --version (-V)
   std::set<std::string> given;  // the options on the command line, by name
   bool has(const std::string& name) const { return given.count(name) > 0; }
@@ -42,6 +43,8 @@ struct Options {
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
   std::string save, resume, metrics, csv, trace;
+  std::string timeline;  // --timeline FILE.csv
+  int sample_ms = 50;    // --sample-ms: NVML's period
   double price_per_hour = -1;                      // < 0: not given
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
@@ -59,6 +62,11 @@ struct Options {
   std::optional<double> min_seconds;
   std::string json, png;
   std::vector<int64_t> sizes;  // roofline
+
+  // compare
+  std::vector<std::string> labels;   // --labels a,b,...
+  std::vector<double> prices;        // --price-per-hour P1,P2,... (one per run)
+  std::string plot;                  // --plot FILE.png
 };
 
 // Throws a user-facing Error for an unknown option, an option the subcommand does not take, a

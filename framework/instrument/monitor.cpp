@@ -1,12 +1,14 @@
 #include "instrument/monitor.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/cuda_runtime.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/host_stats.h"
 #include "instrument/nvml_sampler.h"
 #include "instrument/peak.h"
+#include "instrument/timeline.h"
 
 namespace loupe::instrument {
 
@@ -20,6 +22,9 @@ std::optional<double> percentile(std::vector<double> v, double p) {
 }
 
 EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(device), opt_(opt) {
+  // The timeline's file first (an error there starts nothing); its t = 0 is before the first sample.
+  if (!opt.timeline.empty())
+    timeline_ = std::make_unique<TimelineWriter>(opt.timeline, NvmlSampler::now(), device.is_cuda() ? device.index : 0);
   if (!device.is_cuda()) {
     nvml_why_ = "training on the CPU";
     busy_why_ = "training on the CPU";
@@ -49,11 +54,33 @@ EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(d
       busy_why_ = "CUPTI busy time is off (use --busy)";
     }
   }
+  if (timeline_) timeline_->attach(nvml_.get());
 }
 
 EpochMonitor::~EpochMonitor() {
   if (busy_) busy_->stop();
   if (nvml_) nvml_->stop();
+  if (timeline_) {
+    try {
+      timeline_->finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loupe: %s\n", e.what());
+    }
+  }
+}
+
+void EpochMonitor::mark(const char* what) {
+  if (!timeline_) return;
+  timeline_->mark(NvmlSampler::now(), what);
+  if (std::string(what) == "epoch_end") timeline_->flush();
+}
+
+std::string EpochMonitor::timeline_note() const {
+  if (!timeline_) return "";
+  if (nvml_)
+    return timeline_->path() + ": NVML samples every " + std::to_string(opt_.nvml_period_ms) +
+           " ms and the run's marks, appended at each epoch's end";
+  return timeline_->path() + ": the run's marks only, no GPU samples (" + nvml_why_ + ")";
 }
 
 void EpochMonitor::begin_epoch() {

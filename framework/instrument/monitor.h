@@ -12,6 +12,7 @@ namespace loupe::instrument {
 
 class NvmlSampler;
 class BusyTracker;
+class TimelineWriter;
 
 struct MonitorOptions {
   bool nvml = true;
@@ -19,6 +20,7 @@ struct MonitorOptions {
   bool busy = false;            // CUPTI activity records (--busy)
   double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
   std::string precision = "fp32";
+  std::string timeline;         // --timeline FILE.csv: NVML's samples and the run's marks; "" = none
 };
 
 class EpochMonitor {
@@ -40,11 +42,19 @@ class EpochMonitor {
   const std::string& nvml_why() const { return nvml_why_; }
   const std::string& busy_why() const { return busy_why_; }  // why there is no busy tracker
 
+  // The timeline (MonitorOptions::timeline): a mark row now ("epoch_start", "eval_start",
+  // "eval_end", "checkpoint", "epoch_end"); at "epoch_end" the samples taken so far are appended
+  // and the file flushed. No-ops without a timeline. The destructor writes the rest.
+  void mark(const char* what);
+  // One line for the console: where the timeline goes and what it holds ("" without one).
+  std::string timeline_note() const;
+
  private:
   Device device_;
   MonitorOptions opt_;
   std::unique_ptr<NvmlSampler> nvml_;
   std::unique_ptr<BusyTracker> busy_;
+  std::unique_ptr<TimelineWriter> timeline_;
   std::string nvml_why_, busy_why_;
   double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0, rss_ = 0;
   uint64_t busy_t0_ = 0, busy_t1_ = 0;

@@ -212,6 +212,12 @@ std::vector<GpuSample> NvmlSampler::samples() const {
   return samples_;
 }
 
+std::vector<GpuSample> NvmlSampler::samples_from(size_t first) const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (first >= samples_.size()) return {};
+  return std::vector<GpuSample>(samples_.begin() + std::ptrdiff_t(first), samples_.end());
+}
+
 std::string throttle_reason_names(uint64_t bits) {
   static const std::pair<uint64_t, const char*> kNames[] = {
       {0x2, "ApplicationsClocksSetting"}, {0x4, "SwPowerCap"},          {0x8, "HwSlowdown"},

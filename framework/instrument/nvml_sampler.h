@@ -61,6 +61,8 @@ class NvmlSampler {
   // samples); both cover [first sample, last sample], not the whole window.
   GpuSummary summarize(double t0, double t1) const;
   std::vector<GpuSample> samples() const;
+  // samples()[first, end): what was taken since a reader last looked (the timeline's writer).
+  std::vector<GpuSample> samples_from(size_t first) const;
   void add_sample_for_test(const GpuSample& s);
 
   static double now();  // steady_clock, seconds

@@ -1,0 +1,187 @@
+// loupe compare: the flat JSON reader (good and malformed lines), the medians and ratios on
+// hand-written JSONL, and the command on the metrics of two short CPU training runs.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "test_util.h"
+#include "tools/compare.h"
+#include "tools/flat_json.h"
+
+using namespace loupe;
+using namespace loupe::tools;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::stringstream ss;
+  ss << std::ifstream(p).rdbuf();
+  return ss.str();
+}
+
+void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// The error read_run throws for a file holding `text` ("" when none).
+std::string read_error(const std::string& text) {
+  const auto p = test::temp_path("compare_bad.jsonl");
+  write(p, text);
+  std::string err;
+  try {
+    read_run(p.string());
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  std::filesystem::remove(p);
+  return err;
+}
+
+std::string rec(const std::string& model, int epoch, double sps, const std::string& more = "") {
+  return "{\"model\":\"" + model + "\",\"device\":\"cuda:0\",\"device_name\":\"NVIDIA H100\",\"precision\":\"fp32\","
+         "\"batch\":128,\"epoch\":" + std::to_string(epoch) + ",\"samples\":1000,\"test_acc\":0.9,\"samples_per_sec\":" +
+         std::to_string(sps) + more + ",\"advice\":[\"more workers, \\\"really\\\"\",{\"x\":[1,2]}]}\n";
+}
+
+}  // namespace
+
+TEST(FlatJson, ReadsScalarsAndSkipsNestedValues) {
+  std::string err;
+  auto r = parse_flat_json(R"( {"a": "x\"y\\n\u0041", "b": -1.5e3, "c": null, "d": true, "e": false,
+                               "f": [1, {"g": [2, "]"]}], "h": {}, "i": 0} )", &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(text_of(*r, "a"), "x\"y\\nA");
+  EXPECT_EQ(number_of(*r, "b"), -1500.0);
+  EXPECT_FALSE(number_of(*r, "c"));
+  EXPECT_EQ(r->at("c").kind, JsonScalar::Kind::Null);
+  EXPECT_EQ(r->at("d").kind, JsonScalar::Kind::Bool);
+  EXPECT_EQ(r->at("d").number, 1);
+  EXPECT_EQ(r->at("e").number, 0);
+  EXPECT_EQ(r->at("f").kind, JsonScalar::Kind::Skipped);
+  EXPECT_EQ(r->at("h").kind, JsonScalar::Kind::Skipped);
+  EXPECT_EQ(number_of(*r, "i"), 0.0);
+  EXPECT_FALSE(number_of(*r, "missing"));
+  EXPECT_TRUE(parse_flat_json("{}", &err));
+}
+
+TEST(FlatJson, RefusesMalformedLinesSayingWhere) {
+  for (const char* bad : {"", "[1]", "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "{\"a\":1} x", "{\"a\":\"x}",
+                          "{\"a\":tru}", "{\"a\":1.2.3}", "{\"a\":[1,2}", "{a:1}", "{\"a\":nan}", "{\"a\":\"\\q\"}"}) {
+    std::string err;
+    EXPECT_FALSE(parse_flat_json(bad, &err)) << bad;
+    EXPECT_NE(err.find("at character"), std::string::npos) << bad << ": " << err;
+  }
+}
+
+TEST(Compare, ReadRunNamesTheFileAndLine) {
+  EXPECT_NE(read_error(rec("m", 1, 10) + "\nnot json\n").find("compare_bad.jsonl:3: not a JSON object"),
+            std::string::npos) << read_error(rec("m", 1, 10) + "\nnot json\n");
+  EXPECT_NE(read_error("{\"a\":1}\n").find(":1: not a loupe record (no \"model\" field)"), std::string::npos);
+  EXPECT_NE(read_error("").find("no records"), std::string::npos);
+  try {
+    read_run("/nonexistent/run.jsonl");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read '/nonexistent/run.jsonl'"), std::string::npos) << e.what();
+  }
+}
+
+// Medians over epochs 2.. (epoch 1 left out), null figures skipped, ratios to the first run.
+TEST(Compare, MediansOverLaterEpochsAndRatiosToTheFirstRun) {
+  const auto a = test::temp_path("compare_a.jsonl"), b = test::temp_path("compare_b.jsonl");
+  write(a, rec("m", 1, 1) + rec("m", 2, 100, ",\"mfu\":0.1,\"gpu_busy_share\":null,\"energy_j\":50") +
+               rec("m", 3, 300, ",\"mfu\":0.3,\"energy_j\":70") + rec("m", 4, 200, ",\"mfu\":null,\"energy_j\":60"));
+  write(b, rec("m", 1, 400, ",\"mfu\":0.4,\"cost_per_million_samples\":2.5"));
+  std::vector<RunSummary> ra = summarize_run(read_run(a.string()), "A", std::nullopt);
+  std::vector<RunSummary> rb = summarize_run(read_run(b.string()), "B", std::nullopt);
+  ASSERT_EQ(ra.size(), 1u);
+  EXPECT_EQ(ra[0].records, 3);
+  EXPECT_EQ(ra[0].note, "median of epochs 2..4 (3 records)");
+  EXPECT_DOUBLE_EQ(*ra[0].samples_per_sec, 200);
+  EXPECT_DOUBLE_EQ(*ra[0].mfu_pct, 20);            // median of 10 and 30; the null left out
+  EXPECT_FALSE(ra[0].busy_pct);                    // never measured: n/a, not 0
+  EXPECT_DOUBLE_EQ(*ra[0].j_per_sample, 0.06);     // 60 J / 1000 samples
+  EXPECT_FALSE(ra[0].cost_per_million);
+  EXPECT_EQ(rb[0].note, "epoch 1 only (includes warm-up)");
+  EXPECT_DOUBLE_EQ(*rb[0].cost_per_million, 2.5);  // the run's own figure
+  std::string warning;
+  std::vector<CompareSection> s = compare_sections({ra, rb}, &warning);
+  EXPECT_EQ(warning, "");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_DOUBLE_EQ(*ratio(s[0].rows[1].samples_per_sec, s[0].rows[0].samples_per_sec), 2.0);
+  EXPECT_FALSE(ratio(s[0].rows[1].busy_pct, s[0].rows[0].busy_pct));
+  const std::string table = format_section(s[0]);
+  EXPECT_NE(table.find("200 (1.00x)"), std::string::npos) << table;
+  EXPECT_NE(table.find("400 (2.00x)"), std::string::npos) << table;
+  EXPECT_NE(table.find("40.0% (2.00x)"), std::string::npos) << table;
+  EXPECT_EQ(table.find(" 0.0%"), std::string::npos) << table;
+  // A price per run: cost per million samples from the median samples/s.
+  std::vector<RunSummary> priced = summarize_run(read_run(a.string()), "A", 3.6);
+  EXPECT_DOUBLE_EQ(*priced[0].cost_per_million, 3.6 / 3600 * 1e6 / 200);
+  std::vector<std::string> rows = compare_csv_rows(s[0]);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1], "\"m, batch 128, fp32\",B,m,128,fp32,NVIDIA H100,1,epoch 1 only (includes warm-up),400,2,,,40,2,,,2.5,");
+  // Runs of different models: compared, with a warning.
+  std::vector<RunSummary> rc = summarize_run(read_run(b.string()), "C", std::nullopt);
+  rc[0].model = "other";
+  compare_sections({ra, rc}, &warning);
+  EXPECT_NE(warning.find("different models (m / other)"), std::string::npos) << warning;
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
+}
+
+// Files of several (model, batch, precision) groups (bench --json over models) compare group by group.
+TEST(Compare, SeveralGroupsAreComparedGroupByGroup) {
+  const auto a = test::temp_path("compare_ga.jsonl"), b = test::temp_path("compare_gb.jsonl");
+  write(a, rec("m1", 1, 10) + rec("m2", 1, 20));
+  write(b, rec("m2", 1, 30) + rec("m1", 1, 40));
+  std::string warning;
+  auto s = compare_sections({summarize_run(read_run(a.string()), "A", {}), summarize_run(read_run(b.string()), "B", {})},
+                            &warning);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].title, "m1, batch 128, fp32");
+  EXPECT_DOUBLE_EQ(*s[0].rows[1].samples_per_sec, 40);
+  EXPECT_EQ(s[1].rows[0].label, "A");
+  EXPECT_DOUBLE_EQ(*s[1].rows[1].samples_per_sec, 30);
+  EXPECT_EQ(warning, "");
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
+}
+
+// The command on the metrics of two short CPU training runs (two batches), and its errors.
+TEST(Compare, TheCommandOnTwoCpuRuns) {
+  const auto a = test::temp_path("cmp_a.jsonl"), b = test::temp_path("cmp_b.jsonl"), csv = test::temp_path("cmp.csv"),
+             out = test::temp_path("cmp.out");
+  auto run = [&](const std::string& args) {
+    const int rc = std::system((std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1").c_str());
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out));
+  };
+  for (const auto& [path, batch] : {std::make_pair(a, "64"), std::make_pair(b, "128")}) {
+    auto [rc, log] = run("train mnist_mlp --device cpu --synthetic --epochs 3 --max-steps 3 --plain --batch " +
+                         std::string(batch) + " --metrics " + path.string());
+    ASSERT_EQ(rc, 0) << log;
+  }
+  auto [rc, log] = run("compare " + a.string() + " " + b.string() + " --labels b64,b128 --price-per-hour 1,2 --csv " +
+                       csv.string());
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("mnist_mlp, batch 64 / 128, fp32 (ratios: this run / b64)"), std::string::npos) << log;
+  EXPECT_NE(log.find("median of epochs 2..3 (2 records)"), std::string::npos) << log;
+  EXPECT_NE(log.find("b128  CPU"), std::string::npos) << log;
+  EXPECT_NE(log.find("(1.00x)"), std::string::npos) << log;
+  const std::string table = slurp(csv);
+  EXPECT_EQ(table.rfind("section,label,model,batch,precision,gpu,records,note,samples_per_sec,", 0), 0u) << table;
+  EXPECT_NE(table.find(",b128,mnist_mlp,128,fp32,CPU,2,"), std::string::npos) << table;
+  std::tie(rc, log) = run("compare " + a.string());
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(log.find("needs at least two runs"), std::string::npos) << log;
+  std::tie(rc, log) = run("compare " + a.string() + " " + b.string() + " --price-per-hour 1");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(log.find("--price-per-hour has 1 prices for 2 runs"), std::string::npos) << log;
+  std::tie(rc, log) = run("compare " + a.string() + " /nonexistent/x.jsonl");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(log.find("cannot read '/nonexistent/x.jsonl'"), std::string::npos) << log;
+  for (const auto& p : {a, b, csv, out}) std::filesystem::remove(p);
+}
