@@ -41,7 +41,7 @@ struct Options {
   int64_t max_steps = -1;
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
-  std::string save, resume, metrics, csv, trace;
+  std::string save, resume, metrics, csv, trace, tensorboard;
   double price_per_hour = -1;                      // < 0: not given
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
