@@ -42,7 +42,8 @@ class TensorBoardWriter {
   // running mean loss, is new since its last call (the trainer reads it from the device about
   // every 0.2 s, without waiting): "step/loss", and "step/samples_per_sec" over the samples of
   // this epoch and the seconds since the last point (or the epoch's start). Otherwise it only
-  // compares: no per-step cost, and never a device read.
+  // compares: no per-step cost, and never a device read. The loss is the epoch's mean up to the
+  // step at which the trainer asked for it (on a GPU a few steps before `step`, as it arrives).
   void begin_epoch(double now_s);
   void step(int64_t step, int64_t epoch_samples, double now_s, std::optional<double> loss);
 

@@ -10,7 +10,7 @@ struct TensorBoardWriter::Impl {};
 bool tensorboard_available() { return false; }
 
 std::string tensorboard_missing() {
-  return "--tensorboard: this loupe was built without TensorBoard support (protobuf was not found); install "
+  return "--tensorboard: this loupe was built without TensorBoard support (protobuf and Boost.CRC at build time); install "
          "libprotobuf-dev, protobuf-compiler and libboost-dev (apt-get install libprotobuf-dev protobuf-compiler "
          "libboost-dev) and rebuild";
 }
