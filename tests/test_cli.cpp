@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "instrument/tensorboard.h"
 #include "tools/options.h"
 
 namespace {
@@ -78,6 +79,8 @@ TEST(Cli, VersionSaysTheVersionAndTheBuild) {
     if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) EXPECT_NE(out.find(", cuDNN " + cudnn), std::string::npos) << out;
     EXPECT_TRUE(out.find("\nCPU GEMM: OpenBLAS\n") != std::string::npos ||
                 out.find("\nCPU GEMM: builtin\n") != std::string::npos) << out;
+    EXPECT_NE(out.find(loupe::instrument::tensorboard_available() ? "\nTensorBoard: on\n" : "\nTensorBoard: off ("),
+              std::string::npos) << out;
     // The build tree's command reads the sources' scripts.
     EXPECT_NE(out.find(std::string("\nplot scripts: ") + LOUPE_TOOLS_DIR + "\n"), std::string::npos) << out;
   }
@@ -107,4 +110,14 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
     EXPECT_EQ(rc, 1) << args << "\n" << out;
     EXPECT_EQ(out, "loupe: " + message + "\n") << args;
   }
+}
+
+// A build without protobuf refuses --tensorboard in one sentence that names the packages, before any
+// data is loaded (--data names no directory); test_tensorboard covers the builds that have it.
+TEST(Cli, TensorBoardRefusedWhereNotBuilt) {
+  if (loupe::instrument::tensorboard_available()) GTEST_SKIP() << "this build writes TensorBoard files";
+  auto [rc, out] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --data /nonexistent/loupe --tensorboard tb");
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(out, "loupe: " + loupe::instrument::tensorboard_missing() + "\n");
+  EXPECT_NE(out.find("libprotobuf-dev, protobuf-compiler and libboost-dev"), std::string::npos) << out;
 }

@@ -9,6 +9,7 @@
 #include "core/knobs.h"
 #include "core/thread_pool.h"
 #include "instrument/report_io.h"
+#include "instrument/tensorboard.h"
 #include "ops/gemm_cpu.h"
 #include "tools/commands.h"
 
@@ -113,6 +114,8 @@ std::string version_text() {
   s += "CUDA: " + (cuda.empty() ? std::string("off (a CPU-only build)") : "on (" + cuda + ")");
   if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) s += ", cuDNN " + cudnn;
   s += "\nCPU GEMM: " + std::string(cpu::gemm_backend_name()) + "\n";
+  s += std::string("TensorBoard: ") +
+       (instrument::tensorboard_available() ? "on" : "off (needs libprotobuf-dev, protobuf-compiler, libboost-dev)") + "\n";
   s += "plot scripts: " + tools_dir() + "\n";
   return s;
 }

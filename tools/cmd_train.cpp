@@ -17,6 +17,7 @@
 #include "instrument/counters.h"
 #include "instrument/monitor.h"
 #include "instrument/report_io.h"
+#include "instrument/tensorboard.h"
 #include "loader/loader.h"
 #include "models/session.h"
 #include "tools/bench.h"
@@ -155,18 +156,24 @@ instrument::AdviceInputs advice_inputs(const Run& run) {
   return adv;
 }
 
-// The epochs' reports, printed (each piece of advice once) and written to --metrics (appended) and --csv.
+// The epochs' reports, printed (each piece of advice once) and written to --metrics (appended), --csv
+// and --tensorboard (with the per-step points).
 struct Reporting {
   instrument::EpochMonitor monitor;
   instrument::AdviceInputs adv;
   instrument::EpochConsole console;
   std::unique_ptr<instrument::JsonlWriter> jsonl;
   std::unique_ptr<instrument::CsvWriter> csv;
+  std::unique_ptr<instrument::TensorBoardWriter> tb;
   bool tty = false;
   explicit Reporting(const Run& run) : monitor(run.dev, monitor_options(run)), adv(advice_inputs(run)) {
     if (run.o.has("metrics"))
       jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics, instrument::JsonlWriter::Mode::Append);
     if (run.o.has("csv")) csv = std::make_unique<instrument::CsvWriter>(run.o.csv);
+    if (run.o.has("tensorboard")) {
+      tb = std::make_unique<instrument::TensorBoardWriter>(run.o.tensorboard);
+      std::printf("events  %s (tensorboard --logdir %s)\n", tb->path().c_str(), run.o.tensorboard.c_str());
+    }
     tty = !run.o.plain && instrument::ProgressBar::stdout_is_tty();
   }
 };
@@ -176,10 +183,14 @@ train::EpochStats train_one_epoch(Run& run, Reporting& rep, int e) {
   train::Trainer& trainer = run.session->trainer();
   instrument::ProgressBar bar(e, run.epochs, run.epoch_steps(), rep.tty);
   double te = train::now_seconds();
-  // The bar only where it is drawn: otherwise the step has no per-step host work for it at all.
-  if (rep.tty)
+  // Only where the bar is drawn or TensorBoard gets the running loss: otherwise the step has no
+  // per-step host work for them at all. Neither reads the device: the loss comes as the trainer has it.
+  if (rep.tb) rep.tb->begin_epoch(te);
+  if (rep.tty || rep.tb)
     trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples, std::optional<double> loss) {
-      bar.update(step, train::now_seconds() - te, samples, loss);
+      const double now = train::now_seconds();
+      bar.update(step, now - te, samples, loss);
+      if (rep.tb) rep.tb->step(trainer.global_step(), samples, now, loss);
     };
   train::EpochStats st = run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps)
                                 : trainer.train_epoch(run.data.train, run.batch, run.session->seed(), e,
@@ -201,6 +212,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);
   if (rep.csv) rep.csv->write(r);
+  if (rep.tb) rep.tb->epoch(r);  // and flushed
   if (!run.o.save.empty()) {
     NvtxRange ck("checkpoint");
     rep.monitor.mark("checkpoint");
@@ -263,6 +275,7 @@ void prepare(Run& run) {
   run.epochs = o.epochs.value_or(run.info.recipe.epochs);
   run.batch = o.batch.value_or(run.info.recipe.batch);
   if (!o.save.empty()) check_checkpoint_destination(o.save);  // before any data is loaded or step run
+  if (o.has("tensorboard") && !instrument::tensorboard_available()) throw Error(instrument::tensorboard_missing());
   run.dev = pick_device(o);
   run.topt = trainer_options(o, run.dev);
   run.prec = precision_name(*run.topt.precision);

@@ -86,6 +86,8 @@ input pipeline (default: the asynchronous loader, from host memory):
 instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
   --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
   --csv FILE          the same records as CSV
+  --tensorboard DIR   write TensorBoard event files into DIR: per step the running loss and samples/s,
+                      per epoch every numeric field of the report (`tensorboard --logdir DIR`)
   --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
   --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
@@ -346,6 +348,10 @@ const std::map<std::string, Spec> kSpecs = {
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
     {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
+    {"tensorboard", {false, "train", [](Options& o, const std::string& v) {
+       if (v.empty()) throw Error("--tensorboard needs a directory for the event files, e.g. --tensorboard runs/mlp");
+       o.tensorboard = v;
+     }}},
     {"csv", {false, "train bench sweep roofline compare profile", [](Options& o, const std::string& v) { o.csv = v; }}},
     {"json", {false, "bench sweep profile", [](Options& o, const std::string& v) { o.json = v; }}},
     {"png", {false, "sweep roofline profile", [](Options& o, const std::string& v) { o.png = v; }}},

@@ -42,7 +42,7 @@ struct Options {
   int64_t max_steps = -1;
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
-  std::string save, resume, metrics, csv, trace;
+  std::string save, resume, metrics, csv, trace, tensorboard;
   std::string timeline;  // --timeline FILE.csv
   int sample_ms = 50;    // --sample-ms: NVML's period
   double price_per_hour = -1;                      // < 0: not given

@@ -20,7 +20,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(cmake ninja-build g++ pkg-config zlib1g-dev libopenblas-dev libstb-dev dataset-fashion-mnist python3 python3-matplotlib)
+packages=(cmake ninja-build g++ pkg-config zlib1g-dev libopenblas-dev libstb-dev libprotobuf-dev protobuf-compiler
+          libboost-dev dataset-fashion-mnist python3 python3-matplotlib)
 [ "$cpu_only" = 1 ] || packages+=(libgtest-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -200,6 +200,20 @@ std::string to_csv_row(const EpochReport& r) {
   return join(cells, ",");
 }
 
+std::vector<std::pair<std::string, std::optional<double>>> numeric_fields(const EpochReport& r) {
+  std::vector<std::pair<std::string, std::optional<double>>> out;
+  visit_fields(r, [&](const char* name, const auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, Opt>) {
+      out.emplace_back(name, v && std::isfinite(*v) ? v : std::nullopt);
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      const double d = double(v);
+      out.emplace_back(name, std::isfinite(d) ? std::optional<double>(d) : std::nullopt);
+    }
+  });
+  return out;
+}
+
 std::string epoch_line(const EpochReport& r) {
   const int width = int(std::to_string(r.epochs).size());
   char head[64];

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "instrument/report.h"
@@ -20,6 +21,11 @@ std::string to_json(const EpochReport& r);
 // The same scalar fields as to_json, in the same order; advice joined with " | " in the last column.
 std::string csv_header();
 std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured figure
+
+// The numeric fields of to_json (the text ones and advice left out), in the same order under the
+// same names, with the value where the JSON line holds a number and empty where it holds null
+// (unmeasured, or not finite). TensorBoard's epoch scalars are these (instrument/tensorboard.h).
+std::vector<std::pair<std::string, std::optional<double>>> numeric_fields(const EpochReport& r);
 
 // The console summary, joined by '\n', no trailing newline: the epoch's learning and speed; on a GPU,
 // the device (utilisation, busy, MFU, memory, power); the step and the host; one "advice:" line per

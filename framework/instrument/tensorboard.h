@@ -1,0 +1,64 @@
+// TensorBoard event files (loupe train --tensorboard DIR): scalars as TensorBoard's own Event protos
+// (third_party/tensorboard_proto, compiled by protoc at build time), framed as TFRecords: per record
+// the length as a little-endian uint64, the masked CRC32C of those 8 bytes, the bytes, and their
+// masked CRC32C (Boost.CRC; mask: ((crc >> 15) | (crc << 17)) + 0xa282ead8). The first record is
+// the file version, "brain.Event:2". `tensorboard --logdir DIR` shows the scalars.
+//
+// Built where CMake finds protobuf (loupe: TensorBoard: ON); elsewhere tensorboard_none.cpp stands
+// in: tensorboard_available() is false and the writer's constructor throws tensorboard_missing().
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "instrument/report.h"
+
+namespace loupe::instrument {
+
+// Whether this build writes TensorBoard event files.
+bool tensorboard_available();
+// One sentence: this build cannot write them, and which packages to install before rebuilding.
+std::string tensorboard_missing();
+
+class TensorBoardWriter {
+ public:
+  // Creates `dir` (and its parents) where missing and opens a new event file in it,
+  // events.out.tfevents.<unix seconds>.<hostname>.<pid>.loupe, starting with the version record.
+  // Throws loupe::Error naming the path when it cannot.
+  explicit TensorBoardWriter(const std::string& dir);
+  ~TensorBoardWriter();  // flushes and closes (never throws)
+  TensorBoardWriter(const TensorBoardWriter&) = delete;
+  TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
+  const std::string& path() const;
+
+  // One Event at `step` holding each (tag, value) as a scalar (Summary.Value.simple_value, a float).
+  void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+
+  // The per-step points, from TrainHooks::on_step. begin_epoch marks the start of an epoch's
+  // training (host seconds). step() writes one Event at global step `step` only when `loss`, the
+  // running mean loss, is new since its last call (the trainer reads it from the device about
+  // every 0.2 s, without waiting): "step/loss", and "step/samples_per_sec" over the samples of
+  // this epoch and the seconds since the last point (or the epoch's start). Otherwise it only
+  // compares: no per-step cost, and never a device read. The loss is the epoch's mean up to the
+  // step at which the trainer asked for it (on a GPU a few steps before `step`, as it arrives).
+  void begin_epoch(double now_s);
+  void step(int64_t step, int64_t epoch_samples, double now_s, std::optional<double> loss);
+
+  // Every numeric field of the epoch report that the JSON line holds as a number (numeric_fields
+  // in report_io.h: unmeasured and non-finite ones are left out, never written as 0), each as
+  // "epoch/<field>" at step r.epoch; then flushes the file, so a killed run keeps its epochs.
+  void epoch(const EpochReport& r);
+  void flush();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  double last_time_ = 0;
+  int64_t last_samples_ = 0;
+  std::optional<double> last_loss_;
+};
+
+}  // namespace loupe::instrument
