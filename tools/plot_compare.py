@@ -75,16 +75,25 @@ def main():
     groups = sections(rows)
     labels = list(dict.fromkeys(r["label"] for r in rows))
     colours = {lab: f"C{i}" for i, lab in enumerate(labels)}
-    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 4.2 * len(groups)), squeeze=False)
-    for ax, (title, rs) in zip(axes[:, 0], groups):
+    # Many groups (every model at two precisions) in a grid, so the page stays readable.
+    ncols = 1 if len(groups) <= 2 else 2 if len(groups) <= 6 else 3
+    nrows = -(-len(groups) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(11 if ncols == 1 else 8.5 * ncols, 4.2 * nrows), squeeze=False)
+    flat = list(axes.flat)
+    for ax, (title, rs) in zip(flat, groups):
         draw_section(ax, title, rs, colours)
+    for ax in flat[len(groups):]:
+        ax.set_visible(False)
     gpus = {r["label"]: r["gpu"] for r in rows}
     from matplotlib.patches import Patch
     handles = [Patch(color=colours[lab], label=f"{lab} ({gpus[lab]})" if gpus[lab] else lab) for lab in labels]
-    axes[0, 0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, title="runs")
+    if ncols == 1:
+        axes[0, 0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, title="runs")
+    else:
+        fig.legend(handles=handles, loc="upper right", fontsize=10, title="runs")
     title = a.title or "loupe compare: " + " vs ".join(labels)
     fig.suptitle(f"{title}\nbar height: ratio to the first run; value written on each bar; n/a: not measured")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96 if nrows > 1 else 0.9))  # room for the title above the grid
     fig.savefig(a.png, dpi=110, bbox_inches="tight")
 
 
