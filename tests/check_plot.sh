@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CTest plot_sweep / plot_roofline / plot_timeline / plot_compare: a plotting script draws sample
+# CTest plot_sweep / plot_roofline / plot_timeline / plot_compare / plot_profile: a plotting script draws sample
 # CSVs into real PNGs and refuses a CSV without a required column with exit status 2, a message
 # naming it and no PNG.
 #   check_plot.sh [--skip-without-matplotlib] SOURCE_DIR SCRIPT COLUMN FIXTURE...
@@ -12,6 +12,8 @@
 # timeline_sample_marks_only.csv a real CPU run's (marks only). compare_sample.csv and
 # compare_sample_groups.csv were written by `loupe compare --csv` from hand-written JSONL with
 # invented H100/H200 figures (one group per run; two models per run, as from bench --json).
+# profile_sample.csv is a real `loupe profile cifar10_cnn --counters` on an H100 (2026-11-24),
+# profile_sample_cpu.csv a real CPU run of mnist_mlp.
 set -uo pipefail
 skip_without=0
 if [ "${1:-}" = --skip-without-matplotlib ]; then

@@ -201,7 +201,7 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
   const auto csv = test::temp_path("profile.csv"), json = test::temp_path("profile.json"),
              png = test::temp_path("profile.png"), log = test::temp_path("profile.log");
   std::string cmd = std::string(LOUPE_CLI) + " profile mnist_mlp --device cpu --synthetic --batch 32 --threads 1 " +
-                    "--profile-steps 3:6 --csv " + csv.string() + " --json " + json.string() + " --png " +
+                    "--profile-steps 3:6 --counters --csv " + csv.string() + " --json " + json.string() + " --png " +
                     png.string() + " > " + log.string() + " 2>&1";
   int rc = std::system(cmd.c_str());
   std::stringstream out, j, c;
@@ -210,6 +210,10 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
   EXPECT_NE(out.str().find("window  steps 3..6 (4 steps)"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("fc1+relu1+drop1"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("targets\n  1. "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("counters n/a: hardware counters are read from a GPU; this run is on the CPU"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("fma%  tc% dram%"), std::string::npos) << out.str();
   j << std::ifstream(json).rdbuf();
   c << std::ifstream(csv).rdbuf();
   EXPECT_NE(c.str().find("\"matmul\",backward"), std::string::npos) << c.str();
