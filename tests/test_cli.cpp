@@ -12,6 +12,7 @@
 #include <string>
 
 #include "instrument/tensorboard.h"
+#include "test_util.h"
 #include "tools/options.h"
 
 namespace {
@@ -21,13 +22,7 @@ const char* const kCommands[] = {"train", "eval", "generate", "bench", "sweep", 
 
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {
-  auto out = std::filesystem::temp_directory_path() / ("loupe_test_cli_" + std::to_string(getpid()) + ".txt");
-  std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::stringstream ss;
-  ss << std::ifstream(out).rdbuf();
-  std::filesystem::remove(out);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+  return loupe::test::run_command(std::string(LOUPE_CLI) + " " + args);
 }
 
 }  // namespace

@@ -18,11 +18,7 @@ using namespace loupe::tools;
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::stringstream ss;
-  ss << std::ifstream(p).rdbuf();
-  return ss.str();
-}
+using loupe::test::slurp;
 
 void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
 
@@ -153,12 +149,8 @@ TEST(Compare, SeveralGroupsAreComparedGroupByGroup) {
 
 // The command on the metrics of two short CPU training runs (two batches), and its errors.
 TEST(Compare, TheCommandOnTwoCpuRuns) {
-  const auto a = test::temp_path("cmp_a.jsonl"), b = test::temp_path("cmp_b.jsonl"), csv = test::temp_path("cmp.csv"),
-             out = test::temp_path("cmp.out");
-  auto run = [&](const std::string& args) {
-    const int rc = std::system((std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1").c_str());
-    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out));
-  };
+  const auto a = test::temp_path("cmp_a.jsonl"), b = test::temp_path("cmp_b.jsonl"), csv = test::temp_path("cmp.csv");
+  auto run = [&](const std::string& args) { return test::run_command(std::string(LOUPE_CLI) + " " + args); };
   for (const auto& [path, batch] : {std::make_pair(a, "64"), std::make_pair(b, "128")}) {
     auto [rc, log] = run("train mnist_mlp --device cpu --synthetic --epochs 3 --max-steps 3 --plain --batch " +
                          std::string(batch) + " --metrics " + path.string());
@@ -183,5 +175,5 @@ TEST(Compare, TheCommandOnTwoCpuRuns) {
   std::tie(rc, log) = run("compare " + a.string() + " /nonexistent/x.jsonl");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(log.find("cannot read '/nonexistent/x.jsonl'"), std::string::npos) << log;
-  for (const auto& p : {a, b, csv, out}) std::filesystem::remove(p);
+  for (const auto& p : {a, b, csv}) std::filesystem::remove(p);
 }

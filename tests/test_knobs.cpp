@@ -161,12 +161,7 @@ TEST(Knobs, TheTableIsWellFormed) {
 
 const fs::path kRoot = LOUPE_SOURCE_DIR;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using loupe::test::slurp;
 
 // .git, and what .gitignore keeps out of the tree: build*/, .data/ (a device run's carried files), out/.
 bool skipped_dir(const fs::path& rel) {

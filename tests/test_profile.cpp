@@ -199,44 +199,37 @@ TEST(OpProfile, OverlappingKernelsShareTheOverlap) {
 // a window longer than the epoch is refused with what to do.
 TEST(ProfileCli, CpuRunWritesTheTable) {
   const auto csv = test::temp_path("profile.csv"), json = test::temp_path("profile.json"),
-             png = test::temp_path("profile.png"), log = test::temp_path("profile.log");
-  std::string cmd = std::string(LOUPE_CLI) + " profile mnist_mlp --device cpu --synthetic --batch 32 --threads 1 " +
-                    "--profile-steps 3:6 --counters --csv " + csv.string() + " --json " + json.string() + " --png " +
-                    png.string() + " > " + log.string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::stringstream out, j, c;
-  out << std::ifstream(log).rdbuf();
-  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << out.str();
-  EXPECT_NE(out.str().find("window  steps 3..6 (4 steps)"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("fc1+relu1+drop1"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("targets\n  1. "), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("counters n/a: hardware counters are read from a GPU; this run is on the CPU"),
+             png = test::temp_path("profile.png");
+  auto [rc, out] = test::run_command(std::string(LOUPE_CLI) +
+                                     " profile mnist_mlp --device cpu --synthetic --batch 32 --threads 1 " +
+                                     "--profile-steps 3:6 --counters --csv " + csv.string() + " --json " +
+                                     json.string() + " --png " + png.string());
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("window  steps 3..6 (4 steps)"), std::string::npos) << out;
+  EXPECT_NE(out.find("fc1+relu1+drop1"), std::string::npos) << out;
+  EXPECT_NE(out.find("targets\n  1. "), std::string::npos) << out;
+  EXPECT_NE(out.find("counters n/a: hardware counters are read from a GPU; this run is on the CPU"),
             std::string::npos)
-      << out.str();
-  EXPECT_NE(out.str().find("fma%  tc% dram%"), std::string::npos) << out.str();
-  j << std::ifstream(json).rdbuf();
-  c << std::ifstream(csv).rdbuf();
-  EXPECT_NE(c.str().find("\"matmul\",backward"), std::string::npos) << c.str();
-  EXPECT_NE(c.str().find("\"RMSprop\",optimizer"), std::string::npos) << c.str();
-  // One step of mnist_mlp at batch 32, as test_flops writes it out, all of it in the rows.
+      << out;
+  EXPECT_NE(out.find("fma%  tc% dram%"), std::string::npos) << out;
+  const std::string j = test::slurp(json), c = test::slurp(csv);
+  EXPECT_NE(c.find("\"matmul\",backward"), std::string::npos) << c;
+  EXPECT_NE(c.find("\"RMSprop\",optimizer"), std::string::npos) << c;
+  // Every FLOP of the window is in a row: the rows sum to core/flops.h's count, none outside an op.
   auto field = [&](const std::string& key) {
-    size_t at = j.str().find("\"" + key + "\":");
-    return at == std::string::npos ? -1.0 : std::atof(j.str().c_str() + at + key.size() + 3);
+    size_t at = j.find("\"" + key + "\":");
+    return at == std::string::npos ? -1.0 : std::atof(j.c_str() + at + key.size() + 3);
   };
   EXPECT_GT(field("flops_per_step"), 0);
   EXPECT_NEAR(field("flops_per_step"), field("counted_flops_per_step"), 1e-6 * field("counted_flops_per_step"));
   EXPECT_EQ(field("unscoped_flops_per_step"), 0);
-  for (const auto& p : {csv, json, png, log}) std::filesystem::remove(p);
+  for (const auto& p : {csv, json, png}) std::filesystem::remove(p);
 
-  cmd = std::string(LOUPE_CLI) + " profile mnist_mlp --device cpu --synthetic --batch 30000 --profile-steps 3:6 > " +
-        log.string() + " 2>&1";
-  rc = std::system(cmd.c_str());
-  std::stringstream err;
-  err << std::ifstream(log).rdbuf();
-  std::filesystem::remove(log);
-  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
-  EXPECT_NE(err.str().find("the profile window ends at step 6 but an epoch of mnist_mlp at batch 30000 has 2 steps: "
+  std::tie(rc, out) = test::run_command(std::string(LOUPE_CLI) +
+                                        " profile mnist_mlp --device cpu --synthetic --batch 30000 --profile-steps 3:6");
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("the profile window ends at step 6 but an epoch of mnist_mlp at batch 30000 has 2 steps: "
                            "--profile-steps A:B with B <= 2, or a smaller --batch"),
             std::string::npos)
-      << err.str();
+      << out;
 }

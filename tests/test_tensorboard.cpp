@@ -73,12 +73,7 @@ Records read_records(const std::string& bytes) {
   return r;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using loupe::test::slurp;
 
 // Every Event of a file, checked: readable, the first the version record.
 std::vector<tensorboard::Event> events_of(const fs::path& p) {
@@ -113,12 +108,7 @@ std::map<std::string, float> values_of(const tensorboard::Event& e) {
 }
 
 std::pair<int, std::string> run_cli(const std::string& args) {
-  auto out = loupe::test::temp_path("loupe_tb_cli.txt");
-  std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::string text = slurp(out);
-  fs::remove(out);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
+  return loupe::test::run_command(std::string(LOUPE_CLI) + " " + args);
 }
 
 }  // namespace

@@ -21,11 +21,7 @@ using namespace loupe::instrument;
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::stringstream ss;
-  ss << std::ifstream(p).rdbuf();
-  return ss.str();
-}
+using loupe::test::slurp;
 
 GpuSample sample(double t, double util, double mib, double watts, double temp, double clock) {
   GpuSample s;

@@ -267,13 +267,7 @@ TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
 
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {
-  auto out = test::temp_path("loupe_cli_numbers.txt");
-  std::string cmd = std::string(LOUPE_CLI) + " " + args + " > " + out.string() + " 2>&1";
-  int rc = std::system(cmd.c_str());
-  std::stringstream ss;
-  ss << std::ifstream(out).rdbuf();
-  std::filesystem::remove(out);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
+  return test::run_command(std::string(LOUPE_CLI) + " " + args);
 }
 
 // Numbers on the command line are whole, in range and finite, or refused in one sentence that

@@ -1,11 +1,15 @@
 // Small helpers shared by the test files.
 #pragma once
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
 
 #include "core/knobs.h"
 
@@ -46,6 +50,23 @@ struct UnsetEnv {
 // that two test runs at once (two build trees on one machine) do not share files.
 inline std::filesystem::path temp_path(const std::string& name) {
   return std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+}
+
+// The whole file, as bytes ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command: {its exit status (-1 when it did not exit), its stdout and stderr together}.
+inline std::pair<int, std::string> run_command(const std::string& cmd) {
+  const auto out = temp_path("command_output.txt");
+  const int rc = std::system((cmd + " > '" + out.string() + "' 2>&1").c_str());
+  std::string text = slurp(out);
+  std::filesystem::remove(out);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
 }
 
 }  // namespace loupe::test

@@ -10,6 +10,7 @@
 #include "core/precision.h"
 #include "core/random.h"
 #include "instrument/monitor.h"
+#include "instrument/report_io.h"
 #include "models/registry.h"
 #include "models/session.h"
 #include "ops/view.h"
@@ -27,14 +28,6 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
   return b;
 }
 
-std::string thousands(double v) {
-  std::string s = std::to_string(int64_t(v + 0.5)), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i && (s.size() - i) % 3 == 0) out += ',';
-    out += s[i];
-  }
-  return out;
-}
 
 void print_header() {
   std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", "model", "batch", "prec", "samples/s", "ms/step",
@@ -49,10 +42,10 @@ void print_row(const instrument::EpochReport& r) {
   // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
   std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", r.model.c_str(), (long long)r.batch,
-              r.precision.c_str(), thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
+              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
               fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(mib, "%.0f") + (mib ? " MiB" : "")).c_str(),
-              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? thousands(*r.samples_per_joule).c_str() : "n/a",
+              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
               step);
   std::fflush(stdout);
 }
@@ -221,7 +214,7 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
   for (const auto& r : rows)
     if (r.samples_per_sec > best->samples_per_sec) best = &r;
   std::snprintf(line, sizeof line, "fastest: %s at batch %lld, %s samples/s\n", best->precision.c_str(),
-                (long long)best->batch, thousands(best->samples_per_sec).c_str());
+                (long long)best->batch, instrument::thousands(best->samples_per_sec).c_str());
   out += line;
   std::vector<std::string> precs;
   for (const auto& r : rows)

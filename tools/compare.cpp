@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "instrument/report_io.h"
 
 namespace loupe::tools {
 
@@ -193,16 +194,8 @@ std::vector<CompareSection> compare_sections(const std::vector<std::vector<RunSu
 
 namespace {
 
-std::string commas(double v) {
-  std::string d = fmt("%.0f", std::fabs(v)), o;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i && (d.size() - i) % 3 == 0) o += ',';
-    o += d[i];
-  }
-  return (v < 0 ? "-" : "") + o;
-}
 
-std::string three(double v) { return std::fabs(v) >= 99.5 ? commas(v) : fmt("%.3g", v); }
+std::string three(double v) { return std::fabs(v) >= 99.5 ? instrument::thousands(v) : fmt("%.3g", v); }
 std::string percent(double v) { return fmt(std::fabs(v) >= 1 || v == 0 ? "%.1f%%" : "%.2f%%", v); }
 std::string dollars(double v) { return "$" + fmt("%.4g", v); }
 // A ratio: two decimals, or two significant digits below 0.1 (0.0073x, not 0.01x).

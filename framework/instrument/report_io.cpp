@@ -92,19 +92,11 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string commas(double v) {
-  std::string d = fmt("%.0f", std::fabs(v)), o;
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (i && (d.size() - i) % 3 == 0) o += ',';
-    o += d[i];
-  }
-  return (v < 0 ? "-" : "") + o;
-}
 
 // About three significant digits; whole numbers with thousands separators from 100 up.
 std::string n3(double v) {
   if (!std::isfinite(v)) return fmt("%g", v);
-  return std::fabs(v) >= 99.5 ? commas(v) : fmt("%.3g", v);
+  return std::fabs(v) >= 99.5 ? thousands(v) : fmt("%.3g", v);
 }
 
 // Small shares keep two decimals, so a 0.04% MFU does not read as 0.0%.
@@ -114,7 +106,7 @@ std::string pct(double share) {
 }
 
 std::string bytes(double b) {
-  return b >= (1 << 30) ? fmt("%.1f GiB", b / (1 << 30)) : commas(b / (1 << 20)) + " MiB";
+  return b >= (1 << 30) ? fmt("%.1f GiB", b / (1 << 30)) : thousands(b / (1 << 20)) + " MiB";
 }
 
 std::string energy(double j) {
@@ -175,6 +167,15 @@ std::string device_line(const EpochReport& r) {
 }
 
 }  // namespace
+
+std::string thousands(double v) {
+  std::string d = fmt("%.0f", std::fabs(v)), o;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) o += ',';
+    o += d[i];
+  }
+  return (v < 0 ? "-" : "") + o;
+}
 
 std::string to_json(const EpochReport& r) {
   std::string o = "{";

@@ -32,6 +32,8 @@ std::vector<std::pair<std::string, std::optional<double>>> numeric_fields(const 
 // item. A CPU run (device "cpu") gets no device line, as it measures none of it (the JSON and CSV
 // records keep those fields, null), and its FLOP rate goes on the host line.
 std::string epoch_line(const EpochReport& r);
+// 1234567.8 -> "1,234,568": the whole number with thousands separators (the reports' and tables' style).
+std::string thousands(double v);
 
 // epoch_line for one run's epochs in turn, saying each piece of advice once: an epoch whose advice
 // is the same as the last one printed (the same items; their figures may differ) gets one line,
