@@ -40,8 +40,9 @@ struct UnsetEnv {
     unsetenv(n.c_str());
     knobs::reload();
   }
-  ~UnsetEnv() {
+  ~UnsetEnv() {  // as it was, whatever the test set meanwhile
     if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
     knobs::reload();
   }
 };

@@ -1,0 +1,278 @@
+#include "train/launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+
+namespace loupe::train {
+
+namespace {
+
+std::atomic<int> g_forward_signal{0};  // set by the launcher's handler, read by its wait loop
+void on_signal(int sig) { g_forward_signal.store(sig); }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int status_of(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1; }
+
+pid_t start_rank(const LaunchOptions& o, int local, int world, int port) {
+  pid_t pid = fork();
+  LOUPE_CHECK(pid >= 0, "cannot start rank ", local, ": fork failed: ", std::strerror(errno));
+  if (pid > 0) return pid;
+  setpgid(0, 0);  // its own group: the launcher stops a rank and everything it started
+  const int rank = o.node_rank * o.procs + local;
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(o.procs).c_str(), 1);
+  setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink multicast stays off on shared hosts
+  std::vector<char*> argv{const_cast<char*>(o.exe.c_str())};
+  for (const std::string& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(o.exe.c_str(), argv.data());
+  std::fprintf(stderr, "loupe: rank %d: cannot run %s: %s\n", rank, o.exe.c_str(), std::strerror(errno));
+  _exit(127);
+}
+
+void signal_all(const std::vector<pid_t>& pids, int sig) {
+  for (pid_t p : pids)
+    if (p > 0) kill(-p, sig);
+}
+
+// Stops the ranks still running: SIGTERM, then SIGKILL after the grace period; reaps them.
+void stop_all(std::vector<pid_t>& pids, double grace) {
+  signal_all(pids, SIGTERM);
+  const double deadline = now_s() + grace;
+  for (;;) {
+    bool any = false;
+    for (pid_t& p : pids) {
+      if (p <= 0) continue;
+      int st = 0;
+      if (waitpid(p, &st, WNOHANG) == p) p = -1;
+      else any = true;
+    }
+    if (!any) return;
+    if (now_s() > deadline) {
+      signal_all(pids, SIGKILL);
+      for (pid_t& p : pids)
+        if (p > 0) waitpid(p, nullptr, 0), p = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  LOUPE_CHECK(o.procs >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
+              "launch: ", o.procs, " processes on host ", o.node_rank, " of ", o.nnodes);
+  const int world = o.procs * o.nnodes;
+  const int port = o.master_port > 0 ? o.master_port : free_port();
+  struct sigaction sa {}, old_int{}, old_term{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  g_forward_signal.store(0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < o.procs; ++i) pids.push_back(start_rank(o, i, world, port));
+  int result = 0, done = 0;
+  while (done < o.procs) {
+    if (int sig = g_forward_signal.exchange(0)) signal_all(pids, sig);  // Ctrl-C reaches every rank
+    int st = 0;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (pids[i] != p) continue;
+      pids[i] = -1;
+      ++done;
+      if (status_of(st) != 0 && result == 0) {
+        result = status_of(st);
+        std::fprintf(stderr, "loupe: rank %d exited with status %d; stopping the other %d rank(s)\n",
+                     o.node_rank * o.procs + int(i), result, o.procs - done);
+        stop_all(pids, o.grace_seconds);
+        done = o.procs;
+      }
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  LOUPE_CHECK(fd >= 0, "cannot open a socket: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+           getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  close(fd);
+  LOUPE_CHECK(ok, "cannot find a free port on 127.0.0.1: ", std::strerror(errno));
+  return ntohs(a.sin_port);
+}
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+sockaddr_in address(const std::string& addr, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  LOUPE_CHECK(inet_pton(AF_INET, addr.c_str(), &a.sin_addr) == 1, "rendezvous: '", addr,
+              "' is not an IPv4 address (MASTER_ADDR takes one, e.g. 127.0.0.1)");
+  return a;
+}
+
+// Reads exactly n bytes before the deadline; false on a closed socket or the deadline.
+bool read_all(int fd, char* p, size_t n, double deadline) {
+  while (n > 0) {
+    pollfd pf{fd, POLLIN, 0};
+    int ms = int(std::max(0.0, deadline - now_s()) * 1000);
+    if (poll(&pf, 1, ms) <= 0) return false;
+    ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k, n -= size_t(k);
+  }
+  return true;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k, n -= size_t(k);
+  }
+  return true;
+}
+
+constexpr char kHello[8] = {'L', 'O', 'U', 'P', 'E', 'R', 'V', '1'};
+
+void serve(const RendezvousOptions& o, const std::string& blob, double deadline) {
+  Fd s;
+  s.fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a = address(o.addr, o.port);
+  LOUPE_CHECK(bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(s.fd, 64) == 0,
+              "rendezvous: rank 0 cannot listen on ", o.addr, ":", o.port, ": ", std::strerror(errno),
+              " (another run on that port? set MASTER_PORT)");
+  std::set<int> seen;
+  while (int(seen.size()) < o.world - 1) {
+    pollfd pf{s.fd, POLLIN, 0};
+    int ms = int(std::max(0.0, deadline - now_s()) * 1000);
+    LOUPE_CHECK(poll(&pf, 1, ms) > 0, "rendezvous: ", seen.size(), " of the ", o.world - 1,
+                " other ranks reached rank 0 at ", o.addr, ":", o.port, " within ", o.timeout_seconds,
+                " s; the others never came (did they start? is the address reachable from them?)");
+    Fd c;
+    c.fd = accept(s.fd, nullptr, nullptr);
+    if (c.fd < 0) continue;
+    char hello[12];
+    if (!read_all(c.fd, hello, sizeof hello, deadline) || std::memcmp(hello, kHello, 8) != 0) continue;
+    int32_t r = 0;
+    std::memcpy(&r, hello + 8, 4);
+    LOUPE_CHECK(r >= 1 && r < o.world, "rendezvous: a peer says it is rank ", r, ", but the world has ranks 0..",
+                o.world - 1);
+    LOUPE_CHECK(!seen.count(r), "rendezvous: two processes say they are rank ", r, " (RANK set twice?)");
+    seen.insert(r);
+    uint32_t n = uint32_t(blob.size());
+    LOUPE_CHECK(write_all(c.fd, reinterpret_cast<const char*>(&n), 4) && write_all(c.fd, blob.data(), blob.size()),
+                "rendezvous: rank ", r, " went away before it got the id");
+  }
+}
+
+std::string join(const RendezvousOptions& o, double deadline) {
+  sockaddr_in a = address(o.addr, o.port);
+  for (;;) {
+    Fd c;
+    c.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      char hello[12];
+      std::memcpy(hello, kHello, 8);
+      int32_t r = o.rank;
+      std::memcpy(hello + 8, &r, 4);
+      uint32_t n = 0;
+      if (write_all(c.fd, hello, sizeof hello) && read_all(c.fd, reinterpret_cast<char*>(&n), 4, deadline)) {
+        std::string blob(n, '\0');
+        LOUPE_CHECK(read_all(c.fd, blob.data(), n, deadline), "rendezvous: rank ", o.rank,
+                    " got a cut reply from rank 0 at ", o.addr, ":", o.port);
+        return blob;
+      }
+      // Rank 0 refused us (a duplicate or out-of-range rank): it says why on its side.
+      LOUPE_FAIL("rendezvous: rank 0 at ", o.addr, ":", o.port, " closed the connection of rank ", o.rank,
+                 " without the id (see rank 0's message)");
+    }
+    LOUPE_CHECK(now_s() < deadline, "rendezvous: rank ", o.rank, " could not reach rank 0 at ", o.addr, ":", o.port,
+                " within ", o.timeout_seconds, " s (is rank 0 running? MASTER_ADDR and MASTER_PORT right?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  LOUPE_CHECK(end && *end == '\0' && x >= 0 && x < (1 << 20), name, "='", v, "' is not a whole number from 0");
+  return int(x);
+}
+
+}  // namespace
+
+std::string rendezvous(const RendezvousOptions& o, const std::string& blob) {
+  LOUPE_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world, "rendezvous: rank ", o.rank, " of ", o.world);
+  if (o.world == 1) return blob;
+  const double deadline = now_s() + o.timeout_seconds;
+  if (o.rank == 0) {
+    serve(o, blob, deadline);
+    return blob;
+  }
+  return join(o, deadline);
+}
+
+RankEnv rank_env() {
+  RankEnv e;
+  e.world = env_int("WORLD_SIZE", 1);
+  LOUPE_CHECK(e.world >= 1, "WORLD_SIZE must be at least 1");
+  e.rank = env_int("RANK", 0);
+  e.local_rank = env_int("LOCAL_RANK", e.rank);
+  LOUPE_CHECK(e.rank < e.world, "RANK=", e.rank, " but WORLD_SIZE=", e.world);
+  const char* a = std::getenv("MASTER_ADDR");
+  e.master_addr = a && *a ? a : "127.0.0.1";
+  e.master_port = env_int("MASTER_PORT", 0);
+  LOUPE_CHECK(e.world == 1 || (e.master_port > 0 && e.master_port < 65536),
+              "WORLD_SIZE=", e.world, " needs MASTER_PORT (the port rank 0 listens on)");
+  return e;
+}
+
+}  // namespace loupe::train

@@ -1,0 +1,142 @@
+// Data parallelism's processes (docs/plans/data_parallel.md, step 1): the launcher gives each rank
+// torchrun's environment and stops every rank when one fails, and the rendezvous hands rank 0's id
+// to the others or says clearly why it could not. CPU only: the ranks here are shell scripts.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "test_util.h"
+#include "train/launch.h"
+
+using namespace loupe;
+
+namespace {
+train::LaunchOptions sh(const std::string& script, int procs) {
+  train::LaunchOptions o;
+  o.exe = "/bin/sh";
+  o.args = {"-c", script};
+  o.procs = procs;
+  o.grace_seconds = 1;
+  return o;
+}
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+TEST(Launch, EachRankGetsTorchrunsEnvironment) {
+  const auto dir = test::temp_path("launch_env");
+  std::filesystem::create_directories(dir);
+  const int rc = train::launch(sh("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $NCCL_NVLS_ENABLE\" > " +
+                                  dir.string() + "/rank$RANK; echo $MASTER_PORT > " + dir.string() + "/port$RANK", 3));
+  EXPECT_EQ(rc, 0);
+  std::string port;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(test::slurp(dir / ("rank" + std::to_string(r))),
+              std::to_string(r) + " " + std::to_string(r) + " 3 3 127.0.0.1 0\n");
+    const std::string p = test::slurp(dir / ("port" + std::to_string(r)));
+    if (r == 0) port = p;
+    EXPECT_EQ(p, port) << "every rank meets at the same port";
+  }
+  EXPECT_GT(std::atoi(port.c_str()), 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The first rank to fail ends the run with its status, the others stopped within the grace period.
+TEST(Launch, AFailingRankStopsTheOthers) {
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(train::launch(sh("if [ $RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 60", 3)), 3);
+  EXPECT_LT(seconds_since(t0), 10) << "the sleeping ranks were not stopped";
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(train::launch(sh("if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60", 2)), 128 + 9) << "killed by SIGKILL";
+  EXPECT_LT(seconds_since(t0), 10);
+  // A rank that ignores SIGTERM is killed after the grace period.
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(train::launch(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(train::launch(sh("exit 0", 4)), 0);
+}
+
+TEST(Rendezvous, EveryRankGetsRankZerosId) {
+  const int port = train::free_port(), world = 4;
+  std::string id(128, '\0');
+  for (size_t i = 0; i < id.size(); ++i) id[i] = char(i * 7);
+  std::vector<std::string> got(world);
+  std::vector<std::thread> ts;
+  for (int r = world - 1; r >= 0; --r)  // the others first: they wait for rank 0
+    ts.emplace_back([&, r] {
+      train::RendezvousOptions o;
+      o.port = port, o.rank = r, o.world = world, o.timeout_seconds = 20;
+      got[size_t(r)] = train::rendezvous(o, r == 0 ? id : std::string());
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(got[size_t(r)], id) << "rank " << r;
+}
+
+TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
+  int port = train::free_port();
+  std::string why;
+  std::thread peer([&] {
+    train::RendezvousOptions o;
+    o.port = port, o.rank = 1, o.world = 3, o.timeout_seconds = 5;
+    try {
+      train::rendezvous(o);
+    } catch (const Error&) {
+    }
+  });
+  train::RendezvousOptions o;
+  o.port = port, o.rank = 0, o.world = 3, o.timeout_seconds = 1;
+  try {
+    train::rendezvous(o, "id");
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  peer.join();
+  EXPECT_NE(why.find("1 of the 2 other ranks reached rank 0 at 127.0.0.1:" + std::to_string(port) + " within 1 s"),
+            std::string::npos)
+      << why;
+
+  port = train::free_port();
+  why.clear();
+  std::vector<std::thread> twins;
+  for (int k = 0; k < 2; ++k)
+    twins.emplace_back([&] {
+      train::RendezvousOptions p;
+      p.port = port, p.rank = 1, p.world = 3, p.timeout_seconds = 5;
+      try {
+        train::rendezvous(p);
+      } catch (const Error&) {
+      }
+    });
+  o.port = port, o.timeout_seconds = 5;
+  try {
+    train::rendezvous(o, "id");
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  for (auto& t : twins) t.join();
+  EXPECT_NE(why.find("two processes say they are rank 1"), std::string::npos) << why;
+}
+
+TEST(Rendezvous, RankEnvironment) {
+  test::UnsetEnv a("WORLD_SIZE"), b("RANK"), c("LOCAL_RANK"), d("MASTER_ADDR"), e("MASTER_PORT");
+  EXPECT_EQ(train::rank_env().world, 1) << "not a rank: world 1";
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("RANK", "6", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  EXPECT_THROW(train::rank_env(), Error) << "RANK >= WORLD_SIZE";
+  setenv("RANK", "3", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  train::RankEnv env = train::rank_env();
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.world, 4);
+  EXPECT_EQ(env.master_addr, "127.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+  setenv("RANK", "x", 1);
+  EXPECT_THROW(train::rank_env(), Error);
+}
