@@ -1,0 +1,95 @@
+// Communicator with NCCL (built where CMake finds it: LOUPE_WITH_NCCL). Each rank's GPU is its
+// LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
+// (train/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
+#if LOUPE_WITH_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/cuda_util.cuh"
+#include "core/error.h"
+#include "train/comm.h"
+#include "train/launch.h"
+
+namespace loupe::train {
+namespace {
+
+#define LOUPE_NCCL_CHECK(call)                                                                         \
+  do {                                                                                                 \
+    ncclResult_t r_ = (call);                                                                          \
+    if (r_ != ncclSuccess) LOUPE_FAIL(#call, " failed: ", ncclGetErrorString(r_), " (", int(r_), ")"); \
+  } while (0)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    default: LOUPE_FAIL("NCCL collectives take float32, float64, float16, bfloat16 or int32, got ", dtype_name(t));
+  }
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(int rank, int world, ncclComm_t c) : rank_(rank), world_(world), comm_(c) {}
+  ~NcclCommunicator() override { ncclCommDestroy(comm_); }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  void all_reduce(const Tensor& t, ReduceOp op) override {
+    LOUPE_CHECK(t.is_cuda() && t.is_contiguous(), "all_reduce needs a contiguous CUDA tensor");
+    LOUPE_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
+                                   op == ReduceOp::Sum ? ncclSum : ncclAvg, comm_, cuda::stream()));
+  }
+  void broadcast(const Tensor& t, int root) override {
+    LOUPE_CHECK(t.is_cuda() && t.is_contiguous(), "broadcast needs a contiguous CUDA tensor");
+    LOUPE_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_,
+                                   cuda::stream()));
+  }
+  std::string async_error() override {
+    ncclResult_t r = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return "ncclCommGetAsyncError failed";
+    return r == ncclSuccess || r == ncclInProgress ? "" : ncclGetErrorString(r);
+  }
+
+ private:
+  int rank_, world_;
+  ncclComm_t comm_;
+};
+
+std::unique_ptr<Communicator> join_nccl(std::string* why) {
+  try {
+    const RankEnv env = rank_env();
+    int devices = 0;
+    LOUPE_CHECK(cudaGetDeviceCount(&devices) == cudaSuccess && env.local_rank < devices, "rank ", env.rank,
+                " is LOCAL_RANK ", env.local_rank, " but this host shows ", devices, " GPU(s)");
+    LOUPE_CHECK(cudaSetDevice(env.local_rank) == cudaSuccess, "cannot make GPU ", env.local_rank, " current");
+    ncclUniqueId id{};
+    if (env.rank == 0) LOUPE_NCCL_CHECK(ncclGetUniqueId(&id));
+    RendezvousOptions ro;
+    ro.addr = env.master_addr;
+    ro.port = env.master_port;
+    ro.rank = env.rank;
+    ro.world = env.world;
+    std::string blob = rendezvous(ro, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    LOUPE_CHECK(blob.size() == sizeof id, "rendezvous: an id of ", blob.size(), " bytes, NCCL's has ", sizeof id);
+    std::memcpy(&id, blob.data(), sizeof id);
+    ncclComm_t comm = nullptr;
+    LOUPE_NCCL_CHECK(ncclCommInitRank(&comm, env.world, id, env.rank));
+    return std::make_unique<NcclCommunicator>(env.rank, env.world, comm);
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+struct Registrar {
+  Registrar() { register_communicator_factory(join_nccl); }
+} g_registrar;
+
+}  // namespace
+}  // namespace loupe::train
+#endif  // LOUPE_WITH_NCCL
