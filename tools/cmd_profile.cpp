@@ -94,9 +94,8 @@ int report_profile(const Options& o, const std::string& model, const instrument:
   else
     std::printf("step    %.1f us per step: inside ops %.1f us (%.1f %%), outside them %.1f us (data, host work)\n",
                 p.wall * 1e6, p.busy * 1e6, p.wall > 0 ? 100 * p.busy / p.wall : 0, p.idle * 1e6);
-  const double attributed = p.flops, total = p.counted_flops;
   std::printf("flops   %.4g GFLOP per step in the rows, %.4g outside any op; core/flops.h counted %.4g\n",
-              attributed / 1e9, p.unscoped_flops / 1e9, total / 1e9);
+              p.flops / 1e9, p.unscoped_flops / 1e9, p.counted_flops / 1e9);
   print_counters(p, last + 1);
   if (!p.targets.empty()) std::printf("targets\n");
   for (size_t i = 0; i < p.targets.size(); ++i) std::printf("  %zu. %s\n", i + 1, p.targets[i].c_str());

@@ -17,8 +17,6 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   return impl->grad_accumulator;
 }
 
-double bytes_of(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
-
 // Adds g into slot (taking g itself when the slot is empty).
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
@@ -130,9 +128,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     // One op record per node, with the sums of the gradients it hands on (profile only).
     OpScope scope(OpScope::Backward{}, n->op_site, n->op_input_bytes, n->name());
     const bool moves = n->op_input_bytes >= 0;  // a view's gradient passes through without a copy
-    for (const Tensor& g : grads) scope.add_bytes(moves ? bytes_of(g) : 0);
+    if (moves)
+      for (const Tensor& g : grads) scope.add_bytes(g);
     std::vector<Tensor> in_grads = n->apply(grads);
-    for (const Tensor& g : in_grads) scope.add_bytes(moves ? bytes_of(g) : 0);
+    if (moves)
+      for (const Tensor& g : in_grads) scope.add_bytes(g);
     std::vector<Edge> edges = n->next_edges;
     if (!n->reusable()) {
       n->next_edges.clear();

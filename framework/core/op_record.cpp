@@ -39,7 +39,7 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double tensor_bytes(const Tensor& t) { return t.defined() ? double(t.numel()) * double(dtype_size(t.dtype())) : 0; }
+double tensor_bytes(const Tensor& t) { return t.defined() ? double(t.nbytes()) : 0; }
 }  // namespace
 
 void op_records_enable(bool on) {
@@ -73,12 +73,17 @@ void OpScope::open(std::string op, std::string module, const char* phase) {
   if (OpCorrelationHook h = g_hook.load(std::memory_order_relaxed)) h(g_rec.records.back().id, true);
 }
 
-OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> inputs) {
-  if (!g_rec.on) return;
+bool OpScope::enter() {
+  if (!g_rec.on) return false;
   if (g_rec.depth++ > 0) {  // inside another op: that one records
     nested_ = true;
-    return;
+    return false;
   }
+  return true;
+}
+
+OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> inputs) {
+  if (!enter()) return;
   const char* m = current_module_range();
   const char* p = current_phase_range();
   open(op, m ? m : "", p ? p : "other");
@@ -89,11 +94,7 @@ OpScope::OpScope(const char* op, std::initializer_list<const Tensor*> inputs) {
 }
 
 OpScope::OpScope(Backward, int site, double forward_input_bytes, const char* node_name) {
-  if (!g_rec.on) return;
-  if (g_rec.depth++ > 0) {
-    nested_ = true;
-    return;
-  }
+  if (!enter()) return;
   std::pair<std::string, std::string> where{"", node_name};
   if (site >= 0) {
     Sites& s = sites();
@@ -116,8 +117,12 @@ OpScope::~OpScope() {
 }
 
 const Tensor& OpScope::result(const Tensor& y) {
-  add_bytes(tensor_bytes(y));
+  add_bytes(y);
   return y;
+}
+
+void OpScope::add_bytes(const Tensor& t) {
+  if (index_ >= 0) add_bytes(tensor_bytes(t));  // not recording: nothing to count (the backward's hot path)
 }
 
 void OpScope::add_bytes(double b) {

@@ -49,6 +49,7 @@ class OpScope {
   // Adds what the op wrote; returns it, for `return scope.result(y);`.
   const Tensor& result(const Tensor& y);
   void add_bytes(double b);
+  void add_bytes(const Tensor& t);  // t's bytes (none when undefined)
   // Replaces the convention where the op moves a known amount (an embedding reads only its rows).
   void set_bytes(double b);
 
@@ -58,6 +59,7 @@ class OpScope {
   OpScope(Backward, int site, double forward_input_bytes, const char* node_name);
 
  private:
+  bool enter();  // counts the scope; true when it is the outermost one, which records
   void open(std::string op, std::string module, const char* phase);
   int index_ = -1;  // into this thread's records when this scope is the outermost
   bool nested_ = false;

@@ -33,6 +33,7 @@ void classify(ProfileRow& r, const Ceilings& c) {
     r.bound = per_call < kLatencySeconds ? "latency" : "unknown";
     return;
   }
+  r.of_compute_peak = compute;
   r.pct_ceiling = compute ? (fc >= 0 ? 100 * fc : -1) : (bc >= 0 ? 100 * bc : -1);
   if (per_call < kLatencySeconds) r.bound = "latency";
   else r.bound = compute ? "compute" : "memory";
@@ -121,13 +122,9 @@ std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const
   for (size_t i = 0; i < v.size() && out.size() < 3; ++i) {
     const ProfileRow& r = *v[i];
     if (r.share < 0.01) break;
-    std::string where = r.pct_ceiling >= 0
-                            ? fmt("%.0f %% of ", r.pct_ceiling) +
-                                  (r.bound == "compute" || (r.bound == "latency" && r.flops > 0 && c.flops > 0 &&
-                                                            r.bytes > 0 && r.flops / r.bytes >= c.flops / c.bandwidth)
-                                       ? "the compute peak"
-                                       : "the memory bandwidth")
-                            : "an unknown share of the ceiling";
+    std::string where = r.pct_ceiling < 0 ? "an unknown share of the ceiling"
+                        : fmt("%.0f %% of ", r.pct_ceiling) +
+                              (r.of_compute_peak ? "the compute peak" : "the memory bandwidth");
     out.push_back(label(r) + ": " + fmt("%.0f %%", 100 * r.share) + " of the step at " + where + "; " +
                   advice_for(r, gpu, c.precision));
   }

@@ -34,6 +34,7 @@ struct ProfileRow {
   double flops = 0, bytes = 0;    // per step
   double flop_rate = 0, byte_rate = 0;  // achieved, per second
   double pct_ceiling = -1;        // of the ceiling of its bound; < 0: unknown
+  bool of_compute_peak = false;   // pct_ceiling is of the compute peak (else of the bandwidth)
   std::string bound;              // "compute", "memory", "latency", "unknown" (no FLOPs or bytes counted)
   // --counters: the hardware's view, weighted by each kernel's duration; < 0: not read.
   double fma_pct = -1, tensor_pct = -1, dram_pct = -1;

@@ -43,7 +43,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     s[d] += x.size(d);
   }
   OpScope scope_("cat");
-  for (const Tensor& x : xs) scope_.add_bytes(double(x.numel()) * double(dtype_size(x.dtype())));
+  for (const Tensor& x : xs) scope_.add_bytes(x);
   Tensor y = empty(s, x0.dtype(), x0.device());
   std::vector<int64_t> bounds{0};
   for (const Tensor& x : xs) {

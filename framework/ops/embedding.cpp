@@ -115,7 +115,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
     autograd::record(node, {&weight}, {&y});
   }
   // It reads the ids and only the rows they select, and writes as many.
-  scope_.set_bytes(double(n) * double(dtype_size(ids.dtype())) + 2.0 * double(y.numel()) * double(dtype_size(y.dtype())));
+  scope_.set_bytes(double(ids.nbytes()) + 2.0 * double(y.nbytes()));
   return y;
 }
 
