@@ -1,8 +1,9 @@
-// The asynchronous loader: coverage, determinism across worker counts, errors, shutdown, and
-// (on a GPU) pinned against pageable slots.
+// The asynchronous loader: coverage, determinism across worker counts, errors, shutdown, one
+// rank's shard of each global step, and (on a GPU) pinned against pageable slots.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 #include "core/cuda_runtime.h"
@@ -30,21 +31,39 @@ class CountingDataset : public Dataset {
   int64_t n_, bad_;
 };
 
-std::vector<float> epoch_samples(DataLoader& dl, int epoch) {
-  std::vector<float> seen;
+// The sample indices of each batch of an epoch, read back from the samples' values.
+std::vector<std::vector<int32_t>> epoch_batches(DataLoader& dl, int epoch) {
+  std::vector<std::vector<int32_t>> batches;
   dl.start_epoch(epoch);
   Batch b;
   while (dl.next(b)) {
+    EXPECT_EQ(b.index, int64_t(batches.size()));
     std::vector<float> x = b.x.to_vector<float>();
     std::vector<int32_t> y = b.y.to_vector<int32_t>();
+    EXPECT_EQ(int64_t(y.size()), b.size);
+    std::vector<int32_t>& seen = batches.emplace_back();
     for (int64_t k = 0; k < b.size; ++k) {
       EXPECT_EQ(x[size_t(2 * k + 1)], x[size_t(2 * k)] + 0.5f);
       EXPECT_EQ(y[size_t(k)], int32_t(x[size_t(2 * k)]) % 7);
-      seen.push_back(x[size_t(2 * k)]);
+      seen.push_back(int32_t(x[size_t(2 * k)]));
     }
     dl.release(b);
   }
+  return batches;
+}
+
+std::vector<float> epoch_samples(DataLoader& dl, int epoch) {
+  std::vector<float> seen;
+  for (const std::vector<int32_t>& batch : epoch_batches(dl, epoch))
+    for (int32_t i : batch) seen.push_back(float(i));
   return seen;
+}
+
+std::vector<int32_t> epoch_order(int64_t n, const LoaderOptions& o, int epoch) {
+  if (o.shuffle) return epoch_permutation(n, o.seed, epoch);
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
+  return order;
 }
 }  // namespace
 
@@ -124,6 +143,116 @@ TEST(Loader, EarlyShutdownNeverHangs) {
     }
     if (i % 3 == 0) dl.start_epoch(2);  // abandon an epoch midway
   }  // destruction stops the workers
+}
+
+// W=3 ranks at batch b: each step's three batches are disjoint and, in rank order, are exactly that
+// step's W*b indices of the epoch's order, which is the batch one process sees at batch W*b. The
+// tail of 1000 - 10*96 = 40 samples is dropped although drop_last is off.
+TEST(LoaderShard, RanksSplitEachGlobalStepInOrder) {
+  const int64_t n = 1000, b = 32;
+  const int world = 3, epoch = 2;
+  for (bool shuffle : {true, false}) {
+    SCOPED_TRACE(shuffle ? "shuffled" : "in order");
+    LoaderOptions o;
+    o.batch = b;
+    o.shuffle = shuffle;
+    o.prefetch = 3;
+    const int64_t steps = shard_steps(n, b, {0, world});
+    ASSERT_EQ(steps, 10);
+    std::vector<std::vector<std::vector<int32_t>>> ranks;  // [rank][step] -> indices
+    for (int r = 0; r < world; ++r) {
+      o.shard = {r, world};
+      o.workers = 1 + 2 * r;  // the shard must not depend on the worker count
+      DataLoader dl(std::make_shared<CountingDataset>(n), o);
+      EXPECT_EQ(dl.batches_per_epoch(), steps);
+      ranks.push_back(epoch_batches(dl, epoch));
+      ASSERT_EQ(int64_t(ranks.back().size()), steps) << "rank " << r;
+      for (const auto& batch : ranks.back()) EXPECT_EQ(int64_t(batch.size()), b) << "rank " << r;
+    }
+
+    LoaderOptions one = o;  // one process at batch W*b
+    one.shard = {};
+    one.batch = world * b;
+    one.drop_last = true;
+    DataLoader single(std::make_shared<CountingDataset>(n), one);
+    std::vector<std::vector<int32_t>> global = epoch_batches(single, epoch);
+    ASSERT_EQ(int64_t(global.size()), steps);
+
+    const std::vector<int32_t> order = epoch_order(n, o, epoch);
+    std::set<int32_t> all;
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<int32_t> step;
+      for (int r = 0; r < world; ++r) {
+        EXPECT_EQ(ranks[size_t(r)][size_t(s)], shard_batch(order, s, b, {r, world})) << "rank " << r << " step " << s;
+        step.insert(step.end(), ranks[size_t(r)][size_t(s)].begin(), ranks[size_t(r)][size_t(s)].end());
+      }
+      EXPECT_EQ(step, std::vector<int32_t>(order.begin() + s * world * b, order.begin() + (s + 1) * world * b))
+          << "step " << s;
+      EXPECT_EQ(step, global[size_t(s)]) << "step " << s;
+      all.insert(step.begin(), step.end());
+    }
+    EXPECT_EQ(int64_t(all.size()), steps * world * b) << "the ranks' batches overlap";
+  }
+}
+
+// A shard of world 1 is today's loader: the same batches in the same order, and drop_last still
+// decides whether the partial last batch (1000 = 15*64 + 40) is served.
+TEST(LoaderShard, WorldOneIsTheUnshardedLoader) {
+  for (bool drop_last : {false, true}) {
+    for (bool shuffle : {true, false}) {
+      SCOPED_TRACE(std::string(drop_last ? "drop_last" : "keep last") + (shuffle ? ", shuffled" : ", in order"));
+      LoaderOptions o;
+      o.batch = 64;
+      o.drop_last = drop_last;
+      o.shuffle = shuffle;
+      DataLoader plain(std::make_shared<CountingDataset>(1000), o);
+      o.shard = Shard{0, 1};
+      DataLoader sharded(std::make_shared<CountingDataset>(1000), o);
+      EXPECT_EQ(sharded.batches_per_epoch(), drop_last ? 15 : 16);
+      EXPECT_EQ(sharded.batches_per_epoch(), plain.batches_per_epoch());
+      std::vector<std::vector<int32_t>> a = epoch_batches(sharded, 3);
+      EXPECT_EQ(a, epoch_batches(plain, 3));
+      ASSERT_EQ(a.size(), size_t(drop_last ? 15 : 16));
+      EXPECT_EQ(a.back().size(), drop_last ? 64u : 40u);
+      const std::vector<int32_t> order = epoch_order(1000, o, 3);
+      for (size_t k = 0; k < a.size(); ++k) {
+        const int64_t first = int64_t(k) * 64;
+        EXPECT_EQ(a[k], std::vector<int32_t>(order.begin() + first, order.begin() + first + int64_t(a[k].size())));
+      }
+    }
+  }
+}
+
+TEST(LoaderShard, BadShardIsAClearError) {
+  auto error_of = [](int64_t n, int64_t batch, Shard shard) -> std::string {
+    LoaderOptions o;
+    o.batch = batch;
+    o.shard = shard;
+    try {
+      DataLoader dl(std::make_shared<CountingDataset>(n), o);
+    } catch (const loupe::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (Shard bad : {Shard{3, 3}, Shard{-1, 3}, Shard{0, 0}}) {
+    std::string e = error_of(100, 8, bad);
+    EXPECT_NE(e.find("rank " + std::to_string(bad.rank) + " is outside a world of " + std::to_string(bad.world)),
+              std::string::npos)
+        << "rank " << bad.rank << " of " << bad.world << ": '" << e << "'";
+  }
+  // 100 samples hold one batch of 32 but not a global step of 4 x 32.
+  std::string e = error_of(100, 32, {1, 4});
+  EXPECT_NE(e.find("fewer than one global step of 4 ranks x 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("use a smaller --batch or fewer --gpus"), std::string::npos) << e;
+  EXPECT_EQ(error_of(96, 32, {2, 3}), "") << "exactly one global step is enough";
+  LoaderOptions o;
+  o.batch = 32;
+  o.shard = {2, 3};
+  DataLoader dl(std::make_shared<CountingDataset>(96), o);
+  std::vector<std::vector<int32_t>> batches = epoch_batches(dl, 1);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0], shard_batch(epoch_permutation(96, o.seed, 1), 0, 32, {2, 3}));
 }
 
 TEST(LoaderGpu, PinnedAndPageableGiveIdenticalBatches) {

@@ -41,6 +41,23 @@ void split(const Tensor& buf, const Shape& x_shape, Tensor& x, Tensor& y) {
   y = as_strided(buf, Shape{b}, Shape{1}, nx);
   y.impl()->dtype = DType::i32;  // same element size: the labels are stored as int32 bits
 }
+
+// Checked here rather than at the first epoch, so that a bad --batch or --gpus fails at start-up.
+void check_shard(const Shard& s, int64_t n, int64_t batch) {
+  if (s.world < 1 || s.rank < 0 || s.rank >= s.world)
+    throw Error("the loader's rank " + std::to_string(s.rank) + " is outside a world of " + std::to_string(s.world) +
+                " processes: the world must be at least 1 and the rank from 0 to world - 1");
+  if (s.world > 1 && n < s.world * batch)
+    throw Error("the data set has " + std::to_string(n) + " samples, fewer than one global step of " +
+                std::to_string(s.world) + " ranks x " + std::to_string(batch) +
+                ": use a smaller --batch or fewer --gpus");
+}
+
+std::vector<int32_t> identity_order(int64_t n) {
+  std::vector<int32_t> order(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
+  return order;
+}
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions& opt) : data_(std::move(data)), opt_(opt) {
@@ -51,6 +68,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions&
     throw Error("the data set has " + std::to_string(n) + " samples, fewer than one batch of " +
                 std::to_string(opt_.batch) + ": use a smaller --batch");
   if (n == 0) throw Error("the data set is empty");
+  check_shard(opt_.shard, n, opt_.batch);
   sample_elems_ = data_->sample_shape().numel();
   x_shape_ = Shape{opt_.batch};
   for (int64_t d : data_->sample_shape()) x_shape_.push_back(d);
@@ -93,6 +111,7 @@ DataLoader::~DataLoader() {
 
 int64_t DataLoader::batches_per_epoch() const {
   int64_t n = data_->size();
+  if (opt_.shard.world > 1) return shard_steps(n, opt_.batch, opt_.shard);
   return opt_.drop_last ? n / opt_.batch : (n + opt_.batch - 1) / opt_.batch;
 }
 
@@ -109,13 +128,7 @@ void DataLoader::stop() {
 void DataLoader::start_epoch(int epoch) {
   stop();
   epoch_ = epoch;
-  int64_t n = data_->size();
-  if (opt_.shuffle) {
-    order_ = epoch_permutation(n, opt_.seed, epoch);
-  } else {
-    order_.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) order_[size_t(i)] = int32_t(i);
-  }
+  order_ = rank_order(epoch);
   n_batches_ = batches_per_epoch();
   next_to_fill_ = 0;
   next_to_take_ = 0;
@@ -126,6 +139,22 @@ void DataLoader::start_epoch(int epoch) {
   }
   stopping_ = false;
   for (int w = 0; w < opt_.workers; ++w) workers_.emplace_back([this] { worker_loop(); });
+}
+
+// The global order of the epoch, or with world > 1 this rank's part of its full steps, batch after
+// batch, so that fill() reads batch j from j*batch either way.
+std::vector<int32_t> DataLoader::rank_order(int epoch) const {
+  int64_t n = data_->size();
+  std::vector<int32_t> order = opt_.shuffle ? epoch_permutation(n, opt_.seed, epoch) : identity_order(n);
+  if (opt_.shard.world == 1) return order;
+  const int64_t steps = batches_per_epoch();
+  std::vector<int32_t> mine;
+  mine.reserve(size_t(steps * opt_.batch));
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<int32_t> part = shard_batch(order, step, opt_.batch, opt_.shard);
+    mine.insert(mine.end(), part.begin(), part.end());
+  }
+  return mine;
 }
 
 void DataLoader::worker_loop() {
@@ -156,7 +185,7 @@ void DataLoader::fill(Slot& s, int64_t j) {
   NvtxRange r("collate");
   // The slot's previous copy must have left the host buffers before we overwrite them.
   if (s.copied) cuda_runtime()->event_synchronize(s.copy_done);
-  int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, data_->size());
+  int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, int64_t(order_.size()));
   s.size = end - begin;
   float* x = s.host_x.data<float>();
   int32_t* y = s.host_y.data<int32_t>();

@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "loader/dataset.h"
+#include "loader/sampler.h"
 
 namespace loupe::loader {
 
@@ -28,6 +29,10 @@ struct LoaderOptions {
   bool shuffle = true;
   uint64_t seed = 1;
   Device device = kCPU;
+  // This process's part of each global step (docs/plans/data_parallel.md, section 2). With
+  // world > 1 the tail that does not fill a step of world*batch is dropped, whatever drop_last
+  // says, so that every rank runs the same number of equal batches.
+  Shard shard;
 };
 
 struct Batch {
@@ -62,13 +67,14 @@ class DataLoader {
   struct Slot;
   void worker_loop();
   void fill(Slot& s, int64_t batch);
+  std::vector<int32_t> rank_order(int epoch) const;
 
   std::shared_ptr<const Dataset> data_;
   LoaderOptions opt_;
   int64_t sample_elems_ = 0;
   Shape x_shape_;  // [batch, sample shape]
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<int32_t> order_;
+  std::vector<int32_t> order_;  // this rank's samples in the epoch, batch after batch
   int epoch_ = 0;
   int64_t n_batches_ = 0;
   std::atomic<int64_t> next_to_fill_{0};
