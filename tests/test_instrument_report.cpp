@@ -28,7 +28,7 @@ const std::vector<std::string> kFields = {
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
     "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
     "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch", "cost_per_million_samples",
-    "advice"};
+    "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "advice"};
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
@@ -37,7 +37,7 @@ const std::vector<std::string> kOptional = {
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
     "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch",
-    "cost_per_million_samples"};
+    "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step"};
 
 // EpochReport's members, type by type. When report.h gains a field, the sizes differ: add the
 // field to visit_fields in report_io.cpp and to kFields above, then here.
@@ -63,6 +63,8 @@ struct ReportShape {
   Opt busy;
   std::string busy_why;
   Opt rest[5];
+  int dp[2];
+  Opt dp_opt[3];
   std::vector<std::string> advice;
 };
 static_assert(sizeof(ReportShape) == sizeof(EpochReport),

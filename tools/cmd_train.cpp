@@ -22,7 +22,10 @@
 #include "models/session.h"
 #include "tools/bench.h"
 #include "tools/commands.h"
+#include "tools/data_parallel.h"
 #include "tools/interrupt.h"
+#include "train/ddp.h"
+#include "train/launch.h"
 #include "train/checkpoint_file.h"
 #include "train/profile_window.h"
 #include "train/trace_window.h"
@@ -50,11 +53,13 @@ struct Run {
   int saved_epoch = 0;
   double best = -1, last = -1;
   int best_epoch = 0;
+  World* world = nullptr;  // a data-parallel rank's world (--gpus N), else null
 
+  loader::Shard shard() const { return world ? loader::Shard{world->rank(), world->size()} : loader::Shard{}; }
   // The steps of one epoch, as the trainer runs them.
   int64_t epoch_steps() const {
     return dl ? train::Trainer::epoch_steps(*dl, o.max_steps)
-              : train::Trainer::epoch_steps(data.train.size(), batch, o.max_steps);
+              : train::Trainer::epoch_steps(data.train.size(), batch, o.max_steps, shard());
   }
 };
 
@@ -97,6 +102,7 @@ void load_input(Run& run) {
   lo.drop_last = o.drop_last;
   lo.seed = o.seed;
   lo.device = run.dev;
+  lo.shard = run.shard();
   run.dl = std::make_unique<loader::DataLoader>(run.data.host, lo);
   run.pipeline = "loader: " + std::to_string(lo.workers) + " workers, prefetch " + std::to_string(lo.prefetch) +
                  (run.dev.is_cuda() ? (lo.pin_memory ? ", pinned host slots" : ", pageable host slots") : "") +
@@ -116,6 +122,7 @@ void make_session(Run& run) {
   const std::string& resume = run.o.resume;
   if (resume.empty()) return;
   train::CheckpointMeta m = run.session->resume(resume);
+  run.session->trainer().broadcast_weights();  // data parallelism: rank 0's, though all read one file
   if (m.epoch >= run.epochs)
     throw Error("checkpoint '" + resume + "' has already completed " + std::to_string(m.epoch) + " of the " +
                 std::to_string(run.epochs) + " epochs asked for: nothing to resume (--epochs N with N > " +
@@ -134,6 +141,11 @@ void print_header(const Run& run) {
   std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt.name().c_str(), s.lr(),
               opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
               run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
+  if (run.world)
+    std::printf("world   %d ranks (NCCL), batch %lld per GPU = %lld per step; gradients averaged in %s during "
+                "backward\n",
+                run.world->size(), (long long)run.batch, (long long)run.batch * run.world->size(),
+                s.trainer().reducer()->describe().c_str());
 }
 
 instrument::MonitorOptions monitor_options(const Run& run) {
@@ -144,6 +156,7 @@ instrument::MonitorOptions monitor_options(const Run& run) {
   m.price_per_hour = run.o.price_per_hour;
   m.nvml_period_ms = run.o.sample_ms;
   m.timeline = run.o.timeline;
+  if (run.world) m.nvml_index = train::rank_env().local_rank;
   return m;
 }
 
@@ -208,6 +221,11 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   rep.monitor.fill(r);
   r.advice = instrument::advise(r, rep.adv);
   std::printf("%s\n", rep.console.lines(r).c_str());
+  if (run.world) {  // a collective: every rank, here, once per epoch
+    const std::string line =
+        run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline);
+    if (!line.empty()) std::printf("%s\n", line.c_str());
+  }
   std::fflush(stdout);
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);
@@ -229,11 +247,12 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
     std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
                 e, (long long)st.steps);
     if (run.dl) run.dl->stop();
+    if (run.world) run.world->abort();  // the other ranks may be a step apart: no collective, no wait
     return interrupt_exit_status();
   }
   if (st.diverged) {
     if (run.dl) run.dl->stop();
-    report_divergence(run, st, e);
+    if (!run.world || run.world->rank() == 0) report_divergence(run, st, e);
     return kExitDiverged;
   }
   if (!st.graph_event.empty()) std::printf("step    %s\n", st.graph_event.c_str());
@@ -245,6 +264,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   } catch (const train::Interrupted&) {
     std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
     if (run.dl) run.dl->stop();
+    if (run.world) run.world->abort();
     return interrupt_exit_status();
   }
   st.eval_seconds = train::now_seconds() - t0;
@@ -278,17 +298,39 @@ void prepare(Run& run) {
   if (o.has("tensorboard") && !instrument::tensorboard_available()) throw Error(instrument::tensorboard_missing());
   run.dev = pick_device(o);
   run.topt = trainer_options(o, run.dev);
+  if (run.world) run.topt.comm = &run.world->comm();
   run.prec = precision_name(*run.topt.precision);
   load_input(run);
   make_session(run);
   print_header(run);
 }
 
+// A data-parallel rank: rank 0 prints and writes every file; the others only append their
+// records to --metrics (each with its rank) and say nothing unless something goes wrong.
+Options rank_options(const Options& o, const World& w) {
+  Options r = o;
+  if (w.rank() == 0) return r;
+  r.save.clear();
+  r.csv.clear();
+  r.trace.clear();
+  r.timeline.clear();
+  r.given.erase("csv");
+  r.given.erase("tensorboard");
+  r.plain = true;
+  if (!std::freopen("/dev/null", "w", stdout)) throw Error("cannot silence rank " + std::to_string(w.rank()));
+  return r;
+}
+
 }  // namespace
 
 int cmd_train(const Options& o) {
   if (o.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
-  Run run{o, models::find_model(o.model)};
+  if (wants_ranks(o)) return launch_ranks(o);
+  std::unique_ptr<World> world;
+  if (is_rank()) world = std::make_unique<World>(o);  // before any other CUDA work: the rank's GPU
+  const Options ro = world ? rank_options(o, *world) : o;
+  Run run{ro, models::find_model(o.model)};
+  run.world = world.get();
   prepare(run);
   Reporting rep(run);
   train::Trainer& trainer = run.session->trainer();

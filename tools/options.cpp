@@ -99,6 +99,16 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
                       for the --profile-steps window (default steps 10:19)
   --plain             no progress bar (it is also off when stdout is not a terminal)
+
+data parallelism (NCCL; docs/plans/data_parallel.md):
+  --gpus N            one process per GPU on this host, started by loupe; --batch is per GPU, the
+                      gradients are averaged in buckets during backward, evaluation is sharded;
+                      rank 0 prints the run, every rank appends its records to --metrics
+  --nnodes K          hosts (default 1); each runs the same command with its --node-rank
+  --node-rank I       this host's place, 0..K-1 (rank = I * N + local GPU)
+  --master ADDR:PORT  rank 0's host and a free port there, for the rendezvous (default: this host;
+                      MASTER_ADDR and MASTER_PORT as torchrun's are read too)
+  --baseline X        one GPU's samples/s at the same per-GPU batch: the run's scaling efficiency
 )";
 
 namespace {
@@ -372,6 +382,11 @@ const std::map<std::string, Spec> kSpecs = {
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
     {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
+    {"gpus", {false, "train", [](Options& o, const std::string& v) { o.gpus = int(in(v, "--gpus", 1, 64)); }}},
+    {"nnodes", {false, "train", [](Options& o, const std::string& v) { o.nnodes = int(in(v, "--nnodes", 1, 4096)); }}},
+    {"node-rank", {false, "train", [](Options& o, const std::string& v) { o.node_rank = int(in(v, "--node-rank", 0, 4095)); }}},
+    {"master", {false, "train", [](Options& o, const std::string& v) { o.master = v; }}},
+    {"baseline", {false, "train", [](Options& o, const std::string& v) { o.baseline = above(v, "--baseline", 0, 1e12); }}},
     {"prompt", {false, "generate", [](Options& o, const std::string& v) { o.prompt = v; }}},
     {"length", {false, "generate", [](Options& o, const std::string& v) { o.length = in(v, "--length", 1, 1000000); }}},
     {"temperature", {false, "generate", [](Options& o, const std::string& v) {
@@ -416,6 +431,7 @@ std::vector<std::string> options_of(const std::string& command) {
 Options parse_options(int argc, char** argv) {
   Options o;
   std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
+  for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { o.help = true; continue; }
@@ -443,6 +459,9 @@ Options parse_options(int argc, char** argv) {
     o.given.insert(key);
   }
   if (!o.trace.empty() && !o.has("profile-steps")) o.profile_steps = profile_window("10:19");
+  if (o.node_rank >= o.nnodes)
+    throw Error("--node-rank " + std::to_string(o.node_rank) + " is outside --nnodes " + std::to_string(o.nnodes) +
+                ": hosts are numbered from 0");
   return o;
 }
 

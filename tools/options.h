@@ -21,6 +21,7 @@ struct Options {
   std::vector<std::string> files;  // compare: every word after the command
   bool help = false, version = false;  // --help (-h), --version (-V)
   std::set<std::string> given;  // the options on the command line, by name
+  std::vector<std::string> args;  // argv[1..], as given (the launcher hands them to each rank)
   bool has(const std::string& name) const { return given.count(name) > 0; }
 
   // Where and how (most subcommands).
@@ -49,6 +50,10 @@ struct Options {
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
   bool counters = false;  // profile: hardware counters of one more step
+  // Data parallelism (train): GPUs on this host, hosts, this host's place, rank 0's address.
+  int gpus = 1, nnodes = 1, node_rank = 0;
+  std::string master;            // --master ADDR:PORT ("" : MASTER_ADDR/MASTER_PORT, else this host)
+  std::optional<double> baseline;  // --baseline: one GPU's samples/s at this per-GPU batch
 
   // generate
   std::optional<std::string> prompt;

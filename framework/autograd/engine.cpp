@@ -10,6 +10,7 @@ namespace loupe::autograd {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local GradReadyHook* g_grad_ready = nullptr;
 
 std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
   TensorImpl* impl = t.impl();
@@ -30,6 +31,8 @@ void accumulate(Tensor& slot, const Tensor& g) {
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+GradReadyHook* grad_ready_hook() { return g_grad_ready; }
+void set_grad_ready_hook(GradReadyHook* h) { g_grad_ready = h; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
@@ -84,6 +87,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   }
   // Under a GradScaler: nothing checked what was added here, so the scaler's pass reads it all.
   if (SourceCheck* sc = current_source_check()) sc->add_dirty(Tensor(v->grad));
+  if (g_grad_ready) g_grad_ready->ready(Tensor(v->grad));
   return {};
 }
 

@@ -41,6 +41,17 @@ struct AccumulateGrad : Node {
   std::weak_ptr<TensorImpl> var;
 };
 
+// Told when a leaf's gradient for this backward pass is complete (its AccumulateGrad has run),
+// with that .grad (for a parameter, its view into the gradient arena; a 16-bit compute view's
+// .grad is the same view): data parallelism starts a bucket's all-reduce as soon as its last
+// gradient is in (train/ddp.h). Per thread, like grad mode; null (the default) costs one test.
+struct GradReadyHook {
+  virtual ~GradReadyHook() = default;
+  virtual void ready(const Tensor& grad) = 0;
+};
+GradReadyHook* grad_ready_hook();
+void set_grad_ready_hook(GradReadyHook* h);
+
 // Grad mode: while a NoGradGuard lives (per thread), ops record nothing.
 bool grad_enabled();
 void set_grad_enabled(bool on);

@@ -30,7 +30,8 @@ EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(d
     busy_why_ = "training on the CPU";
   } else {
     if (opt.nvml) {
-      nvml_ = std::make_unique<NvmlSampler>(device.index, opt.nvml_period_ms);
+      nvml_ = std::make_unique<NvmlSampler>(opt.nvml_index >= 0 ? opt.nvml_index : device.index,
+                                             opt.nvml_period_ms);
       if (!nvml_->available()) {
         nvml_why_ = nvml_->why_unavailable();
         nvml_.reset();

@@ -21,6 +21,7 @@ struct MonitorOptions {
   double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
   std::string precision = "fp32";
   std::string timeline;         // --timeline FILE.csv: NVML's samples and the run's marks; "" = none
+  int nvml_index = -1;          // NVML's GPU; < 0: the device's index (a data-parallel rank: its LOCAL_RANK)
 };
 
 class EpochMonitor {

@@ -70,6 +70,13 @@ struct EpochReport {
   // Cost, with --price-per-hour.
   Opt cost_epoch, cost_per_million_samples;
 
+  // Data parallelism (--gpus): this record's rank and the world's size (0 and 1 for one process);
+  // the world's samples/s (every rank's samples over the slowest rank's training time), that
+  // against world_size times --baseline (one GPU's samples/s at this per-GPU batch), and the
+  // gradient bytes each rank all-reduces per step.
+  int rank = 0, world_size = 1;
+  Opt world_samples_per_sec, scaling_efficiency, allreduce_bytes_per_step;
+
   std::vector<std::string> advice;
 };
 

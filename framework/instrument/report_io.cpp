@@ -42,6 +42,8 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
   LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes);
   LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
+  LOUPE_FIELD(rank); LOUPE_FIELD(world_size); LOUPE_FIELD(world_samples_per_sec); LOUPE_FIELD(scaling_efficiency);
+  LOUPE_FIELD(allreduce_bytes_per_step);
 #undef LOUPE_FIELD
 }
 
@@ -280,7 +282,11 @@ std::string EpochConsole::lines(const EpochReport& r) {
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, Mode mode)
-    : path_(path), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {}
+    : path_(path), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {
+  // A record leaves in one write(): the ranks of a data-parallel run append to one file (O_APPEND),
+  // and a line split over two writes could interleave with another rank's.
+  std::setvbuf(f_.get(), nullptr, _IOFBF, 1 << 20);
+}
 
 void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_json(r)); }
 

@@ -52,6 +52,10 @@ class GradScaler {
   // passes: the trainer zeroes the gradients first); check_() then forgets them, so a check_()
   // with no backward() before it reads everything. A few launches, one per range left to read.
   void check_(const Tensor& grads);
+  // The next check_() reads every gradient: data parallelism averages the gradients after the
+  // checks at the source saw only this rank's part, and every rank must see the same inf or NaN
+  // so that all of them skip the same steps.
+  void distrust_source_checks() { source_.reset(); }
   void update();
   const Tensor& state() const { return state_; }
   const GradScalerOptions& options() const { return opt_; }

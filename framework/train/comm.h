@@ -19,8 +19,19 @@ class Communicator {
   // In place, on the compute stream, ordered with the work before it (no host wait).
   virtual void all_reduce(const Tensor& t, ReduceOp op) = 0;
   virtual void broadcast(const Tensor& t, int root) = 0;
+  // out = the ranks' `in`s concatenated in rank order (out.numel() == world * in.numel()), on the
+  // compute stream.
+  virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
+  // Overlapping the backward pass (train/ddp.h): an all-reduce on the communication stream, after
+  // the work issued so far on the compute stream, which does not wait for it...
+  virtual void all_reduce_async(const Tensor& t, ReduceOp op) = 0;
+  // ...until join(): the compute stream then waits, on the device, for all of them.
+  virtual void join() = 0;
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.
   virtual std::string async_error() = 0;
+  // Ends the communicator without waiting for peers (ncclCommAbort): a rank that stops while
+  // others may still be in a collective (an error, Ctrl-C) must never hang in a clean teardown.
+  virtual void abort() = 0;
 };
 
 // Joins the world this process's environment describes (train/launch.h's rank_env): makes the

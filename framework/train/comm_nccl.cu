@@ -35,29 +35,71 @@ ncclDataType_t nccl_type(DType t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(int rank, int world, ncclComm_t c) : rank_(rank), world_(world), comm_(c) {}
-  ~NcclCommunicator() override { ncclCommDestroy(comm_); }
+  NcclCommunicator(int rank, int world, ncclComm_t c) : rank_(rank), world_(world), comm_(c) {
+    // The communication stream at the highest priority (as PyTorch's NCCL streams): a bucket's
+    // kernels start ahead of the backward kernels queued beside them.
+    int lo = 0, hi = 0;
+    LOUPE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    LOUPE_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, hi));
+    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  ~NcclCommunicator() override {
+    if (!aborted_) ncclCommDestroy(comm_);
+    cudaEventDestroy(ready_);
+    cudaEventDestroy(done_);
+    cudaStreamDestroy(side_);
+  }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
-  void all_reduce(const Tensor& t, ReduceOp op) override {
-    LOUPE_CHECK(t.is_cuda() && t.is_contiguous(), "all_reduce needs a contiguous CUDA tensor");
-    LOUPE_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
-                                   op == ReduceOp::Sum ? ncclSum : ncclAvg, comm_, cuda::stream()));
-  }
+  void all_reduce(const Tensor& t, ReduceOp op) override { reduce_on(t, op, cuda::stream()); }
   void broadcast(const Tensor& t, int root) override {
     LOUPE_CHECK(t.is_cuda() && t.is_contiguous(), "broadcast needs a contiguous CUDA tensor");
     LOUPE_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()), root, comm_,
                                    cuda::stream()));
+  }
+  void all_gather(const Tensor& in, const Tensor& out) override {
+    LOUPE_CHECK(in.is_cuda() && out.is_cuda() && in.is_contiguous() && out.is_contiguous() &&
+                    in.dtype() == out.dtype() && out.numel() == in.numel() * world_,
+                "all_gather needs contiguous CUDA tensors of one dtype, the output world times the input");
+    LOUPE_NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), size_t(in.numel()), nccl_type(in.dtype()), comm_,
+                                   cuda::stream()));
+  }
+  void all_reduce_async(const Tensor& t, ReduceOp op) override {
+    // The gradients are written on the compute stream: the side stream waits for them there.
+    LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
+    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
+    reduce_on(t, op, side_);
+    pending_ = true;
+  }
+  void join() override {
+    if (!pending_) return;  // nothing on the side stream (and in a capture, nothing to join)
+    LOUPE_CUDA_CHECK(cudaEventRecord(done_, side_));
+    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), done_, 0));
+    pending_ = false;
   }
   std::string async_error() override {
     ncclResult_t r = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return "ncclCommGetAsyncError failed";
     return r == ncclSuccess || r == ncclInProgress ? "" : ncclGetErrorString(r);
   }
+  void abort() override {
+    if (aborted_) return;
+    aborted_ = true;
+    ncclCommAbort(comm_);
+  }
 
  private:
+  void reduce_on(const Tensor& t, ReduceOp op, cudaStream_t s) {
+    LOUPE_CHECK(t.is_cuda() && t.is_contiguous(), "all_reduce needs a contiguous CUDA tensor");
+    LOUPE_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), nccl_type(t.dtype()),
+                                   op == ReduceOp::Sum ? ncclSum : ncclAvg, comm_, s));
+  }
   int rank_, world_;
   ncclComm_t comm_;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  bool pending_ = false, aborted_ = false;
 };
 
 std::unique_ptr<Communicator> join_nccl(std::string* why) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
@@ -19,6 +20,8 @@
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
+#include "train/comm.h"
+#include "train/ddp.h"
 
 namespace loupe::train {
 
@@ -65,10 +68,45 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   else if (!device.is_cuda()) eager_why_ = "CUDA graphs are a GPU feature";
   else graphs_ = eval_graphs_ = true;
   LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
+  if (o.comm) {
+    shard_ = {o.comm->rank(), o.comm->world()};
+    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, reducer_options_from_knobs());
+    check_ranks_ = knobs::flag("LOUPE_DDP_CHECK");
+    broadcast_weights();
+  }
 }
 
 Trainer::~Trainer() {
   if (scaler_) opt_.set_scaler(nullptr);
+}
+
+void Trainer::broadcast_weights() {
+  if (!options_.comm) return;
+  options_.comm->broadcast(model_.arena().values(), 0);
+  broadcast_buffers();
+  model_.arena().refresh_compute_copy();
+}
+
+// Running statistics (batch norm) are updated by each rank on its own shard: rank 0's count, as
+// with PyTorch DDP's broadcast_buffers, at the start and before each evaluation.
+void Trainer::broadcast_buffers() {
+  for (auto& [name, b] : model_.named_buffers())
+    if (b.is_contiguous() && b.dtype() == DType::f32) options_.comm->broadcast(b, 0);
+}
+
+// LOUPE_DDP_CHECK: every rank's checksum of its weights, gathered and compared on the host (a
+// wait per step: a debugging aid, not for timing). Identical weights give identical sums.
+void Trainer::check_ranks_agree() {
+  NoGradGuard g;
+  if (!checksums_.defined()) checksums_ = empty(Shape{shard_.world}, DType::f32, device_);
+  checksum_ = sum(model_.arena().values());
+  options_.comm->all_gather(reshape(checksum_, Shape{1}), checksums_);
+  std::vector<float> v = checksums_.to_vector<float>();
+  for (size_t r = 1; r < v.size(); ++r)
+    if (std::memcmp(&v[r], &v[0], sizeof(float)) != 0)
+      throw Error("LOUPE_DDP_CHECK: after step " + std::to_string(global_step_) + " rank " + std::to_string(r) +
+                  "'s weights differ from rank 0's (checksums " + std::to_string(v[r]) + " and " +
+                  std::to_string(v[0]) + "): the ranks no longer train one model");
 }
 
 std::string Trainer::step_mode() const {
@@ -86,8 +124,8 @@ void gather(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) 
 }
 }  // namespace
 
-int64_t Trainer::epoch_steps(int64_t n, int64_t batch, int64_t max_steps) {
-  const int64_t total = (n + batch - 1) / batch;
+int64_t Trainer::epoch_steps(int64_t n, int64_t batch, int64_t max_steps, loader::Shard shard) {
+  const int64_t total = shard.world > 1 ? loader::shard_steps(n, batch, shard) : (n + batch - 1) / batch;
   return max_steps >= 0 ? std::min(total, max_steps) : total;
 }
 
@@ -103,15 +141,21 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
   LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
-  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps), start = 0;
+  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps, shard_), start = 0;
+  // Data parallelism: global step s is [s*W*b, (s+1)*W*b) of the order and this rank's part the
+  // b from r*b of it; the tail short of a whole global step is dropped (loader/sampler.h).
+  const int64_t stride = batch * shard_.world, n_used = shard_.world > 1 ? epoch_steps(n, batch, -1, shard_) * stride : n;
+  LOUPE_CHECK(n_used > 0, "the data set has ", n, " samples, fewer than one global step of ", shard_.world, " ranks x ",
+              batch, ": a smaller --batch or fewer GPUs");
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
-    if (start >= n && cycle) start = 0;
-    if (start >= n) return false;
-    int64_t end = std::min(n, start + batch);
-    raw = {slice(perm, 0, start, end)};
-    b = end - start;
-    start = end;
+    if (start >= n_used && cycle) start = 0;
+    if (start >= n_used) return false;
+    const int64_t first = start + int64_t(shard_.rank) * batch;
+    int64_t end = std::min(n_used, first + batch);
+    raw = {slice(perm, 0, first, end)};
+    b = end - first;
+    start += stride;
     return true;
   };
   src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) { gather(data, raw[0], x, y); };
@@ -124,6 +168,9 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
 EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_steps) {
   LOUPE_CHECK(dl.options().device == device_, "the loader delivers to ", dl.options().device.str(),
               " but the model is on ", device_.str());
+  LOUPE_CHECK(dl.options().shard.rank == shard_.rank && dl.options().shard.world == shard_.world,
+              "the loader serves rank ", dl.options().shard.rank, " of ", dl.options().shard.world,
+              " but the trainer is rank ", shard_.rank, " of ", shard_.world);
   dl.start_epoch(epoch);
   int64_t total = epoch_steps(dl, max_steps);
   loader::Batch batch;
@@ -200,8 +247,13 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     NvtxRange r("backward", RangeKind::Phase);
     // fp16: the scaled loss, with the ops that add into a gradient in place checking what they
     // write for inf and NaN (an embedding's few selected rows of its whole table).
+    if (reducer_) reducer_->begin();
     if (scaler_) scaler_->backward(loss);
     else backward(loss);
+    if (reducer_) {
+      reducer_->end();  // the compute stream now waits for the averaged gradients
+      if (scaler_) scaler_->distrust_source_checks();
+    }
   }
   {
     NvtxRange r("optimizer", RangeKind::Phase);
@@ -404,18 +456,32 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
         peek_time = now;
       }
     }
-    if (running_loss && !std::isfinite(*running_loss) && !st.diverged) {
+    // Ranks see their own losses at different steps: with data parallelism the epoch ends for
+    // all of them together, and the divergence is judged at its end from the world's sums.
+    if (running_loss && !std::isfinite(*running_loss) && !st.diverged && shard_.world == 1) {
       st.diverged = true;
       st.diverged_step = peek_step;
       if (options_.stop_on_divergence) break;
     }
+    if (check_ranks_) check_ranks_agree();
     if (hooks.on_step) hooks.on_step(st.steps, total, st.samples, running_loss);
   }
   if (peek_event) cuda_runtime()->event_destroy(peek_event);
   set_current_step(-1);
+  // A rank stopped by Ctrl-C or a signal may be steps apart from the others: no collective and no
+  // wait for the device here (the caller aborts the communicator; a peer may never come).
+  if (st.interrupted && options_.comm) {
+    st.train_seconds = now_seconds() - t0;
+    return st;
+  }
+  if (options_.comm) {  // the world's loss and accuracy: every rank ran as many steps
+    options_.comm->all_reduce(loss_sum_, ReduceOp::Sum);
+    options_.comm->all_reduce(correct_, ReduceOp::Sum);
+  }
   // The one read-back of the epoch (it waits for the GPU to finish).
-  st.train_loss = st.samples ? loss_sum_.item() / double(st.samples) : 0.0;
-  st.train_acc = st.samples ? correct_.item() / double(st.samples) : 0.0;
+  const double world_samples = double(st.samples) * shard_.world;
+  st.train_loss = st.samples ? loss_sum_.item() / world_samples : 0.0;
+  st.train_acc = st.samples ? correct_.item() / world_samples : 0.0;
   // Once per epoch, after the wait above: a loss that turned non-finite since the last peek, or
   // weights that did (a last step whose update overflowed), so a checkpoint never keeps them.
   if (!st.diverged && (!std::isfinite(st.train_loss) || !std::isfinite(sum(model_.arena().values()).item()))) {
@@ -451,11 +517,16 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
   NvtxRange range("evaluation");
   NoGradGuard g;
   model_.eval();
-  int64_t n = data.size();
+  if (options_.comm) broadcast_buffers();
+  const int64_t n_all = data.size();
+  // Data parallelism: this rank's contiguous part (sizes within one of each other), ids into the
+  // whole set; the counts are summed over the ranks at the end.
+  const auto [lo, hi] = loader::shard_part(n_all, shard_);
+  const int64_t n = hi - lo;
   reset_sum(eval_correct_, device_);
   std::vector<int32_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(i);
-  Tensor all = from_vector(order, Shape{n}, device_);
+  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(lo + i);
+  Tensor all = n ? from_vector(order, Shape{n}, device_) : Tensor();
   for (int64_t start = 0; start < n; start += batch) {
     if (hooks.stop && hooks.stop->load()) {
       model_.train();
@@ -472,7 +543,8 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
     if (!graphed) eval_step(raw[0], data);
   }
   model_.train();
-  return n ? eval_correct_.item() / double(n) : 0.0;
+  if (options_.comm) options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);
+  return n_all ? eval_correct_.item() / double(n_all) : 0.0;
 }
 
 }  // namespace loupe::train

@@ -14,6 +14,7 @@
 
 #include "core/precision.h"
 #include "core/tensor.h"
+#include "loader/sampler.h"
 #include "nn/module.h"
 #include "ops/view.h"
 #include "optim/optimizer.h"
@@ -24,6 +25,9 @@ namespace loupe::instrument { class EpochMonitor; }
 namespace loupe::loader { class DataLoader; }
 
 namespace loupe::train {
+
+class Communicator;
+class GradReducer;
 
 // Samples and labels held in one tensor each (uint8 images, uint8 or int32 labels) on a device;
 // batches are gathered from it by index and converted to float (x * x_scale) on that device.
@@ -96,6 +100,11 @@ struct TrainerOptions {
   // End the epoch as soon as the loss is seen to be non-finite (EpochStats::diverged). Benchmarks
   // turn it off: they time a fixed number of steps and report a divergence instead.
   bool stop_on_divergence = true;
+  // Data parallelism (docs/plans/data_parallel.md): this process is one rank of comm's world. The
+  // weights start as rank 0's, each rank trains on its shard of every global step (the batch is
+  // per rank), the gradients are averaged in buckets during backward (train/ddp.h), the epoch's
+  // loss and accuracy and the evaluation are the whole world's. Null: one process, as ever.
+  Communicator* comm = nullptr;
 };
 
 class Trainer {
@@ -117,7 +126,8 @@ class Trainer {
 
   // The steps of one epoch: ceil(n / batch) over a resident data set, or the loader's batches per
   // epoch; at most max_steps when max_steps >= 0 (train_epoch runs exactly this many).
-  static int64_t epoch_steps(int64_t n, int64_t batch, int64_t max_steps = -1);
+  // With data parallelism, floor(n / (world * batch)) global steps (loader/sampler.h's shard_steps).
+  static int64_t epoch_steps(int64_t n, int64_t batch, int64_t max_steps = -1, loader::Shard shard = {});
   static int64_t epoch_steps(const loader::DataLoader& dl, int64_t max_steps = -1);
 
   // One pass over `data` in shuffled batches of `batch` (the last one may be smaller). Stops after
@@ -128,7 +138,14 @@ class Trainer {
   // The same through the asynchronous loader (its batch size, order and device).
   EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
   // Accuracy on `data` in eval mode, no gradients; full batches replayed from a graph of their own.
+  // With data parallelism each rank evaluates its contiguous part and the counts are summed.
   double evaluate(const TensorDataset& data, int64_t batch = 1000);
+
+  // Data parallelism: this rank's place, the gradient buckets (null without a communicator).
+  loader::Shard shard() const { return shard_; }
+  const GradReducer* reducer() const { return reducer_.get(); }
+  // Rank 0's weights (and float buffers) to every rank: at the start and after a resume.
+  void broadcast_weights();
 
  private:
   // A batch as it arrives (raw: the resident path's ids, or the loader's x and y on the device)
@@ -181,6 +198,12 @@ class Trainer {
   Graphed train_graph_, eval_graph_;
   Tensor loss_sum_, correct_;   // the epoch's sums on the device (fixed addresses: graphs add into them)
   Tensor eval_correct_;
+  loader::Shard shard_;
+  std::unique_ptr<GradReducer> reducer_;
+  bool check_ranks_ = false;   // LOUPE_DDP_CHECK: the ranks' weights compared after every step
+  Tensor checksum_, checksums_;
+  void check_ranks_agree();
+  void broadcast_buffers();
 };
 
 // Host wall-clock seconds.

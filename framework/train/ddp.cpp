@@ -1,0 +1,96 @@
+#include "train/ddp.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/knobs.h"
+#include "core/nvtx.h"
+#include "ops/view.h"
+
+namespace loupe::train {
+
+ReducerOptions reducer_options_from_knobs() {
+  ReducerOptions o;
+  if (auto mb = knobs::integer("LOUPE_DDP_BUCKET_MB")) o.bucket_cap_bytes = *mb << 20;
+  return o;
+}
+
+GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, ReducerOptions o)
+    : arena_(arena), comm_(comm) {
+  const Tensor& grads = arena.grads();
+  LOUPE_CHECK(grads.dtype() == DType::f32, "data-parallel training all-reduces float32 gradients");
+  const char* base = static_cast<const char*>(grads.data_ptr());
+  std::vector<ParamSlot> slots;
+  for (const Tensor& p : arena.params()) {
+    const Tensor g = p.grad();
+    LOUPE_CHECK(g.defined(), "a parameter without its view into the gradient arena");
+    const int64_t off = (static_cast<const char*>(g.data_ptr()) - base) / int64_t(sizeof(float));
+    LOUPE_CHECK(off >= 0 && off + g.numel() <= grads.numel(), "a parameter's gradient outside the arena");
+    slot_of_[g.data_ptr()] = int(slots.size());
+    slots.push_back({off, g.numel()});
+  }
+  buckets_ = plan_buckets(slots, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes);
+  bucket_of_.assign(slots.size(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int i : buckets_[b].params) bucket_of_[size_t(i)] = int(b);
+    bytes_ += buckets_[b].numel * int64_t(sizeof(float));
+    range_names_.push_back("all-reduce bucket " + std::to_string(b));
+  }
+  in_.assign(slots.size(), 0);
+}
+
+GradReducer::~GradReducer() {
+  if (open_) autograd::set_grad_ready_hook(prev_);
+}
+
+void GradReducer::begin() {
+  LOUPE_CHECK(!open_, "GradReducer::begin() twice without end()");
+  waiting_.clear();
+  for (const Bucket& b : buckets_) waiting_.push_back(int(b.params.size()));
+  std::fill(in_.begin(), in_.end(), 0);
+  next_ = 0;
+  open_ = true;
+  prev_ = autograd::grad_ready_hook();
+  autograd::set_grad_ready_hook(this);
+}
+
+void GradReducer::ready(const Tensor& grad) {
+  auto it = slot_of_.find(grad.data_ptr());
+  if (it == slot_of_.end()) return;  // a leaf that is not one of the parameters
+  const int i = it->second;
+  if (in_[size_t(i)]) return;  // a second contribution is added to the same slice before it goes
+  in_[size_t(i)] = 1;
+  --waiting_[size_t(bucket_of_[size_t(i)])];
+  send_ready();
+}
+
+void GradReducer::send_ready() {
+  const Tensor& grads = arena_.grads();
+  while (next_ < buckets_.size() && waiting_[next_] == 0) {
+    const Bucket& b = buckets_[next_];
+    NvtxRange r(range_names_[next_].c_str());
+    comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
+    ++next_;
+  }
+}
+
+void GradReducer::end() {
+  LOUPE_CHECK(open_, "GradReducer::end() without begin()");
+  autograd::set_grad_ready_hook(prev_);
+  open_ = false;
+  for (int& w : waiting_) w = 0;  // parameters without a gradient this pass: their zeros are averaged
+  send_ready();
+  comm_.join();
+}
+
+std::string GradReducer::describe() const {
+  std::string s = std::to_string(buckets_.size()) + (buckets_.size() == 1 ? " bucket (" : " buckets (");
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.1f", b ? ", " : "", double(buckets_[b].numel) * 4.0 / (1 << 20));
+    s += buf;
+  }
+  return s + " MiB)";
+}
+
+}  // namespace loupe::train

@@ -1,0 +1,68 @@
+// Data parallelism's gradient all-reduce (docs/plans/data_parallel.md, step 3): the gradient
+// arena cut into buckets (train/ddp_plan.h), each all-reduced (averaged) in place on the
+// communication stream as soon as backward has finished its last gradient, so communication
+// overlaps the rest of the backward pass as in PyTorch's DDP. Buckets go strictly in plan order
+// (NCCL needs every rank to issue its collectives in one order); a bucket that is ready before
+// the one before it waits for it. Nothing here waits on the host, and a step with a reducer can
+// be captured in a CUDA graph like any other (the side stream joins the capture by its events).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/node.h"
+#include "nn/arena.h"
+#include "train/comm.h"
+#include "train/ddp_plan.h"
+
+namespace loupe::train {
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
+  int64_t first_bucket_bytes = 1 << 20;  // and its small first bucket, to start early
+};
+
+// Reads LOUPE_DDP_BUCKET_MB (core/knobs.cpp) over the defaults.
+ReducerOptions reducer_options_from_knobs();
+
+class GradReducer final : public autograd::GradReadyHook {
+ public:
+  // The gradients of `arena`'s parameters (float32, in its gradient arena), averaged over `comm`.
+  GradReducer(const nn::ParameterArena& arena, Communicator& comm, ReducerOptions o = {});
+  ~GradReducer() override;
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  // Around one backward pass on this thread: begin() listens for finished gradients; end() sends
+  // the buckets not yet sent (parameters that got no gradient count as finished then: their
+  // zeroed gradients are averaged like any other), and makes the compute stream wait for every
+  // bucket, so what follows (the loss scaler's check, the optimizer) reads averaged gradients.
+  void begin();
+  void end();
+
+  void ready(const Tensor& grad) override;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Bytes all-reduced per step (the buckets' slices, alignment padding included).
+  int64_t bytes_per_step() const { return bytes_; }
+  // "3 buckets (1.0, 25.0, 12.3 MiB)", for the run's header.
+  std::string describe() const;
+
+ private:
+  void send_ready();  // every bucket whose turn has come and whose gradients are all in
+  const nn::ParameterArena& arena_;
+  Communicator& comm_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::string> range_names_;           // NVTX, one per bucket
+  std::unordered_map<const void*, int> slot_of_;   // a gradient's address -> its parameter
+  std::vector<int> bucket_of_;                     // parameter -> bucket
+  std::vector<int> waiting_;                       // per bucket: gradients not yet in
+  std::vector<char> in_;                           // per parameter: in this pass
+  size_t next_ = 0;                                // the next bucket to send
+  int64_t bytes_ = 0;
+  bool open_ = false;
+  autograd::GradReadyHook* prev_ = nullptr;
+};
+
+}  // namespace loupe::train

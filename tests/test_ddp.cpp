@@ -1,0 +1,298 @@
+// Data parallelism (docs/plans/data_parallel.md). On the CPU: the gradient reducer's buckets with a
+// communicator that records what it is asked (every bucket once, in plan order, the first while
+// backward is still running, unused parameters at the end), and the trainer's shard of each
+// epoch. On GPUs, real ranks started through the launcher (as test_comm): W ranks at batch b end
+// 50 steps with the parameters one process has at batch W*b (dropout off), every step checked
+// for identical weights across ranks (LOUPE_DDP_CHECK); a world of one must match exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cuda_runtime.h"
+#include "loupe.h"
+#include "nn/layers.h"
+#include "optim/optimizer.h"
+#include "train/comm.h"
+#include "train/ddp.h"
+#include "train/launch.h"
+#include "train/trainer.h"
+
+using namespace loupe;
+
+namespace {
+
+bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+// A communicator of `world` ranks that all hold what this one holds (a mirror): Sum multiplies by
+// the world, Avg changes nothing. It records the asynchronous all-reduces as arena offsets.
+struct Recorder : train::Communicator {
+  int r = 0, w = 1;
+  const Tensor* arena = nullptr;  // the gradient arena, to turn slices into offsets
+  std::vector<std::pair<int64_t, int64_t>> sent;
+  std::function<void()> on_send;  // looks at the gradients as a bucket goes
+  int joins = 0, sent_at_join = -1;
+  int rank() const override { return r; }
+  int world() const override { return w; }
+  void all_reduce(const Tensor& t, train::ReduceOp op) override {
+    if (op == train::ReduceOp::Sum) copy_(t, mul(t, double(w)));
+  }
+  void broadcast(const Tensor&, int) override {}
+  void all_gather(const Tensor& in, const Tensor& out) override {
+    for (int i = 0; i < w; ++i) copy_(slice(out, 0, i * in.numel(), (i + 1) * in.numel()), in);
+  }
+  void all_reduce_async(const Tensor& t, train::ReduceOp op) override {
+    EXPECT_EQ(op, train::ReduceOp::Avg);
+    const int64_t off = (static_cast<const float*>(t.data_ptr()) - static_cast<const float*>(arena->data_ptr()));
+    sent.emplace_back(off, t.numel());
+    if (on_send) on_send();
+  }
+  void join() override {
+    ++joins;
+    sent_at_join = int(sent.size());
+  }
+  std::string async_error() override { return ""; }
+  void abort() override {}
+};
+
+std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
+  auto m = std::make_shared<nn::Sequential>();
+  m->add("flat", std::make_shared<nn::Flatten>());
+  m->add("fc1", std::make_shared<nn::Linear>(in, hidden));
+  m->add("relu1", std::make_shared<nn::ReLU>());
+  m->add("fc2", std::make_shared<nn::Linear>(hidden, hidden));
+  m->add("relu2", std::make_shared<nn::ReLU>());
+  m->add("fc3", std::make_shared<nn::Linear>(hidden, out));
+  return m;
+}
+
+std::shared_ptr<nn::Sequential> cnn() {
+  auto m = std::make_shared<nn::Sequential>();
+  m->add("conv", std::make_shared<nn::Conv2d>(1, 8, 3, 1, 1));
+  m->add("relu", std::make_shared<nn::ReLU>());
+  m->add("pool", std::make_shared<nn::MaxPool2d>(2));
+  m->add("flat", std::make_shared<nn::Flatten>());
+  m->add("fc", std::make_shared<nn::Linear>(8 * 14 * 14, 10));
+  return m;
+}
+
+// ids 0..n-1 (int32) on the CPU.
+Tensor arange_ids(int64_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t(i);
+  return from_vector(v, Shape{n});
+}
+
+// n images of 28x28 (uint8) with labels 0..9, from a fixed seed: the same on every rank.
+train::TensorDataset synthetic(int64_t n, Device d) {
+  std::mt19937 gen(7);
+  std::vector<uint8_t> x(static_cast<size_t>(n * 28 * 28));
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (auto& v : x) v = uint8_t(gen() % 256);
+  for (auto& v : y) v = int32_t(gen() % 10);
+  return train::TensorDataset{from_vector(x, Shape{n, 28, 28}, d), from_vector(y, Shape{n}, d), 1.0 / 255};
+}
+
+// A forward pass and a loss whose backward the reducer watches.
+Tensor loss_of(nn::Module& m, int64_t batch) {
+  train::TensorDataset d = synthetic(batch, kCPU);
+  Tensor x = index_select(d.x, arange_ids(batch), DType::f32, d.x_scale);
+  return cross_entropy(m(x), index_select(d.y, arange_ids(batch), DType::i32));
+}
+
+}  // namespace
+
+TEST(Reducer, SendsEveryBucketOnceInPlanOrderWhileBackwardRuns) {
+  manual_seed(1);
+  auto m = mlp(784, 64, 10);
+  m->to(kCPU);
+  const Tensor& grads = m->arena().grads();
+  Recorder rec;
+  rec.arena = &grads;
+  train::ReducerOptions ro;
+  ro.bucket_cap_bytes = 16 << 10;  // 784*64 floats (200 KiB) alone, 64*64 + 64*10 ... together
+  ro.first_bucket_bytes = 1 << 10;
+  train::GradReducer red(m->arena(), rec, ro);
+  ASSERT_GE(red.buckets().size(), 3u) << red.describe();
+  // The first parameter's gradient (fc1.weight) is the last backward computes: when the first
+  // bucket goes, it must still be zero, or nothing overlapped.
+  const Tensor first = m->arena().params()[0].grad();
+  std::vector<double> first_sum_at_send;
+  rec.on_send = [&] { first_sum_at_send.push_back(sum(mul(first, first)).item()); };
+  m->arena().zero_grad();
+  Tensor loss = loss_of(*m, 32);
+  red.begin();
+  backward(loss);
+  const size_t before_end = rec.sent.size();
+  red.end();
+  EXPECT_GE(before_end, red.buckets().size() - 1) << "buckets went only at the end: no overlap";
+  ASSERT_EQ(rec.sent.size(), red.buckets().size());
+  EXPECT_EQ(rec.joins, 1);
+  EXPECT_EQ(rec.sent_at_join, int(red.buckets().size())) << "the compute stream joined before every bucket went";
+  EXPECT_EQ(first_sum_at_send.front(), 0.0);
+  EXPECT_GT(first_sum_at_send.back(), 0.0);
+  int64_t covered = 0;
+  for (size_t b = 0; b < rec.sent.size(); ++b) {
+    EXPECT_EQ(rec.sent[b].first, red.buckets()[b].offset) << "bucket " << b << " out of plan order";
+    EXPECT_EQ(rec.sent[b].second, red.buckets()[b].numel);
+    covered += rec.sent[b].second;
+  }
+  EXPECT_EQ(covered, red.bytes_per_step() / 4);
+  // Every parameter's gradient lies inside one sent slice.
+  for (const Tensor& p : m->arena().params()) {
+    const int64_t off = static_cast<const float*>(p.grad().data_ptr()) - static_cast<const float*>(grads.data_ptr());
+    int inside = 0;
+    for (auto [o, n] : rec.sent) inside += off >= o && off + p.numel() <= o + n;
+    EXPECT_EQ(inside, 1);
+  }
+  // A second step sends them all again.
+  m->arena().zero_grad();
+  loss = loss_of(*m, 32);
+  red.begin();
+  backward(loss);
+  red.end();
+  EXPECT_EQ(rec.sent.size(), 2 * red.buckets().size());
+  EXPECT_EQ(autograd::grad_ready_hook(), nullptr) << "end() left the hook installed";
+}
+
+TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
+  manual_seed(1);
+  auto unused = std::make_shared<nn::Linear>(784, 64);
+  auto fc2 = std::make_shared<nn::Linear>(64, 10);
+  nn::Sequential m;
+  m.add("unused", unused);
+  m.add("fc2", fc2);
+  m.to(kCPU);
+  Recorder rec;
+  rec.arena = &m.arena().grads();
+  train::ReducerOptions ro;
+  ro.bucket_cap_bytes = 1;  // every parameter a bucket of its own
+  ro.first_bucket_bytes = 1;
+  train::GradReducer red(m.arena(), rec, ro);
+  ASSERT_EQ(red.buckets().size(), m.arena().params().size());
+  // Only fc2 takes part: the unused layer's buckets (the last two to go) get no gradient.
+  m.arena().zero_grad();
+  train::TensorDataset d = synthetic(8, kCPU);
+  Tensor h = reshape(index_select(d.x, arange_ids(8), DType::f32, d.x_scale), Shape{8, 784});
+  Tensor loss = cross_entropy((*fc2)(slice(h, 1, 0, 64)), index_select(d.y, arange_ids(8), DType::i32));
+  red.begin();
+  backward(loss);
+  EXPECT_EQ(rec.sent.size(), red.buckets().size() - 2) << "the unused layer's buckets went before end()";
+  red.end();
+  EXPECT_EQ(rec.sent.size(), red.buckets().size());
+}
+
+TEST(TrainerShard, AnEpochIsOneRanksPartOfEachGlobalStep) {
+  manual_seed(1);
+  auto m = mlp(784, 16, 10);
+  m->to(kCPU);
+  optim::SGD opt(m->arena(), 0.01);
+  Recorder rec;
+  rec.r = 1;
+  rec.w = 2;
+  rec.arena = &m->arena().grads();
+  train::TrainerOptions o;
+  o.comm = &rec;
+  train::Trainer t(*m, opt, kCPU, o);
+  EXPECT_EQ(t.shard().rank, 1);
+  train::TensorDataset d = synthetic(100, kCPU);
+  // 100 samples, 2 ranks of 8: floor(100 / 16) = 6 global steps; the last 4 samples are dropped.
+  EXPECT_EQ(train::Trainer::epoch_steps(100, 8, -1, t.shard()), 6);
+  train::EpochStats st = t.train_epoch(d, 8, 1, 1);
+  EXPECT_EQ(st.steps, 6);
+  EXPECT_EQ(st.samples, 48);
+  EXPECT_EQ(rec.joins, 6);
+  EXPECT_EQ(rec.sent.size(), 6 * t.reducer()->buckets().size());
+  EXPECT_TRUE(std::isfinite(st.train_loss));
+  // Too few samples for one global step: said in one sentence.
+  train::TensorDataset tiny = synthetic(10, kCPU);
+  try {
+    t.train_epoch(tiny, 8, 1, 2);
+    FAIL() << "an epoch with no global step ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer than one global step"), std::string::npos) << e.what();
+  }
+}
+
+// ---- real ranks on GPUs ------------------------------------------------------------------------
+
+namespace {
+int run_ranks(int procs) {
+  train::LaunchOptions o;
+  o.exe = "/proc/self/exe";
+  o.args = {"--gtest_filter=DdpRank.*"};
+  o.procs = procs;
+  return train::launch(o);
+}
+
+// `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given.
+std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, train::Communicator* comm,
+                           int64_t batch, Precision p, int steps) {
+  manual_seed(1);
+  auto m = make();
+  m->to(kCUDA);
+  optim::SGD opt(m->arena(), 0.05, 0.9);
+  train::TrainerOptions o;
+  o.comm = comm;
+  o.precision = p;
+  train::Trainer t(*m, opt, kCUDA, o);
+  train::TensorDataset d = synthetic(4096, kCUDA);
+  t.train_epoch(d, batch, 1, 1, steps);
+  return m->arena().values().to_vector<float>();
+}
+}  // namespace
+
+TEST(Ddp, OneRankMatchesOneProcessExactly) {
+  if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
+}
+
+TEST(Ddp, TwoRanksMatchOneGpuAtTwiceTheBatch) {
+  if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
+  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
+}
+
+TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
+  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  setenv("LOUPE_DDP_CHECK", "1", 1);  // every step: the ranks' weights compared
+  std::string why;
+  auto comm = train::join_world(&why);
+  ASSERT_TRUE(comm) << why;
+  const int w = comm->world();
+  struct Case {
+    const char* name;
+    std::function<std::shared_ptr<nn::Sequential>()> make;
+    Precision p;
+  };
+  const std::vector<Case> cases = {{"mlp fp32", [] { return mlp(784, 256, 10); }, Precision::FP32},
+                                   {"cnn fp32", cnn, Precision::FP32},
+                                   {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t b = 64;
+    std::vector<float> ddp = trained(c.make, comm.get(), b, c.p, 50);
+    if (comm->rank() != 0) continue;
+    std::vector<float> one = trained(c.make, nullptr, b * w, c.p, 50);
+    ASSERT_EQ(ddp.size(), one.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < one.size(); ++i) {
+      worst = std::max(worst, double(std::fabs(ddp[i] - one[i])));
+      scale = std::max(scale, double(std::fabs(one[i])));
+    }
+    // A world of one averages over one rank: the same arithmetic, bit for bit. Two ranks add two
+    // half-batch gradients where one process sums the batch at once: float32 reduction order.
+    if (w == 1) EXPECT_EQ(worst, 0.0);
+    else EXPECT_LE(worst, 1e-4 * scale) << "largest weight " << scale;
+    std::printf("[%s] world %d at batch %lld vs one process at %lld: max |diff| %.3g (largest weight %.3g)\n", c.name,
+                w, (long long)b, (long long)(b * w), worst, scale);
+  }
+}

@@ -1,0 +1,122 @@
+#include "tools/data_parallel.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "instrument/report_io.h"
+#include "train/launch.h"
+
+namespace loupe::tools {
+
+bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+bool wants_ranks(const Options& o) { return !is_rank() && (o.gpus > 1 || o.nnodes > 1); }
+
+namespace {
+// --master ADDR:PORT, else MASTER_ADDR and MASTER_PORT, else (one host) this host and a free port.
+void rendezvous_address(const Options& o, train::LaunchOptions& lo) {
+  std::string m = o.master;
+  if (m.empty() && std::getenv("MASTER_ADDR") && std::getenv("MASTER_PORT"))
+    m = std::string(std::getenv("MASTER_ADDR")) + ":" + std::getenv("MASTER_PORT");
+  if (m.empty()) {
+    if (o.nnodes > 1)
+      throw Error("--nnodes " + std::to_string(o.nnodes) + " needs --master ADDR:PORT (rank 0's host and a free "
+                  "port there), the same on every host");
+    return;  // 127.0.0.1 and a free port (launch() picks it)
+  }
+  const size_t colon = m.rfind(':');
+  char* end = nullptr;
+  const long port = colon == std::string::npos ? 0 : std::strtol(m.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || !end || *end || port < 1 || port > 65535)
+    throw Error("--master takes ADDR:PORT (an IPv4 address and a port 1..65535), got '" + m + "'");
+  lo.master_addr = m.substr(0, colon);
+  lo.master_port = int(port);
+}
+}  // namespace
+
+int launch_ranks(const Options& o) {
+  if (!train::nccl_built())
+    throw Error("--gpus " + std::to_string(o.gpus) + ": this loupe was built without NCCL (CMake looks for nccl.h "
+                "and libnccl and prints loupe: NCCL: ON/OFF); one GPU needs no --gpus");
+  if (o.device == "cpu") throw Error("--gpus trains on GPUs; --device cpu runs one process");
+  const int have = cuda_runtime() ? cuda_runtime()->device_count() : 0;
+  if (have < o.gpus)
+    throw Error("--gpus " + std::to_string(o.gpus) + ": this host shows " + std::to_string(have) +
+                " GPU(s) (nvidia-smi; CUDA_VISIBLE_DEVICES)");
+  train::LaunchOptions lo;
+  lo.exe = "/proc/self/exe";
+  lo.args = o.args;
+  lo.procs = o.gpus;
+  lo.nnodes = o.nnodes;
+  lo.node_rank = o.node_rank;
+  rendezvous_address(o, lo);
+  std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpus, o.gpus - 1,
+              o.node_rank, o.nnodes, o.gpus * o.nnodes);
+  std::fflush(stdout);
+  return train::launch(lo);
+}
+
+World::World(const Options& o) {
+  if (o.device == "cpu") throw Error("a data-parallel rank (WORLD_SIZE is set) trains on a GPU, not --device cpu");
+  std::string why;
+  comm_ = train::join_world(&why);
+  if (!comm_) throw Error("this rank cannot join the world: " + why);
+  watchdog_ = std::thread([this] {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (stop_.load()) break;
+      const std::string err = comm_->async_error();
+      if (err.empty()) continue;
+      std::fprintf(stderr, "loupe: rank %d: NCCL reports '%s' (a peer lost or failed); ending this rank\n",
+                   comm_->rank(), err.c_str());
+      comm_->abort();
+      std::_Exit(1);
+    }
+  });
+}
+
+World::~World() {
+  stop_.store(true);
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void World::abort() {
+  stop_.store(true);
+  if (watchdog_.joinable()) watchdog_.join();
+  comm_->abort();
+}
+
+std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline) {
+  // Per rank: samples, training seconds (one all-gather of float64 on the device).
+  Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec}, Shape{3}, kCUDA);
+  Tensor all = empty(Shape{3 * int64_t(size())}, DType::f64, kCUDA);
+  comm_->all_gather(mine, all);
+  const std::vector<double> v = all.to_vector<double>();
+  double samples = 0, slowest = 0;
+  for (int k = 0; k < size(); ++k) {
+    samples += v[size_t(3 * k)];
+    slowest = std::max(slowest, v[size_t(3 * k + 1)]);
+  }
+  r.rank = rank();
+  r.world_size = size();
+  r.allreduce_bytes_per_step = double(allreduce_bytes);
+  if (slowest > 0) r.world_samples_per_sec = samples / slowest;
+  if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
+  if (rank() != 0) return "";
+  std::string line = "  world " + std::to_string(size()) + " GPUs: " +
+                     (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
+                     " samples/s (ranks";
+  for (int k = 0; k < size(); ++k) line += (k ? ", " : " ") + instrument::thousands(v[size_t(3 * k + 2)]);
+  line += ")  scaling efficiency ";
+  char buf[64];
+  if (r.scaling_efficiency) std::snprintf(buf, sizeof buf, "%.1f%%", 100 * *r.scaling_efficiency);
+  line += r.scaling_efficiency ? buf : "n/a (--baseline: one GPU's samples/s at this batch)";
+  std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step", double(allreduce_bytes) / (1 << 20));
+  return line + buf;
+}
+
+}  // namespace loupe::tools

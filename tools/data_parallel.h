@@ -1,0 +1,47 @@
+// `loupe train --gpus N` (docs/plans/data_parallel.md): the launcher side (a process that starts
+// the ranks) and the rank side (joining the world, the watchdog, the world's line per epoch).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "instrument/report.h"
+#include "tools/options.h"
+#include "train/comm.h"
+
+namespace loupe::tools {
+
+// This process is a rank: WORLD_SIZE is set (by loupe's launcher or by torchrun).
+bool is_rank();
+// --gpus N > 1 or --nnodes K > 1 asked for ranks that this process must start.
+bool wants_ranks(const Options& o);
+
+// Starts this host's ranks (the same command line) and waits: 0 when all end well, else the first
+// failing rank's status. Refuses, in one sentence, a build without NCCL or too few GPUs.
+int launch_ranks(const Options& o);
+
+// A rank's membership of the world: the communicator, and a thread that polls NCCL's
+// asynchronous errors and ends the process (aborting the communicator) when one appears, so a
+// lost peer never leaves a rank waiting forever.
+class World {
+ public:
+  // Joins the world the environment describes; call before any other CUDA work of the process.
+  explicit World(const Options& o);
+  ~World();
+  train::Communicator& comm() { return *comm_; }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->world(); }
+  // Ctrl-C or an error: end without a collective and without waiting for peers.
+  void abort();
+  // The world's figures in r (every rank calls it at the same point: a collective) and, on rank
+  // 0, the line that says them ("" on the others).
+  std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline);
+
+ private:
+  std::unique_ptr<train::Communicator> comm_;
+  std::atomic<bool> stop_{false};
+  std::thread watchdog_;
+};
+
+}  // namespace loupe::tools
