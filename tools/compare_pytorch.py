@@ -5,6 +5,7 @@ trained on data resident on the GPU (the same setting as `loupe train`), timed p
 usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
                                 [--device cuda] [--mode eager|amp|graph|compiled] [--amp-dtype fp16|bf16]
                                 [--modes eager,graph,amp,compiled] [--loupe build-gpu/loupe] [--no-tf32]
+                                [--max-steps N] [--json FILE] [--ddp] [--bucket-cap-mb 25] [--check-shards]
 Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`
 per mode. With --loupe it then runs `loupe bench` on the same model and batch and prints the
 ratios, e.g. (strict fp32 on both sides):

@@ -197,6 +197,7 @@ def study(a):
                 cmd[3:3] = ["--gpus", str(gpus)]
         else:
             mode, extra = pytorch_args(a)
+            # --nproc_per_node: the spelling both old (1.x) and new torchrun accept
             cmd = [a.torchrun, "--standalone", "--nproc_per_node", str(gpus),
                    os.path.join(here, "compare_pytorch.py"), "--model", model, "--batch", str(a.batch),
                    "--mode", mode, "--epochs", str(a.epochs), "--json", os.path.join(run_dir, "result.json")] + extra + shlex.split(a.pytorch_args)
