@@ -5,6 +5,7 @@ trained on data resident on the GPU (the same setting as `loupe train`), timed p
 usage: tools/compare_pytorch.py [--model mnist_mlp] [--batch 128] [--epochs 2] [--data DIR]
                                 [--device cuda] [--mode eager|amp|graph|compiled] [--amp-dtype fp16|bf16]
                                 [--modes eager,graph,amp,compiled] [--loupe build-gpu/loupe] [--no-tf32]
+                                [--max-steps N] [--json FILE] [--ddp] [--bucket-cap-mb 25] [--check-shards]
 Prints one line per epoch and a final line `pytorch MODEL batch B MODE: N samples/s (best epoch)`
 per mode. With --loupe it then runs `loupe bench` on the same model and batch and prints the
 ratios, e.g. (strict fp32 on both sides):
@@ -19,12 +20,27 @@ Triton kernels fuse the elementwise work, the whole step in a CUDA graph as in `
 autocast in --amp-dtype; no loss scaling, since GradScaler's step waits for the host with these
 optimizers and cannot be captured). With --loupe, `compiled` is compared with loupe's fastest
 precision of fp32, tf32, fp16 and bf16.
+
+Data parallel (docs/plans/data_parallel.md): started by torchrun (WORLD_SIZE set; `--ddp` insists on
+it), each process trains on cuda:LOCAL_RANK (NCCL; gloo with --device cpu) through
+DistributedDataParallel, `--batch` per GPU, the data sharded as loupe shards it, e.g.
+    torchrun --standalone --nproc-per-node 2 tools/compare_pytorch.py --model cifar10_cnn \
+        --batch 1024 --mode eager --epochs 3 --json ddp.json
+Rank 0 alone prints, one line per epoch and `pytorch-ddp MODEL batch B world W MODE: N samples/s
+(best epoch)`, N the total over the ranks. Under DDP `compiled` is torch.compile of the DDP model
+with autocast and no whole-step CUDA graph; `graph` captures the whole step with DDP (static_graph,
+built and warmed up on a side stream). --check-shards asserts the ranks' batches and prints a digest
+per epoch of the global steps' index sets, the same for W ranks at batch b as for one at W*b.
+--json FILE writes each mode's result as one JSON object (one line per mode).
 """
 import argparse
 import gzip
+import hashlib
+import json
 import os
 import struct
 import time
+from collections import namedtuple
 
 import torch
 import torch.nn as nn
@@ -126,6 +142,89 @@ TEXT = {"imdb_bilstm": (25000, 100, 20000, 2), "imdb_fasttext": (25000, 400, 120
         "char_lstm": (200000, 40, 57, 57)}
 
 
+# A data-parallel process: its rank, the world size, and the local rank that picks its GPU.
+Dist = namedtuple("Dist", "rank world local_rank backend")
+
+
+def init_dist(a):
+    """torch.distributed from torchrun's environment, or None in a single process."""
+    if "WORLD_SIZE" not in os.environ:
+        if a.ddp:
+            raise SystemExit("compare_pytorch: --ddp needs torchrun (no WORLD_SIZE in the environment), e.g. "
+                             "torchrun --standalone --nproc-per-node 2 tools/compare_pytorch.py --ddp ...")
+        return None
+    import torch.distributed as dist
+    # NVLink multicast (NVLS) stays off on our machines, as loupe's launcher sets it.
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    backend = "gloo" if a.device == "cpu" else "nccl"
+    dist.init_process_group(backend)
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), backend)
+
+
+def epoch_order(n, seed, epoch):
+    """The epoch's global order, the same on every rank: it depends on the seed and epoch only."""
+    g = torch.Generator().manual_seed(seed + epoch)
+    return torch.randperm(n, generator=g)
+
+
+def shard_steps(n, batch, world):
+    """Full global steps of world*batch samples; the tail is dropped so every rank has a full batch."""
+    return n // (world * batch)
+
+
+def shard_batch(order, step, batch, rank, world):
+    """Rank `rank`'s batch of global step `step`: the global step takes [s*W*b, (s+1)*W*b) of the
+    order, and the rank the b of them from rank*b (so W ranks at b see one process's batches at W*b)."""
+    first = step * world * batch + rank * batch
+    return order[first:first + batch]
+
+
+def shard_part(n, rank, world):
+    """Evaluation keeps every sample: contiguous parts whose sizes differ by at most one."""
+    q, r = divmod(n, world)
+    first = rank * q + min(rank, r)
+    return first, first + q + (1 if rank < r else 0)
+
+
+def barrier(dd, dev):
+    """Every rank's GPU idle and every rank here: the epoch's clock starts and stops together."""
+    import torch.distributed as dist
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    dist.barrier(device_ids=[dev.index]) if dd.backend == "nccl" else dist.barrier()
+
+
+def wrap_ddp(a, model, dev, capture):
+    """DistributedDataParallel with its defaults made explicit (25 MB buckets, gradients as views of
+    the buckets: no copy in or out). For whole-step capture PyTorch's CUDA graphs notes ask for DDP
+    built on a side stream, and static_graph keeps its per-step host logic out of the replay."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    kw = dict(bucket_cap_mb=a.bucket_cap_mb, gradient_as_bucket_view=True)
+    if dev.type == "cuda":
+        kw.update(device_ids=[dev.index], output_device=dev.index)
+    if not capture:
+        return DDP(model, **kw)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        net = DDP(model, static_graph=True, **kw)
+    torch.cuda.current_stream().wait_stream(side)
+    return net
+
+
+def check_shard(dd, idx, order, step, batch, digest):
+    """--check-shards: the ranks' batches, gathered, are exactly the global step's W*b entries of the
+    order, disjoint; their sorted index set goes into the epoch's digest."""
+    import torch.distributed as dist
+    got = [torch.empty_like(idx) for _ in range(dd.world)]
+    dist.all_gather(got, idx)
+    glob = torch.cat(got).cpu()
+    want = order[step * dd.world * batch:(step + 1) * dd.world * batch]
+    assert torch.equal(glob, want), f"rank {dd.rank}: step {step}: the ranks' batches are not the global step's"
+    assert torch.unique(glob).numel() == glob.numel(), f"step {step}: ranks' batches overlap"
+    digest.update(",".join(map(str, sorted(glob.tolist()))).encode() + b";")
+
+
 def profile_steps(step, inputs, xtr, ytr, batch, steps):
     """GPU time per kernel over `steps` training steps of `step` (a graph's replay in the graphed
     modes: the profiler sees its kernels), per step, largest first."""
@@ -177,15 +276,22 @@ def compare_with_loupe(a, best):
         print(f"{name:<40} {sps:>12,.0f} {loupe.get(prec, 0):>12,.0f} {ratio:>7}  (loupe {prec})", flush=True)
 
 
-def train_mode(a, mode, dev, xtr, ytr, xte, yte):
-    """Trains a fresh model for a.epochs epochs in `mode`; returns the best epoch's samples/s."""
+def train_mode(a, mode, dev, xtr, ytr, xte, yte, dd=None):
+    """Trains a fresh model for a.epochs epochs in `mode`, through DDP where dd is given; returns the
+    best epoch's samples/s (under DDP the total over the ranks) and the epochs' records."""
     model, make_opt = MODELS[a.model]()
     model.to(dev)
-    graphed = mode in ("graph", "compiled")
+    # The whole step in one CUDA graph: in graph always; in compiled only in one process (with DDP,
+    # torch.compile's DDPOptimizer splits the graph at the buckets and capturing NCCL there as well
+    # is not attempted: compiled under DDP is compile + autocast, replayed eagerly).
+    graphed = mode == "graph" or (mode == "compiled" and dd is None)
     # A CUDA graph replays the optimizer's kernels as captured: its step count must live on the GPU.
     opt = make_opt(model.parameters(), capturable=True) if graphed else make_opt(model.parameters())
+    net = wrap_ddp(a, model, dev, capture=graphed) if dd else model
+    if dd:  # the weights are the same on every rank; the dropout masks should not be
+        torch.manual_seed(a.seed + dd.rank)
     # compiled: Triton kernels from torch.compile (inductor) for the forward and backward.
-    fwd_model = torch.compile(model) if mode == "compiled" else model
+    fwd_model = torch.compile(net) if mode == "compiled" else net
     text = a.model in TEXT
     binary = text and TEXT[a.model][3] == 2
     ce = nn.CrossEntropyLoss()
@@ -202,10 +308,14 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
 
     amp = mode in ("amp", "compiled")
     amp_dtype = torch.bfloat16 if a.amp_dtype == "bf16" else torch.float16
-    scaler = torch.amp.GradScaler("cuda") if mode == "amp" and amp_dtype == torch.float16 else None
+    # Loss scaling is for float16 on the GPU (CPU autocast is bfloat16 only).
+    scaler = (torch.amp.GradScaler("cuda") if mode == "amp" and amp_dtype == torch.float16 and dev.type == "cuda"
+              else None)
 
     def forward_loss(x, y):
-        with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp):  # losses autocast to float32
+        if not amp:  # no autocast at all: older PyTorch refuses float16 on the CPU even when disabled
+            return loss_fn(fwd_model(x), y)
+        with torch.autocast(dev.type, dtype=amp_dtype):  # losses autocast to float32
             return loss_fn(fwd_model(x), y)
 
     def train_step(x, y):
@@ -226,15 +336,22 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up: the optimizer's state, cuDNN's plans
-            for _ in range(3):
+            # DDP: the notes ask for at least 11 eager DDP steps before capture (bucket rebuilding).
+            for _ in range(11 if dd else 3):
                 train_step(static_x, static_y)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            static_loss = forward_loss(static_x, static_y)
-            static_loss.backward()
-            opt.step()
+        try:
+            with torch.cuda.graph(graph):
+                static_loss = forward_loss(static_x, static_y)
+                static_loss.backward()
+                opt.step()
+        except RuntimeError as e:
+            if not dd:
+                raise
+            raise SystemExit(f"compare_pytorch: rank {dd.rank}: capturing the DDP step in a CUDA graph failed "
+                             f"({str(e).splitlines()[0]}); under DDP use --mode eager, amp or compiled")
 
         def step(x, y):
             static_x.copy_(x)
@@ -242,42 +359,91 @@ def train_mode(a, mode, dev, xtr, ytr, xte, yte):
             graph.replay()
             return static_loss
     best = 0.0
+    records = []
     n = xtr.shape[0]
-    # A graph has fixed shapes: it runs the full batches only (and counts only their samples).
-    last = n - a.batch + 1 if graphed else n
+    world, rank = (dd.world, dd.rank) if dd else (1, 0)
+    if dd:
+        steps = shard_steps(n, a.batch, world)
+    else:  # a graph has fixed shapes: it runs the full batches only (and counts only their samples)
+        steps = n // a.batch if graphed else -(-n // a.batch)
+    if a.max_steps:
+        steps = min(steps, a.max_steps)
+    if steps == 0:
+        raise SystemExit(f"compare_pytorch: {n} samples make no full step of {world} x {a.batch}")
+    te_first, te_end = shard_part(xte.shape[0], rank, world)
+    tag = "pytorch-ddp" if dd else "pytorch"
     for epoch in range(1, a.epochs + 1):
         model.train()
-        if dev.type == "cuda":
+        digest = hashlib.sha256() if a.check_shards else None
+        if dd:  # the order is made before the clock starts, the same on every rank
+            order = epoch_order(n, a.seed, epoch)
+            perm = order.to(dev)
+            barrier(dd, dev)
+        elif dev.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        perm = torch.randperm(n, device=dev)
+        if not dd:
+            perm = torch.randperm(n, device=dev)
         loss_sum = torch.zeros((), device=dev)
         samples = 0
-        for s in range(0, last, a.batch):
-            idx = perm[s:s + a.batch]
+        for s in range(steps):
+            idx = shard_batch(perm, s, a.batch, rank, world) if dd else perm[s * a.batch:(s + 1) * a.batch]
+            if digest is not None:  # gathers every step: a check, not a timing
+                check_shard(dd, idx, order, s, a.batch, digest)
             loss = step(inputs(xtr[idx]), ytr[idx].long())
             loss_sum += loss.detach().float() * idx.numel()
             samples += idx.numel()
-        lsum = loss_sum.item()
+        if dd:
+            barrier(dd, dev)
+        else:
+            loss_sum = loss_sum.item()
         dt = time.perf_counter() - t0
+        model.eval()
+        with torch.no_grad():  # this rank's contiguous part of the test set (all of it in one process)
+            correct = torch.zeros((), dtype=torch.int64, device=dev)
+            for s in range(te_first, te_end, 1000):
+                e = min(s + 1000, te_end)
+                correct += (predicted(model(inputs(xte[s:e]))) == yte[s:e].long()).sum()
+        if dd:
+            import torch.distributed as dist
+            sums = torch.stack([loss_sum.double(), correct.double()])
+            dist.all_reduce(sums)
+            loss_sum, correct = sums.tolist()
+            samples *= world  # every rank ran the same number of full batches
+        else:
+            correct = correct.item()
         sps = samples / dt
         best = max(best, sps)
-        model.eval()
-        with torch.no_grad():
-            correct = sum((predicted(model(inputs(xte[s:s + 1000]))) == yte[s:s + 1000].long()).sum().item()
-                          for s in range(0, xte.shape[0], 1000))
-        print(f"pytorch epoch {epoch}: loss {lsum / samples:.4f} test acc {100 * correct / xte.shape[0]:.2f}% "
-              f"{dt:.2f} s {sps:,.0f} samples/s", flush=True)
+        acc = 100 * correct / xte.shape[0]
+        records.append({"epoch": epoch, "seconds": dt, "samples": samples, "samples_per_sec": sps,
+                        "loss": loss_sum / samples, "test_acc": acc})
+        if rank == 0:
+            print(f"{tag} epoch {epoch}: loss {loss_sum / samples:.4f} test acc {acc:.2f}% "
+                  f"{dt:.2f} s {sps:,.0f} samples/s" + (f" ({world} rank{'s' if world > 1 else ''})" if dd else ""), flush=True)
+            if digest is not None:
+                print(f"{tag} shards epoch {epoch}: {steps} global steps of {world} x {a.batch}, index sets "
+                      f"checked, digest {digest.hexdigest()[:16]}", flush=True)
     if a.profile:
         model.train()
         profile_steps(step, inputs, xtr, ytr, a.batch, a.profile)
-    tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or not torch.backends.cudnn.allow_tf32
+    tf32 = (" (TF32 for convolutions and GEMMs)" if a.tf32 else "" if a.no_tf32 or dev.type != "cuda"
+            or not torch.backends.cudnn.allow_tf32
             else " (cuDNN TF32 allowed, PyTorch's default)")
     label = {"eager": "eager fp32", "graph": "CUDA graph fp32",
              "amp": f"autocast {a.amp_dtype}" + (" + GradScaler" if scaler else ""),
              "compiled": f"torch.compile + CUDA graph + autocast {a.amp_dtype} (no loss scaling)"}[mode]
-    print(f"pytorch {a.model} batch {a.batch} {label}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
-    return best
+    if dd and mode == "compiled":
+        label = (f"torch.compile of the DDP model + autocast {a.amp_dtype} (no loss scaling; no whole-step "
+                 "CUDA graph under DDP)")
+    if dd:
+        if rank == 0:
+            print(f"{tag} {mode}: {label}{tf32}; DDP over {dd.backend}, bucket_cap_mb {a.bucket_cap_mb}, "
+                  "gradient_as_bucket_view" + (", static_graph" if graphed else ""), flush=True)
+            print(f"{tag} {a.model} batch {a.batch} world {world} {mode}: {best:,.0f} samples/s (best epoch)",
+                  flush=True)
+    else:
+        print(f"pytorch {a.model} batch {a.batch} {label}{tf32}: {best:,.0f} samples/s (best epoch)", flush=True)
+    return best, records, label
 
 
 def main():
@@ -303,7 +469,24 @@ def main():
                          "for amp) and print loupe / PyTorch per mode")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
                     help="after training, profile STEPS steps with torch.profiler and print GPU time per kernel")
+    ap.add_argument("--max-steps", type=int, default=0, metavar="N",
+                    help="at most N (global) steps per epoch, for short checks")
+    ap.add_argument("--json", default="", metavar="FILE",
+                    help="write each mode's result (rank 0's under DDP) as one JSON object, one line per mode")
+    ap.add_argument("--ddp", action="store_true",
+                    help="insist on data parallelism: fail unless started by torchrun (which it is "
+                         "whenever WORLD_SIZE is set, flag or not)")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25, metavar="MB",
+                    help="DDP's bucket size (its default, 25)")
+    ap.add_argument("--check-shards", action="store_true",
+                    help="under torchrun: assert every step's gathered batches are the global step's "
+                         "entries and print a digest of the index sets per epoch")
     a = ap.parse_args()
+    dd = init_dist(a)
+    if dd and (a.loupe or a.profile):
+        raise SystemExit("compare_pytorch: --loupe and --profile run one process; not under torchrun")
+    if a.check_shards and not dd:
+        raise SystemExit("compare_pytorch: --check-shards needs torchrun (--nproc-per-node 1 for a world of one)")
     if a.no_tf32:
         torch.backends.cudnn.allow_tf32 = False
     if a.tf32:
@@ -312,6 +495,9 @@ def main():
     assert a.model in MODELS, f"models: {sorted(MODELS)}"
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
+    if dd and dev.type == "cuda":  # one GPU per process, picked by torchrun's LOCAL_RANK
+        dev = torch.device("cuda", dd.local_rank)
+        torch.cuda.set_device(dev)
     if a.data:
         xtr = read_idx(os.path.join(a.data, "train-images-idx3-ubyte"))
         ytr = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
@@ -330,14 +516,26 @@ def main():
         xtr = torch.randint(0, 256, shape, dtype=torch.uint8)
         ytr = torch.randint(0, 10, (shape[0],), dtype=torch.uint8)
         xte, yte = xtr[:10000], ytr[:10000]
+    # Every rank made the same data from the same seed and keeps all of it on its GPU, as loupe does.
     xtr, ytr, xte, yte = (t.to(dev) for t in (xtr, ytr, xte, yte))
     modes = a.modes.split(",") if a.modes else [a.mode]
     for m in modes:
         assert m in ("eager", "amp", "graph", "compiled"), f"modes: eager, amp, graph, compiled (not {m})"
     best = {}
+    results = []
     for m in modes:
-        torch.manual_seed(a.seed)
-        best[m] = train_mode(a, m, dev, xtr, ytr, xte, yte)
+        torch.manual_seed(a.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+        best[m], records, label = train_mode(a, m, dev, xtr, ytr, xte, yte, dd)
+        results.append({"framework": "pytorch", "model": a.model, "batch": a.batch,
+                        "world_size": dd.world if dd else 1, "mode": m, "label": label,
+                        "device": str(dev), "samples_per_sec": best[m], "epochs": records})
+    if a.json and (dd is None or dd.rank == 0):
+        with open(a.json, "w") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+    if dd:
+        import torch.distributed as dist
+        dist.destroy_process_group()
     if a.loupe:
         compare_with_loupe(a, best)
 
