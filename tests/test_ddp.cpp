@@ -73,6 +73,7 @@ std::shared_ptr<nn::Sequential> mlp(int64_t in, int64_t hidden, int64_t out) {
 
 std::shared_ptr<nn::Sequential> cnn() {
   auto m = std::make_shared<nn::Sequential>();
+  m->add("shape", std::make_shared<nn::Reshape>(Shape{1, 28, 28}));
   m->add("conv", std::make_shared<nn::Conv2d>(1, 8, 3, 1, 1));
   m->add("relu", std::make_shared<nn::ReLU>());
   m->add("pool", std::make_shared<nn::MaxPool2d>(2));
@@ -272,10 +273,11 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
     const char* name;
     std::function<std::shared_ptr<nn::Sequential>()> make;
     Precision p;
+    bool exact;  // at world 1; cuDNN's weight-gradient kernels may add in any order
   };
-  const std::vector<Case> cases = {{"mlp fp32", [] { return mlp(784, 256, 10); }, Precision::FP32},
-                                   {"cnn fp32", cnn, Precision::FP32},
-                                   {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16}};
+  const std::vector<Case> cases = {{"mlp fp32", [] { return mlp(784, 256, 10); }, Precision::FP32, true},
+                                   {"cnn fp32", cnn, Precision::FP32, false},
+                                   {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16, true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const int64_t b = 64;
@@ -290,7 +292,7 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
     }
     // A world of one averages over one rank: the same arithmetic, bit for bit. Two ranks add two
     // half-batch gradients where one process sums the batch at once: float32 reduction order.
-    if (w == 1) EXPECT_EQ(worst, 0.0);
+    if (w == 1 && c.exact) EXPECT_EQ(worst, 0.0);
     else EXPECT_LE(worst, 1e-4 * scale) << "largest weight " << scale;
     std::printf("[%s] world %d at batch %lld vs one process at %lld: max |diff| %.3g (largest weight %.3g)\n", c.name,
                 w, (long long)b, (long long)(b * w), worst, scale);

@@ -28,7 +28,8 @@ const std::vector<std::string> kFields = {
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
     "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
     "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch", "cost_per_million_samples",
-    "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "advice"};
+    "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "nccl_share",
+    "nccl_exposed_share", "bus_gbps", "advice"};
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
@@ -37,7 +38,8 @@ const std::vector<std::string> kOptional = {
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
     "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch",
-    "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step"};
+    "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step",
+    "nccl_share", "nccl_exposed_share", "bus_gbps"};
 
 // EpochReport's members, type by type. When report.h gains a field, the sizes differ: add the
 // field to visit_fields in report_io.cpp and to kFields above, then here.
@@ -64,7 +66,7 @@ struct ReportShape {
   std::string busy_why;
   Opt rest[5];
   int dp[2];
-  Opt dp_opt[3];
+  Opt dp_opt[6];
   std::vector<std::string> advice;
 };
 static_assert(sizeof(ReportShape) == sizeof(EpochReport),
@@ -484,6 +486,26 @@ TEST(Advice, DataStarved) {
   EXPECT_EQ(a[0].rfind("input pipeline", 0), 0u) << a[0];
   EXPECT_NE(a[0].find("45%"), std::string::npos);
   EXPECT_FALSE(any_contains(a, "launch-bound"));
+}
+
+TEST(Advice, CommunicationBoundFirst) {
+  EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
+  r.gpu_busy_share = 0.95;
+  r.world_size = 2;
+  r.nccl_share = 0.4;
+  r.nccl_exposed_share = 0.3;
+  r.bus_gbps = 12.5;
+  auto a = advise(r, kH100);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].rfind("communication-bound: for 30%", 0), 0u) << a[0];
+  EXPECT_NE(a[0].find("--batch than 512"), std::string::npos) << a[0];
+  EXPECT_NE(a[0].find("LOUPE_DDP_BUCKET_MB"), std::string::npos) << a[0];
+  EXPECT_NE(a[0].find("12.5 GB/s"), std::string::npos) << a[0];
+  r.nccl_exposed_share = 0.05;  // hidden behind backward: not the bottleneck
+  EXPECT_FALSE(any_contains(advise(r, kH100), "communication-bound"));
+  r.nccl_exposed_share = 0.3;
+  r.world_size = 1;  // one process: no such advice whatever the figures
+  EXPECT_FALSE(any_contains(advise(r, kH100), "communication-bound"));
 }
 
 TEST(Advice, NoNvmlNoGpuAdvice) {

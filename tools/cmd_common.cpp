@@ -12,6 +12,7 @@
 #include "instrument/tensorboard.h"
 #include "ops/gemm_cpu.h"
 #include "tools/commands.h"
+#include "train/comm.h"
 
 namespace loupe::tools {
 
@@ -116,6 +117,7 @@ std::string version_text() {
   s += "\nCPU GEMM: " + std::string(cpu::gemm_backend_name()) + "\n";
   s += std::string("TensorBoard: ") +
        (instrument::tensorboard_available() ? "on" : "off (needs libprotobuf-dev, protobuf-compiler, libboost-dev)") + "\n";
+  s += std::string("NCCL: ") + (train::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
   s += "plot scripts: " + tools_dir() + "\n";
   return s;
 }

@@ -156,7 +156,7 @@ instrument::MonitorOptions monitor_options(const Run& run) {
   m.price_per_hour = run.o.price_per_hour;
   m.nvml_period_ms = run.o.sample_ms;
   m.timeline = run.o.timeline;
-  if (run.world) m.nvml_index = train::rank_env().local_rank;
+  m.nccl = run.world != nullptr;
   return m;
 }
 
@@ -219,13 +219,11 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   if (st.test_acc > run.best) { run.best = st.test_acc; run.best_epoch = e; }
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
   rep.monitor.fill(r);
+  std::string world_line;  // a collective: every rank, here, once per epoch
+  if (run.world) world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline);
   r.advice = instrument::advise(r, rep.adv);
   std::printf("%s\n", rep.console.lines(r).c_str());
-  if (run.world) {  // a collective: every rank, here, once per epoch
-    const std::string line =
-        run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline);
-    if (!line.empty()) std::printf("%s\n", line.c_str());
-  }
+  if (!world_line.empty()) std::printf("%s\n", world_line.c_str());
   std::fflush(stdout);
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);

@@ -106,6 +106,10 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
   r.allreduce_bytes_per_step = double(allreduce_bytes);
   if (slowest > 0) r.world_samples_per_sec = samples / slowest;
   if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
+  // NCCL's bus bandwidth: what each rank all-reduced, times 2(W-1)/W, over its time in NCCL kernels.
+  if (r.nccl_share && *r.nccl_share > 0 && size() > 1 && r.steps > 0)
+    r.bus_gbps = double(allreduce_bytes) * double(r.steps) * 2.0 * (size() - 1) / size() /
+                 (*r.nccl_share * r.train_seconds) / 1e9;
   if (rank() != 0) return "";
   std::string line = "  world " + std::to_string(size()) + " GPUs: " +
                      (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
@@ -116,7 +120,16 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
   if (r.scaling_efficiency) std::snprintf(buf, sizeof buf, "%.1f%%", 100 * *r.scaling_efficiency);
   line += r.scaling_efficiency ? buf : "n/a (--baseline: one GPU's samples/s at this batch)";
   std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step", double(allreduce_bytes) / (1 << 20));
-  return line + buf;
+  line += buf;
+  if (!r.nccl_share) return line + "  NCCL time n/a (--busy measures it)";
+  std::snprintf(buf, sizeof buf, "  NCCL %.1f%% of the time (%.1f%% not hidden)", 100 * *r.nccl_share,
+                100 * r.nccl_exposed_share.value_or(0));
+  line += buf;
+  if (r.bus_gbps) {
+    std::snprintf(buf, sizeof buf, ", bus %.1f GB/s", *r.bus_gbps);
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace loupe::tools

@@ -117,7 +117,7 @@ def read_jsonl(paths):
 def loupe_throughput(run_dir, gpus):
     """Total samples/s of a loupe run from its JSONL (every *.jsonl in its directory, in case the
     ranks write files of their own). A one-GPU run's records have no rank: rank 0 of a world of one.
-    Rank 0 of a multi-GPU run carries run_samples_per_sec, the total; without it, the ranks'
+    Rank 0 of a multi-GPU run carries world_samples_per_sec, the total; without it, the ranks'
     samples_per_sec of the same epoch are added where every rank's record is there."""
     recs = [r for r in read_jsonl(sorted(glob.glob(os.path.join(run_dir, "*.jsonl")))) if "epoch" in r]
     if not recs:
@@ -129,7 +129,7 @@ def loupe_throughput(run_dir, gpus):
     for r in recs:
         if int(r.get("rank", 0)) != 0:
             continue
-        v = r.get("run_samples_per_sec") if gpus > 1 else r.get("samples_per_sec")
+        v = r.get("world_samples_per_sec") if gpus > 1 else r.get("samples_per_sec")
         if v is None and gpus > 1:
             same = {int(q.get("rank", 0)): q.get("samples_per_sec") for q in recs if q.get("epoch") == r["epoch"]}
             if len(same) == gpus and all(isinstance(x, (int, float)) for x in same.values()):

@@ -163,6 +163,13 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
     return p.name;
   }
+  std::string pci_bus_id() override {
+    int dev = 0;
+    char id[32] = {};
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, dev));
+    return id;
+  }
   int compute_capability() override {
     int dev = 0, major = 0, minor = 0;
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));

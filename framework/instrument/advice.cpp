@@ -11,10 +11,17 @@ constexpr double kIssueShare = 0.8;   // ...while issuing the work took this sha
 constexpr double kGpuBound = 0.9;     // GPU busy at least this share: it is the limit
 constexpr double kMemFree = 0.25;     // less than this share of device memory used
 constexpr double kLowMfu = 0.02;      // below this share of the fp32 peak the step moves memory, not math
+constexpr double kCommBound = 0.1;    // data parallelism: the GPU only communicated this share or more
 
 std::string pct(double share) {
   char b[16];
   std::snprintf(b, sizeof b, "%.0f%%", share * 100);
+  return b;
+}
+
+std::string fmt1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
   return b;
 }
 
@@ -58,6 +65,16 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   const bool launch_bound = !graphed && util && *util < kLaunchBound && wait && *wait < kDataBound &&
                             r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
+
+  // Data parallelism: communication the backward pass did not hide bounds the step before anything
+  // else does (measured with --busy; NVML cannot tell NCCL's kernels from the model's).
+  if (r.world_size > 1 && r.nccl_exposed_share && *r.nccl_exposed_share >= kCommBound)
+    out.push_back("communication-bound: for " + pct(*r.nccl_exposed_share) +
+                  " of the training time the GPU only ran NCCL's all-reduces; a larger per-GPU --batch" +
+                  (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) +
+                  " (less communication per sample), or fewer and larger buckets (LOUPE_DDP_BUCKET_MB) where a "
+                  "link's latency dominates" +
+                  (r.bus_gbps ? "; the all-reduces moved " + fmt1(*r.bus_gbps) + " GB/s on the bus" : std::string()));
 
   // The bottleneck first (at most one of these three holds).
   if (gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");

@@ -5,6 +5,7 @@
 
 #include "core/cuda_runtime.h"
 #include "instrument/busy_tracker.h"
+#include "instrument/intervals.h"
 #include "instrument/host_stats.h"
 #include "instrument/nvml_sampler.h"
 #include "instrument/peak.h"
@@ -30,8 +31,7 @@ EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(d
     busy_why_ = "training on the CPU";
   } else {
     if (opt.nvml) {
-      nvml_ = std::make_unique<NvmlSampler>(opt.nvml_index >= 0 ? opt.nvml_index : device.index,
-                                             opt.nvml_period_ms);
+      nvml_ = std::make_unique<NvmlSampler>(device.index, opt.nvml_period_ms, cuda_runtime()->pci_bus_id());
       if (!nvml_->available()) {
         nvml_why_ = nvml_->why_unavailable();
         nvml_.reset();
@@ -179,6 +179,7 @@ void EpochMonitor::fill(EpochReport& r) {
   if (busy_ && busy_t1_ > busy_t0_) {
     uint64_t b = busy_->busy_ns(busy_t0_, busy_t1_);
     r.gpu_busy_share = double(b) / double(busy_t1_ - busy_t0_);
+    if (opt_.nccl) fill_nccl(r, b);
     busy_->discard_before(busy_t1_);
   }
   if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;
@@ -188,6 +189,18 @@ void EpochMonitor::fill(EpochReport& r) {
     if (r.samples > 0 && r.train_seconds > 0)
       r.cost_per_million_samples = opt_.price_per_hour * (r.train_seconds / 3600.0) * 1e6 / double(r.samples);
   }
+}
+
+// NCCL's kernels against the rest, from the same records: the time they ran, and the time only
+// they ran (the busy time less the union of everything else).
+void EpochMonitor::fill_nccl(EpochReport& r, uint64_t busy) {
+  std::vector<Interval> nccl, other;
+  for (const ActivityRecord& a : busy_->records(busy_t0_, busy_t1_))
+    (a.kind == 0 && a.name.rfind("nccl", 0) == 0 ? nccl : other).push_back({a.begin_ns, a.end_ns});
+  const double window = double(busy_t1_ - busy_t0_);
+  const uint64_t in_nccl = union_length(nccl, busy_t0_, busy_t1_);
+  r.nccl_share = double(in_nccl) / window;
+  r.nccl_exposed_share = double(busy - union_length(other, busy_t0_, busy_t1_)) / window;
 }
 
 }  // namespace loupe::instrument

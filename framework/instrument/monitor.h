@@ -21,7 +21,7 @@ struct MonitorOptions {
   double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
   std::string precision = "fp32";
   std::string timeline;         // --timeline FILE.csv: NVML's samples and the run's marks; "" = none
-  int nvml_index = -1;          // NVML's GPU; < 0: the device's index (a data-parallel rank: its LOCAL_RANK)
+  bool nccl = false;            // data parallelism: NCCL's share of the busy time (with busy)
 };
 
 class EpochMonitor {
@@ -51,6 +51,7 @@ class EpochMonitor {
   std::string timeline_note() const;
 
  private:
+  void fill_nccl(EpochReport& r, uint64_t busy_ns);
   Device device_;
   MonitorOptions opt_;
   std::unique_ptr<NvmlSampler> nvml_;

@@ -59,7 +59,8 @@ bool load(void* lib, const char* sym, F& f) {
 }
 }  // namespace
 
-NvmlSampler::NvmlSampler(int device_index, int period_ms) : period_ms_(std::max(1, period_ms)) {
+NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci_bus_id)
+    : period_ms_(std::max(1, period_ms)) {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
@@ -113,6 +114,14 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms) : period_ms_(std::max(
     return;
   }
   nvmlDevice_t dev = nullptr;
+  using ByPci = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+  ByPci by_pci = nullptr;
+  if (!pci_bus_id.empty() && load(lib, "nvmlDeviceGetHandleByPciBusId_v2", by_pci) &&
+      by_pci(pci_bus_id.c_str(), &dev) == NVML_SUCCESS) {
+    device_ = dev;
+    available_ = true;
+    return;
+  }
   if (nvmlReturn_t r = a->handle(unsigned(device_index), &dev); r != NVML_SUCCESS) {
     why_ = "nvmlDeviceGetHandleByIndex(" + std::to_string(device_index) + ") failed: " + a->err(r);
     return;

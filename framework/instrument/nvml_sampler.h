@@ -42,7 +42,9 @@ std::string throttle_reason_names(uint64_t bits);
 class NvmlSampler {
  public:
   // device_index is NVML's index (PCI bus order; CUDA_VISIBLE_DEVICES does not apply to it).
-  explicit NvmlSampler(int device_index = 0, int period_ms = 50);  // never throws
+  // The GPU at pci_bus_id when given and NVML knows it (a CUDA device's address: the same GPU
+  // whatever CUDA_VISIBLE_DEVICES renumbered), else NVML's device_index.
+  explicit NvmlSampler(int device_index = 0, int period_ms = 50, const std::string& pci_bus_id = "");  // never throws
   ~NvmlSampler();
   NvmlSampler(const NvmlSampler&) = delete;
   NvmlSampler& operator=(const NvmlSampler&) = delete;

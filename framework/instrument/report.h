@@ -73,9 +73,13 @@ struct EpochReport {
   // Data parallelism (--gpus): this record's rank and the world's size (0 and 1 for one process);
   // the world's samples/s (every rank's samples over the slowest rank's training time), that
   // against world_size times --baseline (one GPU's samples/s at this per-GPU batch), and the
-  // gradient bytes each rank all-reduces per step.
+  // gradient bytes each rank all-reduces per step. With --busy (CUPTI): the share of the training
+  // time in which NCCL's kernels ran, the share in which nothing else did (communication the
+  // backward pass did not hide), and the all-reduces' bus bandwidth (NCCL's busbw: bytes x
+  // 2(W-1)/W over the time in NCCL kernels), in GB/s.
   int rank = 0, world_size = 1;
   Opt world_samples_per_sec, scaling_efficiency, allreduce_bytes_per_step;
+  Opt nccl_share, nccl_exposed_share, bus_gbps;
 
   std::vector<std::string> advice;
 };

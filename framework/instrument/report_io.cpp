@@ -43,7 +43,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes);
   LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
   LOUPE_FIELD(rank); LOUPE_FIELD(world_size); LOUPE_FIELD(world_samples_per_sec); LOUPE_FIELD(scaling_efficiency);
-  LOUPE_FIELD(allreduce_bytes_per_step);
+  LOUPE_FIELD(allreduce_bytes_per_step); LOUPE_FIELD(nccl_share); LOUPE_FIELD(nccl_exposed_share); LOUPE_FIELD(bus_gbps);
 #undef LOUPE_FIELD
 }
 

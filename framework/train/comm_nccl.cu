@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -119,6 +120,9 @@ std::unique_ptr<Communicator> join_nccl(std::string* why) {
     std::string blob = rendezvous(ro, std::string(reinterpret_cast<const char*>(&id), sizeof id));
     LOUPE_CHECK(blob.size() == sizeof id, "rendezvous: an id of ", blob.size(), " bytes, NCCL's has ", sizeof id);
     std::memcpy(&id, blob.data(), sizeof id);
+    // NVLink multicast (NVLS) off unless asked for, whoever started this rank (torchrun too): on
+    // shared hosts it can take GPUs out of service.
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
     ncclComm_t comm = nullptr;
     LOUPE_NCCL_CHECK(ncclCommInitRank(&comm, env.world, id, env.rank));
     return std::make_unique<NcclCommunicator>(env.rank, env.world, comm);

@@ -1,0 +1,74 @@
+#!/bin/bash
+# `loupe train --gpus N` end to end on a host with 2 GPUs (label multigpu; exit 77 = skipped):
+#   1. --gpus 2 on one host: every rank's records, the world's line;
+#   2. two "hosts" on this machine (--nnodes 2, one GPU each, NCCL forced onto sockets);
+#   3. a rank killed mid-run: the launcher stops the other and exits non-zero within seconds;
+#   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang.
+# usage: check_ddp.sh LOUPE
+set -u
+LOUPE=$1
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
+if ! "$LOUPE" --version | grep -q "^NCCL: on"; then echo "skipped: this loupe was built without NCCL"; exit 77; fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+if [ "${gpus:-0}" -lt 2 ]; then echo "skipped: needs 2 GPUs (nvidia-smi shows ${gpus:-0})"; exit 77; fi
+work=$(mktemp -d); trap 'rm -rf "$work"; kill 0 2>/dev/null' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+common=(mnist_mlp --synthetic --resident --batch 256 --plain)
+
+# 1. one host, two GPUs
+"$LOUPE" train "${common[@]}" --gpus 2 --epochs 2 --busy --metrics "$work/a.jsonl" > "$work/a.txt" 2>&1 || { cat "$work/a.txt"; fail "--gpus 2 exited $?"; }
+echo "== 1. --gpus 2"; cat "$work/a.txt"
+python3 - "$work/a.jsonl" <<'EOF' || exit 1
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 4, f"{len(recs)} records, want 2 epochs x 2 ranks"
+assert sorted(r["rank"] for r in recs) == [0, 0, 1, 1], [r["rank"] for r in recs]
+assert all(r["world_size"] == 2 and r["world_samples_per_sec"] > 0 for r in recs)
+assert all(r["nccl_share"] is not None and r["nccl_share"] > 0 for r in recs), "NCCL time unmeasured with --busy"
+assert all(r["allreduce_bytes_per_step"] > 2.6e6 for r in recs)
+print("records ok:", [(r["rank"], r["epoch"], round(r["world_samples_per_sec"])) for r in recs])
+EOF
+grep -q "world 2 GPUs" "$work/a.txt" || fail "no world line"
+
+# 2. two "hosts" of one GPU each on 127.0.0.1, NCCL over sockets only
+P=$(port)
+sockets=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1)
+for h in 0 1; do
+  CUDA_VISIBLE_DEVICES=$h "${sockets[@]}" "$LOUPE" train "${common[@]}" --epochs 1 --nnodes 2 --node-rank $h \
+    --master 127.0.0.1:$P --metrics "$work/b.jsonl" > "$work/b$h.txt" 2>&1 &
+  pids[$h]=$!
+done
+wait ${pids[0]}; r0=$?; wait ${pids[1]}; r1=$?
+echo "== 2. two hosts over sockets: exit $r0 $r1"; cat "$work/b0.txt"
+[ $r0 = 0 ] && [ $r1 = 0 ] || { cat "$work/b1.txt"; fail "two hosts exited $r0 $r1"; }
+[ "$(grep -c '"world_size":2' "$work/b.jsonl")" = 2 ] || fail "two hosts: want 2 records of a world of 2"
+
+# 3. a rank killed mid-run: the launcher ends the other within seconds
+"$LOUPE" train "${common[@]}" --gpus 2 --epochs 1000 > "$work/c.txt" 2>&1 &
+launcher=$!
+for i in $(seq 60); do grep -q "^epoch 1/" "$work/c.txt" && break; sleep 0.5; done
+victim=$(pgrep -P $launcher | tail -1)
+[ -n "$victim" ] || fail "no rank to kill"
+t0=$(date +%s.%N); kill -9 "$victim"
+timeout 30 tail --pid=$launcher -f /dev/null || fail "the launcher still runs 30 s after a rank died"
+wait $launcher; rc=$?; t1=$(date +%s.%N)
+echo "== 3. a rank killed: launcher exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; tail -3 "$work/c.txt"
+[ $rc != 0 ] || fail "the launcher exited 0 after a rank was killed"
+grep -q "rank 1 exited with status 137" "$work/c.txt" || fail "the launcher did not name the dead rank"
+
+# 4. a lost peer across hosts: no launcher sees the other host's rank; NCCL's error must end it
+P=$(port)
+for h in 0 1; do
+  CUDA_VISIBLE_DEVICES=$h "${sockets[@]}" "$LOUPE" train "${common[@]}" --epochs 1000 --nnodes 2 --node-rank $h \
+    --master 127.0.0.1:$P > "$work/d$h.txt" 2>&1 &
+  pids[$h]=$!
+done
+for i in $(seq 60); do grep -q "^epoch 1/" "$work/d0.txt" && break; sleep 0.5; done
+victim=$(pgrep -P ${pids[1]} | tail -1)
+t0=$(date +%s.%N); kill -9 "$victim"
+timeout 60 tail --pid=${pids[0]} -f /dev/null || { tail -5 "$work/d0.txt"; fail "host 0 still runs 60 s after host 1's rank died"; }
+wait ${pids[0]}; rc=$?; t1=$(date +%s.%N)
+echo "== 4. a lost peer: host 0 exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; tail -3 "$work/d0.txt"
+[ $rc != 0 ] || fail "host 0 exited 0 after its peer died"
+echo "all ok"
