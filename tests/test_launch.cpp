@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -59,6 +61,23 @@ TEST(Launch, AFailingRankStopsTheOthers) {
   EXPECT_EQ(train::launch(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
   EXPECT_LT(seconds_since(t0), 10);
   EXPECT_EQ(train::launch(sh("exit 0", 4)), 0);
+}
+
+// Ctrl-C on the launcher reaches every rank; their exits (130, as loupe's on SIGINT) are the run's
+// status, not a failure to name: the ranks stop by themselves.
+TEST(Launch, CtrlCStopsEveryRankQuietly) {
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(getpid(), SIGINT);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  testing::internal::CaptureStderr();
+  const int rc = train::launch(sh("trap 'exit 130' INT; while true; do sleep 0.05; done", 3));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ctrl_c.join();
+  EXPECT_EQ(rc, 130);
+  EXPECT_LT(seconds_since(t0), 10);
+  EXPECT_EQ(err.find("exited with status"), std::string::npos) << err;
 }
 
 TEST(Rendezvous, EveryRankGetsRankZerosId) {

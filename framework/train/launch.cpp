@@ -96,8 +96,12 @@ int launch(const LaunchOptions& o) {
   std::vector<pid_t> pids;
   for (int i = 0; i < o.procs; ++i) pids.push_back(start_rank(o, i, world, port));
   int result = 0, done = 0;
+  bool signalled = false;  // Ctrl-C: the ranks' own exits (130) are no failure to report
   while (done < o.procs) {
-    if (int sig = g_forward_signal.exchange(0)) signal_all(pids, sig);  // Ctrl-C reaches every rank
+    if (int sig = g_forward_signal.exchange(0)) {
+      signal_all(pids, sig);  // Ctrl-C reaches every rank
+      signalled = true;
+    }
     int st = 0;
     pid_t p = waitpid(-1, &st, WNOHANG);
     if (p <= 0) {
@@ -108,7 +112,9 @@ int launch(const LaunchOptions& o) {
       if (pids[i] != p) continue;
       pids[i] = -1;
       ++done;
-      if (status_of(st) != 0 && result == 0) {
+      if (status_of(st) != 0 && result == 0 && signalled) {
+        result = status_of(st);  // the others got the same signal and are stopping by themselves
+      } else if (status_of(st) != 0 && result == 0) {
         result = status_of(st);
         std::fprintf(stderr, "loupe: rank %d exited with status %d; stopping the other %d rank(s)\n",
                      o.node_rank * o.procs + int(i), result, o.procs - done);
