@@ -151,4 +151,13 @@ TEST(Tensor, AddOutTakesAnyLayoutAndANarrowerB) {
   add_out(a, a, h);  // in place
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.5f, 2.25f, 2, 6, 1029, 9}));
   EXPECT_THROW(add_out(h, a, a), Error) << "dst and a must share a dtype";
+  // A transposed gradient added in place into a weight's (tiles of 32, with ragged edges).
+  const int64_t R = 70, C = 45;
+  std::vector<float> w(R * C), g(C * R);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 97) * 0.5f, g[i] = float(i % 89) - 40;
+  Tensor W = from_vector(w, Shape{R, C});
+  add_out(W, W, transpose(from_vector(g, Shape{C, R}), 0, 1));
+  std::vector<float> got = W.to_vector<float>();
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) ASSERT_EQ(got[r * C + c], w[r * C + c] + g[c * R + r]) << r << "," << c;
 }

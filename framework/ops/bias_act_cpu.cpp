@@ -31,12 +31,37 @@ T act_bwd(int act, T y, T g) {
   }
 }
 
-// Whether dropout keeps element i (the mask dropout() draws).
-inline bool keeps(const BiasActArgs& a, int64_t i) {
-  return philox_uniform(a.rng.seed, a.rng.offset, uint64_t(i)) >= a.p;
-}
+// Dropout's mask comes from Philox four words at a time (element i is word i % 4 of counter
+// offset + i / 4, as dropout() and the GPU draw it): chunks start on a multiple of 4, so each
+// counter is computed once, not once per element. A chunk walks its elements' channels
+// incrementally (no division per element).
+struct Walk {
+  int64_t inner, C, k, c;  // position within the inner run and the channel
+  Walk(const BiasActArgs& a, int64_t i)
+      : inner(std::max<int64_t>(a.inner, 1)), C(std::max<int64_t>(a.C, 1)), k(i % inner), c((i / inner) % C) {}
+  void next() {
+    if (++k == inner) {
+      k = 0;
+      if (++c == C) c = 0;
+    }
+  }
+};
 
-inline int64_t channel(const BiasActArgs& a, int64_t i) { return a.inner == 1 ? i % a.C : (i / a.inner) % a.C; }
+// Groups of 4 elements per parallel_for index; with dropout each costs a Philox block, so chunks
+// are smaller and every core gets some.
+int64_t group_grain(const BiasActArgs& a) { return a.dropout ? 1024 : cpu::kGrain / 4; }
+
+// fn(i, keep) for every element of groups [g0, g1), in order.
+template <class F>
+void each_element(const BiasActArgs& a, int64_t n, int64_t g0, int64_t g1, F&& fn) {
+  const int64_t end = std::min(n, g1 * 4);
+  for (int64_t i = g0 * 4; i < end; i += 4) {
+    Philox4 r{};
+    if (a.dropout) r = philox(a.rng.seed, a.rng.offset + uint64_t(i / 4), 0);
+    const int64_t m = std::min<int64_t>(4, end - i);
+    for (int64_t j = 0; j < m; ++j) fn(i + j, !a.dropout || uniform01(r.v[j]) >= a.p);
+  }
+}
 
 void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
@@ -45,12 +70,15 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArg
     T* py = y.data<T>();
     const T* px = x.data<T>();
     const T* pb = b.defined() ? b.data<T>() : nullptr;
-    const T scale = T(1) / (T(1) - T(a.p));
-    parallel_for(0, x.numel(), cpu::kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
-        T v = act_fwd(a.act, pb ? px[i] + pb[channel(a, i)] : px[i]);
-        py[i] = a.dropout ? (keeps(a, i) ? v * scale : T(0)) : v;
-      }
+    const T scale = a.dropout ? T(1) / (T(1) - T(a.p)) : T(1);
+    const int64_t n = x.numel();
+    parallel_for(0, (n + 3) / 4, group_grain(a), [&](int64_t g0, int64_t g1) {
+      Walk w(a, g0 * 4);
+      each_element(a, n, g0, g1, [&](int64_t i, bool keep) {
+        T v = act_fwd(a.act, pb ? px[i] + pb[w.c] : px[i]);
+        py[i] = keep ? v * scale : T(0);
+        w.next();
+      });
     });
   });
 }
@@ -62,14 +90,15 @@ void backward(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor&
     T* pgx = gx.data<T>();
     const T* py = y.data<T>();
     const T* pgy = gy.data<T>();
-    const T scale = T(1) / (T(1) - T(a.p));
-    parallel_for(0, y.numel(), cpu::kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) {
+    const T scale = a.dropout ? T(1) / (T(1) - T(a.p)) : T(1);
+    const int64_t n = y.numel();
+    parallel_for(0, (n + 3) / 4, group_grain(a), [&](int64_t g0, int64_t g1) {
+      each_element(a, n, g0, g1, [&](int64_t i, bool keep) {
         if (a.dropout)  // relu or none: the kept output is positive exactly where relu passed
-          pgx[i] = keeps(a, i) && (a.act < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
+          pgx[i] = keep && (a.act < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
         else
           pgx[i] = act_bwd(a.act, py[i], pgy[i]);
-      }
+      });
     });
     if (!gb.defined()) return;
     // The bias gradient: rows of C channels (inner == 1), summed in row order per channel.

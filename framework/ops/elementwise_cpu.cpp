@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "ops/elementwise.h"
@@ -16,6 +18,26 @@ inline T apply_op(BinaryOp op, T a, T b) {
   return T(0);
 }
 
+// b is a transposed matrix (strides {1, rows}) and a contiguous: a weight's gradient from a
+// matmul, added into its .grad. Square tiles let both sides stream from cache instead of b
+// jumping a row per element.
+bool transposed_rhs(const Tensor& out, const Tensor& a, const Tensor& b) {
+  return out.dim() == 2 && b.shape() == out.shape() && out.is_contiguous() && a.is_contiguous() && b.strides()[0] == 1 &&
+         b.strides()[1] == out.size(0) && out.size(0) > 1 && out.size(1) > 1;
+}
+
+template <class T>
+void binary_transposed(BinaryOp op, T* o, const T* pa, const T* pb, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  parallel_for(0, (rows + kTile - 1) / kTile, std::max<int64_t>(1, cpu::kGrain / (kTile * cols)), [&](int64_t t0, int64_t t1) {
+    for (int64_t r0 = t0 * kTile; r0 < std::min(rows, t1 * kTile); r0 += kTile)
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+        for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+          for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+            o[r * cols + c] = apply_op(op, pa[r * cols + c], pb[c * rows + r]);
+  });
+}
+
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   cpu::dispatch_floating(out.dtype(), "elementwise arithmetic", [&](auto tag) {
     using T = decltype(tag);
@@ -26,6 +48,10 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
       parallel_for(0, out.numel(), cpu::kGrain, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) o[i] = apply_op(op, pa[i], pb[i]);
       });
+      return;
+    }
+    if (transposed_rhs(out, a, b)) {
+      binary_transposed(op, o, pa, pb, out.size(0), out.size(1));
       return;
     }
     Shape st[2] = {a.strides(), b.strides()};

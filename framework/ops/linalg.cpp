@@ -55,11 +55,18 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
 struct MatmulBackward : autograd::Node {
   Tensor a, b;
   bool need_a = false, need_b = false;
+  // b is a transposed view (a layer's weight W as W^T): its gradient is made in W's layout,
+  // (g^T a)^T, so that it reaches W's .grad contiguous. On the CPU an add of a transposed
+  // gradient costs more than the GEMM that made it; on the GPU the strided add is cheap and
+  // cuBLAS's choice of kernels stays as measured, so only the CPU does this.
+  bool b_transposed = false;
   const char* name() const override { return "MatmulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
     Tensor ga = need_a ? gemm(g, transpose(b, 0, 1)) : Tensor();
-    Tensor gb = need_b ? gemm(transpose(a, 0, 1), g) : Tensor();
+    Tensor gb;
+    if (need_b && b_transposed) gb = transpose(gemm(transpose(g, 0, 1), a), 0, 1);
+    else if (need_b) gb = gemm(transpose(a, 0, 1), g);
     return {ga, gb};
   }
   void release() override { a = b = Tensor(); }
@@ -83,6 +90,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto n = std::make_shared<MatmulBackward>();
     n->need_a = a.requires_grad();
     n->need_b = b.requires_grad();
+    n->b_transposed = a.device().is_cpu() && b.size(0) > 1 && b.size(1) > 1 && b.strides()[0] == 1 &&
+                      b.strides()[1] == b.size(0);
     if (n->need_b) n->a = a.detach();
     if (n->need_a) n->b = b.detach();
     autograd::record(n, {&a, &b}, {&out});
