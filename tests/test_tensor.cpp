@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/host_cache.h"
 #include "loupe.h"
 #include "models/registry.h"
 
@@ -160,4 +161,21 @@ TEST(Tensor, AddOutTakesAnyLayoutAndANarrowerB) {
   std::vector<float> got = W.to_vector<float>();
   for (int64_t r = 0; r < R; ++r)
     for (int64_t c = 0; c < C; ++c) ASSERT_EQ(got[r * C + c], w[r * C + c] + g[c * R + r]) << r << "," << c;
+}
+
+// Large host blocks go back to a cache and come out again (no page faults on the next step).
+TEST(HostCache, LargeBlocksAreReusedSmallOnesLeftToMalloc) {
+  const size_t before = host_cached_bytes();
+  void* p = host_alloc(size_t(1) << 20);
+  host_free(p, size_t(1) << 20);
+  if (host_cached_bytes() == before) GTEST_SKIP() << "the cache is off (AddressSanitizer build)";
+  EXPECT_EQ(host_cached_bytes(), before + (size_t(1) << 20));
+  void* q = host_alloc((size_t(1) << 20) - 100);  // the same 4 KiB-rounded size
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(host_cached_bytes(), before);
+  host_free(q, (size_t(1) << 20) - 100);
+  void* small = host_alloc(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 64, 0u);
+  host_free(small, 1000);
+  EXPECT_EQ(host_cached_bytes(), before + (size_t(1) << 20)) << "a small block was cached";
 }

@@ -4,6 +4,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/host_cache.h"
 
 namespace loupe {
 
@@ -31,9 +32,7 @@ Storage::Storage(size_t bytes, Device device, bool pinned) : bytes_(bytes), devi
     data_ = cuda_runtime()->alloc_pinned(bytes);
     pinned_ = true;
   } else {
-    // 64-byte alignment for vector loads; aligned_alloc wants a multiple of the alignment.
-    data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!data_) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    data_ = host_alloc(bytes);  // 64-byte aligned, large blocks reused (core/host_cache.h)
   }
 }
 
@@ -45,7 +44,7 @@ Storage::~Storage() {
   if (base_ || !data_) return;
   if (device_.is_cuda()) cuda_runtime()->free(data_);
   else if (pinned_) cuda_runtime()->free_pinned(data_);
-  else std::free(data_);
+  else host_free(data_, bytes_);
 }
 
 }  // namespace loupe

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_util.h"
@@ -31,35 +32,83 @@ T act_bwd(int act, T y, T g) {
   }
 }
 
-// Dropout's mask comes from Philox four words at a time (element i is word i % 4 of counter
-// offset + i / 4, as dropout() and the GPU draw it): chunks start on a multiple of 4, so each
-// counter is computed once, not once per element. A chunk walks its elements' channels
-// incrementally (no division per element).
-struct Walk {
-  int64_t inner, C, k, c;  // position within the inner run and the channel
-  Walk(const BiasActArgs& a, int64_t i)
-      : inner(std::max<int64_t>(a.inner, 1)), C(std::max<int64_t>(a.C, 1)), k(i % inner), c((i / inner) % C) {}
-  void next() {
-    if (++k == inner) {
-      k = 0;
-      if (++c == C) c = 0;
+// Dropout's mask: element i keeps when word i % 4 of Philox block offset + i / 4 is >= p, as
+// dropout() and the GPU draw it. Elements are visited in order, so each block is computed once
+// for its four elements (not once per element).
+struct Mask {
+  const BiasActArgs& a;
+  int64_t block = -1;
+  Philox4 r{};
+  bool keep(int64_t i) {
+    if ((i >> 2) != block) {
+      block = i >> 2;
+      r = philox(a.rng.seed, a.rng.offset + uint64_t(block), 0);
     }
+    return uniform01(r.v[i & 3]) >= a.p;
   }
 };
 
-// Groups of 4 elements per parallel_for index; with dropout each costs a Philox block, so chunks
-// are smaller and every core gets some.
-int64_t group_grain(const BiasActArgs& a) { return a.dropout ? 1024 : cpu::kGrain / 4; }
+// The layout [outer, C, inner] walked as rows that share one bias value (inner > 1: a
+// convolution's channel planes) or rows of all C channels (inner == 1: a dense layer), so the
+// inner loops are plain and the activation (a template argument) is not re-chosen per element.
+template <class RowFn>
+void rows(const BiasActArgs& a, int64_t n, RowFn&& row) {
+  const int64_t inner = std::max<int64_t>(a.inner, 1), C = std::max<int64_t>(a.C, 1);
+  const bool planes = inner > 1;
+  const int64_t len = planes ? inner : C, count = n / len;
+  // A Philox block per four elements costs more than the arithmetic: smaller chunks then.
+  const int64_t work = a.dropout ? 2048 : cpu::kGrain;
+  parallel_for(0, count, std::max<int64_t>(1, work / len), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) row(r * len, len, planes ? r % C : -1);
+  });
+}
 
-// fn(i, keep) for every element of groups [g0, g1), in order.
+template <class T, int ACT, bool DROP>
+void forward_as(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+  T* py = y.data<T>();
+  const T* px = x.data<T>();
+  const T* pb = b.defined() ? b.data<T>() : nullptr;
+  const T scale = DROP ? T(1) / (T(1) - T(a.p)) : T(1);
+  rows(a, x.numel(), [&](int64_t i0, int64_t len, int64_t c) {
+    Mask m{a};
+    for (int64_t j = 0; j < len; ++j) {
+      const T bias = !pb ? T(0) : c >= 0 ? pb[c] : pb[j];
+      const T v = act_fwd(ACT, px[i0 + j] + bias);
+      py[i0 + j] = DROP ? (m.keep(i0 + j) ? v * scale : T(0)) : v;
+    }
+  });
+}
+
+template <class T, int ACT, bool DROP>
+void backward_as(const Tensor& gx, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
+  T* pgx = gx.data<T>();
+  const T* py = y.data<T>();
+  const T* pgy = gy.data<T>();
+  const T scale = DROP ? T(1) / (T(1) - T(a.p)) : T(1);
+  rows(a, y.numel(), [&](int64_t i0, int64_t len, int64_t) {
+    Mask m{a};
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = i0 + j;
+      if (DROP)  // relu or none: the kept output is positive exactly where relu passed
+        pgx[i] = m.keep(i) && (ACT < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
+      else
+        pgx[i] = act_bwd(ACT, py[i], pgy[i]);
+    }
+  });
+}
+
+// f(act, drop) with the run's activation and dropout as compile-time constants.
 template <class F>
-void each_element(const BiasActArgs& a, int64_t n, int64_t g0, int64_t g1, F&& fn) {
-  const int64_t end = std::min(n, g1 * 4);
-  for (int64_t i = g0 * 4; i < end; i += 4) {
-    Philox4 r{};
-    if (a.dropout) r = philox(a.rng.seed, a.rng.offset + uint64_t(i / 4), 0);
-    const int64_t m = std::min<int64_t>(4, end - i);
-    for (int64_t j = 0; j < m; ++j) fn(i + j, !a.dropout || uniform01(r.v[j]) >= a.p);
+void with_act(const BiasActArgs& a, F&& f) {
+  auto drop = [&](auto act) {
+    if (a.dropout) f(act, std::true_type());
+    else f(act, std::false_type());
+  };
+  switch (a.act) {
+    case int(Act::Relu): return drop(std::integral_constant<int, int(Act::Relu)>());
+    case int(Act::Sigmoid): return drop(std::integral_constant<int, int(Act::Sigmoid)>());
+    case int(Act::Tanh): return drop(std::integral_constant<int, int(Act::Tanh)>());
+    default: return drop(std::integral_constant<int, -1>());
   }
 }
 
@@ -67,19 +116,7 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArg
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(x.dtype(), "bias_act", [&](auto tag) {
     using T = decltype(tag);
-    T* py = y.data<T>();
-    const T* px = x.data<T>();
-    const T* pb = b.defined() ? b.data<T>() : nullptr;
-    const T scale = a.dropout ? T(1) / (T(1) - T(a.p)) : T(1);
-    const int64_t n = x.numel();
-    parallel_for(0, (n + 3) / 4, group_grain(a), [&](int64_t g0, int64_t g1) {
-      Walk w(a, g0 * 4);
-      each_element(a, n, g0, g1, [&](int64_t i, bool keep) {
-        T v = act_fwd(a.act, pb ? px[i] + pb[w.c] : px[i]);
-        py[i] = keep ? v * scale : T(0);
-        w.next();
-      });
-    });
+    with_act(a, [&](auto act, auto drop) { forward_as<T, decltype(act)::value, decltype(drop)::value>(y, x, b, a); });
   });
 }
 
@@ -87,19 +124,8 @@ void backward(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor&
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(y.dtype(), "bias_act backward", [&](auto tag) {
     using T = decltype(tag);
+    with_act(a, [&](auto act, auto drop) { backward_as<T, decltype(act)::value, decltype(drop)::value>(gx, y, gy, a); });
     T* pgx = gx.data<T>();
-    const T* py = y.data<T>();
-    const T* pgy = gy.data<T>();
-    const T scale = a.dropout ? T(1) / (T(1) - T(a.p)) : T(1);
-    const int64_t n = y.numel();
-    parallel_for(0, (n + 3) / 4, group_grain(a), [&](int64_t g0, int64_t g1) {
-      each_element(a, n, g0, g1, [&](int64_t i, bool keep) {
-        if (a.dropout)  // relu or none: the kept output is positive exactly where relu passed
-          pgx[i] = keep && (a.act < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
-        else
-          pgx[i] = act_bwd(a.act, py[i], pgy[i]);
-      });
-    });
     if (!gb.defined()) return;
     // The bias gradient: rows of C channels (inner == 1), summed in row order per channel.
     T* pgb = gb.data<T>();
