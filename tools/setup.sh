@@ -20,7 +20,7 @@ for arg in "$@"; do
   esac
 done
 
-packages=(cmake ninja-build g++ pkg-config zlib1g-dev libopenblas-dev libstb-dev libprotobuf-dev protobuf-compiler
+packages=(cmake ninja-build g++ pkg-config zlib1g-dev libopenblas-dev libdnnl-dev libstb-dev libprotobuf-dev protobuf-compiler
           libboost-dev dataset-fashion-mnist python3 python3-matplotlib)
 [ "$cpu_only" = 1 ] || packages+=(libgtest-dev)
 missing=()
