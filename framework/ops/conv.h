@@ -1,6 +1,7 @@
 // 2-D convolution (cross-correlation, as every framework), NCHW. cuDNN on the GPU with the
 // algorithm chosen per shape by measuring once (like PyTorch's cudnn.benchmark) and cached;
-// im2col + GEMM on the CPU. The bias is a separate bias_add (its backward is a reduction).
+// on the CPU oneDNN (float32, where built) or im2col + GEMM (ops/conv_cpu.h).
+// The bias is a separate bias_add (its backward is a reduction).
 #pragma once
 #include <cstdint>
 

@@ -1,10 +1,13 @@
-// CPU convolution: im2col + GEMM per image, images in parallel when there are several.
+// CPU convolution: float32 through oneDNN where the build has it (conv_dnnl.cpp), else im2col +
+// GEMM per image, images in parallel when there are several.
+#include <atomic>
 #include <vector>
 
 #include "autograd/node.h"
 #include "core/cpu_util.h"
 #include "core/dispatch.h"
 #include "ops/conv.h"
+#include "ops/conv_cpu.h"
 #include "ops/gemm_cpu.h"
 #include "ops/view.h"
 
@@ -53,7 +56,7 @@ void col2im(const T* col, T* gx, const Geometry& g, const Conv2dParams& p) {
       }
 }
 
-void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void im2col_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "conv2d", [&](auto tag) {
     using T = decltype(tag);
     Geometry g = geometry(x, w, y);
@@ -70,8 +73,8 @@ void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2
   });
 }
 
-void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-              const Conv2dParams& p) {
+void im2col_backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                     const Conv2dParams& p) {
   cpu::dispatch_floating(x.dtype(), "conv2d backward", [&](auto tag) {
     using T = decltype(tag);
     Geometry g = geometry(x, w, gy);
@@ -92,6 +95,38 @@ void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Te
         col2im(col.data(), gx.data<T>() + n * g.C * g.H * g.W, g, p);
       }
     }
+  });
+}
+
+using cpu::detail::ConvPath;
+std::atomic<ConvPath> g_path{ConvPath::Auto};
+
+// Auto: oneDNN in its own layouts (`any` + reorders) where built. On the 2-core AVX-512 VM, quiet,
+// it beat oneDNN on plain NCHW (1.5-6x; there oneDNN runs GEMM-based kernels) and im2col (1.7-7x)
+// in every convolution of mnist_cnn and cifar10_cnn, both directions, the first layers (C = 1, 3)
+// included, but for mnist_cnn's first forward where plain was as fast (0.5 ms; docs/benchmarks.md),
+// so there is no per-shape choice.
+template <class Run>
+void run_path(const Run& run) {
+  ConvPath path = g_path.load();
+  if (path == ConvPath::Auto) path = ConvPath::DnnlAny;
+  if (path == ConvPath::Im2col || !run(path)) run(ConvPath::Im2col);  // no oneDNN, or it refused
+}
+
+void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  if (x.dtype() != DType::f32) return im2col_forward(y, x, w, p);
+  run_path([&](ConvPath path) {
+    if (path == ConvPath::Im2col) return im2col_forward(y, x, w, p), true;
+    return cpu::detail::conv_forward_dnnl(y, x, w, p, path == ConvPath::DnnlAny);
+  });
+}
+
+void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                   const Conv2dParams& p) {
+  if (x.dtype() != DType::f32) return im2col_backward(gx, gw, x, w, gy, p);
+  run_path([&](ConvPath path) {
+    if (path == ConvPath::Im2col) return im2col_backward(gx, gw, x, w, gy, p), true;
+    return cpu::detail::conv_backward_dnnl(gx, gw, x, w, gy, p, path == ConvPath::DnnlAny);
   });
 }
 
@@ -127,4 +162,16 @@ const ConvKernels table{forward, backward};
 const RegisterBackend<ConvKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace
+
+namespace cpu::detail {
+void set_conv_path(ConvPath path) { g_path.store(path); }
+ConvPath conv_path() { return g_path.load(); }
+void conv_forward_im2col(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  im2col_forward(y, x, w, p);
+}
+void conv_backward_im2col(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                          const Conv2dParams& p) {
+  im2col_backward(gx, gw, x, w, gy, p);
+}
+}  // namespace cpu::detail
 }  // namespace loupe
