@@ -12,6 +12,7 @@
 #include <string>
 
 #include "instrument/tensorboard.h"
+#include "ops/conv_cpu.h"
 #include "test_util.h"
 #include "tools/options.h"
 
@@ -74,6 +75,8 @@ TEST(Cli, VersionSaysTheVersionAndTheBuild) {
     if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) EXPECT_NE(out.find(", cuDNN " + cudnn), std::string::npos) << out;
     EXPECT_TRUE(out.find("\nCPU GEMM: OpenBLAS\n") != std::string::npos ||
                 out.find("\nCPU GEMM: builtin\n") != std::string::npos) << out;
+    const std::string dnnl = loupe::cpu::dnnl_version();
+    EXPECT_NE(out.find(dnnl.empty() ? "\noneDNN: off (" : "\noneDNN: on (" + dnnl + ")\n"), std::string::npos) << out;
     EXPECT_NE(out.find(loupe::instrument::tensorboard_available() ? "\nTensorBoard: on\n" : "\nTensorBoard: off ("),
               std::string::npos) << out;
     // The build tree's command reads the sources' scripts.

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "instrument/report_io.h"
 #include "instrument/tensorboard.h"
+#include "ops/conv_cpu.h"
 #include "ops/gemm_cpu.h"
 #include "tools/commands.h"
 #include "train/comm.h"
@@ -115,6 +116,8 @@ std::string version_text() {
   s += "CUDA: " + (cuda.empty() ? std::string("off (a CPU-only build)") : "on (" + cuda + ")");
   if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) s += ", cuDNN " + cudnn;
   s += "\nCPU GEMM: " + std::string(cpu::gemm_backend_name()) + "\n";
+  const std::string dnnl = cpu::dnnl_version();
+  s += "oneDNN: " + (dnnl.empty() ? std::string("off (float32 CPU convolutions by im2col + GEMM)") : "on (" + dnnl + ")") + "\n";
   s += std::string("TensorBoard: ") +
        (instrument::tensorboard_available() ? "on" : "off (needs libprotobuf-dev, protobuf-compiler, libboost-dev)") + "\n";
   s += std::string("NCCL: ") + (train::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
