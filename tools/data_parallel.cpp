@@ -79,14 +79,15 @@ World::World(const Options& o) {
   });
 }
 
-World::~World() {
+World::~World() { stop_watchdog(); }
+
+void World::stop_watchdog() {
   stop_.store(true);
   if (watchdog_.joinable()) watchdog_.join();
 }
 
 void World::abort() {
-  stop_.store(true);
-  if (watchdog_.joinable()) watchdog_.join();
+  stop_watchdog();
   comm_->abort();
 }
 

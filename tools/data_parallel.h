@@ -39,6 +39,7 @@ class World {
   std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline);
 
  private:
+  void stop_watchdog();
   std::unique_ptr<train::Communicator> comm_;
   std::atomic<bool> stop_{false};
   std::thread watchdog_;

@@ -112,10 +112,9 @@ int launch(const LaunchOptions& o) {
       if (pids[i] != p) continue;
       pids[i] = -1;
       ++done;
-      if (status_of(st) != 0 && result == 0 && signalled) {
-        result = status_of(st);  // the others got the same signal and are stopping by themselves
-      } else if (status_of(st) != 0 && result == 0) {
+      if (status_of(st) != 0 && result == 0) {
         result = status_of(st);
+        if (signalled) continue;  // the others got the same signal and are stopping by themselves
         std::fprintf(stderr, "loupe: rank %d exited with status %d; stopping the other %d rank(s)\n",
                      o.node_rank * o.procs + int(i), result, o.procs - done);
         stop_all(pids, o.grace_seconds);

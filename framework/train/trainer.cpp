@@ -144,7 +144,8 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps, shard_), start = 0;
   // Data parallelism: global step s is [s*W*b, (s+1)*W*b) of the order and this rank's part the
   // b from r*b of it; the tail short of a whole global step is dropped (loader/sampler.h).
-  const int64_t stride = batch * shard_.world, n_used = shard_.world > 1 ? epoch_steps(n, batch, -1, shard_) * stride : n;
+  const int64_t stride = batch * shard_.world,
+                n_used = shard_.world > 1 ? loader::shard_steps(n, batch, shard_) * stride : n;
   LOUPE_CHECK(n_used > 0, "the data set has ", n, " samples, fewer than one global step of ", shard_.world, " ranks x ",
               batch, ": a smaller --batch or fewer GPUs");
   Source src;
