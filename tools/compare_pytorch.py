@@ -226,22 +226,26 @@ def check_shard(dd, idx, order, step, batch, digest):
 
 
 def profile_steps(step, inputs, xtr, ytr, batch, steps):
-    """GPU time per kernel over `steps` training steps of `step` (a graph's replay in the graphed
-    modes: the profiler sees its kernels), per step, largest first."""
+    """Time per op over `steps` training steps of `step`, per step, largest first: GPU kernel time on
+    CUDA (a graph's replay in the graphed modes: the profiler sees its kernels), on the CPU each op's
+    own host time (self time, so nested ops are not counted twice)."""
     from torch.profiler import ProfilerActivity, profile
+    cuda = xtr.device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     idx = torch.arange(batch, device=xtr.device)
     x, y = inputs(xtr[idx]), ytr[idx].long()
     for _ in range(5):
         step(x, y)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
             step(x, y)
-        torch.cuda.synchronize()
-    rows = [(e.device_time_total / steps, e.count / steps, e.key) for e in prof.key_averages()
-            if e.device_time_total > 0]
+        sync()
+    rows = [((e.device_time_total if cuda else e.self_cpu_time_total) / steps, e.count / steps, e.key)
+            for e in prof.key_averages()]
+    rows = [r for r in rows if r[0] > 0]
     total = sum(r[0] for r in rows)
-    print(f"pytorch profile: {steps} steps, GPU activity sum {total:.1f} us/step")
+    print(f"pytorch profile: {steps} steps, {'GPU activity' if cuda else 'CPU self time'} sum {total:.1f} us/step")
     for t, n, k in sorted(rows, reverse=True)[:25]:
         print(f"{t:9.1f} {100 * t / total:5.1f}% {n:10.1f}  {k[:110]}")
 
@@ -468,7 +472,8 @@ def main():
                     help="also run `BIN bench` on the same model and batch (fp32, and fp16 or bf16 "
                          "for amp) and print loupe / PyTorch per mode")
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
-                    help="after training, profile STEPS steps with torch.profiler and print GPU time per kernel")
+                    help="after training, profile STEPS steps with torch.profiler and print the time per op "
+                         "(GPU kernel time; on the CPU each op's own host time)")
     ap.add_argument("--max-steps", type=int, default=0, metavar="N",
                     help="at most N (global) steps per epoch, for short checks")
     ap.add_argument("--json", default="", metavar="FILE",
