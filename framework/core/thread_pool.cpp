@@ -16,6 +16,10 @@
 #include "core/error.h"
 #include "core/knobs.h"
 
+#if LOUPE_WITH_DNNL
+#include <omp.h>
+#endif
+
 namespace loupe {
 namespace {
 
@@ -25,6 +29,38 @@ using Fn = std::function<void(int64_t, int64_t)>;
 // so nested calls neither wait for busy workers (deadlock) nor oversubscribe the cores.
 thread_local bool t_inside = false;
 
+int initial_threads() {
+  if (const std::optional<int64_t> n = knobs::integer("LOUPE_NUM_THREADS")) return int(*n);
+  return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+// Chunk c of `nchunks` over [begin, begin + n): the first n % nchunks chunks get one more. Both
+// pools cut the same chunks, so a result never depends on which pool the build has.
+std::pair<int64_t, int64_t> chunk(int64_t begin, int64_t n, int64_t nchunks, int64_t c) {
+  const int64_t size = n / nchunks, rem = n % nchunks;
+  const int64_t b = begin + c * size + std::min(c, rem);
+  return {b, b + size + (c < rem)};
+}
+
+#if LOUPE_WITH_DNNL
+// With oneDNN the CPU ops run on OpenMP's threads, the pool oneDNN's kernels already use
+// (libgomp). Two pools of --threads threads each left one pool's threads spinning on the cores the
+// other needed after every hand-over (a convolution, then loupe's bias + ReLU): in a cifar10_cnn
+// step at 16 threads on the GPU host, conv3's forward took 11.2 ms, against 4.1 ms at 2 threads on
+// the 2-core VM. One pool has no such hand-over; it is also how PyTorch's CPU ops thread
+// (at::parallel_for on OpenMP). docs/benchmarks.md has the before and after.
+std::atomic<int> g_threads{0};
+std::mutex g_call;  // held by the one parallel_for that owns the team
+
+int threads_now() {
+  int n = g_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    static const int initial = initial_threads();
+    n = initial;
+  }
+  return n;
+}
+#else
 // Waking a sleeping thread costs tens of microseconds (a futex and an inter-processor interrupt,
 // more in a VM), as long as a small op itself. So workers poll a little before sleeping, which
 // lets back-to-back ops find them awake, and the caller polls for the last chunk to finish.
@@ -82,8 +118,7 @@ class Pool {
     while (next_ < nchunks_) {
       const int64_t c = next_++;
       if (next_ == nchunks_) wake_ = false;
-      const int64_t size = n_ / nchunks_, rem = n_ % nchunks_;  // first `rem` chunks get one more
-      const int64_t b = begin_ + c * size + std::min(c, rem), e = b + size + (c < rem);
+      const auto [b, e] = chunk(begin_, n_, nchunks_, c);
       const Fn& fn = *fn_;
       lock.unlock();
       std::exception_ptr err;
@@ -121,11 +156,6 @@ class Pool {
   std::exception_ptr error_;
 };
 
-int initial_threads() {
-  if (const std::optional<int64_t> n = knobs::integer("LOUPE_NUM_THREADS")) return int(*n);
-  return std::max(1, int(std::thread::hardware_concurrency()));
-}
-
 // Deliberately never destroyed: joining workers during static destruction could deadlock (exit()
 // called from a worker) or race with other statics still using the pool.
 Pool& pool() {
@@ -133,8 +163,49 @@ Pool& pool() {
   return *p;
 }
 
+#endif
+
 }  // namespace
 
+#if LOUPE_WITH_DNNL
+int num_threads() { return threads_now(); }
+
+void set_num_threads(int n) {
+  LOUPE_CHECK(n >= 1, "set_num_threads needs n >= 1, got ", n);
+  LOUPE_CHECK(!t_inside, "set_num_threads cannot be called from inside parallel_for");
+  std::lock_guard<std::mutex> own(g_call);
+  g_threads.store(n, std::memory_order_relaxed);
+}
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
+  if (begin >= end) return;
+  const int64_t n = end - begin;
+  const int64_t nchunks = std::min<int64_t>(threads_now(), n / std::max<int64_t>(grain, 1));
+  if (nchunks <= 1 || t_inside || omp_in_parallel()) return fn(begin, end);
+  // Another thread's call owns the team: run inline rather than start a second team.
+  std::unique_lock<std::mutex> own(g_call, std::try_to_lock);
+  if (!own.owns_lock()) return fn(begin, end);
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel num_threads(int(nchunks))
+  {
+    t_inside = true;
+    // OpenMP may start fewer threads than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC): each thread
+    // then takes every team-size-th chunk, so every chunk still runs once.
+    for (int64_t c = omp_get_thread_num(); c < nchunks; c += omp_get_num_threads()) {
+      const auto [b, e] = chunk(begin, n, nchunks, c);
+      try {
+        fn(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+    t_inside = false;
+  }
+  if (error) std::rethrow_exception(error);
+}
+#else
 int num_threads() { return pool().size(); }
 
 void set_num_threads(int n) {
@@ -156,5 +227,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   if (!own.owns_lock()) return fn(begin, end);
   p.run(begin, n, nchunks, fn);
 }
+
+#endif
 
 }  // namespace loupe

@@ -1,4 +1,5 @@
-// A process-wide pool of persistent worker threads for the CPU ops.
+// A process-wide pool of persistent worker threads for the CPU ops: OpenMP's (libgomp) in builds
+// with oneDNN, which threads with it too, so one pool serves both; loupe's own otherwise.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -34,15 +34,12 @@ dnnl::stream& stream() {
   return s;
 }
 
-// Threads: Debian's oneDNN runs its kernels on OpenMP (libgomp), a pool apart from loupe's. Its
-// count is set to loupe's before every call, so a convolution uses exactly the cores loupe's own
-// ops use (--threads, LOUPE_NUM_THREADS, set_num_threads) and the two pools never run more
-// threads than that at once: loupe's workers wait while the calling thread is in oneDNN. Per call
-// rather than in set_num_threads because OpenMP's count belongs to the calling thread (a trainer
-// thread other than main would not see it), and it costs a thread-local read when unchanged.
-// What this cannot set: libgomp's workers spin a while after each call (OMP_WAIT_POLICY, read
-// once when libgomp loads), on the cores loupe's next ops want; OMP_WAIT_POLICY=passive in the
-// environment was 12-20 % faster on the 2-core VM (docs/benchmarks.md).
+// Threads: Debian's oneDNN runs its kernels on OpenMP (libgomp), the same threads loupe's own ops
+// run on in this build (core/thread_pool.cpp). oneDNN sizes its teams by omp_get_max_threads(), so
+// that is set to loupe's count (--threads, LOUPE_NUM_THREADS, set_num_threads) before every call.
+// Per call rather than in set_num_threads because OpenMP's count belongs to the calling thread (a
+// trainer thread other than main would not see it), and it costs a thread-local read when
+// unchanged.
 void match_thread_count() {
   const int n = num_threads();
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
