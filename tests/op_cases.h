@@ -436,8 +436,8 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(ba_flops(Act::Sigmoid, 0.0, true)).with_perf({{1023, 1023}, {1023}});
   add("bias_act_dropout_no_bias", {{{6, 9}}}, ba(std::nullopt, 0.4, false))
       .with_flops(ba_flops(std::nullopt, 0.4, false)).with_perf({M});
-  // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows; elsewhere
-  // pool then dropout).
+  // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows, the CPU's for
+  // NCHW ones; elsewhere pool then dropout).
   auto pool_drop = [=](int C_last, double p) {
     return [=](V x) {
       manual_seed(42);
@@ -450,6 +450,10 @@ inline std::vector<OpCase> op_cases() {
   add("max_pool2d_channels_last_vec_odd_edge", {{{2, 8, 5, 7}}}, pool_drop(1, 0.0))
       .with_flops(pool_flops(2, 2, 0)).with_perf({{32, 64, 63, 65}});
   add("max_pool2d_dropout_nchw", {{{2, 3, 4, 4}}}, pool_drop(0, 0.3)).with_flops(pool_flops(2, 2, 0, true)).with_perf(pool_perf);
+  add("max_pool2d_3x3_dropout_nchw_odd_edge", {{{2, 2, 7, 8}}}, [](V x) {
+        Pool2dParams q; q.kernel_h = q.kernel_w = q.stride_h = q.stride_w = 3;
+        manual_seed(42); return max_pool2d(x[0], q, 0.3, true); })
+      .with_flops(pool_flops(3, 3, 0, true)).with_perf({{32, 64, 63, 65}});
   add("channels_last_round_trip", {{{3, 5, 4, 3}}}, [=](V x) { return contiguous(contiguous(x[0], CL)) * 2.0; })
       .with_flops(copy_then_scale).with_perf({{32, 64, 32, 16}});
   auto bn = [](V x) {

@@ -2,7 +2,7 @@
 // reference (ops/conv_cpu.cpp), forward and both backward passes, on random inputs: the float64
 // gradient checks (test_ops_grad) never reach oneDNN. Both of oneDNN's layouts (its own with
 // reorders, and plain NCHW), and the op itself as the table dispatches it. Without oneDNN the
-// oneDNN cases skip and the op's case checks the fallback.
+// oneDNN cases skip and the op's case checks the fallback. Then max pooling's tiled CPU kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,9 +13,14 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/philox.h"
 #include "core/thread_pool.h"
 #include "ops/conv.h"
 #include "ops/conv_cpu.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/pool.h"
+#include "ops/reduce.h"
 
 using namespace loupe;
 namespace detail = loupe::cpu::detail;
@@ -158,4 +163,51 @@ TEST(ConvCpuPath, VersionSaysWhetherOneDnnIsBuilt) {
 #endif
   detail::ConvPath path = detail::conv_path();
   EXPECT_EQ(path, detail::ConvPath::Auto);
+}
+
+// Max pooling's tiled kernels (kernel == stride, no padding: ops/pool_cpu.cpp) at real sizes in
+// float32, with ties (the first element equal to the max takes the gradient) and edges no window
+// covers, against a naive reference; with dropout, the one-op path against pooling then dropout().
+TEST(PoolCpu, TiledMaxMatchesNaiveWithTiesAndFusedDropout) {
+  for (Shape s : {Shape{16, 32, 32, 32}, Shape{8, 64, 13, 11}})
+    for (int k : {2, 3}) {
+      SCOPED_TRACE(s.str() + " kernel " + std::to_string(k));
+      Pool2dParams p;
+      p.kernel_h = p.kernel_w = p.stride_h = p.stride_w = k;
+      std::vector<float> v(size_t(s.numel()));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = std::round((philox_uniform(4, 0, i) * 2.f - 1.f) * 8.f) / 4.f;
+      const int64_t NC = s[0] * s[1], H = s[2], W = s[3], P = H / k, Q = W / k;
+      std::vector<float> y_ref(size_t(NC * P * Q)), gy(y_ref.size()), gx_ref(v.size(), 0.f);
+      for (size_t i = 0; i < gy.size(); ++i) gy[i] = philox_uniform(5, 0, i) - 0.5f;
+      for (int64_t nc = 0; nc < NC; ++nc)
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < Q; ++j) {
+            int64_t arg = -1;
+            for (int64_t r = 0; r < k; ++r)
+              for (int64_t c = 0; c < k; ++c) {
+                const int64_t at = (nc * H + i * k + r) * W + j * k + c;
+                if (arg < 0 || v[size_t(at)] > v[size_t(arg)]) arg = at;
+              }
+            const size_t o = size_t((nc * P + i) * Q + j);
+            y_ref[o] = v[size_t(arg)];
+            gx_ref[size_t(arg)] = gy[o];
+          }
+      Tensor x = from_vector(v, s).requires_grad_(true);
+      Tensor y = max_pool2d(x, p);
+      ASSERT_EQ(y.shape(), (Shape{s[0], s[1], P, Q}));
+      EXPECT_EQ(y.to_vector<float>(), y_ref);
+      Tensor g = from_vector(gy, y.shape());
+      backward(sum(mul(y, g)));
+      EXPECT_EQ(x.grad().to_vector<float>(), gx_ref);
+      // Dropout in the same op against dropout() after pooling: the same draw, the same values.
+      Tensor x1 = from_vector(v, s).requires_grad_(true), x2 = from_vector(v, s).requires_grad_(true);
+      manual_seed(8);
+      Tensor y1 = max_pool2d(x1, p, 0.4, true);
+      manual_seed(8);
+      Tensor y2 = dropout(max_pool2d(x2, p), 0.4, true);
+      EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+      backward(sum(mul(y1, g)));
+      backward(sum(mul(y2, g)));
+      EXPECT_EQ(x1.grad().to_vector<float>(), x2.grad().to_vector<float>());
+    }
 }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "loupe.h"
+#include "core/dropout_mask.h"
 #include "ops/bias_act.h"
 
 using namespace loupe;
@@ -16,6 +17,21 @@ TEST(Dropout, MaskRateAndScale) {
   }
   EXPECT_NEAR(double(kept) / 100000, 0.8, 0.01);
   EXPECT_TRUE(dropout(x, 0.2, false).same(x));
+}
+
+// The CPU's batched decisions are philox_uniform's, whatever the walk: unaligned starts, spans
+// crossed, steps back, jumps far ahead, an offset past 2^32 (the counter's high word).
+TEST(Dropout, CpuMaskIsPhiloxUniformAnyWalk) {
+  for (uint64_t offset : {uint64_t(0), uint64_t(7), (uint64_t(1) << 32) - 3})
+    for (float p : {0.0f, 0.3f, 0.5f}) {
+      DropoutMask m(11, offset, p);
+      std::vector<uint64_t> walk;
+      for (uint64_t i = 3; i < 700; ++i) walk.push_back(i);
+      for (uint64_t i : {uint64_t(2), uint64_t(1), uint64_t(0), uint64_t(255), uint64_t(256), uint64_t(1) << 40,
+                         (uint64_t(1) << 40) + 1, uint64_t(5)})
+        walk.push_back(i);
+      for (uint64_t i : walk) ASSERT_EQ(m.keep(i), philox_uniform(11, offset, i) >= p) << "element " << i;
+    }
 }
 
 TEST(Arena, ParametersAreViewsAndOneMemsetZeroesGrads) {

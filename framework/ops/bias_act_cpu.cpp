@@ -5,7 +5,7 @@
 
 #include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "core/philox.h"
+#include "core/dropout_mask.h"
 #include "ops/bias_act.h"
 
 namespace loupe {
@@ -32,21 +32,6 @@ T act_bwd(int act, T y, T g) {
   }
 }
 
-// Dropout's mask: element i keeps when word i % 4 of Philox block offset + i / 4 is >= p, as
-// dropout() and the GPU draw it. Elements are visited in order, so each block is computed once
-// for its four elements (not once per element).
-struct Mask {
-  const BiasActArgs& a;
-  int64_t block = -1;
-  Philox4 r{};
-  bool keep(int64_t i) {
-    if ((i >> 2) != block) {
-      block = i >> 2;
-      r = philox(a.rng.seed, a.rng.offset + uint64_t(block), 0);
-    }
-    return uniform01(r.v[i & 3]) >= a.p;
-  }
-};
 
 // The layout [outer, C, inner] walked as rows that share one bias value (inner > 1: a
 // convolution's channel planes) or rows of all C channels (inner == 1: a dense layer), so the
@@ -70,11 +55,11 @@ void forward_as(const Tensor& y, const Tensor& x, const Tensor& b, const BiasAct
   const T* pb = b.defined() ? b.data<T>() : nullptr;
   const T scale = DROP ? T(1) / (T(1) - T(a.p)) : T(1);
   rows(a, x.numel(), [&](int64_t i0, int64_t len, int64_t c) {
-    Mask m{a};
+    DropoutMask m(a.rng.seed, a.rng.offset, a.p);
     for (int64_t j = 0; j < len; ++j) {
       const T bias = !pb ? T(0) : c >= 0 ? pb[c] : pb[j];
       const T v = act_fwd(ACT, px[i0 + j] + bias);
-      py[i0 + j] = DROP ? (m.keep(i0 + j) ? v * scale : T(0)) : v;
+      py[i0 + j] = DROP ? (m.keep(uint64_t(i0 + j)) ? v * scale : T(0)) : v;
     }
   });
 }
@@ -86,11 +71,11 @@ void backward_as(const Tensor& gx, const Tensor& y, const Tensor& gy, const Bias
   const T* pgy = gy.data<T>();
   const T scale = DROP ? T(1) / (T(1) - T(a.p)) : T(1);
   rows(a, y.numel(), [&](int64_t i0, int64_t len, int64_t) {
-    Mask m{a};
+    DropoutMask m(a.rng.seed, a.rng.offset, a.p);
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i = i0 + j;
       if (DROP)  // relu or none: the kept output is positive exactly where relu passed
-        pgx[i] = m.keep(i) && (ACT < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
+        pgx[i] = m.keep(uint64_t(i)) && (ACT < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
       else
         pgx[i] = act_bwd(ACT, py[i], pgy[i]);
     }
