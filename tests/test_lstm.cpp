@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "loupe.h"
+#include "core/thread_pool.h"
 #include "nn/recurrent.h"
 #include "ops/lstm.h"
 
@@ -231,6 +232,41 @@ TEST(Lstm, GradientsWithDropoutAndUnusedOutputs) {
   auto weights_only = [&](V in) { return lstm(xc, in[0], q, true).y; };
   r = autograd::gradcheck(weights_only, {w});
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+// The CPU kernel gives each thread its own rows of the batch for the whole sequence: a batch that
+// splits unevenly over threads must give the same outputs and gradients as one thread, and pass
+// the gradient check while split.
+TEST(Lstm, ThreadsSplittingTheBatchChangeNothing) {
+  const int before = num_threads();
+  LstmParams p{3, 5, 2, true, 0.3};
+  const int64_t N = 9, T = 6;  // 3 threads: chunks of 5 and 4 rows (at least 4 rows a thread)
+  Tensor x0 = from_vector(values(N * T * 3, 21), Shape{N, T, 3});
+  Tensor w0 = from_vector(values(lstm_weight_count(p), 22, 0.8), Shape{lstm_weight_count(p)});
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    Tensor x = x0.detach(), w = w0.detach();
+    x.requires_grad_(true);
+    w.requires_grad_(true);
+    manual_seed(9);
+    LstmResult r = lstm(x, w, p, true);
+    backward(sum(r.y) + sum(r.h) * 0.5 + sum(r.c) * 0.25);
+    return std::vector<Tensor>{r.y, r.h, r.c, x.grad(), w.grad()};
+  };
+  std::vector<Tensor> one = run(1), three = run(3);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_LT(max_diff(one[i], three[i]), 1e-13) << "output " << i;
+  set_num_threads(3);
+  Tensor x = x0.detach(), w = w0.detach();
+  x.requires_grad_(true);
+  w.requires_grad_(true);
+  autograd::GradcheckResult g = autograd::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        manual_seed(9);
+        return lstm(in[0], in[1], p, true).y;
+      },
+      {x, w});
+  EXPECT_TRUE(g.ok) << g.message;
+  set_num_threads(before);
 }
 
 TEST(Lstm, RejectsBadArguments) {

@@ -19,7 +19,8 @@
 
 #include "core/cpu_util.h"
 #include "core/dispatch.h"
-#include "core/philox.h"
+#include "core/dropout_mask.h"
+#include "core/thread_pool.h"
 #include "ops/gemm_cpu.h"
 #include "ops/lstm.h"
 #include "ops/view.h"
@@ -73,21 +74,14 @@ template <class T>
 void apply_mask(T* out, const T* in, int64_t n, uint64_t base, float p, uint64_t seed, uint64_t offset) {
   T scale = T(1) / (T(1) - T(p));
   parallel_for(0, n, cpu::kGrain, [&](int64_t s, int64_t e) {
-    uint64_t ctr = ~uint64_t(0);
-    Philox4 r{};
-    for (int64_t j = s; j < e; ++j) {
-      uint64_t i = base + uint64_t(j);
-      if (i / 4 != ctr) {  // one Philox call serves four consecutive elements
-        ctr = i / 4;
-        r = philox(seed, offset + ctr, 0);
-      }
-      out[j] = uniform01(r.v[i % 4]) >= p ? in[j] * scale : T(0);
-    }
+    DropoutMask mask(seed, offset, p);
+    for (int64_t j = s; j < e; ++j) out[j] = mask.keep(base + uint64_t(j)) ? in[j] * scale : T(0);
   });
 }
 
-// Rows of the batch per gate-math chunk: enough work (transcendentals) to be worth a thread.
-int64_t row_grain(int64_t H) { return std::max<int64_t>(1, cpu::kGrain / (16 * H)); }
+// Rows of the batch per thread for the recurrence: all of them split evenly over the pool, but no
+// fewer than 4 rows a thread (a GEMM of fewer rows runs far below the core's speed).
+int64_t rows_per_thread(int64_t N) { return std::max<int64_t>(4, N / num_threads()); }
 
 template <class T>
 void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T* y, T* hn, T* cn, T* buf,
@@ -107,12 +101,15 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
       T* gates = buf + q.gates(pl);
       T* cells = buf + q.cells(pl);
       cpu::gemm<T>(false, true, q.nt(), G4, in_size, T(1), in, in_size, W, in_size, T(0), gates, G4);
-      for (int64_t s = 0; s < Tn; ++s) {
-        const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before
-        if (s > 0)
-          cpu::gemm<T>(false, true, N, G4, H, T(1), out + tp * DH + d * H, Tn * DH, R, H, T(1), gates + t * G4,
-                       Tn * G4);
-        parallel_for(0, N, row_grain(H), [&](int64_t n0, int64_t n1) {
+      // The recurrence couples the steps, never the rows: each thread runs every step for its own
+      // rows of the batch (its recurrent GEMM inline, single-threaded), so the pool is entered once
+      // per pseudo-layer instead of twice per step (at 16 threads those hand-offs were most of it).
+      parallel_for(0, N, rows_per_thread(N), [&](int64_t n0, int64_t n1) {
+        for (int64_t s = 0; s < Tn; ++s) {
+          const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;  // tp: the step before
+          if (s > 0)
+            cpu::gemm<T>(false, true, n1 - n0, G4, H, T(1), out + (n0 * Tn + tp) * DH + d * H, Tn * DH, R, H, T(1),
+                         gates + (n0 * Tn + t) * G4, Tn * G4);
           for (int64_t n = n0; n < n1; ++n) {
             T* g = gates + (n * Tn + t) * G4;
             const T* cp = s > 0 ? cells + (n * Tn + tp) * H : nullptr;
@@ -131,8 +128,8 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
               h[j] = og * tanh_(c[j]);
             }
           }
-        });
-      }
+        }
+      });
       const int64_t last = d == 0 ? Tn - 1 : 0;  // direction 1 ends after t = 0
       for (int64_t n = 0; n < N; ++n) {
         std::copy_n(out + (n * Tn + last) * DH + d * H, H, hn + (pl * N + n) * H);
@@ -184,9 +181,10 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
       else std::fill(dh_rec.begin(), dh_rec.end(), T(0));
       if (dcn) std::copy_n(dcn + pl * N * H, N * H, dc_rec.data());
       else std::fill(dc_rec.begin(), dc_rec.end(), T(0));
-      for (int64_t s = Tn - 1; s >= 0; --s) {
-        const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;
-        parallel_for(0, N, row_grain(H), [&](int64_t n0, int64_t n1) {
+      // As in forward: every step for one thread's rows, the recurrent gradient's GEMM inline.
+      parallel_for(0, N, rows_per_thread(N), [&](int64_t n0, int64_t n1) {
+        for (int64_t s = Tn - 1; s >= 0; --s) {
+          const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;
           for (int64_t n = n0; n < n1; ++n) {
             const int64_t row = n * Tn + t;
             const T* g = gates + row * G4;
@@ -208,24 +206,28 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
               dcr[j] = dc * fg;
             }
           }
-        });
-        // The gradient reaching h of the step before, through R.
-        if (s > 0) cpu::gemm<T>(false, false, N, H, G4, T(1), dg + t * G4, Tn * G4, R, H, T(0), dh_rec.data(), H);
-      }
-      // h_{t-1} next to each step's row (zero for the first step), so dR is one GEMM over all rows.
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t t = 0; t < Tn; ++t) {
-          const int64_t tp = d == 0 ? t - 1 : t + 1;
-          T* hp = hprev.data() + (n * Tn + t) * H;
-          if (tp < 0 || tp >= Tn) std::fill_n(hp, H, T(0));
-          else std::copy_n(out + (n * Tn + tp) * DH + d * H, H, hp);
+          // The gradient reaching h of the step before, through R.
+          if (s > 0)
+            cpu::gemm<T>(false, false, n1 - n0, H, G4, T(1), dg + (n0 * Tn + t) * G4, Tn * G4, R, H, T(0),
+                         dh_rec.data() + n0 * H, H);
         }
+        // h_{t-1} next to each step's row (zero for the first step), so dR is one GEMM over all rows.
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t t = 0; t < Tn; ++t) {
+            const int64_t tp = d == 0 ? t - 1 : t + 1;
+            T* hp = hprev.data() + (n * Tn + t) * H;
+            if (tp < 0 || tp >= Tn) std::fill_n(hp, H, T(0));
+            else std::copy_n(out + (n * Tn + tp) * DH + d * H, H, hp);
+          }
+      });
       cpu::gemm<T>(true, false, G4, in_size, q.nt(), T(1), dg, G4, in, in_size, T(0), dw + o.w, in_size);
       cpu::gemm<T>(true, false, G4, H, q.nt(), T(1), dg, G4, hprev.data(), H, T(0), dw + o.r, H);
       T* db = dw + o.b_w;
-      std::fill_n(db, G4, T(0));
-      for (int64_t r = 0; r < q.nt(); ++r)
-        for (int64_t k = 0; k < G4; ++k) db[k] += dg[r * G4 + k];
+      parallel_for(0, G4, 16, [&](int64_t k0, int64_t k1) {  // columns per thread: the same sums in the same order
+        std::fill(db + k0, db + k1, T(0));
+        for (int64_t r = 0; r < q.nt(); ++r)
+          for (int64_t k = k0; k < k1; ++k) db[k] += dg[r * G4 + k];
+      });
       std::copy_n(db, G4, dw + o.b_r);  // b_W and b_R enter the gates identically
       // Both directions read the same layer input: the second one accumulates.
       cpu::gemm<T>(false, false, q.nt(), in_size, G4, T(1), dg, G4, W, in_size, T(d == 0 ? 0 : 1), d_in, in_size);
