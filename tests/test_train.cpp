@@ -381,6 +381,30 @@ TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
   std::filesystem::remove(trace);
 }
 
+// loupe bench --price-per-hour: a last column in the table and each row's cost per million
+// samples, the price times the timed steps' hours per million samples; without it neither.
+TEST(TrainCpu, BenchPricesEveryRow) {
+  const std::string json = test::temp_path("loupe_bench_price.jsonl").string();
+  auto [rc, out] = run_cli("bench mnist_mlp --device cpu --batch 32 --steps 3 --warmup 1 --price-per-hour 3.6 --json " + json);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("$/M samples"), std::string::npos) << out;
+  std::ifstream f(json);
+  std::string line;
+  ASSERT_TRUE(std::getline(f, line));
+  auto number = [&](const std::string& key) {
+    const size_t at = line.find("\"" + key + "\":");
+    EXPECT_NE(at, std::string::npos) << key << " in " << line;
+    return at == std::string::npos ? -1.0 : std::stod(line.substr(at + key.size() + 3));
+  };
+  const double cost = number("cost_per_million_samples"), secs = number("train_seconds"), n = number("samples");
+  ASSERT_GT(n, 0);
+  EXPECT_NEAR(cost, 3.6 * secs / 3600 * 1e6 / n, 1e-9 * cost) << line;
+  auto [rc2, out2] = run_cli("bench mnist_mlp --device cpu --batch 32 --steps 3 --warmup 1");
+  ASSERT_EQ(rc2, 0) << out2;
+  EXPECT_EQ(out2.find("$/M"), std::string::npos) << out2;
+  std::filesystem::remove(json);
+}
+
 // char_lstm's input is one-hot over the text's distinct characters: a text with more than the
 // documented limit is refused with one sentence naming the file (it once built a dense C x C
 // identity: 14.4 GB for 60,000 characters, then aborted).

@@ -29,24 +29,25 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
 }
 
 
-void print_header() {
-  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", "model", "batch", "prec", "samples/s", "ms/step",
-              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step");
+// cost: a last column, $ per million samples, when a price was given (--price-per-hour).
+void print_header(bool cost) {
+  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", "model", "batch", "prec", "samples/s", "ms/step",
+              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", cost ? "   $/M samples" : "");
 }
 
-void print_row(const instrument::EpochReport& r) {
+void print_row(const instrument::EpochReport& r, bool cost) {
   instrument::Opt ms;
   if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
   instrument::Opt mib;
   if (r.alloc_peak_bytes) mib = *r.alloc_peak_bytes / double(1 << 20);
   // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
-  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s\n", r.model.c_str(), (long long)r.batch,
+  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", r.model.c_str(), (long long)r.batch,
               r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
               fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(mib, "%.0f") + (mib ? " MiB" : "")).c_str(),
               fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
-              step);
+              step, cost ? ("  " + fmt(r.cost_per_million_samples, "%12.4g")).c_str() : "");
   std::fflush(stdout);
 }
 }  // namespace
@@ -130,6 +131,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   mopt.nvml = o.nvml;
   mopt.busy = o.busy;
   mopt.precision = precision_name(prec);
+  mopt.price_per_hour = o.price_per_hour;
   instrument::EpochMonitor monitor(dev, mopt);
   trainer.hooks.monitor = &monitor;
   train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
@@ -161,7 +163,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   std::vector<std::optional<instrument::EpochReport>> best;
   for (int round = 1; round <= rounds; ++round) {
     if (rounds > 1) std::printf("round %d of %d\n", round, rounds);
-    print_header();
+    print_header(o.price_per_hour >= 0);
     size_t slot = 0;
     for (size_t mi = 0; mi < o.models.size(); ++mi) {
       const models::ModelInfo& info = models::find_model(o.models[mi]);
@@ -188,7 +190,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
             continue;
           }
           instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
-          print_row(r);
+          print_row(r, o.price_per_hour >= 0);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
           ++slot;
@@ -200,8 +202,8 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   for (const auto& r : best) reports.push_back(*r);
   if (rounds > 1) {
     std::printf("fastest of %d rounds\n", rounds);
-    print_header();
-    for (const auto& r : reports) print_row(r);
+    print_header(o.price_per_hour >= 0);
+    for (const auto& r : reports) print_row(r, o.price_per_hour >= 0);
   }
   return reports;
 }

@@ -24,6 +24,7 @@ struct BenchOptions {
   bool nvml = true, busy = false, channels_last = false;
   train::GraphMode graph = train::GraphMode::Auto;
   uint64_t seed = 1;
+  double price_per_hour = -1;          // >= 0: each row's cost per million samples at this machine price
 };
 
 // Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on

@@ -24,6 +24,7 @@ BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
   b.channels_last = o.channels_last;
   b.seed = o.seed;
   b.graph = o.graph;
+  b.price_per_hour = o.price_per_hour;
   if (std::string why = train::graph_unsupported(b.graph, b.device); !why.empty()) throw Error(why);
   if (o.threads) set_num_threads(*o.threads);
   return b;

@@ -160,6 +160,7 @@ options:
   "  --seed N            seed of the weights and the synthetic data (default 1)\n" \
   "  --busy              GPU busy time from CUPTI activity records (adds overhead)\n" \
   "  --no-nvml           do not sample NVML (utilisation, memory and power become n/a)\n" \
+  "  --price-per-hour X  the machine's price: adds each row's cost per million samples ($/M samples)\n" \
   "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`)\n"
 
 const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n\n"
@@ -371,7 +372,7 @@ const std::map<std::string, Spec> kSpecs = {
     {"labels", {false, "compare", [](Options& o, const std::string& v) { o.labels = parse_list(v); }}},
     {"plot", {false, "compare", [](Options& o, const std::string& v) { o.plot = v; }}},
     {"profile-steps", {false, "train profile", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
-    {"price-per-hour", {false, "train compare", [](Options& o, const std::string& v) {
+    {"price-per-hour", {false, "train bench sweep compare", [](Options& o, const std::string& v) {
        if (o.command != "compare") {
          o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
          return;
