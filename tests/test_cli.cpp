@@ -74,6 +74,7 @@ TEST(Cli, VersionSaysTheVersionAndTheBuild) {
         << out;
     if (std::string cudnn = LOUPE_BUILD_CUDNN; !cudnn.empty()) EXPECT_NE(out.find(", cuDNN " + cudnn), std::string::npos) << out;
     EXPECT_TRUE(out.find("\nCPU GEMM: OpenBLAS\n") != std::string::npos ||
+                out.find("\nCPU GEMM: oneDNN (float32), OpenBLAS (float64)\n") != std::string::npos ||
                 out.find("\nCPU GEMM: builtin\n") != std::string::npos) << out;
     const std::string dnnl = loupe::cpu::dnnl_version();
     EXPECT_NE(out.find(dnnl.empty() ? "\noneDNN: off (" : "\noneDNN: on (" + dnnl + ")\n"), std::string::npos) << out;

@@ -8,10 +8,16 @@
 // another process made every small GEMM wait for time slices: imdb_bilstm on two cores beside two
 // busy loops ran 20x slower (17.4 s an epoch against 0.8 s with OPENBLAS_NUM_THREADS=1).
 #include <cblas.h>
+#if LOUPE_WITH_DNNL
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <algorithm>
 #include <climits>
 #include <mutex>
+#include <type_traits>
 
 #include "core/thread_pool.h"
 
@@ -33,6 +39,20 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, floa
                const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
+
+#if LOUPE_WITH_DNNL
+// float32 through oneDNN's sgemm where the build has oneDNN: its JIT kernels use the CPU's widest
+// vectors (AVX-512 here), where Debian's OpenBLAS ran its AVX2 kernels on the same VM: 2.0-2.9x
+// single-threaded at the models' shapes (docs/benchmarks.md). oneDNN threads the whole product
+// itself, on the OpenMP threads loupe's ops use, sized to loupe's count; inside a parallel_for
+// (an op calling gemm per item) it runs on the calling thread alone.
+bool dnnl_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const int n = num_threads();
+  if (!omp_in_parallel() && omp_get_max_threads() != n) omp_set_num_threads(n);
+  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
+}
+#endif
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, double alpha,
                const double* A, int lda, const double* B, int ldb, double beta, double* C,
                int ldc) {
@@ -60,6 +80,13 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
+#if LOUPE_WITH_DNNL
+  if constexpr (std::is_same_v<T, float>) {
+    LOUPE_CHECK(dnnl_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), "gemm: oneDNN's sgemm refused ", M,
+                " x ", N, " x ", K);
+    return;
+  }
+#endif
   single_threaded_blas();
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   const int64_t chunks = std::clamp<int64_t>(int64_t(double(M) * double(N) * double(K) / kMinMacsPerThread), 1,
@@ -82,7 +109,11 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const fl
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
 
+#if LOUPE_WITH_DNNL
+const char* gemm_backend_name() { return "oneDNN (float32), OpenBLAS (float64)"; }
+#else
 const char* gemm_backend_name() { return "OpenBLAS"; }
+#endif
 
 bool blas_sgemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
   LOUPE_CHECK(M <= INT_MAX && N <= INT_MAX, "blas_sgemv: ", M, " x ", N, " is past the BLAS's int sizes");
