@@ -13,7 +13,8 @@
 # compare_sample_groups.csv were written by `loupe compare --csv` from hand-written JSONL with
 # invented H100/H200 figures (one group per run; two models per run, as from bench --json).
 # profile_sample.csv is a real `loupe profile cifar10_cnn --counters` on an H100 (2026-11-24),
-# profile_sample_cpu.csv a real CPU run of mnist_mlp.
+# profile_sample_cpu.csv a real CPU run of mnist_mlp. cpu_scaling_sample.csv and cpu_gpu_sample.csv
+# are tools/cpu_study.py's real runs on the GPU host (docs/results/cpu-2026-11-24b).
 set -uo pipefail
 skip_without=0
 if [ "${1:-}" = --skip-without-matplotlib ]; then
