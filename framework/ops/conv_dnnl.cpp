@@ -7,8 +7,6 @@
 #include "ops/conv_cpu.h"
 
 #if LOUPE_WITH_DNNL
-#include <omp.h>
-
 #include <array>
 #include <functional>
 #include <map>
@@ -18,6 +16,7 @@
 #include <optional>
 
 #include "core/thread_pool.h"
+#include "ops/dnnl_threads.h"
 
 namespace loupe::cpu {
 namespace {
@@ -32,17 +31,6 @@ dnnl::engine& engine() {
 dnnl::stream& stream() {
   static dnnl::stream s(engine());
   return s;
-}
-
-// Threads: Debian's oneDNN runs its kernels on OpenMP (libgomp), the same threads loupe's own ops
-// run on in this build (core/thread_pool.cpp). oneDNN sizes its teams by omp_get_max_threads(), so
-// that is set to loupe's count (--threads, LOUPE_NUM_THREADS, set_num_threads) before every call.
-// Per call rather than in set_num_threads because OpenMP's count belongs to the calling thread (a
-// trainer thread other than main would not see it), and it costs a thread-local read when
-// unchanged.
-void match_thread_count() {
-  const int n = num_threads();
-  if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
 // One step of a direction: an internal buffer in oneDNN's layout and the reorder between it and
@@ -212,7 +200,7 @@ bool conv_forward_dnnl(const Tensor& y, const Tensor& x, const Tensor& w, const 
   std::shared_ptr<Entry> e = entry(key_of(0, s, any), [&](Entry& e) { e.fwd.emplace(forward_pd(s, any), s); });
   if (!e) return false;
   std::lock_guard<std::mutex> run(g_run_mutex);
-  match_thread_count();
+  match_dnnl_threads();
   Forward& f = *e->fwd;
   memory& xm = f.x.bind(x);
   memory& wm = f.w.bind(w);
@@ -238,7 +226,7 @@ bool conv_backward_dnnl(const Tensor& gx, const Tensor& gw, const Tensor& x, con
                                    [&](Entry& e) { e.bwd.emplace(make_backward(s, any, need_gx, need_gw)); });
   if (!e) return false;
   std::lock_guard<std::mutex> run(g_run_mutex);
-  match_thread_count();
+  match_dnnl_threads();
   Backward& b = *e->bwd;
   if (need_gx) {
     memory& gym = b.gy_data->bind(gy);

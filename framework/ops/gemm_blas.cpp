@@ -9,9 +9,9 @@
 // busy loops ran 20x slower (17.4 s an epoch against 0.8 s with OPENBLAS_NUM_THREADS=1).
 #include <cblas.h>
 #if LOUPE_WITH_DNNL
-#include <omp.h>
-
 #include <oneapi/dnnl/dnnl.h>
+
+#include "ops/dnnl_threads.h"
 #endif
 
 #include <algorithm>
@@ -44,12 +44,10 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, floa
 // float32 through oneDNN's sgemm where the build has oneDNN: its JIT kernels use the CPU's widest
 // vectors (AVX-512 here), where Debian's OpenBLAS ran its AVX2 kernels on the same VM: 2.0-2.9x
 // single-threaded at the models' shapes (docs/benchmarks.md). oneDNN threads the whole product
-// itself, on the OpenMP threads loupe's ops use, sized to loupe's count; inside a parallel_for
-// (an op calling gemm per item) it runs on the calling thread alone.
+// itself (ops/dnnl_threads.h).
 bool dnnl_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  const int n = num_threads();
-  if (!omp_in_parallel() && omp_get_max_threads() != n) omp_set_num_threads(n);
+  match_dnnl_threads();
   return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
 }
 #endif
