@@ -161,9 +161,10 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   std::printf("\n");
   // One slot per combination that runs, in the order of the first round.
   std::vector<std::optional<instrument::EpochReport>> best;
+  const bool cost = o.price_per_hour >= 0;
   for (int round = 1; round <= rounds; ++round) {
     if (rounds > 1) std::printf("round %d of %d\n", round, rounds);
-    print_header(o.price_per_hour >= 0);
+    print_header(cost);
     size_t slot = 0;
     for (size_t mi = 0; mi < o.models.size(); ++mi) {
       const models::ModelInfo& info = models::find_model(o.models[mi]);
@@ -190,7 +191,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
             continue;
           }
           instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
-          print_row(r, o.price_per_hour >= 0);
+          print_row(r, cost);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
           ++slot;
@@ -202,8 +203,8 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   for (const auto& r : best) reports.push_back(*r);
   if (rounds > 1) {
     std::printf("fastest of %d rounds\n", rounds);
-    print_header(o.price_per_hour >= 0);
-    for (const auto& r : reports) print_row(r, o.price_per_hour >= 0);
+    print_header(cost);
+    for (const auto& r : reports) print_row(r, cost);
   }
   return reports;
 }

@@ -91,12 +91,12 @@ def scaling(a):
 
 def cpu_gpu(a):
     rows = []
-    configs = [("cpu-1t", ["--device", "cpu", "--threads", "1"], 1, "fp32"),
-               ("cpu-all", ["--device", "cpu", "--threads", str(a.all_threads)], a.all_threads, "fp32")]
-    configs += [("gpu", ["--device", "cuda", "--precision", p], "", p) for p in a.gpu_precision]
+    # (configuration, its --prices key, bench arguments, threads, precision)
+    configs = [("cpu-1t", "1t", ["--device", "cpu", "--threads", "1"], 1, "fp32"),
+               ("cpu-all", "all", ["--device", "cpu", "--threads", str(a.all_threads)], a.all_threads, "fp32")]
+    configs += [("gpu", "gpu", ["--device", "cuda", "--precision", p], "", p) for p in a.gpu_precision]
     for model in a.models:
-        for config, args, threads, prec in configs:
-            key = "gpu" if config == "gpu" else {"cpu-1t": "1t", "cpu-all": "all"}[config]
+        for config, key, args, threads, prec in configs:
             price = a.prices.get(key)
             extra = ["--price-per-hour", str(price)] if price is not None else []
             rec, rc = loupe_bench(a, model, a.out, f"{config}-{prec}-{model}", args + extra)

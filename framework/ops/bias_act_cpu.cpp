@@ -32,7 +32,6 @@ T act_bwd(int act, T y, T g) {
   }
 }
 
-
 // The layout [outer, C, inner] walked as rows that share one bias value (inner > 1: a
 // convolution's channel planes) or rows of all C channels (inner == 1: a dense layer), so the
 // inner loops are plain and the activation (a template argument) is not re-chosen per element.

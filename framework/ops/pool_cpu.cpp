@@ -37,13 +37,13 @@ bool tiles(const Pool2dParams& p) {
   return p.kernel_h == p.stride_h && p.kernel_w == p.stride_w && p.pad_h == 0 && p.pad_w == 0;
 }
 
-// One plane's windows; KH, KW fixed at compile time for the common 2x2 and 3x3 windows (0: the
-// runtime kh, kw), which lets the compiler unroll them: the runtime-sized loops cost ~20 cycles an
+// One plane's windows; K x K fixed at compile time for the common 2x2 and 3x3 windows (K = 0: the
+// runtime kh x kw), which lets the compiler unroll them: the runtime-sized loops cost ~20 cycles an
 // output, a few times the memory traffic's time (ops_perf, docs/benchmarks.md).
-template <class T, int KH, int KW>
+template <class T, int K>
 void forward_plane(const T* xp, T* yp, int64_t W, int64_t P, int64_t Q, int64_t kh_rt, int64_t kw_rt,
                    const PoolDropout& d, DropoutMask& keep, uint64_t first, T scale) {
-  const int64_t kh = KH ? KH : kh_rt, kw = KW ? KW : kw_rt;
+  const int64_t kh = K ? K : kh_rt, kw = K ? K : kw_rt;
   for (int64_t i = 0; i < P; ++i) {
     const T* row = xp + i * kh * W;
     for (int64_t j = 0; j < Q; ++j) {
@@ -70,11 +70,11 @@ T from_bits(BitsOf<T> b) {
   return v;
 }
 
-template <class T, int KH, int KW>
+template <class T, int K>
 void backward_plane(const T* xp, const T* gp, T* gxp, int64_t W, int64_t P, int64_t Q, int64_t kh_rt,
                     int64_t kw_rt, const PoolDropout& d, DropoutMask& keep, uint64_t first, T scale) {
   using Bits = BitsOf<T>;
-  const int64_t kh = KH ? KH : kh_rt, kw = KW ? KW : kw_rt;
+  const int64_t kh = K ? K : kh_rt, kw = K ? K : kw_rt;
   for (int64_t i = 0; i < P; ++i) {
     const T* row = xp + i * kh * W;
     T* grow = gxp + i * kh * W;
@@ -101,7 +101,7 @@ void backward_plane(const T* xp, const T* gp, T* gxp, int64_t W, int64_t P, int6
   }
 }
 
-// Calls f.template operator()<KH, KW>() with the window's compile-time size where there is one.
+// Calls f(std::integral_constant<int, K>) with K the window's side for 2x2 and 3x3 windows, else 0.
 template <class F>
 void with_window(const Pool2dParams& p, F&& f) {
   if (p.kernel_h == 2 && p.kernel_w == 2) return f(std::integral_constant<int, 2>{});
@@ -121,7 +121,7 @@ void max_tiled_forward(const Tensor& y, const Tensor& x, const Pool2dParams& p, 
       parallel_for(0, NC, 1, [&](int64_t b, int64_t e) {
         DropoutMask keep(d.rng.seed, d.rng.offset, d.p);
         for (int64_t nc = b; nc < e; ++nc)
-          forward_plane<T, K, K>(xd + nc * H * W, yd + nc * P * Q, W, P, Q, p.kernel_h, p.kernel_w, d, keep,
+          forward_plane<T, K>(xd + nc * H * W, yd + nc * P * Q, W, P, Q, p.kernel_h, p.kernel_w, d, keep,
                                  uint64_t(nc * P * Q), scale);
       });
     });
@@ -145,7 +145,7 @@ void max_tiled_backward(const Tensor& gx, const Tensor& x, const Tensor& gy, con
         for (int64_t nc = b; nc < e; ++nc) {
           T* gxp = gxd + nc * H * W;
           if (edges) std::fill(gxp, gxp + H * W, T(0));  // in cache; the windows overwrite theirs
-          backward_plane<T, K, K>(xd + nc * H * W, gd + nc * P * Q, gxp, W, P, Q, p.kernel_h, p.kernel_w, d, keep,
+          backward_plane<T, K>(xd + nc * H * W, gd + nc * P * Q, gxp, W, P, Q, p.kernel_h, p.kernel_w, d, keep,
                                   uint64_t(nc * P * Q), scale);
         }
       });
