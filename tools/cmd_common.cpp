@@ -13,6 +13,7 @@
 #include "ops/conv_cpu.h"
 #include "ops/gemm_cpu.h"
 #include "tools/commands.h"
+#include "tools/interrupt.h"
 #include "train/comm.h"
 
 namespace loupe::tools {
@@ -98,6 +99,7 @@ int plot(const std::string& name, const std::string& csv, const std::string& png
                 "installed in PREFIX/share/loupe); the table is in %s\n", script.c_str(), csv.c_str());
     return 1;
   }
+  SignalsUnblocked child_takes_ctrl_c;  // the children inherit this thread's signal mask
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";

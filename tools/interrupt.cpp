@@ -1,5 +1,6 @@
 #include "tools/interrupt.h"
 
+#include <pthread.h>
 #include <semaphore.h>
 #include <unistd.h>
 
@@ -39,7 +40,20 @@ extern "C" void on_signal(int sig) {
   if (now - g_first_ns.load() > 1000000000) _exit(128 + sig);
 }
 
+sigset_t interrupt_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// The signal thread: the only one that takes SIGINT and SIGTERM (route_signals_to_one_thread), so
+// the handlers run on its stack. It waits for the first one, then acts as the watchdog.
 void watchdog() {
+  pthread_setname_np(pthread_self(), "loupe-signals");
+  const sigset_t set = interrupt_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   while (sem_wait(&g_wake) != 0) {
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(kGraceSeconds));
@@ -52,12 +66,21 @@ void watchdog() {
 
 }  // namespace
 
+void route_signals_to_one_thread() {
+  static bool routed = false;
+  if (routed) return;
+  routed = true;
+  const sigset_t set = interrupt_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  sem_init(&g_wake, 0, 0);
+  std::thread(watchdog).detach();
+}
+
 void install_interrupt_handlers() {
   static bool installed = false;
   if (installed) return;
   installed = true;
-  sem_init(&g_wake, 0, 0);
-  std::thread(watchdog).detach();
+  route_signals_to_one_thread();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -70,6 +93,15 @@ const std::atomic<bool>& interrupt_requested() { return g_requested; }
 int interrupt_exit_status() {
   const int sig = g_signal.load();
   return 128 + (sig ? sig : SIGINT);
+}
+
+SignalsUnblocked::SignalsUnblocked() {
+  const sigset_t set = interrupt_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+SignalsUnblocked::~SignalsUnblocked() {
+  const sigset_t set = interrupt_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 CriticalSection::CriticalSection() { ++g_critical; }

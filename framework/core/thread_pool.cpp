@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +30,13 @@ using Fn = std::function<void(int64_t, int64_t)>;
 // True on a worker, and on a caller while it runs chunks: a parallel_for from there runs inline,
 // so nested calls neither wait for busy workers (deadlock) nor oversubscribe the cores.
 thread_local bool t_inside = false;
+
+// The pool's threads are named (top -H, gdb, the signal test in test_train.cpp): once per thread.
+void name_worker() {
+  static thread_local bool named = false;
+  if (!named) pthread_setname_np(pthread_self(), "loupe-cpu");
+  named = true;
+}
 
 int initial_threads() {
   if (const std::optional<int64_t> n = knobs::integer("LOUPE_NUM_THREADS")) return int(*n);
@@ -134,6 +143,7 @@ class Pool {
   }
 
   void work() {
+    name_worker();
     t_inside = true;
     for (;;) {
       spin_until([&] { return wake_.load(std::memory_order_relaxed); });
@@ -195,6 +205,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   // still runs once.
 #pragma omp parallel num_threads(threads_now())
   {
+    if (omp_get_thread_num() > 0) name_worker();
     t_inside = true;
     for (int64_t c = omp_get_thread_num(); c < nchunks; c += omp_get_num_threads()) {
       const auto [b, e] = chunk(begin, n, nchunks, c);

@@ -1,5 +1,7 @@
 #include "loader/loader.h"
 
+#include <pthread.h>
+
 #include <chrono>
 
 #include "core/cuda_runtime.h"
@@ -158,6 +160,7 @@ std::vector<int32_t> DataLoader::rank_order(int epoch) const {
 }
 
 void DataLoader::worker_loop() {
+  pthread_setname_np(pthread_self(), "loupe-loader");
   for (;;) {
     int64_t j = next_to_fill_.fetch_add(1);
     if (j >= n_batches_) return;

@@ -36,6 +36,9 @@ pid_t start_rank(const LaunchOptions& o, int local, int world, int port) {
   LOUPE_CHECK(pid >= 0, "cannot start rank ", local, ": fork failed: ", std::strerror(errno));
   if (pid > 0) return pid;
   setpgid(0, 0);  // its own group: the launcher stops a rank and everything it started
+  sigset_t none;  // a rank starts with no signal blocked, whatever the launcher's thread blocks
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   const int rank = o.node_rank * o.procs + local;
   setenv("RANK", std::to_string(rank).c_str(), 1);
   setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
