@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "nn/recurrent.h"
 #include "ops/lstm.h"
+#include "ops/lstm_gates_cpu.h"
 
 using namespace loupe;
 
@@ -267,6 +268,83 @@ TEST(Lstm, ThreadsSplittingTheBatchChangeNothing) {
       {x, w});
   EXPECT_TRUE(g.ok) << g.message;
   set_num_threads(before);
+}
+
+// The float32 gate kernels (ops/lstm_gates_cpu.h), every variant this CPU runs, against the same
+// math in float64: exp over its whole range, then one forward and one backward row with ordinary
+// values, saturating values and (H = 37) a length that leaves a tail after every vector width.
+TEST(LstmGates, EveryVariantMatchesFloat64) {
+  auto variants = lstm_cpu::gate_kernel_variants();
+  ASSERT_FALSE(variants.empty());
+  EXPECT_STREQ(variants.back()->isa, "sse");
+  EXPECT_EQ(&lstm_cpu::gate_kernels(), variants.front());
+  for (const lstm_cpu::GateKernels* k : variants) {
+    SCOPED_TRACE(k->isa);
+    // exp: relative error within 2 ulps where the result is a normal float, clamped beyond.
+    std::vector<float> x, y;
+    for (double v = -87.0; v <= 88.0; v += 0.01) x.push_back(float(v));
+    y.resize(x.size());
+    k->exp(x.data(), y.data(), int64_t(x.size()));
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(y[i] / std::exp(double(x[i])) - 1.0));
+    EXPECT_LT(worst, 2.5e-7);
+    std::vector<float> ends{-1e30f, -1000.f, 1000.f, 1e30f, std::nanf("")}, ends_y(ends.size());
+    k->exp(ends.data(), ends_y.data(), int64_t(ends.size()));
+    EXPECT_LT(ends_y[0], 2e-38f);
+    EXPECT_GT(ends_y[0], 0.f);
+    EXPECT_LT(ends_y[1], 2e-38f);
+    EXPECT_TRUE(std::isfinite(ends_y[2]) && ends_y[2] > 1e38f);
+    EXPECT_TRUE(std::isfinite(ends_y[3]));
+    EXPECT_TRUE(std::isnan(ends_y[4]));
+
+    const int64_t H = 37;
+    std::vector<double> pre = values(4 * H, 31, 6.0), bias = values(4 * H, 32), cp = values(H, 33, 2.0),
+                        dy = values(H, 34), dh = values(H, 35), dc = values(H, 36);
+    pre[0] = 200;  // saturated gates: sigmoid 1 and (nearly) 0, tanh -1
+    pre[size_t(H)] = -200;
+    pre[size_t(2 * H)] = -200;
+    for (bool first : {false, true}) {
+      SCOPED_TRACE(first ? "first step" : "later step");
+      // float64 reference of forward then backward, straight from the equations.
+      std::vector<double> act(size_t(4 * H), 0.0), c(size_t(H), 0.0), h(size_t(H), 0.0), dg(size_t(4 * H), 0.0),
+          dcp(size_t(H), 0.0);
+      for (int64_t j = 0; j < H; ++j) {
+        double i = sigm(pre[size_t(j)] + bias[size_t(j)]), f = sigm(pre[size_t(H + j)] + bias[size_t(H + j)]),
+               u = std::tanh(pre[size_t(2 * H + j)] + bias[size_t(2 * H + j)]),
+               o = sigm(pre[size_t(3 * H + j)] + bias[size_t(3 * H + j)]);
+        double cprev = first ? 0.0 : cp[size_t(j)];
+        act[size_t(j)] = i, act[size_t(H + j)] = f, act[size_t(2 * H + j)] = u, act[size_t(3 * H + j)] = o;
+        c[size_t(j)] = f * cprev + i * u;
+        double tc = std::tanh(c[size_t(j)]);
+        h[size_t(j)] = o * tc;
+        double dhj = dy[size_t(j)] + dh[size_t(j)], dcj = dc[size_t(j)] + dhj * o * (1 - tc * tc);
+        dg[size_t(j)] = dcj * u * i * (1 - i);
+        dg[size_t(H + j)] = dcj * cprev * f * (1 - f);
+        dg[size_t(2 * H + j)] = dcj * i * (1 - u * u);
+        dg[size_t(3 * H + j)] = dhj * tc * o * (1 - o);
+        dcp[size_t(j)] = dcj * f;
+      }
+      auto f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+      std::vector<float> g = f32(pre), b = f32(bias), cpf = f32(cp), cf(size_t(H), 0.f), hf(size_t(H), 0.f);
+      k->forward(g.data(), b.data(), first ? nullptr : cpf.data(), cf.data(), hf.data(), H);
+      auto worst_of = [](const std::vector<float>& got, const std::vector<double>& want) {
+        double m = 0;
+        for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(double(got[i]) - want[i]));
+        return m;
+      };
+      EXPECT_LT(worst_of(g, act), 1e-6);
+      EXPECT_LT(worst_of(cf, c), 1e-6);
+      EXPECT_LT(worst_of(hf, h), 1e-6);
+      EXPECT_EQ(g[0], 1.f);
+      EXPECT_GE(g[size_t(H)], 0.f);  // 1 / (1 + e^88.3): a subnormal, not 0
+      EXPECT_LT(g[size_t(H)], 1e-38f);
+      EXPECT_EQ(g[size_t(2 * H)], -1.f);
+      std::vector<float> dyf = f32(dy), dhf = f32(dh), dcf = f32(dc), dgf(size_t(4 * H), 0.f);
+      k->backward(g.data(), cf.data(), first ? nullptr : cpf.data(), dyf.data(), dhf.data(), dcf.data(), dgf.data(), H);
+      EXPECT_LT(worst_of(dgf, dg), 2e-6);
+      EXPECT_LT(worst_of(dcf, dcp), 2e-6);
+    }
+  }
 }
 
 TEST(Lstm, RejectsBadArguments) {

@@ -15,6 +15,7 @@
 // philox_uniform(seed, offset, l * N*T*D*H + j) >= p, and backward draws them again.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/cpu_util.h"
@@ -23,6 +24,7 @@
 #include "core/thread_pool.h"
 #include "ops/gemm_cpu.h"
 #include "ops/lstm.h"
+#include "ops/lstm_gates_cpu.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -34,6 +36,46 @@ T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
 // only relative accuracy near 0 (absolute error a few ulps of 1), and saturates cleanly at +-1.
 template <class T>
 T tanh_(T a) { return T(2) / (T(1) + std::exp(T(-2) * a)) - T(1); }
+
+// One row of one step's gate math (ops/lstm_gates_cpu.h says what each pointer holds): float32
+// through the vectorised kernels, float64 (the gradient checks) here with std::exp.
+template <class T>
+void gates_forward(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    T ig = sigmoid(g[j] + bias[j]);
+    T fg = sigmoid(g[H + j] + bias[H + j]);
+    T gg = tanh_(g[2 * H + j] + bias[2 * H + j]);
+    T og = sigmoid(g[3 * H + j] + bias[3 * H + j]);
+    g[j] = ig;
+    g[H + j] = fg;
+    g[2 * H + j] = gg;
+    g[3 * H + j] = og;
+    c[j] = (cp ? fg * cp[j] : T(0)) + ig * gg;
+    h[j] = og * tanh_(c[j]);
+  }
+}
+void gates_forward(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H) {
+  lstm_cpu::gate_kernels().forward(g, bias, cp, c, h, H);
+}
+
+template <class T>
+void gates_backward(const T* g, const T* c, const T* cp, const T* dy, const T* dh, T* dc, T* dg, int64_t H) {
+  for (int64_t j = 0; j < H; ++j) {
+    T ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
+    T tc = tanh_(c[j]);
+    T dhj = dy[j] + dh[j];
+    T dcj = dc[j] + dhj * og * (T(1) - tc * tc);
+    dg[j] = dcj * gg * ig * (T(1) - ig);
+    dg[H + j] = (cp ? dcj * cp[j] : T(0)) * fg * (T(1) - fg);
+    dg[2 * H + j] = dcj * ig * (T(1) - gg * gg);
+    dg[3 * H + j] = dhj * tc * og * (T(1) - og);
+    dc[j] = dcj * fg;
+  }
+}
+void gates_backward(const float* g, const float* c, const float* cp, const float* dy, const float* dh, float* dc,
+                    float* dg, int64_t H) {
+  lstm_cpu::gate_kernels().backward(g, c, cp, dy, dh, dc, dg, H);
+}
 
 // Sizes of one call and where each piece lies in `saved` (training) or in a smaller scratch
 // buffer (inference: one pseudo-layer's gates and cells, reused, and ping-ponged layer outputs).
@@ -110,24 +152,9 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
           if (s > 0)
             cpu::gemm<T>(false, true, n1 - n0, G4, H, T(1), out + (n0 * Tn + tp) * DH + d * H, Tn * DH, R, H, T(1),
                          gates + (n0 * Tn + t) * G4, Tn * G4);
-          for (int64_t n = n0; n < n1; ++n) {
-            T* g = gates + (n * Tn + t) * G4;
-            const T* cp = s > 0 ? cells + (n * Tn + tp) * H : nullptr;
-            T* c = cells + (n * Tn + t) * H;
-            T* h = out + (n * Tn + t) * DH + d * H;
-            for (int64_t j = 0; j < H; ++j) {
-              T ig = sigmoid(g[j] + bias[size_t(j)]);
-              T fg = sigmoid(g[H + j] + bias[size_t(H + j)]);
-              T gg = tanh_(g[2 * H + j] + bias[size_t(2 * H + j)]);
-              T og = sigmoid(g[3 * H + j] + bias[size_t(3 * H + j)]);
-              g[j] = ig;
-              g[H + j] = fg;
-              g[2 * H + j] = gg;
-              g[3 * H + j] = og;
-              c[j] = (cp ? fg * cp[j] : T(0)) + ig * gg;
-              h[j] = og * tanh_(c[j]);
-            }
-          }
+          for (int64_t n = n0; n < n1; ++n)
+            gates_forward(gates + (n * Tn + t) * G4, bias.data(), s > 0 ? cells + (n * Tn + tp) * H : nullptr,
+                          cells + (n * Tn + t) * H, out + (n * Tn + t) * DH + d * H, H);
         }
       });
       const int64_t last = d == 0 ? Tn - 1 : 0;  // direction 1 ends after t = 0
@@ -158,7 +185,8 @@ template <class T>
 void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, const T* y, const T* saved,
                    const T* dy, const T* dhn, const T* dcn, T* dx, T* dw, uint64_t seed, uint64_t offset) {
   const int64_t N = q.N, Tn = q.T, H = q.H, D = q.D, DH = D * H, G4 = 4 * H;
-  std::vector<T> dgates(size_t(q.nt() * G4)), hprev(size_t(q.nt() * H));
+  // Every element is written before it is read: left uninitialised (zeroing them cost ~3 % of a step).
+  std::unique_ptr<T[]> dgates(new T[size_t(q.nt() * G4)]), hprev(new T[size_t(q.nt() * H)]);
   std::vector<T> dh_rec(size_t(N * H)), dc_rec(size_t(N * H));
   // Gradients of the layer outputs and inputs between layers (ping-pong).
   std::vector<T> grad_a(q.L > 1 ? size_t(q.layer_out()) : 0), grad_b(grad_a.size());
@@ -176,7 +204,7 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
       const T* R = w + o.r;
       const T* gates = saved + q.gates(pl);
       const T* cells = saved + q.cells(pl);
-      T* dg = dgates.data();
+      T* dg = dgates.get();
       if (dhn) std::copy_n(dhn + pl * N * H, N * H, dh_rec.data());
       else std::fill(dh_rec.begin(), dh_rec.end(), T(0));
       if (dcn) std::copy_n(dcn + pl * N * H, N * H, dc_rec.data());
@@ -187,24 +215,8 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
           const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;
           for (int64_t n = n0; n < n1; ++n) {
             const int64_t row = n * Tn + t;
-            const T* g = gates + row * G4;
-            const T* c = cells + row * H;
-            const T* cp = s > 0 ? cells + (n * Tn + tp) * H : nullptr;
-            const T* dyo = d_out + row * DH + d * H;
-            T* dhr = dh_rec.data() + n * H;
-            T* dcr = dc_rec.data() + n * H;
-            T* dgr = dg + row * G4;
-            for (int64_t j = 0; j < H; ++j) {
-              T ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
-              T tc = tanh_(c[j]);
-              T dh = dyo[j] + dhr[j];
-              T dc = dcr[j] + dh * og * (T(1) - tc * tc);
-              dgr[j] = dc * gg * ig * (T(1) - ig);
-              dgr[H + j] = (cp ? dc * cp[j] : T(0)) * fg * (T(1) - fg);
-              dgr[2 * H + j] = dc * ig * (T(1) - gg * gg);
-              dgr[3 * H + j] = dh * tc * og * (T(1) - og);
-              dcr[j] = dc * fg;
-            }
+            gates_backward(gates + row * G4, cells + row * H, s > 0 ? cells + (n * Tn + tp) * H : nullptr,
+                           d_out + row * DH + d * H, dh_rec.data() + n * H, dc_rec.data() + n * H, dg + row * G4, H);
           }
           // The gradient reaching h of the step before, through R.
           if (s > 0)
@@ -215,13 +227,13 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t t = 0; t < Tn; ++t) {
             const int64_t tp = d == 0 ? t - 1 : t + 1;
-            T* hp = hprev.data() + (n * Tn + t) * H;
+            T* hp = hprev.get() + (n * Tn + t) * H;
             if (tp < 0 || tp >= Tn) std::fill_n(hp, H, T(0));
             else std::copy_n(out + (n * Tn + tp) * DH + d * H, H, hp);
           }
       });
       cpu::gemm<T>(true, false, G4, in_size, q.nt(), T(1), dg, G4, in, in_size, T(0), dw + o.w, in_size);
-      cpu::gemm<T>(true, false, G4, H, q.nt(), T(1), dg, G4, hprev.data(), H, T(0), dw + o.r, H);
+      cpu::gemm<T>(true, false, G4, H, q.nt(), T(1), dg, G4, hprev.get(), H, T(0), dw + o.r, H);
       T* db = dw + o.b_w;
       parallel_for(0, G4, 16, [&](int64_t k0, int64_t k1) {  // columns per thread: the same sums in the same order
         std::fill(db + k0, db + k1, T(0));
