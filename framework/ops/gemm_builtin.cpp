@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_util.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/gemm_cpu.h"
@@ -140,7 +141,7 @@ std::atomic<bool> g_allow_avx2{true};
 
 template <class T>
 void run_tiles(Problem<T> pb) {
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has_avx2 = has_avx2_fma();
   const bool avx2 = has_avx2 && g_allow_avx2.load(std::memory_order_relaxed);
   const int64_t tiles = plan_tiles(pb);
   std::atomic<int64_t> next{0};

@@ -14,7 +14,6 @@
 // Dropout masks are not stored: like the dropout op, element j of layer l's output is kept when
 // philox_uniform(seed, offset, l * N*T*D*H + j) >= p, and backward draws them again.
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -29,53 +28,6 @@
 
 namespace loupe {
 namespace {
-
-template <class T>
-T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
-// Through exp: glibc's tanhf (via expm1f) took about a quarter of a CPU training step; this loses
-// only relative accuracy near 0 (absolute error a few ulps of 1), and saturates cleanly at +-1.
-template <class T>
-T tanh_(T a) { return T(2) / (T(1) + std::exp(T(-2) * a)) - T(1); }
-
-// One row of one step's gate math (ops/lstm_gates_cpu.h says what each pointer holds): float32
-// through the vectorised kernels, float64 (the gradient checks) here with std::exp.
-template <class T>
-void gates_forward(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H) {
-  for (int64_t j = 0; j < H; ++j) {
-    T ig = sigmoid(g[j] + bias[j]);
-    T fg = sigmoid(g[H + j] + bias[H + j]);
-    T gg = tanh_(g[2 * H + j] + bias[2 * H + j]);
-    T og = sigmoid(g[3 * H + j] + bias[3 * H + j]);
-    g[j] = ig;
-    g[H + j] = fg;
-    g[2 * H + j] = gg;
-    g[3 * H + j] = og;
-    c[j] = (cp ? fg * cp[j] : T(0)) + ig * gg;
-    h[j] = og * tanh_(c[j]);
-  }
-}
-void gates_forward(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H) {
-  lstm_cpu::gate_kernels().forward(g, bias, cp, c, h, H);
-}
-
-template <class T>
-void gates_backward(const T* g, const T* c, const T* cp, const T* dy, const T* dh, T* dc, T* dg, int64_t H) {
-  for (int64_t j = 0; j < H; ++j) {
-    T ig = g[j], fg = g[H + j], gg = g[2 * H + j], og = g[3 * H + j];
-    T tc = tanh_(c[j]);
-    T dhj = dy[j] + dh[j];
-    T dcj = dc[j] + dhj * og * (T(1) - tc * tc);
-    dg[j] = dcj * gg * ig * (T(1) - ig);
-    dg[H + j] = (cp ? dcj * cp[j] : T(0)) * fg * (T(1) - fg);
-    dg[2 * H + j] = dcj * ig * (T(1) - gg * gg);
-    dg[3 * H + j] = dhj * tc * og * (T(1) - og);
-    dc[j] = dcj * fg;
-  }
-}
-void gates_backward(const float* g, const float* c, const float* cp, const float* dy, const float* dh, float* dc,
-                    float* dg, int64_t H) {
-  lstm_cpu::gate_kernels().backward(g, c, cp, dy, dh, dc, dg, H);
-}
 
 // Sizes of one call and where each piece lies in `saved` (training) or in a smaller scratch
 // buffer (inference: one pseudo-layer's gates and cells, reused, and ping-ponged layer outputs).
@@ -153,7 +105,7 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
             cpu::gemm<T>(false, true, n1 - n0, G4, H, T(1), out + (n0 * Tn + tp) * DH + d * H, Tn * DH, R, H, T(1),
                          gates + (n0 * Tn + t) * G4, Tn * G4);
           for (int64_t n = n0; n < n1; ++n)
-            gates_forward(gates + (n * Tn + t) * G4, bias.data(), s > 0 ? cells + (n * Tn + tp) * H : nullptr,
+            lstm_cpu::gates_forward(gates + (n * Tn + t) * G4, bias.data(), s > 0 ? cells + (n * Tn + tp) * H : nullptr,
                           cells + (n * Tn + t) * H, out + (n * Tn + t) * DH + d * H, H);
         }
       });
@@ -215,7 +167,7 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
           const int64_t t = d == 0 ? s : Tn - 1 - s, tp = d == 0 ? t - 1 : t + 1;
           for (int64_t n = n0; n < n1; ++n) {
             const int64_t row = n * Tn + t;
-            gates_backward(gates + row * G4, cells + row * H, s > 0 ? cells + (n * Tn + tp) * H : nullptr,
+            lstm_cpu::gates_backward(gates + row * G4, cells + row * H, s > 0 ? cells + (n * Tn + tp) * H : nullptr,
                            d_out + row * DH + d * H, dh_rec.data() + n * H, dc_rec.data() + n * H, dg + row * G4, H);
           }
           // The gradient reaching h of the step before, through R.

@@ -1,4 +1,4 @@
-// The CPU LSTM's gate math in float32, vectorised: one row (H units) of one time step at a time.
+// The CPU LSTM's gate math, one row (H units) of one time step at a time; float32 vectorised.
 // At one thread this elementwise work took about 40 % of imdb_bilstm's and char_lstm's training
 // step through glibc's scalar expf (perf, docs/benchmarks.md); here exp is a polynomial the
 // compiler vectorises, compiled for SSE (the x86-64-v2 baseline), AVX2 + FMA and AVX-512, the
@@ -27,5 +27,18 @@ struct GateKernels {
 const GateKernels& gate_kernels();
 // Every variant this CPU runs, widest first (tests compare each with a float64 reference).
 std::vector<const GateKernels*> gate_kernel_variants();
+
+// One row of one step, as GateKernels' forward and backward say: float32 through the widest
+// variant, float64 (the gradient checks) through the same equations with std::exp.
+inline void gates_forward(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H) {
+  gate_kernels().forward(g, bias, cp, c, h, H);
+}
+inline void gates_backward(const float* g, const float* c, const float* cp, const float* dy, const float* dh,
+                           float* dc, float* dg, int64_t H) {
+  gate_kernels().backward(g, c, cp, dy, dh, dc, dg, H);
+}
+void gates_forward(double* g, const double* bias, const double* cp, double* c, double* h, int64_t H);
+void gates_backward(const double* g, const double* c, const double* cp, const double* dy, const double* dh,
+                    double* dc, double* dg, int64_t H);
 
 }  // namespace loupe::lstm_cpu
