@@ -6,6 +6,7 @@
 // for identical weights across ranks (LOUPE_DDP_CHECK); a world of one must match exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "core/cuda_runtime.h"
 #include "loupe.h"
+#include "loader/sampler.h"
 #include "nn/layers.h"
 #include "optim/optimizer.h"
 #include "train/comm.h"
@@ -218,6 +220,78 @@ TEST(TrainerShard, AnEpochIsOneRanksPartOfEachGlobalStep) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fewer than one global step"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+// The first layer of a model that notes which samples it was fed: the data set below carries each
+// sample's index in its first feature, so every training step's batch is read back as indices.
+struct Witness : nn::Module {
+  std::vector<std::vector<int>> steps;  // per forward call, the sample indices of its rows
+  Tensor forward(const Tensor& x) override {
+    std::vector<float> v = x.to_vector<float>();
+    const int64_t rows = x.size(0), cols = x.numel() / rows;
+    std::vector<int>& seen = steps.emplace_back();
+    for (int64_t r = 0; r < rows; ++r) seen.push_back(int(std::lround(v[size_t(r * cols)])));
+    return x;
+  }
+  std::string type_name() const override { return "Witness"; }
+};
+
+// The indices each step of one epoch fed rank `rank` of `world` at per-rank batch `batch`.
+std::vector<std::vector<int>> samples_trained(int rank, int world, int64_t n, int64_t batch, int epoch) {
+  manual_seed(1);
+  auto witness = std::make_shared<Witness>();
+  auto m = std::make_shared<nn::Sequential>();
+  m->add("witness", witness);
+  m->add("fc", std::make_shared<nn::Linear>(4, 10));
+  m->to(kCPU);
+  optim::SGD opt(m->arena(), 0.01);
+  Recorder rec;
+  rec.r = rank;
+  rec.w = world;
+  rec.arena = &m->arena().grads();
+  train::TrainerOptions o;
+  if (world > 1) o.comm = &rec;
+  train::Trainer t(*m, opt, kCPU, o);
+  std::vector<float> x(static_cast<size_t>(n * 4), 0.f);
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[size_t(i * 4)] = float(i), y[size_t(i)] = int32_t(i % 10);
+  train::TensorDataset d{from_vector(x, Shape{n, 4}), from_vector(y, Shape{n}), 1.0};
+  t.train_epoch(d, batch, 1, epoch);
+  return witness->steps;
+}
+}  // namespace
+
+// Which samples: rank r's step s is the `batch` entries from (s*W + r)*batch of the epoch's order
+// (loader/sampler.h), the ranks' parts are disjoint, and W ranks at batch b together see exactly the
+// batches one process sees at W*b. (A trainer that gave every rank rank 0's part, or one rank's
+// part twice, passed the count checks above.)
+TEST(TrainerShard, EachRankTrainsOnItsOwnPartOfTheGlobalStep) {
+  const int64_t n = 100, b = 8;
+  const int epoch = 3;
+  const std::vector<int32_t> order = loader::epoch_permutation(n, 1, epoch);
+  std::vector<std::vector<int>> ranks[2] = {samples_trained(0, 2, n, b, epoch), samples_trained(1, 2, n, b, epoch)};
+  std::vector<int> all;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(ranks[r].size(), 6u) << "rank " << r;
+    for (size_t s = 0; s < 6; ++s) {
+      const std::vector<int> want(order.begin() + (s * 2 + r) * b, order.begin() + (s * 2 + r + 1) * b);
+      EXPECT_EQ(ranks[r][s], want) << "rank " << r << ", global step " << s;
+      all.insert(all.end(), ranks[r][s].begin(), ranks[r][s].end());
+    }
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "a sample trained on two ranks";
+  EXPECT_EQ(all.size(), 96u);
+  // One process at batch 16: global step s is rank 0's part, then rank 1's.
+  std::vector<std::vector<int>> one = samples_trained(0, 1, n, 2 * b, epoch);
+  ASSERT_EQ(one.size(), 7u) << "96 samples in 6 steps and the last 4 in a partial one";
+  for (size_t s = 0; s < 6; ++s) {
+    std::vector<int> both = ranks[0][s];
+    both.insert(both.end(), ranks[1][s].begin(), ranks[1][s].end());
+    EXPECT_EQ(one[s], both) << "global step " << s;
+  }
+  EXPECT_EQ(one[6], std::vector<int>(order.begin() + 96, order.end()));
 }
 
 // ---- real ranks on GPUs ------------------------------------------------------------------------

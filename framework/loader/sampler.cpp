@@ -33,10 +33,15 @@ int64_t shard_steps(int64_t n, int64_t batch, Shard s) {
   return n / (int64_t(s.world) * batch);
 }
 
+int64_t shard_offset(int64_t step, int64_t batch, Shard s) {
+  check(s);
+  return (step * s.world + s.rank) * batch;
+}
+
 std::vector<int32_t> shard_batch(const std::vector<int32_t>& order, int64_t step, int64_t batch, Shard s) {
   const int64_t steps = shard_steps(int64_t(order.size()), batch, s);
   LOUPE_CHECK(step >= 0 && step < steps, "global step ", step, " of an epoch of ", steps, " steps");
-  const int64_t first = (step * s.world + s.rank) * batch;
+  const int64_t first = shard_offset(step, batch, s);
   return std::vector<int32_t>(order.begin() + first, order.begin() + first + batch);
 }
 

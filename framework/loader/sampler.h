@@ -22,6 +22,11 @@ struct Shard {
 // because a partial step would give the ranks different batch sizes and a different mean.
 int64_t shard_steps(int64_t n, int64_t batch, Shard s);
 
+// Where rank s.rank's part of global step `step` starts in the epoch's order: (step*world + rank)
+// * batch. The one place this arithmetic lives: the loader (shard_batch) and the trainer's
+// resident-data path both call it.
+int64_t shard_offset(int64_t step, int64_t batch, Shard s);
+
 // Rank s.rank's indices for global step `step` (< shard_steps) from the epoch's order.
 std::vector<int32_t> shard_batch(const std::vector<int32_t>& order, int64_t step, int64_t batch, Shard s);
 

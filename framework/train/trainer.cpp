@@ -141,22 +141,21 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   // The order is uploaded once per epoch, not per step.
   Tensor perm = from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
   LOUPE_CHECK(!cycle || max_steps >= 0, "cycling through the data needs a step count");
-  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps, shard_), start = 0;
-  // Data parallelism: global step s is [s*W*b, (s+1)*W*b) of the order and this rank's part the
-  // b from r*b of it; the tail short of a whole global step is dropped (loader/sampler.h).
-  const int64_t stride = batch * shard_.world,
-                n_used = shard_.world > 1 ? loader::shard_steps(n, batch, shard_) * stride : n;
-  LOUPE_CHECK(n_used > 0, "the data set has ", n, " samples, fewer than one global step of ", shard_.world, " ranks x ",
+  int64_t total = cycle ? max_steps : epoch_steps(n, batch, max_steps, shard_), step = 0;
+  // Data parallelism: this rank's part of each global step, where loader/sampler.h's shard_offset
+  // puts it (the loader's path takes the same); the tail short of a whole global step is dropped.
+  // One process keeps the last, partial batch.
+  const int64_t steps = shard_.world > 1 ? loader::shard_steps(n, batch, shard_) : (n + batch - 1) / batch,
+                n_used = shard_.world > 1 ? steps * batch * shard_.world : n;
+  LOUPE_CHECK(steps > 0, "the data set has ", n, " samples, fewer than one global step of ", shard_.world, " ranks x ",
               batch, ": a smaller --batch or fewer GPUs");
   Source src;
   src.next = [&](std::vector<Tensor>& raw, int64_t& b) {
-    if (start >= n_used && cycle) start = 0;
-    if (start >= n_used) return false;
-    const int64_t first = start + int64_t(shard_.rank) * batch;
-    int64_t end = std::min(n_used, first + batch);
+    if (step >= steps && cycle) step = 0;
+    if (step >= steps) return false;
+    const int64_t first = loader::shard_offset(step++, batch, shard_), end = std::min(n_used, first + batch);
     raw = {slice(perm, 0, first, end)};
     b = end - first;
-    start += stride;
     return true;
   };
   src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) { gather(data, raw[0], x, y); };
