@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/cuda_runtime.h"
 #include "loupe.h"
@@ -50,18 +51,35 @@ TEST(CommRank, AllReduceAndBroadcast) {
   ASSERT_TRUE(comm) << why;
   const int r = comm->rank(), w = comm->world();
   ASSERT_EQ(w, std::atoi(std::getenv("WORLD_SIZE")));
-  // Rank r holds r + 1: the sum is w(w+1)/2 everywhere, the average (w+1)/2; a large tensor too
-  // (NCCL splits it into chunks).
-  Tensor t = full(Shape{1 << 20}, double(r + 1), DType::f32, kCUDA);
-  comm->all_reduce(t, train::ReduceOp::Sum);
-  std::vector<float> v = t.to_vector<float>();
-  EXPECT_EQ(v.front(), float(w * (w + 1) / 2));
-  EXPECT_EQ(v.back(), float(w * (w + 1) / 2));
-  Tensor a = full(Shape{7}, double(r + 1), DType::f32, kCUDA);
-  comm->all_reduce(a, train::ReduceOp::Avg);
-  EXPECT_EQ(a.to_vector<float>()[3], float(w + 1) / 2);
-  Tensor b = full(Shape{5}, r == 0 ? 42.0 : -1.0, DType::f32, kCUDA);
-  comm->broadcast(b, 0);
-  EXPECT_EQ(b.to_vector<float>()[4], 42.0f);
+  // Element i of rank r holds (i % 251 + 1) * (r + 1): the sum is (i % 251 + 1) * w(w+1)/2 and the
+  // average (i % 251 + 1) * (w+1)/2, exact in float32. Every element is checked: a large tensor is
+  // split into chunks (and across channels) by NCCL, and a wrong offset or a dropped chunk shows
+  // only there. Each rank's values differ per element, so a copy of one rank's input fails too.
+  auto per_element = [&](int64_t n, double rank_factor) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float((i % 251 + 1) * rank_factor);
+    return v;
+  };
+  auto expect_all = [](const Tensor& t, const std::vector<float>& want, const char* what) {
+    const std::vector<float> got = t.to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    int64_t bad = 0, first = -1;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != want[i] && bad++ == 0) first = int64_t(i);
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements wrong, the first at " << first
+                      << " (" << (first >= 0 ? got[size_t(first)] : 0.f) << ", want "
+                      << (first >= 0 ? want[size_t(first)] : 0.f) << ")";
+  };
+  for (int64_t n : {int64_t(1) << 20, int64_t(7), int64_t(1000003)}) {
+    Tensor t = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
+    comm->all_reduce(t, train::ReduceOp::Sum);
+    expect_all(t, per_element(n, w * (w + 1) / 2.0), "sum");
+    Tensor a = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
+    comm->all_reduce(a, train::ReduceOp::Avg);
+    expect_all(a, per_element(n, (w + 1) / 2.0), "average");
+    Tensor b = to(from_vector(per_element(n, r == 0 ? 1 : -(r + 1)), Shape{n}), kCUDA);
+    comm->broadcast(b, 0);
+    expect_all(b, per_element(n, 1), "broadcast from rank 0");
+  }
   EXPECT_EQ(comm->async_error(), "");
 }

@@ -13,6 +13,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "loupe.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/chrome_trace.h"
 #include "instrument/intervals.h"
@@ -56,43 +57,60 @@ TEST(UnionLength, LargeTimestamps) {
   EXPECT_EQ(union_length({{t, t + 1000}, {t + 500, t + 3000}, {t + 5000, t + 5001}}, t + 100, t + 6000), 2901u);
 }
 
-// CPU-only build: no factory, nullptr and a reason. CUDA build without a GPU: CUPTI fails in the
-// factory's probe (nullptr and a reason) or in start() (a loupe::Error). With a GPU: it works.
-TEST(BusyTracker, FactoryFailsCleanlyOrWorks) {
+// Without a GPU the tracker says why it cannot measure: a CPU-only build has no factory (nullptr
+// and the reason); a CUDA build's CUPTI fails in the factory's probe (nullptr and a reason) or in
+// start() (a loupe::Error). BusyTrackerGpu.* covers a machine with a GPU.
+TEST(BusyTracker, WithoutAGpuSaysWhy) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is here: BusyTrackerGpu.MeasuresTheKernelsItRan covers it";
   std::string why;
   std::unique_ptr<BusyTracker> t = make_busy_tracker(&why);
   if (!t) {
     EXPECT_FALSE(why.empty());
-    std::printf("  no busy tracker here: %s\n", why.c_str());
+    if (cuda_runtime() == nullptr) EXPECT_NE(why.find("without CUDA"), std::string::npos) << why;
     return;
   }
+  EXPECT_NE(cuda_runtime(), nullptr) << "a tracker from a CPU-only build";
+  try {
+    t->start();
+    ADD_FAILURE() << "start() worked without a GPU";
+  } catch (const Error& e) {
+    EXPECT_STRNE(e.what(), "");
+  }
+}
+
+// With a GPU: the tracker sees the kernels it ran. Busy time after real work is positive and no
+// longer than the window, the records name a kernel, and one tracker lives at a time (CUPTI's
+// buffers are process-wide). A tracker that measured nothing used to pass here.
+TEST(BusyTrackerGpu, MeasuresTheKernelsItRan) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  std::string why;
+  std::unique_ptr<BusyTracker> t = make_busy_tracker(&why);
+  ASSERT_TRUE(t) << why;
   std::string why2;
   EXPECT_EQ(make_busy_tracker(&why2), nullptr) << "CUPTI's buffers are process-wide: one tracker at a time";
   EXPECT_FALSE(why2.empty());
-  // Without a GPU, start() may refuse (a loupe::Error saying why); with one, it must work (the
-  // error used to be caught and printed on any machine, so a GPU whose tracker failed passed).
-  if (!cuda_available()) {
-    try {
-      t->start();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()), "");
-      std::printf("  no GPU, and the busy tracker said so: %s\n", e.what());
-      return;
-    }
-  } else {
-    t->start();
-  }
-  uint64_t t0 = t->now_ns();
+  t->start();
+  Tensor a = to(full(Shape{1024, 1024}, 0.5, DType::f32), kCUDA);
+  (void)matmul(a, a).to_vector<float>();  // warm-up: cuBLAS's handle and first launch outside the window
+  const uint64_t t0 = t->now_ns();
+  Tensor c = a;
+  for (int i = 0; i < 8; ++i) c = matmul(c, a);
+  const std::vector<float> v = c.to_vector<float>();  // waits for the kernels
+  const uint64_t t1 = t->now_ns();
   t->flush();
-  uint64_t t1 = t->now_ns();
-  EXPECT_LE(t0, t1);
-  EXPECT_LE(t->busy_ns(t0, t1), t1 - t0);
+  const uint64_t busy = t->busy_ns(t0, t1);
+  EXPECT_GT(busy, 0u) << "8 GEMMs of 1024^3 ran in the window";
+  EXPECT_LE(busy, t1 - t0);
+  bool kernel = false;
+  for (const ActivityRecord& r : t->records(t0, t1)) kernel = kernel || (r.kind == 0 && !r.name.empty());
+  EXPECT_TRUE(kernel) << "no kernel record in the window";
+  EXPECT_EQ(t->dropped_records(), 0u);
   t->stop();
   t->discard_before(t1);
+  EXPECT_EQ(t->busy_ns(t0, t1), 0u) << "records ending before t1 were discarded";
   t.reset();
   std::string why3;
-  std::unique_ptr<BusyTracker> again = make_busy_tracker(&why3);  // the slot is free again
-  EXPECT_TRUE(again || !why3.empty());
+  EXPECT_TRUE(make_busy_tracker(&why3)) << "the slot is free again: " << why3;
 }
 
 // Without a place for the reason, the factory gives the same answer (it used to assert nothing).

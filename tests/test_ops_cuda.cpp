@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "core/flops.h"
 #include "op_cases.h"
@@ -169,6 +172,34 @@ TEST(CudaPrecision, Tf32ConvAndGemmCloseToFp32) {
 // small shapes and the reference models' sizes (imdb_bilstm: 128 -> 64 bidirectional; char_lstm:
 // 57 -> 128). The algorithm and layout are those timed fastest, or forced by LOUPE_LSTM_ALGO and
 // LOUPE_LSTM_LAYOUT (CTest runs this once per forced choice, see tests/CMakeLists.txt).
+// What LOUPE_LSTM_ALGO and LOUPE_LSTM_LAYOUT force (CTest runs the LSTM parity once per choice)
+// is what ran: every plan the process made (ops/lstm.h's lstm_cuda_plans). Without the check a
+// choice that was silently ignored, or refused and replaced, passed its test under the other's name.
+namespace {
+void expect_forced_plans() {
+  const std::vector<std::string> plans = lstm_cuda_plans();
+  ASSERT_FALSE(plans.empty()) << "no CUDA LSTM was planned";
+  const char* algo = std::getenv("LOUPE_LSTM_ALGO");
+  const char* layout = std::getenv("LOUPE_LSTM_LAYOUT");
+  std::string all;
+  for (const std::string& p : plans) all += " [" + p + "]";
+  std::printf("lstm plans:%s\n", all.c_str());
+  bool eight = false;
+  for (const std::string& p : plans) {
+    const std::string a = p.substr(0, p.find(' ')), l = p.substr(p.find(' ') + 1);
+    eight = eight || a == "loupe8";
+    if (algo) {
+      const std::string want = algo;
+      if (want == "loupe" || want == "loupe8") EXPECT_TRUE(a == "loupe16" || a == "loupe8") << p;
+      else EXPECT_EQ(a, want) << p;
+    }
+    if (layout) EXPECT_EQ(l, layout) << p;
+  }
+  // loupe8 falls back to 16 rows only where 8 cannot run (hidden size 16): the other shapes take 8.
+  if (algo && std::string(algo) == "loupe8") EXPECT_TRUE(eight) << "loupe8 forced, no plan of 8 rows:" << all;
+}
+}  // namespace
+
 TEST(CudaLstm, CudnnMatchesCpu) {
   REQUIRE_GPU();
   // input size, hidden size, layers, bidirectional
@@ -216,6 +247,7 @@ TEST(CudaLstm, CudnnMatchesCpu) {
       EXPECT_LE(e_gpu, std::max(20 * e_cpu, 3e-5)) << what[k] << ": cuDNN far less accurate than float32 on the CPU";
     }
   }
+  expect_forced_plans();
 }
 
 // The LSTM in float16 and bfloat16 against float64 on the CPU: outputs, final states and both
@@ -270,16 +302,7 @@ TEST(CudaLstm, HalfMatchesCpu) {
       }
     }
   }
-}
-
-TEST(CudaDropout, SameMaskAsCpu) {
-  REQUIRE_GPU();
-  Tensor x = ones(Shape{1001});
-  manual_seed(9);
-  std::vector<float> a = dropout(x, 0.5, true).to_vector<float>();
-  manual_seed(9);
-  std::vector<float> b = dropout(to(x, kCUDA), 0.5, true).to_vector<float>();
-  EXPECT_EQ(a, b);
+  expect_forced_plans();
 }
 
 // The fused epilogue gives the separate ops' output and input gradient bit for bit, in every

@@ -1,5 +1,7 @@
 #include "ops/lstm.h"
 
+#include <mutex>
+
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
@@ -8,6 +10,24 @@
 #include "ops/view.h"
 
 namespace loupe {
+
+namespace {
+std::mutex g_plans_mutex;
+std::vector<std::string>& plans() {
+  static std::vector<std::string> p;
+  return p;
+}
+}  // namespace
+
+std::vector<std::string> lstm_cuda_plans() {
+  std::lock_guard<std::mutex> l(g_plans_mutex);
+  return plans();
+}
+
+void note_lstm_cuda_plan(const std::string& plan) {
+  std::lock_guard<std::mutex> l(g_plans_mutex);
+  plans().push_back(plan);
+}
 
 int64_t lstm_weight_count(const LstmParams& p) {
   int64_t n = 0;

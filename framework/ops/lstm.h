@@ -19,6 +19,8 @@
 // parameter count is 4H more per pseudo-layer than Keras reports.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -51,6 +53,14 @@ struct LstmResult {
 // (and c). With dropout > 0 and training, masks come from the global generator on the CPU and
 // from cuDNN's dropout on the GPU (so the two backends agree only without dropout).
 LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool training);
+
+// How the CUDA LSTM runs each problem it has planned, in the order planned: "standard batch",
+// "small_h seq", "loupe16 seq", ... (the algorithm: cuDNN's standard, small_h, static, dynamic, or
+// loupe's persistent kernels with 16 or 8 rows a block; then the layout x reaches it in). Empty on
+// the CPU. The tests that force a choice (LOUPE_LSTM_ALGO, LOUPE_LSTM_LAYOUT) read it to check that
+// the forced one is what ran.
+std::vector<std::string> lstm_cuda_plans();
+void note_lstm_cuda_plan(const std::string& plan);  // called by the CUDA backend when it plans
 
 struct LstmKernels {
   // Forward: fills y, h, c (allocated by the caller, contiguous) and returns what backward needs

@@ -352,6 +352,16 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cuda
   return ms;
 }
 
+// A choice's name, as LOUPE_LSTM_ALGO spells it.
+const char* choice_name(const Choice& ch) {
+  return ch.own == 16                                       ? "loupe16"
+         : ch.own == 8                                      ? "loupe8"
+         : ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
+         : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? "small_h"
+         : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC         ? "static"
+                                                            : "dynamic";
+}
+
 // Shapes, layers, direction, dropout, precision and dtype.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
 
@@ -367,12 +377,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
   std::string why;  // the last refusal, reported if every choice is refused
   static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
   for (const Choice& ch : cands) {
-    const char* name = ch.own == 16                                     ? "loupe-16rows"
-                       : ch.own == 8                                      ? "loupe-8rows"
-                       : ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
-                       : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? "small_h"
-                       : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC         ? "static"
-                                                                          : "dynamic";
+    const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch, dtype);
       double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T, stream) : 0;
@@ -388,6 +393,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
     }
   }
   LOUPE_CHECK(best, "neither loupe's kernels nor cuDNN can run this ", dtype_name(dtype), " LSTM: ", why);
+  note_lstm_cuda_plan(std::string(choice_name(best->choice)) + (best->choice.seq_major ? " seq" : " batch"));
   return *cache.emplace(k, std::move(best)).first->second;
 }
 
