@@ -11,7 +11,18 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
 if ! "$LOUPE" --version | grep -q "^NCCL: on"; then echo "skipped: this loupe was built without NCCL"; exit 77; fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 if [ "${gpus:-0}" -lt 2 ]; then echo "skipped: needs 2 GPUs (nvidia-smi shows ${gpus:-0})"; exit 77; fi
-work=$(mktemp -d); trap 'rm -rf "$work"; kill 0 2>/dev/null' EXIT
+work=$(mktemp -d)
+# The processes started in the background here, ended at exit with their children (the ranks).
+# Never `kill 0`: that signals the whole process group, ctest and the shell that ran it included.
+bg=()
+cleanup() {
+  for p in "${bg[@]}"; do
+    pkill -KILL -P "$p" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 common=(mnist_mlp --synthetic --resident --batch 256 --plain)
@@ -37,7 +48,7 @@ sockets=(env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1)
 for h in 0 1; do
   CUDA_VISIBLE_DEVICES=$h "${sockets[@]}" "$LOUPE" train "${common[@]}" --epochs 1 --nnodes 2 --node-rank $h \
     --master 127.0.0.1:$P --metrics "$work/b.jsonl" > "$work/b$h.txt" 2>&1 &
-  pids[$h]=$!
+  pids[$h]=$!; bg+=($!)
 done
 wait ${pids[0]}; r0=$?; wait ${pids[1]}; r1=$?
 echo "== 2. two hosts over sockets: exit $r0 $r1"; cat "$work/b0.txt"
@@ -45,9 +56,14 @@ echo "== 2. two hosts over sockets: exit $r0 $r1"; cat "$work/b0.txt"
 [ "$(grep -c '"world_size":2' "$work/b.jsonl")" = 2 ] || fail "two hosts: want 2 records of a world of 2"
 
 # 3. a rank killed mid-run: the launcher ends the other within seconds
-"$LOUPE" train "${common[@]}" --gpus 2 --epochs 1000 > "$work/c.txt" 2>&1 &
-launcher=$!
-for i in $(seq 60); do grep -q "^epoch 1/" "$work/c.txt" && break; sleep 0.5; done
+# Training has begun when the first epoch's record is in the metrics file (flushed per record; a
+# rank's stdout to a file is not, so "epoch 1/" may appear only at its exit). Epochs enough that
+# the run cannot end first: one takes ~0.02 s on an H200, and 1000 of them had ended within the
+# 30 s this waited, leaving no rank to kill.
+started() { for i in $(seq 120); do [ -s "$1" ] && return 0; sleep 0.5; done; return 1; }
+"$LOUPE" train "${common[@]}" --gpus 2 --epochs 1000000 --metrics "$work/c.jsonl" > "$work/c.txt" 2>&1 &
+launcher=$!; bg+=($!)
+started "$work/c.jsonl" || { cat "$work/c.txt"; fail "no epoch ended within 60 s"; }
 victim=$(pgrep -P $launcher | tail -1)
 [ -n "$victim" ] || fail "no rank to kill"
 t0=$(date +%s.%N); kill -9 "$victim"
@@ -60,12 +76,13 @@ grep -q "rank 1 exited with status 137" "$work/c.txt" || fail "the launcher did 
 # 4. a lost peer across hosts: no launcher sees the other host's rank; NCCL's error must end it
 P=$(port)
 for h in 0 1; do
-  CUDA_VISIBLE_DEVICES=$h "${sockets[@]}" "$LOUPE" train "${common[@]}" --epochs 1000 --nnodes 2 --node-rank $h \
-    --master 127.0.0.1:$P > "$work/d$h.txt" 2>&1 &
-  pids[$h]=$!
+  CUDA_VISIBLE_DEVICES=$h "${sockets[@]}" "$LOUPE" train "${common[@]}" --epochs 1000000 --nnodes 2 --node-rank $h \
+    --master 127.0.0.1:$P --metrics "$work/d$h.jsonl" > "$work/d$h.txt" 2>&1 &
+  pids[$h]=$!; bg+=($!)
 done
-for i in $(seq 60); do grep -q "^epoch 1/" "$work/d0.txt" && break; sleep 0.5; done
+started "$work/d0.jsonl" || { cat "$work/d0.txt"; fail "two hosts: no epoch ended within 60 s"; }
 victim=$(pgrep -P ${pids[1]} | tail -1)
+[ -n "$victim" ] || fail "no rank of host 1 to kill"
 t0=$(date +%s.%N); kill -9 "$victim"
 timeout 60 tail --pid=${pids[0]} -f /dev/null || { tail -5 "$work/d0.txt"; fail "host 0 still runs 60 s after host 1's rank died"; }
 wait ${pids[0]}; rc=$?; t1=$(date +%s.%N)

@@ -103,6 +103,12 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
       {"bench mnist_mlp --device cpu --plain", "loupe bench does not take --plain (see loupe bench --help)"},
       {"train mnist_mlp --synthetic --sizes 8", "loupe train does not take --sizes (see loupe train --help)"},
       {"eval mnist_mlp --checkpoint", "option --checkpoint needs a value (see loupe eval --help)"},
+      // (from test_train's twin of this test, merged here)
+      {"eval mnist_mlp --checkpoint /nonexistent/loupe.ckpt --epochs 3",
+       "loupe eval does not take --epochs (see loupe eval --help)"},
+      {"bench mnist_mlp --device cpu --prompt hello", "loupe bench does not take --prompt (see loupe bench --help)"},
+      {"train mnist_mlp --device cpu --bogus 3", "unknown option --bogus (see loupe train --help)"},
+      {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe train --help)"},
   };
   for (const auto& [args, message] : cases) {
     auto [rc, out] = run_cli(args);
