@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -600,4 +601,137 @@ TEST(Advice, GraphedSteps) {
   // Measured busy time keeps its say: a GPU busy 95 % is the bottleneck, the wait its shadow.
   d.gpu_busy_share = 0.95;
   EXPECT_TRUE(any_contains(advise(d, kH100), "the GPU is the bottleneck (busy 95%)"));
+}
+
+// ---- advice thresholds -------------------------------------------------------------------------
+// Each rule evaluated just below its threshold, exactly at it and just above, so that moving one of
+// advice.cpp's constants by 0.01 either way fails a case. The thresholds are hard-coded here on
+// purpose: exposing advice.cpp's constants would let a test follow a constant that moved.
+
+namespace {
+constexpr double kJust = 1e-3;  // "just below/above": a tenth of the smallest move to be caught
+
+// The advice for a figure at x, the figure the rule under test compares with its threshold.
+using AdviceAt = std::function<std::vector<std::string>(double x)>;
+
+std::string joined(const std::vector<std::string>& a) {
+  std::string s;
+  for (const auto& line : a) s += "\n  " + line;
+  return s;
+}
+
+// `below` must appear just below the threshold and not at or above it; `at_or_above` the other way
+// round. Either may be empty (nothing to look for on that side). >= and < rules both flip between
+// threshold - kJust and the threshold itself; the point above checks the side stays put.
+void expect_flips_at(const char* rule, double threshold, const AdviceAt& advice_at, const std::string& below,
+                     const std::string& at_or_above) {
+  for (double x : {threshold - kJust, threshold, threshold + kJust}) {
+    const bool is_below = x < threshold;
+    const auto a = advice_at(x);
+    SCOPED_TRACE(std::string(rule) + " at " + std::to_string(x) + ", advice:" + joined(a));
+    if (!below.empty()) EXPECT_EQ(any_contains(a, below), is_below) << "\"" << below << "\"";
+    if (!at_or_above.empty()) EXPECT_EQ(any_contains(a, at_or_above), !is_below) << "\"" << at_or_above << "\"";
+  }
+}
+
+// As gpu_report, with CUPTI's measured busy share (which replaces NVML's utilisation).
+EpochReport busy_report(double busy, double step_ms, double issue_ms, double wait) {
+  EpochReport r = gpu_report(busy, step_ms, issue_ms, wait);
+  r.gpu_busy_share = busy;
+  return r;
+}
+
+const std::string kLaunchBoundAdvice = "launch-bound: the GPU was busy only";  // not the "probably" one
+// Not bare "input pipeline": the GPU-bottleneck line says the input pipeline keeps up.
+const std::string kDataBoundAdvice = "input pipeline: the step waited for data";
+}  // namespace
+
+// kDataBound 0.2: data_wait_share >= 0.2 is waiting for data; below it the host rules may speak.
+TEST(Advice, DataBoundThreshold) {
+  // CPU run (>=): the input-pipeline line appears from 0.2 on.
+  expect_flips_at("CPU run, wait >= 0.2", 0.2, [](double x) {
+    return advise(gpu_report(0.1, 2.0, 0.3, x), {false, false, "fp32", 64});
+  }, "", kDataBoundAdvice);
+  // data_bound (>=), CUPTI busy 30 %: input pipeline from 0.2 on.
+  expect_flips_at("data_bound, wait >= 0.2", 0.2, [](double x) {
+    return advise(busy_report(0.3, 2.0, 0.3, x), kH100);
+  }, "", kDataBoundAdvice);
+  // gpu_bound with NVML only (>=): NVML 95 % is the bottleneck below 0.2, data-bound from 0.2 on.
+  expect_flips_at("NVML gpu_bound vs data_bound, wait >= 0.2", 0.2, [](double x) {
+    return advise(gpu_report(0.95, 2.0, 0.3, x), kH100);
+  }, "the GPU is the bottleneck", kDataBoundAdvice);
+  // launch_bound (wait < 0.2): launch-bound below, data-bound from 0.2 on.
+  expect_flips_at("launch_bound, wait < 0.2", 0.2, [](double x) {
+    return advise(busy_report(0.3, 1.0, 0.9, x), kH100);
+  }, kLaunchBoundAdvice, kDataBoundAdvice);
+  // host_issuing (wait < 0.2), NVML 78 %: probably launch-bound below, data-bound from 0.2 on.
+  expect_flips_at("host_issuing, wait < 0.2", 0.2, [](double x) {
+    return advise(gpu_report(0.78, 1.0, 0.9, x), kH100);
+  }, "probably launch-bound", kDataBoundAdvice);
+}
+
+// kLaunchBound 0.5: below it a GPU is idle enough for launch-bound; from it on NVML only guesses.
+TEST(Advice, LaunchBoundThreshold) {
+  // launch_bound (util < 0.5), CUPTI busy: launch-bound below, nothing about launches from 0.5 on.
+  expect_flips_at("launch_bound, busy < 0.5", 0.5, [](double x) {
+    return advise(busy_report(x, 1.0, 0.9, 0.0), kH100);
+  }, kLaunchBoundAdvice, "");
+  EXPECT_FALSE(any_contains(advise(busy_report(0.5, 1.0, 0.9, 0.0), kH100), "launch-bound"));
+  // The "probably" rule (NVML util >= 0.5): the measured-rule wording below, the guess from 0.5 on.
+  expect_flips_at("probably launch-bound, NVML >= 0.5", 0.5, [](double x) {
+    return advise(gpu_report(x, 1.0, 0.9, 0.0), kH100);
+  }, kLaunchBoundAdvice, "probably launch-bound");
+}
+
+// kIssueShare 0.8: issue_ms_p50 >= 0.8 * step_ms_p50 is a host that spends the step issuing work.
+TEST(Advice, IssueShareThreshold) {
+  // launch_bound (>=), CUPTI busy 30 %; a step of 1 ms makes the issue time the share itself.
+  expect_flips_at("launch_bound, issue >= 0.8 step", 0.8, [](double x) {
+    return advise(busy_report(0.3, 1.0, x, 0.0), kH100);
+  }, "", kLaunchBoundAdvice);
+  // host_issuing (>=), NVML 78 %: probably launch-bound from 0.8 on.
+  expect_flips_at("host_issuing, issue >= 0.8 step", 0.8, [](double x) {
+    return advise(gpu_report(0.78, 1.0, x, 0.0), kH100);
+  }, "", "probably launch-bound");
+}
+
+// kGpuBound 0.9: util >= 0.9 makes the GPU the bottleneck, which silences the other verdicts.
+TEST(Advice, GpuBoundThreshold) {
+  // gpu_bound (>=), CUPTI busy and a 30 % wait: data-bound below, the GPU's bottleneck from 0.9 on.
+  expect_flips_at("gpu_bound vs data_bound, busy >= 0.9", 0.9, [](double x) {
+    return advise(busy_report(x, 2.0, 0.3, 0.3), kH100);
+  }, kDataBoundAdvice, "the GPU is the bottleneck");
+  // gpu_bound (>=), NVML only and a host issuing: probably launch-bound below, bottleneck from 0.9 on.
+  expect_flips_at("gpu_bound vs probably launch-bound, NVML >= 0.9", 0.9, [](double x) {
+    return advise(gpu_report(x, 1.0, 0.9, 0.0), kH100);
+  }, "probably launch-bound", "the GPU is the bottleneck");
+}
+
+// kMemFree 0.25: used / total < 0.25 leaves room for a larger batch.
+TEST(Advice, MemFreeThreshold) {
+  expect_flips_at("memory free, used < 0.25 of total", 0.25, [](double x) {
+    EpochReport r = busy_report(0.6, 2.0, 0.3, 0.0);
+    r.mem_used_max_bytes = x * *r.mem_total_bytes;
+    return advise(r, kH100);
+  }, "most device memory is free", "");
+}
+
+// kLowMfu 0.02: below 2 % MFU the step moves memory, so 16-bit arithmetic is not suggested.
+TEST(Advice, LowMfuThreshold) {
+  expect_flips_at("low MFU, mfu < 0.02", 0.02, [](double x) {
+    EpochReport r = busy_report(0.6, 2.0, 0.3, 0.0);
+    r.mfu = x;
+    return advise(r, {true, true, "fp32", 512});
+  }, "the step moves memory more than it computes", "try --precision fp16 or bf16");
+}
+
+// kCommBound 0.1: exposed NCCL time >= 10 % of training makes a data-parallel run communication-bound.
+TEST(Advice, CommBoundThreshold) {
+  expect_flips_at("communication-bound, exposed >= 0.1", 0.1, [](double x) {
+    EpochReport r = busy_report(0.95, 20.0, 0.5, 0.0);
+    r.world_size = 2;
+    r.nccl_share = 0.4;
+    r.nccl_exposed_share = x;
+    return advise(r, kH100);
+  }, "", "communication-bound");
 }
