@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/knobs.h"
 
@@ -22,17 +23,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace loupe::fuzz {
 
-// A clean rejection: nothing to do, except print it when LOUPE_FUZZ_VERBOSE=1 (to see, when
-// replaying a corpus, what each file is refused for).
+// What a target did with one reading of an input: accepted (`message` says as what) or rejected
+// (`message` is the Error's).
+struct Outcome {
+  bool accepted;
+  std::string message;
+};
+
+// The current input's outcomes in order, where replay_main.cpp checks them against the corpus'
+// expectations (docs/fuzzing.md); null, so nothing is kept, under libFuzzer.
+inline std::vector<Outcome>*& outcomes() {
+  static std::vector<Outcome>* o = nullptr;
+  return o;
+}
+
+// A clean rejection: recorded for a replay with expectations, and printed when
+// LOUPE_FUZZ_VERBOSE=1 (to see, when replaying a corpus, what each file is refused for).
 inline void rejected(const std::exception& e) {
   static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
   if (verbose) std::fprintf(stderr, "  rejected: %s\n", e.what());
+  if (outcomes()) outcomes()->push_back({false, e.what()});
 }
 
 // The same for an accepted input.
 inline void accepted(const char* what) {
   static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
   if (verbose) std::fprintf(stderr, "  accepted: %s\n", what);
+  if (outcomes()) outcomes()->push_back({true, what});
 }
 
 // A file of this process (in /dev/shm where there is one: no disk traffic), rewritten for every

@@ -4,6 +4,8 @@
 // CRC or Adler-32, images of the wrong size, ...). The committed corpora in tests/fuzz/corpus were
 // made with it (plus what the fuzzers found, in files named crash-* or slow-*):
 //   build/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus
+// Each file's expected outcomes are in tests/fuzz/corpus/<target>.expect: a file added here gets
+// its line there (docs/fuzzing.md, "Expected outcomes").
 #include <zlib.h>
 
 #include <cstdio>
@@ -362,6 +364,9 @@ void checkpoint_corpora() {
   write("checkpoint", "version_2.ckpt", v2);
   write("checkpoint", "magic_only.ckpt", text("LOUPECKP"));
   write("checkpoint", "foreign.ckpt", text("PK\x03\x04 a zip file, not a checkpoint"));
+  Bytes extra(ok.begin(), ok.end() - 12);  // the body without its CRC and end marker
+  extra.insert(extra.end(), {'j', 'u', 'n', 'k'});
+  write("checkpoint", "bytes_after_last_record.ckpt", sealed(extra));
   // Counts and lengths that point past the end: each must be refused before anything is allocated.
   Bytes meta_count = header("tiny_cnn");
   le32(meta_count, 0xffffffffu);
