@@ -56,6 +56,7 @@ TEST(Tokenize, Cases) {
             (Words{"10", "10", "would", "watch", "again", "2nd", "time"}));
   EXPECT_EQ(tokenize("'quoted' rock'n'roll ' -- isn't"), (Words{"'quoted'", "rock'n'roll", "'", "isn't"}));
   EXPECT_EQ(tokenize("ABC dEf\tGHI\nj-k_l"), (Words{"abc", "def", "ghi", "j", "k", "l"}));
+  EXPECT_EQ(tokenize("AZ Zebra zZ"), (Words{"az", "zebra", "zz"}));  // both ends of the alphabet lower-cased
   // "café crème": the two bytes of é and of è separate tokens.
   EXPECT_EQ(tokenize("caf\xC3\xA9 cr\xC3\xA8me"), (Words{"caf", "cr", "me"}));
   EXPECT_EQ(tokenize(""), Words{});
