@@ -12,10 +12,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/cuda_runtime.h"
+#include "core/knobs.h"
 
 namespace {
 
@@ -25,16 +26,13 @@ int gpus() {
   return loupe::cuda_runtime()->device_count();
 }
 
-// Whether the machine meets LOUPE_TEST_REQUIRE, so that skips are failures; the requirement's name
-// in `what`.
+// Whether the machine meets LOUPE_TEST_REQUIRE (read through core/knobs.h, which refuses a value
+// other than gpu or multigpu), so that skips are failures; the requirement's name in `what`.
 bool required_here(std::string& what) {
-  const char* req = std::getenv("LOUPE_TEST_REQUIRE");
-  if (!req || !*req) return false;
-  what = req;
-  if (what == "gpu") return gpus() >= 1;
-  if (what == "multigpu") return gpus() >= 2;
-  std::fprintf(stderr, "loupe tests: LOUPE_TEST_REQUIRE=%s is neither gpu nor multigpu\n", req);
-  std::exit(1);
+  const std::optional<std::string> req = loupe::knobs::choice("LOUPE_TEST_REQUIRE");
+  if (!req) return false;
+  what = *req;
+  return gpus() >= (what == "multigpu" ? 2 : 1);
 }
 
 void list_skipped(const testing::UnitTest& u) {
@@ -62,7 +60,14 @@ int main(int argc, char** argv) {
   }
   const int skipped = u.skipped_test_count();
   std::string what;
-  if (skipped > 0 && required_here(what)) {
+  bool required = false;
+  try {
+    required = skipped > 0 && required_here(what);
+  } catch (const std::exception& e) {
+    std::printf("loupe tests: FAILED: %s\n", e.what());
+    return 1;
+  }
+  if (required) {
     std::printf("loupe tests: FAILED: %d case(s) skipped on a machine that meets LOUPE_TEST_REQUIRE=%s (%d GPUs):\n",
                 skipped, what.c_str(), gpus());
     list_skipped(u);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/flops.h"
+#include "core/knobs.h"
 #include "op_cases.h"
 
 using namespace loupe;
@@ -179,8 +180,10 @@ namespace {
 void expect_forced_plans() {
   const std::vector<std::string> plans = lstm_cuda_plans();
   ASSERT_FALSE(plans.empty()) << "no CUDA LSTM was planned";
-  const char* algo = std::getenv("LOUPE_LSTM_ALGO");
-  const char* layout = std::getenv("LOUPE_LSTM_LAYOUT");
+  const std::optional<std::string> algo_knob = knobs::choice("LOUPE_LSTM_ALGO"),
+                                   layout_knob = knobs::choice("LOUPE_LSTM_LAYOUT");
+  const char* algo = algo_knob ? algo_knob->c_str() : nullptr;
+  const char* layout = layout_knob ? layout_knob->c_str() : nullptr;
   std::string all;
   for (const std::string& p : plans) all += " [" + p + "]";
   std::printf("lstm plans:%s\n", all.c_str());
