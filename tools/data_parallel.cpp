@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "core/cuda_runtime.h"
@@ -79,7 +80,18 @@ World::World(const Options& o) {
   });
 }
 
-World::~World() { stop_watchdog(); }
+// Destroyed by an exception (an error on this rank only): the communicator is aborted, never
+// destroyed, since ncclCommDestroy waits for the peers, which wait in a collective this rank will
+// not enter; that wait had hung the whole world before the error was printed. The launcher then
+// stops the other ranks.
+World::~World() {
+  if (std::uncaught_exceptions() > 0) {
+    std::fprintf(stderr, "loupe: rank %d of %d failed; aborting its communicator (the error follows)\n", rank(), size());
+    abort();
+  } else {
+    stop_watchdog();
+  }
+}
 
 void World::stop_watchdog() {
   stop_.store(true);

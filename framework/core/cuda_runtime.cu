@@ -102,6 +102,12 @@ cudaMemcpyKind memcpy_kind(CopyKind k) {
 
 class Runtime final : public CudaRuntime {
  public:
+  int current_device() override {
+    int d = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&d));
+    return d;
+  }
+  void set_current_device(int device) override { LOUPE_CUDA_CHECK(cudaSetDevice(device)); }
   int device_count() override {
     static const int n = [] {
       int c = 0;

@@ -22,6 +22,11 @@ class CudaRuntime {
  public:
   virtual ~CudaRuntime() = default;
   virtual int device_count() = 0;
+  // The calling thread's current device, and making one current. CUDA's is per thread and a thread
+  // begins on device 0, so a data-parallel rank on GPU 1 hands its device to the threads it starts
+  // (the loader's workers), whose copies were otherwise issued against GPU 0 and failed.
+  virtual int current_device() = 0;
+  virtual void set_current_device(int device) = 0;
   // Stream-ordered allocation on the compute stream (cudaMallocAsync); free is stream-ordered too.
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* p) = 0;

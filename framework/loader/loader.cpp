@@ -75,7 +75,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, const LoaderOptions&
   x_shape_ = Shape{opt_.batch};
   for (int64_t d : data_->sample_shape()) x_shape_.push_back(d);
   bool cuda = opt_.device.is_cuda();
-  if (cuda) copy_stream_ = cuda_runtime()->stream_create();
+  if (cuda) {
+    cuda_device_ = cuda_runtime()->current_device();
+    copy_stream_ = cuda_runtime()->stream_create();
+  }
   try {
     for (int k = 0; k < opt_.prefetch; ++k) {
       auto s = std::make_unique<Slot>();
@@ -161,6 +164,7 @@ std::vector<int32_t> DataLoader::rank_order(int epoch) const {
 
 void DataLoader::worker_loop() {
   pthread_setname_np(pthread_self(), "loupe-loader");
+  if (cuda_device_ >= 0) cuda_runtime()->set_current_device(cuda_device_);
   for (;;) {
     int64_t j = next_to_fill_.fetch_add(1);
     if (j >= n_batches_) return;

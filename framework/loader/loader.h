@@ -84,6 +84,7 @@ class DataLoader {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   void* copy_stream_ = nullptr;
+  int cuda_device_ = -1;  // the CUDA device current where the loader was made, made current in each worker
 };
 
 }  // namespace loupe::loader
