@@ -3,7 +3,10 @@
 #   1. --gpus 2 on one host: every rank's records, the world's line;
 #   2. two "hosts" on this machine (--nnodes 2, one GPU each, NCCL forced onto sockets);
 #   3. a rank killed mid-run: the launcher stops the other and exits non-zero within seconds;
-#   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang.
+#   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang;
+#   5. the loader path on IDX files written here, fp32 and fp16, 1 and 4 workers, to the end;
+#   6. an error on one rank (LOUPE_DDP_FAULT): named, and every rank ends within seconds.
+# (5 and 6 run before 4.)
 # usage: check_ddp.sh LOUPE
 set -u
 LOUPE=$1
@@ -72,6 +75,50 @@ wait $launcher; rc=$?; t1=$(date +%s.%N)
 echo "== 3. a rank killed: launcher exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; tail -3 "$work/c.txt"
 [ $rc != 0 ] || fail "the launcher exited 0 after a rank was killed"
 grep -q "rank 1 exited with status 137" "$work/c.txt" || fail "the launcher did not name the dead rank"
+
+# 5. through the loader, on MNIST-format files written here (2,048 training and 512 test images of
+# two classes): two epochs to the end, fp32 and fp16, with 1 and 4 loader workers. A rank whose
+# loader threads were on the wrong GPU failed its first copy, and the world then hung; a hang
+# fails here after 120 s, not at ctest's timeout.
+python3 - "$work/idx" <<'PY' || fail "cannot write the IDX files"
+import gzip, os, random, struct, sys
+d = sys.argv[1]; os.makedirs(d)
+rng = random.Random(5)
+def write(name, n, images):
+    labels = [rng.randrange(2) for _ in range(n)]
+    with gzip.open(os.path.join(d, name + "-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(labels))
+    with gzip.open(os.path.join(d, name + "-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28))
+        for y in labels:  # class 1 bright in the top half, class 0 in the bottom half
+            f.write(bytes((200 if (r < 14) == (y == 1) else 0) + rng.randrange(40) for r in range(28) for _ in range(28)))
+write("train", 2048, True)
+write("t10k", 512, True)
+PY
+for prec in fp32 fp16; do
+  for workers in 1 4; do
+    rm -f "$work/e.jsonl"
+    timeout -k 5 120 "$LOUPE" train mnist_mlp --data "$work/idx" --gpus 2 --batch 64 --epochs 2 --plain --precision $prec \
+      --workers $workers --metrics "$work/e.jsonl" > "$work/e.txt" 2>&1
+    rc=$?
+    echo "== 5. the loader, $prec, $workers worker(s): exit $rc"; grep -E "^(epoch|done|loupe)" "$work/e.txt"
+    [ $rc = 0 ] || { cat "$work/e.txt"; fail "the loader path ($prec, --workers $workers) exited $rc (124: hung for 120 s)"; }
+    [ "$(grep -c '"world_size":2' "$work/e.jsonl")" = 4 ] || fail "the loader path: want 4 records (2 epochs x 2 ranks)"
+    grep -qE "^done in .*final test accuracy (9[0-9]|100)\." "$work/e.txt" || fail "the loader path did not learn two classes"
+  done
+done
+
+# 6. an error on one rank mid-epoch (LOUPE_DDP_FAULT): reported with its rank and message, and the
+# whole world ends within seconds (the failing rank aborts its communicator instead of waiting in
+# ncclCommDestroy for peers that wait for it).
+t0=$(date +%s.%N)
+LOUPE_DDP_FAULT=1:20 timeout -k 5 60 "$LOUPE" train "${common[@]}" --gpus 2 --epochs 100 > "$work/f.txt" 2>&1
+rc=$?; t1=$(date +%s.%N)
+echo "== 6. a fault on rank 1: exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; grep "^loupe" "$work/f.txt"
+[ $rc != 0 ] && [ $rc != 124 ] || { cat "$work/f.txt"; fail "a fault on one rank: exit $rc (124: the world hung)"; }
+grep -q "rank 1 of 2 failed" "$work/f.txt" || fail "the failing rank was not named"
+grep -q "a fault injected at step 20 (LOUPE_DDP_FAULT)" "$work/f.txt" || fail "the failing rank's error was not printed"
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 30 else 1)" || fail "the world took 30 s or more to end"
 
 # 4. a lost peer across hosts: no launcher sees the other host's rank; NCCL's error must end it
 P=$(port)

@@ -10,6 +10,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "core/nvtx.h"
 #include "core/thread_pool.h"
 #include "instrument/advice.h"
@@ -273,6 +274,24 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
 }
 
 // The trainer's hooks: the monitor, Ctrl-C, the profiled steps and the trace of them.
+// LOUPE_DDP_FAULT=R:S: rank R throws at step S of an epoch, for the tests of a failure on one rank
+// (check_ddp): the error must be reported, naming the rank, and every rank must end within seconds.
+void inject_fault(Run& run) {
+  const std::optional<std::string> f = knobs::text("LOUPE_DDP_FAULT");
+  if (!f || !run.world) return;
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(f->c_str(), "%d:%lld", &rank, &step) != 2 || rank < 0 || step < 1)
+    throw Error("LOUPE_DDP_FAULT takes RANK:STEP (e.g. 1:20), got '" + *f + "'");
+  if (rank != run.world->rank()) return;
+  train::Trainer& trainer = run.session->trainer();
+  auto before = trainer.hooks.on_step;
+  trainer.hooks.on_step = [before, step](int64_t s, int64_t total, int64_t samples, std::optional<double> loss) {
+    if (before) before(s, total, samples, loss);
+    if (s == step) throw Error("a fault injected at step " + std::to_string(step) + " (LOUPE_DDP_FAULT)");
+  };
+}
+
 void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& trace) {
   train::Trainer& trainer = run.session->trainer();
   trainer.hooks.monitor = &rep.monitor;
@@ -283,6 +302,7 @@ void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& t
     trace->attach(trainer);
   }
   run.session->continue_global_step(run.epoch_steps());
+  inject_fault(run);
 }
 
 // Everything up to the first step: options against the model, the device, data, model, header.

@@ -137,6 +137,8 @@ const std::vector<Knob>& table() {
                   "the fastest, timed per shape", "force cuDNN's LSTM layout"),
       flag_knob("LOUPE_LSTM_VERBOSE", "the library (GPU)", false, "0",
                 "1: print the LSTM candidates' times and the choice"),
+      text_knob("LOUPE_DDP_FAULT", "`loupe train --gpus N`", "RANK:STEP", "no fault",
+                "a test's fault: that rank throws an error at that step of an epoch (`tests/check_ddp.sh`)"),
       integer_knob("LOUPE_DDP_BUCKET_MB", "the library (`--gpus N`)", 1, 4096, "25",
                    "the size at which the gradient arena is cut into all-reduce buckets (the first is 1 MiB)"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
