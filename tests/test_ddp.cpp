@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -305,9 +306,12 @@ int run_ranks(int procs) {
   return train::launch(o);
 }
 
-// `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given.
+// `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given. With
+// `poison` >= 0, that sample of the data set holds an infinity, so the step that trains on it
+// overflows on the rank that holds it and on no other.
 std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, train::Communicator* comm,
-                           int64_t batch, Precision p, int steps) {
+                           int64_t batch, Precision p, int steps, train::EpochStats* stats = nullptr,
+                           int64_t poison = -1) {
   manual_seed(1);
   auto m = make();
   m->to(kCUDA);
@@ -316,9 +320,22 @@ std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()
   o.comm = comm;
   o.precision = p;
   train::Trainer t(*m, opt, kCUDA, o);
-  train::TensorDataset d = synthetic(4096, kCUDA);
-  t.train_epoch(d, batch, 1, 1, steps);
+  train::TensorDataset d = synthetic(4096, kCPU);
+  if (poison >= 0) {
+    std::vector<float> x = index_select(d.x, arange_ids(4096), DType::f32, d.x_scale).to_vector<float>();
+    x[size_t(poison * 784)] = std::numeric_limits<float>::infinity();
+    d = train::TensorDataset{from_vector(x, d.x.shape()), d.y, 1.0};
+  }
+  train::EpochStats st = t.train_epoch(d.to(kCUDA), batch, 1, 1, steps);
+  if (stats) *stats = st;
   return m->arena().values().to_vector<float>();
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+  return worst;
 }
 }  // namespace
 
@@ -336,6 +353,13 @@ TEST(Ddp, TwoRanksMatchOneGpuAtTwiceTheBatch) {
   EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
 }
 
+// W ranks at batch b against one process at W*b, 50 steps of SGD with momentum on random labels.
+// float32: the same arithmetic but the order of the batch's sum (bit for bit at world 1). 16 bits:
+// each rank's half-batch gradient is rounded where one process rounds the whole batch's, and the
+// dynamics amplify such differences step after step (measured on two H200s for mlp fp16: 1.9e-6
+// after one step, 3.5e-4 after 5, 0.033 after 50; fp32 6e-8). So the world must stay as close to
+// one process as the 16-bit run itself is to float32: data parallelism adds no more error than the
+// precision does (a bug in the scaler or the reduction, 16-bit or not, is far outside that).
 TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);  // every step: the ranks' weights compared
@@ -351,24 +375,66 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   };
   const std::vector<Case> cases = {{"mlp fp32", [] { return mlp(784, 256, 10); }, Precision::FP32, true},
                                    {"cnn fp32", cnn, Precision::FP32, false},
-                                   {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16, true}};
+                                   {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16, true},
+                                   {"mlp bf16", [] { return mlp(784, 256, 10); }, Precision::BF16, true},
+                                   {"cnn fp16", cnn, Precision::FP16, false}};
+  const int64_t b = 64;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const int64_t b = 64;
     std::vector<float> ddp = trained(c.make, comm.get(), b, c.p, 50);
     if (comm->rank() != 0) continue;
-    std::vector<float> one = trained(c.make, nullptr, b * w, c.p, 50);
-    ASSERT_EQ(ddp.size(), one.size());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < one.size(); ++i) {
-      worst = std::max(worst, double(std::fabs(ddp[i] - one[i])));
-      scale = std::max(scale, double(std::fabs(one[i])));
-    }
-    // A world of one averages over one rank: the same arithmetic, bit for bit. Two ranks add two
-    // half-batch gradients where one process sums the batch at once: float32 reduction order.
+    const std::vector<float> one = trained(c.make, nullptr, b * w, c.p, 50);
+    double scale = 0;
+    for (float v : one) scale = std::max(scale, double(std::fabs(v)));
+    const double worst = max_diff(ddp, one);
+    // float32: the order of a sum moves a weight by ~1e-7 of the largest, except that once in a
+    // while such a difference flips a max-pool window's winner and that filter's gradient goes
+    // elsewhere for a step (cnn: 5.1e-4 in one run of three on two H200s, 1.6e-7 in the others,
+    // the conv algorithms timed afresh each run). So: at most 1% of the weights past 1e-4 of the
+    // largest, none past 1e-2. A rank training on the wrong samples moves nearly all of them.
+    double floor = 1e-2 * scale;
+    if (c.p != Precision::FP32) floor = max_diff(one, trained(c.make, nullptr, b * w, Precision::FP32, 50));
+    size_t far = 0;
+    for (size_t i = 0; i < one.size(); ++i) far += std::fabs(ddp[i] - one[i]) > 1e-4 * scale;
     if (w == 1 && c.exact) EXPECT_EQ(worst, 0.0);
-    else EXPECT_LE(worst, 1e-4 * scale) << "largest weight " << scale;
-    std::printf("[%s] world %d at batch %lld vs one process at %lld: max |diff| %.3g (largest weight %.3g)\n", c.name,
-                w, (long long)b, (long long)(b * w), worst, scale);
+    EXPECT_LE(worst, floor) << "largest weight " << scale;
+    if (c.p == Precision::FP32) EXPECT_LE(double(far), 0.01 * double(one.size())) << far << " weights past 1e-4 of the largest";
+    std::printf("[%s] world %d at batch %lld vs one process at %lld: max |diff| %.3g, allowed %.3g (largest weight "
+                "%.3g); %zu of %zu past 1e-4 of it\n", c.name, w, (long long)b, (long long)(b * w), worst, floor, scale,
+                far, one.size());
   }
+}
+
+// fp16 with an infinity in one sample of global step 3, in rank 1's part only: that rank's
+// gradients overflow and the other's do not, and every rank must skip the step (the scaler reads
+// the averaged gradients), halve its scale, and end with the weights of one process at W*b, which
+// meets the same sample in the same step.
+TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
+  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  setenv("LOUPE_DDP_CHECK", "1", 1);
+  std::string why;
+  auto comm = train::join_world(&why);
+  ASSERT_TRUE(comm) << why;
+  const int w = comm->world();
+  const int64_t b = 64;
+  const std::vector<int32_t> order = loader::epoch_permutation(4096, 1, 1);
+  const int64_t poison = order[size_t(loader::shard_offset(3, b, loader::Shard{w - 1, w}))];
+  auto make = [] { return mlp(784, 256, 10); };
+  train::EpochStats st_ddp, st_one, st_clean;
+  std::vector<float> ddp = trained(make, comm.get(), b, Precision::FP16, 20, &st_ddp, poison);
+  trained(make, comm.get(), b, Precision::FP16, 20, &st_clean);
+  EXPECT_EQ(st_ddp.skipped_steps, st_clean.skipped_steps + 1) << "rank " << comm->rank();
+  EXPECT_EQ(st_ddp.loss_scale.value_or(0), st_clean.loss_scale.value_or(0) / 2) << "rank " << comm->rank();
+  if (comm->rank() != 0) return;
+  const std::vector<float> one = trained(make, nullptr, b * w, Precision::FP16, 20, &st_one, poison);
+  EXPECT_EQ(st_one.skipped_steps, st_ddp.skipped_steps);
+  // The floor from clean runs: float32 has no scaler to skip the poisoned step.
+  const double worst = max_diff(ddp, one),
+               floor = max_diff(trained(make, nullptr, b * w, Precision::FP16, 20),
+                                trained(make, nullptr, b * w, Precision::FP32, 20));
+  for (float v : ddp) ASSERT_TRUE(std::isfinite(v)) << "an infinite weight: the overflowed step was applied";
+  EXPECT_LE(worst, std::max(floor, 1e-6));
+  std::printf("[overflow on rank %d at step 3] skipped %lld of 20 (one process %lld), scale %g; max |diff| %.3g, "
+              "allowed %.3g\n", w - 1, (long long)st_ddp.skipped_steps, (long long)st_one.skipped_steps,
+              st_ddp.loss_scale.value_or(0), worst, floor);
 }
