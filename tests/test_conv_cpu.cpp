@@ -211,3 +211,20 @@ TEST(PoolCpu, TiledMaxMatchesNaiveWithTiesAndFusedDropout) {
       EXPECT_EQ(x1.grad().to_vector<float>(), x2.grad().to_vector<float>());
     }
 }
+
+// Max pooling's general path (overlapping, padded windows): a tie gives the window's gradient to
+// its first in-bounds element, as the tiled path does (PoolCpu.TiledMaxMatchesNaive...); only
+// that one had a tie test.
+TEST(PoolCpu, OverlappingPaddedMaxTiesGoToTheFirst) {
+  Pool2dParams p;
+  p.kernel_h = p.kernel_w = 3;
+  p.stride_h = p.stride_w = 2;
+  p.pad_h = p.pad_w = 1;
+  Tensor x = from_vector(std::vector<float>(25, 1.f), Shape{1, 1, 5, 5}).requires_grad_(true);
+  Tensor y = max_pool2d(x, p);  // 3x3 windows over a 5x5 plane of ties
+  backward(sum(y));
+  std::vector<float> want(25, 0.f);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) want[size_t(std::max(0, 2 * i - 1) * 5 + std::max(0, 2 * j - 1))] += 1;
+  EXPECT_EQ(x.grad().to_vector<float>(), want);
+}

@@ -1,6 +1,8 @@
 // Layers and modules: dropout, the parameter arena, the fused bias + activation + dropout, BatchNorm2d.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "loupe.h"
 #include "core/dropout_mask.h"
 #include "ops/bias_act.h"
@@ -106,7 +108,15 @@ TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
   std::vector<float> rm = m.named_buffers()[0].second.to_vector<float>();
   // channel 0 holds 1, 2, 5, 6 (mean 3.5); running = 0.9 * 0 + 0.1 * 3.5
   EXPECT_NEAR(rm[0], 0.35f, 1e-6);
+  // and the unbiased variance: squares 6.25 + 2.25 + 2.25 + 6.25 = 17 over n - 1 = 3 (Keras and
+  // PyTorch keep the unbiased one; dividing by n passed here before the mutation check).
+  std::vector<float> rv = m.named_buffers()[1].second.to_vector<float>();
+  EXPECT_EQ(m.named_buffers()[1].first, "bn.running_var");
+  EXPECT_NEAR(rv[0], 0.9f + 0.1f * 17.f / 3.f, 1e-5);
   m.eval();
   NoGradGuard g;
-  EXPECT_EQ(m(x).shape(), x.shape());
+  Tensor y = m(x);
+  EXPECT_EQ(y.shape(), x.shape());
+  // Evaluation normalises with the running statistics (weight 1, bias 0, eps 1e-5).
+  EXPECT_NEAR(y.to_vector<float>()[0], (1.f - rm[0]) / std::sqrt(rv[0] + 1e-5f), 1e-5);
 }

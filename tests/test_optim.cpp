@@ -99,3 +99,33 @@ TEST(Optim, DecayAndAdamCorrectionsFollowTheStepCount) {
   EXPECT_THROW(opt.set_decay(-1), Error);
   EXPECT_THROW(opt.set_steps(-2), Error);
 }
+
+// Weight decay adds decay * w to the gradient before the step (no test used it: its sign could
+// flip unnoticed).
+TEST(Optim, SgdWeightDecay) {
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(2, 1, false));
+  m.to(kCPU);
+  Tensor w = m.parameters()[0];
+  const std::vector<float> w0 = w.to_vector<float>();
+  optim::SGD opt(m.arena(), 0.1, 0.0, false, 0.5);
+  backward(sum(m(from_vector(std::vector<float>{1, 2}, Shape{1, 2}))));  // gradient (1, 2)
+  opt.step();
+  const std::vector<float> w1 = w.to_vector<float>();
+  EXPECT_NEAR(w1[0], w0[0] - 0.1f * (1 + 0.5f * w0[0]), 1e-6);
+  EXPECT_NEAR(w1[1], w0[1] - 0.1f * (2 + 0.5f * w0[1]), 1e-6);
+}
+
+// RMSprop's epsilon is added outside the square root (Keras, PyTorch): invisible at the default
+// 1e-7, so a large one here (0.1) tells sqrt(v) + eps from sqrt(v + eps), 3.6% apart.
+TEST(Optim, RmspropEpsilonOutsideTheRoot) {
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+  m.to(kCPU);
+  Tensor w = m.parameters()[0];
+  const float w0 = w.to_vector<float>()[0];
+  optim::RMSprop opt(m.arena(), 0.01, 0.9, 0.1);
+  backward(sum(m(from_vector(std::vector<float>{2}, Shape{1, 1}))));  // gradient 2: v = 0.1 * 4
+  opt.step();
+  EXPECT_NEAR(w.to_vector<float>()[0], w0 - 0.01f * 2 / (std::sqrt(0.4f) + 0.1f), 1e-6);
+}
