@@ -131,7 +131,19 @@ started "$work/d0.jsonl" || { cat "$work/d0.txt"; fail "two hosts: no epoch ende
 victim=$(pgrep -P ${pids[1]} | tail -1)
 [ -n "$victim" ] || fail "no rank of host 1 to kill"
 t0=$(date +%s.%N); kill -9 "$victim"
-timeout 60 tail --pid=${pids[0]} -f /dev/null || { tail -5 "$work/d0.txt"; fail "host 0 still runs 60 s after host 1's rank died"; }
+stuck() {  # what host 0 is doing, for the failure message
+  tail -5 "$work/d0.txt"; echo "-- host 1:"; tail -5 "$work/d1.txt"
+  echo "-- processes:"; ps -eo pid,ppid,pgid,stat,etime,args --forest | grep -E "[l]oupe train" | cut -c1-160
+  local r0; r0=$(pgrep -P ${pids[0]} | tail -1)
+  if [ -n "$r0" ]; then
+    echo "-- host 0's rank $r0: threads $(cat /proc/$r0/task/*/comm 2>/dev/null | sort | uniq -c | tr '\n' ' ')"
+    echo "-- its sockets: $(ls -l /proc/$r0/fd 2>/dev/null | grep -c socket), signals: $(grep -E '^Sig(Pnd|Blk)|^ShdPnd' /proc/$r0/status | tr '\n' ' ')"
+  fi
+  if [ -n "$r0" ] && command -v gdb > /dev/null; then
+    timeout 60 gdb -p "$r0" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^Thread|^#" | head -120
+  fi
+}
+timeout 60 tail --pid=${pids[0]} -f /dev/null || { stuck; fail "host 0 still runs 60 s after host 1's rank died"; }
 wait ${pids[0]}; rc=$?; t1=$(date +%s.%N)
 echo "== 4. a lost peer: host 0 exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; tail -3 "$work/d0.txt"
 [ $rc != 0 ] || fail "host 0 exited 0 after its peer died"

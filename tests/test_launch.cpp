@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "core/error.h"
@@ -94,6 +95,43 @@ TEST(Rendezvous, EveryRankGetsRankZerosId) {
     });
   for (auto& t : ts) t.join();
   for (int r = 0; r < world; ++r) EXPECT_EQ(got[size_t(r)], id) << "rank " << r;
+}
+
+// The rendezvous's connections kept as lifelines: a peer that says goodbye ended normally; one
+// whose connection closes without it ended otherwise (here its Lifelines are destroyed, as a killed
+// process's sockets are closed), and the survivors name it at their next look.
+TEST(Rendezvous, LifelinesTellAnEndFromADeath) {
+  const int port = train::free_port(), world = 3;
+  std::vector<std::unique_ptr<train::Lifelines>> lines;
+  for (int r = 0; r < world; ++r) lines.push_back(std::make_unique<train::Lifelines>());
+  std::vector<std::thread> ts;
+  for (int r = world - 1; r >= 0; --r)
+    ts.emplace_back([&, r] {
+      train::RendezvousOptions o;
+      o.port = port, o.rank = r, o.world = world, o.timeout_seconds = 20;
+      train::rendezvous(o, r == 0 ? "id" : "", lines[size_t(r)].get());
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(lines[0]->size(), 2u);
+  EXPECT_EQ(lines[1]->size(), 1u);
+  for (auto& l : lines) EXPECT_EQ(l->lost(), "");
+  // The first look that sees a change: a closed socket reaches the other end within milliseconds.
+  auto settle = [](train::Lifelines& l) {
+    std::string why;
+    for (int i = 0; i < 200 && why.empty(); ++i) {
+      why = l.lost();
+      if (why.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return why;
+  };
+  lines[2]->goodbye();
+  EXPECT_EQ(settle(*lines[0]), "") << "rank 2 said goodbye";
+  lines[1].reset();  // rank 1 dies
+  EXPECT_EQ(settle(*lines[0]), "rank 1's connection closed without a goodbye (the process ended)");
+  EXPECT_EQ(lines[0]->lost(), "") << "said once";
+  // Rank 0 dies too: rank 2 has let go of its lifeline already, so it hears nothing.
+  lines[0].reset();
+  EXPECT_EQ(lines[2]->lost(), "");
 }
 
 TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {

@@ -9,6 +9,7 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "instrument/report_io.h"
+#include "tools/interrupt.h"
 #include "train/launch.h"
 
 namespace loupe::tools {
@@ -70,10 +71,19 @@ World::World(const Options& o) {
     while (!stop_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (stop_.load()) break;
-      const std::string err = comm_->async_error();
-      if (err.empty()) continue;
-      std::fprintf(stderr, "loupe: rank %d: NCCL reports '%s' (a peer lost or failed); ending this rank\n",
-                   comm_->rank(), err.c_str());
+      // After Ctrl-C every rank stops by itself, and a peer that ended first is no news.
+      if (interrupt_requested().load()) continue;
+      // The lifelines first: a poll that cannot block, where NCCL's error query may wait on a
+      // proxy stuck in a dead peer's socket.
+      std::string err = comm_->lost_peer();
+      if (!err.empty()) {
+        std::fprintf(stderr, "loupe: rank %d: %s; ending this rank\n", comm_->rank(), err.c_str());
+      } else if (!(err = comm_->async_error()).empty()) {
+        std::fprintf(stderr, "loupe: rank %d: NCCL reports '%s' (a peer lost or failed); ending this rank\n",
+                     comm_->rank(), err.c_str());
+      } else {
+        continue;
+      }
       comm_->abort();
       std::_Exit(1);
     }
@@ -90,6 +100,7 @@ World::~World() {
     abort();
   } else {
     stop_watchdog();
+    comm_->goodbye();  // an end, not a death, for the peers' watchdogs
   }
 }
 

@@ -29,6 +29,11 @@ class Communicator {
   virtual void join() = 0;
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.
   virtual std::string async_error() = 0;
+  // A peer whose process ended without saying goodbye ("" when none): the rendezvous's connections,
+  // kept as lifelines (train/launch.h), for the same watchdog; NCCL alone did not notice a peer
+  // lost across hosts. And the goodbye a rank says when it ends normally.
+  virtual std::string lost_peer() { return ""; }
+  virtual void goodbye() {}
   // Ends the communicator without waiting for peers (ncclCommAbort): a rank that stops while
   // others may still be in a collective (an error, Ctrl-C) must never hang in a clean teardown.
   virtual void abort() = 0;

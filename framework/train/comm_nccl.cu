@@ -36,7 +36,8 @@ ncclDataType_t nccl_type(DType t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(int rank, int world, ncclComm_t c) : rank_(rank), world_(world), comm_(c) {
+  NcclCommunicator(int rank, int world, ncclComm_t c, std::unique_ptr<Lifelines> lifelines)
+      : rank_(rank), world_(world), comm_(c), lifelines_(std::move(lifelines)) {
     // The communication stream at the highest priority (as PyTorch's NCCL streams): a bucket's
     // kernels start ahead of the backward kernels queued beside them.
     int lo = 0, hi = 0;
@@ -84,6 +85,8 @@ class NcclCommunicator final : public Communicator {
     if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) return "ncclCommGetAsyncError failed";
     return r == ncclSuccess || r == ncclInProgress ? "" : ncclGetErrorString(r);
   }
+  std::string lost_peer() override { return lifelines_->lost(); }
+  void goodbye() override { lifelines_->goodbye(); }
   void abort() override {
     if (aborted_) return;
     aborted_ = true;
@@ -98,6 +101,7 @@ class NcclCommunicator final : public Communicator {
   }
   int rank_, world_;
   ncclComm_t comm_;
+  std::unique_ptr<Lifelines> lifelines_;
   cudaStream_t side_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   bool pending_ = false, aborted_ = false;
@@ -117,7 +121,8 @@ std::unique_ptr<Communicator> join_nccl(std::string* why) {
     ro.port = env.master_port;
     ro.rank = env.rank;
     ro.world = env.world;
-    std::string blob = rendezvous(ro, std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    auto lifelines = std::make_unique<Lifelines>();
+    std::string blob = rendezvous(ro, std::string(reinterpret_cast<const char*>(&id), sizeof id), lifelines.get());
     LOUPE_CHECK(blob.size() == sizeof id, "rendezvous: an id of ", blob.size(), " bytes, NCCL's has ", sizeof id);
     std::memcpy(&id, blob.data(), sizeof id);
     // NVLink multicast (NVLS) off unless asked for, whoever started this rank (torchrun too): on
@@ -125,7 +130,7 @@ std::unique_ptr<Communicator> join_nccl(std::string* why) {
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     ncclComm_t comm = nullptr;
     LOUPE_NCCL_CHECK(ncclCommInitRank(&comm, env.world, id, env.rank));
-    return std::make_unique<NcclCommunicator>(env.rank, env.world, comm);
+    return std::make_unique<NcclCommunicator>(env.rank, env.world, comm, std::move(lifelines));
   } catch (const std::exception& e) {
     *why = e.what();
     return nullptr;

@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 
@@ -186,7 +188,7 @@ bool write_all(int fd, const char* p, size_t n) {
 
 constexpr char kHello[8] = {'L', 'O', 'U', 'P', 'E', 'R', 'V', '1'};
 
-void serve(const RendezvousOptions& o, const std::string& blob, double deadline) {
+void serve(const RendezvousOptions& o, const std::string& blob, double deadline, Lifelines* keep) {
   Fd s;
   s.fd = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
@@ -216,10 +218,11 @@ void serve(const RendezvousOptions& o, const std::string& blob, double deadline)
     uint32_t n = uint32_t(blob.size());
     LOUPE_CHECK(write_all(c.fd, reinterpret_cast<const char*>(&n), 4) && write_all(c.fd, blob.data(), blob.size()),
                 "rendezvous: rank ", r, " went away before it got the id");
+    if (keep) keep->add(r, std::exchange(c.fd, -1));
   }
 }
 
-std::string join(const RendezvousOptions& o, double deadline) {
+std::string join(const RendezvousOptions& o, double deadline, Lifelines* keep) {
   sockaddr_in a = address(o.addr, o.port);
   for (;;) {
     Fd c;
@@ -234,6 +237,7 @@ std::string join(const RendezvousOptions& o, double deadline) {
         std::string blob(n, '\0');
         LOUPE_CHECK(read_all(c.fd, blob.data(), n, deadline), "rendezvous: rank ", o.rank,
                     " got a cut reply from rank 0 at ", o.addr, ":", o.port);
+        if (keep) keep->add(0, std::exchange(c.fd, -1));
         return blob;
       }
       // Rank 0 refused us (a duplicate or out-of-range rank): it says why on its side.
@@ -257,15 +261,51 @@ int env_int(const char* name, int fallback) {
 
 }  // namespace
 
-std::string rendezvous(const RendezvousOptions& o, const std::string& blob) {
+std::string rendezvous(const RendezvousOptions& o, const std::string& blob, Lifelines* keep) {
   LOUPE_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world, "rendezvous: rank ", o.rank, " of ", o.world);
   if (o.world == 1) return blob;
   const double deadline = now_s() + o.timeout_seconds;
   if (o.rank == 0) {
-    serve(o, blob, deadline);
+    serve(o, blob, deadline, keep);
     return blob;
   }
-  return join(o, deadline);
+  return join(o, deadline, keep);
+}
+
+namespace {
+constexpr char kGoodbye = 'B';  // the one byte a lifeline ever carries after the rendezvous
+}
+
+Lifelines::~Lifelines() {
+  for (const Peer& p : peers_)
+    if (p.fd >= 0) close(p.fd);
+}
+
+void Lifelines::add(int rank, int fd) { peers_.push_back(Peer{rank, fd}); }
+
+std::string Lifelines::lost() {
+  for (Peer& p : peers_) {
+    if (p.fd < 0) continue;
+    pollfd pf{p.fd, POLLIN, 0};
+    if (poll(&pf, 1, 0) <= 0) continue;  // nothing to read: the peer is there
+    char c = 0;
+    const ssize_t k = recv(p.fd, &c, 1, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    close(p.fd);
+    p.fd = -1;
+    if (k == 1 && c == kGoodbye) continue;  // it ended normally
+    return "rank " + std::to_string(p.rank) + "'s connection closed without a goodbye (the process ended)";
+  }
+  return "";
+}
+
+void Lifelines::goodbye() {
+  for (Peer& p : peers_) {
+    if (p.fd < 0) continue;
+    write_all(p.fd, &kGoodbye, 1);  // a peer gone already does not matter now
+    close(p.fd);
+    p.fd = -1;
+  }
 }
 
 RankEnv rank_env() {

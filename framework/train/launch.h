@@ -35,10 +35,36 @@ struct RendezvousOptions {
   double timeout_seconds = 60;
 };
 
+// The rendezvous's connections, kept open for the whole run: rank 0 holds one to every other rank,
+// each other rank one to rank 0. A process that ends has its sockets closed by the kernel, even
+// when killed, so a peer that vanished is seen at the next poll, across hosts too, where NCCL's
+// socket transport went on without noticing (check_ddp: a lost peer). A rank that ends normally
+// says goodbye first, so its closing is not taken for a death.
+class Lifelines {
+ public:
+  Lifelines() = default;
+  ~Lifelines();
+  Lifelines(const Lifelines&) = delete;
+  Lifelines& operator=(const Lifelines&) = delete;
+  void add(int rank, int fd);  // takes the socket
+  // "" while every peer is there or has said goodbye; else which one's connection closed, in words.
+  std::string lost();
+  // Tells every peer that this rank ends normally, and lets go of the connections.
+  void goodbye();
+  size_t size() const { return peers_.size(); }
+
+ private:
+  struct Peer {
+    int rank, fd;
+  };
+  std::vector<Peer> peers_;
+};
+
 // Rank 0 listens on addr:port and sends `blob` to each of the world - 1 other ranks, which connect
 // (retrying until the timeout) and say their rank; every rank returns the blob. A duplicate or
-// out-of-range rank, a peer that never comes, or a wrong reply is a loupe::Error naming it.
-std::string rendezvous(const RendezvousOptions& o, const std::string& blob = "");
+// out-of-range rank, a peer that never comes, or a wrong reply is a loupe::Error naming it. With
+// `keep`, the connections stay open in it as the world's lifelines.
+std::string rendezvous(const RendezvousOptions& o, const std::string& blob = "", Lifelines* keep = nullptr);
 
 // The torchrun variables of this process when it is a rank (WORLD_SIZE set), else world 1.
 struct RankEnv {
