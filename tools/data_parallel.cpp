@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <vector>
 
 #include "core/cuda_runtime.h"
@@ -62,6 +63,23 @@ int launch_ranks(const Options& o) {
   return train::launch(lo);
 }
 
+namespace {
+// ncclCommAbort, waited for at most `seconds`: over sockets, with the peer gone, it did not return
+// (two H200s, check_ddp's lost peer: the rank said it was ending and trained on). The process ends
+// soon after either way, and its end frees what the abort would have.
+bool abort_within(train::Communicator& comm, double seconds) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([&comm, done] {
+    comm.abort();
+    done->store(true);
+  }).detach();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done->load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return done->load();
+}
+}  // namespace
+
 World::World(const Options& o) {
   if (o.device == "cpu") throw Error("a data-parallel rank (WORLD_SIZE is set) trains on a GPU, not --device cpu");
   std::string why;
@@ -84,7 +102,7 @@ World::World(const Options& o) {
       } else {
         continue;
       }
-      comm_->abort();
+      abort_within(*comm_, 2.0);
       std::_Exit(1);
     }
   });
@@ -95,12 +113,12 @@ World::World(const Options& o) {
 // not enter; that wait had hung the whole world before the error was printed. The launcher then
 // stops the other ranks.
 World::~World() {
-  if (std::uncaught_exceptions() > 0) {
+  if (std::uncaught_exceptions() > 0 && !aborted_) {
     std::fprintf(stderr, "loupe: rank %d of %d failed; aborting its communicator (the error follows)\n", rank(), size());
     abort();
   } else {
     stop_watchdog();
-    comm_->goodbye();  // an end, not a death, for the peers' watchdogs
+    if (!aborted_) comm_->goodbye();  // an end, not a death, for the peers' watchdogs
   }
 }
 
@@ -110,8 +128,10 @@ void World::stop_watchdog() {
 }
 
 void World::abort() {
+  aborted_ = true;
   stop_watchdog();
-  comm_->abort();
+  if (!abort_within(*comm_, 3.0))
+    std::fprintf(stderr, "loupe: rank %d: NCCL's abort did not return within 3 s; ending without it\n", rank());
 }
 
 std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline) {

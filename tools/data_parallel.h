@@ -42,6 +42,7 @@ class World {
   void stop_watchdog();
   std::unique_ptr<train::Communicator> comm_;
   std::atomic<bool> stop_{false};
+  bool aborted_ = false;  // abort() ran: no goodbye at the end
   std::thread watchdog_;
 };
 
