@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "test_util.h"
@@ -132,6 +133,85 @@ TEST(Rendezvous, LifelinesTellAnEndFromADeath) {
   // Rank 0 dies too: rank 2 has let go of its lifeline already, so it hears nothing.
   lines[0].reset();
   EXPECT_EQ(lines[2]->lost(), "");
+}
+
+// MASTER_ADDR may be a host name (torchrun and clusters give names): "localhost" is resolved.
+TEST(Rendezvous, ByHostName) {
+  const int port = train::free_port();
+  std::string got[2];
+  std::vector<std::thread> ts;
+  for (int r = 1; r >= 0; --r)
+    ts.emplace_back([&, r] {
+      train::RendezvousOptions o;
+      o.addr = "localhost", o.port = port, o.rank = r, o.world = 2, o.timeout_seconds = 20;
+      got[r] = train::rendezvous(o, r == 0 ? "id" : "");
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(got[1], "id");
+  train::RendezvousOptions bad;
+  bad.addr = "no-such-host.invalid", bad.port = port, bad.rank = 1, bad.world = 2, bad.timeout_seconds = 1;
+  try {
+    train::rendezvous(bad);
+    FAIL() << "an unresolvable host joined";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot resolve the host 'no-such-host.invalid' (MASTER_ADDR)"),
+              std::string::npos) << e.what();
+  }
+}
+
+// The world a process is a rank of, from each launcher's variables.
+TEST(RankEnv, LoupeTorchrunAndSrun) {
+  std::vector<std::unique_ptr<test::UnsetEnv>> clean;
+  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                        "LOUPE_RDZV_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID",
+                        "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"})
+    clean.push_back(std::make_unique<test::UnsetEnv>(v));
+  EXPECT_FALSE(train::in_a_world());
+  EXPECT_EQ(train::rank_env().world, 1);
+  {  // loupe's launcher (and torchrun's variables without its agent): the rendezvous on MASTER_PORT
+    test::EnvVar w("WORLD_SIZE", "4"), r("RANK", "2"), l("LOCAL_RANK", "0"), a("MASTER_ADDR", "node7"),
+        p("MASTER_PORT", "29500");
+    EXPECT_TRUE(train::in_a_world());
+    train::RankEnv e = train::rank_env();
+    EXPECT_EQ(e.world, 4);
+    EXPECT_EQ(e.rank, 2);
+    EXPECT_EQ(e.local_rank, 0);
+    EXPECT_EQ(e.master_addr, "node7");
+    EXPECT_EQ(e.rdzv_port, 29500);
+    {  // torchrun: its agent's store holds MASTER_PORT, so loupe's rendezvous takes the next one
+      test::EnvVar t("TORCHELASTIC_RUN_ID", "none");
+      EXPECT_EQ(train::rank_env().launcher, "torchrun");
+      EXPECT_EQ(train::rank_env().rdzv_port, 29501);
+      test::EnvVar own("LOUPE_RDZV_PORT", "31000");
+      EXPECT_EQ(train::rank_env().rdzv_port, 31000);
+    }
+  }
+  {  // srun: the step's tasks; the master is the node list's first host, the port from the job id
+    test::EnvVar id("SLURM_PROCID", "3"), n("SLURM_STEP_NUM_TASKS", "8"), l("SLURM_LOCALID", "1"),
+        nodes("SLURM_STEP_NODELIST", "gpu-a[07-09,12],gpu-b3"), job("SLURM_JOB_ID", "4123456");
+    EXPECT_TRUE(train::in_a_world());
+    train::RankEnv e = train::rank_env();
+    EXPECT_EQ(e.launcher, "srun");
+    EXPECT_EQ(e.world, 8);
+    EXPECT_EQ(e.rank, 3);
+    EXPECT_EQ(e.local_rank, 1);
+    EXPECT_EQ(e.master_addr, "gpu-a07");
+    EXPECT_EQ(e.master_port, 15000 + 4123456 % 20000);
+    EXPECT_EQ(e.rdzv_port, e.master_port);
+    test::EnvVar a("MASTER_ADDR", "10.0.0.5"), p("MASTER_PORT", "12345");
+    EXPECT_EQ(train::rank_env().master_addr, "10.0.0.5");
+    EXPECT_EQ(train::rank_env().rdzv_port, 12345);
+  }
+  {  // a batch script's own step: one task, not a rank (its SLURM_PROCID is 0 all the same)
+    test::EnvVar id("SLURM_PROCID", "0"), n("SLURM_STEP_NUM_TASKS", "1");
+    EXPECT_FALSE(train::in_a_world());
+  }
+  EXPECT_EQ(train::first_slurm_host("node01"), "node01");
+  EXPECT_EQ(train::first_slurm_host("n[1-3]"), "n1");
+  EXPECT_EQ(train::first_slurm_host("a[007-010],b"), "a007");
+  EXPECT_EQ(train::first_slurm_host("x,y[1-2]"), "x");
+  EXPECT_EQ(train::first_slurm_host("gpu-[3,5]"), "gpu-3");
+  EXPECT_THROW(train::first_slurm_host("bad["), Error);
 }
 
 TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {

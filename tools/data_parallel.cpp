@@ -15,7 +15,7 @@
 
 namespace loupe::tools {
 
-bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
+bool is_rank() { return train::in_a_world(); }
 
 bool wants_ranks(const Options& o) { return !is_rank() && (o.gpus > 1 || o.nnodes > 1); }
 
@@ -35,7 +35,8 @@ void rendezvous_address(const Options& o, train::LaunchOptions& lo) {
   char* end = nullptr;
   const long port = colon == std::string::npos ? 0 : std::strtol(m.c_str() + colon + 1, &end, 10);
   if (colon == std::string::npos || colon == 0 || !end || *end || port < 1 || port > 65535)
-    throw Error("--master takes ADDR:PORT (an IPv4 address and a port 1..65535), got '" + m + "'");
+    throw Error("--master takes ADDR:PORT (rank 0's host, an IPv4 address or a name, and a port 1..65535), got '" +
+                m + "'");
   lo.master_addr = m.substr(0, colon);
   lo.master_port = int(port);
 }

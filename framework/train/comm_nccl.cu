@@ -111,14 +111,17 @@ std::unique_ptr<Communicator> join_nccl(std::string* why) {
   try {
     const RankEnv env = rank_env();
     int devices = 0;
-    LOUPE_CHECK(cudaGetDeviceCount(&devices) == cudaSuccess && env.local_rank < devices, "rank ", env.rank,
-                " is LOCAL_RANK ", env.local_rank, " but this host shows ", devices, " GPU(s)");
-    LOUPE_CHECK(cudaSetDevice(env.local_rank) == cudaSuccess, "cannot make GPU ", env.local_rank, " current");
+    LOUPE_CHECK(cudaGetDeviceCount(&devices) == cudaSuccess, "rank ", env.rank, " sees no GPU");
+    // An srun task bound to its own GPU (--gpus-per-task) sees that one only, whatever its local id.
+    const int device = env.launcher == "srun" && devices == 1 ? 0 : env.local_rank;
+    LOUPE_CHECK(device < devices, "rank ", env.rank, " is local rank ", env.local_rank, " but this host shows ",
+                devices, " GPU(s)");
+    LOUPE_CHECK(cudaSetDevice(device) == cudaSuccess, "cannot make GPU ", device, " current");
     ncclUniqueId id{};
     if (env.rank == 0) LOUPE_NCCL_CHECK(ncclGetUniqueId(&id));
     RendezvousOptions ro;
     ro.addr = env.master_addr;
-    ro.port = env.master_port;
+    ro.port = env.rdzv_port;
     ro.rank = env.rank;
     ro.world = env.world;
     auto lifelines = std::make_unique<Lifelines>();

@@ -1,6 +1,7 @@
 #include "train/launch.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,11 +15,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace loupe::train {
 
@@ -155,12 +158,21 @@ struct Fd {
   }
 };
 
+// An IPv4 address, or a host name resolved by getaddrinfo (torchrun and clusters give names).
 sockaddr_in address(const std::string& addr, int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(uint16_t(port));
-  LOUPE_CHECK(inet_pton(AF_INET, addr.c_str(), &a.sin_addr) == 1, "rendezvous: '", addr,
-              "' is not an IPv4 address (MASTER_ADDR takes one, e.g. 127.0.0.1)");
+  if (inet_pton(AF_INET, addr.c_str(), &a.sin_addr) == 1) return a;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(addr.c_str(), nullptr, &hints, &found);
+  LOUPE_CHECK(rc == 0 && found, "rendezvous: cannot resolve the host '", addr, "' (MASTER_ADDR): ",
+              rc ? gai_strerror(rc) : "no IPv4 address");
+  a.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
   return a;
 }
 
@@ -308,18 +320,58 @@ void Lifelines::goodbye() {
   }
 }
 
+std::string first_slurm_host(const std::string& nodelist) {
+  // The first entry ends at the first comma outside brackets; a bracket holds ranges and lists of
+  // numbers, and the first of them, zero padding kept, completes the name.
+  const size_t open = nodelist.find('['), comma = nodelist.find(',');
+  if (open == std::string::npos || (comma != std::string::npos && comma < open)) return nodelist.substr(0, comma);
+  const size_t end = nodelist.find_first_of("-,]", open + 1);
+  LOUPE_CHECK(end != std::string::npos && end > open + 1, "Slurm's node list '", nodelist, "' has an unclosed '['");
+  return nodelist.substr(0, open) + nodelist.substr(open + 1, end - open - 1);
+}
+
+namespace {
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+bool srun_world() {
+  return !std::getenv("WORLD_SIZE") && std::getenv("SLURM_PROCID") && env_int("SLURM_STEP_NUM_TASKS", 1) > 1;
+}
+}  // namespace
+
+bool in_a_world() { return std::getenv("WORLD_SIZE") != nullptr || srun_world(); }
+
 RankEnv rank_env() {
   RankEnv e;
-  e.world = env_int("WORLD_SIZE", 1);
-  LOUPE_CHECK(e.world >= 1, "WORLD_SIZE must be at least 1");
-  e.rank = env_int("RANK", 0);
-  e.local_rank = env_int("LOCAL_RANK", e.rank);
-  LOUPE_CHECK(e.rank < e.world, "RANK=", e.rank, " but WORLD_SIZE=", e.world);
-  const char* a = std::getenv("MASTER_ADDR");
-  e.master_addr = a && *a ? a : "127.0.0.1";
+  std::string addr = env_text("MASTER_ADDR");
   e.master_port = env_int("MASTER_PORT", 0);
+  if (srun_world()) {
+    e.launcher = "srun";
+    e.world = env_int("SLURM_STEP_NUM_TASKS", 1);
+    e.rank = env_int("SLURM_PROCID", 0);
+    e.local_rank = env_int("SLURM_LOCALID", 0);
+    if (addr.empty()) {
+      std::string nodes = env_text("SLURM_STEP_NODELIST");
+      if (nodes.empty()) nodes = env_text("SLURM_JOB_NODELIST");
+      LOUPE_CHECK(!nodes.empty(), "srun: neither MASTER_ADDR nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST is set");
+      addr = first_slurm_host(nodes);
+    }
+    if (e.master_port == 0) e.master_port = 15000 + int(std::strtoull(env_text("SLURM_JOB_ID").c_str(), nullptr, 10) % 20000);
+  } else {
+    e.world = env_int("WORLD_SIZE", 1);
+    e.rank = env_int("RANK", 0);
+    e.local_rank = env_int("LOCAL_RANK", e.rank);
+    e.launcher = std::getenv("TORCHELASTIC_RUN_ID") ? "torchrun" : std::getenv("WORLD_SIZE") ? "loupe or torchrun" : "none";
+  }
+  LOUPE_CHECK(e.world >= 1, "the world size must be at least 1 (WORLD_SIZE or SLURM_STEP_NUM_TASKS)");
+  LOUPE_CHECK(e.rank < e.world, "rank ", e.rank, " of a world of ", e.world, " (RANK or SLURM_PROCID)");
+  e.master_addr = addr.empty() ? "127.0.0.1" : addr;
   LOUPE_CHECK(e.world == 1 || (e.master_port > 0 && e.master_port < 65536),
-              "WORLD_SIZE=", e.world, " needs MASTER_PORT (the port rank 0 listens on)");
+              "a world of ", e.world, " needs MASTER_PORT (the port rank 0 listens on)");
+  // torchrun's agent hosts its store on MASTER_PORT: loupe's rendezvous takes the next port.
+  e.rdzv_port = e.launcher == "torchrun" ? e.master_port + 1 : e.master_port;
+  if (const std::optional<int64_t> p = knobs::integer("LOUPE_RDZV_PORT")) e.rdzv_port = int(*p);
   return e;
 }
 

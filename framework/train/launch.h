@@ -66,12 +66,27 @@ class Lifelines {
 // `keep`, the connections stay open in it as the world's lifelines.
 std::string rendezvous(const RendezvousOptions& o, const std::string& blob = "", Lifelines* keep = nullptr);
 
-// The torchrun variables of this process when it is a rank (WORLD_SIZE set), else world 1.
+// The world this process is a rank of, from the launcher that started it:
+// - loupe's launcher or torchrun: WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
+// - Slurm's srun (no WORLD_SIZE, SLURM_STEP_NUM_TASKS > 1: the step's tasks, so `loupe train` run
+//   directly in a batch script is not mistaken for rank 0 of the job's tasks): SLURM_PROCID,
+//   SLURM_STEP_NUM_TASKS, SLURM_LOCALID; the master from MASTER_ADDR, else the first host of
+//   SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST), and MASTER_PORT, else 15000 + SLURM_JOB_ID % 20000
+//   (the same on every task of the job);
+// - else a world of one.
+// MASTER_ADDR may be a host name (torchrun and clusters set names; resolved by getaddrinfo).
+// loupe's rendezvous listens on rdzv_port: MASTER_PORT, except under torchrun, whose agent's store
+// already holds MASTER_PORT, where it is MASTER_PORT + 1; LOUPE_RDZV_PORT sets it in every case.
 struct RankEnv {
   int rank = 0, local_rank = 0, world = 1;
   std::string master_addr;
-  int master_port = 0;
+  int master_port = 0, rdzv_port = 0;
+  std::string launcher = "none";  // "loupe or torchrun" (WORLD_SIZE), "torchrun", "srun", "none"
 };
 RankEnv rank_env();
+// Whether this process is a rank of a world its launcher started (WORLD_SIZE set, or srun's tasks).
+bool in_a_world();
+// The first host of a Slurm host list: "gpu-a[07-09,12],gpu-b3" -> "gpu-a07".
+std::string first_slurm_host(const std::string& nodelist);
 
 }  // namespace loupe::train
