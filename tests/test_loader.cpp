@@ -1,6 +1,7 @@
 // The asynchronous loader: coverage, determinism across worker counts, errors, shutdown, one
 // rank's shard of each global step, and (on a GPU) pinned against pageable slots.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <map>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/denormals.h"
 #include "core/error.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
@@ -73,6 +75,39 @@ std::vector<int32_t> epoch_order(int64_t n, const LoaderOptions& o, int epoch) {
 // The epoch's order is a uniform shuffle: over 6,000 epochs of 3 samples every one of the 6 orders
 // comes about 1,000 times (an off-by-one in Fisher-Yates, Sattolo's variant, makes only the 2
 // cyclic ones; 150 is about 5 standard deviations).
+// The process's FTZ/DAZ setting (core/denormals.h) reaches the loader's workers: augmentation and
+// normalisation are float work too. Each sample records whether its worker flushes.
+TEST(Loader, WorkersTakeTheDenormalSetting) {
+  struct Probe : Dataset {
+    int64_t size() const override { return 64; }
+    Shape sample_shape() const override { return Shape{1}; }
+    void get(int64_t, float* x, int32_t* y, uint64_t) const override {
+      x[0] = thread_flushes_denormals() ? 1.f : 0.f;
+      *y = 0;
+    }
+  };
+  for (bool on : {true, false}) {
+    DenormalScope mode(on);
+    // The workers start from this thread's register: set it the other way, so that only a worker
+    // that applies the setting itself has it.
+    _mm_setcsr(on ? (_mm_getcsr() & ~0x8040u) : (_mm_getcsr() | 0x8040u));
+    ASSERT_NE(thread_flushes_denormals(), on);
+    LoaderOptions o;
+    o.batch = 8;
+    o.workers = 3;
+    DataLoader dl(std::make_shared<Probe>(), o);
+    dl.start_epoch(1);
+    Batch b;
+    int batches = 0;
+    while (dl.next(b)) {
+      for (float v : b.x.to_vector<float>()) EXPECT_EQ(v, on ? 1.f : 0.f) << "setting " << on;
+      dl.release(b);
+      ++batches;
+    }
+    EXPECT_EQ(batches, 8);
+  }
+}
+
 TEST(Sampler, EpochPermutationIsUniform) {
   std::map<std::vector<int32_t>, int> seen;
   for (int e = 0; e < 6000; ++e) ++seen[epoch_permutation(3, 1, e)];

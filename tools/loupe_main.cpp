@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "core/denormals.h"
 #include "core/error.h"
 #include "tools/commands.h"
 #include "tools/interrupt.h"
@@ -14,6 +15,7 @@ using namespace loupe;
 
 int main(int argc, char** argv) {
   tools::route_signals_to_one_thread();  // before any thread starts (tools/interrupt.h says why)
+  set_flush_denormals(true);  // float32 denormals to zero in every thread (core/denormals.h says why)
   static const std::map<std::string, int (*)(const tools::Options&)> kCommands{
       {"train", tools::cmd_train}, {"eval", tools::cmd_eval},         {"generate", tools::cmd_generate},
       {"bench", tools::cmd_bench}, {"sweep", tools::cmd_sweep},       {"models", tools::cmd_models},

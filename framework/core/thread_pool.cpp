@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/denormals.h"
 #include "core/error.h"
 #include "core/knobs.h"
 
@@ -130,6 +131,7 @@ class Pool {
       const auto [b, e] = chunk(begin_, n_, nchunks_, c);
       const Fn& fn = *fn_;
       lock.unlock();
+      apply_denormal_mode();  // the process's FTZ/DAZ setting, in this worker's register too
       std::exception_ptr err;
       try {
         fn(b, e);
@@ -206,6 +208,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
 #pragma omp parallel num_threads(threads_now())
   {
     if (omp_get_thread_num() > 0) name_worker();
+    apply_denormal_mode();  // the process's FTZ/DAZ setting, in OpenMP's threads (and oneDNN's) too
     t_inside = true;
     for (int64_t c = omp_get_thread_num(); c < nchunks; c += omp_get_num_threads()) {
       const auto [b, e] = chunk(begin, n, nchunks, c);

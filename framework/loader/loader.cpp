@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/cuda_runtime.h"
+#include "core/denormals.h"
 #include "core/error.h"
 #include "core/nvtx.h"
 #include "core/philox.h"
@@ -164,6 +165,7 @@ std::vector<int32_t> DataLoader::rank_order(int epoch) const {
 
 void DataLoader::worker_loop() {
   pthread_setname_np(pthread_self(), "loupe-loader");
+  apply_denormal_mode();  // augmentation and normalisation are float work too
   if (cuda_device_ >= 0) cuda_runtime()->set_current_device(cuda_device_);
   for (;;) {
     int64_t j = next_to_fill_.fetch_add(1);
