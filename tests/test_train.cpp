@@ -16,6 +16,7 @@
 #include <map>
 #include <thread>
 
+#include "core/thread_pool.h"
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
 #include "data/synthetic.h"
@@ -24,6 +25,7 @@
 #include "loupe.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "ops/conv_cpu.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "test_util.h"
@@ -656,6 +658,37 @@ TEST(TrainCpu, InterruptSignalsReachOnlyTheSignalThread) {
   auto [rc, took] = c.interrupt();
   EXPECT_EQ(rc, 130) << c.text;
   EXPECT_NE(c.text.find("interrupted in epoch 1 after"), std::string::npos) << c.text;
+}
+
+// A machine shared with other processes (issue 32): OpenMP's threads spin little before they sleep
+// (the command restarts itself once with GOMP_SPINCOUNT=3000 where oneDNN brings OpenMP, unless the
+// user set it), and the default thread count is the cores the process may use (its affinity mask
+// here; a cgroup quota likewise), not the machine's.
+TEST(TrainCpu, ThreadsFitTheCoresTheProcessMayUse) {
+  test::UnsetEnv spin("GOMP_SPINCOUNT"), policy("OMP_WAIT_POLICY"), threads("LOUPE_NUM_THREADS");
+  {
+    Child c("train mnist_mlp --device cpu --plain --no-nvml --synthetic --epochs 100");
+    ASSERT_TRUE(c.wait_for("step    eager", 60)) << c.text;
+    const std::string env = test::slurp("/proc/" + std::to_string(c.pid) + "/environ");
+    const bool spins_set = env.find(std::string("GOMP_SPINCOUNT=3000") + '\0') != std::string::npos;
+    EXPECT_EQ(spins_set, !cpu::dnnl_version().empty()) << "oneDNN: " << cpu::dnnl_version();
+  }
+  {
+    test::EnvVar own("GOMP_SPINCOUNT", "12345");  // the user's word stands
+    Child c("train mnist_mlp --device cpu --plain --no-nvml --synthetic --epochs 100");
+    ASSERT_TRUE(c.wait_for("step    eager", 60)) << c.text;
+    EXPECT_NE(test::slurp("/proc/" + std::to_string(c.pid) + "/environ").find("GOMP_SPINCOUNT=12345"), std::string::npos);
+  }
+  auto [rc, out] = test::run_command("taskset -c 0 " + std::string(LOUPE_CLI) +
+                                     " train mnist_mlp --device cpu --plain --no-nvml --synthetic --epochs 1 --max-steps 1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("device  cpu (1 thread, "), std::string::npos) << out;
+  EXPECT_GE(usable_cores(), 1);
+  EXPECT_EQ(cores_from_cpu_max("max 100000"), 0);
+  EXPECT_EQ(cores_from_cpu_max("150000 100000"), 2);
+  EXPECT_EQ(cores_from_cpu_max("100000 100000"), 1);
+  EXPECT_EQ(cores_from_cpu_max("-1 100000"), 0);  // cgroup v1's cfs quota of -1: no limit
+  EXPECT_EQ(cores_from_cpu_max("garbage"), 0);
 }
 
 // Benchmarks time a stretch longer than the data set: with `cycle` the epoch runs exactly the

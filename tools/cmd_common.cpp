@@ -58,7 +58,8 @@ std::string fmt_g(double v) {
 
 std::string device_description(Device d) {
   if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
-  return "cpu (" + std::to_string(num_threads()) + " threads, GEMM: " + cpu::gemm_backend_name() + ")";
+  const int n = num_threads();
+  return "cpu (" + std::to_string(n) + (n == 1 ? " thread" : " threads") + ", GEMM: " + cpu::gemm_backend_name() + ")";
 }
 
 void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {

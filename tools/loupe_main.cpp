@@ -1,19 +1,38 @@
 // The `loupe` command: parses the command line once (tools/options.h) and runs the subcommand
 // (tools/cmd_*.cpp).
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <string>
 
 #include "core/denormals.h"
 #include "core/error.h"
+#include "ops/conv_cpu.h"
 #include "tools/commands.h"
 #include "tools/interrupt.h"
 #include "train/trainer.h"
 
 using namespace loupe;
 
+namespace {
+// OpenMP's threads (libgomp, oneDNN's and loupe's CPU pool) spin about 300,000 times before they
+// sleep while they wait, and libgomp reads that count once, as it loads, before main(). With
+// another process on one of the 2 cores, mnist_mlp's two threads spent their time spinning for
+// each other: 2,293 samples/s, against 23,892 with --threads 1; with 3,000 spins 19,863, and on
+// the idle machine 40,511 against 40,946 (docs/benchmarks.md). So the command starts itself again,
+// once, with GOMP_SPINCOUNT=3000, unless the user set it or OMP_WAIT_POLICY (or it cannot).
+void spin_less(char** argv) {
+  if (cpu::dnnl_version().empty() || std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  setenv("GOMP_SPINCOUNT", "3000", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  spin_less(argv);
   tools::route_signals_to_one_thread();  // before any thread starts (tools/interrupt.h says why)
   set_flush_denormals(true);  // float32 denormals to zero in every thread (core/denormals.h says why)
   static const std::map<std::string, int (*)(const tools::Options&)> kCommands{

@@ -1,13 +1,16 @@
 #include "core/thread_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,7 +44,7 @@ void name_worker() {
 
 int initial_threads() {
   if (const std::optional<int64_t> n = knobs::integer("LOUPE_NUM_THREADS")) return int(*n);
-  return std::max(1, int(std::thread::hardware_concurrency()));
+  return usable_cores();
 }
 
 // Chunk c of `nchunks` over [begin, begin + n): the first n % nchunks chunks get one more. Both
@@ -247,5 +250,43 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
 }
 
 #endif
+
+int cores_from_cpu_max(const std::string& text) {
+  long long quota = 0, period = 0;
+  if (std::sscanf(text.c_str(), "%lld %lld", &quota, &period) != 2 || quota <= 0 || period <= 0) return 0;
+  return int((quota + period - 1) / period);
+}
+
+namespace {
+int limit(int cores, int quota) { return quota > 0 ? std::min(cores, quota) : cores; }
+}  // namespace
+
+int usable_cores() {
+  int cores = int(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  // Its cgroup and each one above it may hold a CPU quota; the smallest binds. cgroup v2: "0::/path"
+  // in /proc/self/cgroup, the quota in cpu.max; v1: the "cpu" controller's line, the quota in
+  // cpu.cfs_quota_us over cpu.cfs_period_us (-1: none).
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    const bool v2 = line.rfind("0::", 0) == 0, v1 = controllers.find(",cpu,") != std::string::npos;
+    if (!v2 && !v1) continue;
+    for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
+      const std::string dir = (v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") + path;
+      std::ifstream max(dir + "/cpu.max"), quota(dir + "/cpu.cfs_quota_us"), period(dir + "/cpu.cfs_period_us");
+      std::string text, q, per;
+      if (v2 && std::getline(max, text)) cores = limit(cores, cores_from_cpu_max(text));
+      if (v1 && std::getline(quota, q) && std::getline(period, per)) cores = limit(cores, cores_from_cpu_max(q + " " + per));
+      if (path.empty() || path == "/") break;
+    }
+  }
+  return std::max(1, cores);
+}
 
 }  // namespace loupe

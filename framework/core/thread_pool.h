@@ -3,12 +3,22 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace loupe {
 
 // Threads that parallel_for uses, the calling thread included. Starts as LOUPE_NUM_THREADS when
-// set (a positive integer), else std::thread::hardware_concurrency().
+// set (a positive integer), else the cores this process may use (usable_cores()).
 int num_threads();
+
+// The cores this process may run on: the CPUs of its affinity mask (taskset, a container's cpuset),
+// fewer where a cgroup v2 CPU quota (cpu.max: a container's --cpus, a CI runner's limit) allows
+// fewer, rounded up; at least 1. A machine's whole core count (hardware_concurrency) oversubscribed
+// such a process: threads past its share wait for a core at every barrier.
+int usable_cores();
+// The quota part, from the text of a cgroup v2 cpu.max file ("max 100000", "150000 100000"):
+// quota / period rounded up, or 0 when there is no limit or the text is not that.
+int cores_from_cpu_max(const std::string& text);
 
 // Resizes the pool (n >= 1; 1 means everything runs inline). For tests and benchmarks: do not
 // call it while a parallel_for is running.
