@@ -88,7 +88,7 @@ TEST(Knobs, IntegersTakeTheirRange) {
     const std::string why = refusal([] { knobs::integer("LOUPE_NUM_THREADS"); });
     EXPECT_HAS(why, std::string("LOUPE_NUM_THREADS='") + bad + "' is not allowed");
     EXPECT_HAS(why, "a whole number from 1 to 4096");
-    EXPECT_HAS(why, "the cores available");
+    EXPECT_HAS(why, "the cores this process may use");
   }
 }
 

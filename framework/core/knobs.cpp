@@ -115,7 +115,7 @@ const std::vector<Knob>& table() {
                 "`~/.cache/loupe`, then `./data`",
                 "the first place to look for data sets (`$LOUPE_DATA/mnist`, `.../cifar10`, ...; see Data), and "
                 "where `data/fetch.sh` puts them"),
-      integer_knob("LOUPE_NUM_THREADS", "the library", 1, 4096, "the cores available",
+      integer_knob("LOUPE_NUM_THREADS", "the library", 1, 4096, "the cores this process may use",
                    "CPU threads when `--threads` is not given"),
       text_knob("LOUPE_TOOLS_DIR", "the `loupe` command", "a directory",
                 "`../share/loupe` beside the installed command, else the source tree's `tools/`",
