@@ -211,3 +211,21 @@ TEST(HostStats, RssGrowsWhenMemoryIsTouched) {
   ASSERT_TRUE(b.ok);
   EXPECT_GE(b.rss_bytes, a.rss_bytes + 40e6);
 }
+
+// Each thread's run delay (its time ready to run but waiting for a core), by thread id: this
+// thread's is there and none is negative (Linux: /proc/self/task/TID/schedstat).
+TEST(ProcessStats, ThreadRunDelays) {
+  const std::map<int, double> d = read_thread_run_delays();
+  ASSERT_FALSE(d.empty()) << "no /proc/self/task/*/schedstat";
+  EXPECT_EQ(d.count(int(::gettid())), 1u);
+  for (const auto& [tid, s] : d) EXPECT_GE(s, 0.0) << tid;
+}
+
+// The share of ready time spent waiting: 1 s run and 1 s waited is half; nothing to say of nothing.
+TEST(ProcessStats, CpuWaitShare) {
+  EXPECT_EQ(cpu_wait_share(1.0, 1.0), 0.5);
+  EXPECT_EQ(cpu_wait_share(3.0, 1.0), 0.25);
+  EXPECT_EQ(cpu_wait_share(2.0, 0.0), 0.0);
+  EXPECT_FALSE(cpu_wait_share(0.0, 0.0));
+  EXPECT_FALSE(cpu_wait_share(-1.0, 1.0));
+}

@@ -28,7 +28,7 @@ const std::vector<std::string> kFields = {
     "flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
     "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
-    "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch", "cost_per_million_samples",
+    "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch", "cost_per_million_samples",
     "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "nccl_share",
     "nccl_exposed_share", "bus_gbps", "advice"};
 
@@ -38,7 +38,7 @@ const std::vector<std::string> kOptional = {
     "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
-    "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "cost_epoch",
+    "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch",
     "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step",
     "nccl_share", "nccl_exposed_share", "bus_gbps"};
 
@@ -65,7 +65,7 @@ struct ReportShape {
   std::string throttle;
   Opt busy;
   std::string busy_why;
-  Opt rest[5];
+  Opt rest[6];
   int dp[2];
   Opt dp_opt[6];
   std::vector<std::string> advice;
@@ -332,6 +332,12 @@ TEST(EpochLine, CpuRunPrintsOnlyWhatItMeasured) {
             std::string::npos)
       << s;
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 2);
+  // Time its threads waited for a core, beside the cores it used, once it is half a percent or more.
+  r.host_cpu_wait_share = 0.371;
+  EXPECT_NE(epoch_line(r).find("CPU 1.5 cores (waited 37.1% for a core)  RSS"), std::string::npos) << epoch_line(r);
+  r.host_cpu_wait_share = 0.004;
+  EXPECT_NE(epoch_line(r).find("CPU 1.5 cores  RSS"), std::string::npos) << epoch_line(r);
+  r.host_cpu_wait_share.reset();
   // The files keep every field: null where unmeasured.
   const std::string j = to_json(r);
   for (const char* f : {"\"gpu_util_mean\":null", "\"mem_used_max_bytes\":null", "\"power_mean_w\":null",
@@ -734,4 +740,29 @@ TEST(Advice, CommBoundThreshold) {
     r.nccl_exposed_share = x;
     return advise(r, kH100);
   }, "", "communication-bound");
+}
+
+// A busy machine (issue 32): loupe's threads waited for a core 20% of their ready time or more; the
+// advice names the share and, where the process got at least half a core, --threads at the cores it
+// got. On a CPU run and a GPU run alike, first.
+TEST(Advice, BusyHostThreshold) {
+  expect_flips_at("busy host, waited >= 0.2", 0.2, [](double x) {
+    EpochReport r = busy_report(0.6, 2.0, 0.5, 0.0);
+    r.host_cpu_util = 1.04;
+    r.host_cpu_wait_share = x;
+    return advise(r, kH100);
+  }, "", "the machine is busy");
+  EpochReport r;
+  r.host_cpu_util = 1.04;
+  r.host_cpu_wait_share = 0.37;
+  const auto a = advise(r, {false, false, "fp32", 128});
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0], "the machine is busy: loupe's threads waited for a core 37% of the time they were ready to run "
+                  "(other processes hold the cores); --threads 1 (the cores it got), or a quieter machine");
+  r.host_cpu_util = 2.6;
+  EXPECT_NE(advise(r, {false, false, "fp32", 128})[0].find("--threads 3 (the cores it got)"), std::string::npos);
+  r.host_cpu_util = 0.3;  // under half a core: no thread count to suggest
+  EXPECT_EQ(advise(r, {false, false, "fp32", 128})[0].find("--threads"), std::string::npos);
+  r.host_cpu_wait_share.reset();  // unmeasured: no such advice
+  EXPECT_FALSE(any_contains(advise(r, {false, false, "fp32", 128}), "the machine is busy"));
 }

@@ -1,5 +1,6 @@
 #include "instrument/advice.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace loupe::instrument {
@@ -12,6 +13,7 @@ constexpr double kGpuBound = 0.9;     // GPU busy at least this share: it is the
 constexpr double kMemFree = 0.25;     // less than this share of device memory used
 constexpr double kLowMfu = 0.02;      // below this share of the fp32 peak the step moves memory, not math
 constexpr double kCommBound = 0.1;    // data parallelism: the GPU only communicated this share or more
+constexpr double kBusyHost = 0.2;     // loupe's threads waited for a core this share of their ready time or more
 
 std::string pct(double share) {
   char b[16];
@@ -33,8 +35,23 @@ std::string gib(double bytes) {
 
 }  // namespace
 
+namespace {
+// Other processes held the cores: loupe's threads waited for one. Fewer threads than cores
+// (--threads, about the cores it got) stop them waiting on each other at every barrier.
+std::string busy_host(const EpochReport& r) {
+  if (!r.host_cpu_wait_share || *r.host_cpu_wait_share < kBusyHost) return "";
+  std::string fewer;
+  if (r.host_cpu_util && *r.host_cpu_util >= 0.5)
+    fewer = "; --threads " + std::to_string(std::max<int64_t>(1, int64_t(*r.host_cpu_util + 0.5))) +
+            " (the cores it got)";
+  return "the machine is busy: loupe's threads waited for a core " + pct(*r.host_cpu_wait_share) +
+         " of the time they were ready to run (other processes hold the cores)" + fewer + ", or a quieter machine";
+}
+}  // namespace
+
 std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   std::vector<std::string> out;
+  if (std::string busy = busy_host(r); !busy.empty()) out.push_back(busy);
   const Opt& wait = r.data_wait_share;
   const bool data_bound_seen = wait && *wait >= kDataBound;
 

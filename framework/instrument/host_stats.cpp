@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -37,6 +39,23 @@ ProcessStats read_process_stats() {
   out.rss_bytes = double(resident) * double(page);
   out.ok = true;
   return out;
+}
+
+std::map<int, double> read_thread_run_delays() {
+  std::map<int, double> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(task.path() / "schedstat");  // "ns on a CPU, ns waiting on a run queue, slices"
+    unsigned long long ran = 0, waited = 0;
+    if (!(f >> ran >> waited)) continue;  // a thread that ended meanwhile
+    out[std::atoi(task.path().filename().c_str())] = double(waited) * 1e-9;
+  }
+  return out;
+}
+
+std::optional<double> cpu_wait_share(double ran_seconds, double waited_seconds) {
+  if (!(ran_seconds >= 0 && waited_seconds >= 0 && ran_seconds + waited_seconds > 0)) return std::nullopt;
+  return waited_seconds / (ran_seconds + waited_seconds);
 }
 
 }  // namespace loupe::instrument

@@ -93,6 +93,7 @@ void EpochMonitor::begin_epoch() {
   if (device_.is_cuda()) cuda_runtime()->reset_peak();
   ProcessStats ps = read_process_stats();
   cpu0_ = ps.ok ? ps.cpu_seconds : -1;
+  delay0_ = read_thread_run_delays();
   if (busy_) busy_t0_ = busy_->now_ns();
   t0_ = NvmlSampler::now();
 }
@@ -121,6 +122,13 @@ void EpochMonitor::end_train() {
   ProcessStats ps = read_process_stats();
   cpu_end_ = ps.ok ? ps.cpu_seconds : -1;
   rss_ = ps.ok ? ps.rss_bytes : -1;
+  // Threads that ended in the epoch (a loader's workers) take their delay with them: a lower bound.
+  const std::map<int, double> delays = read_thread_run_delays();
+  waited_ = delays.empty() ? -1 : 0;
+  for (const auto& [tid, d] : delays) {
+    const auto before = delay0_.find(tid);
+    waited_ += std::max(0.0, d - (before == delay0_.end() ? 0.0 : before->second));
+  }
   if (busy_) {
     busy_->flush();
     busy_t1_ = busy_->now_ns();
@@ -183,6 +191,8 @@ void EpochMonitor::fill(EpochReport& r) {
     busy_->discard_before(busy_t1_);
   }
   if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;
+  // Of the time its threads were ready to run, the share they waited for a core.
+  if (cpu0_ >= 0 && cpu_end_ >= 0 && waited_ >= 0) r.host_cpu_wait_share = cpu_wait_share(cpu_end_ - cpu0_, waited_);
   if (rss_ > 0) r.host_rss_bytes = rss_;
   if (opt_.price_per_hour >= 0) {
     r.cost_epoch = opt_.price_per_hour * r.epoch_seconds / 3600.0;

@@ -1,6 +1,7 @@
 // EpochMonitor: gathers, for one epoch, everything the report shows: step timings, NVML samples,
 // CUPTI busy time, FLOPs, allocator and process memory, and turns them into an EpochReport.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,8 @@ class EpochMonitor {
   std::unique_ptr<TimelineWriter> timeline_;
   std::string nvml_why_, busy_why_;
   double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0, rss_ = 0;
+  std::map<int, double> delay0_;  // each thread's run delay at the epoch's start
+  double waited_ = -1;            // the threads' run delay over the training (s); -1: unmeasured
   uint64_t busy_t0_ = 0, busy_t1_ = 0;
   double step_t0_ = 0, data_t_ = 0, last_step_begin_ = -1, flops_ = 0;
   std::vector<double> step_ms_, issue_ms_, wait_ms_;

@@ -66,6 +66,7 @@ struct EpochReport {
   // The host process, from /proc.
   Opt host_cpu_util;                         // process CPU seconds / wall seconds (1.0 = one core)
   Opt host_rss_bytes;
+  Opt host_cpu_wait_share;  // of the time the threads were ready to run, the share they waited for a core
 
   // Cost, with --price-per-hour.
   Opt cost_epoch, cost_per_million_samples;

@@ -40,7 +40,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(power_mean_w); LOUPE_FIELD(power_max_w); LOUPE_FIELD(energy_j); LOUPE_FIELD(samples_per_joule);
   LOUPE_FIELD(temp_max_c); LOUPE_FIELD(sm_clock_mean_mhz); LOUPE_FIELD(throttle);
   LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
-  LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes);
+  LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes); LOUPE_FIELD(host_cpu_wait_share);
   LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
   LOUPE_FIELD(rank); LOUPE_FIELD(world_size); LOUPE_FIELD(world_samples_per_sec); LOUPE_FIELD(scaling_efficiency);
   LOUPE_FIELD(allreduce_bytes_per_step); LOUPE_FIELD(nccl_share); LOUPE_FIELD(nccl_exposed_share); LOUPE_FIELD(bus_gbps);
@@ -242,6 +242,7 @@ std::string epoch_line(const EpochReport& r) {
   o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += "  data wait " + or_na(r.data_wait_share, pct);
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
+  if (r.host_cpu_wait_share && *r.host_cpu_wait_share >= 0.005) o += " (waited " + pct(*r.host_cpu_wait_share) + " for a core)";
   o += "  RSS " + or_na(r.host_rss_bytes, bytes);
   if (r.alloc_peak_bytes) o += "  pool peak " + bytes(*r.alloc_peak_bytes);
   if (cpu && r.mfu && r.peak_tflops) o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s";
