@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/paths.h"
 
 namespace fs = std::filesystem;
@@ -117,6 +118,7 @@ CharCorpus CharCorpus::from_file(const std::string& path) {
     throw Error(path + ": file not found; give a UTF-8 text file, or run data/fetch.sh nietzsche for the text "
                 "the Keras example uses");
   if (fs::is_directory(path, ec)) throw Error(path + ": is a directory; give a UTF-8 text file");
+  if (const std::string kind = what_else(path); !kind.empty()) throw Error(path + ": is " + kind + "; give a UTF-8 text file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/paths.h"
 
 namespace fs = std::filesystem;
@@ -88,6 +89,7 @@ void read_cifar10_batch(const std::string& file, int64_t records, std::vector<ui
 // The names in batches.meta.txt (one per line; blank lines, such as the trailing ones, skipped).
 std::vector<std::string> read_cifar10_meta(const std::string& file) {
   const fs::path path(file);
+  if (const std::string kind = what_else(file); !kind.empty()) bad(path, "is " + kind + ", not a text file");
   std::ifstream f(path);
   if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
   std::vector<std::string> names;

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/paths.h"
 
 namespace fs = std::filesystem;
@@ -39,6 +40,7 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) bad(path, "file not found");
   if (fs::is_directory(path, ec)) bad(path, "is a directory, not an IDX file");
+  if (const std::string kind = what_else(path); !kind.empty()) bad(path, "is " + kind + ", not an IDX file");
   std::ifstream f(path, std::ios::binary);
   if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
   std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/image_check.h"
 #include "data/image_decode.h"
 
@@ -34,6 +35,7 @@ DecodedImage decode_image(const std::string& path, int channels) {
     throw Error(path + ": cannot decode to " + std::to_string(channels) + " channels (1 or 3)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not an image");
+  if (const std::string kind = what_else(path); !kind.empty()) throw Error(path + ": is " + kind + ", not an image");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

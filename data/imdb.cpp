@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/paths.h"
 #include "data/text.h"
 
@@ -44,6 +45,7 @@ fs::path top_dir(const std::string& dir) {
 }
 
 std::string read_text(const fs::path& path) {
+  if (const std::string kind = what_else(path.string()); !kind.empty()) bad(path, "is " + kind + ", not a review file");
   std::ifstream f(path, std::ios::binary);
   if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/file_check.h"
 
 namespace loupe::instrument {
 
@@ -51,6 +52,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
                 "Chrome trace '", path, "': event ", json_quote(e.name),
                 " has args that are not a JSON object: ", e.args_json);
   }
+  require_regular_output(path, "trace file");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) LOUPE_FAIL("cannot write the Chrome trace to '", path, "': ", std::strerror(errno),
                      "; check that the directory exists and is writable");

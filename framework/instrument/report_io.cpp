@@ -1,5 +1,6 @@
 #include "instrument/report_io.h"
 
+#include "core/file_check.h"
 #include "instrument/chrome_trace.h"  // json_quote
 
 #include <sys/ioctl.h>
@@ -131,6 +132,7 @@ std::string duration(double s) {
 }
 
 std::FILE* open_or_throw(const std::string& path, const char* mode = "w") {
+  require_regular_output(path, "output file");  // a FIFO would block the open, a device swallow the records
   std::FILE* f = std::fopen(path.c_str(), mode);
   if (!f)
     throw Error("cannot open '" + path + "' for writing: " + std::strerror(errno) +

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/file_check.h"
 
 namespace loupe::instrument {
 namespace {
@@ -36,7 +37,8 @@ std::string timeline_mark_row(double t, double t0, const std::string& mark) {
 }
 
 TimelineWriter::TimelineWriter(const std::string& path, double t0, int gpu, const NvmlSampler* sampler)
-    : path_(path), t0_(t0), gpu_(gpu), sampler_(sampler), f_(std::fopen(path.c_str(), "w"), &std::fclose) {
+    : path_((require_regular_output(path, "--timeline file"), path)), t0_(t0), gpu_(gpu), sampler_(sampler),
+      f_(std::fopen(path.c_str(), "w"), &std::fclose) {
   if (!f_)
     throw Error("cannot open '" + path + "' for writing (--timeline): " + std::strerror(errno) +
                 "; check that its directory exists and is writable");

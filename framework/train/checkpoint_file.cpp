@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/file_check.h"
 
 namespace loupe {
 namespace {
@@ -155,6 +156,8 @@ class Reader {
 };
 
 std::vector<uint8_t> read_all(const std::string& path) {
+  if (const std::string kind = what_else(path); !kind.empty())
+    throw Error("checkpoint '" + path + "' is " + kind + ", not a checkpoint file");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     if (errno == ENOENT) throw Error("checkpoint '" + path + "' does not exist");
@@ -256,6 +259,7 @@ void check_checkpoint_destination(const std::string& path) {
 }
 
 void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {
+  require_regular_output(path, "checkpoint");  // the rename below would replace a device or a FIFO
   check_directory(path);
   const std::string dir = parent_dir(path);
   std::set<std::string> names;
