@@ -1,6 +1,8 @@
 // Tensor basics: views, copies, dtypes, broadcasting errors, the RNG, precision modes and memory formats.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <set>
@@ -196,9 +198,15 @@ TEST(Denormals, EveryPoolThreadTakesTheSetting) {
     std::mutex m;
     std::set<std::thread::id> threads;
     std::vector<int> flushes, zeroes;
+    std::atomic<int> arrived{0};
     parallel_for(0, 3, 1, [&](int64_t b, int64_t e) {
       volatile float tiny = 1e-40f;  // a denormal
       const float product = tiny * 1.0f;
+      // Each chunk waits (2 s at most) for the others, so that no thread runs two of them: loupe's
+      // own pool lets the caller claim every chunk of a short call before a worker wakes.
+      ++arrived;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (arrived.load() < 3 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
       std::lock_guard<std::mutex> l(m);
       for (int64_t i = b; i < e; ++i) {
         threads.insert(std::this_thread::get_id());
