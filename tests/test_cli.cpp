@@ -109,6 +109,13 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
       {"bench mnist_mlp --device cpu --prompt hello", "loupe bench does not take --prompt (see loupe bench --help)"},
       {"train mnist_mlp --device cpu --bogus 3", "unknown option --bogus (see loupe train --help)"},
       {"train mnist_mlp --device cpu --epochs", "option --epochs needs a value (see loupe train --help)"},
+      // Paths: an empty one (it used to mean the default silently), and two outputs in one file.
+      {"train mnist_mlp --device cpu --data ''", "--data needs a path, got an empty one"},
+      {"eval mnist_mlp --checkpoint=", "--checkpoint needs a path, got an empty one"},
+      {"train mnist_mlp --device cpu --save /tmp/loupe_same.out --metrics /tmp/loupe_same.out",
+       "--save and --metrics name the same file '/tmp/loupe_same.out': give each output a file of its own"},
+      {"train mnist_mlp --device cpu --csv /tmp/./loupe_same.csv --timeline /tmp/loupe_same.csv",
+       "--csv and --timeline name the same file '/tmp/loupe_same.csv': give each output a file of its own"},
   };
   for (const auto& [args, message] : cases) {
     auto [rc, out] = run_cli(args);

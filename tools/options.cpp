@@ -1,7 +1,11 @@
 #include "tools/options.h"
 
+#include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "tools/bench.h"
@@ -429,6 +433,27 @@ std::vector<std::string> options_of(const std::string& command) {
   return names;
 }
 
+// Paths given as empty strings (--data "" used to mean the default silently), and outputs that
+// name the same file (--save X --metrics X: the checkpoint's rename took the metrics' place).
+void check_paths(const Options& o, const std::vector<std::pair<std::string, std::string>>& given) {
+  static const std::set<std::string> kPaths{"data", "checkpoint", "save", "resume", "metrics", "tensorboard", "csv",
+                                            "json", "png", "trace", "timeline"};
+  for (const auto& [key, val] : given)
+    if (kPaths.count(key) && val.empty()) throw Error("--" + key + " needs a path, got an empty one");
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"save", &o.save}, {"metrics", &o.metrics}, {"csv", &o.csv}, {"trace", &o.trace}, {"timeline", &o.timeline}};
+  std::map<std::string, const char*> seen;
+  for (const auto& [name, path] : outputs) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const std::string key = std::filesystem::weakly_canonical(*path, ec).string();
+    const auto [it, fresh] = seen.emplace(ec ? *path : key, name);
+    if (!fresh)
+      throw Error("--" + std::string(it->second) + " and --" + name + " name the same file '" + *path +
+                  "': give each output a file of its own");
+  }
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
   std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
@@ -459,6 +484,7 @@ Options parse_options(int argc, char** argv) {
     spec.set(o, val);
     o.given.insert(key);
   }
+  check_paths(o, given);
   if (!o.trace.empty() && !o.has("profile-steps")) o.profile_steps = profile_window("10:19");
   if (o.node_rank >= o.nnodes)
     throw Error("--node-rank " + std::to_string(o.node_rank) + " is outside --nnodes " + std::to_string(o.nnodes) +
