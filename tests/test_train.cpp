@@ -643,6 +643,17 @@ TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
   std::remove(fifo.c_str());
 }
 
+// A file size limit below the checkpoint's size (ulimit -f): one sentence naming the file and the
+// reason, exit 1, instead of death by SIGXFSZ with no message (issue 32).
+TEST(DataFiles, FileSizeLimitIsAnErrorNotASignal) {
+  const std::string ck = test::temp_path("loupe_fsize.ckpt").string();
+  auto [rc, out] = test::run_command("ulimit -f 64 && " + std::string(LOUPE_CLI) + " train mnist_mlp --device cpu --plain "
+                                     "--no-nvml --synthetic --epochs 1 --max-steps 1 --save " + ck);
+  EXPECT_EQ(rc, 1) << out;  // 128 + SIGXFSZ (153) before
+  EXPECT_NE(out.find("cannot write checkpoint '" + ck + "': File too large"), std::string::npos) << out;
+  std::remove(ck.c_str());
+}
+
 // SIGINT and SIGTERM reach one thread of `loupe train`, one that runs no kernel: a handler run on
 // a thread inside oneDNN's float32 GEMM corrupts the heap (tools/interrupt.h; Ctrl-C crashed 3-7
 // CPU runs in 25 before). The main thread, the CPU pool's and the loader's block both; the

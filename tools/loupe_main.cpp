@@ -2,6 +2,7 @@
 // (tools/cmd_*.cpp).
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
   spin_less(argv);
   tools::route_signals_to_one_thread();  // before any thread starts (tools/interrupt.h says why)
   set_flush_denormals(true);  // float32 denormals to zero in every thread (core/denormals.h says why)
+  // Past a file size limit (ulimit -f) a write fails with EFBIG, which every writer reports in one
+  // sentence naming the file, instead of the kernel's SIGXFSZ ending the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   static const std::map<std::string, int (*)(const tools::Options&)> kCommands{
       {"train", tools::cmd_train}, {"eval", tools::cmd_eval},         {"generate", tools::cmd_generate},
       {"bench", tools::cmd_bench}, {"sweep", tools::cmd_sweep},       {"models", tools::cmd_models},
