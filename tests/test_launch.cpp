@@ -159,8 +159,8 @@ TEST(Rendezvous, ByHostName) {
   }
 }
 
-// The world a process is a rank of, from each launcher's variables.
-TEST(RankEnv, LoupeTorchrunAndSrun) {
+// Slurm's srun: its tasks are ranks (loupe's launcher and torchrun: Rendezvous.RankEnvironment).
+TEST(RankEnv, SrunTasks) {
   std::vector<std::unique_ptr<test::UnsetEnv>> clean;
   for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
                         "LOUPE_RDZV_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID",
@@ -168,24 +168,6 @@ TEST(RankEnv, LoupeTorchrunAndSrun) {
     clean.push_back(std::make_unique<test::UnsetEnv>(v));
   EXPECT_FALSE(train::in_a_world());
   EXPECT_EQ(train::rank_env().world, 1);
-  {  // loupe's launcher (and torchrun's variables without its agent): the rendezvous on MASTER_PORT
-    test::EnvVar w("WORLD_SIZE", "4"), r("RANK", "2"), l("LOCAL_RANK", "0"), a("MASTER_ADDR", "node7"),
-        p("MASTER_PORT", "29500");
-    EXPECT_TRUE(train::in_a_world());
-    train::RankEnv e = train::rank_env();
-    EXPECT_EQ(e.world, 4);
-    EXPECT_EQ(e.rank, 2);
-    EXPECT_EQ(e.local_rank, 0);
-    EXPECT_EQ(e.master_addr, "node7");
-    EXPECT_EQ(e.rdzv_port, 29500);
-    {  // torchrun: its agent's store holds MASTER_PORT, so loupe's rendezvous takes the next one
-      test::EnvVar t("TORCHELASTIC_RUN_ID", "none");
-      EXPECT_EQ(train::rank_env().launcher, "torchrun");
-      EXPECT_EQ(train::rank_env().rdzv_port, 29501);
-      test::EnvVar own("LOUPE_RDZV_PORT", "31000");
-      EXPECT_EQ(train::rank_env().rdzv_port, 31000);
-    }
-  }
   {  // srun: the step's tasks; the master is the node list's first host, the port from the job id
     test::EnvVar id("SLURM_PROCID", "3"), n("SLURM_STEP_NUM_TASKS", "8"), l("SLURM_LOCALID", "1"),
         nodes("SLURM_STEP_NODELIST", "gpu-a[07-09,12],gpu-b3"), job("SLURM_JOB_ID", "4123456");
@@ -260,7 +242,8 @@ TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
 }
 
 TEST(Rendezvous, RankEnvironment) {
-  test::UnsetEnv a("WORLD_SIZE"), b("RANK"), c("LOCAL_RANK"), d("MASTER_ADDR"), e("MASTER_PORT");
+  test::UnsetEnv a("WORLD_SIZE"), b("RANK"), c("LOCAL_RANK"), d("MASTER_ADDR"), e("MASTER_PORT"),
+      f("TORCHELASTIC_RUN_ID"), g("LOUPE_RDZV_PORT");
   EXPECT_EQ(train::rank_env().world, 1) << "not a rank: world 1";
   setenv("WORLD_SIZE", "4", 1);
   setenv("RANK", "6", 1);
@@ -274,6 +257,16 @@ TEST(Rendezvous, RankEnvironment) {
   EXPECT_EQ(env.world, 4);
   EXPECT_EQ(env.master_addr, "127.0.0.1");
   EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.rdzv_port, 29500) << "loupe's rendezvous on MASTER_PORT";
+  EXPECT_TRUE(train::in_a_world());
+  {  // a host name, and torchrun: its agent's store holds MASTER_PORT, so the rendezvous takes the next
+    test::EnvVar a("MASTER_ADDR", "node7"), t("TORCHELASTIC_RUN_ID", "none");
+    EXPECT_EQ(train::rank_env().master_addr, "node7");
+    EXPECT_EQ(train::rank_env().launcher, "torchrun");
+    EXPECT_EQ(train::rank_env().rdzv_port, 29501);
+    test::EnvVar own("LOUPE_RDZV_PORT", "31000");
+    EXPECT_EQ(train::rank_env().rdzv_port, 31000);
+  }
   setenv("RANK", "x", 1);
   EXPECT_THROW(train::rank_env(), Error);
 }

@@ -424,15 +424,6 @@ void positional(Options& o, const std::string& s) {
   else throw Error("unexpected argument '" + s + "' (see loupe --help)");
 }
 
-}  // namespace
-
-std::vector<std::string> options_of(const std::string& command) {
-  std::vector<std::string> names;
-  for (const auto& [name, spec] : kSpecs)
-    if (takes(spec, command)) names.push_back(name);
-  return names;
-}
-
 // Paths given as empty strings (--data "" used to mean the default silently), and outputs that
 // name the same file (--save X --metrics X: the checkpoint's rename took the metrics' place).
 void check_paths(const Options& o, const std::vector<std::pair<std::string, std::string>>& given) {
@@ -452,6 +443,15 @@ void check_paths(const Options& o, const std::vector<std::pair<std::string, std:
       throw Error("--" + std::string(it->second) + " and --" + name + " name the same file '" + *path +
                   "': give each output a file of its own");
   }
+}
+
+}  // namespace
+
+std::vector<std::string> options_of(const std::string& command) {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : kSpecs)
+    if (takes(spec, command)) names.push_back(name);
+  return names;
 }
 
 Options parse_options(int argc, char** argv) {

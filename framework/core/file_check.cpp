@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -19,13 +18,6 @@ std::string what_else(const std::string& path) {
   if (S_ISBLK(st.st_mode)) return "a block device";
   if (S_ISSOCK(st.st_mode)) return "a socket";
   return "an unusual file (neither a regular file nor a device)";
-}
-
-void require_regular_input(const std::string& path, const std::string& what) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 && errno == ENOENT) throw Error(what + " '" + path + "' does not exist");
-  const std::string kind = what_else(path);
-  if (!kind.empty()) throw Error(what + " '" + path + "' is " + kind + ", not a regular file");
 }
 
 void require_regular_output(const std::string& path, const std::string& what) {

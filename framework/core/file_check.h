@@ -13,10 +13,6 @@ namespace loupe {
 // file, and for a path that does not exist ("missing" is for the caller to word).
 std::string what_else(const std::string& path);
 
-// Throws one sentence unless `path` is a regular file: "<what> '<path>' does not exist" or
-// "<what> '<path>' is a FIFO (named pipe), not a regular file". `what` names it ("checkpoint").
-void require_regular_input(const std::string& path, const std::string& what);
-
 // Throws one sentence when `path` exists and is not a regular file: an output may be new or a
 // regular file it replaces or extends, never a device, a FIFO or a directory.
 void require_regular_output(const std::string& path, const std::string& what);

@@ -33,9 +33,6 @@ std::string gib(double bytes) {
   return b;
 }
 
-}  // namespace
-
-namespace {
 // Other processes held the cores: loupe's threads waited for one. Fewer threads than cores
 // (--threads, about the cores it got) stop them waiting on each other at every barrier.
 std::string busy_host(const EpochReport& r) {

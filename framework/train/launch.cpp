@@ -271,6 +271,17 @@ int env_int(const char* name, int fallback) {
   return int(x);
 }
 
+std::string env_text(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool srun_world() {
+  return !std::getenv("WORLD_SIZE") && std::getenv("SLURM_PROCID") && env_int("SLURM_STEP_NUM_TASKS", 1) > 1;
+}
+
+constexpr char kGoodbye = 'B';  // the one byte a lifeline ever carries after the rendezvous
+
 }  // namespace
 
 std::string rendezvous(const RendezvousOptions& o, const std::string& blob, Lifelines* keep) {
@@ -282,10 +293,6 @@ std::string rendezvous(const RendezvousOptions& o, const std::string& blob, Life
     return blob;
   }
   return join(o, deadline, keep);
-}
-
-namespace {
-constexpr char kGoodbye = 'B';  // the one byte a lifeline ever carries after the rendezvous
 }
 
 Lifelines::~Lifelines() {
@@ -329,16 +336,6 @@ std::string first_slurm_host(const std::string& nodelist) {
   LOUPE_CHECK(end != std::string::npos && end > open + 1, "Slurm's node list '", nodelist, "' has an unclosed '['");
   return nodelist.substr(0, open) + nodelist.substr(open + 1, end - open - 1);
 }
-
-namespace {
-std::string env_text(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-bool srun_world() {
-  return !std::getenv("WORLD_SIZE") && std::getenv("SLURM_PROCID") && env_int("SLURM_STEP_NUM_TASKS", 1) > 1;
-}
-}  // namespace
 
 bool in_a_world() { return std::getenv("WORLD_SIZE") != nullptr || srun_world(); }
 
