@@ -164,7 +164,8 @@ TEST(RankEnv, SrunTasks) {
   std::vector<std::unique_ptr<test::UnsetEnv>> clean;
   for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
                         "LOUPE_RDZV_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID",
-                        "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"})
+                        "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "LOCAL_WORLD_SIZE",
+                        "SLURM_STEP_TASKS_PER_NODE"})
     clean.push_back(std::make_unique<test::UnsetEnv>(v));
   EXPECT_FALSE(train::in_a_world());
   EXPECT_EQ(train::rank_env().world, 1);
@@ -177,12 +178,15 @@ TEST(RankEnv, SrunTasks) {
     EXPECT_EQ(e.world, 8);
     EXPECT_EQ(e.rank, 3);
     EXPECT_EQ(e.local_rank, 1);
+    EXPECT_EQ(e.local_world, 1) << "unknown without SLURM_STEP_TASKS_PER_NODE";
     EXPECT_EQ(e.master_addr, "gpu-a07");
     EXPECT_EQ(e.master_port, 15000 + 4123456 % 20000);
     EXPECT_EQ(e.rdzv_port, e.master_port);
     test::EnvVar a("MASTER_ADDR", "10.0.0.5"), p("MASTER_PORT", "12345");
     EXPECT_EQ(train::rank_env().master_addr, "10.0.0.5");
     EXPECT_EQ(train::rank_env().rdzv_port, 12345);
+    test::EnvVar tpn("SLURM_STEP_TASKS_PER_NODE", "4(x2)");  // the first host's count: rank 0's
+    EXPECT_EQ(train::rank_env().local_world, 4);
   }
   {  // a batch script's own step: one task, not a rank (its SLURM_PROCID is 0 all the same)
     test::EnvVar id("SLURM_PROCID", "0"), n("SLURM_STEP_NUM_TASKS", "1");
@@ -243,7 +247,7 @@ TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
 
 TEST(Rendezvous, RankEnvironment) {
   test::UnsetEnv a("WORLD_SIZE"), b("RANK"), c("LOCAL_RANK"), d("MASTER_ADDR"), e("MASTER_PORT"),
-      f("TORCHELASTIC_RUN_ID"), g("LOUPE_RDZV_PORT");
+      f("TORCHELASTIC_RUN_ID"), g("LOUPE_RDZV_PORT"), h("LOCAL_WORLD_SIZE");
   EXPECT_EQ(train::rank_env().world, 1) << "not a rank: world 1";
   setenv("WORLD_SIZE", "4", 1);
   setenv("RANK", "6", 1);
@@ -255,6 +259,11 @@ TEST(Rendezvous, RankEnvironment) {
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.world, 4);
+  EXPECT_EQ(env.local_world, 1) << "unknown without LOCAL_WORLD_SIZE";
+  {
+    test::EnvVar lw("LOCAL_WORLD_SIZE", "2");
+    EXPECT_EQ(train::rank_env().local_world, 2);
+  }
   EXPECT_EQ(env.master_addr, "127.0.0.1");
   EXPECT_EQ(env.master_port, 29500);
   EXPECT_EQ(env.rdzv_port, 29500) << "loupe's rendezvous on MASTER_PORT";

@@ -1,6 +1,6 @@
-// The GPU timeline (--timeline): NVML samples, given to a sampler by hand, and the run's marks
-// through TimelineWriter and EpochMonitor, checked as the exact CSV; and through `loupe train` on
-// the CPU, where the file holds the marks only.
+// The GPU timeline (--timeline): NVML samples, given to samplers by hand (one, or several merged as
+// for --gpus N), and the run's marks through TimelineWriter and EpochMonitor, checked as the exact
+// CSV; and through `loupe train` on the CPU, where the file holds the marks only.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -72,6 +72,90 @@ TEST(Timeline, SamplesAndMarksInTimeOrderWrittenAsTheRunGoes) {
                              "0.150,1,0,0.5,60.000,35,345,\n"
                              "0.200,,,,,,,checkpoint\n"
                              "0.210,,,,,,,epoch_end\n");
+  std::filesystem::remove(path);
+}
+
+// --gpus N: rank 0's file holds several GPUs, one sampler each. Their rows are merged by time (ties
+// by gpu, whichever source came first), and a row is written only once every source has sampled
+// past it: a source whose thread is behind may still add rows that go before it.
+TEST(Timeline, SeveralSamplersMergedByTimeEachRowOnce) {
+  const auto path = test::temp_path("timeline_gpus.csv");
+  NvmlSampler a(0, 50), b(1, 50);  // never started: only the samples given here
+  auto give = [](NvmlSampler& s, std::initializer_list<double> ts) {
+    for (double t : ts) s.add_sample_for_test(sample(t, 50, 100, 200, 40, 1500));
+  };
+  const std::string row = ",50,100.0,200.000,40,1500,\n";
+  const std::string first = kHeader +
+                            "0.000,1" + row +
+                            "0.020,,,,,,,epoch_start\n"
+                            "0.050,0" + row +
+                            "0.100,1" + row +
+                            "0.120,,,,,,,eval_start\n"
+                            "0.150,0" + row;
+  {
+    TimelineWriter w(path.string(), 100.0, 1, &a);
+    w.add_source(&b, 0);
+    give(a, {100.0, 100.1, 100.2});
+    give(b, {100.05, 100.15});
+    w.mark(100.02, "epoch_start");
+    w.mark(100.12, "eval_start");
+    w.flush();  // b has sampled up to 0.150 only: a's 0.200 waits
+    EXPECT_EQ(slurp(path), first);
+    give(b, {100.18, 100.3});  // before a's 0.200, which must not be on the file yet
+    give(a, {100.3, 100.4});
+    w.mark(100.19, "eval_end");
+    w.mark(100.35, "checkpoint");  // b has not sampled past it
+    w.flush();
+    EXPECT_EQ(slurp(path), first +
+                               "0.180,0" + row +
+                               "0.190,,,,,,,eval_end\n"
+                               "0.200,1" + row +
+                               "0.300,0" + row +  // the tie: gpu 0 first
+                               "0.300,1" + row);
+    w.mark(100.45, "epoch_end");
+    w.finish();
+  }
+  const std::string all = slurp(path);
+  EXPECT_EQ(all, first +
+                     "0.180,0" + row +
+                     "0.190,,,,,,,eval_end\n"
+                     "0.200,1" + row +
+                     "0.300,0" + row +
+                     "0.300,1" + row +
+                     "0.350,,,,,,,checkpoint\n"
+                     "0.400,1" + row +
+                     "0.450,,,,,,,epoch_end\n");
+  // Every sample once, with its source's gpu, and every row in time order.
+  std::istringstream in(all);
+  std::string line;
+  std::getline(in, line);
+  double last = -1;
+  int rows[2] = {0, 0};
+  while (std::getline(in, line)) {
+    const double t = std::stod(line);
+    EXPECT_GE(t, last) << line;
+    last = t;
+    const std::string gpu = line.substr(line.find(',') + 1, 1);
+    if (gpu != ",") ++rows[std::stoi(gpu)];
+  }
+  EXPECT_EQ(rows[1], 5);  // a's
+  EXPECT_EQ(rows[0], 4);  // b's
+  std::filesystem::remove(path);
+}
+
+// The other GPUs come with NVML only: on the CPU the file holds the marks, as for one rank.
+TEST(Timeline, PeersWithoutNvmlLeaveTheMarksOnly) {
+  const auto path = test::temp_path("timeline_peers_cpu.csv");
+  {
+    MonitorOptions opt;
+    opt.timeline = path.string();
+    opt.timeline_rank = 0;
+    opt.timeline_peers = {{1, 1}, {2, 2}};
+    EpochMonitor m(kCPU, opt);
+    EXPECT_NE(m.timeline_note().find("marks only"), std::string::npos) << m.timeline_note();
+    m.mark("epoch_start");
+  }
+  EXPECT_EQ(slurp(path).substr(kHeader.size()).find(",,,,,,,epoch_start\n"), 5u) << slurp(path);
   std::filesystem::remove(path);
 }
 

@@ -149,6 +149,17 @@ void print_header(const Run& run) {
                 s.trainer().reducer()->describe().c_str());
 }
 
+// --gpus N: rank 0's timeline samples every GPU of its host, labelled by rank. Local rank k runs on
+// CUDA device k (train::join_world's rule), and loupe's launcher and torchrun number a host's ranks
+// in a row, so on rank 0's host it is rank k; other hosts' GPUs are not in the file.
+void timeline_peers(const Run& run, instrument::MonitorOptions& m) {
+  if (!run.world || run.world->rank() != 0 || m.timeline.empty() || !run.dev.is_cuda()) return;
+  const train::RankEnv env = train::rank_env();
+  m.timeline_rank = env.rank;
+  for (int k = 0; k < env.local_world; ++k)
+    if (k != env.local_rank) m.timeline_peers.push_back({k, env.rank - env.local_rank + k});
+}
+
 instrument::MonitorOptions monitor_options(const Run& run) {
   instrument::MonitorOptions m;
   m.nvml = run.o.nvml;
@@ -158,6 +169,7 @@ instrument::MonitorOptions monitor_options(const Run& run) {
   m.nvml_period_ms = run.o.sample_ms;
   m.timeline = run.o.timeline;
   m.nccl = run.world != nullptr;
+  timeline_peers(run, m);
   return m;
 }
 
@@ -323,8 +335,9 @@ void prepare(Run& run) {
   print_header(run);
 }
 
-// A data-parallel rank: rank 0 prints and writes every file; the others only append their
-// records to --metrics (each with its rank) and say nothing unless something goes wrong.
+// A data-parallel rank: rank 0 prints and writes every file (its timeline samples its host's other
+// GPUs too: timeline_peers); the others only append their records to --metrics (each with its
+// rank) and say nothing unless something goes wrong.
 Options rank_options(const Options& o, const World& w) {
   Options r = o;
   if (w.rank() == 0) return r;

@@ -171,9 +171,12 @@ class Runtime final : public CudaRuntime {
   }
   std::string pci_bus_id() override {
     int dev = 0;
-    char id[32] = {};
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
-    LOUPE_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, dev));
+    return pci_bus_id(dev);
+  }
+  std::string pci_bus_id(int device) override {
+    char id[32] = {};
+    LOUPE_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, device));
     return id;
   }
   int compute_capability() override {

@@ -40,6 +40,9 @@ class CudaRuntime {
   // The current device's PCI address ("0000:19:00.0"): NVML finds the same GPU by it, whatever
   // CUDA_VISIBLE_DEVICES renumbered.
   virtual std::string pci_bus_id() = 0;
+  // CUDA device `device`'s (not necessarily the current one: rank 0's timeline samples its host's
+  // other ranks' GPUs). Creates no context on it.
+  virtual std::string pci_bus_id(int device) = 0;
   virtual int compute_capability() = 0;  // major * 10 + minor, e.g. 90 for Hopper
   virtual size_t bytes_in_use() = 0;       // the pool's current usage
   virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset

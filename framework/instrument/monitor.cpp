@@ -24,8 +24,8 @@ std::optional<double> percentile(std::vector<double> v, double p) {
 
 EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(device), opt_(opt) {
   // The timeline's file first (an error there starts nothing); its t = 0 is before the first sample.
-  if (!opt.timeline.empty())
-    timeline_ = std::make_unique<TimelineWriter>(opt.timeline, NvmlSampler::now(), device.is_cuda() ? device.index : 0);
+  const int own_label = opt.timeline_rank >= 0 ? opt.timeline_rank : device.is_cuda() ? device.index : 0;
+  if (!opt.timeline.empty()) timeline_ = std::make_unique<TimelineWriter>(opt.timeline, NvmlSampler::now(), own_label);
   if (!device.is_cuda()) {
     nvml_why_ = "training on the CPU";
     busy_why_ = "training on the CPU";
@@ -55,12 +55,51 @@ EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(d
       busy_why_ = "CUPTI busy time is off (use --busy)";
     }
   }
-  if (timeline_) timeline_->attach(nvml_.get());
+  if (timeline_) {
+    timeline_->attach(nvml_.get());
+    if (nvml_) {
+      timeline_ranks_.push_back(own_label);
+      start_timeline_peers();
+    }
+  }
+}
+
+// A sampler per other GPU of the host, for the timeline only (the report is each rank's own); one
+// that cannot be had is left out and said in the timeline's note.
+void EpochMonitor::start_timeline_peers() {
+  const int visible = cuda_runtime()->device_count();
+  for (const TimelinePeer& p : opt_.timeline_peers) {
+    std::string why;
+    if (p.device < 0 || p.device >= visible) {
+      why = "CUDA device " + std::to_string(p.device) + " is not visible here (" + std::to_string(visible) +
+            " visible: CUDA_VISIBLE_DEVICES, or a launcher that gives each rank its own GPU only)";
+    } else {
+      std::string bus;
+      try {
+        bus = cuda_runtime()->pci_bus_id(p.device);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      if (why.empty()) {
+        auto s = std::make_unique<NvmlSampler>(p.device, opt_.nvml_period_ms, bus);
+        if (s->available()) {
+          s->start();
+          timeline_->add_source(s.get(), p.rank);
+          timeline_ranks_.push_back(p.rank);
+          peers_.push_back(std::move(s));
+          continue;
+        }
+        why = s->why_unavailable();
+      }
+    }
+    peers_missing_ += "; rank " + std::to_string(p.rank) + "'s GPU is missing (" + why + ")";
+  }
 }
 
 EpochMonitor::~EpochMonitor() {
   if (busy_) busy_->stop();
   if (nvml_) nvml_->stop();
+  for (auto& p : peers_) p->stop();
   if (timeline_) {
     try {
       timeline_->finish();
@@ -78,9 +117,23 @@ void EpochMonitor::mark(const char* what) {
 
 std::string EpochMonitor::timeline_note() const {
   if (!timeline_) return "";
-  if (nvml_)
+  if (nvml_ && opt_.timeline_peers.empty())
     return timeline_->path() + ": NVML samples every " + std::to_string(opt_.nvml_period_ms) +
            " ms and the run's marks, appended at each epoch's end";
+  if (nvml_) {
+    // The ranks as a range when there is no gap ("0..3"), else listed.
+    std::vector<int> r = timeline_ranks_;
+    std::sort(r.begin(), r.end());
+    std::string ranks = std::to_string(r.front()) + ".." + std::to_string(r.back());
+    if (r.back() - r.front() + 1 != int(r.size()) || r.size() == 1) {
+      ranks.clear();
+      for (int k : r) ranks += (ranks.empty() ? "" : ", ") + std::to_string(k);
+    }
+    return timeline_->path() + ": NVML samples of " + std::to_string(r.size()) + " GPU" + (r.size() > 1 ? "s" : "") +
+           " (rank" + (r.size() > 1 ? "s " : " ") + ranks + ", rank 0's host; the gpu column is the rank) every " +
+           std::to_string(opt_.nvml_period_ms) + " ms and the run's marks, appended at each epoch's end" +
+           peers_missing_;
+  }
   return timeline_->path() + ": the run's marks only, no GPU samples (" + nvml_why_ + ")";
 }
 

@@ -15,6 +15,13 @@ class NvmlSampler;
 class BusyTracker;
 class TimelineWriter;
 
+// Another rank's GPU on this host, for rank 0's timeline (--gpus N): its CUDA device and its rank,
+// the `gpu` value of its rows.
+struct TimelinePeer {
+  int device = 0;
+  int rank = 0;
+};
+
 struct MonitorOptions {
   bool nvml = true;
   int nvml_period_ms = 50;
@@ -22,6 +29,10 @@ struct MonitorOptions {
   double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
   std::string precision = "fp32";
   std::string timeline;         // --timeline FILE.csv: NVML's samples and the run's marks; "" = none
+  // Data parallelism, rank 0: its own rank (the `gpu` value of its GPU's rows; < 0: the device's
+  // index) and its host's other ranks, whose GPUs the timeline samples too (NVML needs no context).
+  int timeline_rank = -1;
+  std::vector<TimelinePeer> timeline_peers;
   bool nccl = false;            // data parallelism: NCCL's share of the busy time (with busy)
 };
 
@@ -53,9 +64,15 @@ class EpochMonitor {
 
  private:
   void fill_nccl(EpochReport& r, uint64_t busy_ns);
+  void start_timeline_peers();
   Device device_;
   MonitorOptions opt_;
   std::unique_ptr<NvmlSampler> nvml_;
+  // The timeline's other GPUs (MonitorOptions::timeline_peers), with their ranks; those that could
+  // not be sampled are said in peers_missing_.
+  std::vector<std::unique_ptr<NvmlSampler>> peers_;
+  std::vector<int> timeline_ranks_;  // every sampled GPU's rank, this one's first
+  std::string peers_missing_;
   std::unique_ptr<BusyTracker> busy_;
   std::unique_ptr<TimelineWriter> timeline_;
   std::string nvml_why_, busy_why_;

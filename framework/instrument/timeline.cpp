@@ -1,5 +1,6 @@
 #include "instrument/timeline.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -37,13 +38,18 @@ std::string timeline_mark_row(double t, double t0, const std::string& mark) {
 }
 
 TimelineWriter::TimelineWriter(const std::string& path, double t0, int gpu, const NvmlSampler* sampler)
-    : path_((require_regular_output(path, "--timeline file"), path)), t0_(t0), gpu_(gpu), sampler_(sampler),
+    : path_((require_regular_output(path, "--timeline file"), path)), t0_(t0), gpu_(gpu),
       f_(std::fopen(path.c_str(), "w"), &std::fclose) {
   if (!f_)
     throw Error("cannot open '" + path + "' for writing (--timeline): " + std::strerror(errno) +
                 "; check that its directory exists and is writable");
+  add_source(sampler, gpu);
   put(timeline_header());
   std::fflush(f_.get());
+}
+
+void TimelineWriter::add_source(const NvmlSampler* sampler, int gpu) {
+  if (sampler) sources_.push_back({sampler, gpu});
 }
 
 void TimelineWriter::put(const std::string& line) {
@@ -53,21 +59,36 @@ void TimelineWriter::put(const std::string& line) {
 
 void TimelineWriter::mark(double t, const std::string& what) {
   marks_.emplace_back(t, what);
-  if (!sampler_) write_until(std::numeric_limits<double>::infinity());
+  if (sources_.empty()) write_until(std::numeric_limits<double>::infinity());
 }
 
-// The new samples, each preceded by the marks at or before it; then the marks up to t_limit.
+// The sources' new samples, merged by time (ties by gpu), up to the time every source has reached
+// (or t_limit), each preceded by the marks at or before it; then the marks up to that time.
 void TimelineWriter::write_until(double t_limit) {
-  std::vector<GpuSample> fresh = sampler_ ? sampler_->samples_from(next_sample_) : std::vector<GpuSample>{};
-  next_sample_ += fresh.size();
-  size_t m = 0;
-  for (const GpuSample& s : fresh) {
-    for (; m < marks_.size() && marks_[m].first <= s.t; ++m) put(timeline_mark_row(marks_[m].first, t0_, marks_[m].second));
-    put(timeline_sample_row(s, t0_, gpu_));
+  const size_t before = pending_.size();
+  for (Source& src : sources_) {
+    const std::vector<GpuSample> fresh = src.sampler->samples_from(src.next);
+    src.next += fresh.size();
+    if (!fresh.empty()) src.latest = std::max(src.latest, fresh.back().t);
+    for (const GpuSample& s : fresh) pending_.push_back({s, src.gpu});
   }
-  const double last = fresh.empty() ? -std::numeric_limits<double>::infinity() : fresh.back().t;
-  for (; m < marks_.size() && (marks_[m].first <= last || marks_[m].first <= t_limit); ++m)
-    put(timeline_mark_row(marks_[m].first, t0_, marks_[m].second));
+  if (pending_.size() > before)
+    std::stable_sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+      return a.s.t < b.s.t || (a.s.t == b.s.t && a.gpu < b.gpu);
+    });
+  // A source's later samples come after its latest (each stamps its samples in order), so every
+  // row up to the slowest source's latest sample is final.
+  double safe = std::numeric_limits<double>::infinity();
+  for (const Source& src : sources_) safe = std::min(safe, src.latest);
+  safe = std::max(safe, t_limit);
+  size_t i = 0, m = 0;
+  for (; i < pending_.size() && pending_[i].s.t <= safe; ++i) {
+    for (; m < marks_.size() && marks_[m].first <= pending_[i].s.t; ++m)
+      put(timeline_mark_row(marks_[m].first, t0_, marks_[m].second));
+    put(timeline_sample_row(pending_[i].s, t0_, pending_[i].gpu));
+  }
+  for (; m < marks_.size() && marks_[m].first <= safe; ++m) put(timeline_mark_row(marks_[m].first, t0_, marks_[m].second));
+  pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(i));
   marks_.erase(marks_.begin(), marks_.begin() + std::ptrdiff_t(m));
   if (std::fflush(f_.get()) != 0) throw Error("cannot write to '" + path_ + "' (--timeline): " + std::strerror(errno));
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -348,6 +349,7 @@ RankEnv rank_env() {
     e.world = env_int("SLURM_STEP_NUM_TASKS", 1);
     e.rank = env_int("SLURM_PROCID", 0);
     e.local_rank = env_int("SLURM_LOCALID", 0);
+    e.local_world = std::max(1, std::atoi(env_text("SLURM_STEP_TASKS_PER_NODE").c_str()));  // its leading count
     if (addr.empty()) {
       std::string nodes = env_text("SLURM_STEP_NODELIST");
       if (nodes.empty()) nodes = env_text("SLURM_JOB_NODELIST");
@@ -359,6 +361,7 @@ RankEnv rank_env() {
     e.world = env_int("WORLD_SIZE", 1);
     e.rank = env_int("RANK", 0);
     e.local_rank = env_int("LOCAL_RANK", e.rank);
+    e.local_world = std::max(1, env_int("LOCAL_WORLD_SIZE", 1));
     e.launcher = std::getenv("TORCHELASTIC_RUN_ID") ? "torchrun" : std::getenv("WORLD_SIZE") ? "loupe or torchrun" : "none";
   }
   LOUPE_CHECK(e.world >= 1, "the world size must be at least 1 (WORLD_SIZE or SLURM_STEP_NUM_TASKS)");

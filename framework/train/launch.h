@@ -79,6 +79,9 @@ std::string rendezvous(const RendezvousOptions& o, const std::string& blob = "",
 // already holds MASTER_PORT, where it is MASTER_PORT + 1; LOUPE_RDZV_PORT sets it in every case.
 struct RankEnv {
   int rank = 0, local_rank = 0, world = 1;
+  // The ranks on this host: LOCAL_WORLD_SIZE (loupe's launcher, torchrun), srun's tasks on the
+  // step's first host (SLURM_STEP_TASKS_PER_NODE, "4(x2)" -> 4: rank 0's host); 1 when unknown.
+  int local_world = 1;
   std::string master_addr;
   int master_port = 0, rdzv_port = 0;
   std::string launcher = "none";  // "loupe or torchrun" (WORLD_SIZE), "torchrun", "srun", "none"
