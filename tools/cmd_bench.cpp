@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "tools/bench.h"
+#include "tools/bench_world.h"
 #include "tools/commands.h"
 
 namespace loupe::tools {
@@ -36,6 +37,10 @@ int cmd_bench(const Options& o) {
   if (models.empty())
     for (const auto& m : models::all_models()) models.push_back(m.name);
   for (const std::string& m : models) models::find_model(m);  // unknown names fail before any run
+  if (!o.gpus_list.empty()) return bench_world(o, models);
+  if (o.epochs)
+    throw Error("loupe bench takes --epochs with --gpus LIST only (each world size is a training run); without it "
+                "--steps and --min-seconds set the timed stretch");
   auto reports = run_bench(bench_options(o, models));
   write_reports(reports, o.json, o.csv);
   return 0;

@@ -97,7 +97,8 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples
   --timeline FILE     write NVML's samples over time (utilisation, memory, power, temperature, SM
                       clock) and the epoch, evaluation and checkpoint marks as CSV, appended at each
-                      epoch's end (tools/plot_timeline.py draws it; marks only where NVML is absent)
+                      epoch's end (tools/plot_timeline.py draws it; marks only where NVML is absent;
+                      --gpus N: every GPU of rank 0's host, one gpu value per rank)
   --sample-ms N       NVML's sampling period in milliseconds (default 50)
   --profile-steps A:B call cudaProfilerStart/Stop around global steps A..B (for nsys/ncu)
   --trace FILE        write a Chrome/Perfetto trace of host ranges (and GPU activity with --busy)
@@ -174,7 +175,14 @@ const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n
     "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
     LOUPE_BENCH_OPTIONS
     "  --csv FILE          the rows as CSV\n"
-    "\nexample: loupe bench mnist_mlp,mnist_cnn --device cpu --steps 20\n";
+    "\ndata parallelism (NCCL):\n"
+    "  --gpus LIST         world sizes, e.g. 1,2: each one a `loupe train MODEL --synthetic --resident\n"
+    "                      --gpus N` run; prints samples/s, per GPU, scaling efficiency against the\n"
+    "                      smallest size, NCCL's share of the time (from one more run with --busy) and\n"
+    "                      its bus bandwidth; --batch is per GPU, --rounds alternates the sizes\n"
+    "  --epochs N          epochs per run (default 6; samples/s is the median of epochs 2..)\n"
+    "\nexamples: loupe bench mnist_mlp,mnist_cnn --device cpu --steps 20\n"
+    "          loupe bench cifar10_cnn --gpus 1,2 --batch 1024 --precision fp16\n";
 
 const char* const kSweepUsage = "usage: loupe sweep MODEL --batch LIST [options]\n\n"
     "The bench table for one model over batch sizes (and precisions), written as CSV and plotted.\n\n"
@@ -344,7 +352,7 @@ const std::map<std::string, Spec> kSpecs = {
     {"threads", {false, "train bench sweep profile", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
     {"seed", {false, "train generate bench sweep profile", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
     {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},
-    {"epochs", {false, "train", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
+    {"epochs", {false, "train bench", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
     {"batch", {false, "train copybench bench sweep profile", [](Options& o, const std::string& v) {
        if (is_list_command(o.command)) o.batches = parse_int_list(v, "--batch", 1, 1 << 20);
        else o.batch = in(v, "--batch", 1, 1 << 20);
@@ -387,7 +395,13 @@ const std::map<std::string, Spec> kSpecs = {
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
     {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
-    {"gpus", {false, "train", [](Options& o, const std::string& v) { o.gpus = int(in(v, "--gpus", 1, 64)); }}},
+    {"gpus", {false, "train bench", [](Options& o, const std::string& v) {
+       if (o.command != "bench") {
+         o.gpus = int(in(v, "--gpus", 1, 64));
+         return;
+       }
+       for (int64_t g : parse_int_list(v, "--gpus", 1, 64)) o.gpus_list.push_back(int(g));
+     }}},
     {"nnodes", {false, "train", [](Options& o, const std::string& v) { o.nnodes = int(in(v, "--nnodes", 1, 4096)); }}},
     {"node-rank", {false, "train", [](Options& o, const std::string& v) { o.node_rank = int(in(v, "--node-rank", 0, 4095)); }}},
     {"master", {false, "train", [](Options& o, const std::string& v) { o.master = v; }}},

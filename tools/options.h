@@ -54,6 +54,7 @@ struct Options {
   int gpus = 1, nnodes = 1, node_rank = 0;
   std::string master;            // --master ADDR:PORT ("" : MASTER_ADDR/MASTER_PORT, else this host)
   std::optional<double> baseline;  // --baseline: one GPU's samples/s at this per-GPU batch
+  std::vector<int> gpus_list;      // bench --gpus LIST: world sizes to measure (empty: one GPU in process)
 
   // generate
   std::optional<std::string> prompt;
