@@ -3,6 +3,7 @@
 #   1. `loupe bench mnist_mlp --gpus 1,2`: both sizes measured, the table and its CSV;
 #   2. torchrun --standalone --nproc-per-node 2 --no-python loupe train ...: trains to the end;
 #   3. two torchrun c10d "hosts" on 127.0.0.1 (one GPU each): train to the end;
+#   5. --gpus 2 --timeline: one file, both GPUs' samples (gpu 0 and 1), rows in time order;
 #   4. Ctrl-C (SIGINT to loupe's launcher, as a terminal sends it) mid-run: every rank stops
 #      cleanly, status 130, within seconds, no rank left behind.
 # torchrun is PyTorch's; without it parts 2 and 3 fail where the GPUs are (LOUPE_TEST_REQUIRE)
@@ -33,6 +34,22 @@ echo "== 4. Ctrl-C: status $rc after $t s"; tail -4 "$work/i.txt"
 python3 -c "import sys; sys.exit(float(sys.argv[1]) > 10)" "$t" || fail "Ctrl-C: $t s to end, want 10 at most"
 for r in $ranks; do kill -0 "$r" 2>/dev/null && fail "Ctrl-C: rank process $r is still there"; done
 grep -q "^interrupted" "$work/i.txt" || fail "Ctrl-C: rank 0 did not say where it stopped"
+
+# 5. the timeline of both GPUs
+"$LOUPE" train mnist_mlp --synthetic --resident --batch 256 --gpus 2 --epochs 3 --plain --timeline "$work/tl.csv" \
+  > "$work/tl.txt" 2>&1 || { cat "$work/tl.txt"; fail "--timeline with --gpus 2 exited $?"; }
+echo "== 5. --timeline"; grep "^timeline" "$work/tl.txt"
+python3 - "$work/tl.csv" <<'PY' || exit 1
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+gpus = {r["gpu"] for r in rows if r["gpu"]}
+assert gpus == {"0", "1"}, f"gpu values {sorted(gpus)}, want 0 and 1"
+t = [float(r["t_s"]) for r in rows]
+assert t == sorted(t), "rows out of time order"
+for g in "01":
+    assert sum(1 for r in rows if r["gpu"] == g and r["util_pct"]) >= 3, f"GPU {g}: fewer than 3 samples"
+assert sum(1 for r in rows if r["mark"] == "epoch_end") == 3, "want 3 epoch_end marks"
+PY
 
 # 1. bench --gpus 1,2
 timeout 300 "$LOUPE" bench mnist_mlp --gpus 1,2 --batch 256 --epochs 3 --csv "$work/b.csv" > "$work/b.txt" 2>&1 ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31 on a two-GPU host: the GPU suites, then the data-parallel targets on real
 # Fashion-MNIST through the loader. Parts by PARTS (default: all), logs and a summary in $OUT.
-#   tests     ctest -L '^gpu$' and ctest -L multigpu (LOUPE_DATA=D)
+#   tests     ctest -L '^gpu$' and ctest -L multigpu (LOUPE_DATA=D's parent, which holds fashion-mnist/)
 #   accuracy  mnist_cnn, 12 epochs (the recipe): --gpus 2 --batch 64 against one GPU at --batch 128
 #   loader    mnist_cnn fp16 through the loader at 1024 per GPU: one GPU and two, two rounds each,
 #             alternating; samples/s = median of epochs 2.. (epoch 1 captures the graph)
@@ -24,9 +24,9 @@ PY
 }
 final_acc() { python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]; r=[x for x in r if x.get('rank',0)==0]; print(f\"{100*r[-1]['test_acc']:.2f}\")" "$1"; }
 if has tests; then
-  LOUPE_DATA=$D ctest --test-dir build-gpu -L '^gpu$' --output-on-failure > "$O/ctest-gpu.log" 2>&1
+  LOUPE_DATA=$(dirname "$D") ctest --test-dir build-gpu -L '^gpu$' --output-on-failure > "$O/ctest-gpu.log" 2>&1
   grep -E 'tests passed|tests failed|Total Test' "$O/ctest-gpu.log" | sed 's/^/gpu: /' >> "$S"
-  LOUPE_DATA=$D ctest --test-dir build-gpu -L multigpu --output-on-failure > "$O/ctest-multigpu.log" 2>&1
+  LOUPE_DATA=$(dirname "$D") ctest --test-dir build-gpu -L multigpu --output-on-failure > "$O/ctest-multigpu.log" 2>&1
   grep -E 'tests passed|tests failed|Total Test' "$O/ctest-multigpu.log" | sed 's/^/multigpu: /' >> "$S"
 fi
 if has accuracy; then
