@@ -5,8 +5,9 @@
 #   3. a rank killed mid-run: the launcher stops the other and exits non-zero within seconds;
 #   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang;
 #   5. the loader path on IDX files written here, fp32 and fp16, 1 and 4 workers, to the end;
-#   6. an error on one rank (LOUPE_DDP_FAULT): named, and every rank ends within seconds.
-# (5 and 6 run before 4.)
+#   6. an error on one rank (LOUPE_DDP_FAULT): named, and every rank ends within seconds;
+#   7. a straggler (LOUPE_DDP_DELAY): rank 0's world line, records and advice name it.
+# (5, 6 and 7 run before 4.)
 # usage: check_ddp.sh LOUPE
 set -u
 LOUPE=$1
@@ -119,6 +120,33 @@ echo "== 6. a fault on rank 1: exit $rc after $(python3 -c "print(round($t1-$t0,
 grep -q "rank 1 of 2 failed" "$work/f.txt" || fail "the failing rank was not named"
 grep -q "a fault injected at step 20 (LOUPE_DDP_FAULT)" "$work/f.txt" || fail "the failing rank's error was not printed"
 python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 30 else 1)" || fail "the world took 30 s or more to end"
+
+# 7. a straggler: rank 1 sleeps 5 ms as each step begins (LOUPE_DDP_DELAY, before its batch, so in
+# its data wait), and rank 0's GPU waits for it in NCCL. Rank 0's second world line, its records and
+# its advice must name rank 1: with --busy from the unhidden NCCL shares, without it from the data
+# waits (resident data, where the wait for a batch is the host's own time).
+for busy in --busy ""; do
+  rm -f "$work/g.jsonl"
+  LOUPE_DDP_DELAY=1:5 timeout -k 5 120 "$LOUPE" train "${common[@]}" --gpus 2 --epochs 2 $busy \
+    --metrics "$work/g.jsonl" > "$work/g.txt" 2>&1
+  rc=$?
+  how=${busy:-without --busy}
+  echo "== 7. a straggler (rank 1 sleeps 5 ms a step), $how: exit $rc"; grep -E "slowest rank|advice: straggler" "$work/g.txt"
+  [ $rc = 0 ] || { cat "$work/g.txt"; fail "the straggler run ($how) exited $rc (124: hung for 120 s)"; }
+  grep -q "^  slowest rank 1: " "$work/g.txt" || { cat "$work/g.txt"; fail "the world line does not name rank 1 slowest ($how)"; }
+  grep -q "advice: straggler: rank 1 holds the others back" "$work/g.txt" || fail "no straggler advice naming rank 1 ($how)"
+  python3 - "$work/g.jsonl" <<'PY' || fail "the straggler's records ($how)"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+r0 = [r for r in recs if r["rank"] == 0]
+assert len(r0) == 2, f"{len(r0)} records of rank 0, want 2 epochs"
+for r in r0:
+    assert r["slowest_rank"] == 1, f"epoch {r['epoch']}: slowest_rank {r['slowest_rank']}, want 1"
+    assert (r["straggler_share"] or 0) >= 0.15, f"epoch {r['epoch']}: straggler_share {r['straggler_share']}"
+    assert any(a.startswith("straggler: rank 1 ") for a in r["advice"]), r["advice"]
+print("records ok:", [(r["epoch"], r["slowest_rank"], round(r["straggler_share"], 2)) for r in r0])
+PY
+done
 
 # 4. a lost peer across hosts: no launcher sees the other host's rank; NCCL's error must end it
 P=$(port)

@@ -30,7 +30,7 @@ const std::vector<std::string> kFields = {
     "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
     "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch", "cost_per_million_samples",
     "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "nccl_share",
-    "nccl_exposed_share", "bus_gbps", "advice"};
+    "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share", "advice"};
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
@@ -40,7 +40,7 @@ const std::vector<std::string> kOptional = {
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
     "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch",
     "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step",
-    "nccl_share", "nccl_exposed_share", "bus_gbps"};
+    "nccl_share", "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share"};
 
 // EpochReport's members, type by type. When report.h gains a field, the sizes differ: add the
 // field to visit_fields in report_io.cpp and to kFields above, then here.
@@ -67,7 +67,7 @@ struct ReportShape {
   std::string busy_why;
   Opt rest[6];
   int dp[2];
-  Opt dp_opt[6];
+  Opt dp_opt[8];
   std::vector<std::string> advice;
 };
 static_assert(sizeof(ReportShape) == sizeof(EpochReport),
@@ -765,4 +765,260 @@ TEST(Advice, BusyHostThreshold) {
   EXPECT_EQ(advise(r, {false, false, "fp32", 128})[0].find("--threads"), std::string::npos);
   r.host_cpu_wait_share.reset();  // unmeasured: no such advice
   EXPECT_FALSE(any_contains(advise(r, {false, false, "fp32", 128}), "the machine is busy"));
+}
+
+// ---- data parallelism's straggler (instrument/straggler.h, advice.h's judge_straggler) ------------
+
+namespace {
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+RankFigures rank_figures(int rank, Opt step, Opt wait, Opt exposed = std::nullopt) {
+  RankFigures f;
+  f.rank = rank;
+  f.step_ms_p50 = step;
+  f.step_ms_p95 = step ? Opt(*step * 1.1) : std::nullopt;
+  f.data_wait_ms_p50 = wait;
+  f.issue_ms_p50 = 0.05;
+  f.nccl_exposed_share = exposed;
+  return f;
+}
+
+// A rank's report of a world with these figures (resident data unless said otherwise).
+AdviceInputs world_inputs(std::vector<RankFigures> world, bool host_time = true) {
+  AdviceInputs in = kH100;
+  in.world = std::move(world);
+  in.data_wait_host_time = host_time;
+  return in;
+}
+
+EpochReport rank_report(int rank, int world_size, Opt exposed = std::nullopt) {
+  EpochReport r = busy_report(0.6, 5.3, 0.05, 0.0);
+  r.rank = rank;
+  r.world_size = world_size;
+  if (exposed) r.nccl_share = *exposed + 0.05;
+  r.nccl_exposed_share = exposed;
+  return r;
+}
+}  // namespace
+
+TEST(Straggler, OneProcessJudgesNothing) {
+  for (const auto& ranks : {std::vector<RankFigures>{}, std::vector<RankFigures>{rank_figures(0, 5.0, 4.0, 0.0)}}) {
+    const Straggler s = judge_straggler(ranks, true);
+    EXPECT_FALSE(s.rank);
+    EXPECT_FALSE(s.holds_back);
+    EXPECT_FALSE(s.share);
+    EXPECT_EQ(s.why, "one process");
+  }
+}
+
+// --busy: the rank whose GPU waited least in NCCL is the one the others wait for, whatever its
+// data wait says; the others' median, not their largest, is the yardstick.
+TEST(Straggler, BusyTheSmallestUnhiddenNcclShare) {
+  Straggler s = judge_straggler({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 0.01, 0.02)}, true);
+  ASSERT_TRUE(s.rank);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_EQ(s.basis, Straggler::Basis::Nccl);
+  EXPECT_NEAR(*s.share, 0.60, 1e-12);
+  EXPECT_TRUE(s.holds_back);
+  EXPECT_EQ(*s.slowest.nccl_exposed_share, 0.02);
+  EXPECT_EQ(*s.others.nccl_exposed_share, 0.62);
+  EXPECT_EQ(s.others.rank, -1);
+  // Without the loader's ambiguity it counts too: a larger data wait elsewhere does not move it.
+  s = judge_straggler({rank_figures(0, 5.3, 4.0, 0.62), rank_figures(1, 5.3, 0.01, 0.02)}, false);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_TRUE(s.holds_back);
+  // One fast rank waiting for three even ones: the slowest of them does not hold the others back.
+  s = judge_straggler({rank_figures(0, 5, 0.0, 0.02), rank_figures(1, 5, 0.0, 0.03), rank_figures(2, 5, 0.0, 0.04),
+                       rank_figures(3, 5, 0.0, 0.30)}, true);
+  EXPECT_EQ(*s.rank, 0);
+  EXPECT_NEAR(*s.share, 0.02, 1e-12);  // median of 0.03, 0.04, 0.30 less 0.02
+  EXPECT_FALSE(s.holds_back);
+  // Three ranks waiting for one: it does.
+  s = judge_straggler({rank_figures(0, 5, 0.0, 0.30), rank_figures(1, 5, 0.0, 0.02), rank_figures(2, 5, 0.0, 0.31),
+                       rank_figures(3, 5, 0.0, 0.29)}, true);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_NEAR(*s.share, 0.28, 1e-12);
+  EXPECT_TRUE(s.holds_back);
+}
+
+// Without --busy, resident data: the wait for a batch is the host's own time, and the largest is slowest.
+TEST(Straggler, NotBusyTheLargestDataWaitOfResidentData) {
+  Straggler s = judge_straggler({rank_figures(0, 5.3, 0.01), rank_figures(1, 5.3, 5.0)}, true);
+  ASSERT_TRUE(s.rank);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_EQ(s.basis, Straggler::Basis::DataWait);
+  EXPECT_NEAR(*s.share, (5.0 - 0.01) / 5.3, 1e-12);
+  EXPECT_TRUE(s.holds_back);
+  // A wait near the others': slowest, but nobody waits much for it.
+  s = judge_straggler({rank_figures(0, 5.3, 2.0), rank_figures(1, 5.3, 3.0)}, true);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_FALSE(s.holds_back);
+  // Through the loader a rank held back by a peer waits for its batches too: no verdict without --busy.
+  s = judge_straggler({rank_figures(0, 5.3, 5.0), rank_figures(1, 5.3, 0.01)}, false);
+  EXPECT_FALSE(s.rank);
+  EXPECT_FALSE(s.holds_back);
+  EXPECT_FALSE(s.share);
+  EXPECT_NE(s.why.find("--busy"), std::string::npos) << s.why;
+  EXPECT_NE(s.why.find("loader"), std::string::npos) << s.why;
+}
+
+// An exact tie goes to the lower rank, wherever it stands in the list; every rank even: none slowest.
+TEST(Straggler, TiesAndEvenRanks) {
+  Straggler s = judge_straggler({rank_figures(2, 5, 0.0, 0.40), rank_figures(1, 5, 0.0, 0.02),
+                                 rank_figures(0, 5, 0.0, 0.02)}, true);
+  ASSERT_TRUE(s.rank);
+  EXPECT_EQ(*s.rank, 0);
+  EXPECT_NEAR(*s.share, 0.19, 1e-12);  // the others' median (0.02 and 0.40: 0.21) less 0.02
+  EXPECT_TRUE(s.holds_back);
+  s = judge_straggler({rank_figures(1, 5, 3.0), rank_figures(0, 5, 3.0), rank_figures(2, 5, 0.0)}, true);
+  EXPECT_EQ(*s.rank, 0);
+  s = judge_straggler({rank_figures(0, 5, 0.0, 0.1), rank_figures(1, 5, 0.0, 0.1)}, true);
+  EXPECT_FALSE(s.rank);
+  EXPECT_EQ(s.basis, Straggler::Basis::None);
+  EXPECT_NE(s.why.find("the same"), std::string::npos) << s.why;
+  s = judge_straggler({rank_figures(0, 5, 0.0), rank_figures(1, 5, 0.0)}, true);
+  EXPECT_FALSE(s.rank);
+  EXPECT_NE(s.why.find("the same"), std::string::npos) << s.why;
+}
+
+// A figure unmeasured on one rank (empty, or NaN as the all-gather carries it) is never read as 0.
+TEST(Straggler, UnmeasuredFiguresClaimNothing) {
+  // One rank without its NCCL share: the data waits judge (resident), not the one share there is.
+  Straggler s = judge_straggler({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 5.0, kNaN)}, true);
+  EXPECT_EQ(s.basis, Straggler::Basis::DataWait);
+  EXPECT_EQ(*s.rank, 1);
+  // ...and through the loader nothing.
+  s = judge_straggler({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 5.0)}, false);
+  EXPECT_FALSE(s.rank);
+  // A data wait or a step unmeasured (NaN or empty) on one rank: nothing.
+  for (Opt missing : {Opt(), Opt(kNaN)}) {
+    s = judge_straggler({rank_figures(0, 5.3, missing), rank_figures(1, 5.3, 5.0)}, true);
+    EXPECT_FALSE(s.rank);
+    EXPECT_FALSE(s.holds_back);
+    EXPECT_NE(s.why.find("not measured"), std::string::npos) << s.why;
+    s = judge_straggler({rank_figures(0, missing, 0.01), rank_figures(1, 5.3, 5.0)}, true);
+    EXPECT_FALSE(s.rank);
+  }
+  // A step of 0 ms (no step measured as such): slowest by its wait, but no share of a step, no claim.
+  s = judge_straggler({rank_figures(0, 0.0, 0.0), rank_figures(1, 0.0, 0.1)}, true);
+  EXPECT_EQ(*s.rank, 1);
+  EXPECT_FALSE(s.share);
+  EXPECT_FALSE(s.holds_back);
+  EXPECT_EQ(median_of({Opt(), Opt(kNaN)}), std::nullopt);
+  EXPECT_EQ(*median_of({Opt(3.0), Opt(), Opt(1.0), Opt(kNaN)}), 2.0);
+  EXPECT_EQ(*median_of({Opt(3.0), Opt(1.0), Opt(2.0)}), 2.0);
+}
+
+TEST(Straggler, WorldLineNamesTheSlowestBesideTheOthers) {
+  std::vector<RankFigures> ranks = {rank_figures(0, 5.3, 0.012, 0.931), rank_figures(1, 5.31, 5.02, 0.02)};
+  ranks[0].step_ms_p95 = 5.5;
+  ranks[1].step_ms_p95 = 5.62;
+  EXPECT_EQ(straggler_line(ranks, judge_straggler(ranks, true)),
+            "  slowest rank 1: step p50 5.31 ms / p95 5.62 ms, data wait p50 5.02 ms (the other: step 5.3 ms / "
+            "5.5 ms, data wait 0.012 ms); NCCL not hidden: rank 0 93.1%, rank 1 2.0%");
+  // Without --busy: no NCCL shares; an unmeasured p95 reads n/a; several others are their median.
+  ranks = {rank_figures(0, 5.3, 0.01), rank_figures(1, 5.3, 5.0), rank_figures(2, 5.1, 0.03)};
+  ranks[1].step_ms_p95.reset();
+  EXPECT_EQ(straggler_line(ranks, judge_straggler(ranks, true)),
+            "  slowest rank 1: step p50 5.3 ms / p95 n/a, data wait p50 5 ms (the others' median: step 5.2 ms / "
+            "5.72 ms, data wait 0.02 ms)");
+  // No verdict: why, and the NCCL shares measured (one of them unmeasured).
+  ranks = {rank_figures(0, 5.3, 0.01, 0.5), rank_figures(1, 5.3, 5.0)};
+  const std::string line = straggler_line(ranks, judge_straggler(ranks, false));
+  EXPECT_EQ(line.rfind("  slowest rank n/a (not every rank measured its unhidden NCCL share, and through the loader a "
+                       "rank held back by a peer waits for its batches too)", 0), 0u) << line;
+  EXPECT_NE(line.find("; NCCL not hidden: rank 0 50.0%, rank 1 n/a"), std::string::npos) << line;
+  EXPECT_EQ(straggler_line({}, judge_straggler({}, true)), "  slowest rank n/a (one process)");
+}
+
+TEST(ReportJson, SlowestRankIsAWholeNumber) {
+  EpochReport r;
+  r.world_size = 2;
+  r.slowest_rank = 1;
+  r.straggler_share = 0.6;
+  const std::string j = to_json(r);
+  EXPECT_EQ(json_value(j, "slowest_rank"), "1");
+  EXPECT_EQ(json_value(j, "straggler_share"), "0.6");
+  const auto row = split_csv(to_csv_row(r));
+  EXPECT_EQ(row[index_of("slowest_rank")], "1");
+}
+
+TEST(Advice, StragglerNamesTheRankAndWhereToLook) {
+  // --busy: rank 0's record (it waited), the straggler's rank named first, with the evidence.
+  const auto in = world_inputs({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 0.01, 0.02)});
+  auto a = advise(rank_report(0, 2, 0.62), in);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0], "straggler: rank 1 holds the others back: the other GPUs ran only NCCL, waiting for its all-reduces, "
+                  "60% of the training time more than its GPU did (unhidden NCCL time 62% against its 2%); look at its "
+                  "GPU's clocks and throttling (--timeline samples every GPU of rank 0's host), its host's load (top on "
+                  "that host) and its input (--workers, the data files' disk)");
+  // Its own record says the same.
+  EXPECT_EQ(advise(rank_report(1, 2, 0.02), in)[0], a[0]);
+  // Its batches came late: that is where to look.
+  a = advise(rank_report(0, 2, 0.62), world_inputs({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 5.0, 0.02)}));
+  EXPECT_NE(a[0].find("; its batches come late: more --workers or --prefetch"), std::string::npos) << a[0];
+  // Without --busy (resident data): the data wait is the evidence.
+  a = advise(rank_report(0, 2), world_inputs({rank_figures(0, 5.3, 0.01), rank_figures(1, 5.3, 5.0)}));
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a[0].rfind("straggler: rank 1 holds the others back: its steps waited 5 ms of 5.3 ms for their batches, "
+                       "the others' 0.01 ms (data wait p50), and each step waits for its slowest rank; its batches come "
+                       "late", 0), 0u) << a[0];
+  // Through the loader without --busy, or one process: no such advice.
+  EXPECT_FALSE(any_contains(advise(rank_report(0, 2), world_inputs({rank_figures(0, 5.3, 0.01), rank_figures(1, 5.3, 5.0)}, false)),
+                            "straggler"));
+  EXPECT_FALSE(any_contains(advise(rank_report(0, 1), world_inputs({rank_figures(0, 5.3, 5.0)})), "straggler"));
+  // A busy host comes first: it may be the straggler's cause.
+  EpochReport busy = rank_report(1, 2, 0.02);
+  busy.host_cpu_wait_share = 0.4;
+  a = advise(busy, in);
+  ASSERT_GE(a.size(), 2u);
+  EXPECT_EQ(a[0].rfind("the machine is busy", 0), 0u) << a[0];
+  EXPECT_EQ(a[1].rfind("straggler: rank 1", 0), 0u) << a[1];
+}
+
+// The others' unhidden NCCL time is their wait for the straggler, not communication: the
+// communication-bound rule judges the straggler's own share (it waits for no peer).
+TEST(Advice, StragglerWaitIsNotCommunication) {
+  auto a = advise(rank_report(0, 2, 0.62), world_inputs({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 0.01, 0.02)}));
+  EXPECT_TRUE(any_contains(a, "straggler: rank 1"));
+  EXPECT_FALSE(any_contains(a, "communication-bound"));
+  const auto in = world_inputs({rank_figures(0, 5.3, 0.01, 0.62), rank_figures(1, 5.3, 0.01, 0.12)});
+  a = advise(rank_report(0, 2, 0.62), in);
+  EXPECT_TRUE(any_contains(a, "communication-bound: for 12% of the training time rank 1's GPU (which waits for no peer) "
+                              "only ran NCCL's all-reduces")) << joined(a);
+  a = advise(rank_report(1, 2, 0.12), in);
+  EXPECT_TRUE(any_contains(a, "communication-bound: for 12% of the training time the GPU only ran")) << joined(a);
+  // No straggler: each rank's own share, as before.
+  a = advise(rank_report(0, 2, 0.30), world_inputs({rank_figures(0, 5.3, 0.01, 0.30), rank_figures(1, 5.3, 0.01, 0.25)}));
+  EXPECT_FALSE(any_contains(a, "straggler"));
+  EXPECT_TRUE(any_contains(a, "communication-bound: for 30% of the training time the GPU only ran")) << joined(a);
+}
+
+// kStragglerNccl 0.15: the others' median unhidden NCCL share exceeds the slowest rank's by 0.15 or more.
+TEST(Advice, StragglerNcclThreshold) {
+  expect_flips_at("straggler, others' unhidden NCCL share - its own >= 0.15", 0.15, [](double x) {
+    return advise(rank_report(0, 2, x), world_inputs({rank_figures(0, 5.3, 0.01, x), rank_figures(1, 5.3, 0.01, 0.0)}));
+  }, "", "straggler: rank 1 holds the others back");
+}
+
+// kStragglerDataWait 0.2: without --busy, the slowest rank's data wait p50 is 0.2 of its step p50 or more.
+TEST(Advice, StragglerDataWaitThreshold) {
+  expect_flips_at("straggler, data wait >= 0.2 step", 0.2, [](double x) {
+    return advise(rank_report(0, 2), world_inputs({rank_figures(0, 1.0, 0.0), rank_figures(1, 1.0, x)}));
+  }, "", "straggler: rank 1 holds the others back");
+}
+
+// kStragglerRatio 2: ...and twice the others' median data wait plus kStragglerFloorMs (2 x 1 + 0.05).
+TEST(Advice, StragglerRatioThreshold) {
+  expect_flips_at("straggler, data wait >= 2 x the others' + 0.05 ms", 2.05, [](double x) {
+    return advise(rank_report(0, 2), world_inputs({rank_figures(0, 5.0, 1.0), rank_figures(1, 5.0, x)}));
+  }, "", "straggler: rank 1 holds the others back");
+}
+
+// kStragglerFloorMs 0.05: against others that waited 0 ms, 0.05 ms or more (a step of 0.1 ms, so that
+// kStragglerDataWait asks only 0.02 ms).
+TEST(Advice, StragglerFloorThreshold) {
+  expect_flips_at("straggler, data wait >= 0.05 ms beyond waits of 0", 0.05, [](double x) {
+    return advise(rank_report(0, 2), world_inputs({rank_figures(0, 0.1, 0.0), rank_figures(1, 0.1, x)}));
+  }, "", "straggler: rank 1 holds the others back");
 }

@@ -20,6 +20,7 @@
 #include "data/cifar_dataset.h"
 #include "data/idx.h"
 #include "data/synthetic.h"
+#include "instrument/monitor.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "loupe.h"
@@ -737,6 +738,29 @@ TEST(TrainCpu, CycleRunsTheStepsAskedFor) {
   EXPECT_EQ(cycled.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
   EXPECT_EQ(session.optimizer().steps(), 10);
   EXPECT_THROW(t.train_epoch(set, 4, 1, 3, -1, true), Error);
+}
+
+// hooks.before_batch runs as each step begins, before its batch is fetched, so the monitor counts
+// what it takes as the step's data wait (LOUPE_DDP_DELAY's straggler; instrument/advice.h's rule
+// without --busy reads it there), not as time outside the step's measured parts.
+TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
+  train::TensorDataset set{from_vector(std::vector<float>(7840, 0.5f), Shape{10, 28, 28}),
+                           from_vector(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, Shape{10})};
+  models::Session session(models::find_model("mnist_mlp"));
+  train::Trainer& t = session.trainer();
+  instrument::EpochMonitor mon(kCPU, {});
+  t.hooks.monitor = &mon;
+  int calls = 0;
+  t.hooks.before_batch = [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  const train::EpochStats st = t.train_epoch(set, 2, 1, 1);
+  EXPECT_EQ(calls, st.steps);
+  instrument::EpochReport r;
+  mon.fill(r);
+  ASSERT_TRUE(r.data_wait_ms_p50 && r.step_ms_p50);
+  EXPECT_GE(*r.data_wait_ms_p50, 20.0);  // the whole sleep (a loaded machine only adds to the step's rest)
 }
 
 // The loss is the model's (its recipe's, through TrainerOptions::loss), not guessed from the

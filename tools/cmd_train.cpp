@@ -3,10 +3,12 @@
 // optimizer and what a resume restores are models/session.h's; the trace window is
 // train/trace_window.h's.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
@@ -233,8 +235,14 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
   rep.monitor.fill(r);
   std::string world_line;  // a collective: every rank, here, once per epoch
-  if (run.world) world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline);
-  r.advice = instrument::advise(r, rep.adv);
+  instrument::AdviceInputs adv = rep.adv;
+  if (run.world) {
+    adv.data_wait_host_time = !run.dl;  // resident data: the batch is a slice on the host, never a wait for the GPU
+    world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline,
+                                 adv.data_wait_host_time);
+    adv.world = run.world->ranks();
+  }
+  r.advice = instrument::advise(r, adv);
   std::printf("%s\n", rep.console.lines(r).c_str());
   if (!world_line.empty()) std::printf("%s\n", world_line.c_str());
   std::fflush(stdout);
@@ -285,7 +293,6 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   return std::nullopt;
 }
 
-// The trainer's hooks: the monitor, Ctrl-C, the profiled steps and the trace of them.
 // LOUPE_DDP_FAULT=R:S: rank R throws at step S of an epoch, for the tests of a failure on one rank
 // (check_ddp): the error must be reported, naming the rank, and every rank must end within seconds.
 void inject_fault(Run& run) {
@@ -304,6 +311,31 @@ void inject_fault(Run& run) {
   };
 }
 
+// LOUPE_DDP_DELAY=R:MS: rank R sleeps MS ms as each training step begins, for the tests of a
+// straggler (check_ddp). The sleep comes before the batch is fetched, so the rank's data wait holds
+// it as a slow input pipeline's would: resident data's wait is the host's own time, which judges the
+// straggler without --busy too (in on_step it would fall outside every measured part of the step);
+// with --busy its peers' GPUs show the wait in NCCL.
+void inject_delay(Run& run) {
+  const std::optional<std::string> d = knobs::text("LOUPE_DDP_DELAY");
+  if (!d || !run.world) return;
+  int rank = -1;
+  double ms = -1;
+  char extra = 0;
+  // At most a second, so that Ctrl-C still stops a rank within one.
+  if (std::sscanf(d->c_str(), "%d:%lf%c", &rank, &ms, &extra) != 2 || rank < 0 || !(ms > 0) || ms > 1000)
+    throw Error("LOUPE_DDP_DELAY takes RANK:MS (e.g. 1:5; 0 < MS <= 1000), got '" + *d + "'");
+  if (rank >= run.world->size())
+    throw Error("LOUPE_DDP_DELAY names rank " + std::to_string(rank) + " of a world of " +
+                std::to_string(run.world->size()) + " (ranks 0.." + std::to_string(run.world->size() - 1) + ")");
+  if (rank != run.world->rank()) return;
+  run.session->trainer().hooks.before_batch = [ms] {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  };
+}
+
+// The trainer's hooks: the monitor, Ctrl-C, the profiled steps and the trace of them, and the tests'
+// fault and delay.
 void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& trace) {
   train::Trainer& trainer = run.session->trainer();
   trainer.hooks.monitor = &rep.monitor;
@@ -315,6 +347,7 @@ void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& t
   }
   run.session->continue_global_step(run.epoch_steps());
   inject_fault(run);
+  inject_delay(run);
 }
 
 // Everything up to the first step: options against the model, the device, data, model, header.

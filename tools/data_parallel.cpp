@@ -1,14 +1,17 @@
 #include "tools/data_parallel.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "tools/interrupt.h"
 #include "train/launch.h"
@@ -135,35 +138,27 @@ void World::abort() {
     std::fprintf(stderr, "loupe: rank %d: NCCL's abort did not return within 3 s; ending without it\n", rank());
 }
 
-std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline) {
-  // Per rank: samples, training seconds (one all-gather of float64 on the device).
-  Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec}, Shape{3}, kCUDA);
-  Tensor all = empty(Shape{3 * int64_t(size())}, DType::f64, kCUDA);
-  comm_->all_gather(mine, all);
-  const std::vector<double> v = all.to_vector<double>();
-  double samples = 0, slowest = 0;
-  for (int k = 0; k < size(); ++k) {
-    samples += v[size_t(3 * k)];
-    slowest = std::max(slowest, v[size_t(3 * k + 1)]);
-  }
-  r.rank = rank();
-  r.world_size = size();
-  r.allreduce_bytes_per_step = double(allreduce_bytes);
-  if (slowest > 0) r.world_samples_per_sec = samples / slowest;
-  if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
-  // NCCL's bus bandwidth: what each rank all-reduced, times 2(W-1)/W, over its time in NCCL kernels.
-  if (r.nccl_share && *r.nccl_share > 0 && size() > 1 && r.steps > 0)
-    r.bus_gbps = double(allreduce_bytes) * double(r.steps) * 2.0 * (size() - 1) / size() /
-                 (*r.nccl_share * r.train_seconds) / 1e9;
-  if (rank() != 0) return "";
-  std::string line = "  world " + std::to_string(size()) + " GPUs: " +
+namespace {
+// Per rank, gathered as float64: samples, training seconds, samples/s, then the straggler's figures
+// (step p50 and p95, data wait p50, issue p50, unhidden NCCL share), NaN where unmeasured.
+constexpr int kFigures = 8;
+
+double or_nan(const std::optional<double>& v) { return v ? *v : std::numeric_limits<double>::quiet_NaN(); }
+std::optional<double> if_measured(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
+
+// Rank 0's world line: samples/s (the ranks'), scaling efficiency, bytes and NCCL's time per step.
+std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, int64_t allreduce_bytes) {
+  std::string line = "  world " + std::to_string(r.world_size) + " GPUs: " +
                      (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
                      " samples/s (ranks";
-  for (int k = 0; k < size(); ++k) line += (k ? ", " : " ") + instrument::thousands(v[size_t(3 * k + 2)]);
+  for (int k = 0; k < r.world_size; ++k) line += (k ? ", " : " ") + instrument::thousands(v[size_t(kFigures * k + 2)]);
   line += ")  scaling efficiency ";
   char buf[64];
   if (r.scaling_efficiency) std::snprintf(buf, sizeof buf, "%.1f%%", 100 * *r.scaling_efficiency);
-  line += r.scaling_efficiency ? buf : "n/a (--baseline: one GPU's samples/s at this batch)";
+  // Where the figure comes from when this run cannot know it: one GPU's samples/s at this batch.
+  line += r.scaling_efficiency ? buf
+                               : "n/a (`loupe bench " + r.model + " --gpus 1," + std::to_string(r.world_size) +
+                                     "` measures it; or --baseline X, one GPU's samples/s at this batch)";
   std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step", double(allreduce_bytes) / (1 << 20));
   line += buf;
   if (!r.nccl_share) return line + "  NCCL time n/a (--busy measures it)";
@@ -175,6 +170,42 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
     line += buf;
   }
   return line;
+}
+}  // namespace
+
+std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline,
+                        bool data_wait_host_time) {
+  // One all-gather of every rank's figures, on the device.
+  Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec,
+                                                or_nan(r.step_ms_p50), or_nan(r.step_ms_p95), or_nan(r.data_wait_ms_p50),
+                                                or_nan(r.issue_ms_p50), or_nan(r.nccl_exposed_share)},
+                            Shape{kFigures}, kCUDA);
+  Tensor all = empty(Shape{kFigures * int64_t(size())}, DType::f64, kCUDA);
+  comm_->all_gather(mine, all);
+  const std::vector<double> v = all.to_vector<double>();
+  double samples = 0, slowest = 0;
+  ranks_.clear();
+  for (int k = 0; k < size(); ++k) {
+    const double* f = &v[size_t(kFigures * k)];
+    samples += f[0];
+    slowest = std::max(slowest, f[1]);
+    ranks_.push_back({k, if_measured(f[3]), if_measured(f[4]), if_measured(f[5]), if_measured(f[6]), if_measured(f[7])});
+  }
+  r.rank = rank();
+  r.world_size = size();
+  r.allreduce_bytes_per_step = double(allreduce_bytes);
+  if (slowest > 0) r.world_samples_per_sec = samples / slowest;
+  if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
+  // NCCL's bus bandwidth: what each rank all-reduced, times 2(W-1)/W, over its time in NCCL kernels.
+  if (r.nccl_share && *r.nccl_share > 0 && size() > 1 && r.steps > 0)
+    r.bus_gbps = double(allreduce_bytes) * double(r.steps) * 2.0 * (size() - 1) / size() /
+                 (*r.nccl_share * r.train_seconds) / 1e9;
+  // The rank the others wait for: every rank judges the same figures alike.
+  const instrument::Straggler s = instrument::judge_straggler(ranks_, data_wait_host_time);
+  if (s.rank) r.slowest_rank = double(*s.rank);
+  r.straggler_share = s.share;
+  if (rank() != 0) return "";
+  return world_line(r, v, allreduce_bytes) + "\n" + instrument::straggler_line(ranks_, s);
 }
 
 }  // namespace loupe::tools

@@ -5,8 +5,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "instrument/report.h"
+#include "instrument/straggler.h"
 #include "tools/options.h"
 #include "train/comm.h"
 
@@ -35,14 +37,20 @@ class World {
   // Ctrl-C or an error: end without a collective and without waiting for peers.
   void abort();
   // The world's figures in r (every rank calls it at the same point: a collective) and, on rank
-  // 0, the line that says them ("" on the others).
-  std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline);
+  // 0, the lines that say them ("" on the others): the world's, then its slowest rank beside the
+  // others (instrument/straggler.h). data_wait_host_time: a step's data wait is its host's own time
+  // (resident data), so the straggler may be judged from it without --busy (instrument/advice.h).
+  std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline,
+                   bool data_wait_host_time);
+  // Every rank's figures as the last fill gathered them, in rank order (for advice).
+  const std::vector<instrument::RankFigures>& ranks() const { return ranks_; }
 
  private:
   void stop_watchdog();
   std::unique_ptr<train::Communicator> comm_;
   std::atomic<bool> stop_{false};
   bool aborted_ = false;  // abort() ran: no goodbye at the end
+  std::vector<instrument::RankFigures> ranks_;
   std::thread watchdog_;
 };
 

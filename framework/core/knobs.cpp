@@ -139,6 +139,9 @@ const std::vector<Knob>& table() {
                 "1: print the LSTM candidates' times and the choice"),
       text_knob("LOUPE_DDP_FAULT", "`loupe train --gpus N`", "RANK:STEP", "no fault",
                 "a test's fault: that rank throws an error at that step of an epoch (`tests/check_ddp.sh`)"),
+      text_knob("LOUPE_DDP_DELAY", "`loupe train --gpus N`", "RANK:MS (MS up to 1000)", "no delay",
+                "a test's straggler: that rank sleeps MS milliseconds as each training step begins, before its "
+                "batch is fetched, so the sleep is its data wait (`tests/check_ddp.sh`)"),
       integer_knob("LOUPE_RDZV_PORT", "the library (`--gpus N`, torchrun, srun)", 1, 65535,
                    "MASTER_PORT (under torchrun MASTER_PORT + 1)",
                    "the port rank 0 listens on for loupe's rendezvous (torchrun's store holds MASTER_PORT)"),

@@ -1,6 +1,7 @@
 #include "instrument/advice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace loupe::instrument {
@@ -14,6 +15,17 @@ constexpr double kMemFree = 0.25;     // less than this share of device memory u
 constexpr double kLowMfu = 0.02;      // below this share of the fp32 peak the step moves memory, not math
 constexpr double kCommBound = 0.1;    // data parallelism: the GPU only communicated this share or more
 constexpr double kBusyHost = 0.2;     // loupe's threads waited for a core this share of their ready time or more
+// Data parallelism: the slowest rank (judge_straggler) holds the others back when, with --busy, the
+// others' unhidden NCCL share (their median) exceeds its own by this share of the training time or
+// more: the others' GPUs ran only NCCL, waiting for its all-reduce, that much more than its GPU did.
+constexpr double kStragglerNccl = 0.15;
+// Without --busy, and only where the data wait is the host's own time (resident data): its data
+// wait p50 is this share of its step p50 or more...
+constexpr double kStragglerDataWait = 0.2;
+// ...and this many times the others' median data wait plus kStragglerFloorMs (so that waits of zero
+// compare: a rank that waits 0.04 ms against 0.01 ms is not a straggler).
+constexpr double kStragglerRatio = 2.0;
+constexpr double kStragglerFloorMs = 0.05;
 
 std::string pct(double share) {
   char b[16];
@@ -25,6 +37,54 @@ std::string fmt1(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f", v);
   return b;
+}
+
+std::string ms3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+bool measured(const Opt& v) { return v && std::isfinite(*v); }
+
+// Its batches came late by the data-wait thresholds: a large share of its step, and well beyond
+// what the others waited.
+bool data_wait_stands_out(const RankFigures& f, const RankFigures& others) {
+  if (!measured(f.data_wait_ms_p50) || !measured(f.step_ms_p50) || !measured(others.data_wait_ms_p50)) return false;
+  const double own = *f.data_wait_ms_p50, step = *f.step_ms_p50;
+  return step > 0 && own >= kStragglerDataWait * step && own >= kStragglerRatio * *others.data_wait_ms_p50 + kStragglerFloorMs;
+}
+
+// The median of every rank's figures but ranks[skip]'s, figure by figure.
+RankFigures others_median(const std::vector<RankFigures>& ranks, size_t skip) {
+  auto median = [&](Opt RankFigures::*field) {
+    std::vector<Opt> v;
+    for (size_t k = 0; k < ranks.size(); ++k)
+      if (k != skip) v.push_back(ranks[k].*field);
+    return median_of(v);
+  };
+  RankFigures m;
+  m.rank = -1;
+  m.step_ms_p50 = median(&RankFigures::step_ms_p50);
+  m.step_ms_p95 = median(&RankFigures::step_ms_p95);
+  m.data_wait_ms_p50 = median(&RankFigures::data_wait_ms_p50);
+  m.issue_ms_p50 = median(&RankFigures::issue_ms_p50);
+  m.nccl_exposed_share = median(&RankFigures::nccl_exposed_share);
+  return m;
+}
+
+// The index of the rank whose (measured) `field` is the smallest, or the largest, the lower rank on
+// a tie; none when every rank's is the same: then no rank is slower than the others.
+std::optional<size_t> extreme(const std::vector<RankFigures>& ranks, Opt RankFigures::*field, bool smallest) {
+  size_t best = 0;
+  bool even = true;
+  for (size_t k = 1; k < ranks.size(); ++k) {
+    const double v = *(ranks[k].*field), b = *(ranks[best].*field);
+    even = even && v == *(ranks[0].*field);
+    if ((smallest ? v < b : v > b) || (v == b && ranks[k].rank < ranks[best].rank)) best = k;
+  }
+  if (even) return std::nullopt;
+  return best;
 }
 
 std::string gib(double bytes) {
@@ -44,7 +104,72 @@ std::string busy_host(const EpochReport& r) {
   return "the machine is busy: loupe's threads waited for a core " + pct(*r.host_cpu_wait_share) +
          " of the time they were ready to run (other processes hold the cores)" + fewer + ", or a quieter machine";
 }
+
+// One rank holds the others back: who, the evidence, and where to look on it.
+std::string straggler(const Straggler& s) {
+  if (!s.holds_back || !s.rank) return "";
+  std::string o = "straggler: rank " + std::to_string(*s.rank) + " holds the others back: ";
+  if (s.basis == Straggler::Basis::Nccl)
+    o += "the other GPUs ran only NCCL, waiting for its all-reduces, " + pct(*s.share) +
+         " of the training time more than its GPU did (unhidden NCCL time " + pct(*s.others.nccl_exposed_share) +
+         " against its " + pct(*s.slowest.nccl_exposed_share) + ")";
+  else
+    o += "its steps waited " + ms3(*s.slowest.data_wait_ms_p50) + " ms of " + ms3(*s.slowest.step_ms_p50) +
+         " ms for their batches, the others' " + ms3(*s.others.data_wait_ms_p50) +
+         " ms (data wait p50), and each step waits for its slowest rank";
+  if (data_wait_stands_out(s.slowest, s.others))
+    return o + "; its batches come late: more --workers or --prefetch, fewer other processes on its host (top), "
+               "or faster storage for the data files";
+  return o + "; look at its GPU's clocks and throttling (--timeline samples every GPU of rank 0's host), its "
+             "host's load (top on that host) and its input (--workers, the data files' disk)";
+}
 }  // namespace
+
+Straggler judge_straggler(const std::vector<RankFigures>& ranks, bool data_wait_host_time) {
+  Straggler s;
+  if (ranks.size() < 2) {
+    s.why = "one process";
+    return s;
+  }
+  auto every = [&](Opt RankFigures::*field) {
+    return std::all_of(ranks.begin(), ranks.end(), [&](const RankFigures& f) { return measured(f.*field); });
+  };
+  std::optional<size_t> k;
+  // The peers' GPUs wait in NCCL for the slowest rank's all-reduce, which starts last and so waits
+  // least: the smallest unhidden share is the slowest rank, whatever made it slow (GPU or host).
+  if (every(&RankFigures::nccl_exposed_share)) {
+    k = extreme(ranks, &RankFigures::nccl_exposed_share, true);
+    if (!k) s.why = "every rank's unhidden NCCL share is the same";
+    else s.basis = Straggler::Basis::Nccl;
+  } else if (!data_wait_host_time) {
+    // Through the loader the host figures cannot tell the straggler: its peers, held back, wait for
+    // their batches too (their slots refill only as their GPUs finish), as long as it does or longer.
+    const bool some = std::any_of(ranks.begin(), ranks.end(), [](const RankFigures& f) { return measured(f.nccl_exposed_share); });
+    s.why = std::string(some ? "not every rank measured its unhidden NCCL share"
+                             : "no unhidden NCCL shares (--busy measures them)") +
+            ", and through the loader a rank held back by a peer waits for its batches too";
+  } else if (every(&RankFigures::step_ms_p50) && every(&RankFigures::data_wait_ms_p50)) {
+    // Resident data: the wait for a batch is host time only (a slice), never a wait for the GPU.
+    k = extreme(ranks, &RankFigures::data_wait_ms_p50, false);
+    if (!k) s.why = "every rank's data wait is the same";
+    else s.basis = Straggler::Basis::DataWait;
+  } else {
+    s.why = "a rank's step or data wait was not measured";
+  }
+  if (!k) return s;
+  s.rank = ranks[*k].rank;
+  s.slowest = ranks[*k];
+  s.others = others_median(ranks, *k);
+  if (s.basis == Straggler::Basis::Nccl) {
+    s.share = *s.others.nccl_exposed_share - *s.slowest.nccl_exposed_share;
+    s.holds_back = *s.share >= kStragglerNccl;
+  } else {
+    const double step = *s.slowest.step_ms_p50;
+    if (step > 0) s.share = (*s.slowest.data_wait_ms_p50 - *s.others.data_wait_ms_p50) / step;
+    s.holds_back = data_wait_stands_out(s.slowest, s.others);
+  }
+  return s;
+}
 
 std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   std::vector<std::string> out;
@@ -80,11 +205,22 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
                             r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
 
-  // Data parallelism: communication the backward pass did not hide bounds the step before anything
-  // else does (measured with --busy; NVML cannot tell NCCL's kernels from the model's).
-  if (r.world_size > 1 && r.nccl_exposed_share && *r.nccl_exposed_share >= kCommBound)
-    out.push_back("communication-bound: for " + pct(*r.nccl_exposed_share) +
-                  " of the training time the GPU only ran NCCL's all-reduces; a larger per-GPU --batch" +
+  // Data parallelism: a rank the others wait for bounds the world's step, whatever each rank's own
+  // figures say; then communication the backward pass did not hide (measured with --busy; NVML
+  // cannot tell NCCL's kernels from the model's).
+  const Straggler slow = judge_straggler(in.world, in.data_wait_host_time);
+  if (std::string s = straggler(slow); !s.empty()) out.push_back(s);
+  // The peers' unhidden NCCL time is mostly their wait for the straggler: what communicating costs
+  // is the straggler's own share, which waits for no peer.
+  Opt exposed = r.nccl_exposed_share;
+  std::string whose = "the GPU";
+  if (slow.holds_back && slow.basis == Straggler::Basis::Nccl && slow.rank != r.rank) {
+    exposed = slow.slowest.nccl_exposed_share;
+    whose = "rank " + std::to_string(*slow.rank) + "'s GPU (which waits for no peer)";
+  }
+  if (r.world_size > 1 && exposed && *exposed >= kCommBound)
+    out.push_back("communication-bound: for " + pct(*exposed) + " of the training time " + whose +
+                  " only ran NCCL's all-reduces; a larger per-GPU --batch" +
                   (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) +
                   " (less communication per sample), or fewer and larger buckets (LOUPE_DDP_BUCKET_MB) where a "
                   "link's latency dominates" +

@@ -81,6 +81,10 @@ struct EpochReport {
   int rank = 0, world_size = 1;
   Opt world_samples_per_sec, scaling_efficiency, allreduce_bytes_per_step;
   Opt nccl_share, nccl_exposed_share, bus_gbps;
+  // The rank the others wait for (instrument/straggler.h; null: one process, or not judged from the
+  // figures measured) and how much more of the time the others waited for it: with --busy their
+  // median unhidden NCCL share less its own, else its data wait beyond theirs over its step.
+  Opt slowest_rank, straggler_share;
 
   std::vector<std::string> advice;
 };

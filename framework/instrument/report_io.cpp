@@ -45,6 +45,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
   LOUPE_FIELD(rank); LOUPE_FIELD(world_size); LOUPE_FIELD(world_samples_per_sec); LOUPE_FIELD(scaling_efficiency);
   LOUPE_FIELD(allreduce_bytes_per_step); LOUPE_FIELD(nccl_share); LOUPE_FIELD(nccl_exposed_share); LOUPE_FIELD(bus_gbps);
+  LOUPE_FIELD(slowest_rank); LOUPE_FIELD(straggler_share);
 #undef LOUPE_FIELD
 }
 

@@ -402,6 +402,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
       bool more;
       {
         NvtxRange r("data");
+        if (hooks.before_batch) hooks.before_batch();
         more = src.next(raw, b);
       }
       if (!more) {

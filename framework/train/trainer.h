@@ -71,6 +71,9 @@ struct TrainHooks {
   // running mean loss when a recent one has arrived from the device (read about every 0.2 s
   // through pinned memory and an event, never by waiting for the GPU).
   std::function<void(int64_t step, int64_t total, int64_t samples, std::optional<double> loss)> on_step;
+  // Called as each training step begins, before its batch is fetched: what it takes counts as the
+  // step's data wait (a test's slow input on one rank: LOUPE_DDP_DELAY).
+  std::function<void()> before_batch;
   // Global steps [first, last] (counted from 1 across epochs) bracketed by cudaProfilerStart/Stop.
   std::pair<int64_t, int64_t> profile_steps{-1, -1};
   // Called with true before the first and false after the last profiled step (for traces).
