@@ -922,6 +922,11 @@ TEST(Straggler, WorldLineNamesTheSlowestBesideTheOthers) {
   EXPECT_EQ(straggler_line(ranks, judge_straggler(ranks, true)),
             "  slowest rank 1: step p50 5.3 ms / p95 n/a, data wait p50 5 ms (the others' median: step 5.2 ms / "
             "5.72 ms, data wait 0.02 ms)");
+  // Slowest by a hair only: said so.
+  ranks = {rank_figures(0, 0.136, 0.00028), rank_figures(1, 0.136, 0.000285)};
+  EXPECT_EQ(straggler_line(ranks, judge_straggler(ranks, true)),
+            "  slowest rank 1: step p50 0.136 ms / p95 0.15 ms, data wait p50 0.000285 ms (the other: step 0.136 ms / "
+            "0.15 ms, data wait 0.00028 ms), not enough to hold the others back");
   // No verdict: why, and the NCCL shares measured (one of them unmeasured).
   ranks = {rank_figures(0, 5.3, 0.01, 0.5), rank_figures(1, 5.3, 5.0)};
   const std::string line = straggler_line(ranks, judge_straggler(ranks, false));

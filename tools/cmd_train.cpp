@@ -265,6 +265,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   if (st.interrupted) {
     std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
                 e, (long long)st.steps);
+    std::fflush(stdout);  // before the abort below: the signal's watchdog may end the process during it
     if (run.dl) run.dl->stop();
     if (run.world) run.world->abort();  // the other ranks may be a step apart: no collective, no wait
     return interrupt_exit_status();
@@ -282,6 +283,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
     st.test_acc = run.session->trainer().evaluate(run.data.test);
   } catch (const train::Interrupted&) {
     std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
+    std::fflush(stdout);
     if (run.dl) run.dl->stop();
     if (run.world) run.world->abort();
     return interrupt_exit_status();

@@ -5,6 +5,11 @@
 #   accuracy  mnist_cnn, 12 epochs (the recipe): --gpus 2 --batch 64 against one GPU at --batch 128
 #   loader    mnist_cnn fp16 through the loader at 1024 per GPU: one GPU and two, two rounds each,
 #             alternating; samples/s = median of epochs 2.. (epoch 1 captures the graph)
+#   launchers ctest -R check_launchers alone (bench --gpus, torchrun, the timeline, Ctrl-C)
+#   pytorch   tools/links_study.py --pytorch --pytorch-mode compiled over NVLink: cifar10_cnn and
+#             imdb_bilstm, fp16, 1024 per GPU (loupe and PyTorch DDP in the same call)
+#   steps     imdb_bilstm resident fp16 at 1024 per GPU, one GPU and two (and two with --busy): the
+#             step p50 and NCCL's shares, to tell a per-step cost from a per-epoch one
 # Needs build-gpu/ built and D=$LOUPE_DATA (default .devdata/fashion-mnist).
 set -u
 export NCCL_NVLS_ENABLE=0
@@ -43,6 +48,32 @@ if has loader; then
         > "${f%.jsonl}.log" 2>&1 || tail -3 "${f%.jsonl}.log" >> "$S"
       echo "loader fp16 1024/GPU round $round, $g GPU(s): $(steady "$f") samples/s" >> "$S"
     done
+  done
+fi
+if has launchers; then
+  ctest --test-dir build-gpu -R check_launchers --output-on-failure > "$O/ctest-launchers.log" 2>&1
+  grep -E 'tests passed|tests failed' "$O/ctest-launchers.log" | sed 's/^/launchers: /' >> "$S"
+fi
+if has pytorch; then
+  timeout 420 python3 tools/links_study.py --loupe build-gpu/loupe --models ${MODELS:-cifar10_cnn,imdb_bilstm} \
+    --batch 1024 --precision fp16 --epochs 4 --transports nvlink --pytorch --pytorch-mode compiled \
+    --out /tmp/links-pt > "$O/links-pt.log" 2>&1
+  cp /tmp/links-pt/links.md "$O/links-pt.md"; cat /tmp/links-pt/links.md >> "$S"
+fi
+if has steps; then
+  for run in "1" "2" "2 --busy"; do
+    set -- $run; f="/tmp/steps-$1$2.jsonl"; rm -f "$f"
+    $L train imdb_bilstm --synthetic --resident --gpus $1 ${2:-} --batch 1024 --precision fp16 --epochs 6 --plain \
+      --metrics "$f" > "$O/steps-$1${2:-}.log" 2>&1
+    python3 - "$f" "$run" >> "$S" <<'PY'
+import json, statistics, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [x for x in r if x.get("rank", 0) == 0 and x["epoch"] >= 2]
+m = lambda k: statistics.median([x[k] for x in r if x.get(k) is not None] or [float("nan")])
+print(f"steps imdb_bilstm gpus {sys.argv[2]}: samples/s {m('world_samples_per_sec') if '2' in sys.argv[2] else m('samples_per_sec'):,.0f}"
+      f"  step p50 {m('step_ms_p50'):.3f} ms  p95 {m('step_ms_p95'):.3f}  train s {m('train_seconds'):.4f}  steps {r[0]['steps']}"
+      f"  nccl {m('nccl_share'):.3f} exposed {m('nccl_exposed_share'):.3f}  allreduce MiB {r[0].get('allreduce_bytes_per_step', 0)/2**20:.1f}")
+PY
   done
 fi
 cat "$S"

@@ -45,6 +45,8 @@ std::string straggler_line(const std::vector<RankFigures>& ranks, const Straggle
   if (s.rank) {
     o += std::to_string(*s.rank) + ": " + step_and_wait(s.slowest, true) +
          (ranks.size() > 2 ? " (the others' median: " : " (the other: ") + step_and_wait(s.others, false) + ")";
+    // Some rank is always slowest by a hair: say when that is all it is.
+    if (!s.holds_back) o += ", not enough to hold the others back";
   } else {
     o += "n/a (" + s.why + ")";
   }
