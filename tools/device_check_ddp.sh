@@ -61,19 +61,26 @@ if has pytorch; then
   cp /tmp/links-pt/links.md "$O/links-pt.md"; cat /tmp/links-pt/links.md >> "$S"
 fi
 if has steps; then
-  for run in "1" "2" "2 --busy"; do
-    set -- $run; f="/tmp/steps-$1$2.jsonl"; rm -f "$f"
-    $L train imdb_bilstm --synthetic --resident --gpus $1 ${2:-} --batch 1024 --precision fp16 --epochs 6 --plain \
-      --metrics "$f" > "$O/steps-$1${2:-}.log" 2>&1
-    python3 - "$f" "$run" >> "$S" <<'PY'
+  for m in ${STEP_MODELS:-imdb_bilstm cifar10_cnn}; do
+    for run in "1 -" "2 -" "2 - --busy" "2 1" "2 4"; do
+      set -- $run; g=$1; mb=$2; shift 2; f="/tmp/steps-$m-$g-$mb$*.jsonl"; rm -f "$f"
+      if [ "$mb" = "-" ]; then unset LOUPE_DDP_BUCKET_MB; else export LOUPE_DDP_BUCKET_MB=$mb; fi
+      $L train $m --synthetic --resident --gpus $g "$@" --batch 1024 --precision fp16 --epochs 6 --plain \
+        --metrics "$f" > "$O/steps.log" 2>&1 || tail -3 "$O/steps.log" >> "$S"
+      unset LOUPE_DDP_BUCKET_MB
+      python3 - "$f" "$m gpus $g bucket_mb $mb $*" >> "$S" <<'PY'
 import json, statistics, sys
 r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 r = [x for x in r if x.get("rank", 0) == 0 and x["epoch"] >= 2]
-m = lambda k: statistics.median([x[k] for x in r if x.get(k) is not None] or [float("nan")])
-print(f"steps imdb_bilstm gpus {sys.argv[2]}: samples/s {m('world_samples_per_sec') if '2' in sys.argv[2] else m('samples_per_sec'):,.0f}"
-      f"  step p50 {m('step_ms_p50'):.3f} ms  p95 {m('step_ms_p95'):.3f}  train s {m('train_seconds'):.4f}  steps {r[0]['steps']}"
-      f"  nccl {m('nccl_share'):.3f} exposed {m('nccl_exposed_share'):.3f}  allreduce MiB {r[0].get('allreduce_bytes_per_step', 0)/2**20:.1f}")
+def m(k):
+    v = [x[k] for x in r if x.get(k) is not None]
+    return statistics.median(v) if v else float("nan")
+sps = m("world_samples_per_sec") if r and r[0].get("world_size", 1) > 1 else m("samples_per_sec")
+print(f"steps {sys.argv[2]}: samples/s {sps:,.0f}  step p50 {m('step_ms_p50'):.3f} ms p95 {m('step_ms_p95'):.3f}"
+      f"  train {1e3*m('train_seconds'):.2f} ms / {r[0]['steps'] if r else 0} steps  nccl {m('nccl_share'):.3f}"
+      f" exposed {m('nccl_exposed_share'):.3f}")
 PY
+    done
   done
 fi
 cat "$S"
