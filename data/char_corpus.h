@@ -20,7 +20,8 @@ class CharCorpus {
   // "É"; English prose has few, and the vocabulary is simply a little larger. Line ends stay as
   // they are too (Python's text mode would turn "\r\n" into "\n").
   static CharCorpus from_text(std::string_view utf8);
-  // The same for a file; errors (missing, unreadable, empty, invalid UTF-8) name the path.
+  // The same for a file; errors (missing, unreadable, empty, over 64 MiB, refused before it is
+  // read; invalid UTF-8) name the path.
   static CharCorpus from_file(const std::string& path);
 
   const std::vector<char32_t>& chars() const { return chars_; }  // sorted distinct code points

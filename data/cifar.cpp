@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/file_check.h"
@@ -21,6 +22,9 @@ const char* kTrain[5] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.b
                          "data_batch_4.bin", "data_batch_5.bin"};
 const char* kTest = "test_batch.bin";
 const char* kRefetch = "delete it and run data/fetch.sh cifar10 to download it again";
+// The most batches.meta.txt may hold, checked before it is read: ten names of a line each, about
+// 60 bytes in CIFAR-10's; 64 KiB is a thousand times that.
+constexpr uint64_t kMaxMetaBytes = uint64_t(64) << 10;
 
 // Every message starts with the file: with six similar names, the user must know which one.
 [[noreturn]] void bad(const fs::path& path, const std::string& msg) {
@@ -90,8 +94,13 @@ void read_cifar10_batch(const std::string& file, int64_t records, std::vector<ui
 std::vector<std::string> read_cifar10_meta(const std::string& file) {
   const fs::path path(file);
   if (const std::string kind = what_else(file); !kind.empty()) bad(path, "is " + kind + ", not a text file");
-  std::ifstream f(path);
-  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  std::string text;
+  uint64_t size = 0;
+  if (!read_capped(file, kMaxMetaBytes, &text, &size))
+    bad(path, with_commas(size) + " bytes, more than the " + with_commas(kMaxMetaBytes) + " (64 KiB) loupe reads "
+              "for a list of class names (CIFAR-10's is about 60 bytes): not a batches.meta.txt; " + kRefetch +
+              ", or delete it to use the standard names");
+  std::istringstream f(text);
   std::vector<std::string> names;
   for (std::string line; std::getline(f, line);) {
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();

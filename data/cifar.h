@@ -29,7 +29,8 @@ CifarData load_cifar10(const std::string& dir);
 
 // One batch file of `records` records (10000 in CIFAR-10; fewer in tests and the fuzzer), its
 // pixels and labels appended; the size is checked before anything is read or allocated. And the
-// class names of a batches.meta.txt (ten, one a line). Errors as load_cifar10's.
+// class names of a batches.meta.txt (ten, one a line; at most 64 KiB, checked before it is read).
+// Errors as load_cifar10's.
 void read_cifar10_batch(const std::string& path, int64_t records, std::vector<uint8_t>* images,
                         std::vector<uint8_t>* labels);
 std::vector<std::string> read_cifar10_meta(const std::string& path);

@@ -15,8 +15,9 @@ struct IdxArray {
 };
 
 // Reads a raw or gzip-compressed IDX file (detected by the 0x1f 0x8b magic, not by the name).
-// Any problem (missing, bad header, truncated, trailing bytes, corrupt gzip) is a loupe::Error
-// that names the file.
+// Any problem (missing, bad header, truncated, trailing bytes, corrupt gzip; a file larger than
+// any IDX file, or a gzip one whose header declares more than 50 times its size and 64 MiB, both
+// refused before reading or inflating) is a loupe::Error that names the file.
 IdxArray read_idx(const std::string& path);
 
 // The four MNIST-format files of one directory.

@@ -14,6 +14,11 @@ namespace loupe::data {
 // 256 MiB; anything larger is refused from its header, before decoding.
 constexpr int64_t kMaxImageSide = 16384;
 constexpr int64_t kMaxImagePixels = int64_t(1) << 25;
+// The largest image file loupe reads, checked (stat) before it is read: the largest image it
+// decodes, stored without compression (a PNG of 16-bit RGBA pixels), takes 256 MiB, and an eighth
+// more leaves room for a PNG's filter bytes and its chunks' and deflate blocks' headers (a JPEG
+// of that many pixels is far smaller). No larger file can be an image loupe decodes.
+constexpr int64_t kMaxImageFileBytes = kMaxImagePixels * 8 + (kMaxImagePixels * 8) / 8;
 
 // A file whose first bytes are "\x89PNG": the 8-byte signature; every chunk's length within the
 // file and its CRC-32; IHDR first, with a valid bit depth and colour type and dimensions within

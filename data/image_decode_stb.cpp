@@ -1,11 +1,9 @@
 // The decoder through stb_image (Debian's libstb-dev). Only its PNG and JPEG readers are compiled
 // in, and STB_IMAGE_STATIC keeps its symbols inside this file, so libloupe exports none that could
 // clash with a program's own copy of stb_image.
-#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/error.h"
 #include "core/file_check.h"
@@ -36,12 +34,14 @@ DecodedImage decode_image(const std::string& path, int channels) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not an image");
   if (const std::string kind = what_else(path); !kind.empty()) throw Error(path + ": is " + kind + ", not an image");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(path + ": cannot open: " + std::strerror(errno));
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(path + ": read error");
+  std::vector<uint8_t> bytes;
+  uint64_t size = 0;
+  static_assert(kMaxImageFileBytes <= INT32_MAX, "stb_image takes an int size");
+  if (!read_capped(path, uint64_t(kMaxImageFileBytes), &bytes, &size))
+    throw Error(path + ": " + with_commas(size) + " bytes, more than the " + with_commas(kMaxImageFileBytes) +
+                " (288 MiB) loupe reads for one image (the largest it decodes, " + with_commas(kMaxImagePixels) +
+                " pixels of 16-bit RGBA, takes 256 MiB uncompressed): not an image; replace or remove it");
   if (bytes.empty()) throw Error(path + ": empty file, not an image");
-  if (bytes.size() > size_t(INT32_MAX)) throw Error(path + ": larger than 2 GiB, too large for an image");
   // stb_image checks no CRC or Adler-32 and allocates what a header declares: the checks come first.
   if (bytes.size() >= 4 && std::memcmp(bytes.data(), "\x89PNG", 4) == 0) {
     check_png(path, bytes.data(), bytes.size());

@@ -1,13 +1,9 @@
 #include "data/imdb.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "core/error.h"
 #include "core/file_check.h"
@@ -44,18 +40,32 @@ fs::path top_dir(const std::string& dir) {
   return d;
 }
 
+// The most loupe reads for one review: aclImdb's longest is about 14 KB (they average 1.3 KB), and
+// tokenizing a review holds about 20 bytes per byte of it at once (one std::string per word), so
+// 1 MiB, 70 times the longest, costs some 20 MiB; a 200 MB file took 4.5 GB. A larger file is not a
+// review.
+constexpr uint64_t kMaxReviewBytes = uint64_t(1) << 20;
+// The most for the four folders together, summed from the files' sizes before any is read:
+// aclImdb's 50,000 reviews are about 65 MB, and the text is held with its ids and imdb_fasttext's
+// bigrams, about 4 bytes per byte of text (measured on reviews of a Zipf vocabulary: 65 MB took
+// 280 MB, 250 MB took 930 MB), so 128 MiB, twice aclImdb, keeps the load near half a gigabyte.
+constexpr uint64_t kMaxImdbBytes = uint64_t(128) << 20;
+
+std::string review_too_large(uint64_t size) {
+  return with_commas(size) + " bytes, more than the " + with_commas(kMaxReviewBytes) +
+         " (1 MiB) loupe reads for one review (aclImdb's longest is about 14 KB): not a review; remove it from "
+         "the folder";
+}
+
 std::string read_text(const fs::path& path) {
-  if (const std::string kind = what_else(path.string()); !kind.empty()) bad(path, "is " + kind + ", not a review file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) bad(path, "read error");
+  std::string s;
+  uint64_t size = 0;
+  if (!read_capped(path.string(), kMaxReviewBytes, &s, &size)) bad(path, review_too_large(size));  // it grew
   return s;
 }
 
-// Appends the reviews of one folder (its *.txt files in name order) and their label.
-void read_folder(const fs::path& folder, uint8_t label, std::vector<std::string>* text,
-                 std::vector<uint8_t>* labels) {
+// The review files of one folder (its *.txt files), sorted by name.
+std::vector<fs::path> list_folder(const fs::path& folder) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     bad(folder, "folder not found; an aclImdb folder holds train/pos, train/neg, test/pos and test/neg; " +
@@ -68,26 +78,48 @@ void read_folder(const fs::path& folder, uint8_t label, std::vector<std::string>
     bad(folder, "holds no .txt review files (aclImdb has 12500 in each folder); the download or extraction "
                 "was cut short: delete the aclImdb folder and run data/fetch.sh imdb again");
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) {
-    text->push_back(read_text(folder / n));
-    labels->push_back(label);
-  }
+  std::vector<fs::path> files;
+  for (const std::string& n : names) files.push_back(folder / n);
+  return files;
 }
 
-std::string with_commas(int64_t v) {  // v >= 0
-  std::string s = std::to_string(v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
-  return s;
+// Every review's size (stat), each within kMaxReviewBytes and all within kMaxImdbBytes, before
+// any is read.
+void check_sizes(const fs::path& top, const std::vector<fs::path>& files) {
+  uint64_t total = 0;
+  for (const fs::path& f : files) {
+    if (const std::string kind = what_else(f.string()); !kind.empty()) bad(f, "is " + kind + ", not a review file");
+    std::error_code ec;
+    const uint64_t size = fs::file_size(f, ec);
+    if (ec) bad(f, "cannot read its size: " + ec.message());
+    if (size > kMaxReviewBytes) bad(f, review_too_large(size));
+    total += size;
+  }
+  if (total > kMaxImdbBytes)
+    bad(top, "its four review folders hold " + with_commas(total) + " bytes, more than the " +
+                 with_commas(kMaxImdbBytes) + " (128 MiB) loupe reads (aclImdb's 50,000 reviews are about 65 MB): "
+                 "not the IMDb reviews; pass --data with the aclImdb folder");
 }
 
 }  // namespace
 
 ImdbText load_aclimdb(const std::string& dir) {
   const fs::path d = top_dir(dir);
+  std::vector<fs::path> folders[2][2], all;  // [split][label]
+  for (int s = 0; s < 2; ++s)
+    for (int label : {0, 1}) {
+      folders[s][label] = list_folder(d / kSplits[s] / kClasses[label]);
+      all.insert(all.end(), folders[s][label].begin(), folders[s][label].end());
+    }
+  check_sizes(d, all);
   ImdbText t;
   t.dir = d.string();
-  for (int label : {0, 1}) read_folder(d / "train" / kClasses[label], uint8_t(label), &t.train_text, &t.train_labels);
-  for (int label : {0, 1}) read_folder(d / "test" / kClasses[label], uint8_t(label), &t.test_text, &t.test_labels);
+  for (int s = 0; s < 2; ++s)
+    for (int label : {0, 1})
+      for (const fs::path& f : folders[s][label]) {
+        (s == 0 ? t.train_text : t.test_text).push_back(read_text(f));
+        (s == 0 ? t.train_labels : t.test_labels).push_back(uint8_t(label));
+      }
   return t;
 }
 

@@ -20,7 +20,8 @@ struct ImdbText {
 // Reads train/neg, train/pos, test/neg, test/pos (in that order: negatives first within each
 // split), each folder's *.txt files sorted by file name (as strings: "10_2.txt" < "1_1.txt").
 // `dir` may be the aclImdb folder or its parent. A missing folder, or one with no .txt file, is a
-// loupe::Error naming it. Other entries (train/unsup, the .feat files, imdb.vocab) are ignored.
+// loupe::Error naming it; so is a review over 1 MiB, or all four folders over 128 MiB, from the
+// files' sizes before any is read. Other entries (train/unsup, the .feat files, imdb.vocab) are ignored.
 ImdbText load_aclimdb(const std::string& dir);
 
 // The directories searched when no --data flag is given, in order (data/paths.h): $LOUPE_DATA/imdb,

@@ -190,6 +190,109 @@ TEST_F(Idx, GzipBombStopsAtTheDeclaredSize) {
                                                            << " KiB";
 }
 
+// A valid gzip file of `head` followed by `zero_mib` MiB of zeros, made at its compressed size:
+// once deflate's window holds only zeros, each further MiB of them (flushed at its end) deflates to
+// the same bytes, so that MiB is deflated once and its bytes repeated; the trailer's CRC-32 is
+// combined from the pieces'. A 2 GiB file of zeros is 2.1 MB, made in milliseconds.
+Bytes gzip_with_zeros(const Bytes& head, size_t zero_mib) {
+  z_stream zs{};
+  // Raw deflate: the gzip wrapper is written here.
+  EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  auto deflate_part = [&](const Bytes& in, int flush) {
+    Bytes out(deflateBound(&zs, uLong(in.size())) + 64);
+    zs.next_in = const_cast<Bytef*>(in.data());
+    zs.avail_in = uInt(in.size());
+    zs.next_out = out.data();
+    zs.avail_out = uInt(out.size());
+    deflate(&zs, flush);
+    EXPECT_EQ(zs.avail_in, 0u);
+    out.resize(out.size() - zs.avail_out);
+    return out;
+  };
+  const Bytes mib(1 << 20);
+  Bytes gz = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  const Bytes start = deflate_part(head, Z_SYNC_FLUSH), first = deflate_part(mib, Z_SYNC_FLUSH);
+  const Bytes steady = deflate_part(mib, Z_SYNC_FLUSH);
+  EXPECT_EQ(deflate_part(mib, Z_SYNC_FLUSH), steady) << "deflate's output for a MiB of zeros is not steady";
+  const Bytes end = deflate_part({}, Z_FINISH);
+  deflateEnd(&zs);
+  gz.insert(gz.end(), start.begin(), start.end());
+  uLong crc = crc32(0, head.data(), uInt(head.size()));
+  const uLong crc_mib = crc32(0, mib.data(), uInt(mib.size()));
+  for (size_t i = 0; i < zero_mib; ++i) {
+    const Bytes& part = i == 0 ? first : steady;
+    gz.insert(gz.end(), part.begin(), part.end());
+    crc = crc32_combine(crc, crc_mib, 1 << 20);
+  }
+  gz.insert(gz.end(), end.begin(), end.end());
+  const uint64_t size = head.size() + (uint64_t(zero_mib) << 20);
+  for (uint64_t v : {uint64_t(crc), size})
+    for (int k = 0; k < 4; ++k) gz.push_back(uint8_t(v >> (8 * k)));  // CRC-32, then the size mod 2^32
+  return gz;
+}
+
+// Bytes that do not compress (xorshift), for a file whose compressed size must be large.
+Bytes noise(size_t n) {
+  Bytes b(n);
+  uint64_t x = 88172645463325252ull;
+  for (uint8_t& v : b) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = uint8_t(x >> 32);
+  }
+  return b;
+}
+
+// The hostile-input round of issue 32: a 2.1 MB gzip IDX file, valid in every byte, declaring
+// 2^31 bytes of images (the most the header may) and inflating to them, all zeros. It took 3.4 GB
+// and trained to "test accuracy 100.00 %". Now its declared size, 1,000 times its compressed
+// size, is refused before anything is allocated for it: in a child allowed 1 GiB more address
+// space, the reader ends with that error rather than bad_alloc.
+TEST_F(Idx, GzipDeclaringFarMoreThanItsSizeIsRefusedBeforeInflating) {
+  const fs::path p = dir_ / "train-images-idx3-ubyte.gz";
+  write_raw(p, gzip_with_zeros(idx_bytes({32768, 256, 256}, {}), 2048));
+  ASSERT_LT(fs::file_size(p), 2200000u);
+  ASSERT_GT(fs::file_size(p), 2000000u);
+  const std::string got = loupe::test::run_with_memory_limit([&] { loupe::data::read_idx(p.string()); });
+  EXPECT_EQ(got.rfind("error: " + p.string() + ": its IDX header declares 2,147,483,648 bytes of images, ", 0), 0u)
+      << got;
+  EXPECT_NE(got.find("times its 2.1 MB compressed size"), std::string::npos) << got;
+  EXPECT_NE(got.find("no more than 50 times a file's size (or 64 MiB)"), std::string::npos) << got;
+}
+
+// What the cap lets through: anything up to the 64 MiB floor, however well it compresses (32 MiB of
+// zeros in 33 KB), and above it a file that inflates to at most 50 times its size; 76 times is
+// refused.
+TEST_F(Idx, GzipInflatingWithinTheFloorOrTheRatioIsRead) {
+  const fs::path small = dir_ / "small.gz";
+  write_raw(small, gzip_with_zeros(idx_bytes({512, 256, 256}, {}), 32));
+  ASSERT_LT(fs::file_size(small), 64000u);
+  const IdxArray a = loupe::data::read_idx(small.string());
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{512, 256, 256}));
+  EXPECT_EQ(a.data.size(), size_t(32) << 20);
+
+  // 1.75 MiB of noise and 80 MiB of zeros: 85.7 MB in 1.9 MB, 45 times.
+  const fs::path ok = dir_ / "ok.gz";
+  write_raw(ok, gzip_with_zeros(idx_bytes({28 + 1280, 256, 256}, noise(28 << 16)), 80));
+  EXPECT_EQ(loupe::data::read_idx(ok.string()).dims[0], 1308);
+  // 1 MiB of noise and 81 MiB of zeros: 86 MB in 1.1 MB, 76 times.
+  const fs::path over = dir_ / "over.gz";
+  write_raw(over, gzip_with_zeros(idx_bytes({16 + 1296, 256, 256}, noise(16 << 16)), 81));
+  expect_error([&] { loupe::data::read_idx(over.string()); }, "over.gz",
+               "declares 85,983,232 bytes of images, 75 times its 1.1 MB compressed size");
+}
+
+// A raw IDX file larger than any IDX file loupe accepts (3 GiB, sparse) is refused from its size
+// before it is read: the reader read all of it, then found the header wrong.
+TEST_F(Idx, FileLargerThanAnyIdxIsRefusedBeforeReading) {
+  const fs::path p = dir_ / "train-images-idx3-ubyte";
+  write_raw(p, idx_bytes({60000, 28, 28}, {}));
+  fs::resize_file(p, uint64_t(3) << 30);
+  const std::string got = loupe::test::run_with_memory_limit([&] { loupe::data::read_idx(p.string()); });
+  EXPECT_EQ(got, "error: " + p.string() + ": 3,221,225,472 bytes, more than the 2,151,677,952 an IDX file can take "
+                 "(2^31 elements, the most loupe reads, and a header): not an MNIST-format file; check the path, "
+                 "or delete it and fetch it again (data/fetch.sh)");
+}
+
 TEST_F(Idx, DamagedGzip) {
   write_gz(dir_ / "ok.gz", idx_bytes({1000}, iota_bytes(1000)));
   Bytes gz = read_all(dir_ / "ok.gz");

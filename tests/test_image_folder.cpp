@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/image_decode.h"
 #include "data/image_folder.h"
 #include "png_writer.h"
+#include "test_util.h"
 #include "tools/datasets.h"
 
 namespace fs = std::filesystem;
@@ -308,6 +310,26 @@ TEST_F(ImageFolder, HugePngHeaderIsRefusedBeforeDecoding) {
   // 16000 x 16000 grey from a few bytes of data: stb_image allocated 256 MiB for it.
   expect_refused(root, "huge.png", png_raw(16000, 16000, 8, 0, 0, Bytes(16001, 0)), "at most 16384 a side");
   expect_refused(root, "wide.png", png_raw(20000, 1, 8, 0, 0, Bytes(20001, 0)), "20000x1 pixels, more than loupe decodes");
+}
+
+// Issue 32: an image file is read only when its size (stat) is within 288 MiB, the most a PNG of
+// the largest image loupe decodes takes; the reader read it whole first and refused it after. A
+// sparse file of a PNG's first bytes, one byte over, is refused naming it; one of 1.5 GB ends with
+// that error in a child allowed 1 GiB more address space.
+TEST_F(ImageFolder, ImageFileOverItsCapIsRefusedBeforeReading) {
+  SKIP_WITHOUT_STB();
+  const fs::path dir = root / "set", huge = dir / "cat" / "huge.png";
+  write_file(dir / "cat" / "a_good.png", grey_png(4, 4, 1));
+  write_file(huge, grey_png(4, 4, 1));
+  const std::string refused = " bytes, more than the 301,989,888 (288 MiB) loupe reads for one image (the largest "
+                              "it decodes, 33,554,432 pixels of 16-bit RGBA, takes 256 MiB uncompressed): not an image; "
+                              "replace or remove it";
+  fs::resize_file(huge, (uint64_t(288) << 20) + 1);
+  expect_error([&] { load_image_folder(dir.string(), 1, 4, 4); }, huge.string() + ": 301,989,889" + refused);
+  fs::resize_file(huge, uint64_t(1536) << 20);
+  // decode_image itself, not the folder's parallel loop: a forked child has none of the pool's threads.
+  EXPECT_EQ(loupe::test::run_with_memory_limit([&] { loupe::data::decode_image(huge.string(), 1); }),
+            "error: " + huge.string() + ": 1,610,612,736" + refused);
 }
 
 // A JPEG header declaring `h` x `w` around tiny_jpeg's data (which holds two 8x8 blocks).

@@ -1,6 +1,7 @@
 // data/paths.h: one search order for every data set ($LOUPE_DATA, ~/.cache/loupe, ./data), the
 // readers' own differences on top of it, and the errors that list the places looked in
-// (issue 17, point 4).
+// (issue 17, point 4). And core/file_check.h's capped read, which every reader of a whole file uses
+// (issue 32).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_check.h"
 #include "data/char_corpus.h"
 #include "data/cifar.h"
 #include "data/idx.h"
@@ -108,6 +110,49 @@ TEST(Paths, CifarTakesTheFirstCompletePlace) {
   std::ofstream(root / "ld/cifar10/test_batch.bin") << "x";
   EXPECT_EQ(loupe::data::find_default_cifar10_dir(), (root / "ld/cifar10").string());
   fs::remove_all(root);
+}
+
+// A file is read only when its size is within the cap, and never past cap + 1 bytes, even where
+// the size it reports is wrong: /proc's files report 0.
+TEST(FileCheck, ReadCappedStopsAtTheCapWhateverTheFileSays) {
+  const fs::path p = loupe::test::temp_path("capped.txt");
+  std::ofstream(p) << "0123456789";
+  std::string s;
+  uint64_t size = 0;
+  EXPECT_TRUE(loupe::read_capped(p.string(), 10, &s, &size));
+  EXPECT_EQ(s, "0123456789");
+  EXPECT_EQ(size, 10u);
+  EXPECT_FALSE(loupe::read_capped(p.string(), 9, &s, &size));
+  EXPECT_EQ(size, 10u);
+  EXPECT_TRUE(s.empty());
+  std::vector<uint8_t> b;
+  std::ofstream(p, std::ios::trunc).flush();
+  EXPECT_TRUE(loupe::read_capped(p.string(), 0, &b, &size));
+  EXPECT_TRUE(b.empty());
+  fs::remove(p);
+
+  const std::string status = loupe::test::slurp("/proc/self/status");
+  ASSERT_GT(status.size(), 100u);
+  EXPECT_EQ(fs::file_size("/proc/self/status"), 0u);
+  EXPECT_FALSE(loupe::read_capped("/proc/self/status", 64, &s, &size));
+  EXPECT_EQ(size, 65u);
+  EXPECT_TRUE(loupe::read_capped("/proc/self/status", 1 << 20, &s, &size));
+  EXPECT_EQ(s.substr(0, 5), "Name:");
+  EXPECT_EQ(size, s.size());
+  try {
+    loupe::read_capped(loupe::test::temp_path("absent").string(), 10, &s, &size);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent: cannot open: No such file or directory"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(loupe::with_commas(2147483648u), "2,147,483,648");
+  EXPECT_EQ(loupe::with_commas(999), "999");
+  EXPECT_EQ(loupe::short_size(512), "512 bytes");
+  EXPECT_EQ(loupe::short_size(14000), "14 KB");
+  EXPECT_EQ(loupe::short_size(2121767), "2.1 MB");
+  EXPECT_EQ(loupe::short_size(26421856), "26 MB");
+  EXPECT_EQ(loupe::short_size(999999), "1.0 MB");
 }
 
 }  // namespace

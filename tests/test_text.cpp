@@ -31,6 +31,12 @@ void write_file(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
 
+// A file of `size` bytes, sparse (no data written): hostile sizes cost the test nothing.
+void sparse_file(const fs::path& p, uint64_t size) {
+  write_file(p, "");
+  fs::resize_file(p, size);
+}
+
 template <class F>
 void expect_error(F f, const std::string& needle1, const std::string& needle2 = "") {
   try {
@@ -230,6 +236,36 @@ TEST_F(Imdb, Errors) {
   expect_error([&] { load_aclimdb(root_.string()); }, (root_ / "aclImdb/test/pos").string(), "no .txt");
 }
 
+// Issue 32: one 200 MB review took 4.5 GB (the tokenizer holds a string per word). A review is read
+// only when its size (stat) is within 1 MiB: exactly 1 MiB is read, a byte more is refused, and a
+// 1.5 GB one ends with that error in a child allowed 1 GiB more address space (the reader read it
+// whole, which ran out of memory there).
+TEST_F(Imdb, AReviewOverItsCapIsRefusedBeforeReading) {
+  const fs::path big = root_ / "aclImdb/train/pos/5_9.txt";
+  sparse_file(big, 1 << 20);
+  EXPECT_EQ(load_aclimdb(root_.string()).train_text.at(4).size(), size_t(1) << 20);
+  const std::string refused = " bytes, more than the 1,048,576 (1 MiB) loupe reads for one review (aclImdb's longest "
+                              "is about 14 KB): not a review; remove it from the folder";
+  sparse_file(big, (1 << 20) + 1);
+  expect_error([&] { load_aclimdb(root_.string()); }, big.string() + ": 1,048,577" + refused);
+  sparse_file(big, uint64_t(1536) << 20);
+  EXPECT_EQ(loupe::test::run_with_memory_limit([&] { load_aclimdb(root_.string()); }),
+            "error: " + big.string() + ": 1,610,612,736" + refused);
+}
+
+// All four folders together: their sizes are summed before any review is read, and more than
+// 128 MiB (aclImdb's are 65 MB) is refused, naming the aclImdb folder.
+TEST_F(Imdb, ReviewsOverTheCorpusCapAreRefusedBeforeReading) {
+  for (int i = 0; i < 129; ++i) sparse_file(root_ / "aclImdb/test/neg" / (std::to_string(i) + "_1.txt"), 1 << 20);
+  const std::string got = loupe::test::run_with_memory_limit([&] { load_aclimdb(root_.string()); });
+  EXPECT_EQ(got.rfind("error: " + (root_ / "aclImdb").string() + ": its four review folders hold 135,266,", 0), 0u)
+      << got;
+  EXPECT_NE(got.find(" bytes, more than the 134,217,728 (128 MiB) loupe reads (aclImdb's 50,000 reviews are about "
+                     "65 MB): not the IMDb reviews; pass --data with the aclImdb folder"),
+            std::string::npos)
+      << got;
+}
+
 TEST_F(Imdb, Sequences) {
   const ImdbText t = load_aclimdb(root_.string());
   // num_words 8: bad 3, plot 4, good 5, acting 6, great 7, anything else 2. Encoded (before padding):
@@ -359,6 +395,20 @@ TEST(CharCorpus, FromFile) {
   write_file(d / "ld/nietzsche/nietzsche.txt", "");  // empty: skipped
   EXPECT_EQ(find_default_nietzsche_path(), (d / "home/.cache/loupe/nietzsche/nietzsche.txt").string());
   fs::remove_all(d);
+}
+
+// Issue 32: char_lstm's text is read only when its size (stat) is within 64 MiB; a 1.5 GB one ends
+// with that error in a child allowed 1 GiB more address space (the reader read it whole first).
+TEST(CharCorpus, TextOverItsCapIsRefusedBeforeReading) {
+  const fs::path p = fs::temp_directory_path() / ("loupe_text_big_" + std::to_string(getpid()) + ".txt");
+  const std::string refused = " bytes, more than the 67,108,864 (64 MiB) of text loupe reads for char_lstm (the "
+                              "Nietzsche text is 600 KB): give a smaller text";
+  sparse_file(p, (uint64_t(64) << 20) + 1);
+  expect_error([&] { CharCorpus::from_file(p.string()); }, p.string() + ": 67,108,865" + refused);
+  sparse_file(p, uint64_t(1536) << 20);
+  EXPECT_EQ(loupe::test::run_with_memory_limit([&] { CharCorpus::from_file(p.string()); }),
+            "error: " + p.string() + ": 1,610,612,736" + refused);
+  fs::remove(p);
 }
 
 TEST(CharCorpus, EnglishText) {

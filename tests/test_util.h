@@ -1,17 +1,33 @@
 // Small helpers shared by the test files.
 #pragma once
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 
+#include "core/error.h"
 #include "core/knobs.h"
+
+// AddressSanitizer reserves terabytes of address space for its shadow memory, so no address-space
+// limit (RLIMIT_AS) can be set under it: the bounded-memory checks below skip their limit there.
+#if defined(__SANITIZE_ADDRESS__)
+#define LOUPE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOUPE_TEST_ASAN 1
+#endif
+#endif
+#ifndef LOUPE_TEST_ASAN
+#define LOUPE_TEST_ASAN 0
+#endif
 
 namespace loupe::test {
 
@@ -68,6 +84,57 @@ inline std::pair<int, std::string> run_command(const std::string& cmd) {
   std::string text = slurp(out);
   std::filesystem::remove(out);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text};
+}
+
+// The address space this process has mapped now (VmSize), in bytes; 0 if unknown.
+inline size_t mapped_bytes() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmSize:", 0) == 0) return size_t(std::strtoull(line.c_str() + 7, nullptr, 10)) * 1024;
+  return 0;
+}
+
+// Runs f in a child process whose address space may grow by at most `limit` bytes past what it has
+// mapped when forked (the test binary maps its libraries and thread stacks already, so the limit
+// is on what f adds), and says how it ended: "error: <message>" for a loupe::Error, "bad_alloc"
+// when memory ran out, "ok" when f returned, "other exception: ..." or "status N" otherwise. Under
+// AddressSanitizer, f runs here, unlimited (see LOUPE_TEST_ASAN).
+template <class F>
+std::string run_with_memory_limit(F f, size_t limit = size_t(1) << 30) {
+  auto outcome = [&]() -> std::string {
+    try {
+      f();
+      return "ok";
+    } catch (const loupe::Error& e) {
+      return std::string("error: ") + e.what();
+    } catch (const std::bad_alloc&) {
+      return "bad_alloc";
+    } catch (const std::exception& e) {
+      return std::string("other exception: ") + e.what();
+    }
+  };
+  if (LOUPE_TEST_ASAN) return outcome();
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    close(fds[0]);
+    const size_t cap = mapped_bytes() + limit;
+    const rlimit rl{cap, cap};
+    const std::string what = setrlimit(RLIMIT_AS, &rl) == 0 ? outcome() : "setrlimit failed";
+    ssize_t wrote = write(fds[1], what.data(), what.size());
+    _exit(wrote == ssize_t(what.size()) ? 0 : 1);  // no atexit handlers: they belong to the test
+  }
+  close(fds[1]);
+  std::string what;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) what.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return what + " (status " + std::to_string(status) + ")";
+  return what;
 }
 
 }  // namespace loupe::test

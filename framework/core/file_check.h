@@ -2,9 +2,12 @@
 // open or the read forever, a device node reads without end (/dev/zero: 7.8 GB before bad_alloc)
 // and a checkpoint written "onto" one replaced it with a regular file (as root, --save /dev/null
 // would have replaced the system's /dev/null). Inputs must be regular files; outputs regular
-// files or new ones. Symbolic links are followed.
+// files or new ones. Symbolic links are followed. And an input's size, checked against what its
+// reader takes before it is read (read_capped): a review of 200 MB took 4.5 GB.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loupe {
 
@@ -16,5 +19,22 @@ std::string what_else(const std::string& path);
 // Throws one sentence when `path` exists and is not a regular file: an output may be new or a
 // regular file it replaces or extends, never a device, a FIFO or a directory.
 void require_regular_output(const std::string& path, const std::string& what);
+
+// Reads the regular file `path` whole, unless it holds more than `cap` bytes. Its size is read
+// (fstat) before anything is allocated, so a file over the cap costs nothing; and no more than
+// cap + 1 bytes are read, so a file that grows meanwhile, or that reports no size (as /proc's do),
+// is caught as well. Returns true with the bytes in `out`; false, with `out` empty and `*size` the
+// size found (more than `cap`; for a file that said less, what was read before stopping), for a
+// file over the cap: the caller words that refusal, with its cap and the reason for it. Throws
+// "<path>: cannot open: <why>" or "<path>: read error: <why>". Check what_else() first: opening a
+// FIFO blocks.
+bool read_capped(const std::string& path, uint64_t cap, std::string* out, uint64_t* size);
+bool read_capped(const std::string& path, uint64_t cap, std::vector<uint8_t>* out, uint64_t* size);
+
+// Sizes in the readers' messages: 2147483648 -> "2,147,483,648".
+std::string with_commas(uint64_t v);
+
+// A size as people read one, in the decimal units of `ls --si`: "512 bytes", "14 KB", "2.1 MB".
+std::string short_size(uint64_t bytes);
 
 }  // namespace loupe

@@ -94,6 +94,12 @@ void idx_corpora() {
   Bytes bomb1 = idx({1}, 0);
   bomb1.resize(bomb1.size() + (4 << 20), 7);
   write("idx_gz", "bomb_1_declared_4MiB_inflated.gz", gzip(bomb1));
+  // A header declaring 2^31 bytes of images, the most it may, in a 4 KB file (issue 32): over 50
+  // times the file's size and 64 MiB, so refused before inflating (the 4 MiB of zeros after it
+  // stand for the 2 GiB a hostile file of 2.1 MB holds).
+  Bytes huge = idx({32768, 256, 256}, 0);
+  huge.resize(huge.size() + (4 << 20), 0);
+  write("idx_gz", "declares_2GiB_in_4KB.gz", gzip(huge));
   Bytes cut = gzip(images);
   cut.resize(cut.size() / 2);
   write("idx_gz", "truncated.gz", cut);
