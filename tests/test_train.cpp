@@ -28,6 +28,7 @@
 #include "models/session.h"
 #include "ops/conv_cpu.h"
 #include "train/checkpoint.h"
+#include "train/divergence.h"
 #include "train/trainer.h"
 #include "test_util.h"
 
@@ -509,6 +510,87 @@ TEST(TrainCpu, CliStopsADivergedRunAndKeepsTheCheckpoint) {
   EXPECT_NE(out.find("--lr 0.0001 (a tenth of this run's 0.001; the recipe's is 0.001)"), std::string::npos) << out;
   EXPECT_EQ(out.find("epoch 2/2"), std::string::npos) << "an epoch report for the diverged epoch:\n" << out;
   EXPECT_EQ(bytes(), before);
+  std::remove(ck.c_str());
+}
+
+// A finite divergence (train/divergence.h): each rule at its bound, the first epoch, the history.
+TEST(TrainCpu, FiniteDivergenceIsJudgedAgainstChance) {
+  using train::Divergence;
+  const double ln10 = std::log(10.0), far = train::kLossChanceFactor * ln10;
+  const train::EpochHistory none;
+  // The first epoch: only a loss far past chance's.
+  EXPECT_EQ(train::judge_epoch(none, far * 1.001, 0.1, 10, 10000).kind, Divergence::LossFarPastChance);
+  EXPECT_FALSE(train::judge_epoch(none, far, 0.1, 10, 10000));  // at the bound: not past it
+  EXPECT_FALSE(train::judge_epoch(none, far * 0.999, 0.1, 10, 10000));
+  EXPECT_FALSE(train::judge_epoch(none, 2.3, 0.05, 10, 10000));  // a first epoch at chance never learned
+  EXPECT_FALSE(train::judge_epoch(none, NAN, 0.1, 10, 10000));   // the trainer's to report
+  train::EpochJudgment j = train::judge_epoch(none, 2.1e14, 0.1, 10, 10000);
+  EXPECT_EQ(j.what, "its mean loss 2.1e+14 is past 230.3 (100 x ln 10; a model at chance over 10 classes has 2.3)");
+  // After epochs with a lowest loss of 0.3 (bound 3.0): the growth counts only past ln(C) too.
+  train::EpochHistory h;
+  h.add(1, 0.5, 0.80);
+  h.add(2, 0.3, 0.85);
+  h.add(3, 0.4, 0.84);
+  EXPECT_EQ(h.epochs, 3);
+  EXPECT_EQ(h.best_acc_epoch, 2);
+  EXPECT_EQ(train::judge_epoch(h, 3.0001, 0.6, 10, 10000).kind, Divergence::LossGrewPastChance);
+  EXPECT_FALSE(train::judge_epoch(h, 3.0, 0.6, 10, 10000));
+  EXPECT_FALSE(train::judge_epoch(h, 2.9, 0.6, 10, 10000));
+  train::EpochHistory low;  // tenfold growth below ln(C) is no divergence
+  low.add(1, 0.01, 0.99);
+  EXPECT_FALSE(train::judge_epoch(low, 0.5, 0.9, 10, 10000));
+  EXPECT_TRUE(train::judge_epoch(low, 0.5, 0.9, 0, 10000));  // classes unknown: the relative rule alone
+  EXPECT_EQ(train::judge_epoch(low, 2.31, 0.9, 10, 10000).kind, Divergence::LossGrewPastChance);
+  // Accuracy at chance (10 classes: at most 14.5%) after an epoch of at least 37%.
+  const double at = 0.1 + train::kAtChance * 0.9;
+  EXPECT_EQ(train::judge_epoch(h, 0.5, at, 10, 10000).kind, Divergence::AccuracyFellToChance);
+  EXPECT_FALSE(train::judge_epoch(h, 0.5, at + 0.001, 10, 10000));
+  EXPECT_FALSE(train::judge_epoch(h, 0.5, 0.1, 10, train::kMinTestSamples - 1));  // too few to judge
+  j = train::judge_epoch(h, 0.5, 0.1, 10, 10000);
+  EXPECT_EQ(j.what, "its test accuracy 10.0% is at chance (1 in 10; at most 14.5%) after 85.0% in epoch 2");
+  train::EpochHistory never;  // a run that never rose clearly above chance (best 36.9% < 37%)
+  never.add(1, 2.2, 0.1 + train::kAboveChance * 0.9 - 0.001);
+  EXPECT_FALSE(train::judge_epoch(never, 2.2, 0.1, 10, 10000));
+  never.add(2, 2.1, 0.1 + train::kAboveChance * 0.9);
+  EXPECT_TRUE(train::judge_epoch(never, 2.2, 0.1, 10, 10000));
+  // Binary (C = 2): chance is 50%, at most 52.5%, after at least 65%.
+  train::EpochHistory bin;
+  bin.add(1, 0.4, 0.80);
+  EXPECT_EQ(train::judge_epoch(bin, 0.69, 0.52, 2, 10000).kind, Divergence::AccuracyFellToChance);
+  EXPECT_FALSE(train::judge_epoch(bin, 0.69, 0.53, 2, 10000));
+  EXPECT_EQ(train::judge_epoch(none, 70, 0.5, 2, 10000).kind, Divergence::LossFarPastChance);  // 100 x ln 2 = 69.3
+}
+
+// `loupe train --lr 1000` (mnist_mlp: loss 1e14, accuracy 10%) used to exit 0 and save those
+// weights. Now it stops after its first epoch with status 3, writing nothing; and resumed from a
+// good checkpoint at that rate, it leaves the checkpoint as it was.
+TEST(TrainCpu, CliStopsAFiniteDivergenceAndKeepsTheCheckpoint) {
+  const std::string ck = test::temp_path("loupe_test_finite_diverge.ckpt").string();
+  std::remove(ck.c_str());
+  const std::string train = "train mnist_mlp --device cpu --plain --no-nvml --synthetic=learnable --max-steps 50 ";
+  auto [rc, out] = run_cli(train + "--lr 1000 --epochs 3 --save " + ck);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("loupe: training diverged in epoch 1: its mean loss "), std::string::npos) << out;
+  EXPECT_NE(out.find(" is past 230.3 (100 x ln 10; a model at chance over 10 classes has 2.3), so the run stopped "
+                     "after it (no checkpoint of it); nothing was written to " + ck + ". To try:\n"
+                     "  - a lower learning rate: --lr 100 (a tenth of this run's 1000; the recipe's is 0.001)\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch 1/3"), std::string::npos) << "an epoch report for the diverged epoch:\n" << out;
+  EXPECT_FALSE(std::filesystem::exists(ck));
+
+  auto [rc1, out1] = run_cli(train + "--epochs 1 --save " + ck);
+  ASSERT_EQ(rc1, 0) << out1;
+  auto bytes = [&] {
+    std::stringstream ss;
+    ss << std::ifstream(ck, std::ios::binary).rdbuf();
+    return ss.str();
+  };
+  const std::string good = bytes();
+  auto [rc2, out2] = run_cli(train + "--lr 1000 --epochs 3 --resume " + ck + " --save " + ck);
+  EXPECT_EQ(rc2, 3) << out2;
+  EXPECT_NE(out2.find("loupe: training diverged in epoch 2: its mean loss "), std::string::npos) << out2;
+  EXPECT_NE(out2.find("the checkpoint " + ck + " (epoch 1) is kept as it was"), std::string::npos) << out2;
+  EXPECT_EQ(bytes(), good);
   std::remove(ck.c_str());
 }
 

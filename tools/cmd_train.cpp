@@ -30,6 +30,7 @@
 #include "train/ddp.h"
 #include "train/launch.h"
 #include "train/checkpoint_file.h"
+#include "train/divergence.h"
 #include "train/profile_window.h"
 #include "train/trace_window.h"
 
@@ -37,7 +38,8 @@ namespace loupe::tools {
 
 namespace {
 
-// A run whose loss became NaN or infinite stops with this status (1 is an error, 130 Ctrl-C).
+// A run whose loss became NaN or infinite, or whose finished epoch train/divergence.h judges
+// diverged, stops with this status (1 is an error, 130 Ctrl-C).
 constexpr int kExitDiverged = 3;
 
 // What one `loupe train` holds from its start to its end.
@@ -56,6 +58,7 @@ struct Run {
   int saved_epoch = 0;
   double best = -1, last = -1;
   int best_epoch = 0;
+  train::EpochHistory history;  // the finished epochs, for judging the next (train/divergence.h)
   World* world = nullptr;  // a data-parallel rank's world (--gpus N), else null
 
   loader::Shard shard() const { return world ? loader::Shard{world->rank(), world->size()} : loader::Shard{}; }
@@ -66,8 +69,10 @@ struct Run {
   }
 };
 
-// Divergence, said once with what is kept and what to try.
-void report_divergence(const Run& run, const train::EpochStats& st, int epoch) {
+// Divergence, said once with what is kept and what to try: a NaN or infinite loss seen during the
+// epoch (st), or a finite one judged at its end (finite).
+void report_divergence(const Run& run, const train::EpochStats& st, int epoch,
+                       const train::EpochJudgment* finite = nullptr) {
   const std::string& save = run.o.save;
   const double lr = run.session->lr();
   std::string kept;
@@ -79,12 +84,15 @@ void report_divergence(const Run& run, const train::EpochStats& st, int epoch) {
     kept = "nothing was written to " + save;
   else
     kept = "no checkpoint was asked for (--save)";
+  const std::string what =
+      finite ? finite->what + ", so the run stopped after it (no checkpoint of it)"
+             : "the loss became NaN or infinite by step " + std::to_string(st.diverged_step) + ", so the run stopped there";
   std::fprintf(stderr,
-               "loupe: training diverged in epoch %d: the loss became NaN or infinite by step %lld, so the run "
-               "stopped there; %s. To try:\n"
+               "loupe: training diverged in epoch %d: %s; %s. To try:\n"
                "  - a lower learning rate: --lr %s (a tenth of this run's %s; the recipe's is %s)\n",
-               epoch, (long long)st.diverged_step, kept.c_str(), fmt_g(lr / 10).c_str(), fmt_g(lr).c_str(),
+               epoch, what.c_str(), kept.c_str(), fmt_g(lr / 10).c_str(), fmt_g(lr).c_str(),
                fmt_g(run.info.recipe.lr).c_str());
+  if (finite) return;  // the rest are causes of NaN and infinity
   if (std::string(run.prec) == "fp16")
     std::fprintf(stderr, "  - float16 overflows above 65504 in the forward pass, which loss scaling cannot help: "
                          "--precision bf16 (float32's range) or fp32\n");
@@ -290,6 +298,16 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   }
   st.eval_seconds = train::now_seconds() - t0;
   rep.monitor.mark("eval_end");
+  // A finite divergence, judged before the report and the checkpoint: neither holds the epoch. Every
+  // rank judges the world's loss and accuracy alike, so all stop here, none in a collective.
+  const train::EpochJudgment j = train::judge_epoch(run.history, st.train_loss, st.test_acc,
+                                                    run.session->trainer().classes(), run.data.test.size());
+  if (j) {
+    if (run.dl) run.dl->stop();
+    if (!run.world || run.world->rank() == 0) report_divergence(run, st, e, &j);
+    return kExitDiverged;
+  }
+  run.history.add(e, st.train_loss, st.test_acc);
   finish_epoch(run, rep, st, e);
   rep.monitor.mark("epoch_end");  // appends the epoch's samples to the timeline
   return std::nullopt;

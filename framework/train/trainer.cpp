@@ -240,6 +240,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     logits = model_(x);
     if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);  // the loss in float32
     check_logits(logits, options_.loss);
+    classes_ = options_.loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
     y = targets_for(options_.loss, logits, y);
     loss = loss_for(options_.loss, logits, y);
   }
@@ -510,6 +511,7 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   Tensor logits = model_(x);
   if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);
   check_logits(logits, options_.loss);
+  classes_ = options_.loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
   add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
 }
 

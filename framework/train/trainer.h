@@ -121,6 +121,9 @@ class Trainer {
   const optim::GradScaler* scaler() const { return scaler_.get(); }
   TrainHooks hooks;
   int64_t global_step() const { return global_step_; }
+  // The classes the model tells apart (logits' columns; 2 for a binary classifier), known once a
+  // step or an evaluation ran, else 0: what a model at chance scores (train/divergence.h).
+  int64_t classes() const { return classes_; }
   void set_global_step(int64_t s) { global_step_ = s; }
   Precision precision() const { return precision_; }
   // How full batches run, for the run header: "CUDA graph from step N (...)" or "eager: why".
@@ -191,6 +194,7 @@ class Trainer {
   TrainerOptions options_;
   Precision precision_;
   int64_t global_step_ = 0;
+  int64_t classes_ = 0;
   std::unique_ptr<optim::GradScaler> scaler_;
   bool sixteen_checked_ = false;  // whether the first step has shown that some layer computes in 16 bits
   std::string precision_event_;   // what the first step dropped, for the epoch's stats
