@@ -1,5 +1,7 @@
 #include "data/imdb.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -162,6 +164,43 @@ void SequenceDataset::get(int64_t i, float* x, int32_t* y, uint64_t) const {
   *y = labels_[size_t(i)];
 }
 
+namespace {
+uint32_t crc_of(uint32_t crc, const void* p, size_t n) { return uint32_t(crc32(crc, static_cast<const Bytef*>(p), uInt(n))); }
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// The words in id order: their count, the first three and a CRC32 of them all, newline-separated.
+std::string fingerprint(const Vocabulary& vocab) {
+  uint32_t crc = 0;
+  std::string first;
+  for (int32_t id = Vocabulary::kFirstWord; id < vocab.size(); ++id) {
+    const std::string w = vocab.word(id) + "\n";
+    crc = crc_of(crc, w.data(), w.size());
+    if (id < Vocabulary::kFirstWord + 3) first += "'" + vocab.word(id) + "', ";
+  }
+  return std::to_string(vocab.size() - Vocabulary::kFirstWord) + " words (" + first + "...), crc32 " + hex32(crc);
+}
+
+// The bigrams in id order (their two word ids each), so their numbering is checked too.
+std::string bigram_fingerprint(const Bigrams& b) {
+  std::vector<std::pair<int32_t, uint64_t>> by_id;
+  by_id.reserve(b.ids.size());
+  for (const auto& [key, id] : b.ids) by_id.emplace_back(id, key);
+  std::sort(by_id.begin(), by_id.end());
+  uint32_t crc = 0;
+  for (const auto& [id, key] : by_id) {
+    uint8_t le[8];
+    for (int i = 0; i < 8; ++i) le[i] = uint8_t(key >> (8 * i));
+    crc = crc_of(crc, le, sizeof le);
+  }
+  return ", " + std::to_string(by_id.size()) + " bigrams, crc32 " + hex32(crc);
+}
+}  // namespace
+
 ImdbSequences make_imdb_sequences(const ImdbText& text, int num_words, int maxlen, bool bigrams) {
   if (maxlen <= 0) throw Error("make_imdb_sequences: maxlen is " + std::to_string(maxlen) + "; it must be positive");
   // Count first, encode after: the tokens of 25,000 reviews are never all held at once.
@@ -178,12 +217,14 @@ ImdbSequences make_imdb_sequences(const ImdbText& text, int num_words, int maxle
 
   ImdbSequences s;
   s.vocab_size = vocab.size();
+  s.vocab_fingerprint = fingerprint(vocab);
   std::string extra;
   if (bigrams) {
     const Bigrams b = build_bigrams(train, num_words);
     for (auto& seq : train) seq = add_bigrams(seq, b);
     for (auto& seq : test) seq = add_bigrams(seq, b);
     s.vocab_size = b.vocab_size;
+    s.vocab_fingerprint += bigram_fingerprint(b);
     extra = " + " + with_commas(int64_t(b.ids.size())) + " training bigrams from id " + std::to_string(num_words + 1) +
             " (embedding input " + with_commas(b.vocab_size) + ")";
   }

@@ -1,11 +1,76 @@
 #include "models/session.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
+#include "core/error.h"
 #include "core/random.h"
 
 namespace loupe::models {
+
+namespace {
+// UTF-8 split into characters by lead byte, never throwing: a table read from a file may be corrupt.
+std::vector<std::string> split_chars(const std::string& utf8) {
+  std::vector<std::string> out;
+  for (unsigned char c : utf8) {
+    if ((c & 0xC0) == 0x80 && !out.empty()) out.back() += char(c);
+    else out.emplace_back(1, char(c));
+  }
+  return out;
+}
+
+std::string escape_char(const std::string& c) {
+  if (c == "\n") return "\\n";
+  if (c == "\t") return "\\t";
+  if (c == "\r") return "\\r";
+  if (c.size() == 1 && (unsigned char)(c[0]) < 0x20) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c[0]));
+    return buf;
+  }
+  return c;
+}
+
+// The characters of `of` that `in` lacks, quoted: "'x', 'y'" (the first 8, then "...").
+std::string missing_from(const std::vector<std::string>& of, const std::vector<std::string>& in) {
+  std::string out;
+  int n = 0;
+  for (const std::string& c : of) {
+    if (std::find(in.begin(), in.end(), c) != in.end()) continue;
+    if (n++ == 8) return out + ", ...";
+    out += (out.empty() ? "'" : ", '") + escape_char(c) + "'";
+  }
+  return out;
+}
+}  // namespace
+
+std::string preview_chars(const std::string& utf8, size_t max) {
+  std::vector<std::string> cs = split_chars(utf8);
+  std::string out;
+  for (size_t i = 0; i < cs.size() && i < max; ++i) out += escape_char(cs[i]);
+  return cs.size() > max ? out + "..." : out;
+}
+
+std::string vocabulary_mismatch(const std::string& path, const train::CheckpointMeta& saved, const std::string& chars,
+                                const std::string& words) {
+  if (!chars.empty() && !saved.chars.empty() && chars != saved.chars) {
+    const std::vector<std::string> a = split_chars(saved.chars), b = split_chars(chars);
+    const std::string added = missing_from(b, a), lacked = missing_from(a, b);
+    std::string diff = added.empty() && lacked.empty() ? "the same characters in another order"
+                       : added.empty()                 ? "it lacks " + lacked
+                       : lacked.empty()                ? "it adds " + added
+                                                       : "it adds " + added + " and lacks " + lacked;
+    return "checkpoint '" + path + "' was trained on a text of " + std::to_string(a.size()) + " characters ('" +
+           preview_chars(saved.chars) + "'), this corpus has " + std::to_string(b.size()) + " ('" +
+           preview_chars(chars) + "'): " + diff + ", so its character ids would mean other characters; " +
+           "give the text it was trained on (--data PATH)";
+  }
+  if (!words.empty() && !saved.words.empty() && words != saved.words)
+    return "checkpoint '" + path + "' was trained with a vocabulary of " + saved.words + ", this data set's is " + words +
+           ", so its word ids would mean other words; give the reviews it was trained on (--data DIR)";
+  return "";
+}
 
 bool wants_channels_last(const nn::Module& model, Precision precision, bool asked) {
   std::vector<Tensor> params = model.parameters();
@@ -43,8 +108,20 @@ train::Trainer& Session::trainer() {
   return *trainer_;
 }
 
+void Session::check_vocabulary(const std::string& path, const train::CheckpointMeta& m) {
+  if (std::string why = vocabulary_mismatch(path, m, options_.chars, options_.words); !why.empty()) throw Error(why);
+  unchecked_.clear();
+  if (!options_.chars.empty() && m.chars.empty())
+    unchecked_ = "checkpoint '" + path + "' stores no character table (it was written before loupe stored one): " +
+                 "whether it was trained on a text of these characters could not be checked";
+  else if (!options_.words.empty() && m.words.empty())
+    unchecked_ = "checkpoint '" + path + "' stores no vocabulary (it was written before loupe stored one): " +
+                 "whether it was trained with these word ids could not be checked";
+}
+
 train::CheckpointMeta Session::resume(const std::string& path) {
-  train::CheckpointMeta m = train::load_checkpoint(path, *model_, &optimizer(), info_.name);
+  train::CheckpointMeta m = train::load_checkpoint(path, *model_, &optimizer(), info_.name,
+                                                   [&](const train::CheckpointMeta& meta) { check_vocabulary(path, meta); });
   resumed_epochs_ = m.epoch;
   seed_ = m.seed;
   default_generator().seed = m.seed;
@@ -53,11 +130,13 @@ train::CheckpointMeta Session::resume(const std::string& path) {
 }
 
 train::CheckpointMeta Session::load_weights(const std::string& path) {
-  return train::load_checkpoint(path, *model_, nullptr, info_.name);
+  return train::load_checkpoint(path, *model_, nullptr, info_.name,
+                                [&](const train::CheckpointMeta& meta) { check_vocabulary(path, meta); });
 }
 
 void Session::save(const std::string& path, int epochs_completed) {
-  train::save_checkpoint(path, *model_, &optimizer(), {info_.name, epochs_completed, seed_, default_generator().offset});
+  train::save_checkpoint(path, *model_, &optimizer(),
+                         {info_.name, epochs_completed, seed_, default_generator().offset, options_.chars, options_.words});
 }
 
 void Session::continue_global_step(int64_t steps_per_epoch) {

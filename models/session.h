@@ -28,7 +28,18 @@ struct SessionOptions {
   // characters); 0, or a model of fixed size: the model's reference size (ModelInfo::vocab).
   int64_t vocab = 0;
   bool channels_last = false;  // asked for (--channels-last): see wants_channels_last
+  // What the data's token ids mean (tools' Data::chars, Data::words; CheckpointMeta's): saved with
+  // the weights, and a checkpoint whose table differs is refused by resume() and load_weights().
+  std::string chars, words;
 };
+
+// "" when the tables agree or either side has none; else one sentence naming the checkpoint's
+// table and the data's (their sizes, a preview, the characters or counts that differ).
+std::string vocabulary_mismatch(const std::string& path, const train::CheckpointMeta& saved, const std::string& chars,
+                                const std::string& words);
+// The characters of a table in id order, readable in one line: "\n !\"'(),-.0123..." (control
+// characters escaped; cut with "..." past `max` characters).
+std::string preview_chars(const std::string& utf8, size_t max = 24);
 
 // The memory-format policy: convolutions run channels-last (NHWC) when asked for, and always in
 // fp16/bf16, where cuDNN's tensor-core kernels want NHWC (a 3x3 conv measured 382 TFLOP/s in f16
@@ -69,6 +80,9 @@ class Session {
   // After resume(): global step numbers go on from epochs completed x steps per epoch
   // (Trainer::epoch_steps), so --profile-steps and the NVTX payloads count across the restart.
   void continue_global_step(int64_t steps_per_epoch);
+  // After resume() or load_weights(): a sentence when the data has a table but the checkpoint
+  // stores none (written before loupe stored them), so it could not be checked; "" otherwise.
+  const std::string& unchecked_vocabulary() const { return unchecked_; }
 
  private:
   const ModelInfo& info_;
@@ -77,6 +91,8 @@ class Session {
   double lr_;
   uint64_t seed_;
   int resumed_epochs_ = 0;
+  std::string unchecked_;
+  void check_vocabulary(const std::string& path, const train::CheckpointMeta& m);
   bool channels_last_ = false;
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;  // destroyed after the trainer, which refers to it

@@ -292,6 +292,10 @@ TEST_F(Imdb, Sequences) {
   // Test review 1 [1 2 2 2 2 7]: (1,2) 15 and (2,7) 21 are known, (2,2) is not.
   EXPECT_EQ(Ids(f.test_x.begin() + 10, f.test_x.end()), (Ids{0, 0, 1, 2, 2, 2, 2, 7, 15, 21}));
   EXPECT_NE(f.description.find("16 training bigrams"), std::string::npos) << f.description;
+  // What checkpoints store of the ids (issue 32, item 5): the words in id order, then the bigrams.
+  EXPECT_EQ(s.vocab_fingerprint.rfind("5 words ('bad', 'plot', 'good', ...), crc32 ", 0), 0u) << s.vocab_fingerprint;
+  EXPECT_EQ(f.vocab_fingerprint.rfind(s.vocab_fingerprint + ", 16 bigrams, crc32 ", 0), 0u) << f.vocab_fingerprint;
+  EXPECT_NE(make_imdb_sequences(t, 7, 5, false).vocab_fingerprint, s.vocab_fingerprint);
 
   SequenceDataset ds(s.train_x, std::vector<int32_t>(s.train_y.begin(), s.train_y.end()), s.maxlen);
   float x[5];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "autograd/node.h"
@@ -11,6 +12,8 @@
 #include "models/session.h"
 #include "ops/view.h"
 #include "tools/commands.h"
+#include "tools/interrupt.h"
+#include "train/checkpoint.h"
 
 namespace loupe::tools {
 
@@ -41,30 +44,66 @@ int32_t next_char(nn::Module& model, const std::vector<int32_t>& text, Device de
     if ((acc += p[c]) > u) return int32_t(c);
   return int32_t(p.size() - 1);
 }
+
+// The characters the ids mean, and what the model is sized and checked by. With --prompt, no
+// --data and a checkpoint that stores its table, the table alone (no corpus is read); else the
+// corpus, whose table load_weights compares with the checkpoint's.
+std::shared_ptr<const data::CharCorpus> characters(const Options& o, models::SessionOptions* so) {
+  const train::CheckpointMeta saved = train::read_checkpoint_meta(o.checkpoint, o.model);
+  if (!o.prompt || !o.data.empty() || o.synthetic || saved.chars.empty()) {
+    Data data = load_data(data_request(o, models::find_model(o.model), false, true), so->device);
+    so->vocab = data.vocab;
+    so->chars = data.chars;
+    return data.corpus;
+  }
+  const std::string where = "checkpoint '" + o.checkpoint + "': its character table";
+  const std::vector<char32_t> table = data::decode_utf8(saved.chars, where);
+  auto corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_text(saved.chars));
+  if (corpus->chars() != table || corpus->vocab_size() > models::kCharLstmMaxChars)
+    throw Error(where + " is not up to " + std::to_string(models::kCharLstmMaxChars) +
+                " distinct lower-cased characters in order: the file is corrupt");
+  so->vocab = corpus->vocab_size();
+  so->chars = saved.chars;
+  return corpus;
+}
 }  // namespace
 
 int cmd_generate(const Options& o) {
   if (o.model != "char_lstm") throw Error("loupe generate works with char_lstm (a character model), got '" + o.model + "'");
   if (o.checkpoint.empty()) throw Error("loupe generate needs --checkpoint PATH (written by loupe train char_lstm --save PATH)");
+  install_interrupt_handlers();  // Ctrl-C ends the text where it got to, which is already printed
   const models::ModelInfo& info = models::find_model(o.model);
   Device dev = pick_device(o);
   if (std::string why = precision_unsupported(o.precision, dev); !why.empty()) throw Error(why);
   PrecisionScope precision_scope(o.precision);
-  Data data = load_data(data_request(o, info, false, true), dev);  // the corpus gives the characters
   models::SessionOptions so;
   so.device = dev;
-  so.vocab = data.vocab;
+  std::shared_ptr<const data::CharCorpus> corpus = characters(o, &so);
   models::Session session(info, so);
-  session.load_weights(o.checkpoint);
+  session.load_weights(o.checkpoint);  // refuses a checkpoint trained on other characters
+  if (!session.unchecked_vocabulary().empty())
+    std::fprintf(stderr, "loupe: note: %s\n", session.unchecked_vocabulary().c_str());
   session.model().eval();
-  const data::CharCorpus& corpus = *data.corpus;
-  std::vector<int32_t> text = start_text(o, corpus);
-  size_t prompt_len = text.size();
+  std::vector<int32_t> text = start_text(o, *corpus);
+  const size_t prompt_len = text.size();
+  const std::string prompt = corpus->decode(text);
+  std::printf("prompt (%zu characters): %s\n---\n%s", prompt_len, prompt.c_str(), prompt.c_str());
+  std::fflush(stdout);
   NoGradGuard g;
-  for (int64_t i = 0; i < o.length; ++i) text.push_back(next_char(session.model(), text, dev, o.temperature, o.seed, i));
-  std::string prompt = corpus.decode(std::vector<int32_t>(text.begin(), text.begin() + long(prompt_len)));
-  std::string out = corpus.decode(std::vector<int32_t>(text.begin() + long(prompt_len), text.end()));
-  std::printf("prompt (%zu characters): %s\n---\n%s%s\n", prompt_len, prompt.c_str(), prompt.c_str(), out.c_str());
+  // Each character is printed as it comes, so an interrupted run has given all it made.
+  int64_t i = 0;
+  for (; i < o.length && !interrupt_requested().load(); ++i) {
+    text.push_back(next_char(session.model(), text, dev, o.temperature, o.seed, i));
+    std::fputs(corpus->decode({text.back()}).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  if (i < o.length) {
+    std::fprintf(stderr, "loupe: interrupted after %lld of %lld characters; the text above is all there is\n",
+                 (long long)i, (long long)o.length);
+    return interrupt_exit_status();
+  }
   return 0;
 }
 

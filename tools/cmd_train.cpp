@@ -128,6 +128,8 @@ void make_session(Run& run) {
   so.lr = run.o.lr.value_or(0);
   so.seed = run.o.seed;
   so.vocab = run.data.vocab;
+  so.chars = run.data.chars;  // saved with the weights; a --resume whose table differs is refused
+  so.words = run.data.words;
   so.channels_last = run.o.channels_last;
   run.session = std::make_unique<models::Session>(run.info, so);
   const std::string& resume = run.o.resume;
@@ -139,6 +141,8 @@ void make_session(Run& run) {
                 std::to_string(run.epochs) + " epochs asked for: nothing to resume (--epochs N with N > " +
                 std::to_string(m.epoch) + " trains further; loupe eval --checkpoint evaluates it)");
   std::printf("resumed from %s after epoch %d\n", resume.c_str(), m.epoch);
+  if (!run.session->unchecked_vocabulary().empty())
+    std::fprintf(stderr, "loupe: note: %s\n", run.session->unchecked_vocabulary().c_str());
 }
 
 void print_header(const Run& run) {

@@ -177,6 +177,7 @@ Data imdb(const DataRequest& req, Device dev) {
   Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
                      req.resident, dev);
   d.vocab = s.vocab_size;
+  d.words = s.vocab_fingerprint;
   d.description = "IMDb from " + dir + ": " + s.description;
   return d;
 }
@@ -219,6 +220,7 @@ Data chars(const DataRequest& req, Device dev) {
   Data d = sequences(std::move(x), std::move(y), std::move(test_x), std::move(test_y), window, req.resident, dev);
   d.vocab = corpus->vocab_size();
   d.corpus = corpus;
+  for (char32_t c : corpus->chars()) data::append_utf8(c, &d.chars);
   d.description = what + ": " + std::to_string(corpus->length()) + " characters, " + std::to_string(d.vocab) +
                   " distinct; windows of 40, step 3 (" + std::to_string(n_train) + " train, " +
                   std::to_string(n_test) + " held out)";

@@ -30,6 +30,10 @@ struct Data {
   std::string description;
   int64_t vocab = 0;                             // text: the embedding's (or one-hot's) input size
   std::shared_ptr<const data::CharCorpus> corpus;  // "chars": the text and its characters
+  // What the ids mean, stored in checkpoints and checked against them (models::SessionOptions):
+  // "chars": the characters in id order, UTF-8; the IMDb sets: the vocabulary's fingerprint
+  // (data::ImdbSequences::vocab_fingerprint), empty for synthetic sequences, which have no words.
+  std::string chars, words;
 };
 
 Data load_data(const DataRequest& r, Device dev);

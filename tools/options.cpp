@@ -20,8 +20,8 @@ usage:
   loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
                                   test accuracy of a saved model
   loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
-                [--data FILE] [--seed N]  sample text from a trained char_lstm (its corpus, --data,
-                                  gives the characters; no prompt: a random 40-character window)
+                [--data FILE] [--seed N]  sample text from a trained char_lstm (the checkpoint's
+                                  characters; no prompt: a random 40-character window of --data)
   loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--min-seconds S]
               [--rounds R] [--graph auto|on|off] [--json F] [--csv F]
                                   time training steps per (model, batch, precision): samples/s,
@@ -143,8 +143,9 @@ options:
   --length N          characters to generate (default 400)
   --temperature X     sampling temperature, above 0 (default 0.5; lower: more conservative)
   --seed N            seed of the sampling and of the random window (default 1)
-  --data FILE         the corpus the model was trained on: it gives the characters (default: the
-                      same lookup as loupe train)
+  --data FILE         the corpus the model was trained on, for the random window (default: the
+                      same lookup as loupe train); its characters must be the checkpoint's. Not
+                      read with --prompt when the checkpoint stores its characters (older ones do not)
   --synthetic[=KIND]  the synthetic corpus instead (for a model trained with --synthetic)
   --device cpu|cuda   where to run (default: cuda when a GPU is present, else cpu)
   --precision P       fp32 (default); GPU only: tf32, fp16, bf16

@@ -89,6 +89,19 @@ T meta_number(const std::string& path, const CheckpointFile& f, const char* key,
                 std::to_string(hi) + ", got '" + v + "'");
   return x;
 }
+
+CheckpointMeta parse_meta(const std::string& path, const CheckpointFile& f, const std::string& expected_model) {
+  if (!expected_model.empty() && f.model != expected_model)
+    throw Error("checkpoint '" + path + "' holds model '" + f.model + "', not '" + expected_model + "'");
+  CheckpointMeta m;
+  m.model = f.model;
+  m.epoch = meta_number<int>(path, f, "epoch", 0, kMaxCheckpointEpoch);
+  m.seed = meta_number<uint64_t>(path, f, "seed", 0, std::numeric_limits<uint64_t>::max());
+  m.rng_offset = meta_number<uint64_t>(path, f, "rng_offset", 0, std::numeric_limits<uint64_t>::max());
+  m.chars = f.meta_value("chars");
+  m.words = f.meta_value("words");
+  return m;
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer* opt,
@@ -98,6 +111,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
   f.meta = {{"epoch", std::to_string(meta.epoch)},
             {"seed", std::to_string(meta.seed)},
             {"rng_offset", std::to_string(meta.rng_offset)}};
+  if (!meta.chars.empty()) f.meta.push_back({"chars", meta.chars});
+  if (!meta.words.empty()) f.meta.push_back({"words", meta.words});
   for (const auto& [name, t] : model.named_parameters()) f.records.push_back(to_record("model/" + name, t));
   for (const auto& [name, t] : model.named_buffers()) f.records.push_back(to_record("buffer/" + name, t));
   if (opt) {
@@ -110,10 +125,20 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
 }
 
 CheckpointMeta load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* opt,
-                               const std::string& expected_model) {
+                               const std::string& expected_model,
+                               const std::function<void(const CheckpointMeta&)>& check) {
   CheckpointFile f = read_checkpoint_file(path);
   if (!expected_model.empty() && f.model != expected_model)
     throw Error("checkpoint '" + path + "' holds model '" + f.model + "', not '" + expected_model + "'");
+  if (check) {
+    // The strings only: the numbers are checked after the tensors, as they always were (the fuzz
+    // corpus's expected outcomes depend on which error comes first).
+    CheckpointMeta early;
+    early.model = f.model;
+    early.chars = f.meta_value("chars");
+    early.words = f.meta_value("words");
+    check(early);
+  }
   NoGradGuard g;
   for (const auto& [name, t] : model.named_parameters()) from_record(path, f, "model/" + name, t);
   for (const auto& [name, t] : model.named_buffers()) from_record(path, f, "buffer/" + name, t);
@@ -125,12 +150,11 @@ CheckpointMeta load_checkpoint(const std::string& path, nn::Module& model, optim
     // Steps are counted in float64 on the device: exact to 2^53.
     opt->set_steps(meta_number<int64_t>(path, f, "optimizer_steps", 0, int64_t(1) << 53));
   }
-  CheckpointMeta m;
-  m.model = f.model;
-  m.epoch = meta_number<int>(path, f, "epoch", 0, kMaxCheckpointEpoch);
-  m.seed = meta_number<uint64_t>(path, f, "seed", 0, std::numeric_limits<uint64_t>::max());
-  m.rng_offset = meta_number<uint64_t>(path, f, "rng_offset", 0, std::numeric_limits<uint64_t>::max());
-  return m;
+  return parse_meta(path, f, expected_model);
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path, const std::string& expected_model) {
+  return parse_meta(path, read_checkpoint_file(path), expected_model);
 }
 
 }  // namespace loupe::train
