@@ -27,6 +27,7 @@
 #include "models/registry.h"
 #include "models/session.h"
 #include "ops/conv_cpu.h"
+#include "train/checkpoint_file.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
 #include "train/trainer.h"
@@ -285,6 +286,30 @@ TEST(TrainCpu, ImdbModelsOnAclImdbLayout) {
 // `loupe ARGS`, stdout and stderr together: {exit status, output}.
 std::pair<int, std::string> run_cli(const std::string& args) {
   return test::run_command(std::string(LOUPE_CLI) + " " + args);
+}
+
+// Two runs saving to one path overwrote each other's epochs (the last writer won, silently): the
+// second now fails at its start, naming the first, and writes nothing; once the first ends (its
+// lock goes with it) the path is free again.
+TEST(TrainCpu, SecondRunOnOneSavePathIsRefusedAtStart) {
+  const auto ck = test::temp_path("locked.ckpt");
+  std::filesystem::remove(ck);
+  {
+    CheckpointLock held(ck.string());  // stands for a run in progress
+    EXPECT_THROW(CheckpointLock again(ck.string()), Error);
+    auto [rc, out] = run_cli("train mnist_mlp --device cpu --synthetic --epochs 1 --max-steps 2 --plain --save " +
+                             ck.string());
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("another run (pid " + std::to_string(getpid()) + ") is saving to '" + ck.string() + "'"),
+              std::string::npos) << out;
+    EXPECT_FALSE(std::filesystem::exists(ck)) << "the refused run wrote a checkpoint";
+  }
+  auto [rc, out] = run_cli("train mnist_mlp --device cpu --synthetic --epochs 1 --max-steps 2 --plain --save " +
+                           ck.string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(std::filesystem::exists(ck));
+  std::filesystem::remove(ck);
+  std::filesystem::remove(ck.string() + ".lock");
 }
 
 // Numbers on the command line are whole, in range and finite, or refused in one sentence that

@@ -60,6 +60,7 @@ struct Run {
   int best_epoch = 0;
   train::EpochHistory history;  // the finished epochs, for judging the next (train/divergence.h)
   World* world = nullptr;  // a data-parallel rank's world (--gpus N), else null
+  std::unique_ptr<CheckpointLock> save_lock;  // --save: this run's claim on the path
 
   loader::Shard shard() const { return world ? loader::Shard{world->rank(), world->size()} : loader::Shard{}; }
   // The steps of one epoch, as the trainer runs them.
@@ -381,7 +382,10 @@ void prepare(Run& run) {
   install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
   run.epochs = o.epochs.value_or(run.info.recipe.epochs);
   run.batch = o.batch.value_or(run.info.recipe.batch);
-  if (!o.save.empty()) check_checkpoint_destination(o.save);  // before any data is loaded or step run
+  if (!o.save.empty()) {  // before any data is loaded or step run
+    check_checkpoint_destination(o.save);
+    run.save_lock = std::make_unique<CheckpointLock>(o.save);
+  }
   if (o.has("tensorboard") && !instrument::tensorboard_available()) throw Error(instrument::tensorboard_missing());
   run.dev = pick_device(o);
   run.topt = trainer_options(o, run.dev);

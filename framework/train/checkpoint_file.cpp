@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -256,6 +257,34 @@ void check_checkpoint_destination(const std::string& path) {
   check_directory(path);
   TempFile probe{temp_path(path)};
   if (!probe.open(parent_dir(path))) io_fail("write", path, errno);
+}
+
+CheckpointLock::CheckpointLock(const std::string& path) {
+  const std::string lock = path + ".lock";
+  require_regular_output(lock, "checkpoint lock");
+  fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) io_fail("create the lock", lock, errno);
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = pread(fd_, pid, sizeof pid - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) io_fail("lock", lock, err);
+    std::string owner = n > 0 ? std::string(pid, size_t(n)) : std::string();
+    owner.erase(owner.find_last_not_of(" \n") + 1);
+    throw Error("another run" + (owner.empty() ? std::string() : " (pid " + owner + ")") + " is saving to '" + path +
+                "' (it holds " + lock + "): two runs on one --save path overwrite each other's epochs; give this "
+                "run another --save path, or wait for that one to end");
+  }
+  const std::string me = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd_, 0) != 0 || pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size())) {
+    // The pid only helps the message of a run that is refused; the lock itself holds.
+  }
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) {

@@ -45,6 +45,21 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt);
 // path is a directory, or the directory refuses a file (its temporary file is created and removed).
 void check_checkpoint_destination(const std::string& path);
 
+// A run's claim on its --save path for as long as it lives: an exclusive flock on PATH.lock beside
+// it, holding the owner's pid, so a second run saving to the same path fails at its start instead
+// of the two overwriting each other's epochs (the last writer won, silently). The kernel drops the
+// lock when the process ends, killed too; the small file stays, harmless, for the next run to lock.
+class CheckpointLock {
+ public:
+  explicit CheckpointLock(const std::string& path);  // throws one sentence when another run holds it
+  ~CheckpointLock();
+  CheckpointLock(const CheckpointLock&) = delete;
+  CheckpointLock& operator=(const CheckpointLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Throws loupe::Error naming the file if it is missing, not a loupe checkpoint, from a newer
 // format version, truncated or corrupt. Never trusts a length it has not checked.
 CheckpointFile read_checkpoint_file(const std::string& path);
