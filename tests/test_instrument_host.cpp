@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "instrument/host_stats.h"
+#include "instrument/monitor.h"
+#include "instrument/report.h"
 #include "instrument/nvml_sampler.h"
 
 using namespace loupe::instrument;
@@ -210,6 +212,55 @@ TEST(HostStats, RssGrowsWhenMemoryIsTouched) {
   EXPECT_EQ(sum, long(n / 4096));
   ASSERT_TRUE(b.ok);
   EXPECT_GE(b.rss_bytes, a.rss_bytes + 40e6);
+}
+
+// A few milliseconds of work register: CLOCK_PROCESS_CPUTIME_ID, not /proc's 10 ms ticks (with
+// which an epoch this short read "CPU 0.0 cores").
+TEST(HostStats, CpuSecondsResolveMilliseconds) {
+  ProcessStats a = read_process_stats();
+  ASSERT_TRUE(a.ok);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(4);
+  volatile double x = 0;
+  while (std::chrono::steady_clock::now() < until) x = x + 1;
+  ProcessStats b = read_process_stats();
+  ASSERT_TRUE(b.ok);
+  EXPECT_GT(b.cpu_seconds - a.cpu_seconds, 0.0005);  // ticks: 0 or 0.01
+  EXPECT_LT(b.cpu_seconds - a.cpu_seconds, 1.0);
+}
+
+// The high-water mark keeps memory that was touched and given back.
+TEST(HostStats, RssPeakKeepsWhatWasFreed) {
+  reset_rss_peak();
+  ProcessStats a = read_process_stats();
+  ASSERT_TRUE(a.ok);
+  ASSERT_FALSE(std::isnan(a.rss_peak_bytes)) << "no VmHWM in /proc/self/status";
+  {
+    const size_t n = 64u << 20;
+    std::unique_ptr<char[]> buf(new char[n]);
+    std::memset(buf.get(), 1, n);
+    EXPECT_EQ(buf[n - 1], 1);
+  }
+  ProcessStats b = read_process_stats();
+  EXPECT_GE(b.rss_peak_bytes, a.rss_bytes + 50e6);
+}
+
+// The epoch's RSS is its peak, evaluation included: memory that evaluation (after end_train,
+// before fill) touches and frees counts.
+TEST(HostStats, EpochRssIncludesEvaluation) {
+  EpochMonitor m(loupe::kCPU, MonitorOptions{});
+  m.begin_epoch();
+  m.end_train();
+  const double after_train = read_process_stats().rss_bytes;
+  {
+    const size_t n = 64u << 20;  // "evaluation"
+    std::unique_ptr<char[]> buf(new char[n]);
+    std::memset(buf.get(), 1, n);
+    EXPECT_EQ(buf[n / 2], 1);
+  }
+  EpochReport r;
+  m.fill(r);
+  ASSERT_TRUE(r.host_rss_bytes.has_value());
+  EXPECT_GE(*r.host_rss_bytes, after_train + 50e6);
 }
 
 // Each thread's run delay (its time ready to run but waiting for a core), by thread id: this

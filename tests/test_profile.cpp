@@ -170,6 +170,35 @@ TEST(OpProfile, JoinsKernelsToOpsAndClassifies) {
   EXPECT_NE(instrument::profile_table(p).find("fc1"), std::string::npos);
 }
 
+// On the CPU a memory-bound op whose bytes per call fit in the last-level cache is read from
+// there: its share of the memory bandwidth may pass 100 % (zero_grad at 230 %), and the table
+// marks it and says why; one whose bytes do not fit is not marked.
+TEST(OpProfile, CpuOpInCacheIsMarked) {
+  instrument::ProfileInput in;
+  in.steps = 1;
+  in.ceilings.flops = 100e9;
+  in.ceilings.bandwidth = 10e9;
+  in.ceilings.cache_bytes = 32.0 * (1 << 20);
+  OpRecord small{"zero_grad", "", "forward", 0, 2.7e6, 0, 100e-6, 1, 0};  // 27 GB/s: 270 %
+  OpRecord large{"copy", "", "forward", 0, 800e6, 1, 1.1, 2, 0};          // 8 GB/s: 80 %
+  in.ops = {small, large};
+  in.busy_seconds = in.wall_seconds = 1.1001;
+  instrument::Profile p = instrument::build_profile(in);
+  ASSERT_EQ(p.rows.size(), 2u);
+  const instrument::ProfileRow& z = p.rows[1].op == "zero_grad" ? p.rows[1] : p.rows[0];
+  const instrument::ProfileRow& c = p.rows[1].op == "zero_grad" ? p.rows[0] : p.rows[1];
+  EXPECT_NEAR(z.pct_ceiling, 270, 1e-6);
+  EXPECT_TRUE(z.in_cache);
+  EXPECT_NEAR(c.pct_ceiling, 80, 1e-6);
+  EXPECT_FALSE(c.in_cache);
+  const std::string t = instrument::profile_table(p);
+  EXPECT_NE(t.find("   270*  memory"), std::string::npos) << t;
+  EXPECT_NE(t.find("* its bytes per call fit in the CPU's 32 MiB last-level cache: read there, not from memory, so it "
+                   "may pass 100 % of the memory bandwidth\n"), std::string::npos) << t;
+  in.ceilings.cache_bytes = 0;  // a GPU: no mark
+  EXPECT_EQ(instrument::profile_table(instrument::build_profile(in)).find('*'), std::string::npos);
+}
+
 // Kernels of two rows overlapping (two streams): each row keeps its kernel time, and the overlap
 // is split between them, so the shares add up to the busy time, the union.
 TEST(OpProfile, OverlappingKernelsShareTheOverlap) {

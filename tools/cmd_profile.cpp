@@ -12,6 +12,7 @@
 #include "ops/linalg.h"
 #include "ops/view.h"
 #include "tools/commands.h"
+#include "tools/roofline/roofline.h"
 #include "train/trainer.h"
 
 namespace loupe::tools {
@@ -52,11 +53,15 @@ instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
   c.flops_source = "measured: a " + std::to_string(n) + "^3 GEMM in " + precision_name(prec) +
                    (dev.is_cuda() ? " (cuBLAS)" : " (loupe's CPU GEMM)");
   a = b = Tensor();
-  const int64_t m = dev.is_cuda() ? (int64_t(1) << 28) : (int64_t(1) << 25);  // 1 GiB / 128 MiB of float32
+  // GPU 1 GiB; CPU 128 MiB, or the last-level cache where that is larger (up to 1 GiB), so that the
+  // copy comes from memory: a 128 MiB copy sat in a 480 MiB L3 and was the cache's rate.
+  if (!dev.is_cuda()) c.cache_bytes = double(last_level_cache_bytes());
+  const int64_t m = dev.is_cuda() ? (int64_t(1) << 28)
+                                  : std::clamp(int64_t(c.cache_bytes) / 4, int64_t(1) << 25, int64_t(1) << 28);
   Tensor x = full(Shape{m}, 1.0, DType::f32, dev), y = full(Shape{m}, 0.0, DType::f32, dev);
   t = best_time(dev, 5, [&] { copy_(y, x); });  // into memory already touched: no allocation timed
   c.bandwidth = 2.0 * double(m) * 4.0 / t;  // read once, written once
-  c.bandwidth_source = "measured: a device copy of " + std::string(dev.is_cuda() ? "1 GiB" : "128 MiB");
+  c.bandwidth_source = "measured: a device copy of " + (dev.is_cuda() ? "1 GiB" : std::to_string(m * 4 >> 20) + " MiB");
   return c;
 }
 

@@ -1,5 +1,6 @@
 #include "instrument/host_stats.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,31 +15,35 @@ namespace loupe::instrument {
 
 ProcessStats read_process_stats() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  ProcessStats out{nan, nan, false};
-
-  // /proc/self/stat: "pid (comm) state ppid ...", utime and stime are fields 14 and 15 in clock
-  // ticks. comm may contain spaces and ')', so parse from the last ')'.
-  std::ifstream stat("/proc/self/stat");
-  std::string line((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close = line.rfind(')');
-  if (close == std::string::npos) return out;
-  std::istringstream rest(line.substr(close + 1));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 13 && rest >> field; ++i) {}  // fields 3..13: state .. cmajflt
-  if (!(rest >> utime >> stime)) return out;
+  ProcessStats out{nan, nan, nan, false};
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return out;
 
   // /proc/self/statm: "size resident shared ..." in pages.
   std::ifstream statm("/proc/self/statm");
   unsigned long long size = 0, resident = 0;
   if (!(statm >> size >> resident)) return out;
-
-  long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-  if (ticks <= 0 || page <= 0) return out;
-  out.cpu_seconds = double(utime + stime) / double(ticks);
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return out;
+  out.cpu_seconds = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
   out.rss_bytes = double(resident) * double(page);
   out.ok = true;
+
+  // /proc/self/status: "VmHWM:    1234 kB", the peak resident set.
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) {
+      out.rss_peak_bytes = std::strtod(line.c_str() + 6, nullptr) * 1024.0;
+      break;
+    }
   return out;
+}
+
+bool reset_rss_peak() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return bool(f);
 }
 
 std::map<int, double> read_thread_run_delays() {

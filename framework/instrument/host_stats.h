@@ -1,5 +1,5 @@
-// The host process's own CPU time and resident memory, read from /proc (Linux). The epoch report
-// turns CPU seconds over wall seconds into host CPU utilisation (1.0 = one core busy).
+// The host process's own CPU time and resident memory (Linux). The epoch report turns CPU seconds
+// over wall seconds into host CPU utilisation (1.0 = one core busy).
 #pragma once
 #include <map>
 #include <optional>
@@ -9,12 +9,20 @@ namespace loupe::instrument {
 // ok is false where /proc could not be read (not Linux, or a sandbox without /proc); the
 // numbers are then NaN, so a caller that ignores ok prints nonsense rather than a plausible 0.
 struct ProcessStats {
-  double cpu_seconds;  // user + system time of all threads since the process started
-  double rss_bytes;    // resident set size now
+  // User + system time of all threads since the process started, from CLOCK_PROCESS_CPUTIME_ID
+  // (nanoseconds): /proc/self/stat counts 10 ms ticks, which made a 20 ms epoch "0.0 cores".
+  double cpu_seconds;
+  double rss_bytes;       // resident set size now
+  double rss_peak_bytes;  // the high-water mark (VmHWM) since the start or reset_rss_peak(); NaN if unread
   bool ok;
 };
 
 ProcessStats read_process_stats();
+
+// Starts a new high-water mark at the current RSS (writes "5" to /proc/self/clear_refs, Linux 4.0+),
+// so a peak read later is the peak since now; false where it cannot (the mark then runs from the
+// process's start: still a peak, and never below the one asked for).
+bool reset_rss_peak();
 
 // Each thread's time spent ready to run but waiting for a core (the run delay of
 // /proc/self/task/TID/schedstat, in seconds), by thread id; empty where it cannot be read. Over an

@@ -144,6 +144,7 @@ void EpochMonitor::begin_epoch() {
   flops_ = 0;
   last_step_begin_ = -1;
   if (device_.is_cuda()) cuda_runtime()->reset_peak();
+  reset_rss_peak();  // the epoch's own peak, not the run's (where /proc allows: else the run's, still a peak)
   ProcessStats ps = read_process_stats();
   cpu0_ = ps.ok ? ps.cpu_seconds : -1;
   delay0_ = read_thread_run_delays();
@@ -174,7 +175,6 @@ void EpochMonitor::end_train() {
   if (last_step_begin_ >= 0) step_ms_.push_back((t_end_ - last_step_begin_) * 1e3);
   ProcessStats ps = read_process_stats();
   cpu_end_ = ps.ok ? ps.cpu_seconds : -1;
-  rss_ = ps.ok ? ps.rss_bytes : -1;
   // Threads that ended in the epoch (a loader's workers) take their delay with them: a lower bound.
   const std::map<int, double> delays = read_thread_run_delays();
   waited_ = delays.empty() ? -1 : 0;
@@ -246,7 +246,13 @@ void EpochMonitor::fill(EpochReport& r) {
   if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;
   // Of the time its threads were ready to run, the share they waited for a core.
   if (cpu0_ >= 0 && cpu_end_ >= 0 && waited_ >= 0) r.host_cpu_wait_share = cpu_wait_share(cpu_end_ - cpu0_, waited_);
-  if (rss_ > 0) r.host_rss_bytes = rss_;
+  // The RSS is the epoch's peak, read here, after the evaluation that fill() follows: read at the
+  // end of training it was the RSS then (446 MiB where evaluation's peak was 1.21 GiB).
+  const ProcessStats ps = read_process_stats();
+  if (ps.ok) {
+    const double peak = ps.rss_peak_bytes >= ps.rss_bytes ? ps.rss_peak_bytes : ps.rss_bytes;  // NaN: the RSS now
+    if (peak > 0) r.host_rss_bytes = peak;
+  }
   if (opt_.price_per_hour >= 0) {
     r.cost_epoch = opt_.price_per_hour * r.epoch_seconds / 3600.0;
     if (r.samples > 0 && r.train_seconds > 0)

@@ -76,7 +76,7 @@ class EpochMonitor {
   std::unique_ptr<BusyTracker> busy_;
   std::unique_ptr<TimelineWriter> timeline_;
   std::string nvml_why_, busy_why_;
-  double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0, rss_ = 0;
+  double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0;
   std::map<int, double> delay0_;  // each thread's run delay at the epoch's start
   double waited_ = -1;            // the threads' run delay over the training (s); -1: unmeasured
   uint64_t busy_t0_ = 0, busy_t1_ = 0;

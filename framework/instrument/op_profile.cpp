@@ -34,6 +34,7 @@ void classify(ProfileRow& r, const Ceilings& c) {
     return;
   }
   r.of_compute_peak = compute;
+  r.in_cache = !compute && c.cache_bytes > 0 && r.calls > 0 && r.bytes / r.calls <= c.cache_bytes;
   r.pct_ceiling = compute ? (fc >= 0 ? 100 * fc : -1) : (bc >= 0 ? 100 * bc : -1);
   if (per_call < kLatencySeconds) r.bound = "latency";
   else r.bound = compute ? "compute" : "memory";
@@ -269,7 +270,7 @@ std::string profile_table(const Profile& p, size_t max_rows) {
     std::string op = r.op.size() > 16 ? r.op.substr(0, 15) + "~" : r.op;
     std::string mod = short_module(r.module);
     if (mod.size() > 22) mod = mod.substr(0, 21) + "~";
-    std::string pct = r.pct_ceiling >= 0 ? fmt("%.0f", r.pct_ceiling) : "n/a";
+    std::string pct = r.pct_ceiling >= 0 ? fmt("%.0f", r.pct_ceiling) + (r.in_cache ? "*" : "") : "n/a";
     std::snprintf(line, sizeof line, "%-22s %-16s %-9s %6.3g %9.1f %5.1f%% %9.3f %9.3f %8.2f %8.1f %6s  %-8s",
                   mod.c_str(), op.c_str(), r.phase == "unattributed" ? "-" : r.phase.c_str(), r.calls, r.seconds * 1e6,
                   100 * r.share, r.flops / 1e6, r.bytes / 1e6, r.flop_rate / 1e12, r.byte_rate / 1e9, pct.c_str(),
@@ -279,6 +280,11 @@ std::string profile_table(const Profile& p, size_t max_rows) {
     o << "\n";
   }
   if (p.rows.size() > max_rows) o << "(" << p.rows.size() - max_rows << " shorter rows in the CSV and JSON)\n";
+  bool cached = false;
+  for (size_t i = 0; i < p.rows.size() && i < max_rows; ++i) cached = cached || p.rows[i].in_cache;
+  if (cached)
+    o << "* its bytes per call fit in the CPU's " << fmt("%.0f", p.ceilings.cache_bytes / (1 << 20))
+      << " MiB last-level cache: read there, not from memory, so it may pass 100 % of the memory bandwidth\n";
   return o.str();
 }
 

@@ -19,6 +19,9 @@ struct Ceilings {
   double flops = 0;      // FLOP/s at the precision in use (0: unknown)
   double bandwidth = 0;  // bytes/s of the device's memory (0: unknown)
   std::string flops_source, bandwidth_source;  // "measured: GEMM 8192^3 fp16 (cuBLAS)"
+  // CPU: the last-level cache (bytes; 0 on a GPU or unknown). An op whose bytes per call fit in it
+  // reads them from there, faster than the memory bandwidth above (zero_grad at 230 % of it).
+  double cache_bytes = 0;
 };
 
 struct ProfileRow {
@@ -35,6 +38,7 @@ struct ProfileRow {
   double flop_rate = 0, byte_rate = 0;  // achieved, per second
   double pct_ceiling = -1;        // of the ceiling of its bound; < 0: unknown
   bool of_compute_peak = false;   // pct_ceiling is of the compute peak (else of the bandwidth)
+  bool in_cache = false;          // memory-bound on the CPU with its bytes per call in the cache: may pass 100 %
   std::string bound;              // "compute", "memory", "latency", "unknown" (no FLOPs or bytes counted)
   // --counters: the hardware's view, weighted by each kernel's duration; < 0: not read.
   double fma_pct = -1, tensor_pct = -1, dram_pct = -1;

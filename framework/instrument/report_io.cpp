@@ -242,7 +242,9 @@ std::string epoch_line(const EpochReport& r) {
   } else if (!r.graph_why.empty() && !cpu) {
     o += "  eager (" + r.graph_why + ")";
   }
-  o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
+  // The host's issue time is the step less its wait for the device; on the CPU the work runs in the
+  // call, so it is the step again (less the data wait): the files keep it, the line does not.
+  if (!cpu) o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += "  data wait " + or_na(r.data_wait_share, pct);
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
   if (r.host_cpu_wait_share && *r.host_cpu_wait_share >= 0.005) o += " (waited " + pct(*r.host_cpu_wait_share) + " for a core)";
