@@ -11,10 +11,7 @@
 # usage: check_ddp.sh LOUPE
 set -u
 LOUPE=$1
-export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
-if ! "$LOUPE" --version | grep -q "^NCCL: on"; then echo "skipped: this loupe was built without NCCL"; exit 77; fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
-if [ "${gpus:-0}" -lt 2 ]; then echo "skipped: needs 2 GPUs (nvidia-smi shows ${gpus:-0})"; exit 77; fi
+source "$(dirname "$0")/multigpu_common.sh"
 work=$(mktemp -d)
 # The processes started in the background here, ended at exit with their children (the ranks).
 # Never `kill 0`: that signals the whole process group, ctest and the shell that ran it included.
@@ -27,8 +24,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 common=(mnist_mlp --synthetic --resident --batch 256 --plain)
 
 # 1. one host, two GPUs

@@ -10,14 +10,9 @@
 # and say so. usage: check_launchers.sh LOUPE
 set -u
 LOUPE=$1
-export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
-if ! "$LOUPE" --version | grep -q "^NCCL: on"; then echo "skipped: this loupe was built without NCCL"; exit 77; fi
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
-if [ "${gpus:-0}" -lt 2 ]; then echo "skipped: needs 2 GPUs (nvidia-smi shows ${gpus:-0})"; exit 77; fi
+source "$(dirname "$0")/multigpu_common.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # 4. Ctrl-C first (it needs no torchrun)
 "$LOUPE" train mnist_mlp --synthetic --resident --batch 64 --gpus 2 --epochs 100000 --plain > "$work/i.txt" 2>&1 &
