@@ -235,6 +235,10 @@ TEST(CtrlC, EvalStopsWithoutAnAccuracy) {
   auto [rc, took] = c.interrupt();
   EXPECT_EQ(rc, 130) << c.text;
   EXPECT_LT(took, 1.5) << c.text;
-  EXPECT_HAS(c.text, "interrupted while evaluating " + f.ckpt + ": no test accuracy\n");
+  // Between batches the evaluation reads the flag and says where it stopped; a batch that takes
+  // longer than the signal's grace (one loaded core, CI's) is cut short by the watchdog, which
+  // says only that: either way status 130 and no accuracy.
+  const bool clean = c.text.find("interrupted while evaluating " + f.ckpt + ": no test accuracy\n") != std::string::npos;
+  EXPECT_TRUE(clean || c.text.find("loupe: interrupted\n") != std::string::npos) << c.text;
   EXPECT_EQ(c.text.find("test accuracy "), std::string::npos) << "the evaluation finished first:\n" << c.text;
 }
