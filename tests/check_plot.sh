@@ -2,7 +2,9 @@
 # CTest plot_sweep / plot_roofline / plot_timeline / plot_compare / plot_profile: a plotting script draws sample
 # CSVs into real PNGs and refuses a CSV without a required column with exit status 2, a message
 # naming it and no PNG.
-#   check_plot.sh [--skip-without-matplotlib] SOURCE_DIR SCRIPT COLUMN FIXTURE...
+#   check_plot.sh [--skip-without-matplotlib] [--expect FIXTURE TEXT]... SOURCE_DIR SCRIPT COLUMN FIXTURE...
+# --expect: the script's output for FIXTURE must hold TEXT (the panels it says it drew: a CPU run's
+# own panels, not empty GPU ones).
 # (fixtures: names under tests/data, no .csv). Without matplotlib it fails, or with
 # --skip-without-matplotlib exits 77 (CTest's SKIP_RETURN_CODE) saying why.
 # The fixtures are in loupe's own CSV formats. sweep_sample.csv holds invented GPU figures (written
@@ -15,12 +17,19 @@
 # profile_sample.csv is a real `loupe profile cifar10_cnn --counters` on an H100 (2026-11-24),
 # profile_sample_cpu.csv a real CPU run of mnist_mlp. cpu_scaling_sample.csv and cpu_gpu_sample.csv
 # are tools/cpu_study.py's real runs on the GPU host (docs/results/cpu-2026-11-24b).
+# compare_sample_cpu.csv is `loupe compare --csv` of two real CPU `loupe bench --json` runs
+# (mnist_mlp and mnist_cnn, --threads 1 and 2, on a 2-core machine under load, 2026-11-26).
 set -uo pipefail
 skip_without=0
 if [ "${1:-}" = --skip-without-matplotlib ]; then
   skip_without=1
   shift
 fi
+declare -A expect
+while [ "${1:-}" = --expect ]; do
+  expect[$2]=$3
+  shift 3
+done
 src=${1:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
 name=${2:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
 column=${3:?usage: check_plot.sh SOURCE_DIR SCRIPT COLUMN FIXTURE...}
@@ -53,9 +62,14 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for fixture in "$@"; do
   png="$tmp/$fixture.png"
-  if ! "$py" "$script" "$src/tests/data/$fixture.csv" "$png"; then
+  if ! "$py" "$script" "$src/tests/data/$fixture.csv" "$png" > "$tmp/out"; then
+    cat "$tmp/out"
     fail "$fixture: $name exited non-zero"
     continue
+  fi
+  cat "$tmp/out"
+  if [ -n "${expect[$fixture]:-}" ] && ! grep -qF -- "${expect[$fixture]}" "$tmp/out"; then
+    fail "$fixture: the output does not say '${expect[$fixture]}'"
   fi
   [ "$(head -c 4 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e47" ] || fail "$fixture: output is not a PNG"
   size=$(stat -c %s "$png")

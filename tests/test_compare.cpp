@@ -90,7 +90,8 @@ TEST(Compare, MediansOverLaterEpochsAndRatiosToTheFirstRun) {
   const auto a = test::temp_path("compare_a.jsonl"), b = test::temp_path("compare_b.jsonl");
   write(a, rec("m", 1, 1) + rec("m", 2, 100, ",\"mfu\":0.1,\"gpu_busy_share\":null,\"energy_j\":50") +
                rec("m", 3, 300, ",\"mfu\":0.3,\"energy_j\":70") + rec("m", 4, 200, ",\"mfu\":null,\"energy_j\":60"));
-  write(b, rec("m", 1, 400, ",\"mfu\":0.4,\"cost_per_million_samples\":2.5"));
+  write(b, rec("m", 1, 400, ",\"mfu\":0.4,\"cost_per_million_samples\":2.5,\"achieved_tflops\":0.05,"
+                            "\"host_cpu_util\":1.5,\"host_rss_bytes\":104857600"));
   std::vector<RunSummary> ra = summarize_run(read_run(a.string()), "A", std::nullopt);
   std::vector<RunSummary> rb = summarize_run(read_run(b.string()), "B", std::nullopt);
   ASSERT_EQ(ra.size(), 1u);
@@ -119,7 +120,8 @@ TEST(Compare, MediansOverLaterEpochsAndRatiosToTheFirstRun) {
   EXPECT_DOUBLE_EQ(*priced[0].cost_per_million, 3.6 / 3600 * 1e6 / 200);
   std::vector<std::string> rows = compare_csv_rows(s[0]);
   ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[1], "\"m, batch 128, fp32\",B,m,128,fp32,NVIDIA H100,1,epoch 1 only (includes warm-up),400,2,,,40,2,,,2.5,");
+  EXPECT_EQ(rows[1], "\"m, batch 128, fp32\",B,m,128,fp32,NVIDIA H100,1,epoch 1 only (includes warm-up),400,2,,,40,2,,,2.5,"
+            ",50,,1.5,,100,");  // the CPU's figures (GFLOP/s, cores, MiB): A measured none, so no ratios
   // Runs of different models: compared, with a warning.
   std::vector<RunSummary> rc = summarize_run(read_run(b.string()), "C", std::nullopt);
   rc[0].model = "other";

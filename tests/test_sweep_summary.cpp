@@ -40,5 +40,15 @@ TEST(SweepSummary, FallsBackToNvmlAndSaysWhenNothingSaturates) {
   EXPECT_NE(s.find("NVML utilisation below 90 % at every batch, at most 79 % (batch 2048)"), std::string::npos) << s;
   s = tools::sweep_summary({row("fp32", 16, 3000, {}, {}), row("fp32", 64, 6000, {}, {})});
   EXPECT_NE(s.find("fp32: batch 16 -> 64 multiplies samples/s by 2.0; GPU figures n/a\n"), std::string::npos) << s;
+  // On the CPU: its own figures at the smallest and the largest batch.
+  std::vector<instrument::EpochReport> cpu{row("fp32", 16, 3000, {}, {}), row("fp32", 64, 6000, {}, {})};
+  for (auto& r : cpu) r.device = "cpu";
+  cpu[0].achieved_tflops = 0.0119, cpu[0].host_cpu_util = 1.63;
+  cpu[1].achieved_tflops = 0.0435, cpu[1].host_cpu_util = 1.92;
+  s = tools::sweep_summary(cpu);
+  EXPECT_NE(s.find("fp32: batch 16 -> 64 multiplies samples/s by 2.0; GPU figures n/a; GFLOP/s 11.9 -> 43.5, "
+                   "cores used 1.6 -> 1.9\n"),
+            std::string::npos)
+      << s;
   EXPECT_EQ(tools::sweep_summary({}), "");
 }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/precision.h"
 #include "core/random.h"
+#include "core/thread_pool.h"
 #include "instrument/monitor.h"
 #include "instrument/report_io.h"
 #include "models/registry.h"
@@ -29,25 +30,55 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
 }
 
 
-// cost: a last column, $ per million samples, when a price was given (--price-per-hour).
-void print_header(bool cost) {
-  std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", "model", "batch", "prec", "samples/s", "ms/step",
-              "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", cost ? "   $/M samples" : "");
+// cost: a last column, $ per million samples, when a price was given (--price-per-hour). A run has
+// one device, so the table is the GPU's or the CPU's: on the CPU, where NVML, CUPTI and the pool have
+// nothing to say, it shows the CPU's own figures instead of seven n/a columns.
+void print_header(bool cpu, bool cost) {
+  const char* c = cost ? "   $/M samples" : "";
+  if (cpu)
+    std::printf("%-14s %6s %5s %11s %8s %7s %5s %6s %8s %10s%s\n", "model", "batch", "prec", "samples/s", "ms/step",
+                "threads", "cores", "waited", "GFLOP/s", "peak RSS", c);
+  else
+    std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", "model", "batch", "prec", "samples/s",
+                "ms/step", "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", c);
 }
 
-void print_row(const instrument::EpochReport& r, bool cost) {
+std::string mib(const instrument::Opt& bytes) {
+  if (!bytes) return "n/a";
+  return fmt(bytes, "%.0f", 1.0 / double(1 << 20)) + " MiB";
+}
+
+// The CPU's row: the pool's threads (the run's, set by --threads), the cores the process kept busy
+// (CPU seconds over wall seconds), the share of its ready time its threads waited for a core (a busy
+// or oversubscribed machine), the FLOP rate, and the process's peak resident memory.
+void print_cpu_row(const instrument::EpochReport& r, const std::string& ms, const std::string& cost) {
+  instrument::Opt gflops;
+  if (r.achieved_tflops) gflops = *r.achieved_tflops * 1e3;
+  std::printf("%-14s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", r.model.c_str(), (long long)r.batch,
+              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
+              fmt(r.host_cpu_util, "%.1f").c_str(), fmt(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
+              fmt(gflops, "%.1f").c_str(), mib(r.host_rss_bytes).c_str(), cost.c_str());
+}
+
+void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
   instrument::Opt ms;
   if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
-  instrument::Opt mib;
-  if (r.alloc_peak_bytes) mib = *r.alloc_peak_bytes / double(1 << 20);
+  const std::string c = cost ? "  " + fmt(r.cost_per_million_samples, "%12.4g") : "";
+  if (cpu) {
+    print_cpu_row(r, fmt(ms, "%.3f"), c);
+    std::fflush(stdout);
+    return;
+  }
+  instrument::Opt pool_mib;
+  if (r.alloc_peak_bytes) pool_mib = *r.alloc_peak_bytes / double(1 << 20);
   // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
   std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", r.model.c_str(), (long long)r.batch,
               r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
-              fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(mib, "%.0f") + (mib ? " MiB" : "")).c_str(),
+              fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
               fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
-              step, cost ? ("  " + fmt(r.cost_per_million_samples, "%12.4g")).c_str() : "");
+              step, c.c_str());
   std::fflush(stdout);
 }
 }  // namespace
@@ -162,9 +193,10 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   // One slot per combination that runs, in the order of the first round.
   std::vector<std::optional<instrument::EpochReport>> best;
   const bool cost = o.price_per_hour >= 0;
+  const bool cpu = !dev.is_cuda();
   for (int round = 1; round <= rounds; ++round) {
     if (rounds > 1) std::printf("round %d of %d\n", round, rounds);
-    print_header(cost);
+    print_header(cpu, cost);
     size_t slot = 0;
     for (size_t mi = 0; mi < o.models.size(); ++mi) {
       const models::ModelInfo& info = models::find_model(o.models[mi]);
@@ -191,7 +223,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
             continue;
           }
           instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
-          print_row(r, cost);
+          print_row(r, cpu, cost);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
           ++slot;
@@ -203,8 +235,8 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   for (const auto& r : best) reports.push_back(*r);
   if (rounds > 1) {
     std::printf("fastest of %d rounds\n", rounds);
-    print_header(cost);
-    for (const auto& r : reports) print_row(r, cost);
+    print_header(cpu, cost);
+    for (const auto& r : reports) print_row(r, cpu, cost);
   }
   return reports;
 }
@@ -246,7 +278,12 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
       if (level(r) > level(top)) top = r;
     }
     const char* what = busy ? "GPU busy (CUPTI)" : "NVML utilisation";
-    if (!busy && !util)
+    const instrument::EpochReport *lo = v.front(), *hi = v.back();
+    if (!busy && !util && lo->device == "cpu" && lo->achieved_tflops && hi->achieved_tflops && lo->host_cpu_util &&
+        hi->host_cpu_util)  // the CPU's own figures, at the smallest and the largest batch
+      std::snprintf(line, sizeof line, "; GPU figures n/a; GFLOP/s %.1f -> %.1f, cores used %.1f -> %.1f",
+                    *lo->achieved_tflops * 1e3, *hi->achieved_tflops * 1e3, *lo->host_cpu_util, *hi->host_cpu_util);
+    else if (!busy && !util)
       std::snprintf(line, sizeof line, "; GPU figures n/a");
     else if (sat)
       std::snprintf(line, sizeof line, "; %s >= 90 %% from batch %lld", what, (long long)sat->batch);

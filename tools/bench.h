@@ -38,8 +38,9 @@ instrument::EpochReport epoch_report(const std::string& model, Device dev, int64
                                      int epochs);
 
 // What a sweep shows, in a few lines: the fastest setting; per precision, how throughput grew with
-// the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %;
-// and each precision against the first one at every batch both ran.
+// the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %, or
+// on the CPU its GFLOP/s and cores used at the smallest and largest batch; and each precision
+// against the first one at every batch both ran.
 std::string sweep_summary(const std::vector<instrument::EpochReport>& rows);
 
 // "32,128,512" -> {32, 128, 512}, each an integer in [lo, hi] (tools/cli_numbers.h); "fp32,tf32" ->

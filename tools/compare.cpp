@@ -106,6 +106,9 @@ RunSummary summarize_group(const std::vector<const FlatRecord*>& all, const std:
   s.busy_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "gpu_busy_share", 100); });
   s.mfu_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "mfu", 100); });
   s.j_per_sample = median_of(rs, joules_per_sample);
+  s.gflops = median_of(rs, [](const FlatRecord& r) { return scaled(r, "achieved_tflops", 1e3); });
+  s.cpu_cores = median_of(rs, [](const FlatRecord& r) { return number_of(r, "host_cpu_util"); });
+  s.rss_mib = median_of(rs, [](const FlatRecord& r) { return scaled(r, "host_rss_bytes", 1.0 / (1 << 20)); });
   if (price && s.samples_per_sec && *s.samples_per_sec > 0)
     s.cost_per_million = *price / 3600.0 * 1e6 / *s.samples_per_sec;
   else if (!price)
@@ -215,6 +218,13 @@ const Metric kMetrics[] = {
     {"J/sample", "j_per_sample", &RunSummary::j_per_sample, three},
     {"$/M samples", "cost_per_million_samples", &RunSummary::cost_per_million, dollars},
 };
+// The CPU's figures: in the CSV only (tools/plot_compare.py draws them for CPU runs), so the
+// console table keeps its width.
+const Metric kCsvOnlyMetrics[] = {
+    {"GFLOP/s", "gflops", &RunSummary::gflops, three},
+    {"cores", "cpu_cores", &RunSummary::cpu_cores, three},
+    {"peak RSS", "rss_mib", &RunSummary::rss_mib, three},
+};
 
 // RFC 4180: quote a cell holding a separator, quote or line break.
 std::string csv_cell(const std::string& s) {
@@ -265,6 +275,7 @@ std::string format_section(const CompareSection& s) {
 std::string compare_csv_header() {
   std::string h = "section,label,model,batch,precision,gpu,records,note";
   for (const Metric& m : kMetrics) h += std::string(",") + m.csv + "," + m.csv + "_ratio";
+  for (const Metric& m : kCsvOnlyMetrics) h += std::string(",") + m.csv + "," + m.csv + "_ratio";
   return h;
 }
 
@@ -276,6 +287,8 @@ std::vector<std::string> compare_csv_rows(const CompareSection& s) {
                        batch_text(r.batch) + "," + csv_cell(r.precision) + "," + csv_cell(r.gpu) + "," +
                        std::to_string(r.records) + "," + csv_cell(r.note);
     for (const Metric& m : kMetrics) line += "," + csv_number(r.*m.field) + "," + csv_number(ratio(r.*m.field, ref.*m.field));
+    for (const Metric& m : kCsvOnlyMetrics)
+      line += "," + csv_number(r.*m.field) + "," + csv_number(ratio(r.*m.field, ref.*m.field));
     out.push_back(line);
   }
   return out;

@@ -7,7 +7,9 @@ A grouped bar chart per section (one (model, batch, precision), or all runs when
 one group of bars per metric (samples/s, GPU busy %, MFU %, joules per sample, cost per million
 samples), one bar per run, its height the ratio to the section's first run (so the first run's bars
 are all 1), with the absolute value written on each bar. A figure a run did not measure has no bar
-and is marked n/a, never drawn as 0.
+and is marked n/a, never drawn as 0. Where a run is on the CPU (its gpu column "CPU"), the groups
+are the CPU's own figures instead, GFLOP/s, cores used and peak resident memory, besides samples/s
+and any GPU figure some run measured. It prints the groups it drew ("metrics: ...").
 
 Needs matplotlib: Debian's python3-matplotlib is for /usr/bin/python3, so run it as
     /usr/bin/python3 tools/plot_compare.py compare.csv compare.png
@@ -27,6 +29,22 @@ METRICS = (
     ("cost_per_million_samples", "$ per million samples\n(lower is better)", lambda v: f"${v:.3g}"),
 )
 REQUIRED = ("section", "label", "gpu") + tuple(c for m in METRICS for c in (m[0], m[0] + "_ratio"))
+# The CPU's figures (optional columns: a CSV from before them has none).
+CPU_METRICS = (
+    ("gflops", "GFLOP/s", lambda v: f"{v:.3g}"),
+    ("cpu_cores", "cores used\n(CPU s / wall s)", lambda v: f"{v:.2g}"),
+    ("rss_mib", "peak RSS\n(lower is better)", lambda v: f"{v:,.0f} MiB"),
+)
+
+
+def metrics_for(rows):
+    """The table's metrics for GPU runs. With a CPU run: samples/s, the CPU's figures, then the
+    others that some run measured (the GPU-only ones are n/a on the CPU: empty groups say nothing)."""
+    if not any(r["gpu"] == "CPU" for r in rows):
+        return METRICS
+    measured = [m for m in METRICS[1:] + CPU_METRICS if any(number(r.get(m[0])) is not None for r in rows)]
+    cpu = [m for m in measured if m in CPU_METRICS]
+    return (METRICS[0],) + tuple(cpu) + tuple(m for m in measured if m not in cpu)
 
 
 def sections(rows):
@@ -37,14 +55,14 @@ def sections(rows):
     return list(out.items())
 
 
-def draw_section(ax, title, rows, colours):
+def draw_section(ax, title, rows, colours, metrics):
     n = len(rows)
     width = 0.8 / n
     top = 1.0
     for j, r in enumerate(rows):
-        for i, (col, _, show) in enumerate(METRICS):
+        for i, (col, _, show) in enumerate(metrics):
             x = i - 0.4 + width * (j + 0.5)
-            k, v = number(r[col + "_ratio"]), number(r[col])
+            k, v = number(r.get(col + "_ratio")), number(r.get(col))
             if v is None or (k is None and j > 0):
                 ax.text(x, 0.02, "n/a", ha="center", va="bottom", fontsize=8, color="0.35",
                         rotation=90 if n > 3 else 0)
@@ -54,9 +72,9 @@ def draw_section(ax, title, rows, colours):
             ax.bar(x, k, width * 0.92, color=colours[r["label"]], label=r["label"] if i == 0 else None)
             ax.text(x, k, show(v), ha="center", va="bottom", fontsize=7, rotation=90 if n > 3 else 0)
     ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
-    ax.set_xlim(-0.55, len(METRICS) - 0.45)
-    ax.set_xticks(range(len(METRICS)))
-    ax.set_xticklabels([m[1] for m in METRICS], fontsize=9)
+    ax.set_xlim(-0.55, len(metrics) - 0.45)
+    ax.set_xticks(range(len(metrics)))
+    ax.set_xticklabels([m[1] for m in metrics], fontsize=9)
     ax.set_ylim(0, top * 1.25)
     ax.set_ylabel(f"ratio to {rows[0]['label']} (×)")
     ax.set_title(title, fontsize=10)
@@ -80,8 +98,9 @@ def main():
     nrows = -(-len(groups) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(11 if ncols == 1 else 8.5 * ncols, 4.2 * nrows), squeeze=False)
     flat = list(axes.flat)
+    metrics = metrics_for(rows)
     for ax, (title, rs) in zip(flat, groups):
-        draw_section(ax, title, rs, colours)
+        draw_section(ax, title, rs, colours, metrics)
     for ax in flat[len(groups):]:
         ax.set_visible(False)
     gpus = {r["label"]: r["gpu"] for r in rows}
@@ -95,6 +114,8 @@ def main():
     fig.suptitle(f"{title}\nbar height: ratio to the first run; value written on each bar; n/a: not measured")
     fig.tight_layout(rect=(0, 0, 1, 0.96 if nrows > 1 else 0.9))  # room for the title above the grid
     fig.savefig(a.png, dpi=110, bbox_inches="tight")
+    print(f"{a.png}: {len(groups)} section(s), {len(labels)} runs; metrics: "
+          f"{', '.join(m[1].split(chr(10))[0] for m in metrics)}")
 
 
 if __name__ == "__main__":

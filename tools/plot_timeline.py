@@ -7,8 +7,10 @@ One panel per metric (utilisation %, memory used, power W, temperature °C, SM c
 one time axis (seconds since the run's start), one line per GPU index. Epochs (epoch_start ..
 epoch_end marks) are shaded alternately; evaluation starts and ends and checkpoints are vertical
 lines. Unmeasured figures are empty cells and leave gaps, never 0. A file with marks only (a CPU
-run, or no NVML) is drawn with its marks and says it has no samples. The title names the file, and
-the model and GPU where --model and --gpu give them.
+run, or no NVML) has no GPU panels to draw: one panel instead shows its marks on the time axis, each
+epoch's training and evaluation as bars with their seconds and the checkpoints as lines, and the
+title says it has no samples. The title names the file, and the model and GPU where --model and
+--gpu give them. It prints the panels it drew ("panels: ...").
 
 Needs matplotlib: Debian's python3-matplotlib is for /usr/bin/python3, so run it as
     /usr/bin/python3 tools/plot_timeline.py timeline.csv timeline.png
@@ -91,6 +93,49 @@ def legend_handles(gpus, marks, spans):
     return handles
 
 
+def phases(marks, spans):
+    """([(start, end)] of the training, [(start, end)] of the evaluations): an epoch trains from its
+    start to its first evaluation (or its end); what follows its evaluation (checkpoint, report) is
+    neither."""
+    evals, start = [], None
+    for t, m in marks:
+        if m == "eval_start":
+            start = t
+        elif m == "eval_end" and start is not None:
+            evals.append((start, t))
+            start = None
+    train = []
+    for a, b in spans:
+        end = min([e0 for e0, _ in evals if a <= e0 < b], default=b)
+        if end > a:
+            train.append((a, end))
+    return train, evals
+
+
+def draw_marks_only(ax, marks, spans, t_end):
+    """A CPU run's timeline (or one without NVML): its phases as bars, not five empty GPU panels."""
+    train, evals = phases(marks, spans)
+    for y, (bars, colour) in enumerate(((evals, "tab:green"), (train, "tab:blue"))):
+        ax.broken_barh([(a, b - a) for a, b in bars], (y - 0.35, 0.7), color=colour, alpha=0.6)
+        for a, b in bars:  # the seconds where the bar has room for them
+            if b - a >= 0.06 * max(t_end, 1e-3):
+                ax.text((a + b) / 2, y, f"{b - a:.3g} s", ha="center", va="center", fontsize=8)
+    for t, m in marks:
+        if m == "checkpoint":
+            colour, style, _ = MARK_STYLE[m]
+            ax.axvline(t, color=colour, ls=style, lw=1)
+    for i, (a0, b0) in enumerate(spans):
+        ax.text((a0 + b0) / 2, 1.01, f"epoch {i + 1}", transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=8, color="0.3")
+        ax.axvline(a0, color="0.5", lw=0.6)
+    ax.set_yticks([0, 1])
+    ax.set_yticklabels(["evaluation", "training"])
+    ax.set_ylim(-0.7, 1.7)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.set_title("no GPU samples in this file (a CPU run, or NVML off): the run's phases from its marks",
+                 fontsize=10, color="0.3", pad=14)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("csv")
@@ -106,6 +151,17 @@ def main():
     times = [t for v in samples.values() for t, _ in v] + [t for t, _ in marks]
     t_end = max(times) if times else 0
     spans = epochs(marks, t_end)
+    if not samples:
+        fig, ax = plt.subplots(1, 1, figsize=(11, 3.2))
+        draw_marks_only(ax, marks, spans, t_end)
+        ax.set_xlabel("time since the run's start (s)")
+        ax.set_xlim(0, max(t_end, 1e-3) * 1.01)
+        if any(m == "checkpoint" for _, m in marks):
+            ax.legend(handles=legend_handles([], [(t, m) for t, m in marks if m == "checkpoint"], []),
+                      loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+        finish(fig, a, spans, 0, "timeline")
+        print(f"wrote {a.png} (panels: phases from the marks; no samples)")
+        return
     fig, axes = plt.subplots(len(PANELS), 1, sharex=True, figsize=(11, 11))
     all_mib = [number(r["mem_used_mib"]) for v in samples.values() for _, r in v]
     gib = max([m for m in all_mib if m is not None], default=0) >= 2048
@@ -122,9 +178,6 @@ def main():
         ax.grid(True, alpha=0.3)
         if col == "util_pct":
             ax.set_ylim(-2, 102)
-        if not samples:
-            ax.text(0.5, 0.5, "no NVML samples in this file (marks only)", transform=ax.transAxes,
-                    ha="center", va="center", color="0.4")
     for i, (a0, b0) in enumerate(spans):  # the epochs' numbers above the first panel
         axes[0].text((a0 + b0) / 2, 1.01, f"epoch {i + 1}", transform=axes[0].get_xaxis_transform(),
                      ha="center", va="bottom", fontsize=8, color="0.3")
@@ -132,11 +185,15 @@ def main():
     axes[-1].set_xlim(0, max(t_end, 1e-3) * 1.01)
     axes[0].legend(handles=legend_handles(sorted(samples), marks, spans), loc="upper left",
                    bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    finish(fig, a, spans, sum(len(v) for v in samples.values()), "GPU timeline")
+    print(f"wrote {a.png} (panels: {', '.join(label for _, label in PANELS)})")
+
+
+def finish(fig, a, spans, nsamples, kind):
     what = ", ".join(x for x in (a.model, a.gpu) if x)
-    title = a.title or f"GPU timeline: {os.path.basename(a.csv)}" + (f" ({what})" if what else "")
+    title = a.title or f"{kind}: {os.path.basename(a.csv)}" + (f" ({what})" if what else "")
     n = len(spans)
-    fig.suptitle(f"{title}\n{n} epoch{'s' if n != 1 else ''}, "
-                 f"{sum(len(v) for v in samples.values())} NVML samples")
+    fig.suptitle(f"{title}\n{n} epoch{'s' if n != 1 else ''}, {nsamples} NVML samples")
     fig.tight_layout()
     fig.savefig(a.png, dpi=110, bbox_inches="tight")
 
