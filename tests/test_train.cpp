@@ -399,7 +399,10 @@ TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
   };
   EXPECT_EQ(count("  step p50 "), 3) << out;
   EXPECT_EQ(count("advice: CPU run"), 1) << out;
-  EXPECT_EQ(count("  advice unchanged since epoch 1\n"), 2) << out;
+  // A loaded machine (a parallel ctest, CI's two cores) adds the busy-machine advice to some epochs
+  // and not others, so the advice changes between them: "unchanged" is checked on a quiet run only.
+  if (out.find("the machine is busy") == std::string::npos)
+    EXPECT_EQ(count("  advice unchanged since epoch 1\n"), 2) << out;
   EXPECT_NE(out.find("trace: nothing written to " + trace + ": the run had 9 steps, and the trace window is steps "
                      "10..19; --profile-steps A:B sets the window, e.g. --profile-steps 1:9\n"),
             std::string::npos)
@@ -739,7 +742,7 @@ TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
       {"mnist_mlp --synthetic --save /dev/null" + quick,
        "checkpoint '/dev/null' is a character device; give the path of a regular file"},
       {"mnist_mlp --synthetic --metrics " + fifo + quick,
-       "output file '" + fifo + "' is a FIFO (named pipe); give the path of a regular file"},
+       "--metrics: cannot write '" + fifo + "': it is a FIFO (named pipe); give the path of a regular file"},
       {"mnist_mlp --synthetic --resume " + fifo + quick, "checkpoint '" + fifo + "' is a FIFO (named pipe), not a checkpoint file"},
   };
   for (const auto& [args, message] : cases) {

@@ -51,8 +51,7 @@ int cmd_sweep(const Options& o) {
     throw Error("loupe sweep takes one model, e.g. `loupe sweep mnist_mlp --batch 32,128,512,2048`");
   if (!o.has("batch")) throw Error("loupe sweep needs --batch LIST, e.g. --batch 32,128,512,2048");
   auto reports = run_bench(bench_options(o, {o.model}));
-  std::string csv = o.has("csv") ? o.csv : "sweep-" + o.model + ".csv";
-  std::string png = o.has("png") ? o.png : "sweep-" + o.model + ".png";
+  std::string csv = output_path(o, "csv"), png = output_path(o, "png");
   write_reports(reports, o.json, csv);
   std::printf("%s", sweep_summary(reports).c_str());
   return plot("plot_sweep.py", csv, png);

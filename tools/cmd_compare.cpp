@@ -1,6 +1,8 @@
 // loupe compare: runs side by side from their JSONL (train --metrics, bench --json); the arithmetic
 // and the table are tools/compare.cpp's, the bar chart tools/plot_compare.py's.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -30,7 +32,7 @@ void write_csv(const std::vector<CompareSection>& sections, const std::string& p
   for (const CompareSection& s : sections)
     for (const std::string& line : compare_csv_rows(s)) out << line << "\n";
   out.flush();
-  if (!out) throw Error("cannot write to '" + path + "' (--csv)");
+  if (!out) throw Error("cannot write '" + path + "' (--csv): " + std::strerror(errno));
   std::printf("wrote %s\n", path.c_str());
 }
 
@@ -55,8 +57,7 @@ int cmd_compare(const Options& o) {
   if (!warning.empty()) std::fprintf(stderr, "loupe compare: warning: %s\n", warning.c_str());
   for (size_t i = 0; i < sections.size(); ++i) std::printf("%s%s", i ? "\n" : "", format_section(sections[i]).c_str());
   std::fflush(stdout);
-  std::string csv = o.csv;
-  if (!o.plot.empty() && csv.empty()) csv = o.plot + ".csv";  // the plot reads the table
+  const std::string csv = output_path(o, "csv");  // with --plot alone, PLOT.csv: the plot reads the table
   if (!csv.empty()) write_csv(sections, csv);
   if (o.plot.empty()) return 0;
   if (plot("plot_compare.py", csv, o.plot) != 0) return 1;

@@ -2,7 +2,9 @@
 // table, the summary, the targets, CSV, JSON and the roofline plot). The training window itself
 // is run by cmd_train.cpp's cmd_profile, which shares `loupe train`'s setup.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "core/cuda_runtime.h"
@@ -34,10 +36,11 @@ double best_time(Device dev, int reps, F f) {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f) throw Error("cannot write " + path);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !wrote) throw Error("cannot write '" + path + "': " + std::strerror(wrote ? errno : err));
 }
 }  // namespace
 
@@ -83,7 +86,7 @@ void print_counters(const instrument::Profile& p, int64_t step) {
 }
 }  // namespace
 
-int report_profile(const Options& o, const std::string& model, const instrument::Profile& p) {
+int report_profile(const Options& o, const instrument::Profile& p) {
   const auto [first, last] = o.profile_steps;
   std::printf("window  steps %lld..%lld (%lld steps), eager: CUDA graphs are off in a profile (a replayed graph "
               "has no per-op scopes; its kernels are the same)\n",
@@ -104,14 +107,14 @@ int report_profile(const Options& o, const std::string& model, const instrument:
   print_counters(p, last + 1);
   if (!p.targets.empty()) std::printf("targets\n");
   for (size_t i = 0; i < p.targets.size(); ++i) std::printf("  %zu. %s\n", i + 1, p.targets[i].c_str());
-  std::string csv = o.has("csv") ? o.csv : "profile-" + model + ".csv";
+  std::string csv = output_path(o, "csv");
   write_file(csv, instrument::profile_csv(p));
   std::printf("table written to %s\n", csv.c_str());
   if (o.has("json")) {
     write_file(o.json, instrument::profile_json(p));
     std::printf("JSON written to %s\n", o.json.c_str());
   }
-  std::string png = o.has("png") ? o.png : "profile-" + model + ".png";
+  std::string png = output_path(o, "png");
   return plot("plot_profile.py", csv, png);
 }
 

@@ -1,7 +1,9 @@
 // loupe roofline: the matrix-vector roofline study (tools/roofline/), as a table, a CSV and a plot.
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -61,7 +63,7 @@ void print_table(const std::vector<tools::GemvRow>& rows) {
 
 void write_csv(const std::vector<tools::GemvRow>& rows, const std::string& csv) {
   FILE* f = std::fopen(csv.c_str(), "w");
-  if (!f) throw Error("cannot write " + csv);
+  if (!f) throw Error("cannot write '" + csv + "': " + std::strerror(errno));
   std::fprintf(f, "device_name,impl,n,seconds,gflops,bytes_per_s,roofline_fraction,bandwidth_bytes_per_s,peak_gflops,"
                   "max_rel_error\n");
   for (const auto& r : rows) {
@@ -70,7 +72,10 @@ void write_csv(const std::vector<tools::GemvRow>& rows, const std::string& csv) 
     if (r.peak_gflops) std::fprintf(f, "%.9g", *r.peak_gflops);
     std::fprintf(f, ",%.3g\n", r.max_rel_error);
   }
-  std::fclose(f);
+  // A full disk shows at the flush: said, not a table cut short in silence.
+  const bool wrote = std::fflush(f) == 0 && !std::ferror(f);
+  const int err = errno;
+  if (std::fclose(f) != 0 || !wrote) throw Error("cannot write '" + csv + "': " + std::strerror(wrote ? errno : err));
 }
 }  // namespace
 
@@ -82,7 +87,7 @@ int cmd_roofline(const Options& o) {
   auto rows = tools::run_roofline(ro);
   print_yardsticks(rows);
   print_table(rows);
-  std::string csv = o.has("csv") ? o.csv : "roofline.csv", png = o.has("png") ? o.png : "roofline.png";
+  std::string csv = output_path(o, "csv"), png = output_path(o, "png");
   write_csv(rows, csv);
   std::printf("table in %s\n", csv.c_str());
   return plot("plot_roofline.py", csv, png);

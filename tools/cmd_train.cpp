@@ -417,10 +417,14 @@ Options rank_options(const Options& o, const World& w) {
 
 int cmd_train(const Options& o) {
   if (o.model.empty()) throw Error("loupe train needs a model name, e.g. `loupe train mnist_mlp` (see loupe models)");
+  // The outputs, before any data is loaded or step run: one host's launcher checks them all (its
+  // rank 0 writes them); on several hosts, each rank checks what it writes (rank_options).
+  if (wants_ranks(o) && o.nnodes == 1) check_outputs(o);
   if (wants_ranks(o)) return launch_ranks(o);
   std::unique_ptr<World> world;
   if (is_rank()) world = std::make_unique<World>(o);  // before any other CUDA work: the rank's GPU
   const Options ro = world ? rank_options(o, *world) : o;
+  check_outputs(ro);
   Run run{ro, models::find_model(o.model)};
   run.world = world.get();
   prepare(run);
@@ -523,7 +527,7 @@ int cmd_profile(const Options& o) {
   instrument::ProfileInput in = window.input();
   in.ceilings = ceilings;
   counters.fill(in);
-  return report_profile(po, run.info.name, instrument::build_profile(in));
+  return report_profile(po, instrument::build_profile(in));
 }
 
 }  // namespace loupe::tools

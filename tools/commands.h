@@ -28,7 +28,7 @@ int cmd_profile(const Options& o);    // tools/cmd_train.cpp (it shares train's 
 // loupe profile (tools/cmd_profile.cpp): the ceilings, measured on the device at the precision
 // (a GEMM and a device copy), and the report of a window's profile.
 instrument::Ceilings measure_ceilings(Device dev, Precision prec);
-int report_profile(const Options& o, const std::string& model, const instrument::Profile& p);
+int report_profile(const Options& o, const instrument::Profile& p);
 
 // Shared (tools/cmd_common.cpp).
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and

@@ -63,6 +63,8 @@ int main(int argc, char** argv) {
     }
     auto cmd = kCommands.find(o.command);
     if (cmd == kCommands.end()) throw Error("unknown command '" + o.command + "' (see loupe --help)");
+    // Before any data is loaded or step run; train's own, as its ranks write different outputs.
+    if (o.command != "train") tools::check_outputs(o);
     return cmd->second(o);
   } catch (const train::Interrupted&) {
     std::fprintf(stderr, "loupe: interrupted\n");

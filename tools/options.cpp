@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "tools/bench.h"
 #include "tools/cli_numbers.h"
 
@@ -467,6 +468,33 @@ std::vector<std::string> options_of(const std::string& command) {
   for (const auto& [name, spec] : kSpecs)
     if (takes(spec, command)) names.push_back(name);
   return names;
+}
+
+std::string output_path(const Options& o, const std::string& option) {
+  const std::map<std::string, const std::string*> values{{"csv", &o.csv},         {"png", &o.png},
+                                                         {"json", &o.json},       {"plot", &o.plot},
+                                                         {"metrics", &o.metrics}, {"trace", &o.trace},
+                                                         {"timeline", &o.timeline}};
+  const auto it = values.find(option);
+  if (it == values.end()) throw Error("output_path: no output option --" + option);
+  if (o.has(option)) return *it->second;
+  const std::string ext = option == "png" ? ".png" : ".csv";
+  if (option != "csv" && option != "png") return "";
+  if (o.command == "sweep" || o.command == "profile") return o.command + "-" + o.model + ext;
+  if (o.command == "roofline") return "roofline" + ext;
+  if (o.command == "compare" && option == "csv" && o.has("plot")) return o.plot + ".csv";  // the plot reads it
+  return "";
+}
+
+void check_outputs(const Options& o) {
+  // The paths given first, then the defaults: --plot P names P before the P.csv it implies.
+  for (const bool given : {true, false})
+    for (const char* name : {"metrics", "csv", "json", "png", "plot", "trace", "timeline"}) {
+      if (!takes(kSpecs.at(name), o.command) || o.has(name) != given) continue;
+      const std::string path = output_path(o, name);
+      if (!path.empty()) check_output_file(path, "--" + std::string(name) + (given ? "" : " (default)"));
+    }
+  if (o.has("tensorboard")) check_output_directory(o.tensorboard, "--tensorboard");
 }
 
 Options parse_options(int argc, char** argv) {

@@ -79,6 +79,16 @@ struct Options {
 // missing value, or a value out of range.
 Options parse_options(int argc, char** argv);
 
+// The file the command writes for an output option ("csv", "png", "json", "plot", "metrics",
+// "trace", "timeline"): the option's value, else the command's default (sweep-MODEL.csv,
+// profile-MODEL.png, roofline.csv, compare's PLOT.csv for its plot), else "" (none written).
+std::string output_path(const Options& o, const std::string& option);
+
+// Throws one sentence naming the option, the path and why, when an output the command will write
+// (output_path's, and --tensorboard's directory) cannot be written: run before any data is loaded
+// or any step run, so that a typo in a path does not cost the run (core/file_check.h).
+void check_outputs(const Options& o);
+
 // What `loupe --help` and `loupe train --help` print.
 extern const char* const kUsage;
 extern const char* const kTrainUsage;

@@ -31,6 +31,103 @@ void require_regular_output(const std::string& path, const std::string& what) {
     throw Error(what + " '" + path + "' is " + kind + "; give the path of a regular file (it is created or replaced)");
 }
 
+int probe_new_file(const std::string& dir, const std::string& fallback) {
+#ifdef O_TMPFILE
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (fd >= 0) {
+    ::close(fd);
+    return 0;
+  }
+  // EACCES or EROFS is the directory's answer; other errors may be the filesystem lacking O_TMPFILE.
+  if (errno == EACCES || errno == EROFS || errno == ENOENT || errno == ENOTDIR || errno == EDQUOT) return errno;
+#endif
+  // Exclusively: never over someone's file. One already there (a dead run's, of the same name) is
+  // no refusal of the directory, and is left as it is.
+  fd = ::open(fallback.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) return errno == EEXIST ? 0 : errno;
+  ::close(fd);
+  ::unlink(fallback.c_str());
+  return 0;
+}
+
+namespace {
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// what_else's words, with a regular file's.
+std::string kind_of(const std::string& path) {
+  const std::string kind = what_else(path);
+  return kind.empty() ? "a regular file" : kind;
+}
+
+[[noreturn]] void refuse(const std::string& option, const std::string& path, const std::string& why) {
+  throw Error(option + ": cannot write '" + path + "': " + why);
+}
+
+// The nearest of `path` and its ancestors that exists (ENOENT, or ENOTDIR below a file, above it).
+std::string nearest_existing(std::string path) {
+  struct stat st;
+  while (stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && path != "." && path != "/")
+    path = dir_of(path);
+  return path;
+}
+
+// Why the directory `dir` of `path` cannot take a new file, or "".
+std::string refused_directory(const std::string& dir, const std::string& path) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    const std::string up = nearest_existing(dir);
+    if (err == ENOTDIR || (stat(up.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)))
+      return "'" + up + "' is " + kind_of(up) + ", not a directory";
+    return err == ENOENT ? "its directory does not exist" : "its directory '" + dir + "': " + std::strerror(err);
+  }
+  if (!S_ISDIR(st.st_mode)) return "'" + dir + "' is " + kind_of(dir) + ", not a directory";
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  const int err = probe_new_file(dir, dir + "/." + base + ".probe." + std::to_string(getpid()));
+  if (err == 0) return "";
+  return "its directory '" + dir + "' takes no new file (" + std::strerror(err) + ")";
+}
+
+}  // namespace
+
+void check_output_file(const std::string& path, const std::string& option) {
+  if (const std::string kind = what_else(path); !kind.empty())
+    refuse(option, path, "it is " + kind + "; give the path of a regular file (it is created or replaced)");
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    // No O_TRUNC: the check changes nothing; O_NONBLOCK against a FIFO put there meanwhile.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) refuse(option, path, std::strerror(errno));
+    ::close(fd);
+    return;
+  }
+  if (errno != ENOENT && errno != ENOTDIR) refuse(option, path, std::strerror(errno));
+  if (const std::string why = refused_directory(dir_of(path), path); !why.empty()) refuse(option, path, why);
+}
+
+void check_output_directory(const std::string& dir, const std::string& option) {
+  struct stat st;
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (stat(d.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) refuse(option, dir, "it is " + kind_of(d) + ", not a directory");
+    const int err = probe_new_file(d, d + "/.loupe.probe." + std::to_string(getpid()));
+    if (err != 0) refuse(option, dir, std::string("the directory takes no new file (") + std::strerror(err) + ")");
+    return;
+  }
+  // Missing: the writer creates it and its missing parents, in the nearest ancestor that exists.
+  const std::string up = nearest_existing(d);
+  if (stat(up.c_str(), &st) != 0) refuse(option, dir, "'" + up + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) refuse(option, dir, "'" + up + "' is " + kind_of(up) + ", not a directory");
+  const int err = probe_new_file(up, up + "/.loupe.probe." + std::to_string(getpid()));
+  if (err != 0) refuse(option, dir, "it cannot be created in '" + up + "' (" + std::strerror(err) + ")");
+}
+
 namespace {
 
 // An open descriptor, closed on every way out.

@@ -20,6 +20,23 @@ std::string what_else(const std::string& path);
 // regular file it replaces or extends, never a device, a FIFO or a directory.
 void require_regular_output(const std::string& path, const std::string& what);
 
+// 0 when the directory `dir` takes a new file, else the errno that refused it: an unnamed
+// O_TMPFILE file is made there (nothing is left even if the process dies), or where the filesystem
+// has none, `fallback` (a path in dir, created exclusively) is made and removed.
+int probe_new_file(const std::string& dir, const std::string& fallback);
+
+// Throws one sentence, before any work, when the output file `path` of `option` ("--trace") cannot
+// be written: "--trace: cannot write '/x/t.json': its directory does not exist". Refused: a missing
+// directory or one that is not a directory, a path that is not a regular file (a FIFO, a device, a
+// directory: require_regular_output's), a directory that takes no new file (probe_new_file), and an
+// existing file that cannot be opened for writing. Nothing is created or changed.
+void check_output_file(const std::string& path, const std::string& option);
+
+// The same for an output directory that the writer creates when it is missing (--tensorboard DIR):
+// an existing one must be a directory that takes a new file, a missing one must have a nearest
+// existing ancestor that is a directory and takes one.
+void check_output_directory(const std::string& dir, const std::string& option);
+
 // Reads the regular file `path` whole, unless it holds more than `cap` bytes. Its size is read
 // (fstat) before anything is allocated, so a file over the cap costs nothing; and no more than
 // cap + 1 bytes are read, so a file that grows meanwhile, or that reports no size (as /proc's do),

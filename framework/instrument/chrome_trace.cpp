@@ -54,8 +54,8 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   }
   require_regular_output(path, "trace file");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) LOUPE_FAIL("cannot write the Chrome trace to '", path, "': ", std::strerror(errno),
-                     "; check that the directory exists and is writable");
+  // One sentence, no source location: a missing directory or a full disk is the user's to fix.
+  if (!f) throw Error("cannot write the Chrome trace '" + path + "': " + std::strerror(errno));
   f << "{\"traceEvents\":[";
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
@@ -67,7 +67,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   }
   f << "\n],\"displayTimeUnit\":\"ms\"}\n";
   f.close();
-  if (!f) LOUPE_FAIL("writing the Chrome trace '", path, "' failed: ", std::strerror(errno), " (disk full?)");
+  if (!f) throw Error("cannot write the Chrome trace '" + path + "': " + std::strerror(errno));
 }
 
 }  // namespace loupe::instrument

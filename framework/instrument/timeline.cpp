@@ -53,8 +53,10 @@ void TimelineWriter::add_source(const NvmlSampler* sampler, int gpu) {
 }
 
 void TimelineWriter::put(const std::string& line) {
-  if (std::fputs((line + "\n").c_str(), f_.get()) < 0)
+  if (std::fputs((line + "\n").c_str(), f_.get()) < 0) {
+    failed_ = true;
     throw Error("cannot write to '" + path_ + "' (--timeline): " + std::strerror(errno));
+  }
 }
 
 void TimelineWriter::mark(double t, const std::string& what) {
@@ -65,6 +67,7 @@ void TimelineWriter::mark(double t, const std::string& what) {
 // The sources' new samples, merged by time (ties by gpu), up to the time every source has reached
 // (or t_limit), each preceded by the marks at or before it; then the marks up to that time.
 void TimelineWriter::write_until(double t_limit) {
+  if (failed_) return;
   const size_t before = pending_.size();
   for (Source& src : sources_) {
     const std::vector<GpuSample> fresh = src.sampler->samples_from(src.next);
@@ -90,7 +93,10 @@ void TimelineWriter::write_until(double t_limit) {
   for (; m < marks_.size() && marks_[m].first <= safe; ++m) put(timeline_mark_row(marks_[m].first, t0_, marks_[m].second));
   pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(i));
   marks_.erase(marks_.begin(), marks_.begin() + std::ptrdiff_t(m));
-  if (std::fflush(f_.get()) != 0) throw Error("cannot write to '" + path_ + "' (--timeline): " + std::strerror(errno));
+  if (std::fflush(f_.get()) != 0) {
+    failed_ = true;
+    throw Error("cannot write to '" + path_ + "' (--timeline): " + std::strerror(errno));
+  }
 }
 
 void TimelineWriter::flush() { write_until(-std::numeric_limits<double>::infinity()); }

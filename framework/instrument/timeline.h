@@ -66,6 +66,7 @@ class TimelineWriter {
   // later than another may still add rows that go before them.
   std::vector<Pending> pending_;
   std::vector<std::pair<double, std::string>> marks_;  // waiting, in the order given
+  bool failed_ = false;  // a write failed and was reported: the rest is dropped, not reported again
 };
 
 }  // namespace loupe::instrument

@@ -255,8 +255,7 @@ void write_body(FILE* f, const std::string& path, const CheckpointFile& ckpt) {
 
 void check_checkpoint_destination(const std::string& path) {
   check_directory(path);
-  TempFile probe{temp_path(path)};
-  if (!probe.open(parent_dir(path))) io_fail("write", path, errno);
+  if (const int err = probe_new_file(parent_dir(path), temp_path(path))) io_fail("write", path, err);
 }
 
 CheckpointLock::CheckpointLock(const std::string& path) {
