@@ -132,65 +132,10 @@ TEST(CharTable, ACheckpointWithoutATableLoadsWithANote) {
 }
 
 namespace {
-// `loupe ARGS` with stdout and stderr on a pipe read as it comes (as test_train's Ctrl-C tests).
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-  std::string text;
-  // prefix: a command that execs loupe in its place (taskset), so pid stays loupe's.
-  explicit Child(const std::string& args, const std::string& prefix = "") {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      execl("/bin/sh", "sh", "-c", ("exec " + prefix + std::string(LOUPE_CLI) + " " + args).c_str(), (char*)nullptr);
-      _exit(127);
-    }
-    close(fds[1]);
-    out = fds[0];
-    fcntl(out, F_SETFL, O_NONBLOCK);
-  }
-  ~Child() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    if (out >= 0) close(out);
-  }
-  void drain() {
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(out, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  }
-  bool wait_for(const std::string& marker, double seconds) {
-    const double end = train::now_seconds() + seconds;
-    while (train::now_seconds() < end) {
-      drain();
-      if (text.find(marker) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  // SIGINT to this process only, then {exit status, seconds until it ended} (-1: running after 10 s).
-  std::pair<int, double> interrupt() {
-    const double t0 = train::now_seconds();
-    kill(pid, SIGINT);
-    int status = 0;
-    while (train::now_seconds() < t0 + 10) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        const double took = train::now_seconds() - t0;
-        pid = -1;
-        drain();
-        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), took};
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return {-1, 10};
-  }
+// `loupe ARGS` in the background (tests/test_util.h's CliChild).
+struct Child : test::CliChild {
+  explicit Child(const std::string& args, const std::string& prefix = "")
+      : test::CliChild(std::string(LOUPE_CLI) + " " + args, prefix) {}
 };
 }  // namespace
 

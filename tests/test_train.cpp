@@ -622,65 +622,10 @@ TEST(TrainCpu, CliStopsAFiniteDivergenceAndKeepsTheCheckpoint) {
   std::remove(ck.c_str());
 }
 
-// A child `loupe ARGS` whose stdout and stderr come through a pipe, to signal it mid-run.
-struct Child {
-  pid_t pid = -1;
-  int out = -1;
-  std::string text;
-  explicit Child(const std::string& args) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      dup2(fds[1], 1);
-      dup2(fds[1], 2);
-      close(fds[0]);
-      close(fds[1]);
-      execl("/bin/sh", "sh", "-c", ("exec " + std::string(LOUPE_CLI) + " " + args).c_str(), (char*)nullptr);
-      _exit(127);
-    }
-    close(fds[1]);
-    out = fds[0];
-    fcntl(out, F_SETFL, O_NONBLOCK);
-  }
-  ~Child() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    if (out >= 0) close(out);
-  }
-  void drain() {
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(out, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  }
-  // Waits up to `seconds` for `marker` in the output.
-  bool wait_for(const std::string& marker, double seconds) {
-    const double end = train::now_seconds() + seconds;
-    while (train::now_seconds() < end) {
-      drain();
-      if (text.find(marker) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  // SIGINT, then the exit status and the seconds until the process ended (-1: still running after 10 s).
-  std::pair<int, double> interrupt() {
-    const double t0 = train::now_seconds();
-    kill(pid, SIGINT);
-    int status = 0;
-    while (train::now_seconds() < t0 + 10) {
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        const double took = train::now_seconds() - t0;
-        pid = -1;
-        drain();
-        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), took};
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return {-1, 10};
-  }
+// `loupe ARGS` in the background (tests/test_util.h's CliChild).
+struct Child : test::CliChild {
+  explicit Child(const std::string& args, const std::string& prefix = "")
+      : test::CliChild(std::string(LOUPE_CLI) + " " + args, prefix) {}
 };
 
 // Ctrl-C stops `loupe train` within 2 s with status 130 wherever it is: training, and evaluating

@@ -1,9 +1,12 @@
 // Small helpers shared by the test files.
 #pragma once
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +14,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -136,5 +140,72 @@ std::string run_with_memory_limit(F f, size_t limit = size_t(1) << 30) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return what + " (status " + std::to_string(status) + ")";
   return what;
 }
+
+// `exec PREFIX COMMAND` started in the background, its stdout and stderr on a pipe read as they
+// come: for the tests that signal a running loupe (Ctrl-C) and watch what it printed. PREFIX is a
+// command that execs the next in its place (taskset), so pid stays the signalled process's. The
+// signal goes to that process only, never to a process group (that would reach ctest).
+struct CliChild {
+  pid_t pid = -1;
+  int out = -1;
+  std::string text;
+  explicit CliChild(const std::string& command, const std::string& prefix = "") {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      execl("/bin/sh", "sh", "-c", ("exec " + prefix + command).c_str(), (char*)nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    out = fds[0];
+    fcntl(out, F_SETFL, O_NONBLOCK);
+  }
+  ~CliChild() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (out >= 0) close(out);
+  }
+  CliChild(const CliChild&) = delete;
+  CliChild& operator=(const CliChild&) = delete;
+  static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+  void drain() {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(out, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
+  }
+  // Waits up to `seconds` for `marker` in the output.
+  bool wait_for(const std::string& marker, double seconds) {
+    const double end = now() + seconds;
+    while (now() < end) {
+      drain();
+      if (text.find(marker) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // SIGINT, then the exit status and the seconds until the process ended (-1: still running after 10 s).
+  std::pair<int, double> interrupt() {
+    const double t0 = now();
+    kill(pid, SIGINT);
+    int status = 0;
+    while (now() < t0 + 10) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        const double took = now() - t0;
+        pid = -1;
+        drain();
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), took};
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return {-1, 10};
+  }
+};
 
 }  // namespace loupe::test
