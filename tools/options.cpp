@@ -26,9 +26,10 @@ usage:
   loupe bench [MODEL,MODEL...] [--batch LIST] [--precision LIST] [--steps N] [--min-seconds S]
               [--rounds R] [--graph auto|on|off] [--json F] [--csv F]
                                   time training steps per (model, batch, precision): samples/s,
-                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J;
-                                  at least N steps (100) and S seconds (GPU 2, CPU 0) each; R rounds
-                                  in turn, the fastest kept (the host's speed drifts)
+                                  ms/step, GPU busy and utilisation, MFU, memory, power, samples/J
+                                  (on the CPU: threads, cores, waited, GFLOP/s, peak RSS); at least
+                                  N steps (100) and S seconds (GPU 2, CPU 0) each; R rounds in turn,
+                                  the fastest kept (the host's speed drifts); --gpus 1,2: scaling
   loupe sweep MODEL --batch 32,128,512,2048 [--precision fp32,fp16] [--csv F] [--png F]
                                   the same table for one model, written as CSV and plotted (PNG)
   loupe profile MODEL [options]   where a training step's time goes, op by op: GPU time, share,
@@ -172,7 +173,8 @@ options:
 
 const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n\n"
     "Times training steps per (model, batch, precision) on synthetic data resident on the device:\n"
-    "samples/s, ms/step, GPU busy and utilisation, MFU, memory, power, samples/J. No model: all of them.\n\n"
+    "samples/s, ms/step, GPU busy and utilisation, MFU, memory, power, samples/J on a GPU; threads,\n"
+    "cores used, time waited for a core, GFLOP/s and peak RSS on the CPU. No model: all of them.\n\n"
     "options:\n"
     "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
     LOUPE_BENCH_OPTIONS
