@@ -52,6 +52,11 @@ constexpr uint64_t kMaxReviewBytes = uint64_t(1) << 20;
 // bigrams, about 4 bytes per byte of text (measured on reviews of a Zipf vocabulary: 65 MB took
 // 280 MB, 250 MB took 930 MB), so 128 MiB, twice aclImdb, keeps the load near half a gigabyte.
 constexpr uint64_t kMaxImdbBytes = uint64_t(128) << 20;
+// The most distinct words the training reviews may hold: aclImdb's 25,000 hold 88,584 (Keras'
+// word index), and counting costs about 100 bytes a distinct word (the string, its map entry), so
+// a corpus of nothing but distinct words inside the 128 MiB above, some 18 million of them, would
+// take about 2 GB. Ten times aclImdb's, the count stays near 100 MB.
+constexpr size_t kMaxDistinctWords = 1000000;
 
 std::string review_too_large(uint64_t size) {
   return with_commas(size) + " bytes, more than the " + with_commas(kMaxReviewBytes) +
@@ -205,7 +210,13 @@ ImdbSequences make_imdb_sequences(const ImdbText& text, int num_words, int maxle
   if (maxlen <= 0) throw Error("make_imdb_sequences: maxlen is " + std::to_string(maxlen) + "; it must be positive");
   // Count first, encode after: the tokens of 25,000 reviews are never all held at once.
   WordCounter counter;
-  for (const std::string& doc : text.train_text) counter.add(tokenize(doc));
+  for (const std::string& doc : text.train_text) {
+    counter.add(tokenize(doc));  // one review (1 MiB at most) past the cap before it is seen
+    if (counter.distinct_words() > kMaxDistinctWords)
+      throw Error((text.dir.empty() ? std::string("the IMDb reviews") : text.dir) + ": the training reviews hold more than " +
+                  with_commas(kMaxDistinctWords) + " distinct words, the most loupe counts (aclImdb's hold 88,584): "
+                  "not the IMDb reviews, or damaged; pass --data with the aclImdb folder");
+  }
   const Vocabulary vocab = counter.vocabulary(num_words);
   auto encode_all = [&](const std::vector<std::string>& docs) {
     std::vector<std::vector<int32_t>> seqs;

@@ -266,6 +266,33 @@ TEST_F(Imdb, ReviewsOverTheCorpusCapAreRefusedBeforeReading) {
       << got;
 }
 
+// A corpus of nothing but distinct words (inside the size caps) would take gigabytes to count:
+// more than 1,000,000 distinct training words is refused, within one review of the cap.
+TEST_F(Imdb, TooManyDistinctWordsAreRefused) {
+  ImdbText t;
+  t.dir = "/some/aclImdb";
+  int64_t next = 0;
+  for (int doc = 0; doc < 12; ++doc) {  // 12 x 100,000 distinct words of 8 letters
+    std::string text;
+    for (int w = 0; w < 100000; ++w, ++next) {
+      std::string word(8, 'a');
+      for (int64_t v = next, k = 7; k >= 0; --k, v /= 26) word[size_t(k)] = char('a' + v % 26);
+      text += word + " ";
+    }
+    t.train_text.push_back(text);
+    t.train_labels.push_back(uint8_t(doc % 2));
+  }
+  t.test_text = {"a b"};
+  t.test_labels = {1};
+  expect_error([&] { make_imdb_sequences(t, 20000, 80, false); },
+               "/some/aclImdb: the training reviews hold more than 1,000,000 distinct words, the most loupe counts "
+               "(aclImdb's hold 88,584): not the IMDb reviews, or damaged; pass --data with the aclImdb folder");
+  t.train_text.resize(10);  // exactly 1,000,000: counted
+  t.train_labels.resize(10);
+  EXPECT_NE(make_imdb_sequences(t, 20000, 80, false).description.find("vocabulary 19,997 of 1,000,000 training words"),
+            std::string::npos);
+}
+
 TEST_F(Imdb, Sequences) {
   const ImdbText t = load_aclimdb(root_.string());
   // num_words 8: bad 3, plot 4, good 5, acting 6, great 7, anything else 2. Encoded (before padding):
