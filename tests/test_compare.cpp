@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -131,6 +132,35 @@ TEST(Compare, MediansOverLaterEpochsAndRatiosToTheFirstRun) {
   std::filesystem::remove(b);
 }
 
+// The line of a table that starts with "  run " (its header).
+std::string header_of(const std::string& table) {
+  const size_t at = table.find("\n  run ");
+  return at == std::string::npos ? "" : table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+}
+
+// A GPU-only section keeps the GPU's columns (all of them, n/a or not); one with a CPU run shows
+// samples/s and the figures some run measured, the CPU's first, and no column n/a for every run.
+TEST(Compare, ASectionWithACpuRunShowsTheFiguresSomeRunMeasured) {
+  const auto g = test::temp_path("compare_mg.jsonl"), c = test::temp_path("compare_mc.jsonl");
+  write(g, rec("m", 2, 1000, ",\"mfu\":0.1"));
+  write(c, "{\"model\":\"m\",\"device\":\"cpu\",\"device_name\":\"CPU\",\"precision\":\"fp32\",\"batch\":128,"
+           "\"epoch\":2,\"samples\":1000,\"samples_per_sec\":40,\"mfu\":null,\"achieved_tflops\":0.05,"
+           "\"host_cpu_util\":1.5,\"host_rss_bytes\":104857600,\"host_cpu_wait_share\":null}\n");
+  const RunSummary gpu = summarize_run(read_run(g.string()), "G", {})[0], cpu = summarize_run(read_run(c.string()), "C", {})[0];
+  EXPECT_FALSE(gpu.cpu);
+  EXPECT_TRUE(cpu.cpu);
+  const std::string gpu_only = format_section(compare_sections({{gpu}, {gpu}}, nullptr)[0]);
+  EXPECT_EQ(header_of(gpu_only), "  run  GPU              samples/s  busy            MFU  J/sample  $/M samples  records") << gpu_only;
+  const std::string mixed = format_section(compare_sections({{gpu}, {cpu}}, nullptr)[0]);
+  EXPECT_EQ(header_of(mixed), "  run  device           samples/s   GFLOP/s       cores       peak RSS            MFU  records") << mixed;
+  EXPECT_NE(mixed.find("  50 (n/a)"), std::string::npos) << mixed;   // the GPU run measured no GFLOP/s
+  EXPECT_NE(mixed.find("40 (0.04x)"), std::string::npos) << mixed;
+  const std::string cpu_only = format_section(compare_sections({{cpu}, {cpu}}, nullptr)[0]);
+  EXPECT_EQ(header_of(cpu_only), "  run  device   samples/s     GFLOP/s         cores         peak RSS  records") << cpu_only;
+  std::filesystem::remove(g);
+  std::filesystem::remove(c);
+}
+
 // Files of several (model, batch, precision) groups (bench --json over models) compare group by group.
 TEST(Compare, SeveralGroupsAreComparedGroupByGroup) {
   const auto a = test::temp_path("compare_ga.jsonl"), b = test::temp_path("compare_gb.jsonl");
@@ -165,6 +195,16 @@ TEST(Compare, TheCommandOnTwoCpuRuns) {
   EXPECT_NE(log.find("median of epochs 2..3 (2 records)"), std::string::npos) << log;
   EXPECT_NE(log.find("b128  CPU"), std::string::npos) << log;
   EXPECT_NE(log.find("(1.00x)"), std::string::npos) << log;
+  // All on the CPU: the CPU's figures, each with its ratio, and no GPU column. "waited" only where
+  // the records measured it (host_cpu_wait_share, from the kernel's schedstat).
+  const std::string header = header_of(log);
+  const std::regex waited_measured("\"host_cpu_wait_share\":[0-9]");
+  const bool waited = std::regex_search(slurp(a), waited_measured) || std::regex_search(slurp(b), waited_measured);
+  EXPECT_TRUE(std::regex_search(header, std::regex(std::string("^  run +device +model, batch, precision +samples/s +") +
+                                                   "GFLOP/s +cores +" + (waited ? "waited +" : "") +
+                                                   "peak RSS +\\$/M samples +records$"))) << log;
+  for (const char* gpu_column : {"busy", "MFU", "J/sample", "GPU"}) EXPECT_EQ(header.find(gpu_column), std::string::npos) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex(" MiB \\(1\\.00x\\)"))) << log;
   const std::string table = slurp(csv);
   EXPECT_EQ(table.rfind("section,label,model,batch,precision,gpu,records,note,samples_per_sec,", 0), 0u) << table;
   EXPECT_NE(table.find(",b128,mnist_mlp,128,fp32,CPU,2,"), std::string::npos) << table;

@@ -100,6 +100,7 @@ RunSummary summarize_group(const std::vector<const FlatRecord*>& all, const std:
   s.batch = number_of(first, "batch").value_or(0);
   s.gpu = text_of(first, "device_name");
   if (s.gpu.empty()) s.gpu = text_of(first, "device");
+  s.cpu = text_of(first, "device").rfind("cpu", 0) == 0;
   std::vector<const FlatRecord*> rs = chosen_records(all, &s.note);
   s.records = int(rs.size());
   s.samples_per_sec = median_of(rs, [](const FlatRecord& r) { return number_of(r, "samples_per_sec"); });
@@ -109,6 +110,7 @@ RunSummary summarize_group(const std::vector<const FlatRecord*>& all, const std:
   s.gflops = median_of(rs, [](const FlatRecord& r) { return scaled(r, "achieved_tflops", 1e3); });
   s.cpu_cores = median_of(rs, [](const FlatRecord& r) { return number_of(r, "host_cpu_util"); });
   s.rss_mib = median_of(rs, [](const FlatRecord& r) { return scaled(r, "host_rss_bytes", 1.0 / (1 << 20)); });
+  s.cpu_wait_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "host_cpu_wait_share", 100); });
   if (price && s.samples_per_sec && *s.samples_per_sec > 0)
     s.cost_per_million = *price / 3600.0 * 1e6 / *s.samples_per_sec;
   else if (!price)
@@ -201,6 +203,8 @@ namespace {
 std::string three(double v) { return std::fabs(v) >= 99.5 ? instrument::thousands(v) : fmt("%.3g", v); }
 std::string percent(double v) { return fmt(std::fabs(v) >= 1 || v == 0 ? "%.1f%%" : "%.2f%%", v); }
 std::string dollars(double v) { return "$" + fmt("%.4g", v); }
+std::string mib(double v) { return fmt("%.0f MiB", v); }
+std::string cores(double v) { return fmt("%.2f", v); }
 // A ratio: two decimals, or two significant digits below 0.1 (0.0073x, not 0.01x).
 std::string times(double k) { return fmt(std::fabs(k) >= 0.1 || k == 0 ? "%.2fx" : "%.2gx", k); }
 
@@ -218,13 +222,38 @@ const Metric kMetrics[] = {
     {"J/sample", "j_per_sample", &RunSummary::j_per_sample, three},
     {"$/M samples", "cost_per_million_samples", &RunSummary::cost_per_million, dollars},
 };
-// The CPU's figures: in the CSV only (tools/plot_compare.py draws them for CPU runs), so the
-// console table keeps its width.
+// The CPU's figures: in the CSV always (tools/plot_compare.py draws them for CPU runs), in the
+// console only for a section with a CPU run, so the GPU table keeps its width.
 const Metric kCsvOnlyMetrics[] = {
     {"GFLOP/s", "gflops", &RunSummary::gflops, three},
-    {"cores", "cpu_cores", &RunSummary::cpu_cores, three},
-    {"peak RSS", "rss_mib", &RunSummary::rss_mib, three},
+    {"cores", "cpu_cores", &RunSummary::cpu_cores, cores},
+    {"peak RSS", "rss_mib", &RunSummary::rss_mib, mib},
 };
+// The console's only: how long the threads waited for a core (not in the CSV, whose columns are fixed).
+const Metric kWaited = {"waited", "", &RunSummary::cpu_wait_pct, percent};
+
+// The table's columns. GPU runs only: the GPU's figures, all of them (n/a where none measured one, as
+// always). With a CPU run: samples/s, then each figure, the CPU's and then the GPU's, that some run
+// measured, so no column is n/a for every run and a CPU-only section has no GPU column.
+bool has_cpu_run(const std::vector<RunSummary>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const RunSummary& r) { return r.cpu; });
+}
+
+std::vector<const Metric*> table_metrics(const std::vector<RunSummary>& rows) {
+  std::vector<const Metric*> out;
+  if (!has_cpu_run(rows)) {
+    for (const Metric& m : kMetrics) out.push_back(&m);
+    return out;
+  }
+  const Metric* cpu[] = {&kCsvOnlyMetrics[0], &kCsvOnlyMetrics[1], &kWaited, &kCsvOnlyMetrics[2]};
+  std::vector<const Metric*> candidates(std::begin(cpu), std::end(cpu));
+  for (size_t i = 1; i < std::size(kMetrics); ++i) candidates.push_back(&kMetrics[i]);
+  out.push_back(&kMetrics[0]);
+  for (const Metric* m : candidates)
+    if (std::any_of(rows.begin(), rows.end(), [&](const RunSummary& r) { return bool(r.*m->field); }))
+      out.push_back(m);
+  return out;
+}
 
 // RFC 4180: quote a cell holding a separator, quote or line break.
 std::string csv_cell(const std::string& s) {
@@ -239,18 +268,19 @@ std::string csv_number(std::optional<double> v) { return v ? fmt("%.6g", *v) : "
 }  // namespace
 
 std::string format_section(const CompareSection& s) {
-  std::vector<std::vector<std::string>> cells{{"run", "GPU"}};
+  const std::vector<const Metric*> metrics = table_metrics(s.rows);
+  std::vector<std::vector<std::string>> cells{{"run", has_cpu_run(s.rows) ? "device" : "GPU"}};
   const bool mixed = s.title.find(" / ") != std::string::npos;  // show each row's model, batch, precision
   if (mixed) cells[0].push_back("model, batch, precision");
-  for (const Metric& m : kMetrics) cells[0].push_back(m.head);
+  for (const Metric* m : metrics) cells[0].push_back(m->head);
   cells[0].push_back("records");
   const RunSummary& ref = s.rows.front();
   for (const RunSummary& r : s.rows) {
     std::vector<std::string> row{r.label, r.gpu};
     if (mixed) row.push_back(group_title(r));
-    for (const Metric& m : kMetrics) {
-      const std::optional<double> v = r.*m.field, k = ratio(v, ref.*m.field);
-      row.push_back(v ? m.show(*v) + " (" + (k ? times(*k) : std::string("n/a")) + ")" : "n/a");
+    for (const Metric* m : metrics) {
+      const std::optional<double> v = r.*m->field, k = ratio(v, ref.*m->field);
+      row.push_back(v ? m->show(*v) + " (" + (k ? times(*k) : std::string("n/a")) + ")" : "n/a");
     }
     row.push_back(r.note);
     cells.push_back(row);
@@ -258,7 +288,7 @@ std::string format_section(const CompareSection& s) {
   std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& row : cells)
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  const size_t first_metric = mixed ? 3 : 2, last_metric = first_metric + std::size(kMetrics);
+  const size_t first_metric = mixed ? 3 : 2, last_metric = first_metric + metrics.size();
   std::string o = s.title + " (ratios: this run / " + ref.label + ")\n";
   for (const auto& row : cells) {
     std::string line;

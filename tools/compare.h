@@ -18,13 +18,16 @@ std::vector<FlatRecord> read_run(const std::string& path);
 // One (model, batch, precision) of one run, summarised.
 struct RunSummary {
   std::string label, model, precision, gpu;
+  bool cpu = false;  // the run was on the CPU (its records' device "cpu"): its table shows the CPU's figures
   double batch = 0;
   int records = 0;   // the records the medians are over
   std::string note;  // how they were chosen: "epochs 2..5", "epoch 1 only (includes warm-up)", "bench row"
   std::optional<double> samples_per_sec, busy_pct, mfu_pct, j_per_sample, cost_per_million;
   // The CPU's own figures (any device; a CPU run has no others): GFLOP/s achieved, cores kept busy
-  // (CPU seconds / wall seconds), the process's peak resident memory in MiB. In the CSV, not the table.
-  std::optional<double> gflops, cpu_cores, rss_mib;
+  // (CPU seconds / wall seconds), the process's peak resident memory in MiB; the share (%) of its
+  // threads' ready time they waited for a core. The console shows them where a section has a CPU run;
+  // the CSV always has the first three.
+  std::optional<double> gflops, cpu_cores, rss_mib, cpu_wait_pct;
 };
 
 // The median of the values (nothing for none).
@@ -51,8 +54,10 @@ std::vector<CompareSection> compare_sections(const std::vector<std::vector<RunSu
 // value / reference, when both are measured and the reference is not 0.
 std::optional<double> ratio(std::optional<double> value, std::optional<double> reference);
 
-// The console table of a section, and its rows as CSV (header first; empty cells for n/a). The CSV
-// has the CPU's figures too (gflops, cpu_cores, rss_mib, each with its ratio), after the table's.
+// The console table of a section, and its rows as CSV (header first; empty cells for n/a). A section
+// of GPU runs only shows the GPU's figures, all of them; one with a CPU run shows samples/s and each
+// other figure (the CPU's, then the GPU's) that at least one of its runs measured. The CSV has the
+// CPU's figures too (gflops, cpu_cores, rss_mib, each with its ratio), after the table's.
 std::string format_section(const CompareSection& s);
 std::string compare_csv_header();
 std::vector<std::string> compare_csv_rows(const CompareSection& s);
