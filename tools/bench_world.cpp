@@ -18,20 +18,15 @@
 #include "core/error.h"
 #include "instrument/report_io.h"
 #include "models/registry.h"
+#include "tools/compare.h"
 #include "tools/flat_json.h"
 #include "tools/interrupt.h"
 #include "train/comm.h"
+#include "train/trainer.h"
 
 namespace loupe::tools {
 
 namespace {
-std::optional<double> median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Each field's values by epoch, rank 0's records only (a one-GPU run's have no rank).
 using ByEpoch = std::map<std::string, std::map<int, double>>;
 
@@ -174,10 +169,7 @@ std::vector<std::string> train_args(const Options& o, const Config& c, int gpus,
   if (busy) a.push_back("--busy");
   if (!o.nvml) a.push_back("--no-nvml");
   if (o.channels_last) a.push_back("--channels-last");
-  if (o.has("graph")) {
-    const auto g = std::find(o.args.begin(), o.args.end(), "--graph");
-    if (g != o.args.end() && g + 1 != o.args.end()) a.insert(a.end(), {"--graph", *(g + 1)});
-  }
+  if (o.has("graph")) a.insert(a.end(), {"--graph", train::graph_mode_name(o.graph)});
   return a;
 }
 
