@@ -787,8 +787,7 @@ RankFigures rank_figures(int rank, Opt step, Opt wait, Opt exposed = std::nullop
 // A rank's report of a world with these figures (resident data unless said otherwise).
 AdviceInputs world_inputs(std::vector<RankFigures> world, bool host_time = true) {
   AdviceInputs in = kH100;
-  in.world = std::move(world);
-  in.data_wait_host_time = host_time;
+  in.straggler = judge_straggler(world, host_time);
   return in;
 }
 

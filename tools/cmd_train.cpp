@@ -250,10 +250,9 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   std::string world_line;  // a collective: every rank, here, once per epoch
   instrument::AdviceInputs adv = rep.adv;
   if (run.world) {
-    adv.data_wait_host_time = !run.dl;  // resident data: the batch is a slice on the host, never a wait for the GPU
-    world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline,
-                                 adv.data_wait_host_time);
-    adv.world = run.world->ranks();
+    // Resident data: the batch is a slice on the host, never a wait for the GPU.
+    world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline, !run.dl);
+    adv.straggler = run.world->straggler();
   }
   r.advice = instrument::advise(r, adv);
   std::printf("%s\n", rep.console.lines(r).c_str());

@@ -184,12 +184,12 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
   comm_->all_gather(mine, all);
   const std::vector<double> v = all.to_vector<double>();
   double samples = 0, slowest = 0;
-  ranks_.clear();
+  std::vector<instrument::RankFigures> ranks;
   for (int k = 0; k < size(); ++k) {
     const double* f = &v[size_t(kFigures * k)];
     samples += f[0];
     slowest = std::max(slowest, f[1]);
-    ranks_.push_back({k, if_measured(f[3]), if_measured(f[4]), if_measured(f[5]), if_measured(f[6]), if_measured(f[7])});
+    ranks.push_back({k, if_measured(f[3]), if_measured(f[4]), if_measured(f[5]), if_measured(f[6]), if_measured(f[7])});
   }
   r.rank = rank();
   r.world_size = size();
@@ -201,11 +201,11 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
     r.bus_gbps = double(allreduce_bytes) * double(r.steps) * 2.0 * (size() - 1) / size() /
                  (*r.nccl_share * r.train_seconds) / 1e9;
   // The rank the others wait for: every rank judges the same figures alike.
-  const instrument::Straggler s = instrument::judge_straggler(ranks_, data_wait_host_time);
-  if (s.rank) r.slowest_rank = double(*s.rank);
-  r.straggler_share = s.share;
+  straggler_ = instrument::judge_straggler(ranks, data_wait_host_time);
+  if (straggler_.rank) r.slowest_rank = double(*straggler_.rank);
+  r.straggler_share = straggler_.share;
   if (rank() != 0) return "";
-  return world_line(r, v, allreduce_bytes) + "\n" + instrument::straggler_line(ranks_, s);
+  return world_line(r, v, allreduce_bytes) + "\n" + instrument::straggler_line(ranks, straggler_);
 }
 
 }  // namespace loupe::tools

@@ -42,15 +42,15 @@ class World {
   // (resident data), so the straggler may be judged from it without --busy (instrument/advice.h).
   std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline,
                    bool data_wait_host_time);
-  // Every rank's figures as the last fill gathered them, in rank order (for advice).
-  const std::vector<instrument::RankFigures>& ranks() const { return ranks_; }
+  // The verdict on the slowest rank that the last fill judged (for advice).
+  const instrument::Straggler& straggler() const { return straggler_; }
 
  private:
   void stop_watchdog();
   std::unique_ptr<train::Communicator> comm_;
   std::atomic<bool> stop_{false};
   bool aborted_ = false;  // abort() ran: no goodbye at the end
-  std::vector<instrument::RankFigures> ranks_;
+  instrument::Straggler straggler_;
   std::thread watchdog_;
 };
 

@@ -208,7 +208,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   // Data parallelism: a rank the others wait for bounds the world's step, whatever each rank's own
   // figures say; then communication the backward pass did not hide (measured with --busy; NVML
   // cannot tell NCCL's kernels from the model's).
-  const Straggler slow = judge_straggler(in.world, in.data_wait_host_time);
+  const Straggler& slow = in.straggler;
   if (std::string s = straggler(slow); !s.empty()) out.push_back(s);
   // The peers' unhidden NCCL time is mostly their wait for the straggler: what communicating costs
   // is the straggler's own share, which waits for no peer.

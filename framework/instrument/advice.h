@@ -16,18 +16,19 @@ struct AdviceInputs {
   bool tensor_cores = false;  // the device has tensor cores (compute capability >= 7.0)
   std::string precision;      // "fp32", "tf32", "fp16", "bf16"; empty: use the report's
   int64_t batch = 0;          // 0: unknown
-  // Data parallelism: every rank's figures of the epoch (empty for one process), and whether a
-  // step's data wait is its host's own time (resident data: the batch is a slice on the host), not
-  // also a wait for its GPU (the loader refills a slot only once the GPU has finished the step
-  // that read it, so a rank held back by a peer waits for its batches too).
-  std::vector<RankFigures> world;
-  bool data_wait_host_time = false;
+  // Data parallelism: the world's verdict on its slowest rank (judge_straggler over every rank's
+  // figures of the epoch, as tools/data_parallel.h's World::fill judged it once); none judged for
+  // one process.
+  Straggler straggler;
 };
 
 std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in);
 
 // The rank the others wait for (straggler.h), from every rank's figures; its thresholds are
-// advice.cpp's. Pure: the same figures give every rank the same verdict.
+// advice.cpp's. Pure: the same figures give every rank the same verdict. data_wait_host_time: a
+// step's data wait is its host's own time (resident data: the batch is a slice on the host), not
+// also a wait for its GPU (the loader refills a slot only once the GPU has finished the step that
+// read it, so a rank held back by a peer waits for its batches too).
 Straggler judge_straggler(const std::vector<RankFigures>& ranks, bool data_wait_host_time);
 
 }  // namespace loupe::instrument
