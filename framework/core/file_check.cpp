@@ -43,20 +43,20 @@ int probe_new_file(const std::string& dir, const std::string& fallback) {
 #endif
   // Exclusively: never over someone's file. One already there (a dead run's, of the same name) is
   // no refusal of the directory, and is left as it is.
-  fd = ::open(fallback.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return errno == EEXIST ? 0 : errno;
-  ::close(fd);
+  const int made = ::open(fallback.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (made < 0) return errno == EEXIST ? 0 : errno;
+  ::close(made);
   ::unlink(fallback.c_str());
   return 0;
 }
 
-namespace {
-
-std::string dir_of(const std::string& path) {
+std::string parent_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
+
+namespace {
 
 // what_else's words, with a regular file's.
 std::string kind_of(const std::string& path) {
@@ -72,7 +72,7 @@ std::string kind_of(const std::string& path) {
 std::string nearest_existing(std::string path) {
   struct stat st;
   while (stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR) && path != "." && path != "/")
-    path = dir_of(path);
+    path = parent_dir(path);
   return path;
 }
 
@@ -107,7 +107,7 @@ void check_output_file(const std::string& path, const std::string& option) {
     return;
   }
   if (errno != ENOENT && errno != ENOTDIR) refuse(option, path, std::strerror(errno));
-  if (const std::string why = refused_directory(dir_of(path), path); !why.empty()) refuse(option, path, why);
+  if (const std::string why = refused_directory(parent_dir(path), path); !why.empty()) refuse(option, path, why);
 }
 
 void check_output_directory(const std::string& dir, const std::string& option) {

@@ -20,6 +20,9 @@ std::string what_else(const std::string& path);
 // regular file it replaces or extends, never a device, a FIFO or a directory.
 void require_regular_output(const std::string& path, const std::string& what);
 
+// The directory part of `path`: "." for a bare name, "/" for a file at the root.
+std::string parent_dir(const std::string& path);
+
 // 0 when the directory `dir` takes a new file, else the errno that refused it: an unnamed
 // O_TMPFILE file is made there (nothing is left even if the process dies), or where the filesystem
 // has none, `fallback` (a path in dir, created exclusively) is made and removed.

@@ -44,12 +44,6 @@ uint64_t load_le(const uint8_t* p, int n) {
   return v;
 }
 
-std::string parent_dir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 [[noreturn]] void io_fail(const std::string& what, const std::string& path, int err) {
   throw Error("cannot " + what + " checkpoint '" + path + "': " + std::strerror(err));
 }
