@@ -90,16 +90,22 @@ T meta_number(const std::string& path, const CheckpointFile& f, const char* key,
   return x;
 }
 
+// The metadata's strings: what the vocabulary check reads before any tensor is loaded.
+CheckpointMeta meta_strings(const CheckpointFile& f) {
+  CheckpointMeta m;
+  m.model = f.model;
+  m.chars = f.meta_value("chars");
+  m.words = f.meta_value("words");
+  return m;
+}
+
 CheckpointMeta parse_meta(const std::string& path, const CheckpointFile& f, const std::string& expected_model) {
   if (!expected_model.empty() && f.model != expected_model)
     throw Error("checkpoint '" + path + "' holds model '" + f.model + "', not '" + expected_model + "'");
-  CheckpointMeta m;
-  m.model = f.model;
+  CheckpointMeta m = meta_strings(f);
   m.epoch = meta_number<int>(path, f, "epoch", 0, kMaxCheckpointEpoch);
   m.seed = meta_number<uint64_t>(path, f, "seed", 0, std::numeric_limits<uint64_t>::max());
   m.rng_offset = meta_number<uint64_t>(path, f, "rng_offset", 0, std::numeric_limits<uint64_t>::max());
-  m.chars = f.meta_value("chars");
-  m.words = f.meta_value("words");
   return m;
 }
 }  // namespace
@@ -130,15 +136,9 @@ CheckpointMeta load_checkpoint(const std::string& path, nn::Module& model, optim
   CheckpointFile f = read_checkpoint_file(path);
   if (!expected_model.empty() && f.model != expected_model)
     throw Error("checkpoint '" + path + "' holds model '" + f.model + "', not '" + expected_model + "'");
-  if (check) {
-    // The strings only: the numbers are checked after the tensors, as they always were (the fuzz
-    // corpus's expected outcomes depend on which error comes first).
-    CheckpointMeta early;
-    early.model = f.model;
-    early.chars = f.meta_value("chars");
-    early.words = f.meta_value("words");
-    check(early);
-  }
+  // The strings only: the numbers are checked after the tensors, as they always were (the fuzz
+  // corpus's expected outcomes depend on which error comes first).
+  if (check) check(meta_strings(f));
   NoGradGuard g;
   for (const auto& [name, t] : model.named_parameters()) from_record(path, f, "model/" + name, t);
   for (const auto& [name, t] : model.named_buffers()) from_record(path, f, "buffer/" + name, t);
