@@ -16,6 +16,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/file_check.h"
 #include "instrument/report_io.h"
 #include "models/registry.h"
 #include "tools/compare.h"
@@ -259,9 +260,8 @@ void add_rows(const Config& c, const std::vector<WorldRow>& rows, std::string& c
   }
 }
 
-void write_text(const std::string& path, const std::string& text, const char* flag) {
-  std::ofstream f(path);
-  if (!(f << text) || !(f.flush())) throw Error("cannot write '" + path + "' (" + flag + ")");
+void write_text(const std::string& path, const std::string& text) {
+  write_whole_file(path, text);
   std::printf("wrote %s\n", path.c_str());
 }
 }  // namespace
@@ -296,8 +296,8 @@ int bench_world(const Options& o, const std::vector<std::string>& models) {
   std::printf("NCCL's share of the training time (in brackets the share not hidden behind backward) and the bus\n"
               "bandwidth come from one more run per size with --busy, whose CUPTI tracing slows the step;\n"
               "samples/s and scaling from the runs without it.\n");
-  if (!o.csv.empty()) write_text(o.csv, csv, "--csv");
-  if (!o.json.empty()) write_text(o.json, json, "--json");
+  if (!o.csv.empty()) write_text(o.csv, csv);
+  if (!o.json.empty()) write_text(o.json, json);
   if (!failed) std::filesystem::remove_all(dir);
   else std::printf("the runs' logs and records are in %s\n", dir.c_str());
   return failed ? 1 : 0;

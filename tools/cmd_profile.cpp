@@ -2,13 +2,11 @@
 // table, the summary, the targets, CSV, JSON and the roofline plot). The training window itself
 // is run by cmd_train.cpp's cmd_profile, which shares `loupe train`'s setup.
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/file_check.h"
 #include "core/precision.h"
 #include "instrument/peak.h"
 #include "ops/linalg.h"
@@ -35,13 +33,6 @@ double best_time(Device dev, int reps, F f) {
   return best;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  const int err = errno;
-  if (std::fclose(f) != 0 || !wrote) throw Error("cannot write '" + path + "': " + std::strerror(wrote ? errno : err));
-}
 }  // namespace
 
 instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
@@ -108,10 +99,10 @@ int report_profile(const Options& o, const instrument::Profile& p) {
   if (!p.targets.empty()) std::printf("targets\n");
   for (size_t i = 0; i < p.targets.size(); ++i) std::printf("  %zu. %s\n", i + 1, p.targets[i].c_str());
   std::string csv = output_path(o, "csv");
-  write_file(csv, instrument::profile_csv(p));
+  write_whole_file(csv, instrument::profile_csv(p));
   std::printf("table written to %s\n", csv.c_str());
   if (o.has("json")) {
-    write_file(o.json, instrument::profile_json(p));
+    write_whole_file(o.json, instrument::profile_json(p));
     std::printf("JSON written to %s\n", o.json.c_str());
   }
   std::string png = output_path(o, "png");

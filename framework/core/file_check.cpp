@@ -209,4 +209,12 @@ std::string short_size(uint64_t bytes) {
   return s;
 }
 
+void write_whole_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !wrote) throw Error("cannot write '" + path + "': " + std::strerror(wrote ? errno : err));
+}
+
 }  // namespace loupe

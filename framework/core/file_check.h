@@ -51,6 +51,10 @@ void check_output_directory(const std::string& dir, const std::string& option);
 bool read_capped(const std::string& path, uint64_t cap, std::string* out, uint64_t* size);
 bool read_capped(const std::string& path, uint64_t cap, std::vector<uint8_t>* out, uint64_t* size);
 
+// Writes `text` as the whole of the file `path` (created or replaced); a failure, at the open, the
+// write or the flush (a full disk shows there), throws "cannot write 'PATH': <why>".
+void write_whole_file(const std::string& path, const std::string& text);
+
 // Sizes in the readers' messages: 2147483648 -> "2,147,483,648".
 std::string with_commas(uint64_t v);
 
