@@ -56,6 +56,10 @@ std::string fmt_g(double v) {
   return b;
 }
 
+void note_unchecked_vocabulary(const std::string& unchecked) {
+  if (!unchecked.empty()) std::fprintf(stderr, "loupe: note: %s\n", unchecked.c_str());
+}
+
 std::string device_description(Device d) {
   if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
   const int n = num_threads();

@@ -23,8 +23,7 @@ int cmd_eval(const Options& o) {
   so.words = data.words;
   models::Session session(info, so);
   train::CheckpointMeta m = session.load_weights(o.checkpoint);
-  if (!session.unchecked_vocabulary().empty())
-    std::fprintf(stderr, "loupe: note: %s\n", session.unchecked_vocabulary().c_str());
+  note_unchecked_vocabulary(session.unchecked_vocabulary());
   session.trainer().hooks.stop = &interrupt_requested();
   double acc = 0;
   try {

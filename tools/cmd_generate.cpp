@@ -81,8 +81,7 @@ int cmd_generate(const Options& o) {
   std::shared_ptr<const data::CharCorpus> corpus = characters(o, &so);
   models::Session session(info, so);
   session.load_weights(o.checkpoint);  // refuses a checkpoint trained on other characters
-  if (!session.unchecked_vocabulary().empty())
-    std::fprintf(stderr, "loupe: note: %s\n", session.unchecked_vocabulary().c_str());
+  note_unchecked_vocabulary(session.unchecked_vocabulary());
   session.model().eval();
   std::vector<int32_t> text = start_text(o, *corpus);
   const size_t prompt_len = text.size();

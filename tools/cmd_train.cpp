@@ -142,8 +142,7 @@ void make_session(Run& run) {
                 std::to_string(run.epochs) + " epochs asked for: nothing to resume (--epochs N with N > " +
                 std::to_string(m.epoch) + " trains further; loupe eval --checkpoint evaluates it)");
   std::printf("resumed from %s after epoch %d\n", resume.c_str(), m.epoch);
-  if (!run.session->unchecked_vocabulary().empty())
-    std::fprintf(stderr, "loupe: note: %s\n", run.session->unchecked_vocabulary().c_str());
+  note_unchecked_vocabulary(run.session->unchecked_vocabulary());
 }
 
 void print_header(const Run& run) {

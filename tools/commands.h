@@ -40,6 +40,9 @@ DataRequest data_request(const Options& o, const models::ModelInfo& info, bool a
 train::TrainerOptions trainer_options(const Options& o, Device dev);
 std::string device_description(Device d);
 std::string fmt_g(double v);  // "%g"
+// After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked
+// (models::Session::unchecked_vocabulary), where that is so.
+void note_unchecked_vocabulary(const std::string& unchecked);
 // Writes the rows as JSON Lines and CSV where a path is given, saying so.
 void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv);
 // Where the plotting scripts are: $LOUPE_TOOLS_DIR, else the installed command's share/loupe
