@@ -1,7 +1,13 @@
-// Autograd bookkeeping: accumulation, release after backward, NoGradGuard, a tensor used twice.
+// Autograd bookkeeping: accumulation, release after backward, NoGradGuard, a tensor used twice,
+// and a node whose input gradients come in two rounds (Node::later_inputs).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
 #include "loupe.h"
+#include "two_round_op.h"
 
 using namespace loupe;
 
@@ -31,4 +37,45 @@ TEST(Autograd, TensorUsedTwiceGetsBothGradients) {
   Tensor y = sum(relu(x) + x * 3.0);
   backward(y);
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{4, 3}));
+}
+
+namespace {
+using test_ops::two_round_mul;
+
+// Names the leaf each finished gradient belongs to, and the pauses.
+struct Listener : autograd::GradReadyHook {
+  const Tensor *a = nullptr, *w = nullptr;
+  std::vector<std::string>* log = nullptr;
+  void ready(const Tensor& g) override { log->push_back(g.same(a->grad()) ? "a ready" : g.same(w->grad()) ? "w ready" : "?"); }
+  void pause() override { log->push_back("pause"); }
+};
+}  // namespace
+
+// With a listener (data parallelism), everything below the first round (here a's gradient, through
+// a multiplication) finishes before the second round runs, and the listener hears of the pause
+// first; without one, both rounds run back to back. The gradients are the same either way.
+TEST(Autograd, SecondRoundRunsAfterWhatTheFirstMadeReady) {
+  for (bool listen : {true, false}) {
+    SCOPED_TRACE(listen ? "with a listener" : "without");
+    std::vector<std::string> log;
+    Tensor a = from_vector(std::vector<float>{1, 2}, Shape{2});
+    Tensor w = from_vector(std::vector<float>{3, -1}, Shape{2});
+    a.requires_grad_(true);
+    w.requires_grad_(true);
+    Tensor y = sum(two_round_mul(a * 5.0, w, &log));
+    Listener l;
+    l.a = &a;
+    l.w = &w;
+    l.log = &log;
+    if (listen) autograd::set_grad_ready_hook(&l);
+    backward(y);
+    autograd::set_grad_ready_hook(nullptr);
+    EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{15, -5}));  // 5 w
+    EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{5, 10}));   // 5 a
+    if (listen)
+      EXPECT_EQ(log, (std::vector<std::string>{"apply", "a ready", "pause", "finish", "w ready"}));
+    else
+      EXPECT_EQ(log, (std::vector<std::string>{"apply", "finish"}));
+    EXPECT_THROW(backward(y), Error) << "the node is released after its second round";
+  }
 }

@@ -20,11 +20,13 @@
 #include "loupe.h"
 #include "loader/sampler.h"
 #include "nn/layers.h"
+#include "nn/recurrent.h"
 #include "optim/optimizer.h"
 #include "train/comm.h"
 #include "train/ddp.h"
 #include "train/launch.h"
 #include "train/trainer.h"
+#include "two_round_op.h"
 
 using namespace loupe;
 
@@ -82,6 +84,36 @@ std::shared_ptr<nn::Sequential> cnn() {
   m->add("pool", std::make_shared<nn::MaxPool2d>(2));
   m->add("flat", std::make_shared<nn::Flatten>());
   m->add("fc", std::make_shared<nn::Linear>(8 * 14 * 14, 10));
+  return m;
+}
+
+// An image's 28 rows as a sequence: Dense 28 -> 32 on each row, a bidirectional LSTM 32, Dense 10
+// on both directions' final states. Under data parallelism its LSTM hands on its input's gradient
+// first and its weight gradient after a pause (two rounds, autograd/node.h), so the reducer cuts
+// its buckets again after the first step (train/ddp.h): the world must still match one process.
+class RowBiLstm : public nn::Module {
+ public:
+  RowBiLstm() {
+    in_ = register_module("in", std::make_shared<nn::Linear>(28, 32));
+    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(32, 32, 1, true));
+    fc_ = register_module("fc", std::make_shared<nn::Linear>(64, 10));
+  }
+  Tensor forward(const Tensor& x) override {
+    const int64_t n = x.size(0);
+    Tensor e = reshape((*in_)(reshape(x, Shape{n * 28, 28})), Shape{n, 28, 32});
+    LstmResult r = lstm_->run(e);
+    return (*fc_)(reshape(transpose(r.h, 0, 1), Shape{n, 64}));
+  }
+  std::string type_name() const override { return "RowBiLstm"; }
+
+ private:
+  std::shared_ptr<nn::Linear> in_, fc_;
+  std::shared_ptr<nn::LSTM> lstm_;
+};
+
+std::shared_ptr<nn::Sequential> row_bilstm() {
+  auto m = std::make_shared<nn::Sequential>();
+  m->add("net", std::make_shared<RowBiLstm>());
   return m;
 }
 
@@ -189,6 +221,80 @@ TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
   EXPECT_EQ(rec.sent.size(), red.buckets().size() - 2) << "the unused layer's buckets went before end()";
   red.end();
   EXPECT_EQ(rec.sent.size(), red.buckets().size());
+}
+
+// A layer whose backward pauses (two rounds, as the LSTM's on a GPU) between an embedding-like
+// parameter and its own weight: after the first step the buckets are cut where backward finished
+// them and paused (the dense parameter, the embedding, then the weight), so the second step sends
+// the embedding's bucket while the weight's gradient is still to come.
+TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
+  struct Net : nn::Module {
+    Tensor emb, w, d;
+    Net() {
+      emb = register_parameter("emb", ones(Shape{4096}));
+      w = register_parameter("w", full(Shape{4096}, 2.0));
+      d = register_parameter("d", full(Shape{16}, 3.0));
+    }
+    Tensor forward(const Tensor& x) override { return sum(test_ops::two_round_mul(emb * x, w)) * sum(d); }
+    std::string type_name() const override { return "Net"; }
+  };
+  Net m;
+  m.to(kCPU);
+  Recorder rec;
+  rec.arena = &m.arena().grads();
+  train::ReducerOptions ro;
+  ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
+  train::GradReducer red(m.arena(), rec, ro);
+  ASSERT_EQ(red.buckets().size(), 1u);
+  const Tensor w_grad = m.arena().params()[1].grad();
+  std::vector<double> w_at_send;
+  rec.on_send = [&] { w_at_send.push_back(sum(mul(w_grad, w_grad)).item()); };
+  for (int step = 0; step < 2; ++step) {
+    m.arena().zero_grad();
+    red.begin();
+    backward(m(full(Shape{4096}, 0.5)));
+    red.end();
+    if (step == 0) {
+      ASSERT_EQ(red.buckets().size(), 3u) << red.describe();
+      EXPECT_EQ(red.buckets()[0].params, (std::vector<int>{2}));
+      EXPECT_EQ(red.buckets()[1].params, (std::vector<int>{0}));
+      EXPECT_EQ(red.buckets()[2].params, (std::vector<int>{1}));
+      w_at_send.clear();
+    }
+  }
+  ASSERT_EQ(w_at_send.size(), 3u);
+  EXPECT_EQ(w_at_send[1], 0.0) << "the embedding's bucket waited for the weight's gradient";
+  EXPECT_GT(w_at_send[2], 0.0);
+  EXPECT_EQ(rec.sent.size(), 1u + 3u);
+  EXPECT_EQ(m.arena().params()[1].grad().to_vector<float>()[0], 0.5f * 16 * 3) << "dw = x emb sum(d)";
+}
+
+// An embedding adds its gradient into .grad in place (only the rows a batch selects), so its
+// AccumulateGrad gets nothing: the embedding itself must say that its gradient is in, or its bucket
+// (imdb_bilstm's 9.8 MiB) waits for end() and overlaps nothing.
+TEST(Reducer, AnEmbeddingsInPlaceGradientSendsItsBucketDuringBackward) {
+  manual_seed(1);
+  nn::Sequential m;
+  m.add("emb", std::make_shared<nn::Embedding>(1000, 16));
+  m.add("flat", std::make_shared<nn::Flatten>());
+  m.add("fc", std::make_shared<nn::Linear>(4 * 16, 10));
+  m.to(kCPU);
+  Recorder rec;
+  rec.arena = &m.arena().grads();
+  train::ReducerOptions ro;
+  ro.bucket_cap_bytes = ro.first_bucket_bytes = 1;  // every parameter a bucket of its own
+  train::GradReducer red(m.arena(), rec, ro);
+  std::vector<int32_t> ids(32), labels(8);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(37 * i % 1000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  for (int step = 0; step < 2; ++step) {
+    m.arena().zero_grad();
+    Tensor loss = cross_entropy(m(from_vector(ids, Shape{8, 4})), from_vector(labels, Shape{8}));
+    red.begin();
+    backward(loss);
+    EXPECT_EQ(rec.sent.size(), size_t(step + 1) * red.buckets().size()) << "step " << step << ": a bucket waited for end()";
+    red.end();
+  }
 }
 
 TEST(TrainerShard, AnEpochIsOneRanksPartOfEachGlobalStep) {
@@ -377,7 +483,9 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
                                    {"cnn fp32", cnn, Precision::FP32, false},
                                    {"mlp fp16", [] { return mlp(784, 256, 10); }, Precision::FP16, true},
                                    {"mlp bf16", [] { return mlp(784, 256, 10); }, Precision::BF16, true},
-                                   {"cnn fp16", cnn, Precision::FP16, false}};
+                                   {"cnn fp16", cnn, Precision::FP16, false},
+                                   {"bilstm fp32", row_bilstm, Precision::FP32, false},
+                                   {"bilstm fp16", row_bilstm, Precision::FP16, false}};
   const int64_t b = 64;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

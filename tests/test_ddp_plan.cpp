@@ -93,3 +93,42 @@ TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
   EXPECT_TRUE(train::plan_buckets({}, 4, mib, mib).empty());
   EXPECT_THROW(train::plan_buckets({{100, 10}, {50, 10}}, 4, mib, mib), Error) << "out of arena order";
 }
+
+// imdb_bilstm's shape, in the order its backward finishes when the LSTM hands on its input's
+// gradient first (Node::later_inputs): the dense layer, the embedding, a pause for the LSTM's weight
+// GEMMs, then the LSTM. The embedding goes alone at the pause, overlapping those GEMMs, instead of
+// waiting in one 10.1 MiB bucket with the LSTM; every bucket stays one slice of the arena.
+TEST(DdpPlan, AnOrderSeenAndItsPausesCutTheBuckets) {
+  std::vector<int64_t> sizes{20000 * 128, 99328, 128, 1};
+  std::vector<train::ParamSlot> slots;
+  int64_t at = 0;
+  for (int64_t n : sizes) {
+    slots.push_back({at, n});
+    at += (n + 63) / 64 * 64;
+  }
+  const int64_t mib = 1 << 20;
+  std::vector<train::Bucket> b = train::plan_buckets(slots, {3, 2, 0, 1}, {3}, 4, 25 * mib, mib);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].params, (std::vector<int>{3, 2}));  // the embedding does not extend the dense layer's slice
+  EXPECT_EQ(b[1].params, (std::vector<int>{0}));     // closed by the pause
+  EXPECT_EQ(b[2].params, (std::vector<int>{1}));
+  EXPECT_EQ(b[0].offset, slots[2].offset);
+  EXPECT_EQ(b[0].numel, slots[3].offset + 1 - slots[2].offset);
+  EXPECT_EQ(b[1].offset, 0);
+  EXPECT_EQ(b[1].numel, sizes[0]);
+  // Without the pause the LSTM extends the embedding's slice upward and joins it.
+  b = train::plan_buckets(slots, {3, 2, 0, 1}, {}, 4, 25 * mib, mib);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[1].params, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b[1].numel, slots[1].offset + sizes[1]);
+  // The plain order (last parameter first, no pauses) is plan_buckets without an order.
+  auto same = [](const std::vector<train::Bucket>& x, const std::vector<train::Bucket>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].params != y[i].params || x[i].offset != y[i].offset || x[i].numel != y[i].numel) return false;
+    return true;
+  };
+  EXPECT_TRUE(same(train::plan_buckets(slots, {3, 2, 1, 0}, {}, 4, mib, 1024), train::plan_buckets(slots, 4, mib, 1024)));
+  EXPECT_THROW(train::plan_buckets(slots, {3, 2, 2, 0}, {}, 4, mib, mib), Error) << "a parameter twice";
+  EXPECT_THROW(train::plan_buckets(slots, {3, 2, 0}, {}, 4, mib, mib), Error) << "a parameter missing";
+}

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/node.h"
 #include "core/flops.h"
 #include "core/knobs.h"
 #include "op_cases.h"
@@ -305,6 +306,59 @@ TEST(CudaLstm, HalfMatchesCpu) {
       }
     }
   }
+  expect_forced_plans();
+}
+
+// Under data parallelism (a GradReadyHook listening) the LSTM's backward runs in two rounds: the
+// input's gradient, then, after what lies below has run, the first layer's weight GEMMs (cuDNN: all
+// of its weight gradient), so an embedding's all-reduce overlaps them. The gradients must be those
+// of one round, whichever way the LSTM runs (CTest forces each), and the order must be x's, a
+// pause, then w's.
+TEST(CudaLstm, TwoRoundsMatchOneRound) {
+  REQUIRE_GPU();
+  struct Order : autograd::GradReadyHook {
+    const Tensor *x = nullptr, *w = nullptr;
+    std::string log;
+    void ready(const Tensor& g) override { log += g.same(x->grad()) ? "x " : g.same(w->grad()) ? "w " : "? "; }
+    void pause() override { log += "| "; }
+  };
+  const LstmParams configs[] = {{128, 64, 1, true}, {16, 32, 2, true}, {57, 128, 1, false}};
+  // loupe's kernels (when forced) are 16-bit only; cuDNN's forced choices run both.
+  const std::optional<std::string> algo = knobs::choice("LOUPE_LSTM_ALGO");
+  std::vector<DType> dtypes{DType::f16};
+  if (!algo || algo->rfind("loupe", 0) != 0) dtypes.insert(dtypes.begin(), DType::f32);
+  for (DType dt : dtypes)
+    for (const LstmParams& p : configs) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " input " + std::to_string(p.input_size) + " hidden " +
+                   std::to_string(p.hidden_size) + " layers " + std::to_string(p.num_layers));
+      const int64_t N = 37, T = 23, I = p.input_size;
+      std::vector<float> xv(size_t(N * T * I)), wv(size_t(lstm_weight_count(p)));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = philox_uniform(5, 0, i) - 0.5f;
+      const float scale = 0.8f * std::sqrt(24.f / float(p.input_size + p.hidden_size));
+      for (size_t i = 0; i < wv.size(); ++i) wv[i] = scale * (philox_uniform(6, 0, i) - 0.5f);
+      auto run = [&](Order* hook) {
+        Tensor x = to(to(from_vector(xv, Shape{N, T, I}), dt), kCUDA).detach().requires_grad_(true);
+        Tensor w = to(to(from_vector(wv, Shape{int64_t(wv.size())}), dt), kCUDA).detach().requires_grad_(true);
+        LstmResult r = lstm(x, w, p, true);
+        Tensor loss = sum(to(r.y, DType::f32) * to(r.y, DType::f32)) + sum(to(r.h, DType::f32));
+        if (hook) hook->x = &x, hook->w = &w, autograd::set_grad_ready_hook(hook);
+        backward(loss);
+        autograd::set_grad_ready_hook(nullptr);
+        return std::vector<std::vector<double>>{x.grad().to_vector<double>(), w.grad().to_vector<double>()};
+      };
+      Order order;
+      const auto one = run(nullptr), two = run(&order);
+      EXPECT_EQ(order.log, "x | w ");
+      const char* what[] = {"dx", "dw"};
+      for (size_t k = 0; k < 2; ++k) {
+        double mag = 0, err = 0;
+        for (double v : one[k]) mag = std::max(mag, std::abs(v));
+        for (size_t i = 0; i < one[k].size(); ++i) err = std::max(err, std::abs(one[k][i] - two[k][i]) / mag);
+        std::printf("lstm two rounds %s in %3lld hidden %3lld layers %d %s: max |two - one| %.2e of the largest\n",
+                    dtype_name(dt), (long long)p.input_size, (long long)p.hidden_size, p.num_layers, what[k], err);
+        EXPECT_LE(err, dt == DType::f32 ? 1e-6 : 1e-3) << what[k];
+      }
+    }
   expect_forced_plans();
 }
 

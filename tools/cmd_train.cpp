@@ -157,10 +157,9 @@ void print_header(const Run& run) {
               opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
               run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
   if (run.world)
-    std::printf("world   %d ranks (NCCL), batch %lld per GPU = %lld per step; gradients averaged in %s during "
-                "backward\n",
-                run.world->size(), (long long)run.batch, (long long)run.batch * run.world->size(),
-                s.trainer().reducer()->describe().c_str());
+    std::printf("world   %d ranks (NCCL), batch %lld per GPU = %lld per step; gradients averaged during backward, "
+                "in buckets cut at the first step where backward finishes them (the world line names them)\n",
+                run.world->size(), (long long)run.batch, (long long)run.batch * run.world->size());
 }
 
 // --gpus N: rank 0's timeline samples every GPU of its host, labelled by rank. Local rank k runs on
@@ -250,7 +249,7 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   instrument::AdviceInputs adv = rep.adv;
   if (run.world) {
     // Resident data: the batch is a slice on the host, never a wait for the GPU.
-    world_line = run.world->fill(r, run.session->trainer().reducer()->bytes_per_step(), run.o.baseline, !run.dl);
+    world_line = run.world->fill(r, *run.session->trainer().reducer(), run.o.baseline, !run.dl);
     adv.straggler = run.world->straggler();
   }
   r.advice = instrument::advise(r, adv);

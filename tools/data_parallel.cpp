@@ -147,7 +147,7 @@ double or_nan(const std::optional<double>& v) { return v ? *v : std::numeric_lim
 std::optional<double> if_measured(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
 
 // Rank 0's world line: samples/s (the ranks'), scaling efficiency, bytes and NCCL's time per step.
-std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, int64_t allreduce_bytes) {
+std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, const train::GradReducer& red) {
   std::string line = "  world " + std::to_string(r.world_size) + " GPUs: " +
                      (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
                      " samples/s (ranks";
@@ -159,8 +159,8 @@ std::string world_line(const instrument::EpochReport& r, const std::vector<doubl
   line += r.scaling_efficiency ? buf
                                : "n/a (`loupe bench " + r.model + " --gpus 1," + std::to_string(r.world_size) +
                                      "` measures it; or --baseline X, one GPU's samples/s at this batch)";
-  std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step", double(allreduce_bytes) / (1 << 20));
-  line += buf;
+  std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step in ", double(red.bytes_per_step()) / (1 << 20));
+  line += buf + red.describe();
   if (!r.nccl_share) return line + "  NCCL time n/a (--busy measures it)";
   std::snprintf(buf, sizeof buf, "  NCCL %.1f%% of the time (%.1f%% not hidden)", 100 * *r.nccl_share,
                 100 * r.nccl_exposed_share.value_or(0));
@@ -173,7 +173,7 @@ std::string world_line(const instrument::EpochReport& r, const std::vector<doubl
 }
 }  // namespace
 
-std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline,
+std::string World::fill(instrument::EpochReport& r, const train::GradReducer& red, std::optional<double> baseline,
                         bool data_wait_host_time) {
   // One all-gather of every rank's figures, on the device.
   Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec,
@@ -193,6 +193,7 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
   }
   r.rank = rank();
   r.world_size = size();
+  const int64_t allreduce_bytes = red.bytes_per_step();
   r.allreduce_bytes_per_step = double(allreduce_bytes);
   if (slowest > 0) r.world_samples_per_sec = samples / slowest;
   if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
@@ -205,7 +206,7 @@ std::string World::fill(instrument::EpochReport& r, int64_t allreduce_bytes, std
   if (straggler_.rank) r.slowest_rank = double(*straggler_.rank);
   r.straggler_share = straggler_.share;
   if (rank() != 0) return "";
-  return world_line(r, v, allreduce_bytes) + "\n" + instrument::straggler_line(ranks, straggler_);
+  return world_line(r, v, red) + "\n" + instrument::straggler_line(ranks, straggler_);
 }
 
 }  // namespace loupe::tools

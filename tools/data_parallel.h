@@ -11,6 +11,7 @@
 #include "instrument/straggler.h"
 #include "tools/options.h"
 #include "train/comm.h"
+#include "train/ddp.h"
 
 namespace loupe::tools {
 
@@ -40,7 +41,7 @@ class World {
   // 0, the lines that say them ("" on the others): the world's, then its slowest rank beside the
   // others (instrument/straggler.h). data_wait_host_time: a step's data wait is its host's own time
   // (resident data), so the straggler may be judged from it without --busy (instrument/advice.h).
-  std::string fill(instrument::EpochReport& r, int64_t allreduce_bytes, std::optional<double> baseline,
+  std::string fill(instrument::EpochReport& r, const train::GradReducer& reducer, std::optional<double> baseline,
                    bool data_wait_host_time);
   // The verdict on the slowest rank that the last fill judged (for advice).
   const instrument::Straggler& straggler() const { return straggler_; }

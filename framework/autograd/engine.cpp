@@ -1,4 +1,5 @@
 // The backward engine: a topological walk of the recorded graph from the root.
+#include <algorithm>
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -120,37 +121,76 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   pending[root.grad_fn().get()].resize(root.grad_fn()->num_outputs);
   pending[root.grad_fn().get()][root.impl()->output_nr] = grad_output;
-  std::vector<std::shared_ptr<Node>> ready{root.grad_fn()};
-  while (!ready.empty()) {
-    std::shared_ptr<Node> n = ready.back();
-    ready.pop_back();
-    std::vector<Tensor> grads = std::move(pending[n.get()]);
-    pending.erase(n.get());
-    grads.resize(n->num_outputs);
-    LOUPE_CHECK(!n->released, "backward() through the same graph a second time: its saved tensors are freed "
-                "after the first backward; run the forward pass again");
-    // One op record per node, with the sums of the gradients it hands on (profile only).
-    OpScope scope(OpScope::Backward{}, n->op_site, n->op_input_bytes, n->name());
-    const bool moves = n->op_input_bytes >= 0;  // a view's gradient passes through without a copy
-    if (moves)
-      for (const Tensor& g : grads) scope.add_bytes(g);
-    std::vector<Tensor> in_grads = n->apply(grads);
-    if (moves)
-      for (const Tensor& g : in_grads) scope.add_bytes(g);
-    std::vector<Edge> edges = n->next_edges;
-    if (!n->reusable()) {
-      n->next_edges.clear();
-      n->release();
-      n->released = true;
-    }
+  // A stack (depth first); `second` is a node's second round (Node::later_inputs), pushed beneath
+  // what its first round made ready, so that runs first.
+  struct Item {
+    std::shared_ptr<Node> n;
+    bool second = false;
+  };
+  std::vector<Item> ready{{root.grad_fn()}};
+  // Hands the gradients of node n's inputs on along its edges `which` (all of them when empty).
+  auto hand_on = [&](Node& n, const std::vector<Tensor>& in_grads, const std::vector<int>& which) {
+    std::vector<Edge> edges = n.next_edges;
     for (size_t i = 0; i < edges.size(); ++i) {
+      if (!which.empty() && std::find(which.begin(), which.end(), int(i)) == which.end()) continue;
       const Edge& e = edges[i];
       if (!e.fn) continue;
       auto& slots = pending[e.fn.get()];
       if (slots.size() < size_t(e.fn->num_outputs)) slots.resize(e.fn->num_outputs);
       if (i < in_grads.size()) accumulate(slots[e.input_nr], in_grads[i]);
-      if (--deps[e.fn.get()] == 0) ready.push_back(e.fn);
+      if (--deps[e.fn.get()] == 0) ready.push_back({e.fn});
     }
+  };
+  auto retire = [](Node& n) {
+    if (n.reusable()) return;
+    n.next_edges.clear();
+    n.release();
+    n.released = true;
+  };
+  while (!ready.empty()) {
+    Item item = std::move(ready.back());
+    ready.pop_back();
+    Node& n = *item.n;
+    // One op record per round, with the sums of the gradients it hands on (profile only).
+    OpScope scope(OpScope::Backward{}, n.op_site, n.op_input_bytes, n.name());
+    const bool moves = n.op_input_bytes >= 0;  // a view's gradient passes through without a copy
+    if (item.second) {
+      if (g_grad_ready) g_grad_ready->pause();  // what is in will be all for a while: send it
+      std::vector<Tensor> in_grads = n.finish();
+      if (moves)
+        for (const Tensor& g : in_grads) scope.add_bytes(g);
+      hand_on(n, in_grads, n.later_inputs());
+      retire(n);
+      continue;
+    }
+    std::vector<Tensor> grads = std::move(pending[&n]);
+    pending.erase(&n);
+    grads.resize(n.num_outputs);
+    LOUPE_CHECK(!n.released, "backward() through the same graph a second time: its saved tensors are freed "
+                "after the first backward; run the forward pass again");
+    if (moves)
+      for (const Tensor& g : grads) scope.add_bytes(g);
+    std::vector<Tensor> in_grads = n.apply(grads);
+    std::vector<int> later = n.later_inputs();
+    if (!later.empty() && (!g_grad_ready || !g_grad_ready->wants_rounds())) {  // both rounds now: nobody waits
+      std::vector<Tensor> rest = n.finish();
+      in_grads.resize(std::max(in_grads.size(), rest.size()));
+      for (int i : later)
+        if (size_t(i) < rest.size()) in_grads[size_t(i)] = rest[size_t(i)];
+      later.clear();
+    }
+    if (moves)
+      for (const Tensor& g : in_grads) scope.add_bytes(g);
+    if (later.empty()) {
+      hand_on(n, in_grads, {});
+      retire(n);
+      continue;
+    }
+    ready.push_back({item.n, true});
+    std::vector<int> first;
+    for (int i = 0; i < int(n.next_edges.size()); ++i)
+      if (std::find(later.begin(), later.end(), i) == later.end()) first.push_back(i);
+    if (!first.empty()) hand_on(n, in_grads, first);
   }
 }
 

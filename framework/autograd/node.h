@@ -24,6 +24,15 @@ struct Node {
   virtual void release() {}
   // Leaves' accumulators stay usable across steps; every other node runs backward once.
   virtual bool reusable() const { return false; }
+  // Input gradients in two rounds. A node whose inputs' gradients differ in cost (an LSTM: its
+  // input's gradient is short, its weights' are long GEMMs) names here the indices into
+  // next_edges that apply() leaves undefined and finish() returns (a vector as long as
+  // next_edges; the others undefined there). Empty (the default): one round. When someone waits
+  // for finished gradients (a GradReadyHook: data parallelism), the engine runs everything below
+  // the first round's gradients before finish(), so the layer below (an embedding, the largest
+  // gradient) is all-reduced while the long GEMMs run; otherwise finish() follows apply() at once.
+  virtual std::vector<int> later_inputs() const { return {}; }
+  virtual std::vector<Tensor> finish() { return {}; }
   std::vector<Edge> next_edges;
   bool released = false;
   int num_outputs = 1;
@@ -48,6 +57,11 @@ struct AccumulateGrad : Node {
 struct GradReadyHook {
   virtual ~GradReadyHook() = default;
   virtual void ready(const Tensor& grad) = 0;
+  // Before a node's second round (Node::later_inputs): the gradients in so far are all there will
+  // be for a while, so a bucket holding them should go now rather than wait for the next ones.
+  virtual void pause() {}
+  // Whether nodes with two rounds should take them apart (false: both at once, as without a hook).
+  virtual bool wants_rounds() const { return true; }
 };
 GradReadyHook* grad_ready_hook();
 void set_grad_ready_hook(GradReadyHook* h);

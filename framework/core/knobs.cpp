@@ -147,6 +147,9 @@ const std::vector<Knob>& table() {
                    "the port rank 0 listens on for loupe's rendezvous (torchrun's store holds MASTER_PORT)"),
       integer_knob("LOUPE_DDP_BUCKET_MB", "the library (`--gpus N`)", 1, 4096, "25",
                    "the size at which the gradient arena is cut into all-reduce buckets (the first is 1 MiB)"),
+      flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
+                "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
+                "made before the first step (to compare)"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",

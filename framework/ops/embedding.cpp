@@ -65,6 +65,9 @@ struct EmbeddingBackward : autograd::Node {
         float* found_inf = sc && sc->device() == grad.device() ? sc->found_inf() : nullptr;
         kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, rows, n, E, true, found_inf);
         if (found_inf) sc->add_checked(grad);
+        // AccumulateGrad gets nothing to add, so it is here that the gradient is finished: data
+        // parallelism sends its bucket now (without this, imdb_bilstm's 9.8 MiB went at the end).
+        if (autograd::GradReadyHook* h = autograd::grad_ready_hook()) h->ready(grad);
         return {Tensor()};  // already in .grad
       }
     }

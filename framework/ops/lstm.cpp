@@ -82,9 +82,12 @@ double elementwise_flops(const LstmParams& p, int64_t N, int64_t T, bool backwar
 struct LstmBackward : autograd::Node {
   LstmParams p;
   Tensor x, w, y, saved;
+  Tensor dw_later;  // between the two rounds: dw without the first layer's W and R gradients
   uint64_t seed = 0, offset = 0;
   bool need_x = false, need_w = false;
+  bool two_rounds = false;  // dx first, the first layer's weight GEMMs in finish()
   const char* name() const override { return "LstmBackward"; }
+  std::vector<int> later_inputs() const override { return two_rounds ? std::vector<int>{1} : std::vector<int>{}; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     if (!g[0].defined() && !g[1].defined() && !g[2].defined()) return {Tensor(), Tensor()};
     // Undefined output gradients are zero: the kernels make them as their layout needs (the models
@@ -94,12 +97,23 @@ struct LstmBackward : autograd::Node {
     Tensor dc = g[2].defined() ? contiguous(g[2]) : Tensor();
     Tensor dx = need_x ? empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = empty(w.shape(), w.dtype(), w.device());
-    kernels<LstmKernels>(x.device()).backward(p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset);
+    kernels<LstmKernels>(x.device()).backward(p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset, two_rounds);
     int64_t N = x.size(0), T = x.size(1);
     add_flops(2 * gemm_flops(p, N, T) + elementwise_flops(p, N, T, true));
+    if (two_rounds) {
+      dw_later = dw;
+      return {dx, Tensor()};
+    }
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor()};
   }
-  void release() override { x = w = y = saved = Tensor(); }
+  std::vector<Tensor> finish() override {
+    if (!dw_later.defined()) return {Tensor(), Tensor()};  // apply() had no gradient to pass on
+    kernels<LstmKernels>(x.device()).backward_weights(p, x, w, y, saved, dw_later);
+    Tensor dw = dw_later;
+    dw_later = Tensor();
+    return {Tensor(), dw};
+  }
+  void release() override { x = w = y = saved = dw_later = Tensor(); }
 };
 
 }  // namespace
@@ -155,6 +169,7 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
     n->offset = offset;
     n->need_x = x.requires_grad();
     n->need_w = w.requires_grad();
+    n->two_rounds = n->need_x && n->need_w && kernels<LstmKernels>(x.device()).backward_weights;
     autograd::record(n, {&x, &w}, {&r.y, &r.h, &r.c});
   }
   scope_.result(r.y);

@@ -72,10 +72,15 @@ struct LstmKernels {
                     const Tensor& c, bool training, uint64_t seed, uint64_t offset);
   // Backward: from dy [N, T, D*H] and dh, dc [L*D, N, H] (each may be undefined: zero; dy may be
   // strided) computes dx [N, T, input_size] (when defined) and dw (flat), both overwritten (not
-  // accumulated). y is what forward left in it.
+  // accumulated). y is what forward left in it. With `weights_later` (only where backward_weights
+  // is set) the first layer's W and R gradients, its long GEMMs, are left out of dw for...
   void (*backward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
                    const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
-                   uint64_t seed, uint64_t offset);
+                   uint64_t seed, uint64_t offset, bool weights_later);
+  // ...this, later, on the same saved state (autograd's second round, Node::later_inputs: the layer
+  // below runs between the two). Null where a backend has one round only (the CPU).
+  void (*backward_weights)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                           const Tensor& saved, const Tensor& dw);
 };
 
 }  // namespace loupe

@@ -207,7 +207,8 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
 
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
-              uint64_t seed, uint64_t offset) {
+              uint64_t seed, uint64_t offset, bool weights_later) {
+  LOUPE_CHECK(!weights_later, "lstm backward on the CPU has one round only");
   Plan q = make_plan(p, x, true);
   LOUPE_CHECK(saved.defined() && saved.numel() == q.total(), "lstm backward: no saved forward state of the ",
               "expected size (was the forward run with training = false?)");
@@ -221,7 +222,7 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
   });
 }
 
-const LstmKernels table{forward, backward};
+const LstmKernels table{forward, backward, nullptr};  // one round: no DDP on the CPU
 const RegisterBackend<LstmKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -283,18 +283,42 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
   return saved.buf;
 }
 
+// The weight gradient (every layer's) from cuDNN, or loupe's kernels' first layer's (the rest came
+// with the input gradient, run_backward).
+void run_backward_weights(const Plan& pl, const Tensor& x, const Tensor& y, const Tensor& saved_buf, const Tensor& dw,
+                          cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::backward_weights(pl.params, x, y, saved_buf, dw, stream);
+  Tensor work = bytes(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
+  const Saved saved = read_saved(pl, saved_buf, x);
+  const bool permute = pl.to_cudnn.defined();
+  Tensor dws = permute ? empty(dw.shape(), dw.dtype(), kCUDA) : dw;
+  Tensor ys = pl.choice.seq_major ? transpose(y, 0, 1) : y;  // as cuDNN wrote it (no copy)
+  if (!ys.is_contiguous()) ys = contiguous(ys);
+  Tensor xs = pl.choice.seq_major ? saved.xs : x;
+  // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
+  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), stream));
+  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cuda::cudnn(), pl.rnn, CUDNN_WGRAD_MODE_ADD,
+                                               pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.hc->d,
+                                               nullptr, pl.y->d, ys.data_ptr(), pl.weight_bytes, dws.data_ptr(),
+                                               work.nbytes(), work.data_ptr(), pl.reserve_train,
+                                               saved.buf.data_ptr()));
+  if (permute) copy_(dw, permuted(dws, pl.to_loupe));
+}
+
 // dy undefined: zero, made in the layout cuDNN reads; dx undefined: not needed (cuDNN computes it
-// anyway, into a scratch buffer, and it is not transposed back).
+// anyway, into a scratch buffer, and it is not transposed back). With `weights_later` the weight
+// gradient (cuDNN: all of it; loupe's kernels: the first layer's W and R) is run_backward_weights'.
 void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved_buf,
                   const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
-                  cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, stream);
+                  bool weights_later, cudaStream_t stream) {
+  if (pl.choice.own)
+    return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, weights_later,
+                                  stream);
   cudnnHandle_t h = cuda::cudnn();
   Tensor work = bytes(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
   Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
-  Tensor dws = permute ? empty(dw.shape(), dw.dtype(), kCUDA) : dw;
   const bool sm = pl.choice.seq_major;
   const Shape y_shape = sm ? Shape{y.size(1), y.size(0), y.size(2)} : y.shape();
   // y as cuDNN wrote it: sequence-major, the forward's view transposed back (no copy).
@@ -316,14 +340,8 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
       pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
       dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
       pl.reserve_train, saved.buf.data_ptr()));
-  // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
-  LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), stream));
-  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(h, pl.rnn, CUDNN_WGRAD_MODE_ADD, pl.seq_lengths.data<int32_t>(),
-                                               pl.x->d, xs.data_ptr(), pl.hc->d, nullptr, pl.y->d, ys.data_ptr(),
-                                               pl.weight_bytes, dws.data_ptr(), work.nbytes(), work.data_ptr(),
-                                               pl.reserve_train, saved.buf.data_ptr()));
-  if (permute) copy_(dw, permuted(dws, pl.to_loupe));
   if (sm && dx.defined()) swap01_into(dx, dxs);
+  if (!weights_later) run_backward_weights(pl, x, y, saved_buf, dw, stream);
 }
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
@@ -342,7 +360,7 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cuda
     LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
     Tensor yi = y;
     Tensor saved = run_forward(pl, x, w, yi, h, c, true, s);
-    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, s);  // the models read h: dy is zero
+    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);  // the models read h: dy is zero
     LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
     LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
     LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -423,14 +441,23 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
 
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, uint64_t seed,
-              uint64_t) {
+              uint64_t, bool weights_later) {
   check_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
   const cudaStream_t s = cuda::stream();
-  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw, s);
+  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
+               weights_later, s);
 }
 
-const LstmKernels table{forward, backward};
+void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+                      const Tensor& dw) {
+  check_dtypes("lstm backward", p, {&x, &w, &y, &dw});
+  const cudaStream_t s = cuda::stream();
+  // The plan the first round used (cached by shape; dropout's seed only matters to a new plan).
+  run_backward_weights(plan_for(p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
+}
+
+const LstmKernels table{forward, backward, backward_weights};
 const RegisterBackend<LstmKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -28,7 +28,10 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
                bool training, int rows, cudaStream_t stream);
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
-              cudaStream_t stream);
+              bool weights_later, cudaStream_t stream);
+// The first layer's W and R gradients, which backward left out with `weights_later`.
+void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
+                      cudaStream_t stream);
 
 // Shared with ops/lstm_cuda.cu's cuDNN path, which keeps its buffers the same way:
 // A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).

@@ -486,9 +486,55 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
   return training ? buf : Tensor();
 }
 
+namespace {
+// Layer l's input to the backward GEMMs: x (kept in the buffer) for the first layer, else the
+// layer below's outputs.
+const void* layer_input(const Layout& lay, const char* base, int l) {
+  return l == 0 ? base : base + lay.ys + size_t(l - 1) * lay.ys_bytes;
+}
+
+// Layer l's outputs: y itself for the last layer, else kept in the buffer.
+const char* layer_output(const Layout& lay, const char* base, const Tensor& ytop, int l, int L) {
+  return l == L - 1 ? static_cast<const char*>(ytop.data_ptr()) : base + lay.ys + size_t(l) * lay.ys_bytes;
+}
+
+// Pseudo-layer (l, dir)'s W and R gradients from its gate gradients (left in the buffer by the
+// recurrence kernel): dW = dgates^T x over every row; dR = the sum over t of dgates_t^T h_{t-1},
+// the rows after the direction's first step against the outputs one step earlier in its order.
+void weight_gemms(const LstmParams& p, const Layout& lay, const char* base, const char* out, int l, int dir,
+                  int64_t N, int64_t T, DType t, const Tensor& dw, cudaStream_t stream) {
+  const int64_t H = p.hidden_size, D = p.directions(), G = 4 * H, DH = D * H;
+  const int64_t in_l = l == 0 ? p.input_size : DH;
+  const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
+  const void* dg = base + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
+  gemm_raw(kCUDA, t, true, false, G, in_l, N * T, dg, G, layer_input(lay, base, l), in_l, at(dw.data_ptr(), o.w, t),
+           in_l);
+  if (T > 1) {
+    const int64_t rows = (T - 1) * N;
+    const void* a = dir == 0 ? at(dg, N * G, t) : dg;
+    const void* hb = dir == 0 ? at(out, dir * H, t) : at(out, N * DH + dir * H, t);
+    gemm_raw(kCUDA, t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
+  } else {
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(at(dw.data_ptr(), o.r, t), 0, size_t(G * H) * dtype_size(t), stream));
+  }
+}
+}  // namespace
+
+void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
+                      cudaStream_t stream) {
+  const DType t = x.dtype();
+  const int64_t N = x.size(0), T = x.size(1);
+  const Layout lay(p, N, T, t, true);
+  LOUPE_CHECK(saved.defined() && size_t(saved.nbytes()) >= lay.total, "lstm backward: not this forward's buffer");
+  Tensor ytop = transpose(y, 0, 1);
+  const char* base = static_cast<const char*>(saved.data_ptr());
+  for (int dir = 0; dir < p.directions(); ++dir)
+    weight_gemms(p, lay, base, layer_output(lay, base, ytop, 0, p.num_layers), 0, dir, N, T, t, dw, stream);
+}
+
 void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
               const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
-              cudaStream_t stream) {
+              bool weights_later, cudaStream_t stream) {
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1), H = p.hidden_size, D = p.directions(), L = p.num_layers, G = 4 * H;
   const int64_t DH = D * H, blocks = (N + rows - 1) / rows;
@@ -506,8 +552,7 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
   Tensor din;  // [T, N, in_l]: this layer's input gradient
   for (int l = L - 1; l >= 0; --l) {
     const int64_t in_l = l == 0 ? p.input_size : DH;
-    const void* in = l == 0 ? base : base + lay.ys + size_t(l - 1) * lay.ys_bytes;
-    const char* out = l == L - 1 ? static_cast<const char*>(ytop.data_ptr()) : base + lay.ys + size_t(l) * lay.ys_bytes;
+    const char* out = layer_output(lay, base, ytop, l, int(L));
     dispatch(t, H, [&](auto tv, auto hv) {
       using TT = decltype(tv);
       constexpr int HH = decltype(hv)::value;
@@ -539,25 +584,16 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
     });
     const bool need_din = l > 0 || dx.defined();
     Tensor dnext = need_din ? empty(Shape{T, N, in_l}, t, kCUDA) : Tensor();
-    for (int dir = 0; dir < D; ++dir) {
+    // The input gradient first (the directions' dgates W summed): with `weights_later` the first
+    // layer's weight GEMMs come in backward_weights, after the layer below has taken dx.
+    for (int dir = 0; dir < D && need_din; ++dir) {
       const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
       const void* dg = base + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
-      // dW = dgates^T x, over every row.
-      gemm_raw(kCUDA, t, true, false, G, in_l, N * T, dg, G, in, in_l, at(dw.data_ptr(), o.w, t), in_l);
-      // dR = sum over t of dgates_t^T h_{t-1}: the rows after the direction's first step against
-      // the outputs one step earlier in its order.
-      if (T > 1) {
-        const int64_t rows = (T - 1) * N;
-        const void* a = dir == 0 ? at(dg, N * G, t) : dg;
-        const void* hb = dir == 0 ? at(out, dir * H, t) : at(out, N * DH + dir * H, t);
-        gemm_raw(kCUDA, t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
-      } else {
-        LOUPE_CUDA_CHECK(cudaMemsetAsync(at(dw.data_ptr(), o.r, t), 0, size_t(G * H) * dtype_size(t), stream));
-      }
-      // The input gradient: the directions' dgates W summed.
-      if (need_din)
-        gemm_raw(kCUDA, t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l, dir > 0);
+      gemm_raw(kCUDA, t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l,
+               dir > 0);
     }
+    if (l > 0 || !weights_later)
+      for (int dir = 0; dir < D; ++dir) weight_gemms(p, lay, base, out, l, dir, N, T, t, dw, stream);
     if (l == 0) {
       if (dx.defined()) swap01_into(dx, dnext);
     } else {

@@ -17,6 +17,9 @@ ReducerOptions reducer_options_from_knobs() {
 
 GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, ReducerOptions o)
     : arena_(arena), comm_(comm) {
+  options_ = o;
+  split_ = knobs::flag("LOUPE_DDP_SPLIT_BACKWARD");
+  planned_ = !split_;
   const Tensor& grads = arena.grads();
   LOUPE_CHECK(grads.dtype() == DType::f32, "data-parallel training all-reduces float32 gradients");
   const char* base = static_cast<const char*>(grads.data_ptr());
@@ -29,14 +32,52 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
     slot_of_[g.data_ptr()] = int(slots.size());
     slots.push_back({off, g.numel()});
   }
-  buckets_ = plan_buckets(slots, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes);
-  bucket_of_.assign(slots.size(), -1);
+  slots_ = slots;
+  adopt(plan_buckets(slots, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
+  in_.assign(slots.size(), 0);
+}
+
+void GradReducer::adopt(std::vector<Bucket> buckets) {
+  buckets_ = std::move(buckets);
+  bucket_of_.assign(slots_.size(), -1);
+  range_names_.clear();
+  bytes_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int i : buckets_[b].params) bucket_of_[size_t(i)] = int(b);
     bytes_ += buckets_[b].numel * int64_t(sizeof(float));
     range_names_.push_back("all-reduce bucket " + std::to_string(b));
   }
-  in_.assign(slots.size(), 0);
+}
+
+void GradReducer::replan() {
+  planned_ = true;
+  const int n = int(slots_.size());
+  std::vector<char> got(slots_.size(), 0);
+  for (int i : seen_) got[size_t(i)] = 1;
+  std::vector<int> order = seen_;
+  for (int i = n - 1; i >= 0; --i)  // no gradient in the first pass: last, as end() sends them
+    if (!got[size_t(i)]) order.push_back(i);
+  // Rank 0's order and pauses, [order..., paused after position k...], for every rank: one
+  // synchronising broadcast, once, in the first (eager) step.
+  std::vector<int32_t> wire(size_t(2 * n), 0);
+  for (int k = 0; k < n; ++k) wire[size_t(k)] = order[size_t(k)];
+  for (size_t p : pauses_)
+    if (p >= 1 && p <= size_t(n)) wire[size_t(n) + p - 1] = 1;
+  if (comm_.world() > 1) {
+    Tensor t = from_vector(wire, Shape{2 * n}, arena_.grads().device());
+    comm_.broadcast(t, 0);
+    wire = t.to_vector<int32_t>();
+  }
+  std::vector<size_t> pauses;
+  for (int k = 0; k < n; ++k) {
+    order[size_t(k)] = wire[size_t(k)];
+    if (wire[size_t(n + k)]) pauses.push_back(size_t(k + 1));
+  }
+  std::vector<Bucket> b = plan_buckets(slots_, order, pauses, int64_t(sizeof(float)), options_.bucket_cap_bytes,
+                                       options_.first_bucket_bytes);
+  seen_.clear();
+  pauses_.clear();
+  adopt(std::move(b));
 }
 
 GradReducer::~GradReducer() {
@@ -60,8 +101,13 @@ void GradReducer::ready(const Tensor& grad) {
   const int i = it->second;
   if (in_[size_t(i)]) return;  // a second contribution is added to the same slice before it goes
   in_[size_t(i)] = 1;
+  if (!planned_) seen_.push_back(i);
   --waiting_[size_t(bucket_of_[size_t(i)])];
   send_ready();
+}
+
+void GradReducer::pause() {
+  if (!planned_ && !seen_.empty() && (pauses_.empty() || pauses_.back() != seen_.size())) pauses_.push_back(seen_.size());
 }
 
 void GradReducer::send_ready() {
@@ -81,6 +127,7 @@ void GradReducer::end() {
   for (int& w : waiting_) w = 0;  // parameters without a gradient this pass: their zeros are averaged
   send_ready();
   comm_.join();
+  if (!planned_) replan();
 }
 
 std::string GradReducer::describe() const {

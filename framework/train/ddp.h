@@ -42,6 +42,8 @@ class GradReducer final : public autograd::GradReadyHook {
   void end();
 
   void ready(const Tensor& grad) override;
+  void pause() override;
+  bool wants_rounds() const override { return split_; }
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bytes all-reduced per step (the buckets' slices, alignment padding included).
@@ -51,6 +53,11 @@ class GradReducer final : public autograd::GradReadyHook {
 
  private:
   void send_ready();  // every bucket whose turn has come and whose gradients are all in
+  // After the first backward pass: the buckets planned again for the order its gradients finished
+  // in and the pauses it took (ddp_plan.h), as PyTorch's DDP rebuilds its buckets after its first
+  // iteration. Rank 0's order is broadcast so that every rank issues the same collectives.
+  void replan();
+  void adopt(std::vector<Bucket> buckets);
   const nn::ParameterArena& arena_;
   Communicator& comm_;
   std::vector<Bucket> buckets_;
@@ -63,6 +70,12 @@ class GradReducer final : public autograd::GradReadyHook {
   int64_t bytes_ = 0;
   bool open_ = false;
   autograd::GradReadyHook* prev_ = nullptr;
+  std::vector<ParamSlot> slots_;
+  ReducerOptions options_;
+  std::vector<int> seen_;       // the first pass: parameters in the order their gradients came
+  std::vector<size_t> pauses_;  // and the lengths of seen_ at which backward paused
+  bool planned_ = false;        // replan() has run
+  bool split_ = true;           // LOUPE_DDP_SPLIT_BACKWARD: two rounds and the buckets cut again
 };
 
 }  // namespace loupe::train
