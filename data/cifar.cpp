@@ -34,10 +34,9 @@ constexpr uint64_t kMaxMetaBytes = uint64_t(64) << 10;
 // The folder holding the batch files: `dir` itself, or its cifar-10-batches-bin child.
 fs::path batch_dir(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw Error(dir + ": CIFAR-10 data directory not found; run data/fetch.sh cifar10 (it fills "
-                "~/.cache/loupe/cifar10) or pass --data with the cifar-10-batches-bin folder of "
-                "cifar-10-binary.tar.gz, or its parent");
+  if (const std::string why = directory_problem(dir, "CIFAR-10 data directory"); !why.empty())
+    throw Error(dir + ": " + why + "; run data/fetch.sh cifar10 (it fills ~/.cache/loupe/cifar10) or pass --data "
+                "with the cifar-10-batches-bin folder of cifar-10-binary.tar.gz, or its parent");
   const fs::path d(dir);
   if (!fs::exists(d / kTrain[0], ec) && !fs::exists(d / kTest, ec) &&
       fs::is_directory(d / kBatchDir, ec))

@@ -251,10 +251,9 @@ IdxArray read_idx(const std::string& path) {
 }
 
 MnistData load_mnist(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw Error(dir + ": data directory not found; pass --data with a directory holding the "
-                "four MNIST IDX files, or run data/fetch.sh");
+  if (const std::string why = directory_problem(dir, "data directory"); !why.empty())
+    throw Error(dir + ": " + why + "; pass --data with a directory holding the four MNIST IDX files, or run "
+                "data/fetch.sh");
   std::string paths[4];
   IdxArray arr[4];
   for (int i = 0; i < 4; ++i) {

@@ -36,7 +36,8 @@ bool has_review_folders(const fs::path& d) {
 // The aclImdb folder: `dir` itself, or its aclImdb child.
 fs::path top_dir(const std::string& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(dir + ": IMDb data directory not found; " + kFetch);
+  if (const std::string why = directory_problem(dir, "IMDb data directory"); !why.empty())
+    throw Error(dir + ": " + why + "; " + kFetch);
   const fs::path d(dir);
   if (!fs::exists(d / "train", ec) && !fs::exists(d / "test", ec) && fs::is_directory(d / kTop, ec)) return d / kTop;
   return d;

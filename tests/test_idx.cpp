@@ -364,6 +364,13 @@ TEST_F(Idx, LoadSetErrors) {
   EXPECT_NO_THROW(loupe::data::load_mnist(d.string()));
   expect_error([&] { loupe::data::load_mnist((dir_ / "absent").string()); }, "absent",
                "data directory not found");
+  // Something there that is not a folder says what it is (a loop of links was "not found").
+  fs::create_symlink(dir_ / "loop_b", dir_ / "loop_a");
+  fs::create_symlink(dir_ / "loop_a", dir_ / "loop_b");
+  expect_error([&] { loupe::data::load_mnist((dir_ / "loop_a").string()); }, "loop_a",
+               "is a loop of symbolic links, not a directory");
+  expect_error([&] { loupe::data::load_mnist((d / "t10k-labels-idx1-ubyte").string()); }, "t10k-labels-idx1-ubyte",
+               "is a regular file, not a directory");
 }
 
 using loupe::test::EnvVar;

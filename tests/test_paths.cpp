@@ -3,6 +3,7 @@
 // (issue 17, point 4). And core/file_check.h's capped read, which every reader of a whole file uses
 // (issue 32).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -156,3 +157,21 @@ TEST(FileCheck, ReadCappedStopsAtTheCapWhateverTheFileSays) {
 }
 
 }  // namespace
+
+// A data set's folder that is not one is named for what it is: missing, a loop of symbolic links
+// (which stat() reports as ELOOP, and the readers once called "not found"), a file, a FIFO.
+TEST(FileCheck, DirectoryProblemSaysWhatThePathIs) {
+  const fs::path root = loupe::test::temp_path("dirs");
+  fs::remove_all(root);
+  fs::create_directories(root / "d");
+  std::ofstream(root / "f") << "x";
+  fs::create_symlink(root / "b", root / "a");
+  fs::create_symlink(root / "a", root / "b");
+  ASSERT_EQ(mkfifo((root / "p").c_str(), 0600), 0);
+  EXPECT_EQ(loupe::directory_problem((root / "d").string(), "data directory"), "");
+  EXPECT_EQ(loupe::directory_problem((root / "none").string(), "data directory"), "data directory not found");
+  EXPECT_EQ(loupe::directory_problem((root / "a").string(), "x"), "is a loop of symbolic links, not a directory");
+  EXPECT_EQ(loupe::directory_problem((root / "f").string(), "x"), "is a regular file, not a directory");
+  EXPECT_EQ(loupe::directory_problem((root / "p").string(), "x"), "is a FIFO (named pipe), not a directory");
+  fs::remove_all(root);
+}

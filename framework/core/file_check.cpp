@@ -25,6 +25,15 @@ std::string what_else(const std::string& path) {
   return "an unusual file (neither a regular file nor a device)";
 }
 
+std::string directory_problem(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    return errno == ELOOP ? "is a loop of symbolic links, not a directory" : what + " not found";
+  if (S_ISDIR(st.st_mode)) return "";
+  const std::string kind = what_else(path);
+  return "is " + (kind.empty() ? std::string("a regular file") : kind) + ", not a directory";
+}
+
 void require_regular_output(const std::string& path, const std::string& what) {
   const std::string kind = what_else(path);
   if (!kind.empty())

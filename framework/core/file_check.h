@@ -16,6 +16,11 @@ namespace loupe {
 // file, and for a path that does not exist ("missing" is for the caller to word).
 std::string what_else(const std::string& path);
 
+// Why `path` cannot be read as a data set's folder, worded after its name: "" when it is a
+// directory; else "<what> not found", or, for something that is there, what it is instead ("is a
+// loop of symbolic links, not a directory", "is a regular file, not a directory", ...).
+std::string directory_problem(const std::string& path, const std::string& what);
+
 // Throws one sentence when `path` exists and is not a regular file: an output may be new or a
 // regular file it replaces or extends, never a device, a FIFO or a directory.
 void require_regular_output(const std::string& path, const std::string& what);
