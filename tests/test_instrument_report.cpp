@@ -1,5 +1,7 @@
 // The epoch report's outputs (JSON, CSV, console line, progress bar) and the advice rules.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -203,6 +205,29 @@ TEST(ReportCsv, HeaderAndRowsAgree) {
   ASSERT_EQ(empty.size(), header.size());
   for (const auto& f : kOptional) EXPECT_EQ(empty[index_of(f)], "") << f;
   EXPECT_EQ(empty[index_of("train_loss")], "0");
+}
+
+// A write refused mid-run (the file-size limit here, as `ulimit -f` would) names the option that
+// named the file, as the checks at the start do.
+TEST(ReportWriters, AMidRunWriteErrorNamesItsOption) {
+  const std::string jp = ::testing::TempDir() + "loupe_fsize.jsonl";
+  JsonlWriter jw(jp, JsonlWriter::Mode::Truncate, "--metrics");
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto prev = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 100;  // bytes: a record is far longer
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  std::string what;
+  try {
+    jw.write(full_report());
+  } catch (const loupe::Error& e) {
+    what = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, prev);
+  EXPECT_NE(what.find("--metrics: cannot write '" + jp + "': File too large"), std::string::npos) << what;
+  std::remove(jp.c_str());
 }
 
 TEST(ReportWriters, FilesAndErrors) {

@@ -154,7 +154,7 @@ TEST(OutputCheck, ReadOnlyDirectoryAndFileAreRefusedAtStart) {
 }
 
 // A --metrics write that fails mid-run (the file size limit: a full disk alike): the epoch ran, then
-// one sentence naming the file and the reason, status 1; no second epoch, no dump.
+// one sentence naming the option, the file and the reason, status 1; no second epoch, no dump.
 TEST(OutputCheck, MetricsWriteFailingMidRunIsOneSentence) {
   const fs::path metrics = test::temp_path("loupe_out_full.jsonl");
   std::ofstream(metrics) << std::string(64 * 1024, 'x');  // at the limit below: the next byte is refused
@@ -163,7 +163,7 @@ TEST(OutputCheck, MetricsWriteFailingMidRunIsOneSentence) {
   EXPECT_EQ(rc, 1) << out;  // 153 (SIGXFSZ) without loupe_main's SIG_IGN
   EXPECT_NE(out.find("epoch 1/2"), std::string::npos) << out;
   EXPECT_EQ(out.find("epoch 2/2"), std::string::npos) << out;
-  const std::string said = "loupe: cannot write to '" + metrics.string() + "': File too large\n";
+  const std::string said = "loupe: --metrics: cannot write '" + metrics.string() + "': File too large\n";
   ASSERT_GE(out.size(), said.size()) << out;
   EXPECT_EQ(out.substr(out.size() - said.size()), said) << out;
   EXPECT_EQ(out.find("loupe:"), out.size() - said.size()) << "one sentence:\n" << out;

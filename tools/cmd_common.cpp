@@ -68,12 +68,12 @@ std::string device_description(Device d) {
 
 void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {
   if (!json.empty()) {
-    instrument::JsonlWriter w(json);
+    instrument::JsonlWriter w(json, instrument::JsonlWriter::Mode::Truncate, "--json");
     for (const auto& r : rs) w.write(r);
     std::printf("wrote %s (JSON Lines, one record per row)\n", json.c_str());
   }
   if (!csv.empty()) {
-    instrument::CsvWriter w(csv);
+    instrument::CsvWriter w(csv, "--csv");
     for (const auto& r : rs) w.write(r);
     std::printf("wrote %s\n", csv.c_str());
   }

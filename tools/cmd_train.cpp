@@ -207,8 +207,9 @@ struct Reporting {
   bool tty = false;
   explicit Reporting(const Run& run) : monitor(run.dev, monitor_options(run)), adv(advice_inputs(run)) {
     if (run.o.has("metrics"))
-      jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics, instrument::JsonlWriter::Mode::Append);
-    if (run.o.has("csv")) csv = std::make_unique<instrument::CsvWriter>(run.o.csv);
+      jsonl = std::make_unique<instrument::JsonlWriter>(run.o.metrics, instrument::JsonlWriter::Mode::Append,
+                                                        "--metrics");
+    if (run.o.has("csv")) csv = std::make_unique<instrument::CsvWriter>(run.o.csv, "--csv");
     if (run.o.has("tensorboard")) {
       tb = std::make_unique<instrument::TensorBoardWriter>(run.o.tensorboard);
       std::printf("events  %s (tensorboard --logdir %s)\n", tb->path().c_str(), run.o.tensorboard.c_str());

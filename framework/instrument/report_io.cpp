@@ -141,9 +141,10 @@ std::FILE* open_or_throw(const std::string& path, const char* mode = "w") {
   return f;
 }
 
-void put_line(std::FILE* f, const std::string& path, const std::string& line) {
+void put_line(std::FILE* f, const std::string& path, const std::string& option, const std::string& line) {
   if (std::fputs((line + "\n").c_str(), f) < 0 || std::fflush(f) != 0)
-    throw Error("cannot write to '" + path + "': " + std::strerror(errno));
+    throw Error((option.empty() ? "cannot write to '" : option + ": cannot write '") + path + "': " +
+                std::strerror(errno));
 }
 
 // Line 2 of the epoch summary: the GPU. NVML's reason is shown once, where its first figure would be.
@@ -287,20 +288,21 @@ std::string EpochConsole::lines(const EpochReport& r) {
   return epoch_line(quiet) + "\n  advice unchanged since epoch " + std::to_string(advice_epoch_);
 }
 
-JsonlWriter::JsonlWriter(const std::string& path, Mode mode)
-    : path_(path), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {
+JsonlWriter::JsonlWriter(const std::string& path, Mode mode, const std::string& option)
+    : path_(path), option_(option), f_(open_or_throw(path, mode == Mode::Append ? "a" : "w"), &std::fclose) {
   // A record leaves in one write(): the ranks of a data-parallel run append to one file (O_APPEND),
   // and a line split over two writes could interleave with another rank's.
   std::setvbuf(f_.get(), nullptr, _IOFBF, 1 << 20);
 }
 
-void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_json(r)); }
+void JsonlWriter::write(const EpochReport& r) { put_line(f_.get(), path_, option_, to_json(r)); }
 
-CsvWriter::CsvWriter(const std::string& path) : path_(path), f_(open_or_throw(path), &std::fclose) {
-  put_line(f_.get(), path_, csv_header());
+CsvWriter::CsvWriter(const std::string& path, const std::string& option)
+    : path_(path), option_(option), f_(open_or_throw(path), &std::fclose) {
+  put_line(f_.get(), path_, option_, csv_header());
 }
 
-void CsvWriter::write(const EpochReport& r) { put_line(f_.get(), path_, to_csv_row(r)); }
+void CsvWriter::write(const EpochReport& r) { put_line(f_.get(), path_, option_, to_csv_row(r)); }
 
 // ---- progress bar ---------------------------------------------------------------------------
 

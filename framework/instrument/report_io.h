@@ -50,26 +50,27 @@ class EpochConsole {
 // Writes one JSON line per epoch, flushing every line, so a run that dies keeps the epochs it
 // finished. Mode::Append (loupe train --metrics) adds to what the file holds, so several runs, or a
 // run and its --resume, can go into one file; Mode::Truncate (loupe bench --json) starts it afresh.
-// Throws loupe::Error naming the path when it cannot write.
+// Throws loupe::Error naming the path, and the option that named it when given ("--metrics:
+// cannot write 'm.jsonl': File too large"), when it cannot write.
 class JsonlWriter {
  public:
   enum class Mode { Truncate, Append };
-  explicit JsonlWriter(const std::string& path, Mode mode = Mode::Truncate);
+  explicit JsonlWriter(const std::string& path, Mode mode = Mode::Truncate, const std::string& option = "");
   void write(const EpochReport& r);
 
  private:
-  std::string path_;
+  std::string path_, option_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
 };
 
 // Like JsonlWriter, for spreadsheets: the header is written at open, then one row per epoch.
 class CsvWriter {
  public:
-  explicit CsvWriter(const std::string& path);
+  explicit CsvWriter(const std::string& path, const std::string& option = "");
   void write(const EpochReport& r);
 
  private:
-  std::string path_;
+  std::string path_, option_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f_;
 };
 
