@@ -22,6 +22,7 @@
 #include "ops/view.h"
 #include "train/comm.h"
 #include "train/ddp.h"
+#include "train/step_observer.h"
 
 namespace loupe::train {
 
@@ -372,104 +373,66 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   model_.train();
   model_.arena().refresh_compute_copy();  // the values may have changed since (a checkpoint)
   NvtxRange epoch_range("epoch");
-  instrument::EpochMonitor* mon = hooks.monitor;
-  if (mon) mon->begin_epoch();
-  double t0 = now_seconds();
+  if (hooks.monitor) hooks.monitor->begin_epoch();
+  const double t0 = now_seconds();
   reset_sum(loss_sum_, device_);
   reset_sum(correct_, device_);
-  auto [prof_first, prof_last] = hooks.profile_steps;
-  // The running loss for the progress bar: an asynchronous copy into pinned memory, polled.
-  Tensor peek = device_.is_cuda() ? empty_pinned(Shape{}, DType::f32) : Tensor();
-  void* peek_event = nullptr;
-  int64_t peek_samples = 0, peek_step = 0;
-  double peek_time = t0;
-  std::optional<double> running_loss;
+  ObserverSetup setup{device_, &loss_sum_, total, hooks.profile_steps, hooks.on_profile,
+                      options_.stop_on_divergence, shard_.world == 1,
+                      check_ranks_ ? std::function<void()>([this] { check_ranks_agree(); }) : nullptr, hooks.on_step};
+  const std::vector<std::unique_ptr<StepObserver>> observers = epoch_observers(setup);
   while (st.steps < total) {
     if (hooks.stop && hooks.stop->load()) {
       st.interrupted = true;
       break;
     }
-    ++global_step_;
-    set_current_step(global_step_);
-    if (global_step_ == prof_first) {
-      if (device_.is_cuda()) cuda_runtime()->profiler_start();
-      if (hooks.on_profile) hooks.on_profile(true);
-    }
-    int64_t b = 0;
-    {
-      NvtxRange step_range("step");
-      if (mon) mon->step_begin();
-      std::vector<Tensor> raw;
-      bool more;
-      {
-        NvtxRange r("data");
-        if (hooks.before_batch) hooks.before_batch();
-        more = src.next(raw, b);
-      }
-      if (!more) {
-        --global_step_;
-        break;
-      }
-      if (mon) mon->data_ready();
-      double step_flops = 0;
-      bool graphed = false;
-      if (graphs_ && b == src.full_batch) {
-        train_graph_.prepare(raw, src.key, b);
-        graphed = graphed_step(
-            train_graph_, raw, [&] { train_step(train_graph_.raw, b, src.stage); }, step_flops, &st);
-      }
-      if (!graphed) {
-        double f0 = flops_counted();
-        train_step(raw, b, src.stage);
-        step_flops = flops_counted() - f0;
-      }
-      if (mon) mon->step_issued(step_flops);
-      src.done();
+    set_current_step(++global_step_);
+    for (const auto& o : observers) o->before_step(global_step_);
+    const int64_t b = step(src, st);
+    if (b == 0) {  // the source ran out
+      --global_step_;
+      break;
     }
     st.steps++;
     st.samples += b;
-    if (global_step_ == prof_last) {
-      if (device_.is_cuda()) cuda_runtime()->profiler_stop();
-      if (hooks.on_profile) hooks.on_profile(false);
-    }
-    // The running loss, read about every 0.2 s without waiting for the device (an asynchronous
-    // copy into pinned memory, polled): for the progress bar, and to see a divergence (a NaN or
-    // inf loss makes the sum NaN or inf from that step on) within a fraction of a second.
-    const double now = now_seconds();
-    if (!device_.is_cuda()) {
-      if (now - peek_time > 0.2) {  // host memory: a plain read
-        running_loss = loss_sum_.item() / double(st.samples);
-        peek_samples = st.samples;
-        peek_step = global_step_;
-        peek_time = now;
-      }
-    } else {
-      if (peek_event && cuda_runtime()->event_done(peek_event)) {
-        running_loss = double(*peek.data<float>()) / double(peek_samples);
-        cuda_runtime()->event_destroy(peek_event);
-        peek_event = nullptr;
-      }
-      if (!peek_event && now - peek_time > 0.2) {
-        cuda_runtime()->copy_async_on(nullptr, peek.data_ptr(), loss_sum_.data_ptr(), sizeof(float),
-                                      CopyKind::DeviceToHost);
-        peek_event = cuda_runtime()->event_record_on(nullptr);
-        peek_samples = st.samples;
-        peek_step = global_step_;
-        peek_time = now;
-      }
-    }
-    // Ranks see their own losses at different steps: with data parallelism the epoch ends for
-    // all of them together, and the divergence is judged at its end from the world's sums.
-    if (running_loss && !std::isfinite(*running_loss) && !st.diverged && shard_.world == 1) {
-      st.diverged = true;
-      st.diverged_step = peek_step;
-      if (options_.stop_on_divergence) break;
-    }
-    if (check_ranks_) check_ranks_agree();
-    if (hooks.on_step) hooks.on_step(st.steps, total, st.samples, running_loss);
+    bool stop = false;
+    for (auto o = observers.begin(); o != observers.end() && !stop; ++o) stop = (*o)->after_step(st, global_step_);
+    if (stop) break;
   }
-  if (peek_event) cuda_runtime()->event_destroy(peek_event);
+  for (const auto& o : observers) o->steps_end();
   set_current_step(-1);
+  return end_epoch(st, t0);
+}
+
+int64_t Trainer::step(Source& src, EpochStats& st) {
+  instrument::EpochMonitor* mon = hooks.monitor;
+  NvtxRange step_range("step");
+  if (mon) mon->step_begin();
+  std::vector<Tensor> raw;
+  int64_t b = 0;
+  {
+    NvtxRange r("data");
+    if (hooks.before_batch) hooks.before_batch();
+    if (!src.next(raw, b)) return 0;
+  }
+  if (mon) mon->data_ready();
+  double flops = 0;
+  bool graphed = false;
+  if (graphs_ && b == src.full_batch) {
+    train_graph_.prepare(raw, src.key, b);
+    graphed = graphed_step(train_graph_, raw, [&] { train_step(train_graph_.raw, b, src.stage); }, flops, &st);
+  }
+  if (!graphed) {
+    const double f0 = flops_counted();
+    train_step(raw, b, src.stage);
+    flops = flops_counted() - f0;
+  }
+  if (mon) mon->step_issued(flops);
+  src.done();
+  return b;
+}
+
+EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   // A rank stopped by Ctrl-C or a signal may be steps apart from the others: no collective and no
   // wait for the device here (the caller aborts the communicator; a peer may never come).
   if (st.interrupted && options_.comm) {
@@ -501,7 +464,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   precision_event_.clear();
   if (!graphs_) st.graph_why = eager_why_;
   st.train_seconds = now_seconds() - t0;
-  if (mon) mon->end_train();
+  if (hooks.monitor) hooks.monitor->end_train();
   return st;
 }
 

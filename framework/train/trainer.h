@@ -177,7 +177,14 @@ class Trainer {
     // the graph already serves that.
     void prepare(const std::vector<Tensor>& in, const void* k, int64_t b);
   };
+  // The epoch: a loop over steps, with the observers (train/step_observer.h) around each.
   EpochStats run_epoch(int epoch, int64_t total, Source& src);
+  // One step of src's next batch: fetched (what that takes is the step's data wait), then issued
+  // through the graph when one serves a full batch of this data set, else eagerly. The batch
+  // size; 0 when the source is done.
+  int64_t step(Source& src, EpochStats& st);
+  // After the steps: the world's sums, the epoch's one read-back, the scaler's figures.
+  EpochStats end_epoch(EpochStats st, double t0);
   // The step itself, eager; every kernel argument is the same from step to step (graph-safe).
   void train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage);
   void eval_step(const Tensor& idx, const TensorDataset& data);
