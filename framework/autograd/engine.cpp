@@ -92,18 +92,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   return {};
 }
 
-void run_backward(const Tensor& root, const Tensor& grad_output) {
-  LOUPE_CHECK(root.requires_grad(), "backward() on a tensor that does not require grad");
-  NoGradGuard guard;  // the backward pass itself records nothing
-  if (!root.grad_fn()) {  // a leaf: just accumulate
-    std::vector<Tensor> g{grad_output};
-    grad_accumulator(root)->apply(g);
-    return;
-  }
-  // Count, for each node, how many edges lead into it, so a node runs once all its gradients are in.
+namespace {
+// For each node below `root`, how many edges lead into it, so a node runs once all its gradients are in.
+std::unordered_map<Node*, int> dependencies(Node* root) {
   std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{root.grad_fn().get()};
-  deps[root.grad_fn().get()] = 0;
+  std::vector<Node*> stack{root};
+  deps[root] = 0;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -118,18 +112,25 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       }
     }
   }
-  std::unordered_map<Node*, std::vector<Tensor>> pending;
-  pending[root.grad_fn().get()].resize(root.grad_fn()->num_outputs);
-  pending[root.grad_fn().get()][root.impl()->output_nr] = grad_output;
-  // A stack (depth first); `second` is a node's second round (Node::later_inputs), pushed beneath
-  // what its first round made ready, so that runs first.
+  return deps;
+}
+
+// One backward pass's state: what each node still waits for, the gradients it has so far, and
+// the nodes ready to run (a stack: depth first).
+struct Walk {
+  // `second`: a node's second round (Node::later_inputs), pushed beneath what its first round made
+  // ready, so that runs first.
   struct Item {
     std::shared_ptr<Node> n;
     bool second = false;
   };
-  std::vector<Item> ready{{root.grad_fn()}};
+  explicit Walk(Node* root) : deps(dependencies(root)) {}
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  std::vector<Item> ready;
+
   // Hands the gradients of node n's inputs on along its edges `which` (all of them when empty).
-  auto hand_on = [&](Node& n, const std::vector<Tensor>& in_grads, const std::vector<int>& which) {
+  void hand_on(Node& n, const std::vector<Tensor>& in_grads, const std::vector<int>& which) {
     std::vector<Edge> edges = n.next_edges;
     for (size_t i = 0; i < edges.size(); ++i) {
       if (!which.empty() && std::find(which.begin(), which.end(), int(i)) == which.end()) continue;
@@ -140,16 +141,47 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       if (i < in_grads.size()) accumulate(slots[e.input_nr], in_grads[i]);
       if (--deps[e.fn.get()] == 0) ready.push_back({e.fn});
     }
-  };
-  auto retire = [](Node& n) {
+  }
+  // After a node's first round: everything when there is no second (and the node is done), else
+  // the inputs not in `later`, above the second round on the stack.
+  void hand_on_first(const std::shared_ptr<Node>& node, const std::vector<Tensor>& in_grads,
+                     const std::vector<int>& later) {
+    Node& n = *node;
+    if (later.empty()) {
+      hand_on(n, in_grads, {});
+      retire(n);
+      return;
+    }
+    ready.push_back({node, true});
+    std::vector<int> first;
+    for (int i = 0; i < int(n.next_edges.size()); ++i)
+      if (std::find(later.begin(), later.end(), i) == later.end()) first.push_back(i);
+    if (!first.empty()) hand_on(n, in_grads, first);
+  }
+  static void retire(Node& n) {
     if (n.reusable()) return;
     n.next_edges.clear();
     n.release();
     n.released = true;
-  };
-  while (!ready.empty()) {
-    Item item = std::move(ready.back());
-    ready.pop_back();
+  }
+};
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_output) {
+  LOUPE_CHECK(root.requires_grad(), "backward() on a tensor that does not require grad");
+  NoGradGuard guard;  // the backward pass itself records nothing
+  if (!root.grad_fn()) {  // a leaf: just accumulate
+    std::vector<Tensor> g{grad_output};
+    grad_accumulator(root)->apply(g);
+    return;
+  }
+  Walk w(root.grad_fn().get());
+  w.pending[root.grad_fn().get()].resize(root.grad_fn()->num_outputs);
+  w.pending[root.grad_fn().get()][root.impl()->output_nr] = grad_output;
+  w.ready.push_back({root.grad_fn()});
+  while (!w.ready.empty()) {
+    Walk::Item item = std::move(w.ready.back());
+    w.ready.pop_back();
     Node& n = *item.n;
     // One op record per round, with the sums of the gradients it hands on (profile only).
     OpScope scope(OpScope::Backward{}, n.op_site, n.op_input_bytes, n.name());
@@ -159,12 +191,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       std::vector<Tensor> in_grads = n.finish();
       if (moves)
         for (const Tensor& g : in_grads) scope.add_bytes(g);
-      hand_on(n, in_grads, n.later_inputs());
-      retire(n);
+      w.hand_on(n, in_grads, n.later_inputs());
+      Walk::retire(n);
       continue;
     }
-    std::vector<Tensor> grads = std::move(pending[&n]);
-    pending.erase(&n);
+    std::vector<Tensor> grads = std::move(w.pending[&n]);
+    w.pending.erase(&n);
     grads.resize(n.num_outputs);
     LOUPE_CHECK(!n.released, "backward() through the same graph a second time: its saved tensors are freed "
                 "after the first backward; run the forward pass again");
@@ -181,16 +213,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     }
     if (moves)
       for (const Tensor& g : in_grads) scope.add_bytes(g);
-    if (later.empty()) {
-      hand_on(n, in_grads, {});
-      retire(n);
-      continue;
-    }
-    ready.push_back({item.n, true});
-    std::vector<int> first;
-    for (int i = 0; i < int(n.next_edges.size()); ++i)
-      if (std::find(later.begin(), later.end(), i) == later.end()) first.push_back(i);
-    if (!first.empty()) hand_on(n, in_grads, first);
+    w.hand_on_first(item.n, in_grads, later);
   }
 }
 
