@@ -171,43 +171,40 @@ Straggler judge_straggler(const std::vector<RankFigures>& ranks, bool data_wait_
   return s;
 }
 
-std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
-  std::vector<std::string> out;
-  if (std::string busy = busy_host(r); !busy.empty()) out.push_back(busy);
-  const Opt& wait = r.data_wait_share;
-  const bool data_bound_seen = wait && *wait >= kDataBound;
+namespace {
+// What the figures say bounds a GPU step (at most one of gpu_bound, data_bound, launch_bound).
+struct Bounds {
+  Opt util, wait;
+  bool graphed = false, gpu_bound = false, data_bound = false, launch_bound = false;
+};
 
-  if (!in.cuda) {
-    // Waiting for data is device-independent; everything GPU-related is simply unmeasurable here.
-    if (data_bound_seen)
-      out.push_back("input pipeline: the step waited for data " + pct(*wait) +
-                    " of the time; more --workers / --prefetch");
-    out.push_back("CPU run: no GPU figures (utilisation, busy, memory, power: null in --metrics/--csv)");
-    return out;
-  }
-
+Bounds bounds(const EpochReport& r) {
+  Bounds b;
+  b.wait = r.data_wait_share;
+  const bool data_bound_seen = b.wait && *b.wait >= kDataBound;
   // How busy the GPU was, as a share: CUPTI busy time when measured (exact), else NVML's sampled
   // utilisation (the share of sample periods in which any kernel ran, so an upper bound).
-  Opt util;
-  if (r.gpu_busy_share) util = r.gpu_busy_share;
-  else if (r.gpu_util_mean) util = *r.gpu_util_mean / 100;
-
+  if (r.gpu_busy_share) b.util = r.gpu_busy_share;
+  else if (r.gpu_util_mean) b.util = *r.gpu_util_mean / 100;
   // Steps replayed from one CUDA graph: the host issues two calls a step, so it cannot be what
   // bounds them (and the launch queue's back-pressure makes its issue time equal the step's).
-  const bool graphed = r.graph_steps && r.steps > 0 && *r.graph_steps * 2 >= double(r.steps);
+  b.graphed = r.graph_steps && r.steps > 0 && *r.graph_steps * 2 >= double(r.steps);
   // A GPU that stayed busy hid the wait, so waiting for data is the bottleneck only when it did not.
   // NVML's utilisation alone cannot tell: it counts a 1/6 s period busy if any kernel ran in it, and
   // graphed steps of 0.1 ms that waited for their batch 74 % of the time read 98 % (mnist_mlp on an
   // H100): with NVML only, a step that waited for data that long is data-bound.
-  const bool gpu_bound = util && *util >= kGpuBound && (r.gpu_busy_share || !data_bound_seen);
-  const bool data_bound = data_bound_seen && !gpu_bound;
-  const bool launch_bound = !graphed && util && *util < kLaunchBound && wait && *wait < kDataBound &&
-                            r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
-                            *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
+  b.gpu_bound = b.util && *b.util >= kGpuBound && (r.gpu_busy_share || !data_bound_seen);
+  b.data_bound = data_bound_seen && !b.gpu_bound;
+  b.launch_bound = !b.graphed && b.util && *b.util < kLaunchBound && b.wait && *b.wait < kDataBound &&
+                   r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
+                   *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
+  return b;
+}
 
-  // Data parallelism: a rank the others wait for bounds the world's step, whatever each rank's own
-  // figures say; then communication the backward pass did not hide (measured with --busy; NVML
-  // cannot tell NCCL's kernels from the model's).
+// Data parallelism: a rank the others wait for bounds the world's step, whatever each rank's own
+// figures say; then communication the backward pass did not hide (measured with --busy; NVML
+// cannot tell NCCL's kernels from the model's).
+void advise_world(const EpochReport& r, const AdviceInputs& in, std::vector<std::string>& out) {
   const Straggler& slow = in.straggler;
   if (std::string s = straggler(slow); !s.empty()) out.push_back(s);
   // The peers' unhidden NCCL time is mostly their wait for the straggler: what communicating costs
@@ -225,16 +222,20 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
                   " (less communication per sample), or fewer and larger buckets (LOUPE_DDP_BUCKET_MB) where a "
                   "link's latency dominates" +
                   (r.bus_gbps ? "; the all-reduces moved " + fmt1(*r.bus_gbps) + " GB/s on the bus" : std::string()));
+}
 
-  // The bottleneck first (at most one of these three holds).
-  if (gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
-  if (data_bound)
+// The bottleneck first (at most one of three holds), then what is left when none does.
+void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bounds& b, std::vector<std::string>& out) {
+  const Opt& util = b.util;
+  const Opt& wait = b.wait;
+  if (b.gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
+  if (b.data_bound)
     out.push_back("input pipeline: the step waited for data " + pct(*wait) + " of the time" +
                   (r.gpu_busy_share ? " (GPU busy " + pct(*r.gpu_busy_share) + ")"
                    : util ? " (NVML utilisation " + pct(*util) + ", which over-reads short steps)"
                           : std::string()) +
                   "; more --workers / --prefetch, or keep the data set on the GPU");
-  if (launch_bound)
+  if (b.launch_bound)
     out.push_back("launch-bound: the GPU was busy only " + pct(*util) +
                   " while the host spent most of each step issuing work; try a larger --batch" +
                   (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) + " (or CUDA graphs)");
@@ -244,7 +245,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   // numbers support, and how to measure it exactly.
   const bool host_issuing = wait && *wait < kDataBound && r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
-  if (!graphed && !r.gpu_busy_share && util && *util >= kLaunchBound && !gpu_bound && host_issuing)
+  if (!b.graphed && !r.gpu_busy_share && util && *util >= kLaunchBound && !b.gpu_bound && host_issuing)
     out.push_back("probably launch-bound: the host spent " + pct(*r.issue_ms_p50 / *r.step_ms_p50) +
                   " of each step issuing work and NVML saw the GPU busy only " + pct(*util) +
                   " (an upper bound); --busy measures the GPU's busy time exactly; a larger --batch or CUDA graphs "
@@ -252,14 +253,17 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
 
   // A graphed step whose GPU still idles: what is left is the GPU's own gaps between many small
   // kernels (each graph node costs about a microsecond to start, and a small kernel fills few SMs).
-  if (graphed && util && !gpu_bound && !data_bound)
+  if (b.graphed && util && !b.gpu_bound && !b.data_bound)
     out.push_back("the step is one CUDA graph" +
                   (r.graph_kernels ? " of " + std::to_string(int64_t(*r.graph_kernels)) + " kernels" : std::string()) +
                   ", so the host does not bound it; the GPU was busy " + pct(*util) +
                   (r.gpu_busy_share ? "" : " (NVML, an upper bound; --busy measures it)") +
                   " and the rest is the gaps around small kernels: a larger --batch, or fewer and fused kernels, would "
                   "help");
+}
 
+// The GPU itself: throttling, free memory, a faster precision.
+void advise_capacity(const EpochReport& r, const AdviceInputs& in, const Bounds& b, std::vector<std::string>& out) {
   if (!r.throttle.empty())
     out.push_back("the GPU throttled (" + r.throttle + "): its clocks were lowered, so step times and MFU "
                   "understate it; check cooling and power limits");
@@ -267,7 +271,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   // A larger batch helps a GPU with idle time to fill; it does not help one that is already the
   // limit, nor a step that waits for data.
   if (r.mem_used_max_bytes && r.mem_total_bytes && *r.mem_total_bytes > 0 &&
-      *r.mem_used_max_bytes / *r.mem_total_bytes < kMemFree && !gpu_bound && !data_bound)
+      *r.mem_used_max_bytes / *r.mem_total_bytes < kMemFree && !b.gpu_bound && !b.data_bound)
     out.push_back("most device memory is free (" + gib(*r.mem_used_max_bytes) + " of " +
                   gib(*r.mem_total_bytes) + " GiB used): a larger batch fits");
 
@@ -276,7 +280,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
   // Nor one that does little arithmetic: imdb_fasttext (Adam over a 60M-entry table, MFU 0.5 %)
   // ran 0.89x as fast in fp16 on an H100, loss scaling adding a pass over every gradient.
   const std::string& prec = in.precision.empty() ? r.precision : in.precision;
-  if (in.tensor_cores && (prec == "fp32" || prec == "tf32") && !launch_bound && !data_bound) {
+  if (in.tensor_cores && (prec == "fp32" || prec == "tf32") && !b.launch_bound && !b.data_bound) {
     char mfu[16];
     if (r.mfu) std::snprintf(mfu, sizeof mfu, "%.1f%%", *r.mfu * 100);
     if (r.mfu && *r.mfu < kLowMfu)
@@ -286,6 +290,25 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
     else
       out.push_back(prec + " on a tensor-core GPU: try --precision fp16 or bf16");
   }
+}
+}  // namespace
+
+std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
+  std::vector<std::string> out;
+  if (std::string busy = busy_host(r); !busy.empty()) out.push_back(busy);
+  if (!in.cuda) {
+    // Waiting for data is device-independent; everything GPU-related is simply unmeasurable here.
+    const Opt& wait = r.data_wait_share;
+    if (wait && *wait >= kDataBound)
+      out.push_back("input pipeline: the step waited for data " + pct(*wait) +
+                    " of the time; more --workers / --prefetch");
+    out.push_back("CPU run: no GPU figures (utilisation, busy, memory, power: null in --metrics/--csv)");
+    return out;
+  }
+  const Bounds b = bounds(r);
+  advise_world(r, in, out);
+  advise_bottleneck(r, in, b, out);
+  advise_capacity(r, in, b, out);
   return out;
 }
 
