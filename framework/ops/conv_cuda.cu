@@ -140,6 +140,82 @@ Desc variant_pack(void* x, void* w, void* y, void* ws) {
   return p;
 }
 
+// Candidates for an operation graph: the first few of heuristics mode A (ranked by expected
+// speed; building and timing each costs start-up time), or the fallback list where mode A has none.
+std::vector<Desc> candidates(const Desc& graph) {
+  std::vector<Desc> cfgs;
+  for (cudnnBackendHeurMode_t hm : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (!cfgs.empty()) break;
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    heur.ref(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
+    if (heur.finalize() != CUDNN_STATUS_SUCCESS) continue;
+    constexpr int kMax = 6;
+    std::vector<Desc> got;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int i = 0; i < kMax; ++i) {
+      got.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(got.back().d);
+    }
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMax, &n,
+                                 raw.data()) != CUDNN_STATUS_SUCCESS)
+      continue;
+    for (int64_t i = 0; i < n && i < kMax; ++i) cfgs.push_back(std::move(got[size_t(i)]));
+  }
+  return cfgs;
+}
+
+// Whether an engine keeps the precision: no tensor-core engine for float32 data unless tf32, and
+// for 16-bit data none that down-converts the inputs further (as PyTorch does).
+bool keeps_precision(const Desc& engine, DType dtype) {
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t nn = 0;
+  cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                           CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes);
+  bool tensor_core = false, down_convert = false;
+  for (int64_t i = 0; i < nn; ++i) {
+    tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    down_convert |= notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+  }
+  if (dtype == DType::f32) return !tensor_core || precision() == Precision::TF32;  // fp32 stays IEEE fp32
+  return !down_convert;
+}
+
+// The fastest of the candidates that finalize, keep the precision and fit the workspace cap, timed
+// on scratch buffers of the real sizes (outputs are overwritten, inputs left as they are).
+BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y, size_t max_ws) {
+  cudnnHandle_t h = cuda::cudnn();
+  Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
+  BePlan best;
+  float best_ms = 1e30f;
+  for (Desc& cfg : cfgs) {
+    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    int64_t ne = 0;
+    if (cudnnBackendGetAttribute(cfg.d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ne, &engine.d) !=
+        CUDNN_STATUS_SUCCESS)
+      continue;
+    if (!keeps_precision(engine, x.dtype())) continue;
+    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    plan->ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg).set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h);
+    if (plan->finalize() != CUDNN_STATUS_SUCCESS) continue;
+    int64_t ws = 0, nw = 0;
+    if (cudnnBackendGetAttribute(plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nw, &ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        size_t(ws) > max_ws)
+      continue;
+    Tensor work = empty(Shape{std::max<int64_t>(ws, 1)}, DType::u8, x.device());
+    Desc pack = variant_pack(sx.data_ptr(), sw.data_ptr(), sy.data_ptr(), work.data_ptr());
+    float ms = time_plan(h, *plan, pack);
+    if (ms >= 0 && ms < best_ms) {
+      best_ms = ms;
+      best.plan = std::move(plan);
+      best.workspace = ws;
+      best.ms = ms;
+    }
+  }
+  return best;
+}
+
 // Builds the operation graph of `op` for tensors shaped like x, w, y (y: the output, or dy), asks
 // the heuristics for candidate engine configurations, keeps those that finalize, fit the
 // workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32; for
@@ -188,71 +264,7 @@ BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->d).set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return {};
 
-  // Candidates: the first few of heuristics mode A (ranked by expected speed; building and timing
-  // each costs start-up time), or the fallback list where mode A has none.
-  std::vector<Desc> cfgs;
-  for (cudnnBackendHeurMode_t hm : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    if (!cfgs.empty()) break;
-    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heur.ref(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
-    if (heur.finalize() != CUDNN_STATUS_SUCCESS) continue;
-    constexpr int kMax = 6;
-    std::vector<Desc> got;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int i = 0; i < kMax; ++i) {
-      got.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(got.back().d);
-    }
-    int64_t n = 0;
-    if (cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMax, &n,
-                                 raw.data()) != CUDNN_STATUS_SUCCESS)
-      continue;
-    for (int64_t i = 0; i < n && i < kMax; ++i) cfgs.push_back(std::move(got[size_t(i)]));
-  }
-
-  // Scratch buffers of the real sizes for timing (outputs are overwritten, inputs left as they are).
-  Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
-  BePlan best;
-  float best_ms = 1e30f;
-  for (Desc& cfg : cfgs) {
-    Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-    int64_t ne = 0;
-    if (cudnnBackendGetAttribute(cfg.d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ne, &engine.d) !=
-        CUDNN_STATUS_SUCCESS)
-      continue;
-    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    int64_t nn = 0;
-    cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                             CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes);
-    bool tensor_core = false;
-    for (int64_t i = 0; i < nn; ++i)
-      tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
-    if (x.dtype() == DType::f32) {
-      if (tensor_core && precision() != Precision::TF32) continue;  // fp32 stays IEEE fp32
-    } else {
-      bool down_convert = false;
-      for (int64_t i = 0; i < nn; ++i) down_convert |= notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
-      if (down_convert) continue;
-    }
-    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    plan->ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg).set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h);
-    if (plan->finalize() != CUDNN_STATUS_SUCCESS) continue;
-    int64_t ws = 0, nw = 0;
-    if (cudnnBackendGetAttribute(plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nw, &ws) !=
-            CUDNN_STATUS_SUCCESS ||
-        size_t(ws) > max_ws)
-      continue;
-    Tensor work = empty(Shape{std::max<int64_t>(ws, 1)}, DType::u8, x.device());
-    Desc pack = variant_pack(sx.data_ptr(), sw.data_ptr(), sy.data_ptr(), work.data_ptr());
-    float ms = time_plan(h, *plan, pack);
-    if (ms >= 0 && ms < best_ms) {
-      best_ms = ms;
-      best.plan = std::move(plan);
-      best.workspace = ws;
-      best.ms = ms;
-    }
-  }
-  return best;
+  return fastest(candidates(graph), x, w, y, max_ws);
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
@@ -326,38 +338,41 @@ const Perf& pick(const Perf* perf, int n, const char* what, cudnnMathType_t math
 }
 
 // x, w, y: all NCHW or all channels-last (conv.cpp makes them so).
-const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
-  static std::map<Key, std::unique_ptr<Plan>> cache;
-  bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast || w.memory_format() == MemoryFormat::ChannelsLast;
-  Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
-        p.pad_h, p.pad_w, int(precision()), nhwc, int(x.dtype())};
-  auto it = cache.find(k);
-  if (it != cache.end()) return *it->second;
-
+// The legacy API's descriptors for the problem; returns the math type they were given.
+cudnnMathType_t set_descriptors(Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+                                bool nhwc) {
   const bool half = x.dtype() != DType::f32;  // float16 or bfloat16
   const cudnnDataType_t dt = cuda::cudnn_dtype(x.dtype(), "conv2d");
-  auto pl = std::make_unique<Plan>();
-  pl->x = std::make_unique<cuda::TensorDesc>(x);
-  pl->y = std::make_unique<cuda::TensorDesc>(y);
-  LOUPE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->w));
-  LOUPE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->w, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+  pl.x = std::make_unique<cuda::TensorDesc>(x);
+  pl.y = std::make_unique<cuda::TensorDesc>(y);
+  LOUPE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl.w));
+  LOUPE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl.w, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                                int(w.size(0)), int(w.size(1)), int(w.size(2)), int(w.size(3))));
-  LOUPE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv));
+  LOUPE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl.conv));
   // Compute type float32 for every data type (for 16-bit data, cuDNN's "pseudo half" configuration).
-  LOUPE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
+  LOUPE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl.conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   // fp32 stays fp32 (FMA math: no TF32 tensor ops) unless --precision tf32 allows it (the
   // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it); 16-bit
   // data runs on tensor cores.
   const cudnnMathType_t math =
       half ? CUDNN_TENSOR_OP_MATH : precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv, math));
+  LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+  return math;
+}
 
-  // Timing the candidates happens once per problem; it synchronises, outside the steady state.
-  // A direction the legacy search refuses (it may, for some 16-bit problems) is left to the
-  // backend plan; only when neither has one is it an error.
-  cudnnHandle_t h = cuda::cudnn();
+// The legacy search's times for the three directions, and why a direction has none.
+struct Legacy {
+  float fwd = 0, data = 0, filter = 0;
   std::string why_fwd, why_data, why_filter;
+};
+
+// Timing the candidates happens once per problem; it synchronises, outside the steady state. A
+// direction the legacy search refuses (it may, for some 16-bit problems) is left to the backend
+// plan; only when neither has one is it an error.
+Legacy find_legacy(Plan& pl, cudnnMathType_t math) {
+  cudnnHandle_t h = cuda::cudnn();
+  Legacy t;
   auto legacy = [](std::string& why, auto&& find) {
     try {
       find();
@@ -367,37 +382,49 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
       return false;
     }
   };
-  float t_fwd = 0, t_data = 0, t_filter = 0;
-  pl->ok_fwd = legacy(why_fwd, [&] {
+  pl.ok_fwd = legacy(t.why_fwd, [&] {
     int n = 0;
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    LOUPE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, pl->x->d, pl->w, pl->conv, pl->y->d,
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, pl.x->d, pl.w, pl.conv, pl.y->d,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, fp));
     const auto& f = pick(fp, n, "forward", math);
-    pl->fwd = f.algo;
-    pl->ws_fwd = f.memory;
-    t_fwd = f.time;
+    pl.fwd = f.algo;
+    pl.ws_fwd = f.memory;
+    t.fwd = f.time;
   });
-  pl->ok_data = legacy(why_data, [&] {
+  pl.ok_data = legacy(t.why_data, [&] {
     int n = 0;
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, pl->w, pl->y->d, pl->conv, pl->x->d,
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, pl.w, pl.y->d, pl.conv, pl.x->d,
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, dp));
     const auto& bd = pick(dp, n, "backward-data", math);
-    pl->bwd_data = bd.algo;
-    pl->ws_data = bd.memory;
-    t_data = bd.time;
+    pl.bwd_data = bd.algo;
+    pl.ws_data = bd.memory;
+    t.data = bd.time;
   });
-  pl->ok_filter = legacy(why_filter, [&] {
+  pl.ok_filter = legacy(t.why_filter, [&] {
     int n = 0;
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, pl->x->d, pl->y->d, pl->conv, pl->w,
+    LOUPE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, pl.x->d, pl.y->d, pl.conv, pl.w,
                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, wp));
     const auto& bf = pick(wp, n, "backward-filter", math);
-    pl->bwd_filter = bf.algo;
-    pl->ws_filter = bf.memory;
-    t_filter = bf.time;
+    pl.bwd_filter = bf.algo;
+    pl.ws_filter = bf.memory;
+    t.filter = bf.time;
   });
+  return t;
+}
+
+const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  static std::map<Key, std::unique_ptr<Plan>> cache;
+  bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast || w.memory_format() == MemoryFormat::ChannelsLast;
+  Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
+        p.pad_h, p.pad_w, int(precision()), nhwc, int(x.dtype())};
+  auto it = cache.find(k);
+  if (it != cache.end()) return *it->second;
+
+  auto pl = std::make_unique<Plan>();
+  const Legacy t = find_legacy(*pl, set_descriptors(*pl, x, w, y, p, nhwc));
   // The backend plan wins unless the legacy algorithm is faster on the GPU by more than the
   // ~20 us of host time the legacy call costs extra (strict fp32 often has FFT or Winograd
   // algorithms that the backend heuristics do not offer).
@@ -405,9 +432,9 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
     if (legacy_ok && bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
     return bp;
   };
-  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace), pl->ok_fwd, t_fwd);
-  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace), pl->ok_data, t_data);
-  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace), pl->ok_filter, t_filter);
+  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace), pl->ok_fwd, t.fwd);
+  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace), pl->ok_data, t.data);
+  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace), pl->ok_filter, t.filter);
   auto problem = [&] {
     return detail::concat("x ", x.shape().str(), " w ", w.shape().str(), " ", dtype_name(x.dtype()),
                           nhwc ? " channels-last" : " NCHW", ", stride ", p.stride_h, "x", p.stride_w, ", padding ",
@@ -416,14 +443,14 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
   if (conv_verbose())
     std::fprintf(stderr, "loupe conv: %s: legacy fwd %s (%d, %.4f ms) data %s (%d, %.4f ms) filter %s (%d, %.4f ms); "
                  "backend plans kept: fwd %d data %d filter %d\n", problem().c_str(), pl->ok_fwd ? "ok" : "none",
-                 int(pl->fwd), double(t_fwd), pl->ok_data ? "ok" : "none", int(pl->bwd_data), double(t_data),
-                 pl->ok_filter ? "ok" : "none", int(pl->bwd_filter), double(t_filter), bool(pl->be_fwd.plan),
+                 int(pl->fwd), double(t.fwd), pl->ok_data ? "ok" : "none", int(pl->bwd_data), double(t.data),
+                 pl->ok_filter ? "ok" : "none", int(pl->bwd_filter), double(t.filter), bool(pl->be_fwd.plan),
                  bool(pl->be_data.plan), bool(pl->be_filter.plan));
-  LOUPE_CHECK(pl->ok_fwd || pl->be_fwd.plan, "cuDNN has no forward convolution for ", problem(), ": ", why_fwd);
+  LOUPE_CHECK(pl->ok_fwd || pl->be_fwd.plan, "cuDNN has no forward convolution for ", problem(), ": ", t.why_fwd);
   LOUPE_CHECK(pl->ok_data || pl->be_data.plan, "cuDNN has no backward-data convolution for ", problem(), ": ",
-              why_data);
+              t.why_data);
   LOUPE_CHECK(pl->ok_filter || pl->be_filter.plan, "cuDNN has no backward-filter convolution for ", problem(), ": ",
-              why_filter);
+              t.why_filter);
   return *cache.emplace(k, std::move(pl)).first->second;
 }
 
