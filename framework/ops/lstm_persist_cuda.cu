@@ -79,124 +79,11 @@ struct FwdArgs {
   int N, steps;
 };
 
-// The kernels' parts, inlined (__forceinline__: one kernel's registers, as when they were written
-// inside it; split only so that each kernel reads on one screen).
-
-// R^T [H, 4H] with permuted columns, staged once in shared memory `rt` to load the forward's B
-// fragments (written in order: a strided shared-memory write is a 32-way bank conflict).
-template <class T, int H, int ROWS, int NW, int KT, int WN>
-__device__ __forceinline__ void load_rt_fragments(const T* R, T* rt,
-                                                  wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> (&b)[NW][KT],
-                                                  int warp) {
-  constexpr int G = 4 * H;
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rt[i] = R[unpermuted(i % G, H) * H + i / G];
-  __syncthreads();
-#pragma unroll
-  for (int nt = 0; nt < NW; ++nt)
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) wmma::load_matrix_sync(b[nt][kt], rt + kt * 16 * G + warp * 32 + nt * WN, G);
-  __syncthreads();
-}
-
-// One cell's step: the gates from the recurrent pre-activations q (one gate every 8 columns), the
-// input projections x and the bias; then c and h. act: i, f, g, o.
-template <class T>
-__device__ __forceinline__ void cell_forward(const float* q, const T (&x)[4], const float (&bias)[4], float& c,
-                                             float& h, float (&act)[4]) {
-  act[0] = sigmoid(q[0] + cuda::to_float(x[0]) + bias[0]);
-  act[1] = sigmoid(q[8] + cuda::to_float(x[1]) + bias[1]);
-  act[2] = tanh_fast(q[16] + cuda::to_float(x[2]) + bias[2]);
-  act[3] = sigmoid(q[24] + cuda::to_float(x[3]) + bias[3]);
-  c = act[1] * c + act[0] * act[2];
-  h = act[3] * tanh_fast(c);
-}
-
-// What the backward reads of a training forward's step: the activations (over the input
-// projections, which are spent) and c.
-template <class T, int H>
-__device__ __forceinline__ void keep_for_backward(T* gates, float* cs, int64_t at, int u, const float (&act)[4],
-                                                  float c) {
-  T* p = gates + at * 4 * H + u;
-#pragma unroll
-  for (int g = 0; g < 4; ++g) p[g * H] = cuda::from_float<T>(act[g]);
-  cs[at * H + u] = c;
-}
-
-// Step t's input projections of this lane's cells (rows n, n + 4, ...; zero past the batch).
-template <class T, int H, int CELLS>
-__device__ __forceinline__ void load_projections(T (&next)[CELLS][4], const T* gates, int t, int N, int n_first, int u) {
-  const T zero = cuda::from_float<T>(0.f);
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int n = n_first + 4 * k;
-    const T* p = gates + (int64_t(t) * N + n) * 4 * H + u;
-#pragma unroll
-    for (int g = 0; g < 4; ++g) next[k][g] = n < N ? p[g * H] : zero;
-  }
-}
-
-// The final h and c of this lane's cells (rows n, n + 4, ...).
-template <class T, int H, int CELLS>
-__device__ __forceinline__ void store_final_states(T* h_out, T* c_out, const float (&h)[CELLS], const float (&c)[CELLS],
-                                                   int n_first, int N, int u) {
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int n = n_first + 4 * k;
-    if (n < N) {
-      h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[k]);
-      c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[k]);
-    }
-  }
-}
-
-// The bias gradient: this block's sum, rows r, r+4, ... folded across the lanes with this unit.
-template <int H>
-__device__ __forceinline__ void store_block_bias_grad(float* out, const float (&db)[4], int lane, int u) {
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    float v = db[g];
-    v += __shfl_xor_sync(0xffffffffu, v, 8);
-    v += __shfl_xor_sync(0xffffffffu, v, 16);
-    if (lane < 8) out[g * H + u] = v;
-  }
-}
-
-// R [4H, H] with permuted rows (the k dimension), staged once in shared memory `rs` for the
-// backward's B fragments: this warp's part of the k dimension, its n tile.
-template <class T, int H, int ROWS, int KW, int WN>
-__device__ __forceinline__ void load_r_fragments(const T* R, T* rs,
-                                                 wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> (&b)[KW],
-                                                 int part, int nt) {
-  constexpr int G = 4 * H;
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rs[i] = R[unpermuted(i / H, H) * H + i % H];
-  __syncthreads();
-#pragma unroll
-  for (int kk = 0; kk < KW; ++kk) wmma::load_matrix_sync(b[kk], rs + (part * KW + kk) * 16 * H + nt * WN, H);
-  __syncthreads();
-}
-
-// One cell's step backward: from its activations at p (overwritten with the gate gradients), c_t
-// (ct), c_{t-1} (cp) and dh, the gate gradients; dc carried to the step before.
-template <class T, int H>
-__device__ __forceinline__ void cell_backward(T* p, float ct, float cp, float dh, float& dc, float (&dgate)[4]) {
-  const float gi = cuda::to_float(p[0]), gf = cuda::to_float(p[H]), gg = cuda::to_float(p[2 * H]),
-              go = cuda::to_float(p[3 * H]);
-  const float tc = tanh_fast(ct);
-  const float dcv = dc + dh * go * (1.f - tc * tc);
-  dgate[0] = dcv * gg * gi * (1.f - gi);
-  dgate[1] = dcv * cp * gf * (1.f - gf);
-  dgate[2] = dcv * gi * (1.f - gg * gg);
-  dgate[3] = dh * tc * go * (1.f - go);
-  dc = dcv * gf;
-#pragma unroll
-  for (int g = 0; g < 4; ++g) p[g * H] = cuda::from_float<T>(dgate[g]);
-}
-
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
 #if __CUDA_ARCH__ >= 800
   using Tl = Tile<ROWS, H>;
-  constexpr int KT = H / 16, WN = Tl::WN, NW = 32 / WN, CELLS = Tl::CELLS;
+  constexpr int G = 4 * H, KT = H / 16, WN = Tl::WN, NW = 32 / WN, CELLS = Tl::CELLS;
   const FwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
   const bool reverse = blockIdx.y == 1;
   const int N = a.N, steps = a.steps;
@@ -204,8 +91,17 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
 
+  // R^T [H, 4H] with permuted columns, staged once to load the B fragments (written in order: a
+  // strided shared-memory write is a 32-way bank conflict).
+  T* rt = reinterpret_cast<T*>(smem);
+  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rt[i] = d.R[unpermuted(i % G, H) * H + i / G];
+  __syncthreads();
   wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> b[NW][KT];
-  load_rt_fragments<T, H, ROWS, NW, KT, WN>(d.R, reinterpret_cast<T*>(smem), b, warp);
+#pragma unroll
+  for (int nt = 0; nt < NW; ++nt)
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) wmma::load_matrix_sync(b[nt][kt], rt + kt * 16 * G + warp * 32 + nt * WN, G);
+  __syncthreads();
   // Then: h double-buffered [2][ROWS][H] (the A operand), the pre-activations [ROWS][4H] in float32.
   constexpr int LH = Tl::h16, LP = Tl::g32;
   T* hs = reinterpret_cast<T*>(smem);
@@ -221,7 +117,15 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
   const T zero = cuda::from_float<T>(0.f);
   // The input projections of the next step are loaded while this one computes.
   T next[CELLS][4];
-  auto load = [&](int t) { load_projections<T, H, CELLS>(next, d.gates, t, N, n0 + r, u); };
+  auto load = [&](int t) {
+#pragma unroll
+    for (int k = 0; k < CELLS; ++k) {
+      int n = n0 + r + 4 * k;
+      const T* p = d.gates + (int64_t(t) * N + n) * G + u;
+#pragma unroll
+      for (int g = 0; g < 4; ++g) next[k][g] = n < N ? p[g * H] : zero;
+    }
+  };
   load(reverse ? steps - 1 : 0);
   for (int s = 0; s < steps; ++s) {
     const int t = reverse ? steps - 1 - s : s;
@@ -251,19 +155,38 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
 #pragma unroll
     for (int k = 0; k < CELLS; ++k) {
       const int row = r + 4 * k, n = n0 + row;
-      float act[4];
-      cell_forward(pre + row * LP + warp * 32 + j, cur[k], bias, c[k], h[k], act);
+      const float* q = pre + row * LP + warp * 32 + j;
+      float gi = sigmoid(q[0] + cuda::to_float(cur[k][0]) + bias[0]);
+      float gf = sigmoid(q[8] + cuda::to_float(cur[k][1]) + bias[1]);
+      float gg = tanh_fast(q[16] + cuda::to_float(cur[k][2]) + bias[2]);
+      float go = sigmoid(q[24] + cuda::to_float(cur[k][3]) + bias[3]);
+      c[k] = gf * c[k] + gi * gg;
+      h[k] = go * tanh_fast(c[k]);
       const T ht = cuda::from_float<T>(h[k]);
       hn[row * LH + u] = n < N ? ht : zero;
       if (n < N) {
         const int64_t at = int64_t(t) * N + n;
         d.y[at * d.y_ld + u] = ht;
-        if (d.c) keep_for_backward<T, H>(d.gates, d.c, at, u, act, c[k]);
+        if (d.c) {
+          T* p = d.gates + at * G + u;
+          p[0] = cuda::from_float<T>(gi);
+          p[H] = cuda::from_float<T>(gf);
+          p[2 * H] = cuda::from_float<T>(gg);
+          p[3 * H] = cuda::from_float<T>(go);
+          d.c[at * H + u] = c[k];
+        }
       }
     }
     __syncthreads();
   }
-  store_final_states<T, H, CELLS>(d.h_out, d.c_out, h, c, n0 + r, N, u);
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) {
+    const int n = n0 + r + 4 * k;
+    if (n < N) {
+      d.h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[k]);
+      d.c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[k]);
+    }
+  }
 #endif
 }
 
@@ -297,9 +220,15 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
 
+  // R [4H, H] with permuted rows (the k dimension), staged once for the B fragments.
+  T* rs = reinterpret_cast<T*>(smem);
+  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rs[i] = d.R[unpermuted(i / H, H) * H + i % H];
+  __syncthreads();
   const int nt = warp % NT, part = warp / NT;
   wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> b[KW];
-  load_r_fragments<T, H, ROWS, KW, WN>(d.R, reinterpret_cast<T*>(smem), b, part, nt);
+#pragma unroll
+  for (int kk = 0; kk < KW; ++kk) wmma::load_matrix_sync(b[kk], rs + (part * KW + kk) * 16 * H + nt * WN, H);
+  __syncthreads();
   // Then: the gate gradients [ROWS][4H] (permuted columns; the A operand), and dh's SPLIT partial
   // sums [SPLIT][ROWS][H] in float32.
   constexpr int LG = Tl::g16, LD = Tl::h32;
@@ -339,9 +268,21 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
           for (int q = 0; q < SPLIT; ++q) dh += dhp[(q * ROWS + row) * LD + u];
         }
         if (d.dy) dh += cuda::to_float(d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u]);
-        cell_backward<T, H>(d.gates + at * G + u, ct, cn[k], dh, dc[k], dgate);
+        T* p = d.gates + at * G + u;
+        const float gi = cuda::to_float(p[0]), gf = cuda::to_float(p[H]), gg = cuda::to_float(p[2 * H]),
+                    go = cuda::to_float(p[3 * H]);
+        const float tc = tanh_fast(ct);
+        const float dcv = dc[k] + dh * go * (1.f - tc * tc);
+        dgate[0] = dcv * gg * gi * (1.f - gi);
+        dgate[1] = dcv * cn[k] * gf * (1.f - gf);
+        dgate[2] = dcv * gi * (1.f - gg * gg);
+        dgate[3] = dh * tc * go * (1.f - go);
+        dc[k] = dcv * gf;
 #pragma unroll
-        for (int g = 0; g < 4; ++g) db[g] += dgate[g];
+        for (int g = 0; g < 4; ++g) {
+          p[g * H] = cuda::from_float<T>(dgate[g]);
+          db[g] += dgate[g];
+        }
       }
 #pragma unroll
       for (int g = 0; g < 4; ++g) dg[row * LG + warp * 32 + 8 * g + j] = cuda::from_float<T>(dgate[g]);
@@ -360,7 +301,14 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
     }
     __syncthreads();  // dh_{t-1} is complete; dg has been read
   }
-  store_block_bias_grad<H>(d.db + int64_t(blockIdx.x) * G, db, lane, u);
+  // The bias gradient: this block's sum, rows r, r+4, ... folded across the lanes with this unit.
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float v = db[g];
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (lane < 8) d.db[int64_t(blockIdx.x) * G + g * H + u] = v;
+  }
 #endif
 }
 
