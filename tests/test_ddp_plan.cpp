@@ -57,15 +57,23 @@ TEST(Shard, EvaluationPartsCoverEverySampleOnce) {
 // Buckets from the last parameter back, each a contiguous slice holding its parameters (padding
 // between them included), every parameter in exactly one, a small first bucket, a parameter
 // larger than the cap alone.
-TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
-  // mnist_mlp-like: W1 784x512, b1, W2 512x512, b2, W3 512x10, b3, each aligned to 64 elements.
-  std::vector<int64_t> sizes{784 * 512, 512, 512 * 512, 512, 512 * 10, 10};
+namespace {
+// Parameters of these sizes laid out as the gradient arena lays them: each aligned to 64 elements.
+std::vector<train::ParamSlot> arena_slots(const std::vector<int64_t>& sizes) {
   std::vector<train::ParamSlot> slots;
   int64_t at = 0;
   for (int64_t n : sizes) {
     slots.push_back({at, n});
     at += (n + 63) / 64 * 64;
   }
+  return slots;
+}
+}  // namespace
+
+TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
+  // mnist_mlp-like: W1 784x512, b1, W2 512x512, b2, W3 512x10, b3, each aligned to 64 elements.
+  std::vector<int64_t> sizes{784 * 512, 512, 512 * 512, 512, 512 * 10, 10};
+  const std::vector<train::ParamSlot> slots = arena_slots(sizes);
   const int64_t mib = 1 << 20;
   std::vector<train::Bucket> b = train::plan_buckets(slots, 4, 1 * mib, 16 * 1024);
   std::vector<int> seen;
@@ -100,12 +108,7 @@ TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
 // waiting in one 10.1 MiB bucket with the LSTM; every bucket stays one slice of the arena.
 TEST(DdpPlan, AnOrderSeenAndItsPausesCutTheBuckets) {
   std::vector<int64_t> sizes{20000 * 128, 99328, 128, 1};
-  std::vector<train::ParamSlot> slots;
-  int64_t at = 0;
-  for (int64_t n : sizes) {
-    slots.push_back({at, n});
-    at += (n + 63) / 64 * 64;
-  }
+  const std::vector<train::ParamSlot> slots = arena_slots(sizes);
   const int64_t mib = 1 << 20;
   std::vector<train::Bucket> b = train::plan_buckets(slots, {3, 2, 0, 1}, {3}, 4, 25 * mib, mib);
   ASSERT_EQ(b.size(), 3u);
