@@ -179,6 +179,26 @@ TEST(Compare, SeveralGroupsAreComparedGroupByGroup) {
   std::filesystem::remove(b);
 }
 
+// Two runs appended to one --metrics file (a run, then its --resume, or a second try) are two rows
+// of the section, each its own median, named by run; never one median over both.
+TEST(Compare, TwoRunsInOneFileAreTwoRows) {
+  const auto a = test::temp_path("compare_runs.jsonl");
+  const std::string r1 = ",\"run_id\":\"aaaaaa111111\",\"started_at\":\"2026-11-26T10:00:00Z\"",
+                    r2 = ",\"run_id\":\"bbbbbb222222\",\"started_at\":\"2026-11-26T11:00:00Z\"";
+  write(a, rec("m1", 1, 10, r1) + rec("m1", 2, 100, r1) + rec("m1", 3, 110, r1) + rec("m1", 1, 20, r2) +
+               rec("m1", 2, 300, r2) + rec("m1", 3, 310, r2));
+  const std::vector<RunSummary> s = summarize_run(read_run(a.string()), "A", {});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].label, "A run aaaaaa (2026-11-26T10:00:00Z)");
+  EXPECT_EQ(s[1].label, "A run bbbbbb (2026-11-26T11:00:00Z)");
+  EXPECT_DOUBLE_EQ(*s[0].samples_per_sec, 105);  // epochs 2..3 of the first run only
+  EXPECT_DOUBLE_EQ(*s[1].samples_per_sec, 305);
+  // One run in the file (or records from before run ids): the file's label alone.
+  write(a, rec("m1", 1, 10, r1) + rec("m1", 2, 100, r1));
+  EXPECT_EQ(summarize_run(read_run(a.string()), "A", {}).at(0).label, "A");
+  std::filesystem::remove(a);
+}
+
 // The command on the metrics of two short CPU training runs (two batches), and its errors.
 TEST(Compare, TheCommandOnTwoCpuRuns) {
   const auto a = test::temp_path("cmp_a.jsonl"), b = test::temp_path("cmp_b.jsonl"), csv = test::temp_path("cmp.csv");

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
+#include "instrument/run_stamp.h"
 
 using namespace loupe::instrument;
 
@@ -23,6 +24,7 @@ namespace {
 
 // The JSON schema: every EpochReport field, in declaration order, then advice.
 const std::vector<std::string> kFields = {
+    "run_id", "started_at", "seed", "lr", "threads", "cpu_model",
     "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
     "train_loss", "train_acc", "test_acc", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
     "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
@@ -36,7 +38,7 @@ const std::vector<std::string> kFields = {
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
-    "test_acc", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
+    "seed", "lr", "test_acc", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
     "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
@@ -47,6 +49,11 @@ const std::vector<std::string> kOptional = {
 // EpochReport's members, type by type. When report.h gains a field, the sizes differ: add the
 // field to visit_fields in report_io.cpp and to kFields above, then here.
 struct ReportShape {
+  std::string run[2];
+  std::optional<uint64_t> seed;
+  Opt lr;
+  int threads;
+  std::string cpu_model;
   std::string s4[4];
   int64_t batch;
   int i2[2];
@@ -228,6 +235,25 @@ TEST(ReportWriters, AMidRunWriteErrorNamesItsOption) {
   signal(SIGXFSZ, prev);
   EXPECT_NE(what.find("--metrics: cannot write '" + jp + "': File too large"), std::string::npos) << what;
   std::remove(jp.c_str());
+}
+
+// Every record of one process carries the same run id and start, and the host's CPU model; a
+// seed is written whole (a double would round one past 2^53).
+TEST(RunStamp, OneIdPerProcessAndTheCpuModel) {
+  const RunStamp& a = run_stamp();
+  EXPECT_EQ(&a, &run_stamp());
+  EXPECT_EQ(a.run_id.size(), 12u);
+  EXPECT_EQ(a.run_id.find_first_not_of("0123456789abcdef"), std::string::npos) << a.run_id;
+  ASSERT_EQ(a.started_at.size(), 20u) << a.started_at;  // 2026-11-26T11:40:32Z
+  EXPECT_EQ(a.started_at[10], 'T');
+  EXPECT_EQ(a.started_at.back(), 'Z');
+  EXPECT_EQ(cpu_model_in("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+                         "model name\t: other\n"),
+            "Intel(R) Xeon(R) Processor");
+  EXPECT_EQ(cpu_model_in("processor : 0\nBogoMIPS : 50.00\n"), "");  // an ARM host names none this way
+  EpochReport r;
+  r.seed = 9223372036854775807ull;
+  EXPECT_NE(to_json(r).find("\"seed\":9223372036854775807,"), std::string::npos) << to_json(r);
 }
 
 TEST(ReportWriters, FilesAndErrors) {

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "instrument/monitor.h"
 #include "instrument/report_io.h"
+#include "instrument/run_stamp.h"
 #include "models/registry.h"
 #include "models/session.h"
 #include "ops/view.h"
@@ -86,6 +87,11 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
 instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
                                      int epochs) {
   instrument::EpochReport r;
+  const instrument::RunStamp& stamp = instrument::run_stamp();
+  r.run_id = stamp.run_id;
+  r.started_at = stamp.started_at;
+  r.cpu_model = stamp.cpu_model;
+  r.threads = num_threads();
   r.model = model;
   r.device = dev.str();
   r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";

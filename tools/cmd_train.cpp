@@ -245,6 +245,8 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   run.last = st.test_acc;
   if (st.test_acc > run.best) { run.best = st.test_acc; run.best_epoch = e; }
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
+  r.seed = run.session->seed();
+  r.lr = run.session->lr();
   rep.monitor.fill(r);
   std::string world_line;  // a collective: every rank, here, once per epoch
   instrument::AdviceInputs adv = rep.adv;

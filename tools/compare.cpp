@@ -45,9 +45,14 @@ std::optional<double> median(std::vector<double> v) {
 
 namespace {
 
-std::string group_key(const FlatRecord& r) {
+// What a section compares: the model, batch and precision.
+std::string section_key(const FlatRecord& r) {
   return text_of(r, "model") + "\n" + std::to_string(number_of(r, "batch").value_or(0)) + "\n" + text_of(r, "precision");
 }
+
+// A group: one section's records of one run (two runs appended to one file are two groups, never
+// one median; records from before run ids have an empty one and group as before).
+std::string group_key(const FlatRecord& r) { return section_key(r) + "\n" + text_of(r, "run_id"); }
 
 // The median of f over the records, skipping those where f is unmeasured.
 template <class F>
@@ -129,8 +134,17 @@ std::vector<RunSummary> summarize_run(const std::vector<FlatRecord>& records, co
     if (!groups.count(k)) order.push_back(k);
     groups[k].push_back(&r);
   }
+  std::map<std::string, int> runs_in_section;
+  for (const std::string& k : order) ++runs_in_section[section_key(*groups[k].front())];
   std::vector<RunSummary> out;
-  for (const std::string& k : order) out.push_back(summarize_group(groups[k], label, price_per_hour));
+  for (const std::string& k : order) {
+    const FlatRecord& first = *groups[k].front();
+    // Several runs of one section in this file: each row says which (its id's start, its start).
+    std::string l = label;
+    if (runs_in_section[section_key(first)] > 1)
+      l += " run " + text_of(first, "run_id").substr(0, 6) + " (" + text_of(first, "started_at") + ")";
+    out.push_back(summarize_group(groups[k], l, price_per_hour));
+  }
   return out;
 }
 

@@ -12,6 +12,13 @@ namespace loupe::instrument {
 using Opt = std::optional<double>;
 
 struct EpochReport {
+  // Which run (instrument/run_stamp.h: every record of one process alike), its seed, learning rate
+  // and CPU threads (null where the run has none: bench's seed), and the host's CPU.
+  std::string run_id, started_at;
+  std::optional<uint64_t> seed;  // exact: a double would round seeds past 2^53
+  Opt lr;
+  int threads = 0;
+  std::string cpu_model;
   // What ran.
   std::string model, device, device_name, precision = "fp32";
   int64_t batch = 0;

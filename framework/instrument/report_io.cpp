@@ -25,6 +25,8 @@ namespace {
 template <class F>
 void visit_fields(const EpochReport& r, F&& f) {
 #define LOUPE_FIELD(x) f(#x, r.x)
+  LOUPE_FIELD(run_id); LOUPE_FIELD(started_at); LOUPE_FIELD(seed); LOUPE_FIELD(lr); LOUPE_FIELD(threads);
+  LOUPE_FIELD(cpu_model);
   LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name); LOUPE_FIELD(precision);
   LOUPE_FIELD(batch); LOUPE_FIELD(epoch); LOUPE_FIELD(epochs); LOUPE_FIELD(steps); LOUPE_FIELD(samples);
   LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc);
@@ -77,7 +79,7 @@ template <class T>
 std::string field_text(const T& v, bool json) {
   if constexpr (std::is_same_v<T, std::string>) {
     return json ? json_quote(v) : csv_cell(v);
-  } else if constexpr (std::is_same_v<T, Opt>) {
+  } else if constexpr (std::is_same_v<T, Opt> || std::is_same_v<T, std::optional<uint64_t>>) {
     return v ? field_text(*v, json) : (json ? "null" : "");
   } else if constexpr (std::is_floating_point_v<T>) {
     if (std::isfinite(v)) return num(v);
