@@ -398,11 +398,15 @@ TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
     return n;
   };
   EXPECT_EQ(count("  step p50 "), 3) << out;
-  EXPECT_EQ(count("advice: CPU run"), 1) << out;
   // A loaded machine (a parallel ctest, CI's two cores) adds the busy-machine advice to some epochs
-  // and not others, so the advice changes between them: "unchanged" is checked on a quiet run only.
-  if (out.find("the machine is busy") == std::string::npos)
+  // and not others, so the advice changes between them and is printed again: "once, then
+  // unchanged" is checked on a quiet run only.
+  if (out.find("the machine is busy") == std::string::npos) {
+    EXPECT_EQ(count("advice: CPU run"), 1) << out;
     EXPECT_EQ(count("  advice unchanged since epoch 1\n"), 2) << out;
+  } else {
+    EXPECT_GE(count("advice: CPU run"), 1) << out;
+  }
   EXPECT_NE(out.find("trace: nothing written to " + trace + ": the run had 9 steps, and the trace window is steps "
                      "10..19; --profile-steps A:B sets the window, e.g. --profile-steps 1:9\n"),
             std::string::npos)
