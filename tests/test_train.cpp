@@ -104,6 +104,28 @@ double one_epoch_accuracy(Device d, const std::string& ckpt) {
 }
 }  // namespace
 
+// --max-steps bounds a quick check's evaluation too: at most that many batches, the accuracy over
+// the samples evaluated, exactly what evaluating those samples alone gives.
+TEST(TrainCpu, EvaluationBoundedByMaxBatchesIsTheFirstSamplesAccuracy) {
+  manual_seed(3);
+  const models::ModelInfo& info = models::find_model("mnist_mlp");
+  models::SessionOptions so;
+  so.device = kCPU;
+  models::Session session(info, so);
+  train::Trainer& t = session.trainer();
+  std::vector<uint8_t> x(size_t(95 * 28 * 28)), y(95);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = uint8_t((i * 2654435761u) >> 13);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = uint8_t(i * 7 % 10);
+  const train::TensorDataset all{from_vector(x, Shape{95, 28, 28}), from_vector(y, Shape{95}), 1.0 / 255};
+  t.train_epoch(all, 16, 1, 1, 3);  // weights that do better than one class everywhere
+  const train::TensorDataset first{slice(all.x, 0, 0, 20), slice(all.y, 0, 0, 20), all.x_scale};
+  EXPECT_EQ(t.evaluate(all, 10, 2), t.evaluate(first, 10));
+  EXPECT_NE(t.evaluate(all, 10, 2), t.evaluate(all, 10)) << "the bound changed nothing";
+  EXPECT_EQ(t.eval_samples(95, 10, 2), 20);
+  EXPECT_EQ(t.eval_samples(15, 10, 2), 15);
+  EXPECT_EQ(t.eval_samples(95, 10, -1), 95);
+}
+
 TEST(TrainCpu, MnistMlpOneEpochOnFashionMnist) {
   REQUIRE_MNIST_ON_CPU();
   std::string ck = test::temp_path("loupe_test_mlp.ckpt").string();

@@ -37,6 +37,11 @@
 namespace loupe::tools {
 
 namespace {
+// The evaluation's batch (Trainer::evaluate's default): one graph for every full batch.
+constexpr int64_t kEvalBatch = 1000;
+}  // namespace
+
+namespace {
 
 // A run whose loss became NaN or infinite, or whose finished epoch train/divergence.h judges
 // diverged, stops with this status (1 is an error, 130 Ctrl-C).
@@ -153,6 +158,13 @@ void print_header(const Run& run) {
   std::printf("device  %s\n", device_description(run.dev).c_str());
   std::printf("data    %s\n", run.data.description.c_str());
   std::printf("input   %s\n", run.pipeline.c_str());
+  if (run.o.max_steps >= 0) {  // a quick check: its evaluation is bounded too
+    const int64_t n = run.data.test.size(), k = s.trainer().eval_samples(n, kEvalBatch, run.o.max_steps);
+    if (k < n)
+      std::printf("eval    the first %lld of %lld test samples (--max-steps %lld: at most that many batches of %lld%s)\n",
+                  (long long)k, (long long)n, (long long)run.o.max_steps, (long long)kEvalBatch,
+                  run.world ? " on each GPU" : "");
+  }
   std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt.name().c_str(), s.lr(),
               opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
               run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
@@ -293,7 +305,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   double t0 = train::now_seconds();
   rep.monitor.mark("eval_start");
   try {
-    st.test_acc = run.session->trainer().evaluate(run.data.test);
+    st.test_acc = run.session->trainer().evaluate(run.data.test, kEvalBatch, run.o.max_steps);
   } catch (const train::Interrupted&) {
     std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
     std::fflush(stdout);

@@ -67,7 +67,8 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   --seed N            seed for the weights, dropout and shuffling (default 1)
   --save PATH         write a checkpoint (model + optimizer) after every epoch
   --resume PATH       continue training from a checkpoint
-  --max-steps N       stop each epoch after N steps (for quick checks)
+  --max-steps N       stop each epoch after N steps, and evaluate at most N batches of 1000
+                      (for quick checks)
   --threads N         CPU threads for the CPU backend (default: all cores)
 
 input pipeline (default: the asynchronous loader, from host memory):

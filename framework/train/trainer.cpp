@@ -478,7 +478,16 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
 }
 
-double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
+int64_t Trainer::eval_samples(int64_t n, int64_t batch, int64_t max_batches) const {
+  int64_t total = 0;
+  for (int r = 0; r < shard_.world; ++r) {
+    const auto [lo, hi] = loader::shard_part(n, loader::Shard{r, shard_.world});
+    total += max_batches >= 0 ? std::min(hi - lo, max_batches * batch) : hi - lo;
+  }
+  return total;
+}
+
+double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_batches) {
   PrecisionScope precision_scope(precision_);
   NvtxRange range("evaluation");
   NoGradGuard g;
@@ -488,7 +497,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
   // Data parallelism: this rank's contiguous part (sizes within one of each other), ids into the
   // whole set; the counts are summed over the ranks at the end.
   const auto [lo, hi] = loader::shard_part(n_all, shard_);
-  const int64_t n = hi - lo;
+  const int64_t n = max_batches >= 0 ? std::min(hi - lo, max_batches * batch) : hi - lo;
   reset_sum(eval_correct_, device_);
   std::vector<int32_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(lo + i);
@@ -510,7 +519,8 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch) {
   }
   model_.train();
   if (options_.comm) options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);
-  return n_all ? eval_correct_.item() / double(n_all) : 0.0;
+  const int64_t evaluated = eval_samples(n_all, batch, max_batches);
+  return evaluated ? eval_correct_.item() / double(evaluated) : 0.0;
 }
 
 }  // namespace loupe::train

@@ -144,8 +144,12 @@ class Trainer {
   // The same through the asynchronous loader (its batch size, order and device).
   EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
   // Accuracy on `data` in eval mode, no gradients; full batches replayed from a graph of their own.
-  // With data parallelism each rank evaluates its contiguous part and the counts are summed.
-  double evaluate(const TensorDataset& data, int64_t batch = 1000);
+  // With data parallelism each rank evaluates its contiguous part and the counts are summed. With
+  // max_batches >= 0 each rank evaluates at most that many batches of its part (--max-steps: a
+  // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated.
+  double evaluate(const TensorDataset& data, int64_t batch = 1000, int64_t max_batches = -1);
+  // The samples evaluate() takes over the world with these bounds (every rank computes it alike).
+  int64_t eval_samples(int64_t n, int64_t batch, int64_t max_batches) const;
 
   // Data parallelism: this rank's place, the gradient buckets (null without a communicator).
   loader::Shard shard() const { return shard_; }
