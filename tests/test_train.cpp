@@ -121,6 +121,15 @@ TEST(TrainCpu, EvaluationBoundedByMaxBatchesIsTheFirstSamplesAccuracy) {
   const train::TensorDataset first{slice(all.x, 0, 0, 20), slice(all.y, 0, 0, 20), all.x_scale};
   EXPECT_EQ(t.evaluate(all, 10, 2), t.evaluate(first, 10));
   EXPECT_NE(t.evaluate(all, 10, 2), t.evaluate(all, 10)) << "the bound changed nothing";
+  std::vector<std::pair<int64_t, int64_t>> calls;  // the progress hook: batches done, in all
+  t.hooks.on_eval_batch = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+  t.evaluate(all, 10, 2);
+  EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}}));
+  calls.clear();
+  t.evaluate(all, 10);
+  ASSERT_EQ(calls.size(), 10u);
+  EXPECT_EQ(calls.back(), (std::pair<int64_t, int64_t>{10, 10}));
+  t.hooks.on_eval_batch = nullptr;
   EXPECT_EQ(t.eval_samples(95, 10, 2), 20);
   EXPECT_EQ(t.eval_samples(15, 10, 2), 15);
   EXPECT_EQ(t.eval_samples(95, 10, -1), 95);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -283,6 +284,37 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   }
 }
 
+// On a terminal, a line while the evaluation runs (a CPU's takes seconds): "epoch 2/5  evaluating
+// 3/10 batches", redrawn at most ten times a second and cleared before anything else is printed.
+class EvalProgress {
+ public:
+  EvalProgress(train::Trainer& t, bool tty, int epoch, int epochs) : t_(t) {
+    if (!tty) return;
+    t_.hooks.on_eval_batch = [this, epoch, epochs](int64_t done, int64_t total) {
+      const double now = train::now_seconds();
+      if (done < total && now - last_ < 0.1) return;
+      last_ = now;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "epoch %d/%d  evaluating %lld/%lld batches", epoch, epochs, (long long)done,
+                    (long long)total);
+      std::printf("\r%s", buf);
+      std::fflush(stdout);
+      width_ = std::strlen(buf);
+    };
+  }
+  ~EvalProgress() { finish(); }
+  void finish() {
+    t_.hooks.on_eval_batch = nullptr;
+    if (width_) std::printf("\r%s\r", std::string(width_, ' ').c_str());
+    width_ = 0;
+  }
+
+ private:
+  train::Trainer& t_;
+  double last_ = -1;
+  size_t width_ = 0;
+};
+
 // Epoch e: training, evaluation, report. Returns an exit status to stop with, or nothing to go on.
 std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   rep.monitor.mark("epoch_start");
@@ -304,9 +336,12 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   if (!st.precision_event.empty()) std::printf("precision %s\n", st.precision_event.c_str());
   double t0 = train::now_seconds();
   rep.monitor.mark("eval_start");
+  EvalProgress progress(run.session->trainer(), rep.tty, e, run.epochs);
   try {
     st.test_acc = run.session->trainer().evaluate(run.data.test, kEvalBatch, run.o.max_steps);
+    progress.finish();
   } catch (const train::Interrupted&) {
+    progress.finish();
     std::printf("interrupted while evaluating epoch %d; stopping cleanly (no checkpoint of it)\n", e);
     std::fflush(stdout);
     if (run.dl) run.dl->stop();

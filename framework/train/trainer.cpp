@@ -516,6 +516,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
       graphed = graphed_step(eval_graph_, raw, [&] { eval_step(eval_graph_.raw[0], data); }, flops, nullptr);
     }
     if (!graphed) eval_step(raw[0], data);
+    if (hooks.on_eval_batch) hooks.on_eval_batch(start / batch + 1, (n + batch - 1) / batch);
   }
   model_.train();
   if (options_.comm) options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);

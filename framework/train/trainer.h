@@ -81,6 +81,9 @@ struct TrainHooks {
   // Checked before each step (e.g. set by a SIGINT handler): the epoch ends early, cleanly; and
   // before each evaluation batch, where it throws Interrupted.
   const std::atomic<bool>* stop = nullptr;
+  // Called after each evaluation batch is issued: batches done and in all (this rank's), for a
+  // progress line while a long evaluation runs.
+  std::function<void(int64_t done, int64_t total)> on_eval_batch;
 };
 
 // --graph: auto (a graph on the GPU where the capture succeeds, else eager, saying why), on (a
