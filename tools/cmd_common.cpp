@@ -96,7 +96,7 @@ std::string tools_dir() {
 
 // A plotting script from tools_dir(), run by a Python that has matplotlib: Debian's
 // /usr/bin/python3 first (a pyenv python3 on PATH may lack it).
-int plot(const std::string& name, const std::string& csv, const std::string& png) {
+int plot(const std::string& name, const std::string& csv, const std::string& png, const std::string& title) {
   std::string script = tools_dir() + "/" + name;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(script, ec)) {
@@ -108,6 +108,11 @@ int plot(const std::string& name, const std::string& csv, const std::string& png
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";
+  if (!title.empty()) {  // single-quoted for the shell: a quote inside becomes '\''
+    std::string q;
+    for (char c : title) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    cmd += " --title '" + q + "'";
+  }
   std::fflush(stdout);  // our lines first, then the script's
   int rc = std::system(cmd.c_str());
   if (rc != 0)

@@ -106,7 +106,10 @@ int report_profile(const Options& o, const instrument::Profile& p) {
     std::printf("JSON written to %s\n", o.json.c_str());
   }
   std::string png = output_path(o, "png");
-  return plot("plot_profile.py", csv, png);
+  // The plot says what it is of: the model, the device and the precision.
+  const std::string device = p.gpu ? cuda_runtime()->device_name() : "the CPU";
+  return plot("plot_profile.py", csv, png,
+              "loupe profile: " + o.model + " on " + device + ", " + precision_name(o.precision));
 }
 
 }  // namespace loupe::tools

@@ -49,7 +49,7 @@ void write_reports(const std::vector<instrument::EpochReport>& rs, const std::st
 // (PREFIX/bin/loupe -> PREFIX/share/loupe), else the source tree's tools/.
 std::string tools_dir();
 // Runs a plotting script from tools_dir() on a CSV; 0 when the PNG was written.
-int plot(const std::string& name, const std::string& csv, const std::string& png);
+int plot(const std::string& name, const std::string& csv, const std::string& png, const std::string& title = "");
 // What `loupe --version` prints: the version, how this loupe was built, where its scripts are.
 std::string version_text();
 

@@ -78,9 +78,14 @@ def main():
     ax.set_ylim(bottom=ymin)
     ax.set_xlabel("arithmetic intensity (FLOP per byte, analytic)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(a.title or "loupe profile: each op against the roofline (area: share of the step's time)")
+    ax.set_title((a.title or "loupe profile") + "\neach op against the roofline (area: its share of the step's time)",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    # Outside the axes, so that it never covers a point.
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+    for h in getattr(leg, "legend_handles", getattr(leg, "legendHandles", [])):  # one marker size, whatever the op's
+        if hasattr(h, "set_sizes"):
+            h.set_sizes([40])
     fig.tight_layout()
     fig.savefig(a.png, dpi=120)
     print(f"plot written to {a.png}")
