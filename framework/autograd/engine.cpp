@@ -129,12 +129,12 @@ struct Walk {
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   std::vector<Item> ready;
 
-  // Hands the gradients of node n's inputs on along its edges `which` (all of them when empty).
-  void hand_on(Node& n, const std::vector<Tensor>& in_grads, const std::vector<int>& which) {
-    std::vector<Edge> edges = n.next_edges;
-    for (size_t i = 0; i < edges.size(); ++i) {
-      if (!which.empty() && std::find(which.begin(), which.end(), int(i)) == which.end()) continue;
-      const Edge& e = edges[i];
+  // Hands the gradients of node n's inputs on along its edges: those in `later` (the second
+  // round's) when `second`, else the others (all of them when `later` is empty).
+  void hand_on(Node& n, const std::vector<Tensor>& in_grads, const std::vector<int>& later, bool second) {
+    for (size_t i = 0; i < n.next_edges.size(); ++i) {
+      if ((std::find(later.begin(), later.end(), int(i)) != later.end()) != second) continue;
+      const Edge& e = n.next_edges[i];
       if (!e.fn) continue;
       auto& slots = pending[e.fn.get()];
       if (slots.size() < size_t(e.fn->num_outputs)) slots.resize(e.fn->num_outputs);
@@ -146,17 +146,9 @@ struct Walk {
   // the inputs not in `later`, above the second round on the stack.
   void hand_on_first(const std::shared_ptr<Node>& node, const std::vector<Tensor>& in_grads,
                      const std::vector<int>& later) {
-    Node& n = *node;
-    if (later.empty()) {
-      hand_on(n, in_grads, {});
-      retire(n);
-      return;
-    }
-    ready.push_back({node, true});
-    std::vector<int> first;
-    for (int i = 0; i < int(n.next_edges.size()); ++i)
-      if (std::find(later.begin(), later.end(), i) == later.end()) first.push_back(i);
-    if (!first.empty()) hand_on(n, in_grads, first);
+    if (!later.empty()) ready.push_back({node, true});
+    hand_on(*node, in_grads, later, false);
+    if (later.empty()) retire(*node);
   }
   static void retire(Node& n) {
     if (n.reusable()) return;
@@ -191,7 +183,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       std::vector<Tensor> in_grads = n.finish();
       if (moves)
         for (const Tensor& g : in_grads) scope.add_bytes(g);
-      w.hand_on(n, in_grads, n.later_inputs());
+      w.hand_on(n, in_grads, n.later_inputs(), true);
       Walk::retire(n);
       continue;
     }
