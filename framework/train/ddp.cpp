@@ -23,18 +23,16 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
   const Tensor& grads = arena.grads();
   LOUPE_CHECK(grads.dtype() == DType::f32, "data-parallel training all-reduces float32 gradients");
   const char* base = static_cast<const char*>(grads.data_ptr());
-  std::vector<ParamSlot> slots;
   for (const Tensor& p : arena.params()) {
     const Tensor g = p.grad();
     LOUPE_CHECK(g.defined(), "a parameter without its view into the gradient arena");
     const int64_t off = (static_cast<const char*>(g.data_ptr()) - base) / int64_t(sizeof(float));
     LOUPE_CHECK(off >= 0 && off + g.numel() <= grads.numel(), "a parameter's gradient outside the arena");
-    slot_of_[g.data_ptr()] = int(slots.size());
-    slots.push_back({off, g.numel()});
+    slot_of_[g.data_ptr()] = int(slots_.size());
+    slots_.push_back({off, g.numel()});
   }
-  slots_ = slots;
-  adopt(plan_buckets(slots, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
-  in_.assign(slots.size(), 0);
+  adopt(plan_buckets(slots_, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
+  in_.assign(slots_.size(), 0);
 }
 
 void GradReducer::adopt(std::vector<Bucket> buckets) {
