@@ -38,11 +38,8 @@
 namespace loupe::tools {
 
 namespace {
-// The evaluation's batch (Trainer::evaluate's default): one graph for every full batch.
-constexpr int64_t kEvalBatch = 1000;
-}  // namespace
 
-namespace {
+constexpr int64_t kEvalBatch = train::Trainer::kEvalBatch;
 
 // A run whose loss became NaN or infinite, or whose finished epoch train/divergence.h judges
 // diverged, stops with this status (1 is an error, 130 Ctrl-C).

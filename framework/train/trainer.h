@@ -150,7 +150,8 @@ class Trainer {
   // With data parallelism each rank evaluates its contiguous part and the counts are summed. With
   // max_batches >= 0 each rank evaluates at most that many batches of its part (--max-steps: a
   // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated.
-  double evaluate(const TensorDataset& data, int64_t batch = 1000, int64_t max_batches = -1);
+  static constexpr int64_t kEvalBatch = 1000;  // one graph serves every full evaluation batch
+  double evaluate(const TensorDataset& data, int64_t batch = kEvalBatch, int64_t max_batches = -1);
   // The samples evaluate() takes over the world with these bounds (every rank computes it alike).
   int64_t eval_samples(int64_t n, int64_t batch, int64_t max_batches) const;
 
