@@ -150,6 +150,9 @@ const std::vector<Knob>& table() {
       flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
                 "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
                 "made before the first step (to compare)"),
+      choice_knob("LOUPE_DDP_WIRE", "the library (`--gpus N`)", {"32", "16"}, "32",
+                  "16: fp16/bf16 runs all-reduce their gradients in the compute's 16-bit type (half the bytes; "
+                  "16 bits' precision)"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",
