@@ -153,6 +153,9 @@ const std::vector<Knob>& table() {
       choice_knob("LOUPE_DDP_WIRE", "the library (`--gpus N`)", {"32", "16"}, "32",
                   "16: fp16/bf16 runs all-reduce their gradients in the compute's 16-bit type (half the bytes; "
                   "16 bits' precision)"),
+      integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024, "0",
+                   "the SMs left to NCCL: the LSTM's weight GEMMs that run beside the all-reduce are planned for "
+                   "the others"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",

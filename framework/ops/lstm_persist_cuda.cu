@@ -18,10 +18,13 @@
 // gate gradients in the backward) and the cell states [T, N, H] in float32; the layers' outputs.
 #include <mma.h>
 
+#include <algorithm>
+
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
+#include "core/knobs.h"
 #include "ops/linalg.h"
 #include "ops/lstm_persist.h"
 #include "ops/view.h"
@@ -520,8 +523,36 @@ void weight_gemms(const LstmParams& p, const Layout& lay, const char* base, cons
 }
 }  // namespace
 
+// The second round runs only under data parallelism, beside NCCL's all-reduce of the gradients
+// before it (train/ddp.h), whose kernels hold SMs of their own: cuBLAS plans these split-K GEMMs for
+// the SMs left (LOUPE_DDP_SM_CARVEOUT), or a grid sized for every SM runs a second, nearly empty
+// wave (on two H200s the two weight GEMMs took 38 -> 56 and 50 -> 58 us beside NCCL's kernel).
+class SmCarveout {
+ public:
+  SmCarveout() {
+    const int carve = int(knobs::integer("LOUPE_DDP_SM_CARVEOUT").value_or(0));
+    if (carve <= 0) return;
+    int dev = 0, sms = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LOUPE_CUBLAS_CHECK(cublasGetSmCountTarget(cuda::cublas(), &prev_));
+    LOUPE_CUBLAS_CHECK(cublasSetSmCountTarget(cuda::cublas(), std::max(1, sms - carve)));
+    on_ = true;
+  }
+  ~SmCarveout() {
+    if (on_) cublasSetSmCountTarget(cuda::cublas(), prev_);
+  }
+  SmCarveout(const SmCarveout&) = delete;
+  SmCarveout& operator=(const SmCarveout&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool on_ = false;
+};
+
 void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
                       cudaStream_t stream) {
+  const SmCarveout carve;
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1);
   const Layout lay(p, N, T, t, true);
