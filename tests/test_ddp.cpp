@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "core/knobs.h"
 #include "core/cuda_runtime.h"
 #include "loupe.h"
 #include "loader/sampler.h"
@@ -57,12 +56,6 @@ struct Recorder : train::Communicator {
     const int64_t off = (static_cast<const float*>(t.data_ptr()) - static_cast<const float*>(arena->data_ptr()));
     sent.emplace_back(off, t.numel());
     if (on_send) on_send();
-  }
-  std::vector<DType> wires;  // per bucket sent with a 16-bit wire: its type
-  void all_reduce_async(const Tensor& t, train::ReduceOp op, const Tensor& wire) override {
-    EXPECT_EQ(wire.numel(), t.numel());
-    wires.push_back(wire.dtype());
-    all_reduce_async(t, op);
   }
   void join() override {
     ++joins;
@@ -228,53 +221,6 @@ TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
   EXPECT_EQ(rec.sent.size(), red.buckets().size() - 2) << "the unused layer's buckets went before end()";
   red.end();
   EXPECT_EQ(rec.sent.size(), red.buckets().size());
-}
-
-// LOUPE_DDP_WIRE=16: every bucket goes through the communicator's 16-bit wire (a slice of one
-// scratch the size of the arena), the same cut as float32's, at half the bytes; float32 runs and
-// a run whose step turned out to be float32's keep float32 on the link.
-TEST(Reducer, ASixteenBitWireSendsTheSameBucketsAtHalfTheBytes) {
-  manual_seed(1);
-  auto m = mlp(784, 64, 10);
-  m->to(kCPU);
-  train::ReducerOptions ro;
-  ro.bucket_cap_bytes = 16 << 10;
-  ro.first_bucket_bytes = 1 << 10;
-  Recorder plain_rec, wire_rec;
-  plain_rec.arena = wire_rec.arena = &m->arena().grads();
-  train::GradReducer plain(m->arena(), plain_rec, ro);
-  ro.wire = DType::f16;
-  train::GradReducer wired(m->arena(), wire_rec, ro);
-  EXPECT_EQ(wired.bytes_per_step() * 2, plain.bytes_per_step());
-  EXPECT_NE(wired.describe().find("sent as float16"), std::string::npos) << wired.describe();
-  for (auto* r : {&plain, &wired}) {
-    m->arena().zero_grad();
-    Tensor loss = loss_of(*m, 32);
-    r->begin();
-    backward(loss);
-    r->end();
-  }
-  EXPECT_TRUE(plain_rec.wires.empty());
-  ASSERT_EQ(wire_rec.wires.size(), wired.buckets().size());
-  for (DType t : wire_rec.wires) EXPECT_EQ(t, DType::f16);
-  EXPECT_EQ(wire_rec.sent, plain_rec.sent);
-  wired.wire_f32();
-  EXPECT_EQ(wired.bytes_per_step(), plain.bytes_per_step());
-  wire_rec.wires.clear();
-  m->arena().zero_grad();
-  Tensor loss = loss_of(*m, 32);
-  wired.begin();
-  backward(loss);
-  wired.end();
-  EXPECT_TRUE(wire_rec.wires.empty());
-
-  setenv("LOUPE_DDP_WIRE", "16", 1);
-  knobs::reload();  // knobs are read once
-  EXPECT_EQ(train::reducer_options_from_knobs(DType::bf16).wire, DType::bf16);
-  EXPECT_EQ(train::reducer_options_from_knobs(DType::f32).wire, DType::f32);
-  unsetenv("LOUPE_DDP_WIRE");
-  knobs::reload();
-  EXPECT_EQ(train::reducer_options_from_knobs(DType::f16).wire, DType::f32);
 }
 
 // A layer whose backward pauses (two rounds, as the LSTM's on a GPU) between an embedding-like
@@ -532,7 +478,6 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
     std::function<std::shared_ptr<nn::Sequential>()> make;
     Precision p;
     bool exact;  // at world 1; cuDNN's weight-gradient kernels may add in any order
-    bool wire16 = false;  // LOUPE_DDP_WIRE=16: the gradients all-reduced in the compute's type
   };
   const std::vector<Case> cases = {{"mlp fp32", [] { return mlp(784, 256, 10); }, Precision::FP32, true},
                                    {"cnn fp32", cnn, Precision::FP32, false},
@@ -540,18 +485,11 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
                                    {"mlp bf16", [] { return mlp(784, 256, 10); }, Precision::BF16, true},
                                    {"cnn fp16", cnn, Precision::FP16, false},
                                    {"bilstm fp32", row_bilstm, Precision::FP32, false},
-                                   {"bilstm fp16", row_bilstm, Precision::FP16, false},
-                                   {"mlp fp16 wire16", [] { return mlp(784, 256, 10); }, Precision::FP16, false, true},
-                                   {"mlp bf16 wire16", [] { return mlp(784, 256, 10); }, Precision::BF16, false, true},
-                                   {"bilstm fp16 wire16", row_bilstm, Precision::FP16, false, true}};
+                                   {"bilstm fp16", row_bilstm, Precision::FP16, false}};
   const int64_t b = 64;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    if (c.wire16) setenv("LOUPE_DDP_WIRE", "16", 1);
-    knobs::reload();  // knobs are read once
     std::vector<float> ddp = trained(c.make, comm.get(), b, c.p, 50);
-    unsetenv("LOUPE_DDP_WIRE");
-    knobs::reload();
     if (comm->rank() != 0) continue;
     const std::vector<float> one = trained(c.make, nullptr, b * w, c.p, 50);
     double scale = 0;

@@ -150,9 +150,6 @@ const std::vector<Knob>& table() {
       flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
                 "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
                 "made before the first step (to compare)"),
-      choice_knob("LOUPE_DDP_WIRE", "the library (`--gpus N`)", {"32", "16"}, "32",
-                  "16: fp16/bf16 runs all-reduce their gradients in the compute's 16-bit type (half the bytes; "
-                  "16 bits' precision)"),
       integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024, "0",
                    "the SMs left to NCCL: the LSTM's weight GEMMs that run beside the all-reduce are planned for "
                    "the others"),

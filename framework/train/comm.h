@@ -25,11 +25,6 @@ class Communicator {
   // Overlapping the backward pass (train/ddp.h): an all-reduce on the communication stream, after
   // the work issued so far on the compute stream, which does not wait for it...
   virtual void all_reduce_async(const Tensor& t, ReduceOp op) = 0;
-  // The same with the values on the link in `wire`'s 16-bit type (float16 or bfloat16; a scratch
-  // tensor of t's numel that nothing else uses meanwhile): t is cast into it, reduced there and
-  // cast back, all on the communication stream. Half the bytes on the link and in NCCL's kernels,
-  // as PyTorch DDP's fp16_compress_hook; t's values keep 16 bits' precision only.
-  virtual void all_reduce_async(const Tensor& t, ReduceOp op, const Tensor& wire) = 0;
   // ...until join(): the compute stream then waits, on the device, for all of them.
   virtual void join() = 0;
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.

@@ -2,8 +2,6 @@
 // LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
 // (train/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
 #if LOUPE_WITH_NCCL
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -34,35 +32,6 @@ ncclDataType_t nccl_type(DType t) {
     case DType::i32: return ncclInt32;
     default: LOUPE_FAIL("NCCL collectives take float32, float64, float16, bfloat16 or int32, got ", dtype_name(t));
   }
-}
-
-// The 16-bit wire's casts (all_reduce_async with a wire): float32 <-> float16 or bfloat16.
-__device__ __half narrow(float v, __half) { return __float2half_rn(v); }
-__device__ __nv_bfloat16 narrow(float v, __nv_bfloat16) { return __float2bfloat16_rn(v); }
-__device__ float widen(__half v) { return __half2float(v); }
-__device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <class H>
-__global__ void to_wire(H* dst, const float* src, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) dst[i] = narrow(src[i], H{});
-}
-template <class H>
-__global__ void from_wire(float* dst, const H* src, int64_t n) {
-  LOUPE_KERNEL_LOOP(i, n) dst[i] = widen(src[i]);
-}
-
-template <class H>
-void cast_wire(void* dst, const void* src, int64_t n, bool narrowing, cudaStream_t s) {
-  if (narrowing) to_wire<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(static_cast<H*>(dst), static_cast<const float*>(src), n);
-  else from_wire<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(static_cast<float*>(dst), static_cast<const H*>(src), n);
-  LOUPE_CUDA_LAUNCH_CHECK();
-}
-
-void cast_wire(const Tensor& dst, const Tensor& src, cudaStream_t s) {
-  const bool narrowing = src.dtype() == DType::f32;
-  const DType h = narrowing ? dst.dtype() : src.dtype();
-  if (h == DType::f16) cast_wire<__half>(dst.data_ptr(), src.data_ptr(), src.numel(), narrowing, s);
-  else cast_wire<__nv_bfloat16>(dst.data_ptr(), src.data_ptr(), src.numel(), narrowing, s);
 }
 
 class NcclCommunicator final : public Communicator {
@@ -103,17 +72,6 @@ class NcclCommunicator final : public Communicator {
     LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
     LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
     reduce_on(t, op, side_);
-    pending_ = true;
-  }
-  void all_reduce_async(const Tensor& t, ReduceOp op, const Tensor& wire) override {
-    LOUPE_CHECK(t.dtype() == DType::f32 && (wire.dtype() == DType::f16 || wire.dtype() == DType::bf16) &&
-                    wire.numel() == t.numel() && t.is_contiguous() && wire.is_contiguous() && wire.is_cuda(),
-                "a 16-bit wire is a contiguous float16 or bfloat16 CUDA tensor of the float32 values' numel");
-    LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
-    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
-    cast_wire(wire, t, side_);
-    reduce_on(wire, op, side_);
-    cast_wire(t, wire, side_);
     pending_ = true;
   }
   void join() override {

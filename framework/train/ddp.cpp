@@ -9,11 +9,9 @@
 
 namespace loupe::train {
 
-ReducerOptions reducer_options_from_knobs(DType compute) {
+ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
   if (auto mb = knobs::integer("LOUPE_DDP_BUCKET_MB")) o.bucket_cap_bytes = *mb << 20;
-  if (knobs::choice("LOUPE_DDP_WIRE").value_or("32") == "16" && (compute == DType::f16 || compute == DType::bf16))
-    o.wire = compute;
   return o;
 }
 
@@ -33,19 +31,8 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
     slot_of_[g.data_ptr()] = int(slots_.size());
     slots_.push_back({off, g.numel()});
   }
-  if (o.wire != DType::f32) {
-    LOUPE_CHECK(o.wire == DType::f16 || o.wire == DType::bf16, "the wire is float32, float16 or bfloat16");
-    wire_ = empty(Shape{grads.numel()}, o.wire, grads.device());
-  }
   adopt(plan_buckets(slots_, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
   in_.assign(slots_.size(), 0);
-}
-
-void GradReducer::wire_f32() {
-  LOUPE_CHECK(!open_, "GradReducer::wire_f32() inside a backward pass");
-  wire_ = Tensor();
-  options_.wire = DType::f32;
-  adopt(std::move(buckets_));
 }
 
 void GradReducer::adopt(std::vector<Bucket> buckets) {
@@ -55,7 +42,7 @@ void GradReducer::adopt(std::vector<Bucket> buckets) {
   bytes_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int i : buckets_[b].params) bucket_of_[size_t(i)] = int(b);
-    bytes_ += buckets_[b].numel * int64_t(dtype_size(options_.wire));
+    bytes_ += buckets_[b].numel * int64_t(sizeof(float));
     range_names_.push_back("all-reduce bucket " + std::to_string(b));
   }
 }
@@ -126,9 +113,7 @@ void GradReducer::send_ready() {
   while (next_ < buckets_.size() && waiting_[next_] == 0) {
     const Bucket& b = buckets_[next_];
     NvtxRange r(range_names_[next_].c_str());
-    const Tensor g = slice(grads, 0, b.offset, b.offset + b.numel);
-    if (wire_.defined()) comm_.all_reduce_async(g, ReduceOp::Avg, slice(wire_, 0, b.offset, b.offset + b.numel));
-    else comm_.all_reduce_async(g, ReduceOp::Avg);
+    comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
     ++next_;
   }
 }
@@ -150,7 +135,7 @@ std::string GradReducer::describe() const {
     std::snprintf(buf, sizeof buf, "%s%.1f", b ? ", " : "", double(buckets_[b].numel) * 4.0 / (1 << 20));
     s += buf;
   }
-  return s + " MiB" + (wire_.defined() ? std::string(", sent as ") + dtype_name(options_.wire) : "") + ")";
+  return s + " MiB)";
 }
 
 }  // namespace loupe::train

@@ -21,14 +21,10 @@ namespace loupe::train {
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
   int64_t first_bucket_bytes = 1 << 20;  // and its small first bucket, to start early
-  // The type on the link: float32, or float16 / bfloat16 (Communicator's 16-bit wire). The bucket
-  // cut stays in float32 bytes: the same buckets either way.
-  DType wire = DType::f32;
 };
 
-// Reads LOUPE_DDP_BUCKET_MB and LOUPE_DDP_WIRE (core/knobs.cpp) over the defaults; `compute` is
-// the run's compute type, the 16-bit wire's type where it is float16 or bfloat16.
-ReducerOptions reducer_options_from_knobs(DType compute);
+// Reads LOUPE_DDP_BUCKET_MB (core/knobs.cpp) over the defaults.
+ReducerOptions reducer_options_from_knobs();
 
 class GradReducer final : public autograd::GradReadyHook {
  public:
@@ -50,10 +46,7 @@ class GradReducer final : public autograd::GradReadyHook {
   bool wants_rounds() const override { return split_; }
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // float32 on the link from now on (a run whose step turned out to be float32's); before the
-  // step is captured in a graph.
-  void wire_f32();
-  // Bytes all-reduced per step (the buckets' slices, alignment padding included, in the wire's type).
+  // Bytes all-reduced per step (the buckets' slices, alignment padding included).
   int64_t bytes_per_step() const { return bytes_; }
   // "3 buckets (1.0, 25.0, 12.3 MiB)", for the run's header.
   std::string describe() const;
@@ -79,7 +72,6 @@ class GradReducer final : public autograd::GradReadyHook {
   autograd::GradReadyHook* prev_ = nullptr;
   std::vector<ParamSlot> slots_;
   ReducerOptions options_;
-  Tensor wire_;                 // the 16-bit wire's scratch, one slice per bucket (undefined: float32)
   std::vector<int> seen_;       // the first pass: parameters in the order their gradients came
   std::vector<size_t> pauses_;  // and the lengths of seen_ at which backward paused
   bool planned_ = false;        // replan() has run

@@ -71,7 +71,7 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
   if (o.comm) {
     shard_ = {o.comm->rank(), o.comm->world()};
-    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, reducer_options_from_knobs(compute_dtype(precision_)));
+    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, reducer_options_from_knobs());
     check_ranks_ = knobs::flag("LOUPE_DDP_CHECK");
     broadcast_weights();
   }
@@ -291,7 +291,6 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
                          "narrow for tensor cores), so the step runs in float32" +
                          (scaler_ ? ", without loss scaling" : "");
       model_.arena().disable_compute_copy();
-      if (reducer_) reducer_->wire_f32();
       if (scaler_) {
         opt_.set_scaler(nullptr);
         scaler_.reset();
