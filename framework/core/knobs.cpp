@@ -150,9 +150,9 @@ const std::vector<Knob>& table() {
       flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
                 "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
                 "made before the first step (to compare)"),
-      integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024, "0",
-                   "the SMs left to NCCL: the LSTM's weight GEMMs that run beside the all-reduce are planned for "
-                   "the others"),
+      integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024, "24",
+                   "the SMs left to NCCL (24: its collective channels between NVLink-4 GPUs; 0: none): the LSTM's "
+                   "weight GEMMs that run beside the all-reduce are planned for the others"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",
