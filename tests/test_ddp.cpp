@@ -7,13 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cuda_runtime.h"
@@ -545,4 +549,49 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
   std::printf("[overflow on rank %d at step 3] skipped %lld of 20 (one process %lld), scale %g; max |diff| %.3g, "
               "allowed %.3g\n", w - 1, (long long)st_ddp.skipped_steps, (long long)st_one.skipped_steps,
               st_ddp.loss_scale.value_or(0), worst, floor);
+}
+
+// Ctrl-C reaches the ranks a step apart: the last rank sees it before the epoch's final step, the
+// other runs that step and enters the world's sums, which its peer never will. That rank must give
+// up when its own stop comes, not wait on the device forever (check_launchers' Ctrl-C part failed
+// this way in 2 runs of 6 on two H200s: "rank 0 did not say where it stopped"). Last of the
+// DdpRank tests: it aborts its communicator with a collective left on the device.
+TEST(DdpRank, ARankAStepAheadAtCtrlCStopsToo) {
+  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  std::string why;
+  auto comm = train::join_world(&why);
+  ASSERT_TRUE(comm) << why;
+  const int w = comm->world();
+  if (w < 2) GTEST_SKIP() << "needs two ranks";
+  manual_seed(1);
+  auto m = mlp(784, 64, 10);
+  m->to(kCUDA);
+  optim::SGD opt(m->arena(), 0.05, 0.9);
+  train::TrainerOptions o;
+  o.comm = comm.get();
+  train::Trainer t(*m, opt, kCUDA, o);
+  std::atomic<bool> stop{false};
+  t.hooks.stop = &stop;
+  const int64_t steps = 8;
+  const bool behind = comm->rank() == w - 1;
+  if (behind)
+    t.hooks.on_step = [&](int64_t step, int64_t, int64_t, std::optional<double>) {
+      if (step == steps - 1) stop = true;
+    };
+  std::thread late;  // the others' stop, a second later: they have run the last step by then
+  if (!behind)
+    late = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      stop = true;
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  train::EpochStats st = t.train_epoch(synthetic(4096, kCPU).to(kCUDA), 64, 1, 1, steps);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (late.joinable()) late.join();
+  EXPECT_TRUE(st.interrupted) << "rank " << comm->rank();
+  EXPECT_EQ(st.steps, behind ? steps - 1 : steps) << "rank " << comm->rank();
+  EXPECT_LT(took, 10.0) << "rank " << comm->rank();
+  std::printf("[a stop a step apart] rank %d: %lld steps, interrupted %d, %.2f s\n", comm->rank(),
+              (long long)st.steps, int(st.interrupted), took);
+  comm->abort();
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
@@ -432,16 +433,37 @@ int64_t Trainer::step(Source& src, EpochStats& st) {
   return b;
 }
 
+// After Ctrl-C the ranks stop where each sees it, maybe a step apart: a rank that ran the epoch's
+// last step may wait in the world's sums for a peer that stopped before it and will never come.
+// So the host polls instead of blocking, and gives up as soon as it is asked to stop (the caller
+// then aborts the communicator, which ends the collective left on the device).
+bool Trainer::device_done_or_stop() const {
+  if (!options_.comm || !hooks.stop || !device_.is_cuda()) return true;
+  CudaRuntime* rt = cuda_runtime();
+  void* e = rt->event_record_on(nullptr);
+  bool done = false;
+  while (!(done = rt->event_done(e)) && !stop_requested()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  rt->event_destroy(e);  // a pending event is released once it completes
+  return done;
+}
+
 EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   // A rank stopped by Ctrl-C or a signal may be steps apart from the others: no collective and no
-  // wait for the device here (the caller aborts the communicator; a peer may never come).
-  if (st.interrupted && options_.comm) {
+  // wait for the device here (the caller aborts the communicator; a peer may never come), even
+  // when this rank's loop ran to the epoch's end before it saw the stop.
+  if (options_.comm && (st.interrupted || stop_requested())) {
+    st.interrupted = true;
     st.train_seconds = now_seconds() - t0;
     return st;
   }
   if (options_.comm) {  // the world's loss and accuracy: every rank ran as many steps
     options_.comm->all_reduce(loss_sum_, ReduceOp::Sum);
     options_.comm->all_reduce(correct_, ReduceOp::Sum);
+    if (!device_done_or_stop()) {
+      st.interrupted = true;
+      st.train_seconds = now_seconds() - t0;
+      return st;
+    }
   }
   // The one read-back of the epoch (it waits for the GPU to finish).
   const double world_samples = double(st.samples) * shard_.world;
@@ -519,7 +541,11 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
     if (hooks.on_eval_batch) hooks.on_eval_batch(start / batch + 1, (n + batch - 1) / batch);
   }
   model_.train();
-  if (options_.comm) options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);
+  if (options_.comm) {  // as end_epoch: a peer stopped by Ctrl-C may never enter the sum
+    if (stop_requested()) throw Interrupted();
+    options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);
+    if (!device_done_or_stop()) throw Interrupted();
+  }
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);
   return evaluated ? eval_correct_.item() / double(evaluated) : 0.0;
 }

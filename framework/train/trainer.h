@@ -226,6 +226,10 @@ class Trainer {
   Tensor checksum_, checksums_;
   void check_ranks_agree();
   void broadcast_buffers();
+  bool stop_requested() const { return hooks.stop && hooks.stop->load(); }
+  // Data parallelism: waits until the device has done what was issued (the collectives just
+  // entered), or returns false as soon as a stop is requested meanwhile.
+  bool device_done_or_stop() const;
 };
 
 // Host wall-clock seconds.
