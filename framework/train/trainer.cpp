@@ -103,6 +103,7 @@ void Trainer::check_ranks_agree() {
   if (!checksums_.defined()) checksums_ = empty(Shape{shard_.world}, DType::f32, device_);
   checksum_ = sum(model_.arena().values());
   options_.comm->all_gather(reshape(checksum_, Shape{1}), checksums_);
+  if (!device_done_or_stop()) return;  // Ctrl-C: the peer may have stopped a step earlier
   std::vector<float> v = checksums_.to_vector<float>();
   for (size_t r = 1; r < v.size(); ++r)
     if (std::memcmp(&v[r], &v[0], sizeof(float)) != 0)
