@@ -577,6 +577,13 @@ TEST(DdpRank, ARankAStepAheadAtCtrlCStopsToo) {
   t.hooks.stop = &stop;
   const int64_t steps = 8;
   const bool behind = comm->rank() == w - 1;
+  // A hang fails in 20 s and says where, instead of holding the GPUs until ctest's timeout.
+  static std::atomic<const char*> phase{"training"};
+  std::thread([r = comm->rank()] {
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::fprintf(stderr, "rank %d: still %s after 20 s: a rank waits for a peer that stopped\n", r, phase.load());
+    std::_Exit(1);
+  }).detach();
   if (behind)
     t.hooks.on_step = [&](int64_t step, int64_t, int64_t, std::optional<double>) {
       if (step == steps - 1) stop = true;
@@ -598,6 +605,7 @@ TEST(DdpRank, ARankAStepAheadAtCtrlCStopsToo) {
               (long long)st.steps, int(st.interrupted), took);
   const bool failed = ::testing::UnitTest::GetInstance()->failed_test_count() > 0 || HasFailure();
   std::fflush(nullptr);
+  phase = "aborting the communicator";
   auto aborted = std::make_shared<std::atomic<bool>>(false);
   std::thread([c = comm.get(), aborted] {
     c->abort();
