@@ -88,7 +88,7 @@ fi
 
 if ! scan "$src"; then
   echo "launch_streams: read the stream once in the entry point (const cudaStream_t s = cuda::stream();)" \
-       "and pass it down; see README, Design" >&2
+       "and pass it down; see docs/design.md, "The op pattern"" >&2
   exit 1
 fi
 echo "launch_streams: every launch and *Async call in framework/ takes its stream from a variable" \

@@ -1,5 +1,5 @@
 // core/knobs.h: the typed reads of the LOUPE_* environment variables refuse bad values, and the
-// table, the README's table and the variables the tree reads cannot drift apart (issue 17, point 4).
+// table, docs/cli.md's table and the variables the tree reads cannot drift apart (issue 17, point 4).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -149,7 +149,7 @@ TEST(Knobs, TheTableIsWellFormed) {
     EXPECT_NE(std::string(k.meaning), "") << k.name;
     EXPECT_NE(std::string(k.fallback), "") << k.name;
     EXPECT_NE(knobs::allowed(k), "") << k.name;
-    for (const char* field : {k.read_by, k.meaning, k.fallback})  // a '|' would break the README's table
+    for (const char* field : {k.read_by, k.meaning, k.fallback})  // a '|' would break docs/cli.md's table
       EXPECT_EQ(std::string(field).find('|'), std::string::npos) << k.name;
     if (k.kind == knobs::Kind::Choice) EXPECT_GE(k.choices.size(), 2u) << k.name;
     if (k.kind == knobs::Kind::Integer) EXPECT_LE(k.min, k.max) << k.name;
@@ -157,7 +157,7 @@ TEST(Knobs, TheTableIsWellFormed) {
   }
 }
 
-// ---- The table against the tree and the README --------------------------------------------------
+// ---- The table against the tree and docs/cli.md ------------------------------------------------
 
 const fs::path kRoot = LOUPE_SOURCE_DIR;
 
@@ -172,7 +172,7 @@ bool skipped_dir(const fs::path& rel) {
 
 // The files that are the table itself, or its copy, or test it.
 bool is_table(const std::string& rel) {
-  return rel == "framework/core/knobs.cpp" || rel == "framework/core/knobs.h" || rel == "README.md" ||
+  return rel == "framework/core/knobs.cpp" || rel == "framework/core/knobs.h" || rel == "docs/cli.md" ||
          rel == "tests/test_knobs.cpp";
 }
 
@@ -235,10 +235,10 @@ TEST(KnobsTree, EveryVariableReadIsInTheTableAndEveryKnobIsRead) {
   for (const knobs::Knob& k : knobs::table()) table.insert(k.name);
   for (const auto& [name, where] : found)
     EXPECT_TRUE(table.count(name)) << name << " (" << where << ") is read but is not in the table of "
-                                   << "framework/core/knobs.cpp; add it there and to the README";
+                                   << "framework/core/knobs.cpp; add it there and to docs/cli.md";
   for (const std::string& name : table)
     EXPECT_TRUE(found.count(name)) << name << " is in the table of framework/core/knobs.cpp but nothing in the "
-                                   << "tree reads it; remove it (and its README row)";
+                                   << "tree reads it; remove it (and its row in docs/cli.md)";
   EXPECT_GE(found.size(), 10u);  // the scan itself works
 }
 
@@ -260,17 +260,17 @@ TEST(KnobsTree, OnlyTheKnobsModuleCallsGetenvOnALoupeVariable) {
   }
 }
 
-TEST(KnobsTree, TheReadmeTableIsTheKnobsTable) {
-  const std::string readme = slurp(kRoot / "README.md");
-  const size_t section = readme.find("#### Environment variables");
-  ASSERT_NE(section, std::string::npos) << "README.md has no \"#### Environment variables\" section";
-  const size_t start = readme.find("\n| variable |", section);
-  ASSERT_NE(start, std::string::npos) << "no table in README.md's \"Environment variables\"";
+TEST(KnobsTree, TheDocsTableIsTheKnobsTable) {
+  const std::string doc = slurp(kRoot / "docs" / "cli.md");
+  const size_t section = doc.find("## Environment variables");
+  ASSERT_NE(section, std::string::npos) << "docs/cli.md has no \"## Environment variables\" section";
+  const size_t start = doc.find("\n| variable |", section);
+  ASSERT_NE(start, std::string::npos) << "no table in docs/cli.md's \"Environment variables\"";
   std::string table;
-  std::istringstream in(readme.substr(start + 1));
+  std::istringstream in(doc.substr(start + 1));
   for (std::string line; std::getline(in, line) && !line.empty() && line[0] == '|';) table += line + "\n";
   EXPECT_EQ(table, knobs::markdown_table())
-      << "README.md's table of environment variables differs from framework/core/knobs.cpp's; replace it with:\n"
+      << "docs/cli.md's table of environment variables differs from framework/core/knobs.cpp's; replace it with:\n"
       << knobs::markdown_table();
 }
 

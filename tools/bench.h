@@ -1,6 +1,6 @@
 // loupe bench and loupe sweep: for each (model, batch, precision) a warm-up, then a timed stretch
 // of training steps on synthetic data of the model's shapes resident on the device, reported as
-// one epoch report each (the fields of README's metrics table) and one table row.
+// one epoch report each (the fields of docs/profiling.md's metrics table) and one table row.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -91,7 +91,7 @@ input pipeline (default: the asynchronous loader, from host memory):
                       learn, for benchmarks) or learnable (classes a model can tell apart)
 
 instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
-  --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; schema in the README)
+  --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; fields in docs/profiling.md)
   --csv FILE          the same records as CSV
   --tensorboard DIR   write TensorBoard event files into DIR: per step the running loss and samples/s,
                       per epoch every numeric field of the report (`tensorboard --logdir DIR`)

@@ -113,7 +113,7 @@ const std::vector<Knob>& table() {
   static const std::vector<Knob> t = {
       text_knob("LOUPE_DATA", "the library (`data/paths.cpp`), `data/fetch.sh`", "a directory",
                 "`~/.cache/loupe`, then `./data`",
-                "the first place to look for data sets (`$LOUPE_DATA/mnist`, `.../cifar10`, ...; see Data), and "
+                "the first place to look for data sets (`$LOUPE_DATA/mnist`, `.../cifar10`, ...; docs/data.md), and "
                 "where `data/fetch.sh` puts them"),
       integer_knob("LOUPE_NUM_THREADS", "the library", 1, 4096, "the cores this process may use",
                    "CPU threads when `--threads` is not given"),
@@ -185,7 +185,7 @@ const Knob& find(const std::string& name) {
   for (const Knob& k : table())
     if (name == k.name) return k;
   throw Error(name + " is not a loupe environment variable: add it to the table in framework/core/knobs.cpp "
-              "(and the README's, which the test_knobs test compares)");
+              "(and docs/cli.md's, which the test_knobs test compares)");
 }
 
 std::string allowed(const Knob& k, bool markdown) {

@@ -8,7 +8,7 @@
 // takes. An empty value counts as unset. A name that is not in the table, or an accessor of
 // another kind than the variable's, is a programming error (Error).
 //
-// The README's table of environment variables is markdown_table(), and the test_knobs test fails
+// docs/cli.md's table of environment variables is markdown_table(), and the test_knobs test fails
 // when the two differ or when a LOUPE_* variable read anywhere in the tree is missing here.
 #pragma once
 #include <cstdint>
@@ -29,15 +29,15 @@ struct Knob {
   const char* name;     // LOUPE_...
   Kind kind;
   const char* read_by;  // "the library", or the script or test that reads it
-  const char* meaning;  // what it does, one sentence (the README's "effect")
-  const char* fallback; // what happens when it is unset (the README's "default")
+  const char* meaning;  // what it does, one sentence (docs/cli.md's "effect")
+  const char* fallback; // what happens when it is unset (docs/cli.md's "default")
   const char* values = "";           // Text: what it holds, in words ("a directory")
   bool on = false;                   // Flag: its value when unset
   std::vector<std::string> choices;  // Choice: the allowed values
   int64_t min = 0, max = 0;          // Integer: the allowed range
 };
 
-// Every variable, in the README's order.
+// Every variable, in docs/cli.md's order.
 const std::vector<Knob>& table();
 // The table's entry for `name`; Error when it has none.
 const Knob& find(const std::string& name);
@@ -55,7 +55,7 @@ std::optional<std::string> text(const std::string& name);
 // that set variables; sites that copied a value into a static keep their copy).
 void reload();
 
-// The README's table: "| variable | read by | values | default | effect |" and one row a variable.
+// docs/cli.md's table: "| variable | read by | values | default | effect |" and one row a variable.
 std::string markdown_table();
 
 }  // namespace loupe::knobs

@@ -2,7 +2,7 @@
 // the run's marks (epoch_start, eval_start, eval_end, checkpoint, epoch_end) between them, in time
 // order. The file is written as the run goes (flush() at each epoch's end), so a long or killed run
 // keeps what it sampled. Several samplers may feed one file (--gpus N: every GPU of rank 0's host),
-// each with its own `gpu` value; their rows are merged by time. Format (README, "GPU timelines"):
+// each with its own `gpu` value; their rows are merged by time. Format (docs/profiling.md, "GPU timelines"):
 //   t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,mark
 // t_s: seconds since the run's start (3 decimals); a figure NVML did not report is an empty cell,
 // never 0 (docs/design.md principle 5); a mark row has t_s and mark only.

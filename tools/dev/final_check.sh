@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The device's part of a stop: the GPU suites on a two-GPU host, then the roofline at 16,384 (the
-# README's table, CPU rows included). Logs and a summary in $OUT.
+# table in docs/performance.md, CPU rows included). Logs and a summary in $OUT.
 set -u
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
