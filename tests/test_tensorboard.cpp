@@ -90,12 +90,35 @@ std::vector<tensorboard::Event> events_of(const fs::path& p) {
   return out;
 }
 
-// The only event file in dir.
+// The only event file in dir (its subdirectories are the runs train/ and test/).
 fs::path event_file(const fs::path& dir) {
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files.push_back(e.path());
   EXPECT_EQ(files.size(), 1u) << dir;
   return files.empty() ? fs::path() : files[0];
+}
+
+// The text of a "run/config" event ("" when e is not one), checked to be what TensorBoard's text
+// plugin reads: plugin "text", a scalar string tensor.
+std::string config_text(const tensorboard::Event& e) {
+  if (e.summary().value_size() != 1 || e.summary().value(0).tag() != "run/config") return "";
+  const auto& v = e.summary().value(0);
+  EXPECT_EQ(v.metadata().plugin_data().plugin_name(), "text");
+  EXPECT_EQ(v.value_case(), tensorboard::Summary::Value::kTensor);
+  EXPECT_EQ(v.tensor().dtype(), tensorboard::DT_STRING);
+  EXPECT_EQ(v.tensor().tensor_shape().dim_size(), 0);
+  EXPECT_EQ(v.tensor().string_val_size(), 1);
+  return v.tensor().string_val_size() ? v.tensor().string_val(0) : "";
+}
+
+// The run's constants: in "run/config" once, never as flat charts.
+const char* const kConstants[] = {"seed", "lr", "threads", "batch", "epoch", "epochs", "peak_tflops",
+                                  "mem_total_bytes", "flops_per_sample", "rank", "world_size"};
+bool is_constant(const std::string& field) {
+  for (const char* c : kConstants)
+    if (field == c) return true;
+  return false;
 }
 
 std::map<std::string, float> values_of(const tensorboard::Event& e) {
@@ -130,6 +153,11 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
   r.test_acc = 0.5;
   r.gpu_util_mean = std::nullopt;  // unmeasured: left out
   r.mfu = std::nan("");            // not finite: left out, as JSON's null
+  r.train_acc = 0.75;
+  r.batch = 128;
+  r.epochs = 5;
+  r.lr = 0.001;
+  r.model = "mnist_mlp";
   {
     TensorBoardWriter w((dir / "a" / "b").string());  // parents created
     EXPECT_EQ(fs::path(w.path()).parent_path(), dir / "a" / "b");
@@ -139,9 +167,20 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
     w.step(3, 384, 100.3, 2.5);           // the same loss again: nothing
     w.step(4, 512, 100.6, 2.25);          // new: 256 samples in 0.4 s
     w.epoch(r);
+    r.epoch = 4;
+    w.epoch(r);  // the config goes once
   }
-  const auto events = events_of(event_file(dir / "a" / "b"));
-  ASSERT_EQ(events.size(), 4u);
+  auto events = events_of(event_file(dir / "a" / "b"));
+  ASSERT_EQ(events.size(), 6u);
+  // The run's constants as one text table, at the first epoch.
+  const std::string config = config_text(events[3]);
+  EXPECT_EQ(events[3].step(), 3);
+  EXPECT_NE(config.find("| model | mnist_mlp |"), std::string::npos) << config;
+  EXPECT_NE(config.find("| batch | 128 |"), std::string::npos) << config;
+  EXPECT_NE(config.find("| epochs | 5 |"), std::string::npos) << config;
+  EXPECT_NE(config.find("| learning rate | 0.001 |"), std::string::npos) << config;
+  EXPECT_EQ(config_text(events[5]), "");
+  events.erase(events.begin() + 3);
   EXPECT_EQ(events[1].step(), 2);
   EXPECT_EQ(values_of(events[1]), (std::map<std::string, float>{{"step/loss", 2.5f}, {"step/samples_per_sec", 1280.0f}}));
   EXPECT_EQ(events[2].step(), 4);
@@ -152,13 +191,23 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
   v = values_of(events[3]);
   EXPECT_EQ(v.at("epoch/samples_per_sec"), 1234.5f);
   EXPECT_EQ(v.at("epoch/test_acc"), 0.5f);
-  EXPECT_EQ(v.at("epoch/epoch"), 3.0f);
+  EXPECT_EQ(v.count("epoch/epoch"), 0u);  // constants are in the config, not flat charts
+  EXPECT_EQ(v.count("epoch/batch"), 0u);
+  EXPECT_EQ(v.count("epoch/lr"), 0u);
   EXPECT_EQ(v.count("epoch/gpu_util_mean"), 0u);
   EXPECT_EQ(v.count("epoch/mfu"), 0u);
   EXPECT_EQ(v.count("epoch/model"), 0u);  // text fields are not scalars
   size_t measured = 0;
-  for (const auto& [name, value] : loupe::instrument::numeric_fields(r)) measured += value.has_value();
+  for (const auto& [name, value] : loupe::instrument::numeric_fields(r)) measured += value.has_value() && !is_constant(name);
   EXPECT_EQ(v.size(), measured);
+  // Train and test accuracy on one chart: one tag in the runs train/ and test/.
+  for (const auto& [run, acc] : {std::pair<const char*, float>{"train", 0.75f}, {"test", 0.5f}}) {
+    const auto ev = events_of(event_file(dir / "a" / "b" / run));
+    ASSERT_EQ(ev.size(), 3u) << run;
+    EXPECT_EQ(ev[1].step(), 3) << run;
+    EXPECT_EQ(values_of(ev[1]), (std::map<std::string, float>{{"epoch/accuracy", acc}})) << run;
+    EXPECT_EQ(ev[2].step(), 4) << run;
+  }
   fs::remove_all(dir);
 }
 
@@ -231,12 +280,20 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
   ASSERT_EQ(lines.size(), 2u);
 
   int64_t last_step = 0;
-  int epochs_seen = 0, points = 0;
+  int epochs_seen = 0, points = 0, configs = 0;
   const double now = double(time(nullptr));
   for (size_t i = 1; i < events.size(); ++i) {
     const tensorboard::Event& e = events[i];
     EXPECT_NEAR(e.wall_time(), now, 3600);
     EXPECT_GE(e.wall_time(), events[i - 1].wall_time());
+    const std::string config = config_text(e);
+    if (!config.empty()) {  // once, at the first epoch
+      ++configs;
+      EXPECT_EQ(e.step(), 1);
+      EXPECT_NE(config.find("| model | mnist_mlp |"), std::string::npos) << config;
+      EXPECT_NE(config.find("| batch | 256 |"), std::string::npos) << config;
+      continue;
+    }
     const auto v = values_of(e);
     if (v.count("step/loss")) {  // a point: global steps increase, within the 200 run
       ++points;
@@ -259,6 +316,10 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
       ASSERT_NE(at, std::string::npos) << name;
       const std::string text = json.substr(at + key.size(), json.find_first_of(",}", at + key.size()) - at - key.size());
       const std::string tag = "epoch/" + name;
+      if (is_constant(name)) {
+        EXPECT_EQ(v.count(tag), 0u) << tag << " is a run constant: in run/config, not a chart";
+        continue;
+      }
       if (text.rfind("null", 0) == 0) {
         EXPECT_EQ(v.count(tag), 0u) << tag << " is null in the JSON line";
         continue;
@@ -269,10 +330,12 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
     }
     EXPECT_EQ(v.size(), expected);
     EXPECT_EQ(v.count("epoch/gpu_util_mean"), 0u);  // a CPU run measures no GPU
-    EXPECT_EQ(v.at("epoch/epoch"), float(epochs_seen));
     EXPECT_GT(v.at("epoch/samples_per_sec"), 0);
   }
   EXPECT_EQ(epochs_seen, 2);
+  EXPECT_EQ(configs, 1);
+  for (const char* run : {"train", "test"})
+    EXPECT_EQ(events_of(event_file(dir / run)).size(), 3u) << run << ": the version and one accuracy per epoch";
   EXPECT_GE(points, 1) << "no running loss arrived in 200 steps";
   std::printf("%zu events: %d step points, %d epochs\n", events.size(), points, epochs_seen);
   fs::remove_all(dir);

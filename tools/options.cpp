@@ -94,7 +94,9 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --metrics FILE      append one JSON object per epoch to FILE (JSON Lines; fields in docs/profiling.md)
   --csv FILE          the same records as CSV
   --tensorboard DIR   write TensorBoard event files into DIR: per step the running loss and samples/s,
-                      per epoch every numeric field of the report (`tensorboard --logdir DIR`)
+                      per epoch every measured figure of the report, the run's constants once as
+                      the text run/config, and train/test accuracy on one chart (`tensorboard
+                      --logdir DIR`)
   --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
   --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples

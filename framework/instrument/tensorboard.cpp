@@ -61,6 +61,43 @@ std::FILE* open_event_file(const std::string& dir, std::string& path) {
   return f;
 }
 
+// The report's fields that stay the same for a whole run: shown once as text, not as flat charts.
+bool run_constant(const std::string& field) {
+  static const char* const kConstant[] = {"seed",  "lr",          "threads",         "batch",           "epoch",
+                                          "epochs", "peak_tflops", "mem_total_bytes", "flops_per_sample", "rank",
+                                          "world_size"};
+  for (const char* c : kConstant)
+    if (field == c) return true;
+  return false;
+}
+
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// "run/config": a markdown table of what the run was (its constants) and where it ran.
+std::string config_table(const EpochReport& r) {
+  std::vector<std::pair<std::string, std::string>> rows{
+      {"model", r.model},
+      {"device", r.device + (r.device_name.empty() || r.device_name == r.device ? "" : " (" + r.device_name + ")")},
+      {"precision", r.precision},
+      {"batch", std::to_string(r.batch) + (r.world_size > 1 ? " per GPU" : "")},
+      {"epochs", std::to_string(r.epochs)},
+      {"learning rate", r.lr ? shortest(*r.lr) : "n/a"},
+      {"seed", r.seed ? std::to_string(*r.seed) : "n/a"},
+      {"CPU threads", std::to_string(r.threads)},
+      {"GPUs (data parallel)", std::to_string(r.world_size)},
+      {"peak", r.peak_tflops ? shortest(*r.peak_tflops) + " TFLOP/s (" + r.peak_source + ")" : "n/a"},
+      {"FLOPs per sample", r.flops_per_sample ? shortest(*r.flops_per_sample) : "n/a"},
+      {"CPU", r.cpu_model},
+      {"run", r.run_id + ", started " + r.started_at}};
+  std::string t = "| | |\n|---|---|\n";
+  for (const auto& [k, v] : rows) t += "| " + k + " | " + (v.empty() ? "n/a" : v) + " |\n";
+  return t;
+}
+
 }  // namespace
 
 bool tensorboard_available() { return true; }
@@ -89,22 +126,39 @@ struct TensorBoardWriter::Impl {
   }
 };
 
-TensorBoardWriter::TensorBoardWriter(const std::string& dir) : impl_(std::make_unique<Impl>()) {
-  impl_->f = open_event_file(dir, impl_->path);
+namespace {
+std::unique_ptr<TensorBoardWriter::Impl> open_run(const std::string& dir) {
+  auto impl = std::make_unique<TensorBoardWriter::Impl>();
+  impl->f = open_event_file(dir, impl->path);
   tensorboard::Event e;
   e.set_wall_time(unix_seconds());
   e.set_file_version("brain.Event:2");
-  impl_->event(e);
+  impl->event(e);
+  return impl;
+}
+
+void close_run(std::unique_ptr<TensorBoardWriter::Impl>& impl) {
+  if (impl && impl->f) std::fclose(impl->f);  // fclose flushes
+}
+}  // namespace
+
+TensorBoardWriter::TensorBoardWriter(const std::string& dir)
+    : impl_(open_run(dir)),
+      train_(open_run((std::filesystem::path(dir) / "train").string())),
+      test_(open_run((std::filesystem::path(dir) / "test").string())) {
   flush();
 }
 
 TensorBoardWriter::~TensorBoardWriter() {
-  if (impl_ && impl_->f) std::fclose(impl_->f);  // fclose flushes
+  close_run(impl_);
+  close_run(train_);
+  close_run(test_);
 }
 
 const std::string& TensorBoardWriter::path() const { return impl_->path; }
 
-void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+namespace {
+void write_scalars(TensorBoardWriter::Impl& run, int64_t step, const std::vector<std::pair<std::string, double>>& values) {
   tensorboard::Event e;
   e.set_wall_time(unix_seconds());
   e.set_step(step);
@@ -114,12 +168,35 @@ void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::s
     v->set_tag(tag);
     v->set_simple_value(float(value));
   }
+  run.event(e);
+}
+}  // namespace
+
+void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+  write_scalars(*impl_, step, values);
+}
+
+void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::string& markdown) {
+  tensorboard::Event e;
+  e.set_wall_time(unix_seconds());
+  e.set_step(step);
+  tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  // As tensorboard.plugins.text.summary writes it: plugin "text" (its TextPluginData, version 0,
+  // is the empty message), a scalar string tensor.
+  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  v->mutable_metadata()->set_data_class(tensorboard::DATA_CLASS_TENSOR);
+  tensorboard::TensorProto* t = v->mutable_tensor();
+  t->set_dtype(tensorboard::DT_STRING);
+  t->mutable_tensor_shape();
+  t->add_string_val(markdown);
   impl_->event(e);
 }
 
 void TensorBoardWriter::flush() {
-  if (std::fflush(impl_->f) != 0)
-    throw Error("--tensorboard: cannot write to '" + impl_->path + "': " + std::strerror(errno));
+  for (Impl* run : {impl_.get(), train_.get(), test_.get()})
+    if (std::fflush(run->f) != 0)
+      throw Error("--tensorboard: cannot write to '" + run->path + "': " + std::strerror(errno));
 }
 
 void TensorBoardWriter::begin_epoch(double now_s) {
@@ -142,10 +219,16 @@ void TensorBoardWriter::step(int64_t step, int64_t epoch_samples, double now_s, 
 }
 
 void TensorBoardWriter::epoch(const EpochReport& r) {
+  if (!config_written_) {
+    text(r.epoch, "run/config", config_table(r));
+    config_written_ = true;
+  }
   std::vector<std::pair<std::string, double>> values;
   for (const auto& [name, v] : numeric_fields(r))
-    if (v) values.emplace_back("epoch/" + name, *v);
+    if (v && !run_constant(name)) values.emplace_back("epoch/" + name, *v);
   scalars(r.epoch, values);
+  write_scalars(*train_, r.epoch, {{"epoch/accuracy", r.train_acc}});
+  if (r.test_acc && std::isfinite(*r.test_acc)) write_scalars(*test_, r.epoch, {{"epoch/accuracy", *r.test_acc}});
   flush();
 }
 

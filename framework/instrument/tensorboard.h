@@ -26,7 +26,8 @@ std::string tensorboard_missing();
 class TensorBoardWriter {
  public:
   // Creates `dir` (and its parents) where missing and opens a new event file in it,
-  // events.out.tfevents.<unix seconds>.<hostname>.<pid>.loupe, starting with the version record.
+  // events.out.tfevents.<unix seconds>.<hostname>.<pid>.loupe, starting with the version record;
+  // the same in dir/train and dir/test (the accuracy overlay, see epoch()).
   // Throws loupe::Error naming the path when it cannot.
   explicit TensorBoardWriter(const std::string& dir);
   ~TensorBoardWriter();  // flushes and closes (never throws)
@@ -36,6 +37,9 @@ class TensorBoardWriter {
 
   // One Event at `step` holding each (tag, value) as a scalar (Summary.Value.simple_value, a float).
   void scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  // One Event at `step` holding `markdown` as TensorBoard's text plugin reads it (a string tensor
+  // with plugin "text"): its Text tab shows it, tables rendered.
+  void text(int64_t step, const std::string& tag, const std::string& markdown);
 
   // The per-step points, from TrainHooks::on_step. begin_epoch marks the start of an epoch's
   // training (host seconds). step() writes one Event at global step `step` only when `loss`, the
@@ -49,13 +53,19 @@ class TensorBoardWriter {
 
   // Every numeric field of the epoch report that the JSON line holds as a number (numeric_fields
   // in report_io.h: unmeasured and non-finite ones are left out, never written as 0), each as
-  // "epoch/<field>" at step r.epoch; then flushes the file, so a killed run keeps its epochs.
+  // "epoch/<field>" at step r.epoch, but the run's constants (batch, epochs, seed, lr, threads,
+  // world size, the peak, ...): those, with the model, device and precision, go once, at the first
+  // epoch, into the text "run/config" (a table), never as flat charts. Train and test accuracy
+  // also go, as "epoch/accuracy", into the runs DIR/train and DIR/test, which TensorBoard draws on
+  // one chart. Then flushes the files, so a killed run keeps its epochs.
   void epoch(const EpochReport& r);
   void flush();
 
+  struct Impl;  // one run's event file (tensorboard.cpp)
+
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_, train_, test_;  // DIR, DIR/train, DIR/test
+  bool config_written_ = false;
   double last_time_ = 0;
   int64_t last_samples_ = 0;
   std::optional<double> last_loss_;

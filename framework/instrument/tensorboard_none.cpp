@@ -22,6 +22,7 @@ const std::string& TensorBoardWriter::path() const {
   return none;
 }
 void TensorBoardWriter::scalars(int64_t, const std::vector<std::pair<std::string, double>>&) {}
+void TensorBoardWriter::text(int64_t, const std::string&, const std::string&) {}
 void TensorBoardWriter::begin_epoch(double) {}
 void TensorBoardWriter::step(int64_t, int64_t, double, std::optional<double>) {}
 void TensorBoardWriter::epoch(const EpochReport&) {}
