@@ -220,6 +220,12 @@ TEST(Timeline, TrainOnTheCpuWritesTheMarks) {
   ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << log;
   EXPECT_NE(log.find("timeline " + csv.string() + ": the run's marks only, no GPU samples (training on the CPU)"),
             std::string::npos) << log;
+  // The command that draws it, titled with the model (the CSV does not hold it).
+  std::string png = csv.string();
+  png.replace(png.size() - 4, 4, ".png");
+  EXPECT_NE(log.find("timeline draw it: /usr/bin/python3 '"), std::string::npos) << log;
+  EXPECT_NE(log.find("plot_timeline.py' '" + csv.string() + "' '" + png + "' --model 'mnist_mlp'\n"), std::string::npos)
+      << log;
   std::ifstream in(csv);
   std::string line, marks;
   std::getline(in, line);

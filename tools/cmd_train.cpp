@@ -440,6 +440,21 @@ void prepare(Run& run) {
   print_header(run);
 }
 
+// The command that draws --timeline's CSV, titled with the model and the GPU (the CSV holds neither).
+std::string timeline_plot_command(const Run& run) {
+  auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string csv = run.o.timeline;
+  const std::string png = (csv.size() > 4 && csv.compare(csv.size() - 4, 4, ".csv") == 0 ? csv.substr(0, csv.size() - 4) : csv) + ".png";
+  std::string cmd = "/usr/bin/python3 " + quoted(tools_dir() + "/plot_timeline.py") + " " + quoted(csv) + " " + quoted(png) +
+                    " --model " + quoted(run.o.model);
+  if (run.dev.is_cuda()) cmd += " --gpu " + quoted(cuda_runtime()->device_name());
+  return cmd;
+}
+
 // A data-parallel rank: rank 0 prints and writes every file (its timeline samples its host's other
 // GPUs too: timeline_peers); the others only append their records to --metrics (each with its
 // rank) and say nothing unless something goes wrong.
@@ -475,7 +490,10 @@ int cmd_train(const Options& o) {
   Reporting rep(run);
   train::Trainer& trainer = run.session->trainer();
   std::printf("step    %s\n", trainer.step_mode().c_str());
-  if (std::string note = rep.monitor.timeline_note(); !note.empty()) std::printf("timeline %s\n", note.c_str());
+  if (std::string note = rep.monitor.timeline_note(); !note.empty()) {
+    std::printf("timeline %s\n", note.c_str());
+    std::printf("timeline draw it: %s\n", timeline_plot_command(run).c_str());
+  }
   std::fflush(stdout);
   std::optional<train::TraceWindow> trace;
   attach_hooks(run, rep, trace);

@@ -40,6 +40,12 @@ def batch_axis(ax, batches):
     ax.grid(True, which="major", alpha=0.3)
 
 
+def below(ax, **kw):
+    """The panel's legend under its axes, never over its points."""
+    n = len(ax.get_legend_handles_labels()[1])
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(n, 4), frameon=False, **kw)
+
+
 def throughput_panel(ax, series, rows, colours):
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
     for i, (prec, rs) in enumerate(series.items()):
@@ -54,7 +60,7 @@ def throughput_panel(ax, series, rows, colours):
     ax.yaxis.set_major_formatter(FuncFormatter(short_number))
     ax.set_ylabel("samples/s")
     ax.set_title("throughput")
-    ax.legend(title="precision")
+    below(ax, title="precision")
 
 
 def gpu_panel(ax, series, colours):
@@ -73,7 +79,7 @@ def gpu_panel(ax, series, colours):
     if has_gpu:
         ax.set_ylim(0, 105)
         ax.set_ylabel("percent")
-        ax.legend(fontsize="small")
+        below(ax, fontsize="small")
     else:
         ax.set_yticks([])
         ax.grid(False)
@@ -138,7 +144,7 @@ def main():
     cpu = all(r.get("device") == "cpu" for r in rows)
 
     if cpu:
-        fig, grid = plt.subplots(2, 2, figsize=(10, 7.5))
+        fig, grid = plt.subplots(2, 2, figsize=(10, 8))
         axes = list(grid.flat)
         throughput_panel(axes[0], series, rows, colours)
         panels = ["throughput"]
@@ -146,7 +152,7 @@ def main():
             if cpu_panel(ax, series, colours, col, scale, title, ylabel):
                 panels.append(title)
     else:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
         throughput_panel(axes[0], series, rows, colours)
         gpu_panel(axes[1], series, colours)
         panels = ["throughput", "GPU utilisation"]
