@@ -211,6 +211,37 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
   fs::remove_all(dir);
 }
 
+// The GPU over time: one event per NVML sample, numbered through the run, at the sample's own wall
+// time; power only where NVML reported it.
+TEST(TensorBoardWriter, GpuSamplesAreATimeSeries) {
+  const fs::path dir = loupe::test::temp_path("loupe_tb_gpu");
+  fs::remove_all(dir);
+  loupe::instrument::GpuSample a, b, c;
+  a.t = 10.0, a.gpu_util = 97, a.mem_used = 2.0 * (1 << 30), a.power_w = 650, a.has_power = true, a.temp_c = 41,
+  a.sm_clock_mhz = 1980;
+  b = a, b.t = 10.05, b.gpu_util = 55, b.has_power = false;
+  c = a, c.t = 10.10, c.gpu_util = 3;
+  const double before = double(time(nullptr));
+  {
+    TensorBoardWriter w(dir.string());
+    w.gpu_samples({a, b}, 10.10);  // b taken 0.05 s before the call
+    w.gpu_samples({c}, 10.10);     // the next call's sample continues the numbering
+  }
+  const auto ev = events_of(event_file(dir));
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[1].step(), 1);
+  EXPECT_EQ(ev[2].step(), 2);
+  EXPECT_EQ(ev[3].step(), 3);
+  EXPECT_EQ(values_of(ev[1]), (std::map<std::string, float>{{"gpu/util_pct", 97.0f}, {"gpu/mem_used_gib", 2.0f},
+                                                             {"gpu/power_w", 650.0f}, {"gpu/temp_c", 41.0f},
+                                                             {"gpu/sm_clock_mhz", 1980.0f}}));
+  EXPECT_EQ(values_of(ev[2]).count("gpu/power_w"), 0u) << "NVML reported no power for it";
+  EXPECT_EQ(values_of(ev[3]).at("gpu/util_pct"), 3.0f);
+  EXPECT_NEAR(ev[2].wall_time() - ev[1].wall_time(), 0.05, 0.01);
+  EXPECT_NEAR(ev[1].wall_time(), before, 5.0);
+  fs::remove_all(dir);
+}
+
 TEST(TensorBoardWriter, UnwritableDirectoryIsAnError) {
   const fs::path file = loupe::test::temp_path("loupe_tb_file");
   std::ofstream(file) << "x";

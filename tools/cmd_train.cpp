@@ -214,6 +214,7 @@ struct Reporting {
   std::unique_ptr<instrument::JsonlWriter> jsonl;
   std::unique_ptr<instrument::CsvWriter> csv;
   std::unique_ptr<instrument::TensorBoardWriter> tb;
+  size_t gpu_samples_seen = 0;  // NVML's samples already given to tb
   bool tty = false;
   explicit Reporting(const Run& run) : monitor(run.dev, monitor_options(run)), adv(advice_inputs(run)) {
     if (run.o.has("metrics"))
@@ -272,7 +273,12 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
   CriticalSection writing;  // Ctrl-C now waits for these lines and the checkpoint
   if (rep.jsonl) rep.jsonl->write(r);
   if (rep.csv) rep.csv->write(r);
-  if (rep.tb) rep.tb->epoch(r);  // and flushed
+  if (rep.tb) {  // the GPU's samples so far, then the epoch (and flushed)
+    const std::vector<instrument::GpuSample> g = rep.monitor.gpu_samples_from(rep.gpu_samples_seen);
+    rep.gpu_samples_seen += g.size();
+    rep.tb->gpu_samples(g, instrument::NvmlSampler::now());
+    rep.tb->epoch(r);
+  }
   if (!run.o.save.empty()) {
     NvtxRange ck("checkpoint");
     rep.monitor.mark("checkpoint");

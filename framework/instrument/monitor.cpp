@@ -115,6 +115,10 @@ void EpochMonitor::mark(const char* what) {
   if (std::string(what) == "epoch_end") timeline_->flush();
 }
 
+std::vector<GpuSample> EpochMonitor::gpu_samples_from(size_t first) const {
+  return nvml_ ? nvml_->samples_from(first) : std::vector<GpuSample>{};
+}
+
 std::string EpochMonitor::timeline_note() const {
   if (!timeline_) return "";
   if (nvml_ && opt_.timeline_peers.empty())

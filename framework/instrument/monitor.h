@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "instrument/nvml_sampler.h"
 #include "instrument/report.h"
 
 namespace loupe::instrument {
@@ -61,6 +62,8 @@ class EpochMonitor {
   void mark(const char* what);
   // One line for the console: where the timeline goes and what it holds ("" without one).
   std::string timeline_note() const;
+  // This GPU's NVML samples [first, end) so far (none without NVML): --tensorboard's gpu/ series.
+  std::vector<GpuSample> gpu_samples_from(size_t first) const;
 
  private:
   void fill_nccl(EpochReport& r, uint64_t busy_ns);

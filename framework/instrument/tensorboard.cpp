@@ -193,6 +193,27 @@ void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::st
   impl_->event(e);
 }
 
+void TensorBoardWriter::gpu_samples(const std::vector<GpuSample>& samples, double steady_now) {
+  const double wall_now = unix_seconds();
+  for (const GpuSample& g : samples) {
+    tensorboard::Event e;
+    e.set_wall_time(wall_now - (steady_now - g.t));
+    e.set_step(++gpu_samples_);
+    std::vector<std::pair<std::string, double>> values{{"gpu/util_pct", g.gpu_util},
+                                                       {"gpu/mem_used_gib", g.mem_used / double(1 << 30)}};
+    if (g.has_power) values.emplace_back("gpu/power_w", g.power_w);
+    values.emplace_back("gpu/temp_c", g.temp_c);
+    values.emplace_back("gpu/sm_clock_mhz", g.sm_clock_mhz);
+    tensorboard::Summary* s = e.mutable_summary();
+    for (const auto& [tag, value] : values) {
+      tensorboard::Summary::Value* v = s->add_value();
+      v->set_tag(tag);
+      v->set_simple_value(float(value));
+    }
+    impl_->event(e);
+  }
+}
+
 void TensorBoardWriter::flush() {
   for (Impl* run : {impl_.get(), train_.get(), test_.get()})
     if (std::fflush(run->f) != 0)

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "instrument/nvml_sampler.h"
 #include "instrument/report.h"
 
 namespace loupe::instrument {
@@ -59,6 +60,12 @@ class TensorBoardWriter {
   // also go, as "epoch/accuracy", into the runs DIR/train and DIR/test, which TensorBoard draws on
   // one chart. Then flushes the files, so a killed run keeps its epochs.
   void epoch(const EpochReport& r);
+  // The GPU over time, as the timeline's NVML samples (new ones since the last call): per sample
+  // one Event, its wall time the sample's (`steady_now` is NvmlSampler::now() at the call, to turn
+  // the samples' clock into wall time), its step the sample's number in the run, with
+  // "gpu/util_pct", "gpu/mem_used_gib", "gpu/power_w" (where NVML reports power), "gpu/temp_c" and
+  // "gpu/sm_clock_mhz".
+  void gpu_samples(const std::vector<GpuSample>& samples, double steady_now);
   void flush();
 
   struct Impl;  // one run's event file (tensorboard.cpp)
@@ -66,6 +73,7 @@ class TensorBoardWriter {
  private:
   std::unique_ptr<Impl> impl_, train_, test_;  // DIR, DIR/train, DIR/test
   bool config_written_ = false;
+  int64_t gpu_samples_ = 0;  // written so far: the next one's step
   double last_time_ = 0;
   int64_t last_samples_ = 0;
   std::optional<double> last_loss_;
