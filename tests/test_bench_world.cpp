@@ -79,10 +79,10 @@ TEST(BenchWorld, TheCommandRefusesWhatItCannotMeasure) {
   EXPECT_EQ(rc, 1);
   EXPECT_NE(log.find("--epochs with --gpus LIST only"), std::string::npos) << log;
   std::tie(rc, log) = run("bench mnist_mlp --gpus 1,0");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 2);  // a bad value: a usage error
   EXPECT_NE(log.find("--gpus"), std::string::npos) << log;
   std::tie(rc, log) = run("train mnist_mlp --gpus 1,2 --device cpu");
-  EXPECT_EQ(rc, 1);  // train takes one number
+  EXPECT_EQ(rc, 2);  // train takes one number
 }
 
 }  // namespace

@@ -26,6 +26,11 @@ std::pair<int, std::string> run_cli(const std::string& args) {
   return loupe::test::run_command(std::string(LOUPE_CLI) + " " + args);
 }
 
+// `loupe ARGS`, its stderr only (stdout dropped): {exit status, stderr}.
+std::pair<int, std::string> run_cli_stderr(const std::string& args) {
+  return loupe::test::run_command("{ " + std::string(LOUPE_CLI) + " " + args + " 2>&1 >/dev/null; }");
+}
+
 }  // namespace
 
 // Each subcommand's usage starts with its own line and names every option the parser lets it take
@@ -53,15 +58,36 @@ TEST(Cli, EveryCommandHasItsOwnHelp) {
   auto [rc, out] = run_cli("--help");
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(out, loupe::tools::kUsage);
-  std::tie(rc, out) = run_cli("");
-  EXPECT_EQ(rc, 2);  // no command: the usage, and a status that says nothing ran
+  std::tie(rc, out) = run_cli_stderr("");
+  EXPECT_EQ(rc, 2);  // no command: a usage error, its usage on stderr (and nothing on stdout)
   EXPECT_EQ(out, loupe::tools::kUsage);
-  std::tie(rc, out) = run_cli("trian --help");
-  EXPECT_EQ(rc, 1);
-  EXPECT_EQ(out, "loupe: unknown command 'trian' (see loupe --help)\n");
-  std::tie(rc, out) = run_cli("help trian");
-  EXPECT_EQ(rc, 1);
-  EXPECT_EQ(out, "loupe: unknown command 'trian' (see loupe --help)\n");
+  std::tie(rc, out) = run_cli("");
+  EXPECT_EQ(out, loupe::tools::kUsage);
+  // An unknown command: a usage error (status 2, stderr) naming the nearest command.
+  for (const char* args : {"trian --help", "help trian", "trian mnist_mlp"}) {
+    std::tie(rc, out) = run_cli_stderr(args);
+    EXPECT_EQ(rc, 2) << args;
+    EXPECT_EQ(out, "loupe: unknown command 'trian'; did you mean 'train'? (see loupe --help)\n") << args;
+  }
+  std::tie(rc, out) = run_cli("xyzzy");
+  EXPECT_EQ(out, "loupe: unknown command 'xyzzy' (see loupe --help)\n");  // nothing near it
+}
+
+// The ecosystem's manners: `--synthetic KIND` as `--synthetic=KIND`, short forms, and the nearest
+// option for a misspelt one.
+TEST(Cli, ConventionsOfTheEcosystem) {
+  auto [rc, out] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --synthetic learnable -e 1 -b 64 -j 2 "
+                           "--max-steps 1");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("data    synthetic learnable"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 workers"), std::string::npos) << out;
+  EXPECT_NE(out.find("batch 64, epochs 1"), std::string::npos) << out;
+  std::tie(rc, out) = run_cli_stderr("train mnist_mlp --device cpu --epoch 3");
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "loupe: unknown option --epoch; did you mean --epochs? (see loupe train --help)\n");
+  std::tie(rc, out) = run_cli("train mnist_mlp --synthetic bogus");  // not a kind: the model's name came first
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(out, "loupe: unexpected argument 'bogus' (see loupe --help)\n");
 }
 
 TEST(Cli, VersionSaysTheVersionAndTheBuild) {
@@ -93,6 +119,7 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
       {"roofline --device cpu --sizes 8 --bogus", "unknown option --bogus (see loupe roofline --help)"},
       {"sweep mnist_mlp --batch 8 --bogus=3", "unknown option --bogus (see loupe sweep --help)"},
       {"train mnist_mlp --synthetic --no-such-flag", "unknown option --no-such-flag (see loupe train --help)"},
+      {"train mnist_mlp --synthetic --epoch 3", "unknown option --epoch; did you mean --epochs? (see loupe train --help)"},
       {"models --device cpu", "loupe models does not take --device (see loupe models --help)"},
       {"sweep mnist_mlp --batch 8 --epochs 3", "loupe sweep does not take --epochs (see loupe sweep --help)"},
       {"roofline --batch 8", "loupe roofline does not take --batch (see loupe roofline --help)"},
@@ -118,8 +145,8 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
        "--csv and --timeline name the same file '/tmp/loupe_same.csv': give each output a file of its own"},
   };
   for (const auto& [args, message] : cases) {
-    auto [rc, out] = run_cli(args);
-    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    auto [rc, out] = run_cli_stderr(args);  // a usage error: status 2, on stderr
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
     EXPECT_EQ(out, "loupe: " + message + "\n") << args;
   }
 }

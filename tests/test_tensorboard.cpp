@@ -375,9 +375,9 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
 
 TEST(TensorBoardTrain, OnlyTrainTakesIt) {
   auto [rc, out] = run_cli("bench mnist_mlp --device cpu --tensorboard /nonexistent/loupe");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 2);  // usage errors
   EXPECT_EQ(out, "loupe: loupe bench does not take --tensorboard (see loupe bench --help)\n");
   std::tie(rc, out) = run_cli("train mnist_mlp --device cpu --synthetic --tensorboard ''");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 2);
   EXPECT_EQ(out, "loupe: --tensorboard needs a directory for the event files, e.g. --tensorboard runs/mlp\n");
 }

@@ -344,7 +344,7 @@ TEST(TrainCpu, SecondRunOnOneSavePathIsRefusedAtStart) {
 }
 
 // Numbers on the command line are whole, in range and finite, or refused in one sentence that
-// names the range, with exit status 1, before any data is loaded (--data names no directory:
+// names the range, with exit status 2 (a usage error), before any data is loaded (--data names no directory:
 // reaching the loader would fail with another message). 4294967297 once became 1 through int.
 TEST(TrainCpu, CliRefusesBadNumbers) {
   const std::string train = "train mnist_mlp --device cpu --plain --no-nvml --data /nonexistent/loupe ";
@@ -366,7 +366,7 @@ TEST(TrainCpu, CliRefusesBadNumbers) {
   };
   for (const auto& [args, message] : cases) {
     auto [rc, out] = run_cli(args);
-    EXPECT_EQ(rc, 1) << args << "\n" << out;
+    EXPECT_EQ(rc, 2) << args << "\n" << out;  // a usage error
     EXPECT_EQ(out, "loupe: " + message + "\n") << args;
   }
   // In range, they are taken as given.

@@ -21,8 +21,9 @@ namespace loupe::tools {
 Device pick_device(const Options& o) {
   if (o.device.empty()) {
     if (cuda_available()) return kCUDA;
-    std::printf("%s: running on the CPU (--device cpu)\n",
-                cuda_runtime() ? "no CUDA GPU is visible" : "this loupe was built without CUDA");
+    // A notice, on stderr: stdout may be the run's output (loupe generate > text).
+    std::fprintf(stderr, "loupe: note: %s: running on the CPU (--device cpu)\n",
+                 cuda_runtime() ? "no CUDA GPU is visible" : "this loupe was built without CUDA");
     return kCPU;
   }
   Device dev = parse_device(o.device);

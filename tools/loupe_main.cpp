@@ -48,24 +48,27 @@ int main(int argc, char** argv) {
     tools::Options o = tools::parse_options(argc, argv);
     if (o.version) { std::fputs(tools::version_text().c_str(), stdout); return 0; }
     if (o.command == "help") {  // loupe help [COMMAND]
-      if (!o.model.empty() && !kCommands.count(o.model)) throw Error("unknown command '" + o.model + "' (see loupe --help)");
+      if (!o.model.empty() && !kCommands.count(o.model)) throw tools::UsageError(tools::unknown_command(o.model));
       std::fputs(tools::usage(o.model), stdout);
       return 0;
     }
-    if (o.command.empty()) {
-      std::fputs(tools::kUsage, stdout);
+    if (o.command.empty()) {  // asked for: the usage on stdout; no command: a usage error
+      std::fputs(tools::kUsage, o.help ? stdout : stderr);
       return o.help ? 0 : 2;
     }
     if (o.help) {
-      if (!kCommands.count(o.command)) throw Error("unknown command '" + o.command + "' (see loupe --help)");
+      if (!kCommands.count(o.command)) throw tools::UsageError(tools::unknown_command(o.command));
       std::fputs(tools::usage(o.command), stdout);
       return 0;
     }
     auto cmd = kCommands.find(o.command);
-    if (cmd == kCommands.end()) throw Error("unknown command '" + o.command + "' (see loupe --help)");
+    if (cmd == kCommands.end()) throw tools::UsageError(tools::unknown_command(o.command));
     // Before any data is loaded or step run; train's own, as its ranks write different outputs.
     if (o.command != "train") tools::check_outputs(o);
     return cmd->second(o);
+  } catch (const tools::UsageError& e) {  // the command line itself: the ecosystem's status 2
+    std::fprintf(stderr, "loupe: %s\n", e.what());
+    return 2;
   } catch (const train::Interrupted&) {
     std::fprintf(stderr, "loupe: interrupted\n");
     return tools::interrupt_exit_status();

@@ -1,5 +1,6 @@
 #include "tools/options.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -56,8 +57,8 @@ const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
 
 options (defaults come from the model's recipe; `loupe models` lists them):
   --device cpu|cuda   where to train (default: cuda when a GPU is present, else cpu)
-  --epochs N          number of epochs
-  --batch N           batch size
+  -e, --epochs N      number of epochs
+  -b, --batch N       batch size
   --lr X              learning rate
   --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
                       cifar-10-batches-bin for cifar10_cnn, or image folders DIR/train/<class>/
@@ -72,7 +73,7 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   --threads N         CPU threads for the CPU backend (default: all cores)
 
 input pipeline (default: the asynchronous loader, from host memory):
-  --workers N         loader threads collating batches (default 4)
+  -j, --workers N     loader threads collating batches (default 4)
   --prefetch K        batches in flight: slots in the ring (default 4)
   --pin-memory on|off page-locked host slots (default on; off shows what pinning buys)
   --drop-last         drop the last incomplete batch of each epoch
@@ -87,7 +88,7 @@ input pipeline (default: the asynchronous loader, from host memory):
                       auto: on the GPU when the step can be captured, else eager, saying why; on: a
                       graph or an error; off: every kernel issued from the host). Evaluation too.
   --resident          no loader: keep the whole training set on the device, gather by index
-  --synthetic[=KIND]  data of the model's shapes, generated once: random (the default; nothing to
+  --synthetic [KIND]  data of the model's shapes, generated once: random (the default; nothing to
                       learn, for benchmarks) or learnable (classes a model can tell apart)
 
 instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings and advice):
@@ -133,7 +134,7 @@ options:
   --checkpoint PATH   the checkpoint to evaluate (required)
   --device cpu|cuda   where to evaluate (default: cuda when a GPU is present, else cpu)
   --data DIR          the model's data set, as for loupe train (default: the same lookup)
-  --synthetic[=KIND]  evaluate on the synthetic set of the model's shapes (random or learnable)
+  --synthetic [KIND]  evaluate on the synthetic set of the model's shapes (random or learnable)
   --precision P       fp32 (default); GPU only: tf32, fp16, bf16
   --graph auto|on|off evaluation as a CUDA graph (default auto)
 )";
@@ -151,7 +152,7 @@ options:
   --data FILE         the corpus the model was trained on, for the random window (default: the
                       same lookup as loupe train); its characters must be the checkpoint's. Not
                       read with --prompt when the checkpoint stores its characters (older ones do not)
-  --synthetic[=KIND]  the synthetic corpus instead (for a model trained with --synthetic)
+  --synthetic [KIND]  the synthetic corpus instead (for a model trained with --synthetic)
   --device cpu|cuda   where to run (default: cuda when a GPU is present, else cpu)
   --precision P       fp32 (default); GPU only: tf32, fp16, bf16
 )";
@@ -286,7 +287,7 @@ options:
   --precision P       fp32, tf32, fp16 or bf16 (as loupe train)
   --channels-last     convolutions in NHWC
   --data DIR          the model's data set (as loupe train)
-  --synthetic[=KIND]  data of the model's shapes, generated once
+  --synthetic [KIND]  data of the model's shapes, generated once
   --resident          the whole training set on the device (no loader copies in the window)
   --workers N         loader threads (default 4)
   --prefetch K        loader batches in flight (default 4)
@@ -502,33 +503,86 @@ void check_outputs(const Options& o) {
   if (o.has("tensorboard")) check_output_directory(o.tensorboard, "--tensorboard");
 }
 
-Options parse_options(int argc, char** argv) {
-  Options o;
+std::string nearest(const std::string& word, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = 3;
+  for (const std::string& k : known) {
+    // Levenshtein distance, one row at a time.
+    std::vector<size_t> row(k.size() + 1);
+    for (size_t j = 0; j <= k.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= k.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (word[i - 1] == k[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    const size_t d = word.size() >= 2 && k.rfind(word, 0) == 0 ? 1 : row[k.size()];
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+std::string unknown_command(const std::string& command) {
+  std::vector<std::string> known(kCommands.begin(), kCommands.end());
+  const std::string near = nearest(command, known);
+  return "unknown command '" + command + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?") +
+         " (see loupe --help)";
+}
+
+namespace {
+// An option no subcommand knows, with the nearest that this one takes (any, before the command).
+std::string unknown_option(const std::string& key, const std::string& command) {
+  std::vector<std::string> known;
+  for (const auto& [name, spec] : kSpecs)
+    if (command.empty() || !kCommands.count(command) || takes(spec, command)) known.push_back(name);
+  const std::string near = nearest(key, known);
+  return "unknown option --" + key + (near.empty() ? "" : "; did you mean --" + near + "?") + " (see loupe " +
+         (command.empty() ? "" : command + " ") + "--help)";
+}
+
+// The short forms: the ecosystem's (PyTorch's examples: -b batch, -j workers) and -e.
+const std::map<std::string, std::string> kShort{{"-b", "batch"}, {"-e", "epochs"}, {"-j", "workers"}};
+
+// The words of the command line as (option, value) pairs and positionals, in order.
+std::vector<std::pair<std::string, std::string>> tokenize(Options& o, int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
-  for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") { o.help = true; continue; }
     if (s == "--version" || s == "-V") { o.version = true; continue; }
+    if (auto sh = kShort.find(s); sh != kShort.end()) s = "--" + sh->second;
     if (s.rfind("--", 0) != 0) { positional(o, s); continue; }
     std::string key = s.substr(2), val = "1";
     auto flag = kSpecs.find(key);
-    if (flag == kSpecs.end() || !flag->second.flag) {
+    if (flag != kSpecs.end() && key == "synthetic" && i + 1 < argc &&
+        (std::string(argv[i + 1]) == "random" || std::string(argv[i + 1]) == "learnable")) {
+      val = argv[++i];  // --synthetic KIND, as --synthetic=KIND
+    } else if (flag == kSpecs.end() || !flag->second.flag) {
       size_t eq = key.find('=');
       bool inline_value = eq != std::string::npos;
       if (inline_value) val = key.substr(eq + 1), key = key.substr(0, eq);
       const std::string see = " (see loupe " + (o.command.empty() ? "" : o.command + " ") + "--help)";
-      if (!kSpecs.count(key)) throw Error("unknown option --" + key + see);
-      if (!inline_value && i + 1 >= argc) throw Error("option --" + key + " needs a value" + see);
+      if (!kSpecs.count(key)) throw UsageError(unknown_option(key, o.command));
+      if (!inline_value && i + 1 >= argc) throw UsageError("option --" + key + " needs a value" + see);
       if (!inline_value) val = argv[++i];
     }
     given.emplace_back(key, val);
   }
+  return given;
+}
+
+Options parse_words(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
+  const std::vector<std::pair<std::string, std::string>> given = tokenize(o, argc, argv);
   if (o.help || o.version || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
   for (const auto& [key, val] : given) {
     const Spec& spec = kSpecs.at(key);
     if (!takes(spec, o.command))
-      throw Error("loupe " + o.command + " does not take --" + key + " (see loupe " + o.command + " --help)");
+      throw UsageError("loupe " + o.command + " does not take --" + key + " (see loupe " + o.command + " --help)");
     spec.set(o, val);
     o.given.insert(key);
   }
@@ -538,6 +592,17 @@ Options parse_options(int argc, char** argv) {
     throw Error("--node-rank " + std::to_string(o.node_rank) + " is outside --nnodes " + std::to_string(o.nnodes) +
                 ": hosts are numbered from 0");
   return o;
+}
+}  // namespace
+
+Options parse_options(int argc, char** argv) {
+  try {
+    return parse_words(argc, argv);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {  // a value the option cannot take (a range, a choice, a path)
+    throw UsageError(e.what());
+  }
 }
 
 }  // namespace loupe::tools

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "core/precision.h"
 #include "data/synthetic.h"
 #include "train/trainer.h"
@@ -75,8 +76,21 @@ struct Options {
   std::string plot;                  // --plot FILE.png
 };
 
-// Throws a user-facing Error for an unknown option, an option the subcommand does not take, a
-// missing value, or a value out of range.
+// A command line loupe cannot take: an unknown command or option (with the nearest known one, "did
+// you mean ..."), an option the subcommand does not take, a missing or bad value. main() prints it
+// on stderr and exits 2, as argparse and CLI11 do; 1 stays for a run that failed.
+struct UsageError : Error {
+  using Error::Error;
+};
+
+// The known word nearest to `word`: at most 2 edits away (or `word` a prefix of it), "" when none.
+std::string nearest(const std::string& word, const std::vector<std::string>& known);
+// "unknown command 'X'" with the nearest command, for main().
+std::string unknown_command(const std::string& command);
+
+// Throws a UsageError for an unknown option, an option the subcommand does not take, a missing
+// value, or a value out of range. `--synthetic KIND` and `--synthetic=KIND` alike; -b, -e and -j
+// stand for --batch, --epochs and --workers (-h --help, -V --version).
 Options parse_options(int argc, char** argv);
 
 // The file the command writes for an output option ("csv", "png", "json", "plot", "metrics",
