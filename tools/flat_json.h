@@ -1,6 +1,6 @@
 // A reader of flat JSON objects, one per line: what `loupe train --metrics` and `loupe bench --json`
-// write (framework/instrument/report_io.cpp). Strings, numbers, null, true and false are kept; a
-// nested value (array or object, e.g. "advice") is checked and skipped. No JSON library needed.
+// write (framework/instrument/report_io.cpp). nlohmann-json parses the line; strings, numbers, null,
+// true and false are kept, a nested value (array or object, e.g. "advice") is skipped.
 #pragma once
 #include <map>
 #include <optional>
