@@ -17,6 +17,7 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/file_check.h"
+#include "instrument/json_out.h"
 #include "instrument/report_io.h"
 #include "models/registry.h"
 #include "tools/compare.h"
@@ -230,8 +231,8 @@ void check_world_options(const Options& o) {
                 " GPU(s) (nvidia-smi; CUDA_VISIBLE_DEVICES)");
 }
 
-std::string csv_cell(std::optional<double> v, const char* none = "") {
-  if (!v) return none;
+std::string csv_cell(std::optional<double> v) {
+  if (!v) return "";
   char b[32];
   std::snprintf(b, sizeof b, "%.6g", *v);
   return b;
@@ -249,14 +250,13 @@ void add_rows(const Config& c, const std::vector<WorldRow>& rows, std::string& c
     const char* names[] = {"samples_per_sec", "samples_per_sec_per_gpu", "scaling_efficiency", "nccl_share",
                            "nccl_exposed_share", "bus_gbps"};
     csv += c.model + "," + std::to_string(c.batch) + "," + c.precision + "," + std::to_string(rows[i].gpus);
-    json += "{\"model\":\"" + c.model + "\",\"batch\":" + std::to_string(c.batch) + ",\"precision\":\"" +
-            c.precision + "\",\"gpus\":" + std::to_string(rows[i].gpus);
+    nlohmann::ordered_json j{{"model", c.model}, {"batch", c.batch}, {"precision", c.precision}, {"gpus", rows[i].gpus}};
     for (size_t k = 0; k < 6; ++k) {
       csv += "," + csv_cell(v[k]);
-      json += ",\"" + std::string(names[k]) + "\":" + csv_cell(v[k], "null");
+      j[names[k]] = v[k] ? instrument::json_number(*v[k]) : nlohmann::ordered_json(nullptr);
     }
     csv += "\n";
-    json += "}\n";
+    json += instrument::json_text(j) + "\n";
   }
 }
 

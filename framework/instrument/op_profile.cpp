@@ -9,6 +9,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "instrument/json_out.h"
+
 namespace loupe::instrument {
 
 namespace {
@@ -310,75 +312,68 @@ std::string profile_csv(const Profile& p) {
 }
 
 namespace {
-std::string jstr(const std::string& s) {
-  std::string r = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\', r += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char u[8];
-      std::snprintf(u, sizeof u, "\\u%04x", unsigned(static_cast<unsigned char>(c)));
-      r += u;
-    }
-    else r += c;
-  }
-  return r + "\"";
-}
-std::string jnum(double v) { return std::isfinite(v) ? fmt("%.10g", v) : "null"; }
-std::string jpct(double v) { return v >= 0 ? jnum(v) : "null"; }
+using Json = nlohmann::ordered_json;
+// A percentage or a time that was not measured is negative in the profile: null here.
+Json measured(double v) { return v >= 0 ? json_number(v) : Json(nullptr); }
 
-std::string counters_json(const Profile& p);
-
-std::string jexact(double v) { return std::isfinite(v) ? fmt("%.17g", v) : "null"; }  // FLOP counts, to the unit
-}  // namespace
-
-namespace {
 // --counters: the metric names, the time-weighted figures, and every kernel of the pass (for
 // comparing with ncu kernel by kernel); null when not asked for.
-std::string counters_json(const Profile& p) {
-  if (!p.counters_asked) return "null";
-  std::ostringstream o;
+Json counters_json(const Profile& p) {
+  if (!p.counters_asked) return nullptr;
   const CounterNames& n = p.counter_names;
-  o << "{\"why\":" << jstr(p.counters_why) << ",\"metrics\":[" << jstr(n.fma) << "," << jstr(n.tensor) << ","
-    << jstr(n.dram) << "," << jstr(n.duration) << "],\"fma_pct\":" << jpct(p.fma_pct) << ",\"tensor_pct\":"
-    << jpct(p.tensor_pct) << ",\"dram_pct\":" << jpct(p.dram_pct) << ",\"kernels_counted\":" << p.counted_kernels
-    << ",\"kernels_matched\":" << p.matched_kernels << ",\"kernels\":[";
-  for (size_t i = 0; i < p.kernels.size(); ++i) {
-    const CountedKernel& k = p.kernels[i];
-    o << (i ? ",\n" : "\n") << "{\"name\":" << jstr(k.counters.name) << ",\"row\":" << jstr(k.row)
-      << ",\"fma_pct\":" << jpct(k.counters.fma_pct) << ",\"tensor_pct\":" << jpct(k.counters.tensor_pct)
-      << ",\"dram_pct\":" << jpct(k.counters.dram_pct) << ",\"duration_ns\":" << jpct(k.counters.duration_ns) << "}";
-  }
-  o << "]}";
-  return o.str();
+  Json kernels = Json::array();
+  for (const CountedKernel& k : p.kernels)
+    kernels.push_back({{"name", k.counters.name}, {"row", k.row}, {"fma_pct", measured(k.counters.fma_pct)},
+                       {"tensor_pct", measured(k.counters.tensor_pct)}, {"dram_pct", measured(k.counters.dram_pct)},
+                       {"duration_ns", measured(k.counters.duration_ns)}});
+  return {{"why", p.counters_why},          {"metrics", {n.fma, n.tensor, n.dram, n.duration}},
+          {"fma_pct", measured(p.fma_pct)}, {"tensor_pct", measured(p.tensor_pct)},
+          {"dram_pct", measured(p.dram_pct)}, {"kernels_counted", p.counted_kernels},
+          {"kernels_matched", p.matched_kernels}, {"kernels", kernels}};
+}
+
+Json row_json(const ProfileRow& r) {
+  return {{"module", r.module},
+          {"op", r.op},
+          {"phase", r.phase},
+          {"calls_per_step", json_number(r.calls)},
+          {"kernels_per_step", json_number(r.kernels)},
+          {"us_per_step", json_number(r.seconds * 1e6)},
+          {"busy_us_per_step", json_number(r.busy_seconds * 1e6)},
+          {"share", json_number(r.share)},
+          {"flops_per_step", json_number(r.flops)},
+          {"bytes_per_step", json_number(r.bytes)},
+          {"tflops", json_number(r.flop_rate / 1e12)},
+          {"gbs", json_number(r.byte_rate / 1e9)},
+          {"pct_ceiling", measured(r.pct_ceiling)},
+          {"bound", r.bound},
+          {"fma_pct", measured(r.fma_pct)},
+          {"tensor_pct", measured(r.tensor_pct)},
+          {"dram_pct", measured(r.dram_pct)}};
 }
 }  // namespace
 
 std::string profile_json(const Profile& p) {
-  std::ostringstream o;
-  o << "{\"steps\":" << p.steps << ",\"gpu\":" << (p.gpu ? "true" : "false") << ",\"wall_us_per_step\":"
-    << jnum(p.wall * 1e6) << ",\"busy_us_per_step\":" << jnum(p.busy * 1e6) << ",\"idle_us_per_step\":"
-    << jnum(p.idle * 1e6) << ",\"rows_us_per_step\":" << jnum(p.rows_seconds * 1e6) << ",\"rows_busy_us_per_step\":" << jnum(p.rows_busy * 1e6) << ",\"flops_per_step\":"
-    << jexact(p.flops) << ",\"unscoped_flops_per_step\":" << jexact(p.unscoped_flops)
-    << ",\"counted_flops_per_step\":" << jexact(p.counted_flops) << ",\"ceiling_tflops\":"
-    << (p.ceilings.flops > 0 ? jnum(p.ceilings.flops / 1e12) : "null") << ",\"ceiling_tflops_source\":"
-    << jstr(p.ceilings.flops_source) << ",\"ceiling_gbs\":"
-    << (p.ceilings.bandwidth > 0 ? jnum(p.ceilings.bandwidth / 1e9) : "null") << ",\"ceiling_gbs_source\":"
-    << jstr(p.ceilings.bandwidth_source) << ",\"targets\":[";
-  for (size_t i = 0; i < p.targets.size(); ++i) o << (i ? "," : "") << jstr(p.targets[i]);
-  o << "],\"rows\":[";
-  for (size_t i = 0; i < p.rows.size(); ++i) {
-    const ProfileRow& r = p.rows[i];
-    o << (i ? ",\n" : "\n") << "{\"module\":" << jstr(r.module) << ",\"op\":" << jstr(r.op) << ",\"phase\":"
-      << jstr(r.phase) << ",\"calls_per_step\":" << jnum(r.calls) << ",\"kernels_per_step\":" << jnum(r.kernels)
-      << ",\"us_per_step\":" << jnum(r.seconds * 1e6) << ",\"busy_us_per_step\":" << jnum(r.busy_seconds * 1e6)
-      << ",\"share\":" << jnum(r.share) << ",\"flops_per_step\":"
-      << jnum(r.flops) << ",\"bytes_per_step\":" << jnum(r.bytes) << ",\"tflops\":" << jnum(r.flop_rate / 1e12)
-      << ",\"gbs\":" << jnum(r.byte_rate / 1e9) << ",\"pct_ceiling\":"
-      << (r.pct_ceiling >= 0 ? jnum(r.pct_ceiling) : "null") << ",\"bound\":" << jstr(r.bound) << ",\"fma_pct\":"
-      << jpct(r.fma_pct) << ",\"tensor_pct\":" << jpct(r.tensor_pct) << ",\"dram_pct\":" << jpct(r.dram_pct) << "}";
-  }
-  o << "\n],\"counters\":" << counters_json(p) << "}\n";
-  return o.str();
+  Json j{{"steps", p.steps},
+         {"gpu", p.gpu},
+         {"wall_us_per_step", json_number(p.wall * 1e6)},
+         {"busy_us_per_step", json_number(p.busy * 1e6)},
+         {"idle_us_per_step", json_number(p.idle * 1e6)},
+         {"rows_us_per_step", json_number(p.rows_seconds * 1e6)},
+         {"rows_busy_us_per_step", json_number(p.rows_busy * 1e6)},
+         {"flops_per_step", json_number(p.flops)},
+         {"unscoped_flops_per_step", json_number(p.unscoped_flops)},
+         {"counted_flops_per_step", json_number(p.counted_flops)},
+         {"ceiling_tflops", p.ceilings.flops > 0 ? json_number(p.ceilings.flops / 1e12) : Json(nullptr)},
+         {"ceiling_tflops_source", p.ceilings.flops_source},
+         {"ceiling_gbs", p.ceilings.bandwidth > 0 ? json_number(p.ceilings.bandwidth / 1e9) : Json(nullptr)},
+         {"ceiling_gbs_source", p.ceilings.bandwidth_source},
+         {"targets", p.targets}};
+  Json rows = Json::array();
+  for (const ProfileRow& r : p.rows) rows.push_back(row_json(r));
+  j["rows"] = std::move(rows);
+  j["counters"] = counters_json(p);
+  return json_text(j) + "\n";
 }
 
 }  // namespace loupe::instrument

@@ -1,7 +1,7 @@
 #include "instrument/report_io.h"
 
 #include "core/file_check.h"
-#include "instrument/chrome_trace.h"  // json_quote
+#include "instrument/json_out.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -73,17 +73,16 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return o;
 }
 
-// The text of one field for JSON (json = true) or CSV. JSON has no NaN/Inf, so those become null;
-// CSV keeps "nan"/"inf" (a diverged loss is a measured fact). Unmeasured: null / empty cell.
+// The text of one field for CSV: an empty cell where unmeasured; "nan"/"inf" kept (a diverged loss
+// is a measured fact; JSON, which has neither, writes null: to_json).
 template <class T>
-std::string field_text(const T& v, bool json) {
+std::string field_text(const T& v) {
   if constexpr (std::is_same_v<T, std::string>) {
-    return json ? json_quote(v) : csv_cell(v);
+    return csv_cell(v);
   } else if constexpr (std::is_same_v<T, Opt> || std::is_same_v<T, std::optional<uint64_t>>) {
-    return v ? field_text(*v, json) : (json ? "null" : "");
+    return v ? field_text(*v) : "";
   } else if constexpr (std::is_floating_point_v<T>) {
     if (std::isfinite(v)) return num(v);
-    if (json) return "null";
     return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
   } else {
     return std::to_string(v);
@@ -185,14 +184,30 @@ std::string thousands(double v) {
   return (v < 0 ? "-" : "") + o;
 }
 
+namespace {
+// One field's JSON value: a string, a number (json_number: null where not finite), or null where
+// unmeasured (an empty optional).
+template <class T>
+nlohmann::ordered_json json_value(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, Opt>) {
+    return v ? json_number(*v) : nlohmann::ordered_json(nullptr);
+  } else if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);  // exact: a seed past 2^53
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return json_number(double(v));
+  } else {
+    return v;
+  }
+}
+}  // namespace
+
 std::string to_json(const EpochReport& r) {
-  std::string o = "{";
-  visit_fields(r, [&](const char* name, const auto& v) {
-    o += json_quote(name) + ":" + field_text(v, true) + ",";
-  });
-  o += "\"advice\":[";
-  for (size_t i = 0; i < r.advice.size(); ++i) o += (i ? "," : "") + json_quote(r.advice[i]);
-  return o + "]}";
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  visit_fields(r, [&](const char* name, const auto& v) { j[name] = json_value(v); });
+  j["advice"] = r.advice;
+  return json_text(j);
 }
 
 std::string csv_header() {
@@ -204,7 +219,7 @@ std::string csv_header() {
 
 std::string to_csv_row(const EpochReport& r) {
   std::vector<std::string> cells;
-  visit_fields(r, [&](const char*, const auto& v) { cells.push_back(field_text(v, false)); });
+  visit_fields(r, [&](const char*, const auto& v) { cells.push_back(field_text(v)); });
   cells.push_back(csv_cell(join(r.advice, " | ")));
   return join(cells, ",");
 }
