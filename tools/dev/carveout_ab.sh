@@ -5,8 +5,7 @@ set -u
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 MODEL=${MODEL:-imdb_bilstm}
-cmake -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$O/build.log" 2>&1 &&
-  cmake --build build-gpu >> "$O/build.log" 2>&1 || { tail -30 "$O/build.log"; exit 1; }
+tools/dev/gpu_configure.sh "$O/build.log" || { tail -30 "$O/build.log"; exit 1; }
 for r in $(seq 1 "${ROUNDS:-3}"); do
   for c in ${CARVES:-0 16 32}; do
     LOUPE_DDP_SM_CARVEOUT=$c timeout 200 build-gpu/loupe bench "$MODEL" --gpus 1,2 --batch 1024 --precision fp16 \

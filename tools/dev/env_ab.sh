@@ -7,8 +7,7 @@ set -u
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 MODEL=${MODEL:-imdb_bilstm}
-cmake -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$O/build.log" 2>&1 &&
-  cmake --build build-gpu >> "$O/build.log" 2>&1 || { tail -30 "$O/build.log"; exit 1; }
+tools/dev/gpu_configure.sh "$O/build.log" || { tail -30 "$O/build.log"; exit 1; }
 for r in $(seq 1 "${ROUNDS:-3}"); do
   for c in $CONFIGS; do
     name=${c%%=*}; vars=${c#*=}

@@ -4,8 +4,7 @@
 set -u
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-(cmake -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$O/build.log" 2>&1 &&
-  cmake --build build-gpu >> "$O/build.log" 2>&1) || { tail -30 "$O/build.log"; exit 1; }
+tools/dev/gpu_configure.sh "$O/build.log" || { tail -30 "$O/build.log"; exit 1; }
 for label in '^gpu$' multigpu; do
   LOUPE_DATA=$PWD/.devdata ctest --test-dir build-gpu -L "$label" --output-on-failure > "$O/ctest-${label//[^a-z]/}.log" 2>&1
   grep -E 'tests passed|tests failed|Total Test|\(Failed\)' "$O/ctest-${label//[^a-z]/}.log"

@@ -8,8 +8,7 @@ O=${OUT:-/tmp/out}; mkdir -p "$O"
 MODEL=${MODEL:-imdb_bilstm}
 ARGS=${ARGS:---synthetic --resident --batch 1024 --precision fp16 --epochs 4}
 STEPS=${STEPS:-30:45}
-[ -x build-gpu/loupe ] || { cmake -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$O/build.log" 2>&1 &&
-  cmake --build build-gpu >> "$O/build.log" 2>&1; } || { tail -30 "$O/build.log"; exit 1; }
+[ -x build-gpu/loupe ] || tools/dev/gpu_configure.sh "$O/build.log" || { tail -30 "$O/build.log"; exit 1; }
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for g in 1 2; do
     timeout 120 build-gpu/loupe train "$MODEL" $ARGS --gpus "$g" --busy --trace "$O/trace-g$g-r$r.json" \
