@@ -1,6 +1,8 @@
 #include "tools/options.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -544,32 +546,101 @@ std::string unknown_option(const std::string& key, const std::string& command) {
 }
 
 // The short forms: the ecosystem's (PyTorch's examples: -b batch, -j workers) and -e.
-const std::map<std::string, std::string> kShort{{"-b", "batch"}, {"-e", "epochs"}, {"-j", "workers"}};
+const std::map<std::string, char> kShort{{"batch", 'b'}, {"epochs", 'e'}, {"workers", 'j'}};
 
-// The words of the command line as (option, value) pairs and positionals, in order.
-std::vector<std::pair<std::string, std::string>> tokenize(Options& o, int argc, char** argv) {
-  std::vector<std::pair<std::string, std::string>> given;  // in order: the last of a repeated option wins
+// argv for CLI11, with two of loupe's conventions spelt its way: `--synthetic KIND` as
+// `--synthetic=KIND` (a flag that may take a value), and `--X=` (an empty value, which CLI11
+// reads as none) as `--X ""`, so that the empty path is refused by name.
+std::vector<std::string> cli11_words(int argc, char** argv) {
+  std::vector<std::string> w;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
-    if (s == "-h" || s == "--help") { o.help = true; continue; }
-    if (s == "--version" || s == "-V") { o.version = true; continue; }
-    if (auto sh = kShort.find(s); sh != kShort.end()) s = "--" + sh->second;
-    if (s.rfind("--", 0) != 0) { positional(o, s); continue; }
-    std::string key = s.substr(2), val = "1";
-    auto flag = kSpecs.find(key);
-    if (flag != kSpecs.end() && key == "synthetic" && i + 1 < argc &&
-        (std::string(argv[i + 1]) == "random" || std::string(argv[i + 1]) == "learnable")) {
-      val = argv[++i];  // --synthetic KIND, as --synthetic=KIND
-    } else if (flag == kSpecs.end() || !flag->second.flag) {
-      size_t eq = key.find('=');
-      bool inline_value = eq != std::string::npos;
-      if (inline_value) val = key.substr(eq + 1), key = key.substr(0, eq);
-      const std::string see = " (see loupe " + (o.command.empty() ? "" : o.command + " ") + "--help)";
-      if (!kSpecs.count(key)) throw UsageError(unknown_option(key, o.command));
-      if (!inline_value && i + 1 >= argc) throw UsageError("option --" + key + " needs a value" + see);
-      if (!inline_value) val = argv[++i];
+    if (s == "--synthetic" && i + 1 < argc && (std::string(argv[i + 1]) == "random" || std::string(argv[i + 1]) == "learnable")) {
+      w.push_back(s + "=" + argv[++i]);
+    } else if (s.size() > 3 && s.rfind("--", 0) == 0 && s.back() == '=') {
+      w.push_back(s.substr(0, s.size() - 1));
+      w.emplace_back();
+    } else {
+      w.push_back(s);
     }
-    given.emplace_back(key, val);
+  }
+  return w;
+}
+
+// Every option on every subcommand, so that CLI11 reads each as a flag or as taking a value
+// wherever it stands; which options a subcommand takes is loupe's check after the parse (one that
+// another subcommand takes is refused by name, not as unknown).
+struct Parsed {
+  std::map<std::string, std::pair<CLI::Option*, std::string>> options;  // by name: CLI11's, its value
+  std::vector<std::string> words;                                      // the subcommand's positionals
+};
+
+void declare(CLI::App& sub, Parsed& p) {
+  sub.fallthrough();  // -h and -V after the subcommand reach the app's flags
+  sub.allow_extras();
+  sub.set_help_flag();
+  sub.add_option("words", p.words);
+  for (const auto& [name, spec] : kSpecs) {
+    auto& [opt, value] = p.options[name];
+    std::string names = "--" + name;
+    if (auto sh = kShort.find(name); sh != kShort.end()) names = std::string("-") + sh->second + "," + names;
+    if (name == "synthetic") opt = sub.add_flag(names + "{1}", value);  // --synthetic[=KIND]
+    else if (spec.flag) opt = sub.add_flag(names);
+    else opt = sub.add_option(names, value);
+    opt->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last of a repeated option wins
+  }
+}
+
+// "--epochs: 1 required TEXT missing" -> "epochs".
+std::string option_in(const std::string& message) {
+  const size_t at = message.find("--");
+  if (at == std::string::npos) return "";
+  size_t end = at + 2;
+  while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-')) ++end;
+  return message.substr(at + 2, end - at - 2);
+}
+
+// The command line parsed by CLI11 into (option, value) pairs in kSpecs' order and the positionals.
+std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int argc, char** argv) {
+  const std::vector<std::string> words = cli11_words(argc, argv);
+  if (!words.empty() && words[0] == "help") {  // `loupe help COMMAND`: the COMMAND is a word, not a subcommand
+    for (const std::string& w : words) positional(o, w);
+    return {};
+  }
+  CLI::App app{"loupe"};
+  app.set_help_flag();
+  app.allow_extras();
+  app.add_flag("-h,--help", o.help);
+  app.add_flag("-V,--version", o.version);
+  std::map<std::string, Parsed> parsed;
+  for (const std::string& c : kCommands) declare(*app.add_subcommand(c), parsed[c]);
+  std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 takes the words last first
+  std::string command;
+  for (const std::string& w : words)
+    if (kCommands.count(w)) { command = w; break; }
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {  // a missing value; CLI11's other refusals, in its words
+    const std::string name = option_in(e.what());
+    const std::string see = " (see loupe " + (command.empty() ? "" : command + " ") + "--help)";
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && !name.empty())
+      throw UsageError("option --" + name + " needs a value" + see);
+    throw UsageError(std::string(e.what()) + see);
+  }
+  for (const std::string& extra : app.remaining(true)) {
+    if (extra.rfind("-", 0) == 0 && extra.size() > 1) {  // an option CLI11 did not know
+      const std::string key = extra.substr(extra.find_first_not_of('-'), extra.find('=') - extra.find_first_not_of('-'));
+      throw UsageError(unknown_option(key, command));
+    }
+    positional(o, extra);  // the command CLI11 did not know ("unknown command", main says)
+  }
+  std::vector<std::pair<std::string, std::string>> given;
+  for (CLI::App* sub : app.get_subcommands()) {
+    o.command = sub->get_name();
+    Parsed& p = parsed[o.command];
+    for (const std::string& w : p.words) positional(o, w);
+    for (const auto& [name, opt] : p.options)
+      if (opt.first->count() > 0) given.emplace_back(name, kSpecs.at(name).flag && name != "synthetic" ? "1" : opt.second);
   }
   return given;
 }
@@ -577,7 +648,7 @@ std::vector<std::pair<std::string, std::string>> tokenize(Options& o, int argc, 
 Options parse_words(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
-  const std::vector<std::pair<std::string, std::string>> given = tokenize(o, argc, argv);
+  const std::vector<std::pair<std::string, std::string>> given = parse_cli11(o, argc, argv);
   if (o.help || o.version || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
   for (const auto& [key, val] : given) {
     const Spec& spec = kSpecs.at(key);

@@ -1,6 +1,6 @@
-// The `loupe` command line, parsed once into a typed config. Each subcommand declares the options
-// it takes (tools/options.cpp); an option no subcommand knows is "unknown", one another
-// subcommand takes is refused by name, and every number is checked against its range
+// The `loupe` command line, parsed once (by CLI11) into a typed config. Each option declares the
+// subcommands that take it (tools/options.cpp); an option no subcommand knows is "unknown", one
+// another subcommand takes is refused by name, and every number is checked against its range
 // (tools/cli_numbers.h) here, before any data is loaded.
 #pragma once
 #include <cstdint>
