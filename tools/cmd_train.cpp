@@ -230,7 +230,7 @@ struct Reporting {
 };
 
 // One epoch's training, with the progress bar where it is drawn.
-train::EpochStats train_one_epoch(Run& run, Reporting& rep, int e) {
+train::EpochStats run_training_epoch(Run& run, Reporting& rep, int e) {
   train::Trainer& trainer = run.session->trainer();
   instrument::ProgressBar bar(e, run.epochs, run.epoch_steps(), rep.tty);
   double te = train::now_seconds();
@@ -321,7 +321,7 @@ class EvalProgress {
 // Epoch e: training, evaluation, report. Returns an exit status to stop with, or nothing to go on.
 std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   rep.monitor.mark("epoch_start");
-  train::EpochStats st = train_one_epoch(run, rep, e);
+  train::EpochStats st = run_training_epoch(run, rep, e);
   if (st.interrupted) {
     std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
                 e, (long long)st.steps);
@@ -588,7 +588,7 @@ int cmd_profile(const Options& o) {
   window.attach(trainer);
   CounterPass counters(o.counters, run.dev, rep.monitor, po.profile_steps.second);
   counters.attach(trainer);
-  train::EpochStats st = train_one_epoch(run, rep, 1);
+  train::EpochStats st = run_training_epoch(run, rep, 1);
   if (run.dl) run.dl->stop();
   if (st.interrupted) return interrupt_exit_status();
   if (!window.complete()) throw Error("the training epoch ended before the profile window closed");

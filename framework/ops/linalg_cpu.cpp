@@ -5,7 +5,9 @@
 namespace loupe {
 namespace {
 
-void gemm(const GemmArgs& g) {
+// The CPU table's GEMM: cpu::gemm, the BLAS (gemm_blas.cpp) or the built-in blocked GEMM
+// (gemm_default.cpp), whichever this build has; oneDNN's float32 path is inside gemm_blas.cpp.
+void gemm_cpu(const GemmArgs& g) {
   if (g.dtype == DType::f32)
     cpu::gemm<float>(g.ta, g.tb, g.M, g.N, g.K, float(g.alpha), static_cast<const float*>(g.A), g.lda,
                      static_cast<const float*>(g.B), g.ldb, float(g.beta), static_cast<float*>(g.C), g.ldc);
@@ -14,7 +16,7 @@ void gemm(const GemmArgs& g) {
                       static_cast<const double*>(g.B), g.ldb, g.beta, static_cast<double*>(g.C), g.ldc);
 }
 
-const LinalgKernels table{gemm};
+const LinalgKernels table{gemm_cpu};
 const RegisterBackend<LinalgKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

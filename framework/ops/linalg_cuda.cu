@@ -29,7 +29,7 @@ void gemm_16bit(const GemmArgs& g, cublasOperation_t opA, cublasOperation_t opB)
                                   CUBLAS_GEMM_DEFAULT));
 }
 
-void gemm(const GemmArgs& g) {
+void gemm_cublas(const GemmArgs& g) {
   set_math_mode();
   cublasOperation_t opA = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.dtype == DType::f32) {
@@ -49,7 +49,7 @@ void gemm(const GemmArgs& g) {
   }
 }
 
-const LinalgKernels table{gemm};
+const LinalgKernels table{gemm_cublas};
 const RegisterBackend<LinalgKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
