@@ -73,6 +73,21 @@ TEST(FlatJson, RefusesMalformedLinesSayingWhere) {
   }
 }
 
+// Files that are not what they claim: a line past 1 MiB is refused by number before it is all
+// read, and a value nested a million deep is checked but not kept (no memory for its contents).
+TEST(Compare, ReadRunBoundsWhatAHostileFileCosts) {
+  EXPECT_NE(read_error(rec("m", 1, 10) + std::string(2 << 20, ' ') + "\n")
+                .find("compare_bad.jsonl:2: a line longer than 1 MiB"),
+            std::string::npos);
+  const size_t deep = 1000000;
+  std::string err;
+  auto r = parse_flat_json("{\"a\":" + std::string(deep, '[') + std::string(deep, ']') + ",\"b\":2}", &err);
+  ASSERT_TRUE(r) << err;
+  EXPECT_EQ(r->at("a").kind, JsonScalar::Kind::Skipped);
+  EXPECT_EQ(number_of(*r, "b"), 2.0);
+  EXPECT_FALSE(parse_flat_json("{\"a\":" + std::string(deep, '[') + "}", &err));  // unbalanced: refused
+}
+
 TEST(Compare, ReadRunNamesTheFileAndLine) {
   EXPECT_NE(read_error(rec("m", 1, 10) + "\nnot json\n").find("compare_bad.jsonl:3: not a JSON object"),
             std::string::npos) << read_error(rec("m", 1, 10) + "\nnot json\n");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <istream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -15,12 +16,33 @@
 
 namespace loupe::tools {
 
+namespace {
+// A record is a few KiB (about 90 fields and the advice); a file of runs, a few thousand of them.
+// Past these a file is not what it claims to be, and reading on would only cost memory.
+constexpr size_t kMaxLine = 1 << 20;
+constexpr size_t kMaxRecords = 100000;
+
+// The next line of `in` into `line` (without its newline), at most kMaxLine bytes; false at the end.
+bool bounded_line(std::istream& in, std::string& line, const std::string& path, int n) {
+  line.clear();
+  for (int c; (c = in.get()) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxLine)
+      throw Error(path + ":" + std::to_string(n) + ": a line longer than 1 MiB: not a loupe record (each is a few KiB)");
+    line += char(c);
+  }
+  return !line.empty();
+}
+}  // namespace
+
 std::vector<FlatRecord> read_run(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read '" + path + "': " + std::strerror(errno));
   std::vector<FlatRecord> out;
   std::string line, err;
-  for (int n = 1; std::getline(in, line); ++n) {
+  for (int n = 1; bounded_line(in, line, path, n); ++n) {
+    if (out.size() == kMaxRecords)
+      throw Error(path + ": more than " + std::to_string(kMaxRecords) + " records: not a file of loupe runs");
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::optional<FlatRecord> r = parse_flat_json(line, &err);
     if (!r) throw Error(path + ":" + std::to_string(n) + ": not a JSON object: " + err);

@@ -8,9 +8,14 @@ namespace loupe::tools {
 
 std::optional<FlatRecord> parse_flat_json(const std::string& line, std::string* error) {
   nlohmann::json j;
+  // What is inside a nested value (an array or object: "advice") is checked by the parser but not
+  // kept, so a hostile line of a million nested brackets costs no more memory than its text.
+  const nlohmann::json::parser_callback_t shallow = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    return depth <= 1;
+  };
   try {
     // No comments, no trailing commas; a NaN or Infinity literal is not JSON and is refused.
-    j = nlohmann::json::parse(line);
+    j = nlohmann::json::parse(line, shallow);
   } catch (const nlohmann::json::parse_error& e) {
     if (error) {
       // "...: syntax error while parsing value - invalid literal; last read: 'tru}'" -> the reason.
