@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "instrument/report_io.h"
 #include "instrument/tensorboard.h"
+#include "loupe/tb_hparams.pb.h"
 #include "tensorboard/compat/proto/event.pb.h"
 #include "test_util.h"
 
@@ -112,6 +113,24 @@ std::string config_text(const tensorboard::Event& e) {
   return v.tensor().string_val_size() ? v.tensor().string_val(0) : "";
 }
 
+// The hyperparameters of a "_hparams_/session_start_info" event (empty when e is not one), checked
+// to be what TensorBoard's HParams plugin reads: plugin "hparams", a float tensor of shape [0].
+std::map<std::string, std::string> hparams_of(const tensorboard::Event& e) {
+  std::map<std::string, std::string> m;
+  if (e.summary().value_size() != 1 || e.summary().value(0).tag() != "_hparams_/session_start_info") return m;
+  const auto& v = e.summary().value(0);
+  EXPECT_EQ(v.metadata().plugin_data().plugin_name(), "hparams");
+  EXPECT_EQ(v.tensor().dtype(), tensorboard::DT_FLOAT);
+  EXPECT_EQ(v.tensor().tensor_shape().dim_size(), 1);
+  loupe::tb::HParamsSessionStart start;
+  EXPECT_TRUE(start.ParseFromString(v.metadata().plugin_data().content()));
+  EXPECT_EQ(start.version(), 0);
+  EXPECT_GT(start.session_start_info().start_time_secs(), 1.6e9);
+  for (const auto& [k, val] : start.session_start_info().hparams())
+    m[k] = val.has_string_value() ? val.string_value() : std::to_string(val.number_value());
+  return m;
+}
+
 // The run's constants: in "run/config" once, never as flat charts.
 const char* const kConstants[] = {"seed", "lr", "threads", "batch", "epoch", "epochs", "peak_tflops",
                                   "mem_total_bytes", "flops_per_sample", "rank", "world_size"};
@@ -171,16 +190,22 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
     w.epoch(r);  // the config goes once
   }
   auto events = events_of(event_file(dir / "a" / "b"));
-  ASSERT_EQ(events.size(), 6u);
-  // The run's constants as one text table, at the first epoch.
+  ASSERT_EQ(events.size(), 7u);
+  // The run's constants as one text table and as the HParams plugin's session, at the first epoch.
   const std::string config = config_text(events[3]);
   EXPECT_EQ(events[3].step(), 3);
   EXPECT_NE(config.find("| model | mnist_mlp |"), std::string::npos) << config;
   EXPECT_NE(config.find("| batch | 128 |"), std::string::npos) << config;
   EXPECT_NE(config.find("| epochs | 5 |"), std::string::npos) << config;
   EXPECT_NE(config.find("| learning rate | 0.001 |"), std::string::npos) << config;
-  EXPECT_EQ(config_text(events[5]), "");
-  events.erase(events.begin() + 3);
+  const auto hp = hparams_of(events[4]);
+  EXPECT_EQ(hp.at("model"), "mnist_mlp");
+  EXPECT_EQ(hp.at("batch"), std::to_string(128.0));
+  EXPECT_EQ(hp.at("lr"), std::to_string(0.001));
+  EXPECT_EQ(hp.count("seed"), 0u) << "no seed given: none written";
+  EXPECT_EQ(config_text(events[6]), "");
+  EXPECT_TRUE(hparams_of(events[6]).empty());
+  events.erase(events.begin() + 3, events.begin() + 5);
   EXPECT_EQ(events[1].step(), 2);
   EXPECT_EQ(values_of(events[1]), (std::map<std::string, float>{{"step/loss", 2.5f}, {"step/samples_per_sec", 1280.0f}}));
   EXPECT_EQ(events[2].step(), 4);
@@ -311,7 +336,7 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
   ASSERT_EQ(lines.size(), 2u);
 
   int64_t last_step = 0;
-  int epochs_seen = 0, points = 0, configs = 0;
+  int epochs_seen = 0, points = 0, configs = 0, sessions = 0;
   const double now = double(time(nullptr));
   for (size_t i = 1; i < events.size(); ++i) {
     const tensorboard::Event& e = events[i];
@@ -323,6 +348,13 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
       EXPECT_EQ(e.step(), 1);
       EXPECT_NE(config.find("| model | mnist_mlp |"), std::string::npos) << config;
       EXPECT_NE(config.find("| batch | 256 |"), std::string::npos) << config;
+      continue;
+    }
+    if (const auto hp = hparams_of(e); !hp.empty()) {  // the same run's hyperparameters, once
+      ++sessions;
+      EXPECT_EQ(hp.at("model"), "mnist_mlp");
+      EXPECT_EQ(hp.at("seed"), std::to_string(1.0));
+      EXPECT_EQ(hp.at("gpus"), std::to_string(1.0));
       continue;
     }
     const auto v = values_of(e);
@@ -365,6 +397,7 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
   }
   EXPECT_EQ(epochs_seen, 2);
   EXPECT_EQ(configs, 1);
+  EXPECT_EQ(sessions, 1);
   for (const char* run : {"train", "test"})
     EXPECT_EQ(events_of(event_file(dir / run)).size(), 3u) << run << ": the version and one accuracy per epoch";
   EXPECT_GE(points, 1) << "no running loss arrived in 200 steps";

@@ -98,8 +98,8 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
   --csv FILE          the same records as CSV
   --tensorboard DIR   write TensorBoard event files into DIR: per step the running loss and samples/s,
                       per epoch every measured figure of the report, the run's constants once as
-                      the text run/config, train/test accuracy on one chart, and the GPU's NVML
-                      samples as gpu/* series (`tensorboard --logdir DIR`)
+                      the text run/config and as hparams, train/test accuracy on one chart, and the
+                      GPU's NVML samples as gpu/* series (`tensorboard --logdir DIR`)
   --busy              measure GPU busy time from CUPTI activity records (adds overhead; reported)
   --no-nvml           do not sample NVML (utilisation, memory, power fields become n/a)
   --price-per-hour X  the machine's price: adds the cost of each epoch and of a million samples

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "instrument/report_io.h"
+#include "loupe/tb_hparams.pb.h"
 #include "tensorboard/compat/proto/event.pb.h"
 
 namespace loupe::instrument {
@@ -96,6 +97,29 @@ std::string config_table(const EpochReport& r) {
   std::string t = "| | |\n|---|---|\n";
   for (const auto& [k, v] : rows) t += "| " + k + " | " + (v.empty() ? "n/a" : v) + " |\n";
   return t;
+}
+
+// The run's hyperparameters for TensorBoard's HParams dashboard: one session (this run) with its
+// model, precision, batch, learning rate, epochs, seed, threads and GPUs; the dashboard takes the
+// metrics from the run's scalars (epoch/test_acc, epoch/samples_per_sec, ...).
+std::string session_start(const EpochReport& r, double now) {
+  loupe::tb::HParamsSessionStart m;
+  m.set_version(0);
+  loupe::tb::SessionStartInfo* info = m.mutable_session_start_info();
+  info->set_start_time_secs(now);
+  auto& h = *info->mutable_hparams();
+  h["model"].set_string_value(r.model);
+  h["precision"].set_string_value(r.precision);
+  h["device"].set_string_value(r.device_name.empty() ? r.device : r.device_name);
+  h["batch"].set_number_value(double(r.batch));
+  h["epochs"].set_number_value(double(r.epochs));
+  if (r.lr) h["lr"].set_number_value(*r.lr);
+  if (r.seed) h["seed"].set_number_value(double(*r.seed));
+  h["threads"].set_number_value(double(r.threads));
+  h["gpus"].set_number_value(double(r.world_size));
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return bytes;
 }
 
 }  // namespace
@@ -214,6 +238,21 @@ void TensorBoardWriter::gpu_samples(const std::vector<GpuSample>& samples, doubl
   }
 }
 
+void TensorBoardWriter::hparams(const EpochReport& r) {
+  tensorboard::Event e;
+  e.set_wall_time(unix_seconds());
+  e.set_step(0);
+  tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
+  v->set_tag("_hparams_/session_start_info");
+  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("hparams");
+  v->mutable_metadata()->mutable_plugin_data()->set_content(session_start(r, e.wall_time()));
+  // As the plugin's own summaries: a float tensor of shape [0], the metadata being the point.
+  tensorboard::TensorProto* t = v->mutable_tensor();
+  t->set_dtype(tensorboard::DT_FLOAT);
+  t->mutable_tensor_shape()->add_dim()->set_size(0);
+  impl_->event(e);
+}
+
 void TensorBoardWriter::flush() {
   for (Impl* run : {impl_.get(), train_.get(), test_.get()})
     if (std::fflush(run->f) != 0)
@@ -242,6 +281,7 @@ void TensorBoardWriter::step(int64_t step, int64_t epoch_samples, double now_s, 
 void TensorBoardWriter::epoch(const EpochReport& r) {
   if (!config_written_) {
     text(r.epoch, "run/config", config_table(r));
+    hparams(r);
     config_written_ = true;
   }
   std::vector<std::pair<std::string, double>> values;

@@ -41,6 +41,10 @@ class TensorBoardWriter {
   // One Event at `step` holding `markdown` as TensorBoard's text plugin reads it (a string tensor
   // with plugin "text"): its Text tab shows it, tables rendered.
   void text(int64_t step, const std::string& tag, const std::string& markdown);
+  // The run's hyperparameters (model, precision, batch, lr, epochs, seed, threads, GPUs, device) as
+  // the HParams plugin's session start ("_hparams_/session_start_info"): TensorBoard's HParams tab
+  // lists the run with them beside its metrics. epoch() writes it at the first epoch.
+  void hparams(const EpochReport& r);
 
   // The per-step points, from TrainHooks::on_step. begin_epoch marks the start of an epoch's
   // training (host seconds). step() writes one Event at global step `step` only when `loss`, the
@@ -56,7 +60,7 @@ class TensorBoardWriter {
   // in report_io.h: unmeasured and non-finite ones are left out, never written as 0), each as
   // "epoch/<field>" at step r.epoch, but the run's constants (batch, epochs, seed, lr, threads,
   // world size, the peak, ...): those, with the model, device and precision, go once, at the first
-  // epoch, into the text "run/config" (a table), never as flat charts. Train and test accuracy
+  // epoch, into the text "run/config" (a table) and hparams(), never as flat charts. Train and test accuracy
   // also go, as "epoch/accuracy", into the runs DIR/train and DIR/test, which TensorBoard draws on
   // one chart. Then flushes the files, so a killed run keeps its epochs.
   void epoch(const EpochReport& r);

@@ -27,6 +27,7 @@ void TensorBoardWriter::begin_epoch(double) {}
 void TensorBoardWriter::step(int64_t, int64_t, double, std::optional<double>) {}
 void TensorBoardWriter::epoch(const EpochReport&) {}
 void TensorBoardWriter::gpu_samples(const std::vector<GpuSample>&, double) {}
+void TensorBoardWriter::hparams(const EpochReport&) {}
 void TensorBoardWriter::flush() {}
 
 }  // namespace loupe::instrument
