@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CTest function_length: no function in the command (tools/*.cpp), the library (framework/, CUDA
+"""CTest function_length: no function in the command (cli/), the library (framework/, CUDA
 kernels included), data/ or models/ is longer than 80 lines (issue 17, item 2; issue 33, point 3).
 
 A function's length is counted from the line of its body's opening brace to the line of its
@@ -112,11 +112,11 @@ def main():
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else 80
     bad = pending = 0
     files = []
-    for pattern in ("tools/*.cpp", "framework/**/*.cpp", "framework/**/*.cu", "framework/**/*.h", "framework/**/*.cuh",
+    for pattern in ("cli/*.cpp", "cli/**/*.cpp", "framework/**/*.cpp", "framework/**/*.cu", "framework/**/*.h", "framework/**/*.cuh",
                     "data/*.cpp", "data/*.h", "models/*.cpp", "models/*.h"):
         files += glob.glob(os.path.join(src, pattern), recursive=True)
     files = sorted(set(files))
-    if not any(f.endswith(".cu") for f in files) or not any("/tools/" in f for f in files):
+    if not any(f.endswith(".cu") for f in files) or not any("/cli/" in f for f in files):
         print(f"the sources were not found under {src}")
         return 1
     for path in files:
@@ -137,7 +137,7 @@ def main():
     if bad:
         print(f"{bad} function(s) over {limit} lines")
         return 1
-    print(f"every function in tools/, framework/, data/ and models/ ({len(files)} files) is at most {limit} lines"
+    print(f"every function in cli/, framework/, data/ and models/ ({len(files)} files) is at most {limit} lines"
           + (f", but the {pending} pending above" if pending else ""))
     return 0
 

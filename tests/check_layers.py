@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layering of framework/ (docs/design.md, "Layout"): core/ includes nothing from the other
 folders, and the folders' include graph has no cycle (so no two folders include each other).
-Also: the roofline study is a tool (tools/roofline/), not instrumentation.
+Also: the roofline study is a tool (cli/roofline/), not instrumentation.
 
 Usage: check_layers.py SOURCE_DIR     exit 0 when the rules hold, else 1 with every breach listed.
 """
@@ -67,7 +67,7 @@ def main():
         errors.append("the folders include each other in a cycle: " + "; ".join(hops))
     for name in os.listdir(os.path.join(framework, "instrument")):
         if name.startswith("roofline"):
-            errors.append(f"instrument/{name}: the roofline study belongs in tools/roofline/")
+            errors.append(f"instrument/{name}: the roofline study belongs in cli/roofline/")
     for f in sorted(edges):
         print(f"{f:11s} includes {', '.join(sorted(edges[f])) or '(nothing)'}")
     for e in errors:

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "tools/bench_world.h"
+#include "cli/bench_world.h"
 
-namespace loupe::tools {
+namespace loupe::cli {
 namespace {
 
 const char* kTwoRanks =
@@ -86,4 +86,4 @@ TEST(BenchWorld, TheCommandRefusesWhatItCannotMeasure) {
 }
 
 }  // namespace
-}  // namespace loupe::tools
+}  // namespace loupe::cli

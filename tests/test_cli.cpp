@@ -14,7 +14,7 @@
 #include "instrument/tensorboard.h"
 #include "ops/conv_cpu.h"
 #include "test_util.h"
-#include "tools/options.h"
+#include "cli/options.h"
 
 namespace {
 
@@ -36,15 +36,15 @@ std::pair<int, std::string> run_cli_stderr(const std::string& args) {
 // Each subcommand's usage starts with its own line and names every option the parser lets it take
 // (a new option without a line in the help fails here).
 TEST(Cli, EveryCommandsHelpNamesEveryOptionItTakes) {
-  const std::string global = loupe::tools::kUsage;
+  const std::string global = loupe::cli::kUsage;
   for (const std::string c : kCommands) {
-    const std::string help = loupe::tools::usage(c);
+    const std::string help = loupe::cli::usage(c);
     EXPECT_EQ(help.rfind("usage: loupe " + c, 0), 0u) << c << ":\n" << help;
     EXPECT_NE(global.find("loupe " + c), std::string::npos) << "loupe --help does not list " << c;
-    for (const std::string& option : loupe::tools::options_of(c))
+    for (const std::string& option : loupe::cli::options_of(c))
       EXPECT_NE(help.find("--" + option), std::string::npos) << "loupe " << c << " --help does not name --" << option;
   }
-  EXPECT_TRUE(loupe::tools::options_of("models").empty());
+  EXPECT_TRUE(loupe::cli::options_of("models").empty());
 }
 
 TEST(Cli, EveryCommandHasItsOwnHelp) {
@@ -52,17 +52,17 @@ TEST(Cli, EveryCommandHasItsOwnHelp) {
     for (const std::string& args : {c + " --help", c + " -h", "help " + c, c + " mnist_mlp --device cpu --help"}) {
       auto [rc, out] = run_cli(args);
       EXPECT_EQ(rc, 0) << args << "\n" << out;
-      EXPECT_EQ(out, loupe::tools::usage(c)) << args;
+      EXPECT_EQ(out, loupe::cli::usage(c)) << args;
     }
   }
   auto [rc, out] = run_cli("--help");
   EXPECT_EQ(rc, 0);
-  EXPECT_EQ(out, loupe::tools::kUsage);
+  EXPECT_EQ(out, loupe::cli::kUsage);
   std::tie(rc, out) = run_cli_stderr("");
   EXPECT_EQ(rc, 2);  // no command: a usage error, its usage on stderr (and nothing on stdout)
-  EXPECT_EQ(out, loupe::tools::kUsage);
+  EXPECT_EQ(out, loupe::cli::kUsage);
   std::tie(rc, out) = run_cli("");
-  EXPECT_EQ(out, loupe::tools::kUsage);
+  EXPECT_EQ(out, loupe::cli::kUsage);
   // An unknown command: a usage error (status 2, stderr) naming the nearest command.
   for (const char* args : {"trian --help", "help trian", "trian mnist_mlp"}) {
     std::tie(rc, out) = run_cli_stderr(args);

@@ -11,11 +11,11 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "tools/compare.h"
-#include "tools/flat_json.h"
+#include "cli/compare.h"
+#include "cli/flat_json.h"
 
 using namespace loupe;
-using namespace loupe::tools;
+using namespace loupe::cli;
 
 namespace {
 

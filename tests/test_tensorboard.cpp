@@ -2,7 +2,7 @@
 // back by a reader of the TFRecord framing written here, independently of the writer: its own
 // CRC32C (bitwise, checked against the standard check value), both masked CRCs and the lengths of
 // every record checked; the Events decoded with the same generated protos. Built only where
-// protobuf is (loupe: TensorBoard: ON). TensorBoard's own reader: tools/check_tensorboard.py.
+// protobuf is (loupe: TensorBoard: ON). TensorBoard's own reader: scripts/check_tensorboard.py.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

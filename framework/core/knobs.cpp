@@ -118,7 +118,7 @@ const std::vector<Knob>& table() {
       integer_knob("LOUPE_NUM_THREADS", "the library", 1, 4096, "the cores this process may use",
                    "CPU threads when `--threads` is not given"),
       text_knob("LOUPE_TOOLS_DIR", "the `loupe` command", "a directory",
-                "`../share/loupe` beside the installed command, else the source tree's `tools/`",
+                "`../share/loupe` beside the installed command, else the source tree's `scripts/`",
                 "where `loupe sweep` and `loupe roofline` find their plotting scripts"),
       flag_knob("LOUPE_FUSE", "the library", true, "1",
                 "0: no fused bias + activation + dropout in `Sequential` (for comparison)"),

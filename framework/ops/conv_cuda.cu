@@ -2,7 +2,7 @@
 // precision) the forward, backward-data and backward-filter kernels are chosen once by timing the
 // candidates, as PyTorch's cudnn.benchmark does, then cached: a step only looks the plan up.
 // The plans are cuDNN backend-API execution plans: the legacy cudnnConvolution* calls cost 25 to
-// 45 us of host time each in cuDNN 9 (tools/bench_host), which at batch 128 made the step
+// 45 us of host time each in cuDNN 9 (dev/bench_host), which at batch 128 made the step
 // launch-bound; executing a finalized plan costs a fraction of that. The legacy API remains the
 // fallback where no backend plan can be built. Workspaces come from loupe's stream-ordered pool.
 // NCHW tensors take NCHW filters; channels-last (NHWC) tensors take KRSC filters, the layout of

@@ -16,7 +16,7 @@
 // the layout x and y reach it in (batch-major as loupe holds them, which cuDNN rearranges itself
 // with padded I/O, or sequence-major packed, transposed here around the calls). On an H200 the
 // persistent kernel took imdb_bilstm's forward + backward at batch 32 from 8.0 ms to 0.5 ms
-// (tools/bench_lstm). LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
+// (dev/bench_lstm). LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
 // LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
 // prints the timings and the choice.
 //
@@ -55,7 +55,7 @@ struct Choice {
 
 // The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
 // win (the persistent STATIC and DYNAMIC ones were 9-90x slower than the fastest choice at every
-// reference shape, tools/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
+// reference shape, dev/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
 // force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
 bool forced_first = false;  // take the first supported choice, untimed
 const std::vector<Choice>& candidates() {

@@ -1,0 +1,317 @@
+#include "cli/bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "core/cuda_runtime.h"
+#include "core/error.h"
+#include "core/precision.h"
+#include "core/random.h"
+#include "core/thread_pool.h"
+#include "instrument/monitor.h"
+#include "instrument/report_io.h"
+#include "instrument/run_stamp.h"
+#include "models/registry.h"
+#include "models/session.h"
+#include "ops/view.h"
+#include "cli/cli_numbers.h"
+#include "cli/datasets.h"
+#include "train/trainer.h"
+
+namespace loupe::cli {
+
+namespace {
+std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
+  if (!v) return "n/a";
+  char b[32];
+  std::snprintf(b, sizeof b, f, *v * scale);
+  return b;
+}
+
+
+// cost: a last column, $ per million samples, when a price was given (--price-per-hour). A run has
+// one device, so the table is the GPU's or the CPU's: on the CPU, where NVML, CUPTI and the pool have
+// nothing to say, it shows the CPU's own figures instead of seven n/a columns.
+void print_header(bool cpu, bool cost) {
+  const char* c = cost ? "   $/M samples" : "";
+  if (cpu)
+    std::printf("%-14s %6s %5s %11s %8s %7s %5s %6s %8s %10s%s\n", "model", "batch", "prec", "samples/s", "ms/step",
+                "threads", "cores", "waited", "GFLOP/s", "peak RSS", c);
+  else
+    std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", "model", "batch", "prec", "samples/s",
+                "ms/step", "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", c);
+}
+
+std::string mib(const instrument::Opt& bytes) {
+  if (!bytes) return "n/a";
+  return fmt(bytes, "%.0f", 1.0 / double(1 << 20)) + " MiB";
+}
+
+// The CPU's row: the pool's threads (the run's, set by --threads), the cores the process kept busy
+// (CPU seconds over wall seconds), the share of its ready time its threads waited for a core (a busy
+// or oversubscribed machine), the FLOP rate, and the process's peak resident memory.
+void print_cpu_row(const instrument::EpochReport& r, const std::string& ms, const std::string& cost) {
+  instrument::Opt gflops;
+  if (r.achieved_tflops) gflops = *r.achieved_tflops * 1e3;
+  std::printf("%-14s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", r.model.c_str(), (long long)r.batch,
+              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
+              fmt(r.host_cpu_util, "%.1f").c_str(), fmt(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
+              fmt(gflops, "%.1f").c_str(), mib(r.host_rss_bytes).c_str(), cost.c_str());
+}
+
+void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
+  instrument::Opt ms;
+  if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
+  const std::string c = cost ? "  " + fmt(r.cost_per_million_samples, "%12.4g") : "";
+  if (cpu) {
+    print_cpu_row(r, fmt(ms, "%.3f"), c);
+    std::fflush(stdout);
+    return;
+  }
+  instrument::Opt pool_mib;
+  if (r.alloc_peak_bytes) pool_mib = *r.alloc_peak_bytes / double(1 << 20);
+  // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
+  const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
+  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", r.model.c_str(), (long long)r.batch,
+              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
+              fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
+              fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
+              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
+              step, c.c_str());
+  std::fflush(stdout);
+}
+}  // namespace
+
+instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
+                                     int epochs) {
+  instrument::EpochReport r;
+  const instrument::RunStamp& stamp = instrument::run_stamp();
+  r.run_id = stamp.run_id;
+  r.started_at = stamp.started_at;
+  r.cpu_model = stamp.cpu_model;
+  r.threads = num_threads();
+  r.model = model;
+  r.device = dev.str();
+  r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
+  r.batch = batch;
+  r.epoch = st.epoch;
+  r.epochs = epochs;
+  r.steps = st.steps;
+  r.samples = st.samples;
+  r.train_loss = st.train_loss;
+  r.train_acc = st.train_acc;
+  if (st.test_acc >= 0) r.test_acc = st.test_acc;
+  if (st.loss_scale) {
+    r.loss_scale = *st.loss_scale;
+    r.skipped_steps = double(st.skipped_steps);
+  }
+  r.train_seconds = st.train_seconds;
+  r.eval_seconds = st.eval_seconds;
+  r.graph_steps = double(st.graph_steps);
+  if (st.graph_kernels > 0) r.graph_kernels = double(st.graph_kernels);
+  r.graph_why = st.graph_why;
+  r.epoch_seconds = st.train_seconds + st.eval_seconds;
+  r.samples_per_sec = st.samples_per_sec();
+  return r;
+}
+
+std::vector<std::string> parse_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (const std::string& item : parse_list(s)) out.push_back(parse_int(item, flag, lo, hi));
+  if (out.empty()) throw Error(flag + " needs a comma-separated list, e.g. 32,128,512");
+  return out;
+}
+
+namespace {
+// One combination: a fresh model, the warm-up, then the timed steps under a monitor. Full batches
+// only: a last, smaller batch has new shapes, and choosing their algorithms (cuDNN plans are timed
+// on first use) inside the timed steps cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
+instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const Data& d, int64_t batch,
+                                Precision prec, double min_seconds) {
+  const Device dev = o.device;
+  const int64_t full = d.train.size() / batch;
+  models::SessionOptions so;
+  so.device = dev;
+  so.trainer.precision = prec;
+  so.trainer.graph = o.graph;
+  so.trainer.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
+  so.seed = o.seed;
+  so.vocab = d.vocab;
+  so.channels_last = o.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
+  models::Session session(info, so);
+  train::Trainer& trainer = session.trainer();
+  train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
+                           d.train.x_scale};
+  trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
+  int64_t steps = o.steps;
+  if (min_seconds > 0) {  // ten more steps, timed, size the measurement
+    train::EpochStats probe = trainer.train_epoch(set, batch, o.seed, 2, 10, true);
+    double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
+    steps = std::max(steps, std::min<int64_t>(1000000, int64_t(std::ceil(min_seconds / per_step))));
+  }
+  instrument::MonitorOptions mopt;
+  mopt.nvml = o.nvml;
+  mopt.busy = o.busy;
+  mopt.precision = precision_name(prec);
+  mopt.price_per_hour = o.price_per_hour;
+  instrument::EpochMonitor monitor(dev, mopt);
+  trainer.hooks.monitor = &monitor;
+  train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
+  st.epoch = 1;
+  if (st.diverged)
+    std::fprintf(stderr, "note: %s batch %lld %s: the loss became NaN or infinite by step %lld of the timed run; "
+                 "the time stands, but it is the time of non-finite arithmetic\n", info.name.c_str(),
+                 (long long)batch, precision_name(prec), (long long)st.diverged_step);
+  instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
+  monitor.fill(r);
+  return r;
+}
+
+}  // namespace
+
+std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
+  const Device dev = o.device;
+  const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
+  const double min_seconds = o.min_seconds >= 0 ? o.min_seconds : dev.is_cuda() ? 2.0 : 0.0;
+  const int rounds = std::max(1, o.rounds);
+  std::printf("device  %s; synthetic data resident on it; %lld warm-up steps, then at least %lld timed steps",
+              dev.is_cuda() ? (dev.str() + " (" + name + ")").c_str() : "cpu", (long long)o.warmup,
+              (long long)o.steps);
+  if (min_seconds > 0) std::printf(" and %.1f s", min_seconds);
+  std::printf(" each");
+  if (rounds > 1) std::printf("; %d rounds, the fastest kept", rounds);
+  std::printf("\n");
+  // One slot per combination that runs, in the order of the first round.
+  std::vector<std::optional<instrument::EpochReport>> best;
+  const bool cost = o.price_per_hour >= 0;
+  const bool cpu = !dev.is_cuda();
+  for (int round = 1; round <= rounds; ++round) {
+    if (rounds > 1) std::printf("round %d of %d\n", round, rounds);
+    print_header(cpu, cost);
+    size_t slot = 0;
+    for (size_t mi = 0; mi < o.models.size(); ++mi) {
+      const models::ModelInfo& info = models::find_model(o.models[mi]);
+      // Made again each round: the pool's peak, reported, holds one model's data set at a time.
+      DataRequest req;
+      req.dataset = info.recipe.dataset;
+      req.synthetic = true;
+      req.resident = true;
+      const Data d = load_data(req, dev);
+      for (const std::string& prec_name : o.precisions) {
+        Precision prec = parse_precision(prec_name);
+        std::string why = precision_unsupported(prec, dev);
+        if (!why.empty()) {
+          if (round == 1)
+            std::printf("%-14s skipped %s: %s\n", info.name.c_str(), prec_name.c_str(), why.c_str());
+          continue;
+        }
+        std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
+        for (int64_t batch : batches) {
+          if (d.train.size() < batch) {
+            if (round == 1)
+              std::printf("%-14s skipped batch %lld: the data set holds %lld samples\n", info.name.c_str(),
+                          (long long)batch, (long long)d.train.size());
+            continue;
+          }
+          instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
+          print_row(r, cpu, cost);
+          if (slot == best.size()) best.emplace_back();
+          if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
+          ++slot;
+        }
+      }
+    }
+  }
+  std::vector<instrument::EpochReport> reports;
+  for (const auto& r : best) reports.push_back(*r);
+  if (rounds > 1) {
+    std::printf("fastest of %d rounds\n", rounds);
+    print_header(cpu, cost);
+    for (const auto& r : reports) print_row(r, cpu, cost);
+  }
+  return reports;
+}
+
+std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
+  if (rows.empty()) return "";
+  char line[256];
+  std::string out;
+  const instrument::EpochReport* best = &rows[0];
+  for (const auto& r : rows)
+    if (r.samples_per_sec > best->samples_per_sec) best = &r;
+  std::snprintf(line, sizeof line, "fastest: %s at batch %lld, %s samples/s\n", best->precision.c_str(),
+                (long long)best->batch, instrument::thousands(best->samples_per_sec).c_str());
+  out += line;
+  std::vector<std::string> precs;
+  for (const auto& r : rows)
+    if (std::find(precs.begin(), precs.end(), r.precision) == precs.end()) precs.push_back(r.precision);
+  auto of = [&](const std::string& p) {  // one precision's rows by batch
+    std::vector<const instrument::EpochReport*> v;
+    for (const auto& r : rows)
+      if (r.precision == p) v.push_back(&r);
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
+    return v;
+  };
+  for (const std::string& p : precs) {
+    auto v = of(p);
+    std::snprintf(line, sizeof line, "%s: batch %lld -> %lld multiplies samples/s by %.1f", p.c_str(),
+                  (long long)v.front()->batch, (long long)v.back()->batch,
+                  v.back()->samples_per_sec / std::max(1e-9, v.front()->samples_per_sec));
+    out += line;
+    bool busy = false, util = false;
+    for (auto* r : v) busy |= bool(r->gpu_busy_share), util |= bool(r->gpu_util_mean);
+    auto level = [&](const instrument::EpochReport* r) {  // percent: CUPTI busy where measured, else NVML
+      return busy ? r->gpu_busy_share.value_or(0) * 100 : r->gpu_util_mean.value_or(0);
+    };
+    const instrument::EpochReport *sat = nullptr, *top = v.front();
+    for (auto* r : v) {
+      if (!sat && level(r) >= 90) sat = r;
+      if (level(r) > level(top)) top = r;
+    }
+    const char* what = busy ? "GPU busy (CUPTI)" : "NVML utilisation";
+    const instrument::EpochReport *lo = v.front(), *hi = v.back();
+    if (!busy && !util && lo->device == "cpu" && lo->achieved_tflops && hi->achieved_tflops && lo->host_cpu_util &&
+        hi->host_cpu_util)  // the CPU's own figures, at the smallest and the largest batch
+      std::snprintf(line, sizeof line, "; GPU figures n/a; GFLOP/s %.1f -> %.1f, cores used %.1f -> %.1f",
+                    *lo->achieved_tflops * 1e3, *hi->achieved_tflops * 1e3, *lo->host_cpu_util, *hi->host_cpu_util);
+    else if (!busy && !util)
+      std::snprintf(line, sizeof line, "; GPU figures n/a");
+    else if (sat)
+      std::snprintf(line, sizeof line, "; %s >= 90 %% from batch %lld", what, (long long)sat->batch);
+    else
+      std::snprintf(line, sizeof line, "; %s below 90 %% at every batch, at most %.0f %% (batch %lld)", what,
+                    level(top), (long long)top->batch);
+    out += line;
+    out += "\n";
+  }
+  auto base = of(precs[0]);
+  for (size_t i = 1; i < precs.size(); ++i) {
+    std::string ratios;
+    for (auto* r : of(precs[i]))
+      for (auto* b : base)
+        if (b->batch == r->batch && b->samples_per_sec > 0) {
+          std::snprintf(line, sizeof line, "%s%.2fx at %lld", ratios.empty() ? "" : ", ",
+                        r->samples_per_sec / b->samples_per_sec, (long long)r->batch);
+          ratios += line;
+        }
+    if (!ratios.empty()) out += precs[i] + " against " + precs[0] + ": " + ratios + "\n";
+  }
+  return out;
+}
+
+}  // namespace loupe::cli

@@ -1,0 +1,51 @@
+// loupe bench and loupe sweep: for each (model, batch, precision) a warm-up, then a timed stretch
+// of training steps on synthetic data of the model's shapes resident on the device, reported as
+// one epoch report each (the fields of docs/profiling.md's metrics table) and one table row.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "instrument/report.h"
+#include "train/trainer.h"
+
+namespace loupe::cli {
+
+struct BenchOptions {
+  std::vector<std::string> models;
+  std::vector<int64_t> batches;        // empty: each model's recipe batch
+  std::vector<std::string> precisions{"fp32"};
+  int64_t warmup = 10, steps = 100;    // at least `steps` timed steps per measurement (cycling through the
+  double min_seconds = -1;             // data), and at least min_seconds of them: < 0 means 2 s on a GPU
+                                       // (NVML's utilisation is a coarse average: short runs misread it), 0 on the CPU
+  int rounds = 1;                      // measure every combination this often, in turn; keep the fastest
+  Device device = kCPU;
+  bool nvml = true, busy = false, channels_last = false;
+  train::GraphMode graph = train::GraphMode::Auto;
+  uint64_t seed = 1;
+  double price_per_hour = -1;          // >= 0: each row's cost per million samples at this machine price
+};
+
+// Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on
+// the CPU) are listed as skipped with the reason. With rounds > 1 it runs the whole list that many
+// times (the host's speed drifts: alternating rounds spread the drift over all rows) and ends with
+// the table of each combination's fastest round. Returns one report per combination that ran.
+std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
+
+// The report's "what ran" and time fields from an epoch's statistics (the monitor fills the rest).
+instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
+                                     int epochs);
+
+// What a sweep shows, in a few lines: the fastest setting; per precision, how throughput grew with
+// the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %, or
+// on the CPU its GFLOP/s and cores used at the smallest and largest batch; and each precision
+// against the first one at every batch both ran.
+std::string sweep_summary(const std::vector<instrument::EpochReport>& rows);
+
+// "32,128,512" -> {32, 128, 512}, each an integer in [lo, hi] (cli/cli_numbers.h); "fp32,tf32" ->
+// {"fp32", "tf32"}. Errors name the bad item.
+std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi);
+std::vector<std::string> parse_list(const std::string& s);
+
+}  // namespace loupe::cli

@@ -1,0 +1,51 @@
+// Numbers on the command line: every numeric option of `loupe` goes through these two parsers.
+// The whole text must be the number (no sign-less junk after it, no leading spaces), and it must
+// lie in the option's range, or the option is refused with one sentence that names the range:
+//   --epochs must be an integer from 1 to 1000000, got '4294967297'
+//   --lr must be a finite number above 0 and at most 1000, got 'inf'
+// (strtoll/strtod alone accepted "5x" as 5 only with a check after them, clamped out-of-range
+// values, and an int(...) narrowing afterwards turned 4294967297 into 1.)
+#pragma once
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+
+namespace loupe::cli {
+
+// An integer in [lo, hi], written in decimal ("-" allowed where lo < 0, no "+").
+inline int64_t parse_int(const std::string& text, const std::string& flag, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end || v < lo || v > hi)
+    throw Error(flag + " must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
+                text + "'");
+  return v;
+}
+
+// A finite number above lo (or from lo, with lo_inclusive) and at most hi.
+inline double parse_double(const std::string& text, const std::string& flag, double lo, double hi,
+                           bool lo_inclusive = false) {
+  auto num = [](double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  };
+  char* end = nullptr;
+  errno = 0;
+  double v = text.empty() || std::isspace(static_cast<unsigned char>(text[0])) ? NAN : std::strtod(text.c_str(), &end);
+  bool ok = end && *end == '\0' && errno == 0 && std::isfinite(v) && (lo_inclusive ? v >= lo : v > lo) && v <= hi;
+  if (!ok)
+    throw Error(flag + " must be a finite number " + (lo_inclusive ? "from " : "above ") + num(lo) + " " +
+                (lo_inclusive ? "to " : "and at most ") + num(hi) + ", got '" + text + "'");
+  return v;
+}
+
+}  // namespace loupe::cli

@@ -1,0 +1,56 @@
+// The `loupe` subcommands, one file each (cli/cmd_*.cpp), and what they share. Each takes the
+// parsed command line (cli/options.h) and returns the process's exit status.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "instrument/op_profile.h"
+#include "instrument/report.h"
+#include "models/registry.h"
+#include "cli/datasets.h"
+#include "cli/options.h"
+#include "train/trainer.h"
+
+namespace loupe::cli {
+
+int cmd_train(const Options& o);      // cli/cmd_train.cpp
+int cmd_eval(const Options& o);       // cli/cmd_eval.cpp
+int cmd_generate(const Options& o);   // cli/cmd_generate.cpp
+int cmd_bench(const Options& o);      // cli/cmd_bench.cpp
+int cmd_sweep(const Options& o);      // cli/cmd_bench.cpp
+int cmd_roofline(const Options& o);   // cli/cmd_roofline.cpp
+int cmd_models(const Options& o);     // cli/cmd_misc.cpp
+int cmd_peak(const Options& o);       // cli/cmd_misc.cpp
+int cmd_copybench(const Options& o);  // cli/cmd_misc.cpp
+int cmd_compare(const Options& o);    // cli/cmd_compare.cpp
+int cmd_profile(const Options& o);    // cli/cmd_train.cpp (it shares train's setup), cli/cmd_profile.cpp
+
+// loupe profile (cli/cmd_profile.cpp): the ceilings, measured on the device at the precision
+// (a GEMM and a device copy), and the report of a window's profile.
+instrument::Ceilings measure_ceilings(Device dev, Precision prec);
+int report_profile(const Options& o, const instrument::Profile& p);
+
+// Shared (cli/cmd_common.cpp).
+// --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and
+// this build or machine has none.
+Device pick_device(const Options& o);
+// The model's data set as --data and --synthetic ask for it.
+DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
+// --precision and --graph as the trainer takes them, checked against the device.
+train::TrainerOptions trainer_options(const Options& o, Device dev);
+std::string device_description(Device d);
+std::string fmt_g(double v);  // "%g"
+// After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked
+// (models::Session::unchecked_vocabulary), where that is so.
+void note_unchecked_vocabulary(const std::string& unchecked);
+// Writes the rows as JSON Lines and CSV where a path is given, saying so.
+void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv);
+// Where the plotting scripts are: $LOUPE_TOOLS_DIR, else the installed command's share/loupe
+// (PREFIX/bin/loupe -> PREFIX/share/loupe), else the source tree's scripts/.
+std::string tools_dir();
+// Runs a plotting script from tools_dir() on a CSV; 0 when the PNG was written.
+int plot(const std::string& name, const std::string& csv, const std::string& png, const std::string& title = "");
+// What `loupe --version` prints: the version, how this loupe was built, where its scripts are.
+std::string version_text();
+
+}  // namespace loupe::cli

@@ -1,0 +1,262 @@
+#include "cli/datasets.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "data/cifar.h"
+#include "data/cifar_dataset.h"
+#include "data/idx.h"
+#include "data/imdb.h"
+#include "data/image_folder.h"
+#include "data/synthetic.h"
+#include "models/registry.h"
+
+namespace fs = std::filesystem;
+
+namespace loupe::cli {
+
+namespace {
+// Images and labels as stored, whatever the source.
+struct Raw {
+  std::string name, dir;
+  Shape sample;
+  int64_t n_train = 0, n_test = 0;
+  std::vector<uint8_t> train_images, train_labels, test_images, test_labels;
+  std::string note;  // appended to the data line
+};
+
+// Synthetic data with the real shapes (data/synthetic.h): random, or with classes to learn.
+Raw synthetic(const std::string& name, data::SyntheticKind kind, Shape sample, int64_t n_train, int64_t n_test) {
+  data::SyntheticImages g = data::synthetic_images(kind, sample, n_train, n_test);
+  return Raw{std::string("synthetic ") + (kind == data::SyntheticKind::Learnable ? "learnable " : "") + name +
+                 "-shaped data",
+             "memory", sample, n_train, n_test, std::move(g.train_images), std::move(g.train_labels),
+             std::move(g.test_images), std::move(g.test_labels), ""};
+}
+
+// The sample shape of the models whose recipe reads `dataset`: image folders are resized to it,
+// and MNIST-format files, which are not, must have it.
+Shape model_sample(const std::string& dataset) { return dataset == "mnist" ? Shape{28, 28} : Shape{3, 32, 32}; }
+
+// Those models by name, for a message: "mnist_mlp and mnist_cnn".
+std::string models_reading(const std::string& dataset) {
+  std::vector<std::string> names;
+  for (const models::ModelInfo& m : models::all_models())
+    if (m.recipe.dataset == dataset) names.push_back(m.name);
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return s;
+}
+
+Raw mnist(const std::string& given) {
+  std::string dir = given;
+  if (dir.empty()) {
+    auto found = data::find_default_mnist_dir();
+    if (!found) throw Error("no data set found.\n" + data::how_to_get_data());
+    dir = *found;
+  }
+  data::MnistData m = data::load_mnist(dir);
+  // The models take 28x28 and nothing resizes an IDX set: without this, a 10x10 set failed in the
+  // first step, in a matmul whose shapes named no file.
+  const Shape want = model_sample("mnist");
+  if (m.rows != want[0] || m.cols != want[1])
+    throw Error(m.train_images_file + ": its images are " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                ", but " + models_reading("mnist") + " take " + std::to_string(want[0]) + "x" + std::to_string(want[1]) +
+                " images and MNIST-format files are not resized; give a " + std::to_string(want[0]) + "x" +
+                std::to_string(want[1]) + " set, or the images as image folders (DIR/train/<class>/*.png and "
+                "DIR/test/<class>/*.png), which are resized");
+  return Raw{m.name, m.dir, Shape{m.rows, m.cols}, m.n_train, m.n_test, std::move(m.train_images),
+             std::move(m.train_labels), std::move(m.test_images), std::move(m.test_labels)};
+}
+
+Raw cifar10(const std::string& given) {
+  std::string dir = given;
+  if (dir.empty()) {
+    auto found = data::find_default_cifar10_dir();
+    if (!found)
+      throw Error(data::cifar10_not_found());
+    dir = *found;
+  }
+  data::CifarData c = data::load_cifar10(dir);
+  return Raw{"CIFAR-10", c.dir, Shape{3, 32, 32}, c.n_train, c.n_test, std::move(c.train_images),
+             std::move(c.train_labels), std::move(c.test_images), std::move(c.test_labels)};
+}
+
+// --data DIR holding train/ and test/: image folders (one subfolder per class) in place of the
+// recipe's data set, read at its sample shape so the reference model fits them unchanged.
+bool has_image_folders(const std::string& dir) {
+  std::error_code ec;
+  const bool train = fs::is_directory(fs::path(dir) / "train", ec), test = fs::is_directory(fs::path(dir) / "test", ec);
+  if (train != test)
+    throw Error(dir + ": has " + (train ? "train/ but no test/" : "test/ but no train/") +
+                "; image folders need both, each with one subfolder per class (train/cat/001.png, test/cat/001.png)");
+  return train;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+Raw image_folders(const std::string& dataset, const std::string& dir) {
+  const bool grey = dataset == "mnist";
+  const Shape sample = model_sample(dataset);
+  const int c = grey ? 1 : 3, side = int(sample[sample.size() - 1]);
+  if (!data::image_folders_supported())
+    throw Error(dir + ": holds train/ and test/ image folders, but loupe was built without stb_image, so it "
+                "cannot read them; install libstb-dev (apt-get install libstb-dev) and rebuild");
+  // Class checks first, from the folder names alone: a mismatch should not wait for every image to decode.
+  const std::string train_dir = (fs::path(dir) / "train").string(), test_dir = (fs::path(dir) / "test").string();
+  const std::vector<std::string> classes = data::image_folder_classes(train_dir);
+  if (classes != data::image_folder_classes(test_dir))
+    throw Error(dir + ": train/ and test/ must hold the same class subfolders (their sorted names are the labels); "
+                "train/ has " + join(classes) + "; test/ has " + join(data::image_folder_classes(test_dir)));
+  if (classes.size() > 10)
+    throw Error(train_dir + ": " + std::to_string(classes.size()) + " classes, but the reference models have "
+                "10 outputs, so an image folder may hold at most 10 classes");
+  data::ImageFolderData tr = data::load_image_folder(train_dir, c, side, side);
+  data::ImageFolderData te = data::load_image_folder(test_dir, c, side, side);
+  Raw r{"image folder", dir, sample, tr.n, te.n, std::move(tr.images),
+        std::move(tr.labels), std::move(te.images), std::move(te.labels), ""};
+  r.note = "; " + std::to_string(classes.size()) + " classes (" + join(classes) + "), read as " +
+           (grey ? "grey " : "RGB ") + std::to_string(side) + "x" + std::to_string(side);
+  if (tr.resized + te.resized > 0) r.note += ", " + std::to_string(tr.resized + te.resized) + " images resized";
+  return r;
+}
+
+Shape with_batch(int64_t n, const Shape& sample) {
+  Shape s{n};
+  for (int64_t d : sample) s.push_back(d);
+  return s;
+}
+
+std::vector<int32_t> widen(const std::vector<uint8_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
+
+// Sequences for the text models: x int32 [n, len], labels int32, and the loader's or the resident copy.
+Data sequences(std::vector<int32_t> train_x, std::vector<int32_t> train_y, std::vector<int32_t> test_x,
+               std::vector<int32_t> test_y, int64_t len, bool resident, Device dev) {
+  Data d;
+  int64_t n_train = int64_t(train_y.size()), n_test = int64_t(test_y.size());
+  d.test = train::TensorDataset{from_vector(test_x, Shape{n_test, len}), from_vector(test_y, Shape{n_test}), 1.0}.to(dev);
+  if (resident)
+    d.train = train::TensorDataset{from_vector(train_x, Shape{n_train, len}), from_vector(train_y, Shape{n_train}), 1.0}
+                  .to(dev);
+  else
+    d.host = std::make_shared<data::SequenceDataset>(std::move(train_x), std::move(train_y), int(len));
+  return d;
+}
+
+// imdb_bilstm (maxlen 100) and imdb_fasttext (maxlen 400 with bigrams): the 20,000 most frequent words.
+Data imdb(const DataRequest& req, Device dev) {
+  const bool bigrams = req.dataset == "imdb_bigrams";
+  const int maxlen = bigrams ? 400 : 100;
+  const int num_words = 20000;
+  if (req.synthetic) {
+    // Benchmarks: fastText's vocabulary grows with the training bigrams (about 1.2 million ids on
+    // the real data); the synthetic set draws from that many.
+    int64_t vocab = bigrams ? 1200000 : num_words;
+    data::SyntheticSequences s = data::synthetic_sequences(req.synthetic_kind, 25000, 25000, maxlen, vocab);
+    Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+                       req.resident, dev);
+    d.vocab = vocab;
+    d.description = std::string("synthetic ") + (req.synthetic_kind == data::SyntheticKind::Learnable ? "learnable " : "") +
+                    "IMDb-shaped sequences (25000 train, 25000 test, maxlen " + std::to_string(maxlen) + ", " +
+                    std::to_string(vocab) + " ids)";
+    return d;
+  }
+  std::string dir = req.dir;
+  if (dir.empty()) {
+    auto found = data::find_default_imdb_dir();
+    if (!found)
+      throw Error(data::imdb_not_found());
+    dir = *found;
+  }
+  data::ImdbSequences s = data::make_imdb_sequences(data::load_aclimdb(dir), num_words, maxlen, bigrams);
+  Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+                     req.resident, dev);
+  d.vocab = s.vocab_size;
+  d.words = s.vocab_fingerprint;
+  d.description = "IMDb from " + dir + ": " + s.description;
+  return d;
+}
+
+// char_lstm: windows of 40 characters (step 3) predicting the next; the last 5% of the windows are
+// held out as the test set (next-character accuracy).
+Data chars(const DataRequest& req, Device dev) {
+  std::string path = req.dir, what;
+  std::shared_ptr<data::CharCorpus> corpus;
+  if (req.synthetic) {
+    std::string text(600000, ' ');
+    for (size_t i = 0; i < text.size(); ++i) text[i] = char(33 + philox(7, uint64_t(i), 41).v[0] % 57);  // 57 characters, as the Nietzsche text
+    corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_text(text));
+    what = "synthetic random text (600,000 characters)";
+  } else {
+    if (path.empty()) {
+      auto found = data::find_default_nietzsche_path();
+      path = found ? *found : "/usr/share/common-licenses/GPL-3";
+    }
+    corpus = std::make_shared<data::CharCorpus>(data::CharCorpus::from_file(path));
+    what = path;
+  }
+  if (corpus->vocab_size() > models::kCharLstmMaxChars)
+    throw Error(what + ": " + std::to_string(corpus->vocab_size()) + " distinct characters; char_lstm's one-hot " +
+                "input takes at most " + std::to_string(models::kCharLstmMaxChars) +
+                " (each costs memory in every batch and weights in both layers): give a text in fewer scripts");
+  const int window = 40, step = 3;
+  int64_t n = corpus->num_windows(window, step);
+  LOUPE_CHECK(n >= 20, what, ": too short for windows of ", window, " characters");
+  int64_t n_test = std::max<int64_t>(1, n / 20), n_train = n - n_test;
+  std::vector<int32_t> x(static_cast<size_t>(n * window)), y(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    std::vector<int32_t> w = corpus->window(k, window, step);
+    std::copy(w.begin(), w.end(), x.begin() + k * window);
+    y[size_t(k)] = corpus->target(k, window, step);
+  }
+  std::vector<int32_t> test_x(x.begin() + n_train * window, x.end()), test_y(y.begin() + n_train, y.end());
+  x.resize(size_t(n_train * window));
+  y.resize(size_t(n_train));
+  Data d = sequences(std::move(x), std::move(y), std::move(test_x), std::move(test_y), window, req.resident, dev);
+  d.vocab = corpus->vocab_size();
+  d.corpus = corpus;
+  for (char32_t c : corpus->chars()) data::append_utf8(c, &d.chars);
+  d.description = what + ": " + std::to_string(corpus->length()) + " characters, " + std::to_string(d.vocab) +
+                  " distinct; windows of 40, step 3 (" + std::to_string(n_train) + " train, " +
+                  std::to_string(n_test) + " held out)";
+  return d;
+}
+
+}  // namespace
+
+Data load_data(const DataRequest& req, Device dev) {
+  if (req.dataset == "imdb" || req.dataset == "imdb_bigrams") return imdb(req, dev);
+  if (req.dataset == "chars") return chars(req, dev);
+  Raw r;
+  const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
+  if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
+    r = image_folders(req.dataset, req.dir);
+  else if (req.dataset == "mnist")
+    r = req.synthetic ? synthetic("MNIST", req.synthetic_kind, Shape{28, 28}, 60000, 10000) : mnist(req.dir);
+  else if (req.dataset == "cifar10")
+    r = req.synthetic ? synthetic("CIFAR-10", req.synthetic_kind, Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
+  else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
+  Data d;
+  d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),
+                                from_vector(r.test_labels, Shape{r.n_test})}.to(dev);
+  d.description = r.name + " from " + r.dir + " (" + std::to_string(r.n_train) + " train, " +
+                  std::to_string(r.n_test) + " test)" + r.note;
+  if (req.resident) {
+    d.train = train::TensorDataset{from_vector(r.train_images, with_batch(r.n_train, r.sample)),
+                                   from_vector(r.train_labels, Shape{r.n_train})}.to(dev);
+    if (req.augment) d.description += "; no augmentation with --resident";
+  } else if (req.dataset == "cifar10") {
+    d.host = std::make_shared<data::CifarDataset>(std::move(r.train_images), std::move(r.train_labels), req.augment);
+    if (req.augment) d.description += "; augmentation (shift 0.1, horizontal flip) in the loader's workers";
+  } else {
+    d.host = std::make_shared<loader::ArrayDataset>(std::move(r.train_images), std::move(r.train_labels), r.sample);
+  }
+  return d;
+}
+
+}  // namespace loupe::cli
