@@ -23,7 +23,7 @@
 #include "cli/compare.h"
 #include "cli/flat_json.h"
 #include "cli/interrupt.h"
-#include "train/comm.h"
+#include "dist/comm.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -220,7 +220,7 @@ std::string gpus_text(const std::vector<int>& g) {
 }
 
 void check_world_options(const Options& o) {
-  if (!train::nccl_built() && *std::max_element(o.gpus_list.begin(), o.gpus_list.end()) > 1)
+  if (!dist::nccl_built() && *std::max_element(o.gpus_list.begin(), o.gpus_list.end()) > 1)
     throw Error("--gpus " + gpus_text(o.gpus_list) + ": this loupe was built without NCCL (CMake prints loupe: NCCL: ON/OFF), so it "
                 "runs one GPU only");
   if (o.device == "cpu") throw Error("loupe bench --gpus measures data parallelism on GPUs; --device cpu runs none");

@@ -14,7 +14,7 @@
 #include "ops/gemm_cpu.h"
 #include "cli/commands.h"
 #include "cli/interrupt.h"
-#include "train/comm.h"
+#include "dist/comm.h"
 
 namespace loupe::cli {
 
@@ -133,7 +133,7 @@ std::string version_text() {
   s += "oneDNN: " + (dnnl.empty() ? std::string("off (float32 CPU convolutions by im2col + GEMM)") : "on (" + dnnl + ")") + "\n";
   s += std::string("TensorBoard: ") +
        (instrument::tensorboard_available() ? "on" : "off (needs libprotobuf-dev, protobuf-compiler, libboost-dev)") + "\n";
-  s += std::string("NCCL: ") + (train::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
+  s += std::string("NCCL: ") + (dist::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
   s += "plot scripts: " + tools_dir() + "\n";
   return s;
 }

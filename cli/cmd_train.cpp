@@ -28,8 +28,8 @@
 #include "cli/commands.h"
 #include "cli/data_parallel.h"
 #include "cli/interrupt.h"
-#include "train/ddp.h"
-#include "train/launch.h"
+#include "dist/ddp.h"
+#include "dist/launch.h"
 #include "train/checkpoint_file.h"
 #include "train/divergence.h"
 #include "train/profile_window.h"
@@ -173,11 +173,11 @@ void print_header(const Run& run) {
 }
 
 // --gpus N: rank 0's timeline samples every GPU of its host, labelled by rank. Local rank k runs on
-// CUDA device k (train::join_world's rule), and loupe's launcher and torchrun number a host's ranks
+// CUDA device k (dist::join_world's rule), and loupe's launcher and torchrun number a host's ranks
 // in a row, so on rank 0's host it is rank k; other hosts' GPUs are not in the file.
 void timeline_peers(const Run& run, instrument::MonitorOptions& m) {
   if (!run.world || run.world->rank() != 0 || m.timeline.empty() || !run.dev.is_cuda()) return;
-  const train::RankEnv env = train::rank_env();
+  const dist::RankEnv env = dist::rank_env();
   m.timeline_rank = env.rank;
   for (int k = 0; k < env.local_world; ++k)
     if (k != env.local_rank) m.timeline_peers.push_back({k, env.rank - env.local_rank + k});

@@ -14,17 +14,17 @@
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "cli/interrupt.h"
-#include "train/launch.h"
+#include "dist/launch.h"
 
 namespace loupe::cli {
 
-bool is_rank() { return train::in_a_world(); }
+bool is_rank() { return dist::in_a_world(); }
 
 bool wants_ranks(const Options& o) { return !is_rank() && (o.gpus > 1 || o.nnodes > 1); }
 
 namespace {
 // --master ADDR:PORT, else MASTER_ADDR and MASTER_PORT, else (one host) this host and a free port.
-void rendezvous_address(const Options& o, train::LaunchOptions& lo) {
+void rendezvous_address(const Options& o, dist::LaunchOptions& lo) {
   std::string m = o.master;
   if (m.empty() && std::getenv("MASTER_ADDR") && std::getenv("MASTER_PORT"))
     m = std::string(std::getenv("MASTER_ADDR")) + ":" + std::getenv("MASTER_PORT");
@@ -46,7 +46,7 @@ void rendezvous_address(const Options& o, train::LaunchOptions& lo) {
 }  // namespace
 
 int launch_ranks(const Options& o) {
-  if (!train::nccl_built())
+  if (!dist::nccl_built())
     throw Error("--gpus " + std::to_string(o.gpus) + ": this loupe was built without NCCL (CMake looks for nccl.h "
                 "and libnccl and prints loupe: NCCL: ON/OFF); one GPU needs no --gpus");
   if (o.device == "cpu") throw Error("--gpus trains on GPUs; --device cpu runs one process");
@@ -54,7 +54,7 @@ int launch_ranks(const Options& o) {
   if (have < o.gpus)
     throw Error("--gpus " + std::to_string(o.gpus) + ": this host shows " + std::to_string(have) +
                 " GPU(s) (nvidia-smi; CUDA_VISIBLE_DEVICES)");
-  train::LaunchOptions lo;
+  dist::LaunchOptions lo;
   lo.exe = "/proc/self/exe";
   lo.args = o.args;
   lo.procs = o.gpus;
@@ -64,14 +64,14 @@ int launch_ranks(const Options& o) {
   std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpus, o.gpus - 1,
               o.node_rank, o.nnodes, o.gpus * o.nnodes);
   std::fflush(stdout);
-  return train::launch(lo);
+  return dist::launch(lo);
 }
 
 namespace {
 // ncclCommAbort, waited for at most `seconds`: over sockets, with the peer gone, it did not return
 // (two H200s, check_ddp's lost peer: the rank said it was ending and trained on). The process ends
 // soon after either way, and its end frees what the abort would have.
-bool abort_within(train::Communicator& comm, double seconds) {
+bool abort_within(dist::Communicator& comm, double seconds) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread([&comm, done] {
     comm.abort();
@@ -87,7 +87,7 @@ bool abort_within(train::Communicator& comm, double seconds) {
 World::World(const Options& o) {
   if (o.device == "cpu") throw Error("a data-parallel rank (WORLD_SIZE is set) trains on a GPU, not --device cpu");
   std::string why;
-  comm_ = train::join_world(&why);
+  comm_ = dist::join_world(&why);
   if (!comm_) throw Error("this rank cannot join the world: " + why);
   watchdog_ = std::thread([this] {
     while (!stop_.load()) {
@@ -147,7 +147,7 @@ double or_nan(const std::optional<double>& v) { return v ? *v : std::numeric_lim
 std::optional<double> if_measured(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
 
 // Rank 0's world line: samples/s (the ranks'), scaling efficiency, bytes and NCCL's time per step.
-std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, const train::GradReducer& red) {
+std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, const dist::GradReducer& red) {
   std::string line = "  world " + std::to_string(r.world_size) + " GPUs: " +
                      (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
                      " samples/s (ranks";
@@ -173,7 +173,7 @@ std::string world_line(const instrument::EpochReport& r, const std::vector<doubl
 }
 }  // namespace
 
-std::string World::fill(instrument::EpochReport& r, const train::GradReducer& red, std::optional<double> baseline,
+std::string World::fill(instrument::EpochReport& r, const dist::GradReducer& red, std::optional<double> baseline,
                         bool data_wait_host_time) {
   // One all-gather of every rank's figures, on the device.
   Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec,

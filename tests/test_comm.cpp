@@ -1,5 +1,5 @@
 // NCCL collectives between real processes: the test starts itself through the launcher
-// (train/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
+// (dist/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
 // checks an all-reduce (sum and average) and a broadcast. test_comm_gpu runs a world of one
 // (label gpu), test_comm_multigpu two ranks (label multigpu); each skips, saying why, without the
 // GPUs or NCCL.
@@ -11,8 +11,8 @@
 
 #include "core/cuda_runtime.h"
 #include "loupe.h"
-#include "train/comm.h"
-#include "train/launch.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
 
 using namespace loupe;
 
@@ -22,24 +22,24 @@ bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 
 // The parent: `procs` ranks of this same binary running only CommRank.*.
 int run_ranks(int procs) {
-  train::LaunchOptions o;
+  dist::LaunchOptions o;
   o.exe = "/proc/self/exe";
   o.args = {"--gtest_filter=CommRank.*"};
   o.procs = procs;
-  return train::launch(o);
+  return dist::launch(o);
 }
 
 // A world of one on one GPU: NCCL's calls for real, where one GPU is all there is.
 TEST(Comm, OneRank) {
   if (is_rank()) GTEST_SKIP() << "a rank runs CommRank.* only";
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
 TEST(Comm, TwoRanks) {
   if (is_rank()) GTEST_SKIP() << "a rank runs CommRank.* only";
-  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
 }
@@ -47,7 +47,7 @@ TEST(Comm, TwoRanks) {
 TEST(CommRank, AllReduceAndBroadcast) {
   if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAgree as a rank";
   std::string why;
-  auto comm = train::join_world(&why);
+  auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int r = comm->rank(), w = comm->world();
   ASSERT_EQ(w, std::atoi(std::getenv("WORLD_SIZE")));
@@ -72,10 +72,10 @@ TEST(CommRank, AllReduceAndBroadcast) {
   };
   for (int64_t n : {int64_t(1) << 20, int64_t(7), int64_t(1000003)}) {
     Tensor t = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
-    comm->all_reduce(t, train::ReduceOp::Sum);
+    comm->all_reduce(t, dist::ReduceOp::Sum);
     expect_all(t, per_element(n, w * (w + 1) / 2.0), "sum");
     Tensor a = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
-    comm->all_reduce(a, train::ReduceOp::Avg);
+    comm->all_reduce(a, dist::ReduceOp::Avg);
     expect_all(a, per_element(n, (w + 1) / 2.0), "average");
     Tensor b = to(from_vector(per_element(n, r == 0 ? 1 : -(r + 1)), Shape{n}), kCUDA);
     comm->broadcast(b, 0);

@@ -26,9 +26,9 @@
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "optim/optimizer.h"
-#include "train/comm.h"
-#include "train/ddp.h"
-#include "train/launch.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
+#include "dist/launch.h"
 #include "train/trainer.h"
 #include "two_round_op.h"
 
@@ -40,7 +40,7 @@ bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 
 // A communicator of `world` ranks that all hold what this one holds (a mirror): Sum multiplies by
 // the world, Avg changes nothing. It records the asynchronous all-reduces as arena offsets.
-struct Recorder : train::Communicator {
+struct Recorder : dist::Communicator {
   int r = 0, w = 1;
   const Tensor* arena = nullptr;  // the gradient arena, to turn slices into offsets
   std::vector<std::pair<int64_t, int64_t>> sent;
@@ -48,15 +48,15 @@ struct Recorder : train::Communicator {
   int joins = 0, sent_at_join = -1;
   int rank() const override { return r; }
   int world() const override { return w; }
-  void all_reduce(const Tensor& t, train::ReduceOp op) override {
-    if (op == train::ReduceOp::Sum) copy_(t, mul(t, double(w)));
+  void all_reduce(const Tensor& t, dist::ReduceOp op) override {
+    if (op == dist::ReduceOp::Sum) copy_(t, mul(t, double(w)));
   }
   void broadcast(const Tensor&, int) override {}
   void all_gather(const Tensor& in, const Tensor& out) override {
     for (int i = 0; i < w; ++i) copy_(slice(out, 0, i * in.numel(), (i + 1) * in.numel()), in);
   }
-  void all_reduce_async(const Tensor& t, train::ReduceOp op) override {
-    EXPECT_EQ(op, train::ReduceOp::Avg);
+  void all_reduce_async(const Tensor& t, dist::ReduceOp op) override {
+    EXPECT_EQ(op, dist::ReduceOp::Avg);
     const int64_t off = (static_cast<const float*>(t.data_ptr()) - static_cast<const float*>(arena->data_ptr()));
     sent.emplace_back(off, t.numel());
     if (on_send) on_send();
@@ -94,7 +94,7 @@ std::shared_ptr<nn::Sequential> cnn() {
 // An image's 28 rows as a sequence: Dense 28 -> 32 on each row, a bidirectional LSTM 32, Dense 10
 // on both directions' final states. Under data parallelism its LSTM hands on its input's gradient
 // first and its weight gradient after a pause (two rounds, autograd/node.h), so the reducer cuts
-// its buckets again after the first step (train/ddp.h): the world must still match one process.
+// its buckets again after the first step (dist/ddp.h): the world must still match one process.
 class RowBiLstm : public nn::Module {
  public:
   RowBiLstm() {
@@ -154,10 +154,10 @@ TEST(Reducer, SendsEveryBucketOnceInPlanOrderWhileBackwardRuns) {
   const Tensor& grads = m->arena().grads();
   Recorder rec;
   rec.arena = &grads;
-  train::ReducerOptions ro;
+  dist::ReducerOptions ro;
   ro.bucket_cap_bytes = 16 << 10;  // 784*64 floats (200 KiB) alone, 64*64 + 64*10 ... together
   ro.first_bucket_bytes = 1 << 10;
-  train::GradReducer red(m->arena(), rec, ro);
+  dist::GradReducer red(m->arena(), rec, ro);
   ASSERT_GE(red.buckets().size(), 3u) << red.describe();
   // The first parameter's gradient (fc1.weight) is the last backward computes: when the first
   // bucket goes, it must still be zero, or nothing overlapped.
@@ -210,10 +210,10 @@ TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
   m.to(kCPU);
   Recorder rec;
   rec.arena = &m.arena().grads();
-  train::ReducerOptions ro;
+  dist::ReducerOptions ro;
   ro.bucket_cap_bytes = 1;  // every parameter a bucket of its own
   ro.first_bucket_bytes = 1;
-  train::GradReducer red(m.arena(), rec, ro);
+  dist::GradReducer red(m.arena(), rec, ro);
   ASSERT_EQ(red.buckets().size(), m.arena().params().size());
   // Only fc2 takes part: the unused layer's buckets (the last two to go) get no gradient.
   m.arena().zero_grad();
@@ -246,9 +246,9 @@ TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
   m.to(kCPU);
   Recorder rec;
   rec.arena = &m.arena().grads();
-  train::ReducerOptions ro;
+  dist::ReducerOptions ro;
   ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
-  train::GradReducer red(m.arena(), rec, ro);
+  dist::GradReducer red(m.arena(), rec, ro);
   ASSERT_EQ(red.buckets().size(), 1u);
   const Tensor w_grad = m.arena().params()[1].grad();
   std::vector<double> w_at_send;
@@ -285,9 +285,9 @@ TEST(Reducer, AnEmbeddingsInPlaceGradientSendsItsBucketDuringBackward) {
   m.to(kCPU);
   Recorder rec;
   rec.arena = &m.arena().grads();
-  train::ReducerOptions ro;
+  dist::ReducerOptions ro;
   ro.bucket_cap_bytes = ro.first_bucket_bytes = 1;  // every parameter a bucket of its own
-  train::GradReducer red(m.arena(), rec, ro);
+  dist::GradReducer red(m.arena(), rec, ro);
   std::vector<int32_t> ids(32), labels(8);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(37 * i % 1000);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
@@ -409,17 +409,17 @@ TEST(TrainerShard, EachRankTrainsOnItsOwnPartOfTheGlobalStep) {
 
 namespace {
 int run_ranks(int procs) {
-  train::LaunchOptions o;
+  dist::LaunchOptions o;
   o.exe = "/proc/self/exe";
   o.args = {"--gtest_filter=DdpRank.*"};
   o.procs = procs;
-  return train::launch(o);
+  return dist::launch(o);
 }
 
 // `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given. With
 // `poison` >= 0, that sample of the data set holds an infinity, so the step that trains on it
 // overflows on the rank that holds it and on no other.
-std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, train::Communicator* comm,
+std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, dist::Communicator* comm,
                            int64_t batch, Precision p, int steps, train::EpochStats* stats = nullptr,
                            int64_t poison = -1) {
   manual_seed(1);
@@ -452,13 +452,13 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(Ddp, OneRankMatchesOneProcessExactly) {
   if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
 TEST(Ddp, TwoRanksMatchOneGpuAtTwiceTheBatch) {
   if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
-  if (!train::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
 }
@@ -474,7 +474,7 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);  // every step: the ranks' weights compared
   std::string why;
-  auto comm = train::join_world(&why);
+  auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
   struct Case {
@@ -525,7 +525,7 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
   if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);
   std::string why;
-  auto comm = train::join_world(&why);
+  auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
   const int64_t b = 64;
@@ -561,7 +561,7 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
 TEST(DdpRank, ARankAStepAheadAtCtrlCStopsToo) {
   if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
   std::string why;
-  auto comm = train::join_world(&why);
+  auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
   if (w < 2) GTEST_SKIP() << "needs two ranks";

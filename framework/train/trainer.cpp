@@ -21,8 +21,8 @@
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
-#include "train/comm.h"
-#include "train/ddp.h"
+#include "dist/comm.h"
+#include "dist/ddp.h"
 #include "train/step_observer.h"
 
 namespace loupe::train {
@@ -72,7 +72,7 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
   if (o.comm) {
     shard_ = {o.comm->rank(), o.comm->world()};
-    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, reducer_options_from_knobs());
+    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, dist::reducer_options_from_knobs());
     check_ranks_ = knobs::flag("LOUPE_DDP_CHECK");
     broadcast_weights();
   }
@@ -458,8 +458,8 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
     return st;
   }
   if (options_.comm) {  // the world's loss and accuracy: every rank ran as many steps
-    options_.comm->all_reduce(loss_sum_, ReduceOp::Sum);
-    options_.comm->all_reduce(correct_, ReduceOp::Sum);
+    options_.comm->all_reduce(loss_sum_, dist::ReduceOp::Sum);
+    options_.comm->all_reduce(correct_, dist::ReduceOp::Sum);
     if (!device_done_or_stop()) {
       st.interrupted = true;
       st.train_seconds = now_seconds() - t0;
@@ -544,7 +544,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   model_.train();
   if (options_.comm) {  // as end_epoch: a peer stopped by Ctrl-C may never enter the sum
     if (stop_requested()) throw Interrupted();
-    options_.comm->all_reduce(eval_correct_, ReduceOp::Sum);
+    options_.comm->all_reduce(eval_correct_, dist::ReduceOp::Sum);
     if (!device_done_or_stop()) throw Interrupted();
   }
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);

@@ -23,11 +23,15 @@
 
 namespace loupe::instrument { class EpochMonitor; }
 namespace loupe::loader { class DataLoader; }
+namespace loupe::dist {  // data parallelism (framework/dist/)
+class Communicator;
+class GradReducer;
+}  // namespace loupe::dist
 
 namespace loupe::train {
 
-class Communicator;
-class GradReducer;
+using dist::Communicator;
+using dist::GradReducer;
 
 // Samples and labels held in one tensor each (uint8 images, uint8 or int32 labels) on a device;
 // batches are gathered from it by index and converted to float (x * x_scale) on that device.
@@ -108,7 +112,7 @@ struct TrainerOptions {
   bool stop_on_divergence = true;
   // Data parallelism (docs/plans/data_parallel.md): this process is one rank of comm's world. The
   // weights start as rank 0's, each rank trains on its shard of every global step (the batch is
-  // per rank), the gradients are averaged in buckets during backward (train/ddp.h), the epoch's
+  // per rank), the gradients are averaged in buckets during backward (dist/ddp.h), the epoch's
   // loss and accuracy and the evaluation are the whole world's. Null: one process, as ever.
   Communicator* comm = nullptr;
 };

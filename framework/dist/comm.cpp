@@ -1,6 +1,6 @@
-#include "train/comm.h"
+#include "dist/comm.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 
 namespace {
 CommunicatorFactory& factory() {
@@ -20,4 +20,4 @@ std::unique_ptr<Communicator> join_world(std::string* why) {
   return factory()(why);
 }
 
-}  // namespace loupe::train
+}  // namespace loupe::dist

@@ -7,7 +7,7 @@
 
 #include "core/tensor.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 
 enum class ReduceOp { Sum, Avg };
 
@@ -22,7 +22,7 @@ class Communicator {
   // out = the ranks' `in`s concatenated in rank order (out.numel() == world * in.numel()), on the
   // compute stream.
   virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
-  // Overlapping the backward pass (train/ddp.h): an all-reduce on the communication stream, after
+  // Overlapping the backward pass (dist/ddp.h): an all-reduce on the communication stream, after
   // the work issued so far on the compute stream, which does not wait for it...
   virtual void all_reduce_async(const Tensor& t, ReduceOp op) = 0;
   // ...until join(): the compute stream then waits, on the device, for all of them.
@@ -30,7 +30,7 @@ class Communicator {
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.
   virtual std::string async_error() = 0;
   // A peer whose process ended without saying goodbye ("" when none): the rendezvous's connections,
-  // kept as lifelines (train/launch.h), for the same watchdog; NCCL alone did not notice a peer
+  // kept as lifelines (dist/launch.h), for the same watchdog; NCCL alone did not notice a peer
   // lost across hosts. And the goodbye a rank says when it ends normally.
   virtual std::string lost_peer() { return ""; }
   virtual void goodbye() {}
@@ -39,7 +39,7 @@ class Communicator {
   virtual void abort() = 0;
 };
 
-// Joins the world this process's environment describes (train/launch.h's rank_env): makes the
+// Joins the world this process's environment describes (dist/launch.h's rank_env): makes the
 // GPU LOCAL_RANK current (call it before any other CUDA work of the process), then rank 0 makes
 // NCCL's unique id, the rendezvous hands it to the others, and every rank creates its
 // communicator. nullptr with *why set where NCCL is not built in or the world cannot be joined.
@@ -51,4 +51,4 @@ bool nccl_built();
 using CommunicatorFactory = std::unique_ptr<Communicator> (*)(std::string* why);
 void register_communicator_factory(CommunicatorFactory f);
 
-}  // namespace loupe::train
+}  // namespace loupe::dist

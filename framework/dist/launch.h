@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace loupe::train {
+namespace loupe::dist {
 
 struct LaunchOptions {
   std::string exe;                 // the program each rank runs (loupe itself: /proc/self/exe)
@@ -92,4 +92,4 @@ bool in_a_world();
 // The first host of a Slurm host list: "gpu-a[07-09,12],gpu-b3" -> "gpu-a07".
 std::string first_slurm_host(const std::string& nodelist);
 
-}  // namespace loupe::train
+}  // namespace loupe::dist

@@ -1,4 +1,4 @@
-#include "train/ddp.h"
+#include "dist/ddp.h"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 #include "core/nvtx.h"
 #include "ops/view.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 
 ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
@@ -138,4 +138,4 @@ std::string GradReducer::describe() const {
   return s + " MiB)";
 }
 
-}  // namespace loupe::train
+}  // namespace loupe::dist

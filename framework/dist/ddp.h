@@ -1,5 +1,5 @@
 // Data parallelism's gradient all-reduce (docs/plans/data_parallel.md, step 3): the gradient
-// arena cut into buckets (train/ddp_plan.h), each all-reduced (averaged) in place on the
+// arena cut into buckets (dist/ddp_plan.h), each all-reduced (averaged) in place on the
 // communication stream as soon as backward has finished its last gradient, so communication
 // overlaps the rest of the backward pass as in PyTorch's DDP. Buckets go strictly in plan order
 // (NCCL needs every rank to issue its collectives in one order); a bucket that is ready before
@@ -13,10 +13,10 @@
 
 #include "autograd/node.h"
 #include "nn/arena.h"
-#include "train/comm.h"
-#include "train/ddp_plan.h"
+#include "dist/comm.h"
+#include "dist/ddp_plan.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
@@ -78,4 +78,4 @@ class GradReducer final : public autograd::GradReadyHook {
   bool split_ = true;           // LOUPE_DDP_SPLIT_BACKWARD: two rounds and the buckets cut again
 };
 
-}  // namespace loupe::train
+}  // namespace loupe::dist

@@ -1,6 +1,6 @@
 // Communicator with NCCL (built where CMake finds it: LOUPE_WITH_NCCL). Each rank's GPU is its
 // LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
-// (train/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
+// (dist/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
 #if LOUPE_WITH_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -11,10 +11,10 @@
 
 #include "core/cuda_util.cuh"
 #include "core/error.h"
-#include "train/comm.h"
-#include "train/launch.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 namespace {
 
 #define LOUPE_NCCL_CHECK(call)                                                                         \
@@ -145,5 +145,5 @@ struct Registrar {
 } g_registrar;
 
 }  // namespace
-}  // namespace loupe::train
+}  // namespace loupe::dist
 #endif  // LOUPE_WITH_NCCL

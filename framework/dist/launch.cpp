@@ -1,4 +1,4 @@
-#include "train/launch.h"
+#include "dist/launch.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "core/knobs.h"
 
-namespace loupe::train {
+namespace loupe::dist {
 
 namespace {
 
@@ -375,4 +375,4 @@ RankEnv rank_env() {
   return e;
 }
 
-}  // namespace loupe::train
+}  // namespace loupe::dist
