@@ -1,0 +1,240 @@
+// data/npy.h: NumPy's .npy format, strictly.
+#include "data/npy.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "core/error.h"
+
+namespace loupe::data {
+
+const char* npy_type_name(NpyType t) {
+  switch (t) {
+    case NpyType::U8: return "uint8";
+    case NpyType::I32: return "int32";
+    case NpyType::I64: return "int64";
+    case NpyType::F16: return "float16";
+    case NpyType::F32: return "float32";
+    case NpyType::F64: return "float64";
+  }
+  return "?";
+}
+
+size_t npy_type_size(NpyType t) {
+  switch (t) {
+    case NpyType::U8: return 1;
+    case NpyType::F16: return 2;
+    case NpyType::I32: case NpyType::F32: return 4;
+    case NpyType::I64: case NpyType::F64: return 8;
+  }
+  return 0;
+}
+
+int64_t NpyArray::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMaxHeader = 1 << 20;  // NumPy's own limit is far smaller (its headers are ~100 bytes)
+
+// The header dict literal, parsed by hand as the format defines it (a Python literal, which no
+// JSON library reads): strings in single or double quotes, True/False, tuples of integers.
+struct HeaderParser {
+  const std::string& s;
+  const std::string& file;
+  size_t i = 0;
+
+  [[noreturn]] void fail(const std::string& what) {
+    throw Error(file + ": not a valid .npy header (" + what + " at character " + std::to_string(i + 1) + ")");
+  }
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) return ++i, true;
+    return false;
+  }
+  std::string str() {
+    ws();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) fail("expected a quoted string");
+    const char q = s[i++];
+    const size_t start = i;
+    while (i < s.size() && s[i] != q) {
+      if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20) fail("an escape or control character in a string");
+      ++i;
+    }
+    if (i >= s.size()) fail("an unterminated string");
+    return s.substr(start, i++ - start);
+  }
+  bool boolean() {
+    ws();
+    if (s.compare(i, 4, "True") == 0) return i += 4, true;
+    if (s.compare(i, 5, "False") == 0) return i += 5, false;
+    fail("expected True or False");
+  }
+  int64_t integer() {
+    ws();
+    if (i >= s.size() || s[i] < '0' || s[i] > '9') fail("expected a dimension (a whole number)");
+    int64_t v = 0;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+      if (v > (std::numeric_limits<int64_t>::max() - 9) / 10) fail("a dimension too large");
+      v = v * 10 + (s[i] - '0');
+    }
+    if (i < s.size() && (s[i] == 'L' || s[i] == 'l')) ++i;  // Python 2's long suffix, in old files
+    return v;
+  }
+  std::vector<int64_t> tuple() {
+    if (!eat('(')) fail("expected a tuple for the shape");
+    std::vector<int64_t> dims;
+    if (eat(')')) return dims;
+    for (;;) {
+      dims.push_back(integer());
+      if (dims.size() > 32) fail("more than 32 dimensions");
+      if (eat(')')) return dims;
+      if (!eat(',')) fail("expected ',' or ')' in the shape");
+      if (eat(')')) return dims;  // (n,) and a trailing comma
+    }
+  }
+};
+
+struct Header {
+  std::string descr;
+  bool fortran = false;
+  std::vector<int64_t> shape;
+};
+
+Header parse_header(const std::string& text, const std::string& file) {
+  HeaderParser p{text, file};
+  Header h;
+  bool has_descr = false, has_order = false, has_shape = false;
+  if (!p.eat('{')) p.fail("expected '{'");
+  while (!p.eat('}')) {
+    const std::string key = p.str();
+    if (!p.eat(':')) p.fail("expected ':' after '" + key + "'");
+    if (key == "descr" && !has_descr) h.descr = p.str(), has_descr = true;
+    else if (key == "fortran_order" && !has_order) h.fortran = p.boolean(), has_order = true;
+    else if (key == "shape" && !has_shape) h.shape = p.tuple(), has_shape = true;
+    else p.fail("a key other than descr, fortran_order and shape, or one twice: '" + key + "'");
+    if (!p.eat(',')) {
+      if (!p.eat('}')) p.fail("expected ',' or '}'");
+      break;
+    }
+  }
+  p.ws();
+  if (p.i + 1 != text.size() || text.back() != '\n') p.fail("expected the header to end in spaces and one newline");
+  if (!has_descr || !has_order || !has_shape) p.fail("missing one of descr, fortran_order and shape");
+  return h;
+}
+
+NpyType type_of(const std::string& descr, const std::string& file) {
+  struct Known { const char* descr; NpyType type; };
+  static const Known kKnown[] = {{"|u1", NpyType::U8},  {"<u1", NpyType::U8},  {"<i4", NpyType::I32}, {"<i8", NpyType::I64},
+                                 {"<f2", NpyType::F16}, {"<f4", NpyType::F32}, {"<f8", NpyType::F64}};
+  for (const Known& k : kKnown)
+    if (descr == k.descr) return k.type;
+  if (!descr.empty() && descr[0] == '>')
+    throw Error(file + ": the array is big-endian ('" + descr + "'); loupe reads little-endian arrays (save it with "
+                "a.astype(a.dtype.newbyteorder('<')))");
+  throw Error(file + ": dtype '" + descr + "' is not one loupe reads (uint8, int32, int64, float16, float32, "
+              "float64)");
+}
+
+// The header's bytes: [header_start, header_start + length), after the magic, version and length.
+struct Preamble {
+  size_t header_start = 0, header_len = 0;
+};
+
+Preamble preamble(const uint8_t* p, size_t n, const std::string& file) {
+  if (n < 10 || std::memcmp(p, kMagic, 6) != 0) throw Error(file + ": not a .npy file (no \\x93NUMPY magic)");
+  const int major = p[6], minor = p[7];
+  if (major < 1 || major > 3 || minor != 0)
+    throw Error(file + ": .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                "; loupe reads 1.0, 2.0 and 3.0");
+  Preamble pre;
+  if (major == 1) {
+    pre.header_start = 10;
+    pre.header_len = size_t(p[8]) | size_t(p[9]) << 8;
+  } else {
+    if (n < 12) throw Error(file + ": truncated in the header's length");
+    pre.header_start = 12;
+    pre.header_len = size_t(p[8]) | size_t(p[9]) << 8 | size_t(p[10]) << 16 | size_t(p[11]) << 24;
+  }
+  if (pre.header_len > kMaxHeader) throw Error(file + ": a header of " + std::to_string(pre.header_len) +
+                                               " bytes declared; a .npy header is a few hundred");
+  return pre;
+}
+
+// The data's byte count from the header, every step checked for overflow.
+size_t data_bytes(const Header& h, NpyType t, const std::string& file) {
+  uint64_t n = npy_type_size(t);
+  for (size_t k = 0; k < h.shape.size(); ++k) {
+    const uint64_t d = uint64_t(h.shape[k]);
+    if (d != 0 && n > (uint64_t(1) << 62) / d)
+      throw Error(file + ": the shape declares more than 2^62 bytes");
+    n *= d;
+  }
+  return size_t(n);
+}
+
+NpyArray assemble(const Header& h, const std::string& file, size_t available, const uint8_t* data) {
+  if (h.fortran)
+    throw Error(file + ": fortran_order is True; loupe reads C-order arrays (save np.ascontiguousarray(a))");
+  NpyArray a;
+  a.type = type_of(h.descr, file);
+  a.shape = h.shape;
+  const size_t want = data_bytes(h, a.type, file);
+  if (available < want)
+    throw Error(file + ": truncated: the shape needs " + std::to_string(want) + " bytes of data, the file has " +
+                std::to_string(available));
+  if (available > want)
+    throw Error(file + ": " + std::to_string(available - want) + " bytes after the " + std::to_string(want) +
+                " bytes of data the shape declares");
+  if (data) a.bytes.assign(data, data + want);
+  return a;
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& f) {
+  const Preamble pre = preamble(f.data(), f.size(), name);
+  if (f.size() - pre.header_start < pre.header_len) throw Error(name + ": truncated in the header");
+  const std::string text(reinterpret_cast<const char*>(f.data()) + pre.header_start, pre.header_len);
+  const size_t end = pre.header_start + pre.header_len;
+  return assemble(parse_header(text, name), name, f.size() - end, f.data() + end);
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+  const size_t size = size_t(st.st_size);
+  uint8_t head[12] = {};
+  const size_t got = std::fread(head, 1, sizeof head, f.get());
+  const Preamble pre = preamble(head, got, path);
+  if (size < pre.header_start + pre.header_len) throw Error(path + ": truncated in the header");
+  std::string text(pre.header_len, '\0');
+  if (std::fseek(f.get(), long(pre.header_start), SEEK_SET) != 0 ||
+      std::fread(text.data(), 1, text.size(), f.get()) != text.size())
+    throw Error(path + ": cannot read its header: " + std::strerror(errno));
+  const Header h = parse_header(text, path);
+  // Checked against the file's size before the data is allocated: the allocation is the file's.
+  const size_t available = size - pre.header_start - pre.header_len;
+  NpyArray a = assemble(h, path, available, nullptr);
+  a.bytes.resize(available);
+  if (std::fread(a.bytes.data(), 1, available, f.get()) != available)
+    throw Error(path + ": cannot read its data: " + std::strerror(errno));
+  return a;
+}
+
+}  // namespace loupe::data

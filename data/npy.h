@@ -1,0 +1,35 @@
+// NumPy's .npy format (numpy.lib.format, versions 1.0, 2.0 and 3.0), read strictly: what
+// `np.save` writes for the dtypes loupe trains on. A file is the magic "\x93NUMPY", the version,
+// the header's length (2 bytes little-endian in 1.0, 4 in 2.0 and 3.0), the header (a Python dict
+// literal: {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }) padded with
+// spaces to a 16-byte boundary and ending in '\n', then the array's bytes in C order.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loupe::data {
+
+enum class NpyType { U8, I32, I64, F16, F32, F64 };
+const char* npy_type_name(NpyType t);  // "uint8", "int32", ...
+size_t npy_type_size(NpyType t);
+
+struct NpyArray {
+  NpyType type = NpyType::U8;
+  std::vector<int64_t> shape;  // () is a scalar: one element
+  std::vector<uint8_t> bytes;  // little-endian, C order: numel() * npy_type_size(type)
+  int64_t numel() const;
+};
+
+// The array of one .npy file. Refused, in one sentence naming the file (a loupe::Error): not a
+// .npy file, a version other than 1.0/2.0/3.0, a header that is not the dict literal of the format
+// (keys descr, fortran_order and shape, nothing else), a dtype other than uint8, int32, int64,
+// float16, float32 and float64 little-endian, fortran_order True, a negative or overflowing
+// shape, and data bytes other than the shape's (short or trailing). Memory is bounded by the
+// file: the header is read first and checked against the file's size, and only then the data.
+NpyArray read_npy(const std::string& path);
+
+// The same from bytes in memory (`name` for the messages): what read_npy does after reading.
+NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& file);
+
+}  // namespace loupe::data
