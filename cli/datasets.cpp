@@ -9,6 +9,7 @@
 #include "data/idx.h"
 #include "data/imdb.h"
 #include "data/image_folder.h"
+#include "data/npy.h"
 #include "data/synthetic.h"
 #include "models/registry.h"
 
@@ -126,6 +127,17 @@ Raw image_folders(const std::string& dataset, const std::string& dir) {
   return r;
 }
 
+// --data DIR holding x_train.npy, y_train.npy, x_test.npy and y_test.npy (data/npy.h): the
+// arrays as Keras's datasets give them, in place of the recipe's data set.
+Raw numpy_arrays(const std::string& dataset, const std::string& dir) {
+  const Shape sample = model_sample(dataset);
+  data::NpyImages a = data::load_npy_images(dir, std::vector<int64_t>(sample.begin(), sample.end()), 10);
+  Raw r{"NumPy arrays", dir, sample, a.n_train, a.n_test, std::move(a.train_images),
+        std::move(a.train_labels), std::move(a.test_images), std::move(a.test_labels), ""};
+  r.note = "; images " + a.layout + ", uint8";
+  return r;
+}
+
 Shape with_batch(int64_t n, const Shape& sample) {
   Shape s{n};
   for (int64_t d : sample) s.push_back(d);
@@ -234,7 +246,9 @@ Data load_data(const DataRequest& req, Device dev) {
   if (req.dataset == "chars") return chars(req, dev);
   Raw r;
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
-  if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
+  if (known && !req.synthetic && !req.dir.empty() && data::has_npy_arrays(req.dir))
+    r = numpy_arrays(req.dataset, req.dir);
+  else if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
     r = image_folders(req.dataset, req.dir);
   else if (req.dataset == "mnist")
     r = req.synthetic ? synthetic("MNIST", req.synthetic_kind, Shape{28, 28}, 60000, 10000) : mnist(req.dir);

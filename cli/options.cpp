@@ -63,8 +63,9 @@ options (defaults come from the model's recipe; `loupe models` lists them):
   -b, --batch N       batch size
   --lr X              learning rate
   --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
-                      cifar-10-batches-bin for cifar10_cnn, or image folders DIR/train/<class>/
-                      and DIR/test/<class>/ (PNG, JPEG) for either. Default: the first found of
+                      cifar-10-batches-bin for cifar10_cnn, or for either image folders
+                      DIR/train/<class>/ and DIR/test/<class>/ (PNG, JPEG) or NumPy arrays
+                      DIR/x_train.npy, y_train.npy, x_test.npy, y_test.npy. Default: the first found of
                       $LOUPE_DATA/<set>, ~/.cache/loupe/<set>, ./data/<set> (and for MNIST then
                       fashion-mnist and /usr/share/datasets/fashion-mnist)
   --seed N            seed for the weights, dropout and shuffling (default 1)

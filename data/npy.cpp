@@ -238,3 +238,113 @@ NpyArray read_npy(const std::string& path) {
 }
 
 }  // namespace loupe::data
+
+namespace loupe::data {
+namespace {
+
+const char* const kNpyFiles[] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
+  return s + "]";
+}
+
+// The images of one file as [N, C, H, W] bytes; `layout` says how they were stored.
+std::vector<uint8_t> images_of(const NpyArray& a, const std::string& file, const std::vector<int64_t>& sample,
+                               int64_t& n, std::string& layout) {
+  const int64_t C = sample.size() == 3 ? sample[0] : 1, H = sample[sample.size() - 2], W = sample.back();
+  const std::string want = C == 1 ? "[N, " + std::to_string(H) + ", " + std::to_string(W) + "]" :
+                                    "[N, " + std::to_string(H) + ", " + std::to_string(W) + ", " + std::to_string(C) + "]";
+  if (a.type != NpyType::U8)
+    throw Error(file + ": images of dtype " + npy_type_name(a.type) + "; loupe reads uint8 images here (as "
+                "keras.datasets gives them: save x.astype(np.uint8) of 0..255 pixels)");
+  const auto& d = a.shape;
+  n = d.empty() ? 0 : d[0];
+  if (d.size() == 3 && C == 1 && d[1] == H && d[2] == W) return layout = "[N, H, W]", a.bytes;
+  if (d.size() == 4 && d[1] == C && d[2] == H && d[3] == W) return layout = "[N, C, H, W]", a.bytes;
+  if (!(d.size() == 4 && d[1] == H && d[2] == W && d[3] == C))
+    throw Error(file + ": images of shape " + dims_text(d) + "; the model takes " + want + " (or channels first)");
+  layout = "[N, H, W, C] (channels-last, transposed once)";
+  std::vector<uint8_t> out(a.bytes.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x)
+        for (int64_t c = 0; c < C; ++c)
+          out[size_t(((i * C + c) * H + y) * W + x)] = a.bytes[size_t(((i * H + y) * W + x) * C + c)];
+  return out;
+}
+
+int64_t integer_at(const NpyArray& a, int64_t i) {
+  switch (a.type) {
+    case NpyType::U8: return a.bytes[size_t(i)];
+    case NpyType::I32: { int32_t v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
+    case NpyType::I64: { int64_t v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v; }
+    case NpyType::F32: { float v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v == float(int64_t(v)) ? int64_t(v) : -1; }
+    case NpyType::F64: { double v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v == double(int64_t(v)) ? int64_t(v) : -1; }
+    case NpyType::F16: return -1;
+  }
+  return -1;
+}
+
+// Labels [N] or [N, 1] (integers below `classes`), or one-hot [N, classes].
+std::vector<uint8_t> labels_of(const NpyArray& a, const std::string& file, int64_t n, int classes) {
+  const auto& d = a.shape;
+  const bool one_hot = d.size() == 2 && d[1] == classes && classes > 1;
+  if (d.empty() || d[0] != n || !(d.size() == 1 || (d.size() == 2 && (d[1] == 1 || one_hot))))
+    throw Error(file + ": labels of shape " + dims_text(d) + " for " + std::to_string(n) + " images; expected [" +
+                std::to_string(n) + "], [" + std::to_string(n) + ", 1] or one-hot [" + std::to_string(n) + ", " +
+                std::to_string(classes) + "]");
+  if (a.type == NpyType::F16) throw Error(file + ": float16 labels; save them as integers (or one-hot float32)");
+  std::vector<uint8_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t label = -1;
+    if (one_hot) {
+      int ones = 0;
+      for (int64_t c = 0; c < classes; ++c) {
+        const int64_t v = integer_at(a, i * classes + c);
+        if (v != 0 && v != 1) ones = 2;
+        if (v == 1) ++ones, label = c;
+      }
+      if (ones != 1) throw Error(file + ": row " + std::to_string(i) + " is not one-hot (exactly one 1, the rest 0)");
+    } else {
+      label = integer_at(a, i);
+    }
+    if (label < 0 || label >= classes)
+      throw Error(file + ": label " + std::to_string(i) + " is not a whole number from 0 to " +
+                  std::to_string(classes - 1) + " (the model has " + std::to_string(classes) + " classes)");
+    out[size_t(i)] = uint8_t(label);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool has_npy_arrays(const std::string& dir) {
+  int found = 0;
+  std::string missing;
+  for (const char* f : kNpyFiles) {
+    struct stat st {};
+    if (stat((dir + "/" + f).c_str(), &st) == 0) ++found;
+    else missing += std::string(missing.empty() ? "" : ", ") + f;
+  }
+  if (found > 0 && found < 4)
+    throw Error(dir + ": has NumPy arrays but not " + missing + "; a NumPy data set is x_train.npy, y_train.npy, "
+                "x_test.npy and y_test.npy");
+  return found == 4;
+}
+
+NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes) {
+  NpyImages r;
+  std::string test_layout;
+  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
+                    yte = dir + "/y_test.npy";
+  r.train_images = images_of(read_npy(xtr), xtr, sample, r.n_train, r.layout);
+  r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
+  r.test_images = images_of(read_npy(xte), xte, sample, r.n_test, test_layout);
+  r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no images");
+  return r;
+}
+
+}  // namespace loupe::data

@@ -33,3 +33,24 @@ NpyArray read_npy(const std::string& path);
 NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& file);
 
 }  // namespace loupe::data
+
+namespace loupe::data {
+
+// An image data set as four .npy files in one folder, as Keras's datasets give it:
+// x_train.npy, y_train.npy, x_test.npy, y_test.npy. Images uint8, [N, H, W] or [N, H, W, C]
+// (channels-last, Keras's) or [N, C, H, W]; labels integers [N] or [N, 1], or one-hot [N, classes]
+// (exactly one 1 a row), each label below `classes`.
+struct NpyImages {
+  int64_t n_train = 0, n_test = 0;
+  std::vector<uint8_t> train_images, test_images;  // [N, C, H, W] (channels first, as loupe's layers)
+  std::vector<uint8_t> train_labels, test_labels;
+  std::string layout;  // how the images were stored: "[N, 28, 28]", "[N, 32, 32, 3] (channels-last)", ...
+};
+
+// Whether `dir` holds the four files (any of them: a folder with some is an error by name).
+bool has_npy_arrays(const std::string& dir);
+// `sample` is the model's [C, H, W] or [H, W]: the images must have it (in one of the layouts
+// above). Every refusal names the file and says what the models take.
+NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes);
+
+}  // namespace loupe::data

@@ -133,3 +133,111 @@ TEST(Npy, RefusesWhatItCannotReadInOneSentence) {
     EXPECT_NE(std::string(e.what()).find("cannot read '/nonexistent/loupe.npy'"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+// The four files of a NumPy image data set in a fresh folder.
+fs::path npy_set(const std::string& name, const Bytes& xtr, const Bytes& ytr, const Bytes& xte, const Bytes& yte) {
+  const fs::path dir = loupe::test::temp_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::pair<const char*, const Bytes*> files[] = {
+      {"x_train.npy", &xtr}, {"y_train.npy", &ytr}, {"x_test.npy", &xte}, {"y_test.npy", &yte}};
+  for (const auto& [f, b] : files)
+    std::ofstream(dir / f, std::ios::binary).write(reinterpret_cast<const char*>(b->data()), std::streamsize(b->size()));
+  return dir;
+}
+
+std::string load_error(const fs::path& dir, const std::vector<int64_t>& sample) {
+  try {
+    loupe::data::load_npy_images(dir.string(), sample, 10);
+  } catch (const loupe::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Keras's layouts: [N, H, W] grey, [N, H, W, C] channels-last (transposed once, pixel for pixel),
+// [N, C, H, W]; labels [N], [N, 1] or one-hot.
+TEST(NpyImages, KerasLayoutsBecomeChannelsFirst) {
+  Bytes hwc(2 * 2 * 3 * 3);  // 2 images, 2x3 pixels, 3 channels: value = 100 i + 10 c + pixel
+  for (int i = 0; i < 2; ++i)
+    for (int p = 0; p < 6; ++p)
+      for (int c = 0; c < 3; ++c) hwc[size_t((i * 6 + p) * 3 + c)] = uint8_t(100 * i + 10 * c + p);
+  const Bytes labels = raw(std::vector<int64_t>{3, 9});
+  const Bytes one_hot = raw(std::vector<float>{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  const Bytes column = raw(std::vector<int32_t>{4, 5});
+  const fs::path dir = npy_set("npy_set_hwc", npy_bytes(dict("|u1", "(2, 2, 3, 3)"), hwc), npy_bytes(dict("<i8", "(2,)"), labels),
+                               npy_bytes(dict("|u1", "(2, 2, 3, 3)"), hwc), npy_bytes(dict("<f4", "(2, 10)"), one_hot));
+  ASSERT_TRUE(loupe::data::has_npy_arrays(dir.string()));
+  const loupe::data::NpyImages a = loupe::data::load_npy_images(dir.string(), {3, 2, 3}, 10);
+  EXPECT_EQ(a.n_train, 2);
+  EXPECT_NE(a.layout.find("channels-last"), std::string::npos) << a.layout;
+  for (int i = 0; i < 2; ++i)
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < 6; ++p) ASSERT_EQ(a.train_images[size_t((i * 3 + c) * 6 + p)], 100 * i + 10 * c + p);
+  EXPECT_EQ(a.train_labels, (Bytes{3, 9}));
+  EXPECT_EQ(a.test_labels, (Bytes{7, 0}));  // from one-hot
+  fs::remove_all(dir);
+  const Bytes grey(2 * 4, 7);
+  const fs::path g = npy_set("npy_set_grey", npy_bytes(dict("|u1", "(2, 2, 2)"), grey), npy_bytes(dict("<i4", "(2, 1)"), column),
+                             npy_bytes(dict("|u1", "(2, 1, 2, 2)"), grey), npy_bytes(dict("<i4", "(2,)"), column));
+  const loupe::data::NpyImages b = loupe::data::load_npy_images(g.string(), {2, 2}, 10);
+  EXPECT_EQ(b.train_images, grey);
+  EXPECT_EQ(b.train_labels, (Bytes{4, 5}));
+  EXPECT_EQ(b.test_images, grey);
+  fs::remove_all(g);
+}
+
+TEST(NpyImages, RefusesWhatTheModelCannotTakeByName) {
+  const Bytes img(2 * 4, 1), lab = raw(std::vector<int64_t>{1, 2});
+  const Bytes x = npy_bytes(dict("|u1", "(2, 2, 2)"), img), y = npy_bytes(dict("<i8", "(2,)"), lab);
+  struct Case { Bytes xtr, ytr; std::string message; };
+  const std::vector<Case> cases = {
+      {npy_bytes(dict("<f4", "(2, 2, 2)"), Bytes(32, 0)), y, "x_train.npy: images of dtype float32; loupe reads uint8"},
+      {npy_bytes(dict("|u1", "(2, 4)"), img), y, "x_train.npy: images of shape [2, 4]; the model takes [N, 2, 2]"},
+      {x, npy_bytes(dict("<i8", "(3,)"), raw(std::vector<int64_t>{1, 2, 3})), "y_train.npy: labels of shape [3] for 2 images"},
+      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{1, 10})), "label 1 is not a whole number from 0 to 9"},
+      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{-1, 1})), "label 0 is not a whole number from 0 to 9"},
+      {x, npy_bytes(dict("<f8", "(2,)"), raw(std::vector<double>{0.5, 1})), "label 0 is not a whole number"},
+      {x, npy_bytes(dict("<f4", "(2, 10)"), Bytes(80, 0)), "row 0 is not one-hot"},
+  };
+  for (const Case& c : cases) {
+    const fs::path dir = npy_set("npy_set_bad", c.xtr, c.ytr, x, y);
+    const std::string got = load_error(dir, {2, 2});
+    EXPECT_NE(got.find(c.message), std::string::npos) << "want '" << c.message << "', got '" << got << "'";
+    fs::remove_all(dir);
+  }
+  const fs::path part = npy_set("npy_set_part", x, y, x, y);
+  fs::remove(part / "y_test.npy");
+  try {
+    loupe::data::has_npy_arrays(part.string());
+    ADD_FAILURE() << "three of the four files passed";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has NumPy arrays but not y_test.npy"), std::string::npos) << e.what();
+  }
+  fs::remove_all(part);
+  EXPECT_FALSE(loupe::data::has_npy_arrays(loupe::test::temp_path("npy_no_such_dir").string()));
+}
+
+// The user's path: `loupe train mnist_mlp --data DIR` on Keras-layout arrays ([N, 28, 28, 1] uint8,
+// one-hot test labels) trains, and the data line says what it read.
+TEST(NpyImages, TheCommandTrainsOnThem) {
+  Bytes x_train(256 * 28 * 28), x_test(64 * 28 * 28);
+  for (size_t k = 0; k < x_train.size(); ++k) x_train[k] = uint8_t(k * 7);
+  for (size_t k = 0; k < x_test.size(); ++k) x_test[k] = uint8_t(k * 3);
+  std::vector<int64_t> y_train(256);
+  for (size_t k = 0; k < y_train.size(); ++k) y_train[k] = int64_t(k % 10);
+  std::vector<float> y_test(64 * 10, 0.0f);
+  for (size_t k = 0; k < 64; ++k) y_test[k * 10 + k % 10] = 1.0f;
+  const fs::path dir = npy_set("npy_set_cli", npy_bytes(dict("|u1", "(256, 28, 28, 1)"), x_train),
+                               npy_bytes(dict("<i8", "(256,)"), raw(y_train)), npy_bytes(dict("|u1", "(64, 28, 28, 1)"), x_test),
+                               npy_bytes(dict("<f4", "(64, 10)"), raw(y_test)));
+  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train mnist_mlp --device cpu --plain --no-nvml "
+                                            "--epochs 1 --max-steps 2 --data " + dir.string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("data    NumPy arrays from " + dir.string() + " (256 train, 64 test); images [N, H, W, C] "
+                     "(channels-last, transposed once), uint8"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 1/1"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
