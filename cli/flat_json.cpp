@@ -25,6 +25,13 @@ std::optional<FlatRecord> parse_flat_json(const std::string& line, std::string* 
       *error = what + " at character " + std::to_string(e.byte);
     }
     return std::nullopt;
+  } catch (const nlohmann::json::exception& e) {  // a number past double's range (1e999): out_of_range
+    if (error) {
+      std::string what = e.what();
+      const size_t cut = what.find("] ");
+      *error = cut == std::string::npos ? what : what.substr(cut + 2);
+    }
+    return std::nullopt;
   }
   if (!j.is_object()) {
     if (error) *error = std::string("expected an object, got ") + j.type_name() + " at character 1";
