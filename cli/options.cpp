@@ -608,6 +608,11 @@ std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int arg
     for (const std::string& w : words) positional(o, w);
     return {};
   }
+  // Options before the command (`loupe --device cpu train mnist_mlp`) are the command's: CLI11 reads
+  // a subcommand's options after it, so the command goes first.
+  std::vector<std::string> ordered = words;
+  const auto cmd = std::find_if(ordered.begin(), ordered.end(), [](const std::string& w) { return kCommands.count(w) > 0; });
+  if (cmd != ordered.end()) std::rotate(ordered.begin(), cmd, cmd + 1);
   CLI::App app{"loupe"};
   app.set_help_flag();
   app.allow_extras();
@@ -615,7 +620,7 @@ std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int arg
   app.add_flag("-V,--version", o.version);
   std::map<std::string, Parsed> parsed;
   for (const std::string& c : kCommands) declare(*app.add_subcommand(c), parsed[c]);
-  std::vector<std::string> reversed(words.rbegin(), words.rend());  // CLI11 takes the words last first
+  std::vector<std::string> reversed(ordered.rbegin(), ordered.rend());  // CLI11 takes the words last first
   std::string command;
   for (const std::string& w : words)
     if (kCommands.count(w)) { command = w; break; }

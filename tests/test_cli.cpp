@@ -82,6 +82,10 @@ TEST(Cli, ConventionsOfTheEcosystem) {
   EXPECT_NE(out.find("data    synthetic learnable"), std::string::npos) << out;
   EXPECT_NE(out.find("2 workers"), std::string::npos) << out;
   EXPECT_NE(out.find("batch 64, epochs 1"), std::string::npos) << out;
+  // Options before the command are the command's, as the hand-written parser took them.
+  std::tie(rc, out) = run_cli("--device cpu --plain --no-nvml train mnist_mlp --synthetic -e 1 --max-steps 1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("device  cpu"), std::string::npos) << out;
   std::tie(rc, out) = run_cli_stderr("train mnist_mlp --device cpu --epoch 3");
   EXPECT_EQ(rc, 2);
   EXPECT_EQ(out, "loupe: unknown option --epoch; did you mean --epochs? (see loupe train --help)\n");
