@@ -39,6 +39,7 @@ DataRequest data_request(const Options& o, const models::ModelInfo& info, bool a
   r.synthetic_kind = o.synthetic_kind;
   r.augment = augment;
   r.resident = resident;
+  r.val_split = o.val_split;
   return r;
 }
 

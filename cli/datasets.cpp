@@ -129,12 +129,13 @@ Raw image_folders(const std::string& dataset, const std::string& dir) {
 
 // --data DIR holding x_train.npy, y_train.npy, x_test.npy and y_test.npy (data/npy.h): the
 // arrays as Keras's datasets give them, in place of the recipe's data set.
-Raw numpy_arrays(const std::string& dataset, const std::string& dir) {
+Raw numpy_arrays(const std::string& dataset, const std::string& dir, double val_split) {
   const Shape sample = model_sample(dataset);
-  data::NpyImages a = data::load_npy_images(dir, std::vector<int64_t>(sample.begin(), sample.end()), 10);
+  data::NpyImages a = data::load_npy_images(dir, std::vector<int64_t>(sample.begin(), sample.end()), 10, val_split);
   Raw r{"NumPy arrays", dir, sample, a.n_train, a.n_test, std::move(a.train_images),
         std::move(a.train_labels), std::move(a.test_images), std::move(a.test_labels), ""};
   r.note = "; images " + a.layout + ", uint8";
+  if (a.split) r.note += "; the test set is x_train's last " + std::to_string(a.n_test) + " (--val-split)";
   return r;
 }
 
@@ -242,12 +243,16 @@ Data chars(const DataRequest& req, Device dev) {
 }  // namespace
 
 Data load_data(const DataRequest& req, Device dev) {
+  const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
+  const bool arrays = known && !req.synthetic && !req.dir.empty() && data::has_npy_arrays(req.dir);
+  if (req.val_split > 0 && !arrays)
+    throw Error("--val-split holds out part of NumPy arrays that have no test set (--data DIR with x_train.npy and "
+                "y_train.npy); this run's data has its own test set");
   if (req.dataset == "imdb" || req.dataset == "imdb_bigrams") return imdb(req, dev);
   if (req.dataset == "chars") return chars(req, dev);
   Raw r;
-  const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
-  if (known && !req.synthetic && !req.dir.empty() && data::has_npy_arrays(req.dir))
-    r = numpy_arrays(req.dataset, req.dir);
+  if (arrays)
+    r = numpy_arrays(req.dataset, req.dir, req.val_split);
   else if (known && !req.synthetic && !req.dir.empty() && has_image_folders(req.dir))
     r = image_folders(req.dataset, req.dir);
   else if (req.dataset == "mnist")

@@ -22,6 +22,7 @@ struct DataRequest {
   data::SyntheticKind synthetic_kind = data::SyntheticKind::Random;
   bool augment = false;   // the recipe's augmentation (loader path only)
   bool resident = false;  // keep the training set on the device instead of the loader's host copy
+  double val_split = 0;   // NumPy arrays without test arrays: the last this share of the training ones
 };
 
 struct Data {

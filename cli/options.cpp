@@ -68,6 +68,8 @@ options (defaults come from the model's recipe; `loupe models` lists them):
                       DIR/x_train.npy, y_train.npy, x_test.npy, y_test.npy. Default: the first found of
                       $LOUPE_DATA/<set>, ~/.cache/loupe/<set>, ./data/<set> (and for MNIST then
                       fashion-mnist and /usr/share/datasets/fashion-mnist)
+  --val-split F       NumPy arrays without x_test.npy and y_test.npy: the last F of the training
+                      arrays (above 0, at most 0.9) are the test set, as Keras's validation_split
   --seed N            seed for the weights, dropout and shuffling (default 1)
   --save PATH         write a checkpoint (model + optimizer) after every epoch
   --resume PATH       continue training from a checkpoint
@@ -137,6 +139,7 @@ options:
   --checkpoint PATH   the checkpoint to evaluate (required)
   --device cpu|cuda   where to evaluate (default: cuda when a GPU is present, else cpu)
   --data DIR          the model's data set, as for loupe train (default: the same lookup)
+  --val-split F       NumPy arrays without test arrays: the last F of the training ones (as train)
   --synthetic [KIND]  evaluate on the synthetic set of the model's shapes (random or learnable)
   --precision P       fp32 (default); GPU only: tf32, fp16, bf16
   --graph auto|on|off evaluation as a CUDA graph (default auto)
@@ -290,6 +293,7 @@ options:
   --precision P       fp32, tf32, fp16 or bf16 (as loupe train)
   --channels-last     convolutions in NHWC
   --data DIR          the model's data set (as loupe train)
+  --val-split F       NumPy arrays without test arrays: the last F of the training ones (as train)
   --synthetic [KIND]  data of the model's shapes, generated once
   --resident          the whole training set on the device (no loader copies in the window)
   --workers N         loader threads (default 4)
@@ -378,6 +382,9 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"drop-last", {true, "train", [](Options& o, const std::string&) { o.drop_last = true; }}},
     {"resident", {true, "train profile", [](Options& o, const std::string&) { o.resident = true; }}},
+    {"val-split", {false, "train eval profile", [](Options& o, const std::string& v) {
+       o.val_split = above(v, "--val-split", 0, 0.9);
+     }}},
     {"channels-last", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.channels_last = true; }}},
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},

@@ -28,6 +28,7 @@ struct Options {
   // Where and how (most subcommands).
   std::string device;  // --device: "" = a GPU when present
   std::string data;    // --data DIR or FILE
+  double val_split = 0;  // --val-split F: NumPy arrays without test arrays hold out their last F
   bool synthetic = false;
   data::SyntheticKind synthetic_kind = data::SyntheticKind::Random;  // --synthetic[=KIND]
   Precision precision = Precision::FP32;                         // --precision (train, eval, generate)

@@ -3,7 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -328,21 +330,52 @@ bool has_npy_arrays(const std::string& dir) {
     if (stat((dir + "/" + f).c_str(), &st) == 0) ++found;
     else missing += std::string(missing.empty() ? "" : ", ") + f;
   }
-  if (found > 0 && found < 4)
+  if (found > 0 && found < 4 && missing != "x_test.npy, y_test.npy")
     throw Error(dir + ": has NumPy arrays but not " + missing + "; a NumPy data set is x_train.npy, y_train.npy, "
-                "x_test.npy and y_test.npy");
-  return found == 4;
+                "x_test.npy and y_test.npy (or the first two, split by --val-split)");
+  return found > 0;
 }
 
-NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes) {
+namespace {
+// The last `share` of the training arrays as the test set (at least one sample, at least one left).
+void split_off(NpyImages& r, double share, const std::string& dir) {
+  const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
+  if (held >= n)
+    throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " images, too few to hold out " +
+                std::to_string(share) + " of them and train on the rest");
+  const size_t per = r.train_images.size() / size_t(n), keep = size_t(n - held);
+  r.test_images.assign(r.train_images.begin() + std::ptrdiff_t(keep * per), r.train_images.end());
+  r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
+  r.train_images.resize(keep * per);
+  r.train_labels.resize(keep);
+  r.n_train = n - held;
+  r.n_test = held;
+  r.split = true;
+}
+}  // namespace
+
+NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
+                          double val_split) {
   NpyImages r;
   std::string test_layout;
   const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
                     yte = dir + "/y_test.npy";
+  struct stat st {};
+  const bool has_test = stat(xte.c_str(), &st) == 0;
+  if (has_test && val_split > 0)
+    throw Error(dir + ": has x_test.npy and y_test.npy, so --val-split has nothing to do (it holds out part of "
+                "the training arrays where there are no test arrays); leave it out");
+  if (!has_test && val_split <= 0)
+    throw Error(dir + ": has x_train.npy and y_train.npy but no x_test.npy and y_test.npy; give --val-split F to "
+                "hold out the last F of the training arrays as the test set (e.g. --val-split 0.1)");
   r.train_images = images_of(read_npy(xtr), xtr, sample, r.n_train, r.layout);
   r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
-  r.test_images = images_of(read_npy(xte), xte, sample, r.n_test, test_layout);
-  r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+  if (has_test) {
+    r.test_images = images_of(read_npy(xte), xte, sample, r.n_test, test_layout);
+    r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+  } else {
+    split_off(r, val_split, dir);
+  }
   if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no images");
   return r;
 }

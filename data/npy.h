@@ -45,12 +45,18 @@ struct NpyImages {
   std::vector<uint8_t> train_images, test_images;  // [N, C, H, W] (channels first, as loupe's layers)
   std::vector<uint8_t> train_labels, test_labels;
   std::string layout;  // how the images were stored: "[N, 28, 28]", "[N, 32, 32, 3] (channels-last)", ...
+  bool split = false;  // the test set is the training arrays' last part (val_split)
 };
 
-// Whether `dir` holds the four files (any of them: a folder with some is an error by name).
+// Whether `dir` holds the four files, or x_train.npy and y_train.npy alone (a set to split: see
+// val_split below); some other part of them is an error by name.
 bool has_npy_arrays(const std::string& dir);
 // `sample` is the model's [C, H, W] or [H, W]: the images must have it (in one of the layouts
-// above). Every refusal names the file and says what the models take.
-NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes);
+// above). Every refusal names the file and says what the models take. val_split (0 < F <= 0.9) is
+// for a folder without the test files: the last F of the training arrays (at least one sample)
+// become the test set, as Keras's validation_split takes the last part; without it such a folder is
+// refused, and with the test files there it is refused too (one test set, never two).
+NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
+                          double val_split = 0);
 
 }  // namespace loupe::data

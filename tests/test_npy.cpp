@@ -241,3 +241,36 @@ TEST(NpyImages, TheCommandTrainsOnThem) {
   EXPECT_NE(out.find("epoch 1/1"), std::string::npos) << out;
   fs::remove_all(dir);
 }
+
+// --val-split: a folder with x_train.npy and y_train.npy alone holds out their last F (as Keras's
+// validation_split) as the test set; it is refused without the split, and the split is refused
+// where the test files are there.
+TEST(NpyImages, ValSplitHoldsOutTheLastPart) {
+  Bytes images(8 * 4);
+  for (size_t k = 0; k < images.size(); ++k) images[k] = uint8_t(k);
+  const Bytes labels = raw(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  const Bytes x = npy_bytes(dict("|u1", "(8, 2, 2)"), images), y = npy_bytes(dict("<i8", "(8,)"), labels);
+  const fs::path dir = npy_set("npy_set_split", x, y, x, y);
+  fs::remove(dir / "x_test.npy");
+  fs::remove(dir / "y_test.npy");
+  EXPECT_TRUE(loupe::data::has_npy_arrays(dir.string()));
+  EXPECT_NE(load_error(dir, {2, 2}).find("give --val-split F to hold out the last F"), std::string::npos);
+  const loupe::data::NpyImages a = loupe::data::load_npy_images(dir.string(), {2, 2}, 10, 0.25);
+  EXPECT_TRUE(a.split);
+  EXPECT_EQ(a.n_train, 6);
+  EXPECT_EQ(a.n_test, 2);
+  EXPECT_EQ(a.train_labels, (Bytes{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(a.test_labels, (Bytes{6, 7}));
+  EXPECT_EQ(a.test_images, Bytes(images.begin() + 24, images.end()));
+  EXPECT_EQ(a.train_images, Bytes(images.begin(), images.begin() + 24));
+  EXPECT_EQ(loupe::data::load_npy_images(dir.string(), {2, 2}, 10, 0.01).n_test, 1);  // at least one
+  fs::remove_all(dir);
+  const fs::path full = npy_set("npy_set_full", x, y, x, y);
+  try {
+    loupe::data::load_npy_images(full.string(), {2, 2}, 10, 0.1);
+    ADD_FAILURE() << "--val-split beside the test files was taken";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("so --val-split has nothing to do"), std::string::npos) << e.what();
+  }
+  fs::remove_all(full);
+}
