@@ -575,8 +575,8 @@ std::vector<std::string> cli11_words(int argc, char** argv) {
   return w;
 }
 
-// Every option on every subcommand, so that CLI11 reads each as a flag or as taking a value
-// wherever it stands; which options a subcommand takes is loupe's check after the parse (one that
+// Every option on the named subcommand, so that CLI11 reads each as a flag or as taking a value
+// wherever it stands; which options the subcommand takes is loupe's check after the parse (one that
 // another subcommand takes is refused by name, not as unknown).
 struct Parsed {
   std::map<std::string, std::pair<CLI::Option*, std::string>> options;  // by name: CLI11's, its value
@@ -616,21 +616,21 @@ std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int arg
     return {};
   }
   // Options before the command (`loupe --device cpu train mnist_mlp`) are the command's: CLI11 reads
-  // a subcommand's options after it, so the command goes first.
+  // a subcommand's options after it, so the command goes first. Only that subcommand is declared;
+  // a word that is no command stays a positional, for main's "unknown command".
   std::vector<std::string> ordered = words;
   const auto cmd = std::find_if(ordered.begin(), ordered.end(), [](const std::string& w) { return kCommands.count(w) > 0; });
+  const std::string command = cmd == ordered.end() ? "" : *cmd;
   if (cmd != ordered.end()) std::rotate(ordered.begin(), cmd, cmd + 1);
   CLI::App app{"loupe"};
   app.set_help_flag();
   app.allow_extras();
   app.add_flag("-h,--help", o.help);
   app.add_flag("-V,--version", o.version);
-  std::map<std::string, Parsed> parsed;
-  for (const std::string& c : kCommands) declare(*app.add_subcommand(c), parsed[c]);
+  Parsed parsed;
+  CLI::App* sub = command.empty() ? nullptr : app.add_subcommand(command);
+  if (sub) declare(*sub, parsed);
   std::vector<std::string> reversed(ordered.rbegin(), ordered.rend());  // CLI11 takes the words last first
-  std::string command;
-  for (const std::string& w : words)
-    if (kCommands.count(w)) { command = w; break; }
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {  // a missing value; CLI11's other refusals, in its words
@@ -648,13 +648,11 @@ std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int arg
     positional(o, extra);  // the command CLI11 did not know ("unknown command", main says)
   }
   std::vector<std::pair<std::string, std::string>> given;
-  for (CLI::App* sub : app.get_subcommands()) {
-    o.command = sub->get_name();
-    Parsed& p = parsed[o.command];
-    for (const std::string& w : p.words) positional(o, w);
-    for (const auto& [name, opt] : p.options)
-      if (opt.first->count() > 0) given.emplace_back(name, kSpecs.at(name).flag && name != "synthetic" ? "1" : opt.second);
-  }
+  if (!sub) return given;
+  o.command = command;
+  for (const std::string& w : parsed.words) positional(o, w);
+  for (const auto& [name, opt] : parsed.options)
+    if (opt.first->count() > 0) given.emplace_back(name, kSpecs.at(name).flag && name != "synthetic" ? "1" : opt.second);
   return given;
 }
 
