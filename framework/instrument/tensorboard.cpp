@@ -182,9 +182,12 @@ TensorBoardWriter::~TensorBoardWriter() {
 const std::string& TensorBoardWriter::path() const { return impl_->path; }
 
 namespace {
-void write_scalars(TensorBoardWriter::Impl& run, int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+using Values = std::vector<std::pair<std::string, double>>;
+
+// One Event at `step` and `wall` seconds holding each (tag, value) as a scalar.
+tensorboard::Event scalar_event(int64_t step, double wall, const Values& values) {
   tensorboard::Event e;
-  e.set_wall_time(unix_seconds());
+  e.set_wall_time(wall);
   e.set_step(step);
   tensorboard::Summary* s = e.mutable_summary();
   for (const auto& [tag, value] : values) {
@@ -192,7 +195,24 @@ void write_scalars(TensorBoardWriter::Impl& run, int64_t step, const std::vector
     v->set_tag(tag);
     v->set_simple_value(float(value));
   }
-  run.event(e);
+  return e;
+}
+
+void write_scalars(TensorBoardWriter::Impl& run, int64_t step, const Values& values) {
+  run.event(scalar_event(step, unix_seconds(), values));
+}
+
+// One Event now at `step` with one value `tag` for `plugin` (its content, if any): the caller fills
+// the value's tensor as that plugin's summaries have it.
+tensorboard::Summary::Value* plugin_value(tensorboard::Event& e, int64_t step, const std::string& tag,
+                                          const char* plugin, const std::string& content = "") {
+  e.set_wall_time(unix_seconds());
+  e.set_step(step);
+  tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name(plugin);
+  if (!content.empty()) v->mutable_metadata()->mutable_plugin_data()->set_content(content);
+  return v;
 }
 }  // namespace
 
@@ -202,13 +222,9 @@ void TensorBoardWriter::scalars(int64_t step, const std::vector<std::pair<std::s
 
 void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::string& markdown) {
   tensorboard::Event e;
-  e.set_wall_time(unix_seconds());
-  e.set_step(step);
-  tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
-  v->set_tag(tag);
   // As tensorboard.plugins.text.summary writes it: plugin "text" (its TextPluginData, version 0,
   // is the empty message), a scalar string tensor.
-  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  tensorboard::Summary::Value* v = plugin_value(e, step, tag, "text");
   v->mutable_metadata()->set_data_class(tensorboard::DATA_CLASS_TENSOR);
   tensorboard::TensorProto* t = v->mutable_tensor();
   t->set_dtype(tensorboard::DT_STRING);
@@ -220,32 +236,18 @@ void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::st
 void TensorBoardWriter::gpu_samples(const std::vector<GpuSample>& samples, double steady_now) {
   const double wall_now = unix_seconds();
   for (const GpuSample& g : samples) {
-    tensorboard::Event e;
-    e.set_wall_time(wall_now - (steady_now - g.t));
-    e.set_step(++gpu_samples_);
-    std::vector<std::pair<std::string, double>> values{{"gpu/util_pct", g.gpu_util},
-                                                       {"gpu/mem_used_gib", g.mem_used / double(1 << 30)}};
+    Values values{{"gpu/util_pct", g.gpu_util}, {"gpu/mem_used_gib", g.mem_used / double(1 << 30)}};
     if (g.has_power) values.emplace_back("gpu/power_w", g.power_w);
     values.emplace_back("gpu/temp_c", g.temp_c);
     values.emplace_back("gpu/sm_clock_mhz", g.sm_clock_mhz);
-    tensorboard::Summary* s = e.mutable_summary();
-    for (const auto& [tag, value] : values) {
-      tensorboard::Summary::Value* v = s->add_value();
-      v->set_tag(tag);
-      v->set_simple_value(float(value));
-    }
-    impl_->event(e);
+    impl_->event(scalar_event(++gpu_samples_, wall_now - (steady_now - g.t), values));
   }
 }
 
 void TensorBoardWriter::hparams(const EpochReport& r) {
   tensorboard::Event e;
-  e.set_wall_time(unix_seconds());
-  e.set_step(0);
-  tensorboard::Summary::Value* v = e.mutable_summary()->add_value();
-  v->set_tag("_hparams_/session_start_info");
-  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("hparams");
-  v->mutable_metadata()->mutable_plugin_data()->set_content(session_start(r, e.wall_time()));
+  tensorboard::Summary::Value* v =
+      plugin_value(e, 0, "_hparams_/session_start_info", "hparams", session_start(r, unix_seconds()));
   // As the plugin's own summaries: a float tensor of shape [0], the metadata being the point.
   tensorboard::TensorProto* t = v->mutable_tensor();
   t->set_dtype(tensorboard::DT_FLOAT);
