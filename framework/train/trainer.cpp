@@ -452,15 +452,14 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   // A rank stopped by Ctrl-C or a signal may be steps apart from the others: no collective and no
   // wait for the device here (the caller aborts the communicator; a peer may never come), even
   // when this rank's loop ran to the epoch's end before it saw the stop.
-  if (options_.comm && (st.interrupted || stop_requested())) {
-    st.interrupted = true;
-    st.train_seconds = now_seconds() - t0;
-    return st;
-  }
-  if (options_.comm) {  // the world's loss and accuracy: every rank ran as many steps
-    options_.comm->all_reduce(loss_sum_, dist::ReduceOp::Sum);
-    options_.comm->all_reduce(correct_, dist::ReduceOp::Sum);
-    if (!device_done_or_stop()) {
+  if (options_.comm) {
+    bool stopped = st.interrupted || stop_requested();
+    if (!stopped) {  // the world's loss and accuracy: every rank ran as many steps
+      options_.comm->all_reduce(loss_sum_, dist::ReduceOp::Sum);
+      options_.comm->all_reduce(correct_, dist::ReduceOp::Sum);
+      stopped = !device_done_or_stop();
+    }
+    if (stopped) {
       st.interrupted = true;
       st.train_seconds = now_seconds() - t0;
       return st;
