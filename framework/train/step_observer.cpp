@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/cuda_runtime.h"
+#include "core/error.h"
 #include "train/trainer.h"
 
 namespace loupe::train {
@@ -34,7 +35,9 @@ class ProfileWindow final : public StepObserver {
 class LossPeek final : public StepObserver {
  public:
   explicit LossPeek(const ObserverSetup& s)
-      : s_(s), peek_(s.device.is_cuda() ? empty_pinned(Shape{}, DType::f32) : Tensor()), time_(now_seconds()) {}
+      : s_(s), peek_(s.peek_buffer), time_(now_seconds()) {
+    LOUPE_CHECK(!s.device.is_cuda() || peek_.defined(), "the loss peek needs the trainer's pinned buffer");
+  }
   ~LossPeek() override { steps_end(); }
   bool after_step(EpochStats& st, int64_t step) override {
     const double now = now_seconds();

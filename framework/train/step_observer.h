@@ -37,6 +37,9 @@ class StepObserver {
 struct ObserverSetup {
   Device device;
   const Tensor* loss_sum = nullptr;  // the epoch's loss sum on the device (scalar, float32)
+  // Pinned host memory for the loss peek (scalar, float32), owned by the trainer: freeing pinned
+  // memory waits for the device, which never finishes where a peer stopped a step early (Ctrl-C).
+  Tensor peek_buffer;
   int64_t total = 0;                 // the epoch's steps
   // Global steps [first, last] bracketed by the profiler, and the callback told of both ends.
   std::pair<int64_t, int64_t> profile_steps{-1, -1};

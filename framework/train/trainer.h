@@ -222,7 +222,10 @@ class Trainer {
   bool eval_graphs_ = false;    // and full evaluation batches through another
   std::string eager_why_;       // why training steps do not
   Graphed train_graph_, eval_graph_;
-  Tensor loss_sum_, correct_;   // the epoch's sums on the device (fixed addresses: graphs add into them)
+  // The epoch's sums on the device (fixed addresses: graphs add into them): loss_sum_ and correct_
+  // are sums_[0] and sums_[1]; sums_[2] takes the weights' sum at the epoch's end.
+  Tensor sums_, loss_sum_, correct_;
+  Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (step_observer.h says why)
   Tensor eval_correct_;
   loader::Shard shard_;
   std::unique_ptr<GradReducer> reducer_;
