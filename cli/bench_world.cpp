@@ -87,7 +87,7 @@ std::string world_table(const std::vector<WorldRow>& rows) {
   };
   char buf[256];
   std::snprintf(buf, sizeof buf, "%5s %14s %12s %9s %19s %9s\n", "gpus", "samples/s", "per GPU", "scaling",
-                "NCCL (not hidden)", "bus GB/s");
+                "comm (not hidden)", "bus GB/s");
   std::string out = buf;
   for (size_t i = 0; i < rows.size(); ++i) {
     const WorldRow& r = rows[i];
@@ -293,7 +293,8 @@ int bench_world(const Options& o, const std::vector<std::string>& models) {
         add_rows(c, rows, csv, json);
       }
   }
-  std::printf("NCCL's share of the training time (in brackets the share not hidden behind backward) and the bus\n"
+  std::printf("comm: the all-reduce's share of the training time (NCCL's kernels; or, on one host, the copy\n"
+              "engines' kernels and waits), in brackets the share not hidden behind backward; it and NCCL's bus\n"
               "bandwidth come from one more run per size with --busy, whose CUPTI tracing slows the step;\n"
               "samples/s and scaling from the runs without it.\n");
   if (!o.csv.empty()) write_text(o.csv, csv);

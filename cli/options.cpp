@@ -189,11 +189,12 @@ const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n
     "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
     LOUPE_BENCH_OPTIONS
     "  --csv FILE          the rows as CSV\n"
-    "\ndata parallelism (NCCL):\n"
+    "\ndata parallelism (NCCL, or the copy engines between GPUs of one host):\n"
     "  --gpus LIST         world sizes, e.g. 1,2: each one a `loupe train MODEL --synthetic --resident\n"
     "                      --gpus N` run; prints samples/s, per GPU, scaling efficiency against the\n"
-    "                      smallest size, NCCL's share of the time (from one more run with --busy) and\n"
-    "                      its bus bandwidth; --batch is per GPU, --rounds alternates the sizes\n"
+    "                      smallest size, the all-reduce's share of the time (from one more run with\n"
+    "                      --busy) and NCCL's bus bandwidth; --batch is per GPU, --rounds alternates\n"
+    "                      the sizes\n"
     "  --epochs N          epochs per run (default 6; samples/s is the median of epochs 2..)\n"
     "\nexamples: loupe bench mnist_mlp,mnist_cnn --device cpu --steps 20\n"
     "          loupe bench cifar10_cnn --gpus 1,2 --batch 1024 --precision fp16\n";

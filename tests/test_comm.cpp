@@ -1,8 +1,8 @@
 // NCCL collectives between real processes: the test starts itself through the launcher
 // (dist/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
-// checks an all-reduce (sum and average) and a broadcast. test_comm_gpu runs a world of one
-// (label gpu), test_comm_multigpu two ranks (label multigpu); each skips, saying why, without the
-// GPUs or NCCL.
+// checks an all-reduce (sum and average), a broadcast, and the copy engines' all-reduce
+// (dist/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two
+// ranks (label multigpu); each skips, saying why, without the GPUs or NCCL.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include "loupe.h"
 #include "dist/comm.h"
 #include "dist/launch.h"
+#include "dist/peer_reduce.h"
 
 using namespace loupe;
 
@@ -20,11 +21,12 @@ namespace {
 bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 }  // namespace
 
-// The parent: `procs` ranks of this same binary running only CommRank.*.
+// The parent: `procs` ranks of this same binary running only CommRank.* (and CommPeers.*).
 int run_ranks(int procs) {
   dist::LaunchOptions o;
   o.exe = "/proc/self/exe";
-  o.args = {"--gtest_filter=CommRank.*"};
+  // CommPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
+  o.args = {procs > 1 ? "--gtest_filter=CommRank.*:CommPeers.*" : "--gtest_filter=CommRank.*"};
   o.procs = procs;
   return dist::launch(o);
 }
@@ -82,4 +84,56 @@ TEST(CommRank, AllReduceAndBroadcast) {
     expect_all(b, per_element(n, 1), "broadcast from rank 0");
   }
   EXPECT_EQ(comm->async_error(), "");
+}
+
+// The copy-engine all-reduce (dist/peer_reduce.h) against the exact average, over the buckets of
+// one arena (a float4-aligned one, an odd one, a tiny one), for eager steps and then for replays
+// of one captured step: its waits count on the device, so a replay that reused a count would hang
+// or read a peer's previous step. Each step's values differ, so a stale inbox shows.
+TEST(CommPeers, CopyEnginesAverageEveryStep) {
+  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanks as a rank";
+  std::string why;
+  auto comm = dist::join_world(&why);
+  ASSERT_TRUE(comm) << why;
+  const int r = comm->rank(), w = comm->world();
+  ASSERT_GE(w, 2) << "run in worlds of two or more";
+  const int64_t n = 1000003;
+  Tensor grads = zeros(Shape{n}, DType::f32, kCUDA);
+  auto peer = dist::make_peer_reduce(grads, 4, *comm, &why);
+  ASSERT_TRUE(peer) << why;
+  const std::vector<std::pair<int64_t, int64_t>> buckets = {{0, 1 << 18}, {1 << 18, 7}, {(1 << 18) + 7, n - (1 << 18) - 7}};
+  auto issue = [&] {
+    int slot = 0;
+    for (auto [off, len] : buckets) peer->reduce_async(off, len, slot++);
+    peer->join();
+  };
+  std::vector<float> mine(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+  void* graph = nullptr;
+  for (int step = 0; step < 12; ++step) {
+    for (int64_t i = 0; i < n; ++i) {
+      mine[size_t(i)] = float((i % 251 + 1) * (r + 1) + step);
+      want[size_t(i)] = float((i % 251 + 1) * (w + 1) / 2.0 + step);
+    }
+    cuda_runtime()->copy(grads.data_ptr(), mine.data(), size_t(n) * sizeof(float), CopyKind::HostToDevice);
+    if (step < 4) {
+      issue();
+    } else {
+      if (!graph) {
+        cuda_runtime()->capture_begin();
+        issue();
+        GraphCapture c = cuda_runtime()->capture_end();
+        ASSERT_TRUE(c.exec) << c.error;
+        graph = c.exec;
+      }
+      cuda_runtime()->graph_launch(graph);
+    }
+    const std::vector<float> got = grads.to_vector<float>();
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (got[size_t(i)] != want[size_t(i)] && bad++ == 0) first = i;
+    ASSERT_EQ(bad, 0) << "step " << step << (step < 4 ? " (eager)" : " (graph)") << ": " << bad << " of " << n
+                      << " wrong, the first at " << first << " (" << got[size_t(first)] << ", want "
+                      << want[size_t(first)] << ")";
+  }
+  cuda_runtime()->graph_destroy(graph);
 }

@@ -3,12 +3,15 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
+#include "core/knobs.h"
 
 namespace loupe::cuda {
 
@@ -88,6 +91,15 @@ void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line)
 }
 
 cudaStream_t stream() { return state().stream; }
+
+namespace {
+std::atomic<int> g_comm_sms{24};
+}  // namespace
+int comm_sms() {
+  static const std::optional<int64_t> knob = knobs::integer("LOUPE_DDP_SM_CARVEOUT");
+  return knob ? int(*knob) : g_comm_sms.load();
+}
+void set_comm_sms(int sms) { g_comm_sms = sms; }
 cublasHandle_t cublas() { return state().cublas; }
 
 namespace {

@@ -24,6 +24,12 @@ namespace loupe::cuda {
 cudaStream_t stream();
 cublasHandle_t cublas();
 
+// The SMs that the gradient all-reduce of data parallelism holds while backward runs beside it:
+// NCCL's 24 collective channels between NVLink-4 GPUs by default, none once the copy engines
+// carry it (dist/peer_reduce.cu sets 0). LOUPE_DDP_SM_CARVEOUT, where set, wins.
+int comm_sms();
+void set_comm_sms(int sms);
+
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   int64_t b = (n + threads - 1) / threads;

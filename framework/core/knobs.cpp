@@ -150,9 +150,14 @@ const std::vector<Knob>& table() {
       flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
                 "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
                 "made before the first step (to compare)"),
-      integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024, "24",
-                   "the SMs left to NCCL (24: its collective channels between NVLink-4 GPUs; 0: none): the LSTM's "
-                   "weight GEMMs that run beside the all-reduce are planned for the others"),
+      choice_knob("LOUPE_DDP_ALLREDUCE", "the library (`--gpus N`)", {"nccl", "copy"},
+                  "nccl",
+                  "how the gradients are averaged: NCCL's kernels, or the GPUs' copy engines and one small kernel "
+                  "(`copy`: every rank's GPU on one host, reaching the others directly; refuses to start otherwise)"),
+      integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024,
+                   "24 beside NCCL, 0 beside the copy engines",
+                   "the SMs left to the all-reduce (24: NCCL's collective channels between NVLink-4 GPUs; 0: none): "
+                   "the LSTM's weight GEMMs that run beside it are planned for the others"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",

@@ -1,10 +1,15 @@
 #include "dist/comm.h"
+#include "dist/peer_reduce.h"
 
 namespace loupe::dist {
 
 namespace {
 CommunicatorFactory& factory() {
   static CommunicatorFactory f = nullptr;
+  return f;
+}
+PeerReduceFactory& peer_factory() {
+  static PeerReduceFactory f = nullptr;
   return f;
 }
 }  // namespace
@@ -18,6 +23,16 @@ std::unique_ptr<Communicator> join_world(std::string* why) {
     return nullptr;
   }
   return factory()(why);
+}
+
+void register_peer_reduce_factory(PeerReduceFactory f) { peer_factory() = f; }
+
+std::unique_ptr<PeerReduce> make_peer_reduce(const Tensor& grads, int slots, Communicator& comm, std::string* why) {
+  if (!peer_factory()) {
+    *why = "this loupe was built without CUDA";
+    return nullptr;
+  }
+  return peer_factory()(grads, slots, comm, why);
 }
 
 }  // namespace loupe::dist

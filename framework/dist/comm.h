@@ -37,6 +37,9 @@ class Communicator {
   // Ends the communicator without waiting for peers (ncclCommAbort): a rank that stops while
   // others may still be in a collective (an error, Ctrl-C) must never hang in a clean teardown.
   virtual void abort() = 0;
+  // A word the GPU can read (mapped host memory) that abort() sets to 1: kernels that wait for a
+  // peer outside NCCL (dist/peer_reduce.h) poll it and give up. nullptr where there is none.
+  virtual const int* abort_word() { return nullptr; }
 };
 
 // Joins the world this process's environment describes (dist/launch.h's rank_env): makes the

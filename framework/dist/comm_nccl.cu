@@ -45,9 +45,17 @@ class NcclCommunicator final : public Communicator {
     LOUPE_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, hi));
     LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    void* host = nullptr;
+    void* device = nullptr;
+    LOUPE_CUDA_CHECK(cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped));
+    LOUPE_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
+    abort_host_ = static_cast<volatile int*>(host);
+    *abort_host_ = 0;
+    abort_device_ = static_cast<const int*>(device);
   }
   ~NcclCommunicator() override {
     if (!aborted_) ncclCommDestroy(comm_);
+    cudaFreeHost(const_cast<int*>(abort_host_));
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(side_);
@@ -90,8 +98,10 @@ class NcclCommunicator final : public Communicator {
   void abort() override {
     if (aborted_) return;
     aborted_ = true;
+    *abort_host_ = 1;  // first: the peer all-reduce's waits end, then NCCL's kernels
     ncclCommAbort(comm_);
   }
+  const int* abort_word() override { return abort_device_; }
 
  private:
   void reduce_on(const Tensor& t, ReduceOp op, cudaStream_t s) {
@@ -105,6 +115,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t side_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   bool pending_ = false, aborted_ = false;
+  volatile int* abort_host_ = nullptr;
+  const int* abort_device_ = nullptr;
 };
 
 std::unique_ptr<Communicator> join_nccl(std::string* why) {

@@ -12,6 +12,7 @@ namespace loupe::dist {
 ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
   if (auto mb = knobs::integer("LOUPE_DDP_BUCKET_MB")) o.bucket_cap_bytes = *mb << 20;
+  if (auto t = knobs::choice("LOUPE_DDP_ALLREDUCE")) o.transport = *t == "copy" ? Transport::CopyEngines : Transport::Nccl;
   return o;
 }
 
@@ -33,6 +34,13 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
   }
   adopt(plan_buckets(slots_, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
   in_.assign(slots_.size(), 0);
+  if (o.transport == Transport::CopyEngines && comm.world() > 1) {
+    // Collective (every rank constructs its reducer at the same point, and every rank that cannot
+    // take part makes all refuse); a bucket per parameter at most.
+    std::string why;
+    peer_ = make_peer_reduce(grads, int(slots_.size()), comm, &why);
+    LOUPE_CHECK(peer_, "LOUPE_DDP_ALLREDUCE=copy, but the copy engines cannot carry this world's all-reduce: ", why);
+  }
 }
 
 void GradReducer::adopt(std::vector<Bucket> buckets) {
@@ -113,7 +121,8 @@ void GradReducer::send_ready() {
   while (next_ < buckets_.size() && waiting_[next_] == 0) {
     const Bucket& b = buckets_[next_];
     NvtxRange r(range_names_[next_].c_str());
-    comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
+    if (peer_) peer_->reduce_async(b.offset, b.numel, int(next_));
+    else comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
     ++next_;
   }
 }
@@ -124,7 +133,8 @@ void GradReducer::end() {
   open_ = false;
   for (int& w : waiting_) w = 0;  // parameters without a gradient this pass: their zeros are averaged
   send_ready();
-  comm_.join();
+  if (peer_) peer_->join();
+  else comm_.join();
   if (!planned_) replan();
 }
 
@@ -135,7 +145,7 @@ std::string GradReducer::describe() const {
     std::snprintf(buf, sizeof buf, "%s%.1f", b ? ", " : "", double(buckets_[b].numel) * 4.0 / (1 << 20));
     s += buf;
   }
-  return s + " MiB)";
+  return s + " MiB) by " + (peer_ ? peer_->describe() : "NCCL");
 }
 
 }  // namespace loupe::dist

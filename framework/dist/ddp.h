@@ -15,15 +15,22 @@
 #include "nn/arena.h"
 #include "dist/comm.h"
 #include "dist/ddp_plan.h"
+#include "dist/peer_reduce.h"
 
 namespace loupe::dist {
+
+// Who averages the buckets: NCCL's collectives, or the copy engines between GPUs of one host
+// (dist/peer_reduce.h; no faster on two H200s for imdb_bilstm, slower for cifar10_cnn:
+// docs/benchmarks.md, so not the default).
+enum class Transport { Nccl, CopyEngines };
 
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
   int64_t first_bucket_bytes = 1 << 20;  // and its small first bucket, to start early
+  Transport transport = Transport::Nccl;
 };
 
-// Reads LOUPE_DDP_BUCKET_MB (core/knobs.cpp) over the defaults.
+// Reads LOUPE_DDP_BUCKET_MB and LOUPE_DDP_ALLREDUCE (core/knobs.cpp) over the defaults.
 ReducerOptions reducer_options_from_knobs();
 
 class GradReducer final : public autograd::GradReadyHook {
@@ -48,8 +55,10 @@ class GradReducer final : public autograd::GradReadyHook {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bytes all-reduced per step (the buckets' slices, alignment padding included).
   int64_t bytes_per_step() const { return bytes_; }
-  // "3 buckets (1.0, 25.0, 12.3 MiB)", for the run's header.
+  // "3 buckets (1.0, 25.0, 12.3 MiB) by copy engines (2 GPUs of one host, P2P)", for the run's header.
   std::string describe() const;
+  // "NCCL" or "copy engines": whose time the report's all-reduce share is.
+  std::string transport() const { return peer_ ? "copy engines" : "NCCL"; }
 
  private:
   void send_ready();  // every bucket whose turn has come and whose gradients are all in
@@ -76,6 +85,7 @@ class GradReducer final : public autograd::GradReadyHook {
   std::vector<size_t> pauses_;  // and the lengths of seen_ at which backward paused
   bool planned_ = false;        // replan() has run
   bool split_ = true;           // LOUPE_DDP_SPLIT_BACKWARD: two rounds and the buckets cut again
+  std::unique_ptr<PeerReduce> peer_;  // the copy engines, where they carry the buckets
 };
 
 }  // namespace loupe::dist

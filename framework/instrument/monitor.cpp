@@ -264,12 +264,19 @@ void EpochMonitor::fill(EpochReport& r) {
   }
 }
 
-// NCCL's kernels against the rest, from the same records: the time they ran, and the time only
-// they ran (the busy time less the union of everything else).
+// The all-reduce's work: NCCL's kernels, or the copy engines' peer copies and the kernels of
+// dist/peer_reduce.cu (named loupe_peer_*).
+static bool all_reduce_work(const ActivityRecord& a) {
+  if (a.kind == 1) return a.name == "memcpy PtoP";
+  return a.kind == 0 && (a.name.rfind("nccl", 0) == 0 || a.name.find("loupe_peer_") != std::string::npos);
+}
+
+// The all-reduce's work against the rest, from the same records: the time it ran, and the time
+// only it ran (the busy time less the union of everything else).
 void EpochMonitor::fill_nccl(EpochReport& r, uint64_t busy) {
   std::vector<Interval> nccl, other;
   for (const ActivityRecord& a : busy_->records(busy_t0_, busy_t1_))
-    (a.kind == 0 && a.name.rfind("nccl", 0) == 0 ? nccl : other).push_back({a.begin_ns, a.end_ns});
+    (all_reduce_work(a) ? nccl : other).push_back({a.begin_ns, a.end_ns});
   const double window = double(busy_t1_ - busy_t0_);
   const uint64_t in_nccl = union_length(nccl, busy_t0_, busy_t1_);
   r.nccl_share = double(in_nccl) / window;

@@ -24,7 +24,6 @@
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
-#include "core/knobs.h"
 #include "ops/linalg.h"
 #include "ops/lstm_persist.h"
 #include "ops/view.h"
@@ -525,14 +524,14 @@ void weight_gemms(const LstmParams& p, const Layout& lay, const char* base, cons
 
 // The second round runs only under data parallelism, beside NCCL's all-reduce of the gradients
 // before it (dist/ddp.h), whose kernels hold SMs of their own: cuBLAS plans these split-K GEMMs for
-// the SMs left (LOUPE_DDP_SM_CARVEOUT), or a grid sized for every SM runs a second, nearly empty
+// the SMs left (cuda::comm_sms(): 24 beside NCCL, none beside the copy engines), or a grid sized for every SM runs a second, nearly empty
 // wave (two H200s, imdb_bilstm: the weight GEMMs took 38 -> 56 and 50 -> 58 us a step beside
 // NCCL's 24-channel kernel; carving out 24 SMs raised scaling from 91.9 % to 94.0 %, seven and
 // eight alternating benches: docs/benchmarks.md).
 class SmCarveout {
  public:
   SmCarveout() {
-    const int carve = int(knobs::integer("LOUPE_DDP_SM_CARVEOUT").value_or(24));
+    const int carve = cuda::comm_sms();
     if (carve <= 0) return;
     int dev = 0, sms = 0;
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
