@@ -151,8 +151,12 @@ void make_session(Run& run) {
 void print_header(const Run& run) {
   models::Session& s = *run.session;
   optim::Optimizer& opt = s.optimizer();
-  std::printf("model   %s: %s, %lld parameters\n", run.info.name.c_str(), run.info.description.c_str(),
-              (long long)s.model().num_parameters());
+  const int64_t params = s.model().num_parameters(), keras = run.info.keras_parameters;
+  std::printf("model   %s: %s, %s parameters%s\n", run.info.name.c_str(), run.info.description.c_str(),
+              instrument::thousands(double(params)).c_str(),
+              keras && keras != params
+                  ? (" (Keras counts " + instrument::thousands(double(keras)) + ": " + run.info.keras_parameters_why + ")").c_str()
+                  : "");
   std::printf("device  %s\n", device_description(run.dev).c_str());
   std::printf("data    %s\n", run.data.description.c_str());
   std::printf("input   %s\n", run.pipeline.c_str());
@@ -166,6 +170,9 @@ void print_header(const Run& run) {
   std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt.name().c_str(), s.lr(),
               opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
               run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
+  if (!run.info.recipe_source.empty())
+    std::printf("        (optimizer and loss from %s; batch and epochs as Keras's fit unless --batch/--epochs)\n",
+                run.info.recipe_source.c_str());
   if (run.world)
     std::printf("world   %d ranks (NCCL), batch %lld per GPU = %lld per step; gradients averaged during backward, "
                 "in buckets cut at the first step where backward finishes them (the world line names them)\n",

@@ -259,6 +259,10 @@ Data load_data(const DataRequest& req, Device dev) {
     r = req.synthetic ? synthetic("MNIST", req.synthetic_kind, Shape{28, 28}, 60000, 10000) : mnist(req.dir);
   else if (req.dataset == "cifar10")
     r = req.synthetic ? synthetic("CIFAR-10", req.synthetic_kind, Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
+  else if (req.dataset.empty())  // a Keras model file whose input is none of the reference data sets'
+    throw Error("this model's input and output match none of the data sets loupe feeds a model file (MNIST's "
+                "[28, 28], [28, 28, 1] or [784] with 10 classes; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's "
+                "[100] token ids over 20,000 words with 1 output); arrays of your own are not supported yet");
   else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
   Data d;
   d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),

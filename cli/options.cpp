@@ -20,7 +20,8 @@ namespace loupe::cli {
 const char* const kUsage = R"(loupe: train deep networks on the CPU and NVIDIA GPUs, and see how well the GPU was used.
 
 usage:
-  loupe train MODEL [options]     train a reference model (defaults from its recipe)
+  loupe train MODEL [options]     train a reference model (defaults from its recipe), or a
+                                  Keras model file (model.to_json(): MODEL ends in .json)
   loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
                                   test accuracy of a saved model
   loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
@@ -57,7 +58,11 @@ Run `loupe COMMAND --help` for a command's options (`loupe train --help`: the tr
 
 const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
 
-options (defaults come from the model's recipe; `loupe models` lists them):
+MODEL is a reference model (`loupe models` lists them) or a Keras Sequential model file, what
+model.to_json() writes (FILE.json; docs/keras.md): it trains on the data set whose samples have its
+input shape (MNIST's, CIFAR-10's, IMDb's), with the optimizer and loss of its compile_config.
+
+options (defaults come from the model's recipe):
   --device cpu|cuda   where to train (default: cuda when a GPU is present, else cpu)
   -e, --epochs N      number of epochs
   -b, --batch N       batch size

@@ -1,6 +1,10 @@
 #include "models/registry.h"
 
+#include <deque>
+#include <mutex>
+
 #include "core/error.h"
+#include "models/keras_json.h"
 
 namespace loupe::models {
 
@@ -11,12 +15,22 @@ const std::vector<ModelInfo>& all_models() {
 }
 
 const ModelInfo& find_model(const std::string& name) {
+  if (is_model_file(name)) {  // a Keras model file: read once, kept for the process (references stay valid)
+    static std::mutex mu;
+    static std::deque<ModelInfo> files;
+    std::lock_guard<std::mutex> lock(mu);
+    for (const ModelInfo& m : files)
+      if (m.name == name) return m;
+    files.push_back(load_keras_model(name));
+    return files.back();
+  }
   std::string known;
   for (const ModelInfo& m : all_models()) {
     if (m.name == name) return m;
     known += (known.empty() ? "" : ", ") + m.name;
   }
-  throw Error("unknown model '" + name + "'; the models are: " + known + " (see `loupe models`)");
+  throw Error("unknown model '" + name + "'; the models are: " + known +
+              " (see `loupe models`), or a Keras model file (model.to_json()) ending in .json");
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr) {

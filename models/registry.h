@@ -37,6 +37,12 @@ struct ModelInfo {
   // set (0 for fixed models) and the parameter count is for it.
   int64_t vocab = 0;
   int64_t expected_parameters = 0;
+  // A model from a Keras file (models/keras_json.h): the parameter count Keras prints (its LSTM has
+  // one bias where cuDNN's layout has two; its BatchNormalization counts the moving mean and
+  // variance), and where the recipe came from. 0 and "" for the reference models.
+  int64_t keras_parameters = 0;
+  std::string keras_parameters_why;  // why the two counts differ, where they do
+  std::string recipe_source;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

@@ -1,0 +1,623 @@
+#include "models/keras_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_check.h"
+#include "core/nvtx.h"
+#include "nn/layers.h"
+#include "nn/recurrent.h"
+#include "ops/reduce.h"
+#include "ops/view.h"
+
+namespace loupe::models {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- the modules a Keras layer needs that loupe's layer set does not have as such -------------
+
+// [N, H, W, C] -> [N, C, H, W]: Keras's channels-last image for loupe's convolutions.
+class ChannelsFirst : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override { return contiguous(transpose(transpose(x, 1, 3), 2, 3)); }
+  std::string type_name() const override { return "ChannelsFirst"; }
+};
+
+// GlobalAveragePooling1D: [N, T, F] -> [N, F].
+class MeanOverTime : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override { return mean(x, 1); }
+  std::string type_name() const override { return "GlobalAveragePooling1D"; }
+};
+
+// Keras's LSTM (or Bidirectional(LSTM), merge_mode concat): the sequence [N, T, D*H] with
+// return_sequences, else the last state of each direction side by side [N, D*H].
+class KerasLstm : public nn::Module {
+ public:
+  KerasLstm(int64_t in, int64_t units, bool bidirectional, bool sequences)
+      : units_(units), dirs_(bidirectional ? 2 : 1), sequences_(sequences) {
+    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(in, units, 1, bidirectional));
+  }
+  Tensor forward(const Tensor& x) override {
+    LstmResult r;
+    {
+      NvtxRange range(lstm_->range_name().c_str());
+      r = lstm_->run(x);
+    }
+    if (sequences_) return r.y;
+    return reshape(transpose(r.h, 0, 1), Shape{x.size(0), dirs_ * units_});
+  }
+  std::string type_name() const override { return "KerasLSTM"; }
+
+ private:
+  int64_t units_, dirs_;
+  bool sequences_;
+  std::shared_ptr<nn::LSTM> lstm_;
+};
+
+// ---- reading the file -------------------------------------------------------------------------
+
+struct Layer {
+  std::string cls, name;
+  const json* cfg;
+};
+
+[[noreturn]] void refuse(const std::string& file, const std::string& why) { throw Error(file + ": " + why); }
+
+std::string layer_label(const Layer& l) { return "layer '" + l.name + "' (" + l.cls + ")"; }
+
+// The layers of a Sequential model in either layout; anything else refused by name.
+std::vector<Layer> sequential_layers(const json& root, const std::string& file) {
+  if (!root.is_object() || !root.contains("class_name"))
+    refuse(file, "not a Keras model file (no class_name at the top: what model.to_json() writes)");
+  const std::string cls = root.value("class_name", "");
+  if (cls != "Sequential")
+    refuse(file, "a " + cls + " model; loupe reads Sequential models (a functional Model's graph is not supported yet)");
+  const json& cfg = root.at("config");
+  const json* list = cfg.is_array() ? &cfg : (cfg.is_object() && cfg.contains("layers") ? &cfg.at("layers") : nullptr);
+  if (!list || !list->is_array() || list->empty()) refuse(file, "its Sequential model has no layers");
+  std::vector<Layer> out;
+  for (const json& l : *list) {
+    if (!l.is_object() || !l.contains("class_name") || !l.contains("config") || !l.at("config").is_object())
+      refuse(file, "a layer without class_name and config");
+    out.push_back({l.at("class_name").get<std::string>(), l.at("config").value("name", "layer"), &l.at("config")});
+  }
+  return out;
+}
+
+// A list of dimensions with the batch's (null) first: the per-sample shape.
+std::vector<int64_t> sample_shape(const json& dims, const std::string& what) {
+  if (!dims.is_array() || dims.size() < 2) throw Error(what + " is not [batch, ...]");
+  std::vector<int64_t> s;
+  for (size_t i = 1; i < dims.size(); ++i) {
+    if (!dims[i].is_number_integer() || dims[i].get<int64_t>() <= 0)
+      throw Error(what + " has a dimension that is not a positive whole number (loupe needs fixed shapes)");
+    s.push_back(dims[i].get<int64_t>());
+  }
+  return s;
+}
+
+// The model's input shape per sample: an InputLayer's batch_shape (Keras 3) or batch_input_shape
+// (Keras 2), the first layer's batch_input_shape, or the model's build_input_shape / build_config.
+std::vector<int64_t> input_shape(const json& root, const std::vector<Layer>& layers, const std::string& file) {
+  const json& first = *layers.front().cfg;
+  for (const char* key : {"batch_shape", "batch_input_shape"})
+    if (first.contains(key) && !first.at(key).is_null()) return sample_shape(first.at(key), file + ": " + key);
+  const json& cfg = root.at("config");
+  if (cfg.is_object() && cfg.contains("build_input_shape") && !cfg.at("build_input_shape").is_null())
+    return sample_shape(cfg.at("build_input_shape"), file + ": build_input_shape");
+  if (root.contains("build_config") && root.at("build_config").contains("input_shape"))
+    return sample_shape(root.at("build_config").at("input_shape"), file + ": build_config.input_shape");
+  refuse(file, "the model's input shape is not in the file (an InputLayer, or input_shape on the first layer)");
+}
+
+
+// ---- checks every layer takes -----------------------------------------------------------------
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+// An initializer's class, from "glorot_uniform" or {"class_name": "GlorotUniform", ...}; Keras
+// 2.2 wrote Glorot's uniform as VarianceScaling(1, fan_avg, uniform).
+std::string init_name(const json& v) {
+  std::string n = v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("class_name", "") : "";
+  n = lower(n);
+  n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
+  if (n == "variancescaling" && v.is_object() && v.contains("config")) {
+    const json& c = v.at("config");
+    if (c.value("scale", 0.0) == 1.0 && c.value("mode", "") == "fan_avg" && c.value("distribution", "") == "uniform")
+      return "glorotuniform";
+  }
+  return n;
+}
+
+class Parser {
+ public:
+  Parser(std::string file, std::vector<int64_t> input) : shape_(std::move(input)), file_(std::move(file)) {}
+
+  void layer(const Layer& l, bool last) {
+    common(l);
+    last_ = last;
+    const std::string& c = l.cls;
+    if (c == "InputLayer") return;
+    if (c == "Dense") return dense(l);
+    if (c == "Conv2D") return conv(l);
+    if (c == "MaxPooling2D" || c == "AveragePooling2D") return pool(l);
+    if (c == "BatchNormalization") return batch_norm(l);
+    if (c == "Dropout") return dropout(l);
+    if (c == "Flatten") return flatten(l);
+    if (c == "Reshape") return reshape_layer(l);
+    if (c == "Activation") return activation(l, cfg(l).value("activation", ""), nullptr);
+    if (c == "Embedding") return embedding(l);
+    if (c == "LSTM") return lstm(l, cfg(l), false);
+    if (c == "Bidirectional") return bidirectional(l);
+    if (c == "GlobalAveragePooling1D") return global_average(l);
+    fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, "
+            "BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM) "
+            "and GlobalAveragePooling1D");
+  }
+
+  struct Step {
+    std::string name;
+    std::function<std::shared_ptr<nn::Module>()> make;
+  };
+  std::vector<Step> steps;
+  std::vector<int64_t> shape_;    // per sample, in Keras's (channels-last) layout
+  bool chw_ = false;              // the tensor is the channels-first form of a 3-D shape_
+  std::string output_activation;  // softmax, sigmoid or linear: the last layer's
+  int64_t keras_parameters = 0;
+  std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
+  bool embedding_input = false;   // the first layer takes token ids
+  int64_t vocab = 0;
+
+ private:
+  static const json& cfg(const Layer& l) { return *l.cfg; }
+  void note(const std::string& why) {
+    if (std::find(count_differs.begin(), count_differs.end(), why) == count_differs.end()) count_differs.push_back(why);
+  }
+  [[noreturn]] void fail(const Layer& l, const std::string& why) const { refuse(file_, layer_label(l) + " " + why); }
+
+  void add(const Layer& l, std::function<std::shared_ptr<nn::Module>()> make) {
+    std::string n = l.name;
+    for (char& ch : n)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
+    steps.push_back({n + (steps.empty() ? "" : "_" + std::to_string(steps.size())), std::move(make)});
+  }
+
+  // Options no layer of loupe's honours: refused wherever they are set.
+  void common(const Layer& l) {
+    const json& c = cfg(l);
+    if (c.contains("trainable") && c.at("trainable").is_boolean() && !c.at("trainable").get<bool>())
+      fail(l, "is frozen (trainable: false); loupe trains every layer");
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      const std::string& k = it.key();
+      const bool reg = k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0;
+      const bool con = k.size() > 11 && k.compare(k.size() - 11, 11, "_constraint") == 0;
+      if ((reg || con) && !it.value().is_null())
+        fail(l, "has a " + std::string(reg ? "regularizer" : "constraint") + " (" + k + "), which loupe does not apply");
+    }
+    if (c.contains("dtype") && !c.at("dtype").is_null()) {
+      const json& d = c.at("dtype");
+      const std::string t = d.is_string() ? d.get<std::string>()
+                                          : d.is_object() && d.contains("config") ? d.at("config").value("name", "") : "";
+      if (t != "float32") fail(l, "has dtype '" + t + "'; loupe's layers are float32 (--precision fp16/bf16 sets the compute type)");
+    }
+  }
+
+  // The initializer under `key` must be Keras's default for it (loupe initialises as Keras's defaults).
+  void init(const Layer& l, const char* key, const std::string& want) {
+    const json& c = cfg(l);
+    if (!c.contains(key) || c.at(key).is_null()) return;
+    if (init_name(c.at(key)) != want)
+      fail(l, "has " + std::string(key) + " '" + init_name(c.at(key)) + "'; loupe initialises as Keras's default (" + want + ")");
+  }
+
+  void need_value(const Layer& l, const char* key, const json& want, const std::string& why) {
+    const json& c = cfg(l);
+    if (c.contains(key) && !c.at(key).is_null() && c.at(key) != want)
+      fail(l, "has " + std::string(key) + " " + c.at(key).dump() + "; " + why);
+  }
+
+  // An activation inside or after a layer: relu, linear, or on the model's last layer softmax
+  // (cross-entropy) or sigmoid on one unit (binary cross-entropy): the loss applies those.
+  void activation(const Layer& l, const std::string& a, const int64_t* units) {
+    if (a.empty() || a == "linear") {
+      if (last_) output_activation = "linear";
+      return;
+    }
+    if (a == "relu") {
+      add(l, [] { return std::make_shared<nn::ReLU>(); });
+      return;
+    }
+    if ((a == "softmax" || a == "sigmoid") && last_) {
+      const int64_t out = units ? *units : shape_.empty() ? 0 : shape_.back();
+      if (a == "sigmoid" && out != 1)
+        fail(l, "ends in sigmoid over " + std::to_string(out) + " units; loupe trains sigmoid on one unit "
+                "(binary cross-entropy) or softmax over classes");
+      output_activation = a;
+      return;
+    }
+    fail(l, "has activation '" + a + "'; loupe has relu and linear, and softmax or sigmoid on the last layer");
+  }
+
+  int64_t features(const Layer& l) {
+    if (shape_.size() != 1)
+      fail(l, "takes an input of " + std::to_string(shape_.size()) + " dimensions per sample; loupe's takes a "
+              "vector (Flatten before it)");
+    return shape_[0];
+  }
+
+  void dense(const Layer& l) {
+    const int64_t in = features(l), units = cfg(l).at("units").get<int64_t>();
+    const bool bias = cfg(l).value("use_bias", true);
+    init(l, "kernel_initializer", "glorotuniform");
+    init(l, "bias_initializer", "zeros");
+    add(l, [in, units, bias] { return std::make_shared<nn::Linear>(in, units, bias); });
+    keras_parameters += in * units + (bias ? units : 0);
+    shape_ = {units};
+    activation(l, cfg(l).value("activation", "linear"), &units);
+  }
+
+  // An image layer: the shape must be [H, W, C], and the tensor channels-first from here on.
+  void image(const Layer& l) {
+    if (shape_.size() != 3) fail(l, "needs an image [height, width, channels] per sample");
+    need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
+    if (chw_) return;
+    add(l, [] { return std::make_shared<ChannelsFirst>(); });
+    chw_ = true;
+  }
+
+  // A square pair ([3, 3] or 3) from the config: kernel_size, strides, pool_size.
+  int square(const Layer& l, const char* key, int fallback) {
+    const json& c = cfg(l);
+    if (!c.contains(key) || c.at(key).is_null()) return fallback;
+    const json& v = c.at(key);
+    if (v.is_number_integer()) return v.get<int>();
+    if (v.is_array() && v.size() == 2 && v[0] == v[1] && v[0].is_number_integer() && v[0].get<int>() > 0)
+      return v[0].get<int>();
+    fail(l, "has " + std::string(key) + " " + v.dump() + "; loupe's are square");
+  }
+
+  void conv(const Layer& l) {
+    image(l);
+    const int k = square(l, "kernel_size", 0), stride = square(l, "strides", 1);
+    const std::string pad = cfg(l).value("padding", "valid");
+    need_value(l, "dilation_rate", json::array({1, 1}), "loupe's convolutions are not dilated");
+    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
+    if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
+      fail(l, "has padding '" + pad + "'; loupe has valid, and same at stride 1 with an odd kernel");
+    const int64_t cin = shape_[2], f = cfg(l).at("filters").get<int64_t>();
+    const bool bias = cfg(l).value("use_bias", true);
+    const int p = pad == "same" ? nn::same(k) : 0;
+    init(l, "kernel_initializer", "glorotuniform");
+    init(l, "bias_initializer", "zeros");
+    add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
+    keras_parameters += int64_t(k) * k * cin * f + (bias ? f : 0);
+    const int64_t h = (shape_[0] + 2 * p - k) / stride + 1, w = (shape_[1] + 2 * p - k) / stride + 1;
+    if (h <= 0 || w <= 0) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    shape_ = {h, w, f};
+    activation(l, cfg(l).value("activation", "linear"), nullptr);
+  }
+
+  void pool(const Layer& l) {
+    image(l);
+    const int k = square(l, "pool_size", 2), stride = square(l, "strides", k);
+    need_value(l, "padding", "valid", "loupe's pooling has valid padding");
+    if (l.cls == "MaxPooling2D") add(l, [k, stride] { return std::make_shared<nn::MaxPool2d>(k, stride); });
+    else add(l, [k, stride] { return std::make_shared<nn::AvgPool2d>(k, stride); });
+    const int64_t h = (shape_[0] - k) / stride + 1, w = (shape_[1] - k) / stride + 1;
+    if (h <= 0 || w <= 0) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    shape_ = {h, w, shape_[2]};
+  }
+
+  void batch_norm(const Layer& l) {
+    const json& c = cfg(l);
+    json axis = c.contains("axis") ? c.at("axis") : json(-1);
+    if (axis.is_array() && axis.size() == 1) axis = axis[0];
+    const bool last_axis = axis == -1 || (axis.is_number_integer() && axis.get<int64_t>() == int64_t(shape_.size()));
+    if (!last_axis || (shape_.size() != 1 && shape_.size() != 3))
+      fail(l, "normalises axis " + axis.dump() + " of a " + std::to_string(shape_.size()) + "-D sample; loupe's "
+              "normalises the channels of an image or the features of a vector (axis -1)");
+    need_value(l, "center", true, "loupe's has a shift (beta)");
+    need_value(l, "scale", true, "loupe's has a scale (gamma)");
+    need_value(l, "renorm", false, "loupe's has no batch renormalisation");
+    for (const char* k : {"beta_initializer", "moving_mean_initializer"}) init(l, k, "zeros");
+    for (const char* k : {"gamma_initializer", "moving_variance_initializer"}) init(l, k, "ones");
+    if (shape_.size() == 3) image(l);
+    const int64_t ch = shape_.back();
+    // Keras's momentum is the running statistics' decay (0.99); loupe's, PyTorch's, its complement.
+    const double momentum = 1.0 - c.value("momentum", 0.99), eps = c.value("epsilon", 1e-3);
+    add(l, [ch, momentum, eps] { return std::make_shared<nn::BatchNorm2d>(ch, momentum, eps); });
+    keras_parameters += 4 * ch;  // gamma, beta, and the moving mean and variance Keras counts too
+    note("Keras counts BatchNormalization's moving mean and variance");
+  }
+
+  void dropout(const Layer& l) {
+    need_value(l, "noise_shape", nullptr, "loupe's dropout draws every value");
+    const double rate = cfg(l).value("rate", 0.0);
+    if (!(rate >= 0 && rate < 1)) fail(l, "has rate " + std::to_string(rate) + "; a rate is in [0, 1)");
+    add(l, [rate] { return std::make_shared<nn::Dropout>(rate); });
+  }
+
+  void flatten(const Layer& l) {
+    need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
+    int64_t n = 1;
+    for (int64_t d : shape_) n *= d;
+    add(l, [] { return std::make_shared<nn::Flatten>(); });
+    shape_ = {n};
+    chw_ = false;
+  }
+
+  void reshape_layer(const Layer& l) {
+    std::vector<int64_t> target;
+    int64_t n = 1, m = 1;
+    for (const json& d : cfg(l).at("target_shape")) {
+      if (!d.is_number_integer() || d.get<int64_t>() <= 0) fail(l, "has a target dimension that is not a positive whole number");
+      target.push_back(d.get<int64_t>());
+      m *= target.back();
+    }
+    for (int64_t d : shape_) n *= d;
+    if (n != m) fail(l, "reshapes " + std::to_string(n) + " values per sample into " + std::to_string(m));
+    if (chw_ && target.size() != 1) fail(l, "reshapes a channels-first image; loupe reshapes vectors and sequences");
+    Shape t;
+    for (int64_t d : target) t.push_back(d);
+    add(l, [t] { return std::make_shared<nn::Reshape>(t); });
+    shape_ = target;
+    chw_ = false;
+  }
+
+  void embedding(const Layer& l) {
+    if (!steps.empty() || shape_.size() != 1)
+      fail(l, "is not the first layer over a sequence of token ids; loupe's Embedding comes first");
+    need_value(l, "mask_zero", false, "loupe does not mask padding");
+    init(l, "embeddings_initializer", "randomuniform");
+    const int64_t v = cfg(l).at("input_dim").get<int64_t>(), e = cfg(l).at("output_dim").get<int64_t>();
+    add(l, [v, e] { return std::make_shared<nn::Embedding>(v, e); });
+    keras_parameters += v * e;
+    shape_ = {shape_[0], e};
+    embedding_input = true;
+    vocab = v;
+  }
+
+  // LSTM(units) as Keras's defaults have it (the ones loupe's kernels compute), alone or inside
+  // Bidirectional; the others are refused by name.
+  void lstm(const Layer& l, const json& c, bool bidirectional) {
+    if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+    const json want = {{"activation", "tanh"},       {"recurrent_activation", "sigmoid"}, {"use_bias", true},
+                       {"unit_forget_bias", true},   {"dropout", 0.0},                    {"recurrent_dropout", 0.0},
+                       {"go_backwards", false},      {"stateful", false},                 {"return_state", false},
+                       {"time_major", false}};
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
+        fail(l, "has " + it.key() + " " + c.at(it.key()).dump() + "; loupe's LSTM has " + it.value().dump());
+    const Layer inner{"LSTM", l.name, &c};
+    init(inner, "kernel_initializer", "glorotuniform");
+    init(inner, "recurrent_initializer", "orthogonal");
+    init(inner, "bias_initializer", "zeros");
+    const int64_t in = shape_[1], units = c.at("units").get<int64_t>();
+    const bool seq = c.value("return_sequences", false);
+    add(l, [in, units, bidirectional, seq] { return std::make_shared<KerasLstm>(in, units, bidirectional, seq); });
+    const int64_t dirs = bidirectional ? 2 : 1;
+    keras_parameters += dirs * 4 * (units * (in + units) + units);
+    note("Keras's LSTM has one bias per gate where cuDNN's layout has two");
+    shape_ = seq ? std::vector<int64_t>{shape_[0], dirs * units} : std::vector<int64_t>{dirs * units};
+  }
+
+  void bidirectional(const Layer& l) {
+    const json& c = cfg(l);
+    need_value(l, "merge_mode", "concat", "loupe concatenates the two directions");
+    if (c.contains("backward_layer") && !c.at("backward_layer").is_null())
+      fail(l, "has a backward_layer of its own; loupe's runs the forward layer's twin");
+    const json& inner = c.at("layer");
+    if (inner.value("class_name", "") != "LSTM")
+      fail(l, "wraps a " + inner.value("class_name", std::string("layer")) + "; loupe's Bidirectional wraps an LSTM");
+    const Layer lstm_layer{"LSTM", inner.at("config").value("name", "lstm"), &inner.at("config")};
+    common(lstm_layer);
+    lstm(lstm_layer, inner.at("config"), true);
+  }
+
+  void global_average(const Layer& l) {
+    if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+    need_value(l, "data_format", "channels_last", "loupe averages over time, Keras's default");
+    need_value(l, "keepdims", false, "loupe's drops the time axis");
+    add(l, [] { return std::make_shared<MeanOverTime>(); });
+    shape_ = {shape_[1]};
+  }
+
+  std::string file_;
+  bool last_ = false;
+};
+
+// The first layers that turn what a reference data set delivers into the model's input: MNIST's
+// [28, 28] into [28, 28, 1] or [784]; CIFAR-10 arrives channels-first, as the convolutions take it.
+void adapt_input(const std::vector<int64_t>& input, const std::string& dataset, Parser& p) {
+  auto reshape_to = [&p](const std::vector<int64_t>& s) {
+    Shape t;
+    for (int64_t d : s) t.push_back(d);
+    p.steps.push_back({"input", [t] { return std::make_shared<nn::Reshape>(t); }});
+  };
+  if (dataset == "mnist" && input != std::vector<int64_t>{28, 28}) reshape_to(input);
+  if (dataset == "cifar10" && input.size() == 1) reshape_to(input);
+  if (dataset == "cifar10" && input.size() == 3) p.chw_ = true;
+}
+
+// The reference data set whose samples fit the model: its input shape and its output.
+std::string dataset_for(const std::vector<int64_t>& input, const Parser& p, int64_t outputs) {
+  using V = std::vector<int64_t>;
+  if (!p.embedding_input && outputs == 10 && (input == V{28, 28} || input == V{28, 28, 1} || input == V{784}))
+    return "mnist";
+  if (!p.embedding_input && outputs == 10 && (input == V{32, 32, 3} || input == V{3072})) return "cifar10";
+  if (p.embedding_input && outputs == 1 && input == V{100} && p.vocab == 20000) return "imdb";
+  return "";
+}
+
+// ---- the recipe -------------------------------------------------------------------------------
+
+std::string squash(const json& v) {  // "SparseCategoricalCrossentropy" or "sparse_categorical_crossentropy"
+  return init_name(v);
+}
+
+Recipe keras_defaults(const char* optimizer, double lr) {
+  Recipe r;
+  r.optimizer = optimizer;
+  r.lr = lr;
+  return r;
+}
+
+// The optimizer of compile_config, with Keras's defaults for what it does not say.
+void optimizer_from(const json& o, Recipe& r, const std::string& file) {
+  const std::string name = squash(o);
+  const json c = o.is_object() && o.contains("config") ? o.at("config") : json::object();
+  auto why = [&](const std::string& w) { refuse(file, "the optimizer (" + name + ") " + w); };
+  const json lr = c.contains("learning_rate") ? c.at("learning_rate") : c.contains("lr") ? c.at("lr") : json();
+  if (!lr.is_null() && !lr.is_number()) why("has a learning-rate schedule; loupe takes a number (and Keras 2's decay)");
+  for (const char* k : {"clipnorm", "clipvalue", "global_clipnorm"})
+    if (c.contains(k) && !c.at(k).is_null()) why("clips gradients (" + std::string(k) + "); loupe does not");
+  if (c.contains("weight_decay") && !c.at("weight_decay").is_null() && c.at("weight_decay") != 0)
+    why("has weight_decay; loupe's optimizers have none");
+  for (const char* k : {"use_ema", "amsgrad", "nesterov", "centered"})
+    if (c.value(k, false)) why("has " + std::string(k) + " on; loupe's does not");
+  if (name == "adam") {
+    r = keras_defaults("adam", 1e-3);
+    r.beta1 = c.value("beta_1", 0.9), r.beta2 = c.value("beta_2", 0.999);
+  } else if (name == "rmsprop") {
+    r = keras_defaults("rmsprop", 1e-3);
+    r.rho = c.value("rho", 0.9);
+    if (c.value("momentum", 0.0) != 0) why("has momentum; loupe's RMSprop has none");
+  } else if (name == "sgd") {
+    r = keras_defaults("sgd", 0.01);
+    r.momentum = c.value("momentum", 0.0);
+  } else if (name == "adadelta") {
+    r = keras_defaults("adadelta", 1e-3);
+    r.rho = c.value("rho", 0.95);
+  } else {
+    refuse(file, "the optimizer '" + name + "' is not one loupe has (adam, rmsprop, sgd, adadelta)");
+  }
+  if (lr.is_number()) r.lr = lr.get<double>();
+  r.eps = c.value("epsilon", 1e-7);
+  r.decay = c.value("decay", 0.0);
+}
+
+// The loss of compile_config, which must agree with the last layer's activation (the loss applies
+// softmax or sigmoid itself unless from_logits says the layer gives logits).
+train::Loss loss_from(const json& l, const std::string& act, const std::string& file) {
+  const std::string name = squash(l);
+  const bool logits = l.is_object() && l.contains("config") && l.at("config").value("from_logits", false);
+  if (name == "categoricalcrossentropy" || name == "sparsecategoricalcrossentropy") {
+    if (act != (logits ? "linear" : "softmax"))
+      refuse(file, "the loss " + name + " needs a last layer with " + (logits ? "no activation" : "softmax") + ", not " + act);
+    return train::Loss::CrossEntropy;
+  }
+  if (name == "binarycrossentropy") {
+    if (act != (logits ? "linear" : "sigmoid"))
+      refuse(file, "the loss binary_crossentropy needs a last layer of one unit with " +
+                       std::string(logits ? "no activation" : "sigmoid") + ", not " + act);
+    return train::Loss::BinaryCrossEntropyWithLogits;
+  }
+  refuse(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary cross-entropy)");
+}
+
+// compile_config where the file has it (Keras 3), else Keras's compile defaults (RMSprop at 0.001)
+// with the loss the last layer implies; batch and epochs as Keras's fit.
+void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& m, const std::string& file) {
+  const json* cc = root.contains("compile_config") && root.at("compile_config").is_object() ? &root.at("compile_config") : nullptr;
+  if (cc && cc->contains("optimizer") && !cc->at("optimizer").is_null()) {
+    optimizer_from(cc->at("optimizer"), m.recipe, file);
+    m.recipe_source = "the file's compile_config";
+  } else {
+    m.recipe = keras_defaults("rmsprop", 1e-3);
+    m.recipe_source = "Keras's compile defaults (the file has no compile_config)";
+  }
+  const std::string& act = p.output_activation;
+  if (cc && cc->contains("loss") && !cc->at("loss").is_null()) {
+    m.recipe.loss = loss_from(cc->at("loss"), act, file);
+  } else if (act == "softmax" || act == "sigmoid") {
+    m.recipe.loss = act == "softmax" ? train::Loss::CrossEntropy : train::Loss::BinaryCrossEntropyWithLogits;
+  } else {
+    refuse(file, "the last layer has no softmax or sigmoid and the file names no loss; loupe trains classifiers");
+  }
+  if (m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
+    refuse(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
+  m.recipe.batch = 32;
+  m.recipe.epochs = 1;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+Parser parse(const std::vector<Layer>& layers, const std::vector<int64_t>& input,
+             const std::string& dataset, const std::string& file) {
+  Parser p(file, input);
+  adapt_input(input, dataset, p);
+  for (size_t i = 0; i < layers.size(); ++i) p.layer(layers[i], i + 1 == layers.size());
+  if (p.shape_.size() != 1) refuse(file, "the model's output is " + shape_text(p.shape_) + " a sample; a classifier's is a vector");
+  return p;
+}
+
+}  // namespace
+
+bool is_model_file(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+ModelInfo keras_model(const std::string& text, const std::string& file) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    refuse(file, std::string("not JSON: ") + e.what());
+  }
+  try {
+    const std::vector<Layer> layers = sequential_layers(root, file);
+    const std::vector<int64_t> input = input_shape(root, layers, file);
+    const Parser first = parse(layers, input, "", file);  // what the model outputs, to pick the data set
+    const int64_t outputs = first.shape_[0];
+    ModelInfo m;
+    const std::string dataset = dataset_for(input, first, outputs);
+    const Parser p = parse(layers, input, dataset, file);
+    recipe_from(root, p, outputs, m, file);
+    m.recipe.dataset = dataset;
+    m.name = file;
+    m.description = "Keras Sequential model, input " + shape_text(input) + ", " +
+                    std::to_string(layers.size()) + " layers";
+    m.vocab = p.vocab;
+    m.keras_parameters = p.keras_parameters;
+    for (const std::string& w : p.count_differs) m.keras_parameters_why += (m.keras_parameters_why.empty() ? "" : "; ") + w;
+    const std::vector<Parser::Step> steps = p.steps;
+    m.build_for = [steps](int64_t) {
+      auto s = std::make_shared<nn::Sequential>();
+      for (const Parser::Step& st : steps) s->add(st.name, st.make());
+      return std::shared_ptr<nn::Module>(s);
+    };
+    m.expected_parameters = m.build()->num_parameters();
+    return m;
+  } catch (const json::exception& e) {  // a key missing or of the wrong type
+    refuse(file, std::string("not a model file loupe can read: ") + e.what());
+  }
+}
+
+ModelInfo load_keras_model(const std::string& path) {
+  const std::string other = what_else(path);
+  if (!other.empty()) throw Error(path + ": is " + other + ", not a model file");
+  std::string text;
+  uint64_t size = 0;
+  constexpr uint64_t kCap = 16u << 20;
+  if (!read_capped(path, kCap, &text, &size))
+    throw Error(path + ": " + std::to_string(size) + " bytes; a Keras model file (model.to_json()) is kilobytes, "
+                "and loupe reads at most 16 MiB");
+  return keras_model(text, path);
+}
+
+}  // namespace loupe::models

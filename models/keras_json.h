@@ -1,0 +1,34 @@
+// A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (issue 34;
+// docs/plans/keras_and_numpy.md, step 3). Both layouts: Keras 2 (`config` a list of layers or
+// {"layers": [...]}, the input in `batch_input_shape`) and Keras 3 (`module` / `registered_name`,
+// an InputLayer with `batch_shape`, `build_config`, `compile_config`). The layers loupe has:
+// InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, BatchNormalization, Dropout, Flatten,
+// Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM), GlobalAveragePooling1D. Every option
+// loupe cannot honour is refused by name in one sentence (an Error), never replaced silently.
+//
+// Keras's layout is channels-last; loupe's convolutions are channels-first, so an image is
+// transposed once before the first layer that needs it (or arrives channels-first from loupe's
+// data sets, which deliver CIFAR-10 that way). A Flatten after convolutions then takes the
+// values in channel-first order: the Dense after it sees its inputs permuted, which changes
+// nothing for a model trained from its initialisation (weights are not imported).
+#pragma once
+#include <string>
+
+#include "models/registry.h"
+
+namespace loupe::models {
+
+// Whether `name` names a model file rather than a reference model (it ends in ".json").
+bool is_model_file(const std::string& name);
+
+// The model in `json` (the text of a model file; `name` for messages and the model's name).
+// The recipe comes from the file's compile_config where it has one, else Keras's compile defaults
+// (RMSprop, learning rate 0.001) with the loss its last layer implies; batch 32 and 1 epoch, as
+// Keras's fit; ModelInfo::recipe_source says which. The data set is the reference one whose
+// samples have the model's input shape and class count (MNIST's, CIFAR-10's, IMDb's), else none.
+ModelInfo keras_model(const std::string& json, const std::string& name);
+
+// The same from a file (regular, at most 16 MiB: a model's architecture is kilobytes).
+ModelInfo load_keras_model(const std::string& path);
+
+}  // namespace loupe::models

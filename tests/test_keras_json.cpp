@@ -1,0 +1,158 @@
+// Keras model files (models/keras_json.h): the reference models as files (models/keras/, in the
+// layouts Keras 2.2 and Keras 3 write) against their C++ definitions, the recipe from
+// compile_config, and the refusals, each naming what it refuses.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "loupe.h"
+#include "models/keras_json.h"
+#include "models/registry.h"
+#include "nn/layers.h"
+
+using namespace loupe;
+using json = nlohmann::json;
+
+namespace {
+std::string file_of(const std::string& model) { return std::string(LOUPE_SOURCE_DIR) + "/models/keras/" + model + ".json"; }
+
+json read_json(const std::string& model) {
+  std::ifstream f(file_of(model));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return json::parse(ss.str());
+}
+
+// The error the file `j` is refused with ("" when it is read).
+std::string refusal(const json& j) {
+  try {
+    models::keras_model(j.dump(), "m.json");
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// A random input of the data set's sample shape: images in [0, 1), token ids below the vocabulary.
+Tensor uniform01(const Shape& s) {
+  Tensor t = empty(s);
+  nn::uniform_(t, 0, 1);
+  return t;
+}
+Tensor input_for(const std::string& dataset) {
+  manual_seed(7);
+  if (dataset == "mnist") return uniform01(Shape{4, 28, 28});
+  if (dataset == "cifar10") return uniform01(Shape{4, 3, 32, 32});
+  Tensor u = uniform01(Shape{4, 100});
+  std::vector<float> v = u.to_vector<float>();
+  for (float& x : v) x = float(int(x * 20000));
+  return from_vector(v, Shape{4, 100});
+}
+}  // namespace
+
+// Each file builds the reference model: the parameter counts Keras prints and loupe's, the data
+// set, the same weights from the same seed, and the same outputs (evaluation mode).
+TEST(KerasJson, TheReferenceModelsAsFilesAreTheModels) {
+  const std::vector<std::pair<std::string, int64_t>> keras_counts = {
+      {"mnist_mlp", 669706}, {"mnist_cnn", 1199882}, {"imdb_bilstm", 2658945}};
+  for (const auto& [name, keras] : keras_counts) {
+    SCOPED_TRACE(name);
+    const models::ModelInfo file = models::load_keras_model(file_of(name));
+    const models::ModelInfo& ref = models::find_model(name);
+    EXPECT_EQ(file.keras_parameters, keras);
+    EXPECT_EQ(file.expected_parameters, ref.expected_parameters);
+    EXPECT_EQ(file.recipe.dataset, ref.recipe.dataset);
+    EXPECT_EQ(file.recipe.loss, ref.recipe.loss);
+    manual_seed(1);
+    auto a = ref.build();
+    manual_seed(1);
+    auto b = file.build();
+    const std::vector<Tensor> pa = a->parameters(), pb = b->parameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i].to_vector<float>(), pb[i].to_vector<float>()) << "parameter " << i;
+    a->eval();
+    b->eval();
+    const Tensor x = input_for(ref.recipe.dataset);
+    EXPECT_EQ((*a)(x).to_vector<float>(), (*b)(x).to_vector<float>());
+  }
+}
+
+TEST(KerasJson, TheRecipeComesFromCompileConfigElseKerasDefaults) {
+  const models::ModelInfo cnn = models::load_keras_model(file_of("mnist_cnn"));  // Keras 3, compiled
+  EXPECT_EQ(cnn.recipe.optimizer, "adadelta");
+  EXPECT_DOUBLE_EQ(cnn.recipe.lr, 1.0);
+  EXPECT_DOUBLE_EQ(cnn.recipe.rho, 0.95);
+  EXPECT_NE(cnn.recipe_source.find("compile_config"), std::string::npos) << cnn.recipe_source;
+  const models::ModelInfo mlp = models::load_keras_model(file_of("mnist_mlp"));  // Keras 2.2: none
+  EXPECT_EQ(mlp.recipe.optimizer, "rmsprop");
+  EXPECT_DOUBLE_EQ(mlp.recipe.lr, 1e-3);
+  EXPECT_EQ(mlp.recipe.loss, train::Loss::CrossEntropy);  // from its softmax
+  EXPECT_NE(mlp.recipe_source.find("defaults"), std::string::npos) << mlp.recipe_source;
+  EXPECT_EQ(mlp.recipe.batch, 32);
+  // A Keras 2 dict layout ({"layers": [...]} with an InputLayer's batch_input_shape) reads alike.
+  json k2 = read_json("mnist_mlp");
+  json layers = json::array({{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", {nullptr, 784}}, {"name", "in"}}}}});
+  for (json l : k2["config"]) {
+    l["config"].erase("batch_input_shape");
+    layers.push_back(l);
+  }
+  k2["config"] = {{"name", "sequential"}, {"layers", layers}};
+  EXPECT_EQ(models::keras_model(k2.dump(), "k2.json").expected_parameters, 669706);
+}
+
+// What loupe cannot honour is refused by name, never replaced.
+TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
+  const json bil = read_json("imdb_bilstm"), cnn = read_json("mnist_cnn");
+  auto expect = [](const json& j, const std::string& part) {
+    const std::string e = refusal(j);
+    EXPECT_NE(e.find(part), std::string::npos) << "want '" << part << "' in: " << e;
+  };
+  json j = bil;
+  j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_activation"] = "hard_sigmoid";
+  expect(j, "recurrent_activation \"hard_sigmoid\"");
+  j = bil;
+  j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_dropout"] = 0.2;
+  expect(j, "recurrent_dropout 0.2");
+  j = cnn;
+  j["config"]["layers"][6]["config"]["kernel_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
+  expect(j, "regularizer (kernel_regularizer)");
+  j = cnn;
+  j["config"]["layers"][1]["class_name"] = "Conv1D";
+  expect(j, "(Conv1D) is not a layer loupe has");
+  j = cnn;
+  j["config"]["layers"][1]["config"]["padding"] = "causal";
+  expect(j, "padding 'causal'");
+  j = cnn;
+  j["class_name"] = "Functional";
+  expect(j, "loupe reads Sequential models");
+  j = cnn;
+  j["compile_config"]["loss"] = "mean_squared_error";
+  expect(j, "meansquarederror' is not one loupe trains");
+  j = cnn;
+  j["compile_config"]["optimizer"]["class_name"] = "Nadam";
+  expect(j, "'nadam' is not one loupe has");
+  j = cnn;
+  j["compile_config"]["optimizer"]["config"]["clipnorm"] = 1.0;
+  expect(j, "clips gradients (clipnorm)");
+  j = cnn;
+  j["config"]["layers"][8]["config"]["activation"] = "tanh";
+  expect(j, "activation 'tanh'");
+  j = bil;
+  j["config"]["layers"][4]["config"]["units"] = 3;
+  expect(j, "sigmoid over 3 units");
+  j = bil;
+  j["config"]["layers"][1]["config"]["mask_zero"] = true;
+  expect(j, "mask_zero true");
+  j = cnn;
+  j["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 28, 1};
+  expect(j, "not a positive whole number");
+  expect(json::parse("[1, 2]"), "not a Keras model file");
+  EXPECT_NE(refusal(json::object()).find("not a Keras model file"), std::string::npos);
+  EXPECT_THROW(models::keras_model("{not json", "m.json"), Error);
+}
