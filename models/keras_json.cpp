@@ -21,6 +21,12 @@ namespace {
 
 using json = nlohmann::json;
 
+// A hostile file must not make loupe allocate without bound or overflow a count: dimensions,
+// values per sample and parameters are capped (fastText's 60M parameters are well inside).
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+constexpr int64_t kMaxValues = int64_t(1) << 31;
+constexpr int64_t kMaxParameters = 1000000000;
+
 // ---- the modules a Keras layer needs that loupe's layer set does not have as such -------------
 
 // [N, H, W, C] -> [N, C, H, W]: Keras's channels-last image for loupe's convolutions.
@@ -97,10 +103,14 @@ std::vector<int64_t> sample_shape(const json& dims, const std::string& what) {
   if (!dims.is_array() || dims.size() < 2) throw Error(what + " is not [batch, ...]");
   std::vector<int64_t> s;
   for (size_t i = 1; i < dims.size(); ++i) {
-    if (!dims[i].is_number_integer() || dims[i].get<int64_t>() <= 0)
-      throw Error(what + " has a dimension that is not a positive whole number (loupe needs fixed shapes)");
+    if (!dims[i].is_number_integer() || dims[i].get<int64_t>() <= 0 || dims[i].get<int64_t>() > kMaxDim)
+      throw Error(what + " has a dimension that is not a positive whole number up to " + std::to_string(kMaxDim) +
+                  " (loupe needs fixed shapes)");
     s.push_back(dims[i].get<int64_t>());
   }
+  __int128 n = 1;
+  for (int64_t d : s) n *= d;
+  if (n > kMaxValues) throw Error(what + " holds more than " + std::to_string(kMaxValues) + " values a sample");
   return s;
 }
 
@@ -147,6 +157,13 @@ class Parser {
   void layer(const Layer& l, bool last) {
     common(l);
     last_ = last;
+    dispatch(l);
+    __int128 n = 1;
+    for (int64_t d : shape_) n *= d;
+    if (n > kMaxValues) fail(l, "gives more than " + std::to_string(kMaxValues) + " values a sample");
+  }
+
+  void dispatch(const Layer& l) {
     const std::string& c = l.cls;
     if (c == "InputLayer") return;
     if (c == "Dense") return dense(l);
@@ -174,13 +191,29 @@ class Parser {
   std::vector<int64_t> shape_;    // per sample, in Keras's (channels-last) layout
   bool chw_ = false;              // the tensor is the channels-first form of a 3-D shape_
   std::string output_activation;  // softmax, sigmoid or linear: the last layer's
-  int64_t keras_parameters = 0;
+  int64_t keras_parameters = 0, loupe_parameters = 0;
   std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
   bool embedding_input = false;   // the first layer takes token ids
   int64_t vocab = 0;
 
  private:
   static const json& cfg(const Layer& l) { return *l.cfg; }
+
+  // A positive whole number under `key` (units, filters, a vocabulary), at most `max`.
+  int64_t count(const Layer& l, const json& c, const char* key, int64_t max = kMaxDim) {
+    const json& v = c.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > max)
+      fail(l, "has " + std::string(key) + " " + v.dump() + "; loupe takes a positive whole number up to " + std::to_string(max));
+    return v.get<int64_t>();
+  }
+  // Parameters as Keras counts them, and loupe's (`extra` more: cuDNN's second LSTM bias, or fewer).
+  void parameters(const Layer& l, __int128 keras, __int128 extra) {
+    const __int128 k = keras_parameters + keras, m = loupe_parameters + keras + extra;
+    if (k > kMaxParameters || m > kMaxParameters)
+      fail(l, "takes the model past " + std::to_string(kMaxParameters) + " parameters, more than loupe builds");
+    keras_parameters = int64_t(k);
+    loupe_parameters = int64_t(m);
+  }
   void note(const std::string& why) {
     if (std::find(count_differs.begin(), count_differs.end(), why) == count_differs.end()) count_differs.push_back(why);
   }
@@ -257,12 +290,12 @@ class Parser {
   }
 
   void dense(const Layer& l) {
-    const int64_t in = features(l), units = cfg(l).at("units").get<int64_t>();
+    const int64_t in = features(l), units = count(l, cfg(l), "units");
     const bool bias = cfg(l).value("use_bias", true);
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     add(l, [in, units, bias] { return std::make_shared<nn::Linear>(in, units, bias); });
-    keras_parameters += in * units + (bias ? units : 0);
+    parameters(l, __int128(in) * units + (bias ? units : 0), 0);
     shape_ = {units};
     activation(l, cfg(l).value("activation", "linear"), &units);
   }
@@ -281,10 +314,11 @@ class Parser {
     const json& c = cfg(l);
     if (!c.contains(key) || c.at(key).is_null()) return fallback;
     const json& v = c.at(key);
-    if (v.is_number_integer()) return v.get<int>();
-    if (v.is_array() && v.size() == 2 && v[0] == v[1] && v[0].is_number_integer() && v[0].get<int>() > 0)
-      return v[0].get<int>();
-    fail(l, "has " + std::string(key) + " " + v.dump() + "; loupe's are square");
+    const json& one = v.is_array() && v.size() == 2 && v[0] == v[1] ? v[0] : v;
+    if (!one.is_number_integer()) fail(l, "has " + std::string(key) + " " + v.dump() + "; loupe's are square");
+    if (one.get<int64_t>() <= 0 || one.get<int64_t>() > 4096)
+      fail(l, "has " + std::string(key) + " " + v.dump() + "; loupe takes 1 to 4096");
+    return one.get<int>();
   }
 
   void conv(const Layer& l) {
@@ -295,13 +329,13 @@ class Parser {
     need_value(l, "groups", 1, "loupe's convolutions are not grouped");
     if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
       fail(l, "has padding '" + pad + "'; loupe has valid, and same at stride 1 with an odd kernel");
-    const int64_t cin = shape_[2], f = cfg(l).at("filters").get<int64_t>();
+    const int64_t cin = shape_[2], f = count(l, cfg(l), "filters");
     const bool bias = cfg(l).value("use_bias", true);
     const int p = pad == "same" ? nn::same(k) : 0;
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
-    keras_parameters += int64_t(k) * k * cin * f + (bias ? f : 0);
+    parameters(l, __int128(k) * k * cin * f + (bias ? f : 0), 0);
     const int64_t h = (shape_[0] + 2 * p - k) / stride + 1, w = (shape_[1] + 2 * p - k) / stride + 1;
     if (h <= 0 || w <= 0) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
     shape_ = {h, w, f};
@@ -337,7 +371,7 @@ class Parser {
     // Keras's momentum is the running statistics' decay (0.99); loupe's, PyTorch's, its complement.
     const double momentum = 1.0 - c.value("momentum", 0.99), eps = c.value("epsilon", 1e-3);
     add(l, [ch, momentum, eps] { return std::make_shared<nn::BatchNorm2d>(ch, momentum, eps); });
-    keras_parameters += 4 * ch;  // gamma, beta, and the moving mean and variance Keras counts too
+    parameters(l, 4 * __int128(ch), -2 * __int128(ch));  // Keras counts the moving mean and variance too
     note("Keras counts BatchNormalization's moving mean and variance");
   }
 
@@ -380,9 +414,9 @@ class Parser {
       fail(l, "is not the first layer over a sequence of token ids; loupe's Embedding comes first");
     need_value(l, "mask_zero", false, "loupe does not mask padding");
     init(l, "embeddings_initializer", "randomuniform");
-    const int64_t v = cfg(l).at("input_dim").get<int64_t>(), e = cfg(l).at("output_dim").get<int64_t>();
+    const int64_t v = count(l, cfg(l), "input_dim"), e = count(l, cfg(l), "output_dim");
     add(l, [v, e] { return std::make_shared<nn::Embedding>(v, e); });
-    keras_parameters += v * e;
+    parameters(l, __int128(v) * e, 0);
     shape_ = {shape_[0], e};
     embedding_input = true;
     vocab = v;
@@ -403,11 +437,11 @@ class Parser {
     init(inner, "kernel_initializer", "glorotuniform");
     init(inner, "recurrent_initializer", "orthogonal");
     init(inner, "bias_initializer", "zeros");
-    const int64_t in = shape_[1], units = c.at("units").get<int64_t>();
+    const int64_t in = shape_[1], units = count(l, c, "units");
     const bool seq = c.value("return_sequences", false);
     add(l, [in, units, bidirectional, seq] { return std::make_shared<KerasLstm>(in, units, bidirectional, seq); });
     const int64_t dirs = bidirectional ? 2 : 1;
-    keras_parameters += dirs * 4 * (units * (in + units) + units);
+    parameters(l, dirs * 4 * (__int128(units) * (in + units) + units), dirs * 4 * __int128(units));
     note("Keras's LSTM has one bias per gate where cuDNN's layout has two");
     shape_ = seq ? std::vector<int64_t>{shape_[0], dirs * units} : std::vector<int64_t>{dirs * units};
   }
@@ -601,7 +635,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
       for (const Parser::Step& st : steps) s->add(st.name, st.make());
       return std::shared_ptr<nn::Module>(s);
     };
-    m.expected_parameters = m.build()->num_parameters();
+    m.expected_parameters = p.loupe_parameters;  // counted, not built: a file's sizes are checked first
     return m;
   } catch (const json::exception& e) {  // a key missing or of the wrong type
     refuse(file, std::string("not a model file loupe can read: ") + e.what());

@@ -67,6 +67,7 @@ TEST(KerasJson, TheReferenceModelsAsFilesAreTheModels) {
     const models::ModelInfo& ref = models::find_model(name);
     EXPECT_EQ(file.keras_parameters, keras);
     EXPECT_EQ(file.expected_parameters, ref.expected_parameters);
+    EXPECT_EQ(file.build()->num_parameters(), ref.expected_parameters);
     EXPECT_EQ(file.recipe.dataset, ref.recipe.dataset);
     EXPECT_EQ(file.recipe.loss, ref.recipe.loss);
     manual_seed(1);
@@ -153,6 +154,14 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 28, 1};
   expect(j, "not a positive whole number");
   expect(json::parse("[1, 2]"), "not a Keras model file");
+  j = cnn;  // sizes that would take more memory than any model loupe builds, or overflow a count
+  j["config"]["layers"][6]["config"]["units"] = int64_t(1) << 40;
+  expect(j, "units 1099511627776; loupe takes a positive whole number up to 16777216");
+  j["config"]["layers"][6]["config"]["units"] = 16000000;
+  expect(j, "past 1000000000 parameters");
+  j = cnn;
+  j["config"]["layers"][1]["config"]["strides"] = {0, 0};
+  expect(j, "strides [0,0]; loupe takes 1 to 4096");
   EXPECT_NE(refusal(json::object()).find("not a Keras model file"), std::string::npos);
   EXPECT_THROW(models::keras_model("{not json", "m.json"), Error);
 }
