@@ -103,6 +103,7 @@ instrument::EpochReport epoch_report(const std::string& model, Device dev, int64
   r.train_loss = st.train_loss;
   r.train_acc = st.train_acc;
   if (st.test_acc >= 0) r.test_acc = st.test_acc;
+  if (st.test_loss >= 0) r.test_loss = st.test_loss;
   if (st.loss_scale) {
     r.loss_scale = *st.loss_scale;
     r.skipped_steps = double(st.skipped_steps);

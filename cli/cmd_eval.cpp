@@ -34,8 +34,8 @@ int cmd_eval(const Options& o) {
     std::fflush(stdout);
     return interrupt_exit_status();
   }
-  std::printf("%s after %d epochs, on %s: test accuracy %.2f%%\n", info.name.c_str(), m.epoch,
-              data.description.c_str(), 100 * acc);
+  std::printf("%s after %d epochs, on %s: test accuracy %.2f%%, test loss %.4f\n", info.name.c_str(), m.epoch,
+              data.description.c_str(), 100 * acc, session.trainer().last_eval_loss());
   return 0;
 }
 

@@ -349,6 +349,7 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   EvalProgress progress(run.session->trainer(), rep.tty, e, run.epochs);
   try {
     st.test_acc = run.session->trainer().evaluate(run.data.test, kEvalBatch, run.o.max_steps);
+    st.test_loss = run.session->trainer().last_eval_loss();
     progress.finish();
   } catch (const train::Interrupted&) {
     progress.finish();

@@ -26,7 +26,7 @@ namespace {
 const std::vector<std::string> kFields = {
     "run_id", "started_at", "seed", "lr", "threads", "cpu_model",
     "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
-    "train_loss", "train_acc", "test_acc", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
+    "train_loss", "train_acc", "test_acc", "test_loss", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
     "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
     "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "graph_why",
     "flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
@@ -38,7 +38,7 @@ const std::vector<std::string> kFields = {
 
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
-    "seed", "lr", "test_acc", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
+    "seed", "lr", "test_acc", "test_loss", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
     "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
@@ -59,7 +59,7 @@ struct ReportShape {
   int i2[2];
   int64_t i64[2];
   double d2[2];
-  Opt test_acc;
+  Opt test[2];
   Opt scaler[2];
   double d4[4];
   Opt time[7];
@@ -87,7 +87,7 @@ EpochReport full_report() {
   r.model = "mnist \"mlp\", v2\nline\\x\t\x01";
   r.device = "cuda:0"; r.device_name = "NVIDIA H200"; r.precision = "fp32";
   r.batch = 512; r.epoch = 3; r.epochs = 20; r.steps = 118; r.samples = 60000;
-  r.train_loss = 0.36961234; r.train_acc = 0.8649; r.test_acc = 0.8657;
+  r.train_loss = 0.36961234; r.train_acc = 0.8649; r.test_acc = 0.8657; r.test_loss = 0.3712;
   r.epoch_seconds = 0.1416; r.train_seconds = 0.1; r.eval_seconds = 1.0 / 3; r.samples_per_sec = 455114.2;
   r.step_ms_p50 = 0.28; r.step_ms_p95 = 0.35; r.issue_ms_p50 = 0.25; r.issue_ms_p95 = 0.3;
   r.data_wait_ms_p50 = 0.0; r.data_wait_ms_p95 = 1e-7; r.data_wait_share = 0.0;
@@ -298,7 +298,9 @@ TEST(EpochLine, MeasuredFigures) {
   EpochReport r = full_report();
   r.advice = {"a", "b"};
   const std::string s = epoch_line(r);
-  EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  train acc 86.49%  test acc 86.57%  0.142 s  455,114 samples/s"), 0u) << s;
+  EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  train acc 86.49%  test loss 0.3712  test acc 86.57%  0.142 s  455,114 samples/s"),
+            0u)
+      << s;
   for (const char* part : {"GPU util 62% (max 80)", "busy 55.0%", "MFU 1.9% of 67 TFLOP/s fp32",
                            "mem 1.2/139.8 GiB", "power 180 W", "1.23 kJ", "2,300 samples/J",
                            "step p50 0.28 ms p95 0.35 ms  CUDA graph 117/118 steps (61 kernels)",

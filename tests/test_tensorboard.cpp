@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -170,6 +171,7 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
   r.samples_per_sec = 1234.5;
   r.train_loss = 2.25;
   r.test_acc = 0.5;
+  r.test_loss = 2.5;
   r.gpu_util_mean = std::nullopt;  // unmeasured: left out
   r.mfu = std::nan("");            // not finite: left out, as JSON's null
   r.train_acc = 0.75;
@@ -225,12 +227,12 @@ TEST(TensorBoardWriter, PointsOnNewLossesAndMeasuredFieldsOnly) {
   size_t measured = 0;
   for (const auto& [name, value] : loupe::instrument::numeric_fields(r)) measured += value.has_value() && !is_constant(name);
   EXPECT_EQ(v.size(), measured);
-  // Train and test accuracy on one chart: one tag in the runs train/ and test/.
-  for (const auto& [run, acc] : {std::pair<const char*, float>{"train", 0.75f}, {"test", 0.5f}}) {
+  // Train and test accuracy and loss on one chart each: the same tags in the runs train/ and test/.
+  for (const auto& [run, acc, loss] : {std::tuple<const char*, float, float>{"train", 0.75f, 2.25f}, {"test", 0.5f, 2.5f}}) {
     const auto ev = events_of(event_file(dir / "a" / "b" / run));
     ASSERT_EQ(ev.size(), 3u) << run;
     EXPECT_EQ(ev[1].step(), 3) << run;
-    EXPECT_EQ(values_of(ev[1]), (std::map<std::string, float>{{"epoch/accuracy", acc}})) << run;
+    EXPECT_EQ(values_of(ev[1]), (std::map<std::string, float>{{"epoch/accuracy", acc}, {"epoch/loss", loss}})) << run;
     EXPECT_EQ(ev[2].step(), 4) << run;
   }
   fs::remove_all(dir);
@@ -399,7 +401,7 @@ TEST(TensorBoardTrain, EventsMatchTheMetrics) {
   EXPECT_EQ(configs, 1);
   EXPECT_EQ(sessions, 1);
   for (const char* run : {"train", "test"})
-    EXPECT_EQ(events_of(event_file(dir / run)).size(), 3u) << run << ": the version and one accuracy per epoch";
+    EXPECT_EQ(events_of(event_file(dir / run)).size(), 3u) << run << ": the version and one accuracy and loss per epoch";
   EXPECT_GE(points, 1) << "no running loss arrived in 200 steps";
   std::printf("%zu events: %d step points, %d epochs\n", events.size(), points, epochs_seen);
   fs::remove_all(dir);

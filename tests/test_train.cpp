@@ -22,6 +22,7 @@
 #include "data/synthetic.h"
 #include "instrument/monitor.h"
 #include "loader/loader.h"
+#include "ops/loss.h"
 #include "loader/sampler.h"
 #include "loupe.h"
 #include "models/registry.h"
@@ -103,6 +104,40 @@ double one_epoch_accuracy(Device d, const std::string& ckpt) {
   return acc;
 }
 }  // namespace
+
+// The test loss beside the accuracy: the mean of the recipe's loss (cross-entropy here) over the
+// samples evaluated, what the model's own logits on them give; bounded as the accuracy is.
+TEST(TrainCpu, EvaluationGivesTheMeanTestLoss) {
+  manual_seed(3);
+  models::SessionOptions so;
+  so.device = kCPU;
+  models::Session session(models::find_model("mnist_mlp"), so);
+  train::Trainer& t = session.trainer();
+  std::vector<float> x(size_t(95 * 28 * 28));
+  std::vector<uint8_t> y(95);
+  std::vector<int32_t> labels(95);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 2654435761u) >> 13 & 255) / 255.f;
+  for (size_t i = 0; i < y.size(); ++i) labels[i] = y[i] = uint8_t(i * 7 % 10);
+  const train::TensorDataset all{from_vector(x, Shape{95, 28, 28}), from_vector(y, Shape{95}), 1.0};
+  EXPECT_EQ(t.last_eval_loss(), -1);
+  t.train_epoch(all, 16, 1, 1, 3);
+  t.evaluate(all, 10);  // ten batches, the last of five
+  double want = 0;
+  {
+    NoGradGuard g;
+    session.model().eval();
+    want = cross_entropy(session.model()(all.x), from_vector(labels, Shape{95})).item();
+    session.model().train();
+  }
+  EXPECT_NEAR(t.last_eval_loss(), want, 1e-5 * want);
+  EXPECT_GT(want, 0.1);
+  const train::TensorDataset first{slice(all.x, 0, 0, 20), slice(all.y, 0, 0, 20), 1.0};
+  t.evaluate(first, 10);
+  const double first_loss = t.last_eval_loss();
+  t.evaluate(all, 10, 2);
+  EXPECT_EQ(t.last_eval_loss(), first_loss);
+  EXPECT_NE(first_loss, want) << "the bound changed nothing";
+}
 
 // --max-steps bounds a quick check's evaluation too: at most that many batches, the accuracy over
 // the samples evaluated, exactly what evaluating those samples alone gives.

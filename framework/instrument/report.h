@@ -27,7 +27,7 @@ struct EpochReport {
 
   // Learning.
   double train_loss = 0, train_acc = 0;
-  Opt test_acc;
+  Opt test_acc, test_loss;
   // fp16's dynamic loss scaling: the scale at the epoch's end and the steps skipped in it for an
   // overflowed gradient (null without a loss scaler: fp32, tf32, bf16).
   Opt loss_scale, skipped_steps;

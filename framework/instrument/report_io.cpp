@@ -29,7 +29,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(cpu_model);
   LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name); LOUPE_FIELD(precision);
   LOUPE_FIELD(batch); LOUPE_FIELD(epoch); LOUPE_FIELD(epochs); LOUPE_FIELD(steps); LOUPE_FIELD(samples);
-  LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc);
+  LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc); LOUPE_FIELD(test_loss);
   LOUPE_FIELD(loss_scale); LOUPE_FIELD(skipped_steps);
   LOUPE_FIELD(epoch_seconds); LOUPE_FIELD(train_seconds); LOUPE_FIELD(eval_seconds);
   LOUPE_FIELD(samples_per_sec); LOUPE_FIELD(step_ms_p50); LOUPE_FIELD(step_ms_p95);
@@ -243,7 +243,8 @@ std::string epoch_line(const EpochReport& r) {
   char head[64];
   std::snprintf(head, sizeof head, "epoch %*d/%d", width, r.epoch, r.epochs);
   std::string o = std::string(head) + "  loss " + fmt("%.4f", r.train_loss) + "  train acc " +
-                  fmt("%.2f%%", 100 * r.train_acc) + "  test acc " +
+                  fmt("%.2f%%", 100 * r.train_acc) +
+                  (r.test_loss ? "  test loss " + fmt("%.4f", *r.test_loss) : std::string()) + "  test acc " +
                   or_na(r.test_acc, [](double a) { return fmt("%.2f%%", 100 * a); }) + "  " +
                   n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
   if (r.loss_scale) o += fmt("  loss scale %g", *r.loss_scale) + fmt(" (%.0f skipped)", r.skipped_steps.value_or(0));

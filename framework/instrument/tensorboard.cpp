@@ -290,8 +290,13 @@ void TensorBoardWriter::epoch(const EpochReport& r) {
   for (const auto& [name, v] : numeric_fields(r))
     if (v && !run_constant(name)) values.emplace_back("epoch/" + name, *v);
   scalars(r.epoch, values);
-  write_scalars(*train_, r.epoch, {{"epoch/accuracy", r.train_acc}});
-  if (r.test_acc && std::isfinite(*r.test_acc)) write_scalars(*test_, r.epoch, {{"epoch/accuracy", *r.test_acc}});
+  // Train and test on one chart each for accuracy and loss: the same tags in the runs DIR/train
+  // and DIR/test.
+  write_scalars(*train_, r.epoch, {{"epoch/accuracy", r.train_acc}, {"epoch/loss", r.train_loss}});
+  std::vector<std::pair<std::string, double>> test;
+  if (r.test_acc && std::isfinite(*r.test_acc)) test.emplace_back("epoch/accuracy", *r.test_acc);
+  if (r.test_loss && std::isfinite(*r.test_loss)) test.emplace_back("epoch/loss", *r.test_loss);
+  if (!test.empty()) write_scalars(*test_, r.epoch, test);
   flush();
 }
 

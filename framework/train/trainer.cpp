@@ -222,11 +222,6 @@ Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
   return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
 }
 
-// The scalar accumulator t, made on first use and zeroed after (its address stays: graphs add into it).
-void reset_sum(Tensor& t, Device d) {
-  if (!t.defined()) t = zeros(Shape{}, DType::f32, d);
-  else fill_(t, 0.0);
-}
 }  // namespace
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
@@ -515,7 +510,9 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);
   check_logits(logits, options_.loss);
   classes_ = options_.loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
-  add_(eval_correct_, correct_for(options_.loss, logits, targets_for(options_.loss, logits, y)));
+  const Tensor t = targets_for(options_.loss, logits, y);
+  add_(eval_correct_, correct_for(options_.loss, logits, t));
+  add_(eval_loss_, loss_for(options_.loss, logits, t), double(logits.size(0)));  // a mean: times the batch
 }
 
 int64_t Trainer::eval_samples(int64_t n, int64_t batch, int64_t max_batches) const {
@@ -538,7 +535,12 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   // whole set; the counts are summed over the ranks at the end.
   const auto [lo, hi] = loader::shard_part(n_all, shard_);
   const int64_t n = max_batches >= 0 ? std::min(hi - lo, max_batches * batch) : hi - lo;
-  reset_sum(eval_correct_, device_);
+  if (!eval_sums_.defined()) {  // fixed addresses: the evaluation graph adds into them
+    eval_sums_ = zeros(Shape{2}, DType::f32, device_);
+    eval_correct_ = as_strided(eval_sums_, Shape{}, Shape{}, 0);
+    eval_loss_ = as_strided(eval_sums_, Shape{}, Shape{}, 1);
+  }
+  fill_(eval_sums_, 0.0);
   std::vector<int32_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(lo + i);
   Tensor all = n ? from_vector(order, Shape{n}, device_) : Tensor();
@@ -561,11 +563,13 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   model_.train();
   if (options_.comm) {  // as end_epoch: a peer stopped by Ctrl-C may never enter the sum
     if (stop_requested()) throw Interrupted();
-    options_.comm->all_reduce(eval_correct_, dist::ReduceOp::Sum);
+    options_.comm->all_reduce(eval_sums_, dist::ReduceOp::Sum);
     if (!device_done_or_stop()) throw Interrupted();
   }
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);
-  return evaluated ? eval_correct_.item() / double(evaluated) : 0.0;
+  const std::vector<float> v = eval_sums_.to_vector<float>();
+  eval_loss_value_ = evaluated ? v[1] / double(evaluated) : -1;
+  return evaluated ? v[0] / double(evaluated) : 0.0;
 }
 
 }  // namespace loupe::train

@@ -52,6 +52,7 @@ struct EpochStats {
   bool diverged = false;
   int64_t diverged_step = 0;  // the global step by which it was seen
   double train_loss = 0, train_acc = 0, test_acc = -1;
+  double test_loss = -1;  // the mean loss over the test samples evaluated (the recipe's loss); -1: none
   double train_seconds = 0, eval_seconds = 0;
   std::optional<double> loss_scale;  // fp16: the GradScaler's scale at the epoch's end
   int64_t skipped_steps = 0;         // and the steps it skipped in this epoch
@@ -156,6 +157,9 @@ class Trainer {
   // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated.
   static constexpr int64_t kEvalBatch = 1000;  // one graph serves every full evaluation batch
   double evaluate(const TensorDataset& data, int64_t batch = kEvalBatch, int64_t max_batches = -1);
+  // The mean loss (the recipe's: cross-entropy or binary cross-entropy) over the samples the last
+  // evaluate() took, read back with its accuracy; -1 before any.
+  double last_eval_loss() const { return eval_loss_value_; }
   // The samples evaluate() takes over the world with these bounds (every rank computes it alike).
   int64_t eval_samples(int64_t n, int64_t batch, int64_t max_batches) const;
 
@@ -226,7 +230,8 @@ class Trainer {
   // are sums_[0] and sums_[1]; sums_[2] takes the weights' sum at the epoch's end.
   Tensor sums_, loss_sum_, correct_;
   Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (step_observer.h says why)
-  Tensor eval_correct_;
+  Tensor eval_sums_, eval_correct_, eval_loss_;  // [correct, loss sum]: one buffer, one read-back
+  double eval_loss_value_ = -1;
   loader::Shard shard_;
   std::unique_ptr<GradReducer> reducer_;
   bool check_ranks_ = false;   // LOUPE_DDP_CHECK: the ranks' weights compared after every step
