@@ -1,5 +1,5 @@
 // Keras model files (models/keras_json.h): the reference models as files (models/keras/, in the
-// layouts Keras 2.2 and Keras 3 write) against their C++ definitions, the recipe from
+// layouts Keras 2.2, tf.keras 2 and Keras 3 write) against their C++ definitions, the recipe from
 // compile_config, and the refusals, each naming what it refuses.
 #include <gtest/gtest.h>
 
@@ -60,7 +60,7 @@ Tensor input_for(const std::string& dataset) {
 // set, the same weights from the same seed, and the same outputs (evaluation mode).
 TEST(KerasJson, TheReferenceModelsAsFilesAreTheModels) {
   const std::vector<std::pair<std::string, int64_t>> keras_counts = {
-      {"mnist_mlp", 669706}, {"mnist_cnn", 1199882}, {"imdb_bilstm", 2658945}};
+      {"mnist_mlp", 669706}, {"mnist_cnn", 1199882}, {"cifar10_cnn", 1250858}, {"imdb_bilstm", 2658945}};
   for (const auto& [name, keras] : keras_counts) {
     SCOPED_TRACE(name);
     const models::ModelInfo file = models::load_keras_model(file_of(name));
