@@ -1,4 +1,5 @@
 #include "cli/options.h"
+#include "models/registry.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -67,6 +68,8 @@ options (defaults come from the model's recipe):
   -e, --epochs N      number of epochs
   -b, --batch N       batch size
   --lr X              learning rate
+  --optimizer NAME    adam, rmsprop, sgd or adadelta, with Keras's defaults for it (its learning
+                      rate too, unless --lr): instead of the recipe's or the model file's
   --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
                       cifar-10-batches-bin for cifar10_cnn, or for either image folders
                       DIR/train/<class>/ and DIR/test/<class>/ (PNG, JPEG) or NumPy arrays
@@ -296,6 +299,7 @@ options:
   --device cpu|cuda   where to train (default: cuda when a GPU is present)
   --batch N           batch size (default: the recipe's)
   --lr X              learning rate
+  --optimizer NAME    adam, rmsprop, sgd or adadelta (as loupe train)
   --precision P       fp32, tf32, fp16 or bf16 (as loupe train)
   --channels-last     convolutions in NHWC
   --data DIR          the model's data set (as loupe train)
@@ -379,6 +383,10 @@ const std::map<std::string, Spec> kSpecs = {
        else o.batch = in(v, "--batch", 1, 1 << 20);
      }}},
     {"lr", {false, "train profile", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
+    {"optimizer", {false, "train profile", [](Options& o, const std::string& v) {
+       models::with_optimizer(models::Recipe{}, v);  // an unknown name is refused here, before any work
+       o.optimizer = v;
+     }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
     {"workers", {false, "train profile", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
     {"prefetch", {false, "train profile", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},

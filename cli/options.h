@@ -42,6 +42,7 @@ struct Options {
   std::optional<int> epochs;
   std::optional<int64_t> batch;  // also copybench
   std::optional<double> lr;
+  std::string optimizer;  // --optimizer: "" is the recipe's
   int64_t max_steps = -1;
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;

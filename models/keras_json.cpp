@@ -500,13 +500,6 @@ std::string squash(const json& v) {  // "SparseCategoricalCrossentropy" or "spar
   return init_name(v);
 }
 
-Recipe keras_defaults(const char* optimizer, double lr) {
-  Recipe r;
-  r.optimizer = optimizer;
-  r.lr = lr;
-  return r;
-}
-
 // The optimizer of compile_config, with Keras's defaults for what it does not say.
 void optimizer_from(const json& o, Recipe& r, const std::string& file) {
   const std::string name = squash(o);
@@ -520,22 +513,12 @@ void optimizer_from(const json& o, Recipe& r, const std::string& file) {
     why("has weight_decay; loupe's optimizers have none");
   for (const char* k : {"use_ema", "amsgrad", "nesterov", "centered"})
     if (c.value(k, false)) why("has " + std::string(k) + " on; loupe's does not");
-  if (name == "adam") {
-    r = keras_defaults("adam", 1e-3);
-    r.beta1 = c.value("beta_1", 0.9), r.beta2 = c.value("beta_2", 0.999);
-  } else if (name == "rmsprop") {
-    r = keras_defaults("rmsprop", 1e-3);
-    r.rho = c.value("rho", 0.9);
-    if (c.value("momentum", 0.0) != 0) why("has momentum; loupe's RMSprop has none");
-  } else if (name == "sgd") {
-    r = keras_defaults("sgd", 0.01);
-    r.momentum = c.value("momentum", 0.0);
-  } else if (name == "adadelta") {
-    r = keras_defaults("adadelta", 1e-3);
-    r.rho = c.value("rho", 0.95);
-  } else {
+  if (name != "adam" && name != "rmsprop" && name != "sgd" && name != "adadelta")
     refuse(file, "the optimizer '" + name + "' is not one loupe has (adam, rmsprop, sgd, adadelta)");
-  }
+  r = with_optimizer(Recipe{}, name);
+  r.beta1 = c.value("beta_1", r.beta1), r.beta2 = c.value("beta_2", r.beta2), r.rho = c.value("rho", r.rho);
+  r.momentum = c.value("momentum", 0.0);
+  if (name == "rmsprop" && r.momentum != 0) why("has momentum; loupe's RMSprop has none");
   if (lr.is_number()) r.lr = lr.get<double>();
   r.eps = c.value("epsilon", 1e-7);
   r.decay = c.value("decay", 0.0);
@@ -566,10 +549,10 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
   const json* cc = root.contains("compile_config") && root.at("compile_config").is_object() ? &root.at("compile_config") : nullptr;
   if (cc && cc->contains("optimizer") && !cc->at("optimizer").is_null()) {
     optimizer_from(cc->at("optimizer"), m.recipe, file);
-    m.recipe_source = "the file's compile_config";
+    m.recipe_source = "the optimizer and loss from the file's compile_config";
   } else {
-    m.recipe = keras_defaults("rmsprop", 1e-3);
-    m.recipe_source = "Keras's compile defaults (the file has no compile_config)";
+    m.recipe = with_optimizer(Recipe{}, "rmsprop");
+    m.recipe_source = "the file has no compile_config: Keras's compile defaults, RMSprop and the loss its last layer implies";
   }
   const std::string& act = p.output_activation;
   if (cc && cc->contains("loss") && !cc->at("loss").is_null()) {
@@ -583,6 +566,7 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
     refuse(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
   m.recipe.batch = 32;
   m.recipe.epochs = 1;
+  m.recipe_source += "; batch 32 and 1 epoch as Keras's fit unless --batch, --epochs";
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {

@@ -33,6 +33,18 @@ const ModelInfo& find_model(const std::string& name) {
               " (see `loupe models`), or a Keras model file (model.to_json()) ending in .json");
 }
 
+Recipe with_optimizer(Recipe r, const std::string& name) {
+  const Recipe keras;  // the defaults every optimizer shares: eps 1e-7, betas .9/.999, no momentum or decay
+  r.beta1 = keras.beta1, r.beta2 = keras.beta2, r.eps = 1e-7, r.momentum = 0, r.decay = 0;
+  if (name == "adam") r.lr = 1e-3;
+  else if (name == "rmsprop") r.lr = 1e-3, r.rho = 0.9;
+  else if (name == "sgd") r.lr = 0.01;
+  else if (name == "adadelta") r.lr = 1e-3, r.rho = 0.95;
+  else throw Error("--optimizer takes adam, rmsprop, sgd or adadelta, got '" + name + "'");
+  r.optimizer = name;
+  return r;
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr) {
   if (r.optimizer == "rmsprop") return std::make_unique<optim::RMSprop>(arena, lr, r.rho, r.eps);
   if (r.optimizer == "adam") return std::make_unique<optim::Adam>(arena, lr, r.beta1, r.beta2, r.eps);

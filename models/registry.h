@@ -51,6 +51,10 @@ const std::vector<ModelInfo>& all_models();
 // Throws a user-facing Error that lists the known names.
 const ModelInfo& find_model(const std::string& name);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Recipe& r, nn::ParameterArena& arena, double lr);
+// `r` with the optimizer `name` (adam, rmsprop, sgd or adadelta) and Keras's defaults for it
+// (learning rate, rho, betas, epsilon; no momentum, no decay); the loss, batch, epochs and data set
+// stay. An Error naming the four for any other name.
+Recipe with_optimizer(Recipe r, const std::string& name);
 
 // char_lstm's one-hot input costs 128 x 40 floats per distinct character per batch (84 MB at
 // this limit) and 4 x 128 weights per character in the LSTM and 128 in the dense layer: texts

@@ -165,3 +165,21 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   EXPECT_NE(refusal(json::object()).find("not a Keras model file"), std::string::npos);
   EXPECT_THROW(models::keras_model("{not json", "m.json"), Error);
 }
+
+// --optimizer: the recipe's optimizer replaced, with Keras's defaults for the new one; what the
+// data and the loss need stays.
+TEST(KerasJson, AnOptimizerByNameTakesKerasDefaults) {
+  const models::Recipe ref = models::find_model("cifar10_cnn").recipe;  // RMSprop 1e-4, decay 1e-6
+  const models::Recipe adam = models::with_optimizer(ref, "adam");
+  EXPECT_EQ(adam.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(adam.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(adam.decay, 0);
+  EXPECT_DOUBLE_EQ(adam.beta2, 0.999);
+  EXPECT_EQ(adam.batch, ref.batch);
+  EXPECT_EQ(adam.dataset, ref.dataset);
+  EXPECT_EQ(adam.augment, ref.augment);
+  EXPECT_EQ(adam.loss, ref.loss);
+  EXPECT_DOUBLE_EQ(models::with_optimizer(ref, "sgd").lr, 0.01);
+  EXPECT_DOUBLE_EQ(models::with_optimizer(ref, "adadelta").rho, 0.95);
+  EXPECT_THROW(models::with_optimizer(ref, "nadam"), Error);
+}
