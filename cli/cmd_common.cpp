@@ -40,6 +40,9 @@ DataRequest data_request(const Options& o, const models::ModelInfo& info, bool a
   r.augment = augment;
   r.resident = resident;
   r.val_split = o.val_split;
+  r.input_shape = info.input_shape;
+  r.classes = info.classes;
+  r.token_ids = info.token_ids;
   return r;
 }
 

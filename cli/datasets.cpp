@@ -240,14 +240,43 @@ Data chars(const DataRequest& req, Device dev) {
   return d;
 }
 
+// A model file's own data: NumPy arrays of its input's shape (data/npy.h's load_npy_features).
+Data model_arrays(const DataRequest& req, Device dev) {
+  Shape sample;
+  std::string shape = "[N";
+  for (int64_t d : req.input_shape) sample.push_back(d), shape += ", " + std::to_string(d);
+  shape += "]";
+  if (req.synthetic || req.dir.empty() || !data::has_npy_arrays(req.dir))
+    throw Error("this model's input " + shape.substr(0, 1) + shape.substr(4) + " with " +
+                std::to_string(req.classes) + " classes is none of the reference data sets' (MNIST's [28, 28], "
+                "[28, 28, 1] or [784] with 10; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's [100] ids over "
+                "20,000 words with 1 output): give its data as --data DIR with x_train.npy " + shape +
+                ", y_train.npy, x_test.npy and y_test.npy (or --val-split F without the test pair)");
+  data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split);
+  Data d;
+  d.test = train::TensorDataset{from_vector(a.test_x, with_batch(a.n_test, sample)),
+                                from_vector(a.test_labels, Shape{a.n_test}), 1.0}.to(dev);
+  d.description = "NumPy arrays from " + req.dir + " (" + std::to_string(a.n_train) + " train, " +
+                  std::to_string(a.n_test) + (a.split ? " held out by --val-split" : " test") + "; x " + a.x_type +
+                  " " + shape + (a.x_type == "uint8" && !req.token_ids ? " scaled by 1/255" : "") + ")";
+  if (req.resident)
+    d.train = train::TensorDataset{from_vector(a.train_x, with_batch(a.n_train, sample)),
+                                   from_vector(a.train_labels, Shape{a.n_train}), 1.0}.to(dev);
+  else
+    d.host = std::make_shared<loader::FloatArrayDataset>(std::move(a.train_x), std::move(a.train_labels), sample);
+  return d;
+}
+
 }  // namespace
 
 Data load_data(const DataRequest& req, Device dev) {
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
-  const bool arrays = known && !req.synthetic && !req.dir.empty() && data::has_npy_arrays(req.dir);
+  const bool arrays = (known || req.dataset == "arrays") && !req.synthetic && !req.dir.empty() &&
+                      data::has_npy_arrays(req.dir);
   if (req.val_split > 0 && !arrays)
     throw Error("--val-split holds out part of NumPy arrays that have no test set (--data DIR with x_train.npy and "
                 "y_train.npy); this run's data has its own test set");
+  if (req.dataset == "arrays") return model_arrays(req, dev);
   if (req.dataset == "imdb" || req.dataset == "imdb_bigrams") return imdb(req, dev);
   if (req.dataset == "chars") return chars(req, dev);
   Raw r;
@@ -259,10 +288,6 @@ Data load_data(const DataRequest& req, Device dev) {
     r = req.synthetic ? synthetic("MNIST", req.synthetic_kind, Shape{28, 28}, 60000, 10000) : mnist(req.dir);
   else if (req.dataset == "cifar10")
     r = req.synthetic ? synthetic("CIFAR-10", req.synthetic_kind, Shape{3, 32, 32}, 50000, 10000) : cifar10(req.dir);
-  else if (req.dataset.empty())  // a Keras model file whose input is none of the reference data sets'
-    throw Error("this model's input and output match none of the data sets loupe feeds a model file (MNIST's "
-                "[28, 28], [28, 28, 1] or [784] with 10 classes; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's "
-                "[100] token ids over 20,000 words with 1 output); arrays of your own are not supported yet");
   else throw Error("unknown data set '" + req.dataset + "' in the model's recipe");
   Data d;
   d.test = train::TensorDataset{from_vector(r.test_images, with_batch(r.n_test, r.sample)),

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -354,20 +355,28 @@ void split_off(NpyImages& r, double share, const std::string& dir) {
 }
 }  // namespace
 
-NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
-                          double val_split) {
-  NpyImages r;
-  std::string test_layout;
-  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
-                    yte = dir + "/y_test.npy";
+namespace {
+// Whether `dir` has the test arrays; --val-split where it has them, or none where it has not, refused.
+bool has_test_arrays(const std::string& dir, double val_split) {
   struct stat st {};
-  const bool has_test = stat(xte.c_str(), &st) == 0;
+  const bool has_test = stat((dir + "/x_test.npy").c_str(), &st) == 0;
   if (has_test && val_split > 0)
     throw Error(dir + ": has x_test.npy and y_test.npy, so --val-split has nothing to do (it holds out part of "
                 "the training arrays where there are no test arrays); leave it out");
   if (!has_test && val_split <= 0)
     throw Error(dir + ": has x_train.npy and y_train.npy but no x_test.npy and y_test.npy; give --val-split F to "
                 "hold out the last F of the training arrays as the test set (e.g. --val-split 0.1)");
+  return has_test;
+}
+}  // namespace
+
+NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
+                          double val_split) {
+  NpyImages r;
+  std::string test_layout;
+  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
+                    yte = dir + "/y_test.npy";
+  const bool has_test = has_test_arrays(dir, val_split);
   r.train_images = images_of(read_npy(xtr), xtr, sample, r.n_train, r.layout);
   r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
   if (has_test) {
@@ -377,6 +386,97 @@ NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sa
     split_off(r, val_split, dir);
   }
   if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no images");
+  return r;
+}
+
+namespace {
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) bits = sign | 0x7f800000 | (man << 13);  // inf, NaN
+  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
+  else if (man == 0) bits = sign;
+  else {  // subnormal: normalise
+    int e = -1;
+    uint32_t m = man;
+    do { ++e; m <<= 1; } while (!(m & 0x400));
+    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+double value_at(const NpyArray& a, int64_t i) {
+  switch (a.type) {
+    case NpyType::U8: return a.bytes[size_t(i)];
+    case NpyType::I32: { int32_t v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
+    case NpyType::I64: { int64_t v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return double(v); }
+    case NpyType::F16: { uint16_t v; std::memcpy(&v, &a.bytes[size_t(i) * 2], 2); return half_to_float(v); }
+    case NpyType::F32: { float v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
+    case NpyType::F64: { double v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v; }
+  }
+  return 0;
+}
+
+// The samples of one file as float32, checked against the model's input shape.
+std::vector<float> features_of(const NpyArray& a, const std::string& file, const std::vector<int64_t>& sample,
+                               bool ids, int64_t& n) {
+  const auto& d = a.shape;
+  if (d.size() != sample.size() + 1 || !std::equal(sample.begin(), sample.end(), d.begin() + 1))
+    throw Error(file + ": arrays of shape " + dims_text(d) + "; the model takes [N" +
+                dims_text(sample).replace(0, 1, ", ") + " (its input, channels-last as Keras has it)");
+  n = d[0];
+  std::vector<float> out(static_cast<size_t>(a.numel()));
+  const double scale = a.type == NpyType::U8 && !ids ? 1.0 / 255 : 1.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double v = value_at(a, i);
+    if (ids && !(v >= 0 && v < 16777216 && v == double(int64_t(v))))
+      throw Error(file + ": value " + std::to_string(i) + " is not a token id (a whole number from 0) the "
+                  "model's Embedding can look up");
+    if (!std::isfinite(v)) throw Error(file + ": value " + std::to_string(i) + " is not finite (NaN or infinity)");
+    out[size_t(i)] = float(v * scale);
+  }
+  return out;
+}
+
+void split_features(NpyFeatures& r, double share, const std::string& dir) {
+  const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
+  if (held >= n)
+    throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " samples, too few to hold out " +
+                std::to_string(share) + " of them and train on the rest");
+  const size_t per = r.train_x.size() / size_t(n), keep = size_t(n - held);
+  r.test_x.assign(r.train_x.begin() + std::ptrdiff_t(keep * per), r.train_x.end());
+  r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
+  r.train_x.resize(keep * per);
+  r.train_labels.resize(keep);
+  r.n_train = n - held;
+  r.n_test = held;
+  r.split = true;
+}
+
+}  // namespace
+
+NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
+                              double val_split) {
+  if (classes < 2 || classes > 256)
+    throw Error("the model has " + std::to_string(classes) + " classes; loupe reads NumPy labels for 2 to 256");
+  NpyFeatures r;
+  const bool has_test = has_test_arrays(dir, val_split);
+  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
+                    yte = dir + "/y_test.npy";
+  const NpyArray x = read_npy(xtr);
+  r.x_type = npy_type_name(x.type);
+  r.train_x = features_of(x, xtr, sample, ids, r.n_train);
+  r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
+  if (has_test) {
+    r.test_x = features_of(read_npy(xte), xte, sample, ids, r.n_test);
+    r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+  } else {
+    split_features(r, val_split, dir);
+  }
+  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no samples");
   return r;
 }
 

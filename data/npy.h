@@ -59,4 +59,20 @@ bool has_npy_arrays(const std::string& dir);
 NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
                           double val_split = 0);
 
+// A model file's data set (models/keras_json.h) in the same four files: x of any of the six dtypes
+// whose shape per sample is the model's input as Keras has it ([N, H, W, C] for an image), labels
+// as load_npy_images takes them (at most 256 classes; 2 for a sigmoid output: 0 or 1). The values
+// as float32: uint8 scaled by 1/255, as the reference models scale their images, unless `ids` (the
+// model starts with an Embedding: token ids, kept whole; any integer or whole float dtype); the
+// others as they are. Memory: the arrays and their float copy.
+struct NpyFeatures {
+  int64_t n_train = 0, n_test = 0;
+  std::vector<float> train_x, test_x;
+  std::vector<uint8_t> train_labels, test_labels;
+  std::string x_type;  // the file's dtype, for the run's header
+  bool split = false;
+};
+NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
+                              double val_split = 0);
+
 }  // namespace loupe::data

@@ -238,7 +238,8 @@ class Parser {
       if ((reg || con) && !it.value().is_null())
         fail(l, "has a " + std::string(reg ? "regularizer" : "constraint") + " (" + k + "), which loupe does not apply");
     }
-    if (c.contains("dtype") && !c.at("dtype").is_null()) {
+    // An InputLayer's dtype is its data's (int32 token ids, say), which the data's reader checks.
+    if (l.cls != "InputLayer" && c.contains("dtype") && !c.at("dtype").is_null()) {
       const json& d = c.at("dtype");
       const std::string t = d.is_string() ? d.get<std::string>()
                                           : d.is_object() && d.contains("config") ? d.at("config").value("name", "") : "";
@@ -606,7 +607,10 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
     const std::string dataset = dataset_for(input, first, outputs);
     const Parser p = parse(layers, input, dataset, file);
     recipe_from(root, p, outputs, m, file);
-    m.recipe.dataset = dataset;
+    m.recipe.dataset = dataset.empty() ? "arrays" : dataset;
+    m.input_shape = input;
+    m.classes = m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;
+    m.token_ids = p.embedding_input;
     m.name = file;
     m.description = "Keras Sequential model, input " + shape_text(input) + ", " +
                     std::to_string(layers.size()) + " layers";

@@ -43,6 +43,12 @@ struct ModelInfo {
   int64_t keras_parameters = 0;
   std::string keras_parameters_why;  // why the two counts differ, where they do
   std::string recipe_source;
+  // A model file's input per sample as Keras has it, its classes (2 for one sigmoid output), and
+  // whether it takes token ids (an Embedding first): what its NumPy arrays must hold (recipe.dataset
+  // "arrays").
+  std::vector<int64_t> input_shape;
+  int64_t classes = 0;
+  bool token_ids = false;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

@@ -274,3 +274,70 @@ TEST(NpyImages, ValSplitHoldsOutTheLastPart) {
   }
   fs::remove_all(full);
 }
+
+// A model file's arrays (load_npy_features): any dtype at the model's input shape, as float32 —
+// uint8 scaled by 1/255 unless they are token ids, float16 decoded, ids kept whole; what does not
+// fit the model refused by name.
+TEST(NpyFeatures, AnyDtypeAtTheModelsInputShape) {
+  const Bytes lab = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 2}));
+  const Bytes f16 = npy_bytes(dict("<f2", "(2, 3)"), raw(std::vector<uint16_t>{0x3c00, 0xc000, 0x3800, 0x0001, 0x7bff, 0}));
+  fs::path dir = npy_set("npy_feat_f16", f16, lab, f16, lab);
+  loupe::data::NpyFeatures a = loupe::data::load_npy_features(dir.string(), {3}, 3, false);
+  EXPECT_EQ(a.x_type, "float16");
+  EXPECT_EQ(a.train_x, (std::vector<float>{1.0f, -2.0f, 0.5f, 5.960464477539063e-08f, 65504.0f, 0.0f}));
+  EXPECT_EQ(a.train_labels, (Bytes{0, 2}));
+  fs::remove_all(dir);
+  const Bytes u8 = npy_bytes(dict("|u1", "(2, 2, 1)"), Bytes{0, 51, 255, 7});
+  dir = npy_set("npy_feat_u8", u8, lab, u8, lab);
+  EXPECT_EQ(loupe::data::load_npy_features(dir.string(), {2, 1}, 3, false).train_x,
+            (std::vector<float>{0.0f, 0.2f, 1.0f, float(7 / 255.0)}));
+  EXPECT_EQ(loupe::data::load_npy_features(dir.string(), {2, 1}, 3, true).train_x, (std::vector<float>{0, 51, 255, 7}));
+  auto error = [&](const std::vector<int64_t>& sample, int classes, bool ids) {
+    try {
+      loupe::data::load_npy_features(dir.string(), sample, classes, ids);
+    } catch (const loupe::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error({2}, 3, false).find("arrays of shape [2, 2, 1]; the model takes [N, 2]"), std::string::npos);
+  EXPECT_NE(error({2, 1}, 2, false).find("label 1 is not a whole number from 0 to 1"), std::string::npos);
+  fs::remove_all(dir);
+  const Bytes frac = npy_bytes(dict("<f4", "(2, 2)"), raw(std::vector<float>{1, 2.5f, 3, 4}));
+  dir = npy_set("npy_feat_ids", frac, lab, frac, lab);
+  EXPECT_NE(error({2}, 3, true).find("value 1 is not a token id"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// The user's path with their own model: `loupe train model.json --data DIR` on arrays of its
+// input's shape (float32 features, three classes, a test set held out by --val-split) trains and
+// says what it read.
+TEST(NpyFeatures, AModelFileTrainsOnItsOwnArrays) {
+  const int64_t n = 300;
+  std::vector<float> x(size_t(n * 5));
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < 5; ++k) x[size_t(i * 5 + k)] = float((i * 31 + k * 17) % 13) / 13.0f;
+    y[size_t(i)] = (i * 31) % 13 < 4 ? 0 : (i * 31) % 13 < 9 ? 1 : 2;
+  }
+  const Bytes xb = npy_bytes(dict("<f4", "(300, 5)"), raw(x)), yb = npy_bytes(dict("<i8", "(300,)"), raw(y));
+  const fs::path dir = npy_set("npy_feat_cli", xb, yb, xb, yb);
+  fs::remove(dir / "x_test.npy");
+  fs::remove(dir / "y_test.npy");
+  const fs::path model = dir / "model.json";
+  std::ofstream(model) << R"({"class_name": "Sequential", "config": [{"class_name": "Dense", "config": {"name": "h",
+    "units": 8, "activation": "relu", "batch_input_shape": [null, 5]}}, {"class_name": "Dense", "config": {"name": "out",
+    "units": 3, "activation": "softmax"}}], "keras_version": "2.2.4"})";
+  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() +
+                                            " --device cpu --plain --no-nvml --epochs 2 --val-split 0.2 --data " + dir.string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("data    NumPy arrays from " + dir.string() + " (240 train, 60 held out by --val-split; x float32 "
+                     "[N, 5])"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 2/2"), std::string::npos) << out;
+  EXPECT_NE(out.find("test loss"), std::string::npos) << out;
+  // Without arrays the model's data set is none of the reference ones: said, with what to give.
+  auto [rc2, out2] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() + " --device cpu --synthetic");
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("give its data as --data DIR with x_train.npy [N, 5]"), std::string::npos) << out2;
+  fs::remove_all(dir);
+}

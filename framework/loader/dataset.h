@@ -35,4 +35,20 @@ class ArrayDataset : public Dataset {
   float scale_;
 };
 
+// Samples stored as float32 (n x sample shape), used as they are, with int32 labels: a model file's
+// NumPy arrays (data/npy.h's load_npy_features).
+class FloatArrayDataset : public Dataset {
+ public:
+  FloatArrayDataset(std::vector<float> x, std::vector<uint8_t> labels, Shape sample_shape);
+  int64_t size() const override { return int64_t(labels_.size()); }
+  Shape sample_shape() const override { return shape_; }
+  void get(int64_t i, float* x, int32_t* y, uint64_t rng) const override;
+
+ private:
+  std::vector<float> x_;
+  std::vector<uint8_t> labels_;
+  Shape shape_;
+  int64_t sample_elems_;
+};
+
 }  // namespace loupe::loader
