@@ -62,7 +62,8 @@ const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
 MODEL is a reference model (`loupe models` lists them) or a Keras Sequential model file, what
 model.to_json() writes (FILE.json; docs/keras.md): it trains on the data set whose samples have its
 input shape (MNIST's, CIFAR-10's, IMDb's), or on NumPy arrays of that shape (--data DIR with
-x_train.npy, y_train.npy, x_test.npy, y_test.npy), with the optimizer and loss of its compile_config.
+x_train.npy, y_train.npy, x_test.npy, y_test.npy, or --data FILE.npz of them), with the optimizer
+and loss of its compile_config.
 
 options (defaults come from the model's recipe):
   --device cpu|cuda   where to train (default: cuda when a GPU is present, else cpu)

@@ -323,7 +323,21 @@ std::vector<uint8_t> labels_of(const NpyArray& a, const std::string& file, int64
 
 }  // namespace
 
+static bool is_npz(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0;
+}
+
 bool has_npy_arrays(const std::string& dir) {
+  if (is_npz(dir)) {  // a .npz names its arrays: the training pair must be there
+    const std::shared_ptr<NpzFile> z = open_npz(dir);
+    for (const char* name : {"x_train", "y_train"})
+      if (!npz_has(*z, name))
+        throw Error(dir + ": has no array " + name + "; a NumPy data set holds x_train, y_train, x_test and y_test "
+                    "(np.savez(path, x_train=..., y_train=..., x_test=..., y_test=...), or the first two and --val-split)");
+    if (npz_has(*z, "x_test") != npz_has(*z, "y_test"))
+      throw Error(dir + ": has " + (npz_has(*z, "x_test") ? "x_test but not y_test" : "y_test but not x_test"));
+    return true;
+  }
   int found = 0;
   std::string missing;
   for (const char* f : kNpyFiles) {
@@ -353,39 +367,59 @@ void split_off(NpyImages& r, double share, const std::string& dir) {
   r.n_test = held;
   r.split = true;
 }
-}  // namespace
 
-namespace {
-// Whether `dir` has the test arrays; --val-split where it has them, or none where it has not, refused.
-bool has_test_arrays(const std::string& dir, double val_split) {
-  struct stat st {};
-  const bool has_test = stat((dir + "/x_test.npy").c_str(), &st) == 0;
-  if (has_test && val_split > 0)
-    throw Error(dir + ": has x_test.npy and y_test.npy, so --val-split has nothing to do (it holds out part of "
-                "the training arrays where there are no test arrays); leave it out");
-  if (!has_test && val_split <= 0)
-    throw Error(dir + ": has x_train.npy and y_train.npy but no x_test.npy and y_test.npy; give --val-split F to "
-                "hold out the last F of the training arrays as the test set (e.g. --val-split 0.1)");
-  return has_test;
-}
+// Where the four arrays come from: a folder of .npy files, or one .npz.
+class ArraySource {
+ public:
+  explicit ArraySource(const std::string& data) : data_(data) {
+    if (is_npz(data)) npz_ = open_npz(data);
+  }
+  std::string file(const std::string& name) const {
+    return npz_ ? data_ + ": " + name + ".npy" : data_ + "/" + name + ".npy";
+  }
+  bool has(const std::string& name) const {
+    struct stat st {};
+    return npz_ ? npz_has(*npz_, name) : stat(file(name).c_str(), &st) == 0;
+  }
+  NpyArray read(const std::string& name) const {
+    if (!npz_) return read_npy(file(name));
+    std::optional<NpyArray> a = npz_array(*npz_, name);
+    if (!a) throw Error(file(name) + ": not in the archive");
+    return std::move(*a);
+  }
+  // Whether there are test arrays; --val-split where there are, or none where there are not, refused.
+  bool test_arrays(double val_split) const {
+    const bool has_test = has("x_test");
+    if (has_test && val_split > 0)
+      throw Error(data_ + ": has x_test and y_test, so --val-split has nothing to do (it holds out part of the "
+                  "training arrays where there are no test arrays); leave it out");
+    if (!has_test && val_split <= 0)
+      throw Error(data_ + ": has x_train and y_train but no x_test and y_test; give --val-split F to hold out the "
+                  "last F of the training arrays as the test set (e.g. --val-split 0.1)");
+    return has_test;
+  }
+
+ private:
+  std::string data_;
+  std::shared_ptr<NpzFile> npz_;
+};
 }  // namespace
 
 NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sample, int classes,
                           double val_split) {
   NpyImages r;
   std::string test_layout;
-  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
-                    yte = dir + "/y_test.npy";
-  const bool has_test = has_test_arrays(dir, val_split);
-  r.train_images = images_of(read_npy(xtr), xtr, sample, r.n_train, r.layout);
-  r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
+  const ArraySource src(dir);
+  const bool has_test = src.test_arrays(val_split);
+  r.train_images = images_of(src.read("x_train"), src.file("x_train"), sample, r.n_train, r.layout);
+  r.train_labels = labels_of(src.read("y_train"), src.file("y_train"), r.n_train, classes);
   if (has_test) {
-    r.test_images = images_of(read_npy(xte), xte, sample, r.n_test, test_layout);
-    r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+    r.test_images = images_of(src.read("x_test"), src.file("x_test"), sample, r.n_test, test_layout);
+    r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
   } else {
     split_off(r, val_split, dir);
   }
-  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no images");
+  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train or x_test holds no images");
   return r;
 }
 
@@ -463,20 +497,19 @@ NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>
   if (classes < 2 || classes > 256)
     throw Error("the model has " + std::to_string(classes) + " classes; loupe reads NumPy labels for 2 to 256");
   NpyFeatures r;
-  const bool has_test = has_test_arrays(dir, val_split);
-  const std::string xtr = dir + "/x_train.npy", ytr = dir + "/y_train.npy", xte = dir + "/x_test.npy",
-                    yte = dir + "/y_test.npy";
-  const NpyArray x = read_npy(xtr);
+  const ArraySource src(dir);
+  const bool has_test = src.test_arrays(val_split);
+  const NpyArray x = src.read("x_train");
   r.x_type = npy_type_name(x.type);
-  r.train_x = features_of(x, xtr, sample, ids, r.n_train);
-  r.train_labels = labels_of(read_npy(ytr), ytr, r.n_train, classes);
+  r.train_x = features_of(x, src.file("x_train"), sample, ids, r.n_train);
+  r.train_labels = labels_of(src.read("y_train"), src.file("y_train"), r.n_train, classes);
   if (has_test) {
-    r.test_x = features_of(read_npy(xte), xte, sample, ids, r.n_test);
-    r.test_labels = labels_of(read_npy(yte), yte, r.n_test, classes);
+    r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, r.n_test);
+    r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
   } else {
     split_features(r, val_split, dir);
   }
-  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train.npy or x_test.npy holds no samples");
+  if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train or x_test holds no samples");
   return r;
 }
 

@@ -5,6 +5,8 @@
 // spaces to a 16-byte boundary and ending in '\n', then the array's bytes in C order.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,17 @@ NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& file);
 
 namespace loupe::data {
 
+// A .npz file (np.savez, np.savez_compressed: a zip archive of NAME.npy members): the array NAME,
+// read as read_npy reads a file; an absent member is nullopt. Memory is bounded by what the member
+// really inflates to (read in pieces, never its declared size up front), at most 8 GiB; a member
+// whose bytes are not its declared size, or an archive that is not a zip, is refused in one
+// sentence naming the file and the member. Builds without libzip refuse every .npz (saying so).
+struct NpzFile;
+std::shared_ptr<NpzFile> open_npz(const std::string& path);
+std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name);
+bool npz_has(NpzFile& z, const std::string& name);
+bool npz_supported();
+
 // An image data set as four .npy files in one folder, as Keras's datasets give it:
 // x_train.npy, y_train.npy, x_test.npy, y_test.npy. Images uint8, [N, H, W] or [N, H, W, C]
 // (channels-last, Keras's) or [N, C, H, W]; labels integers [N] or [N, 1], or one-hot [N, classes]
@@ -49,7 +62,9 @@ struct NpyImages {
 };
 
 // Whether `dir` holds the four files, or x_train.npy and y_train.npy alone (a set to split: see
-// val_split below); some other part of them is an error by name.
+// val_split below); some other part of them is an error by name. `dir` may also be a .npz file
+// holding those arrays (np.savez(path, x_train=..., y_train=..., ...)); the loaders below take it
+// wherever they take a folder.
 bool has_npy_arrays(const std::string& dir);
 // `sample` is the model's [C, H, W] or [H, W]: the images must have it (in one of the layouts
 // above). Every refusal names the file and says what the models take. val_split (0 < F <= 0.9) is

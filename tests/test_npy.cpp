@@ -341,3 +341,42 @@ TEST(NpyFeatures, AModelFileTrainsOnItsOwnArrays) {
   EXPECT_NE(out2.find("give its data as --data DIR with x_train.npy [N, 5]"), std::string::npos) << out2;
   fs::remove_all(dir);
 }
+
+// The same arrays in one .npz (np.savez and np.savez_compressed, written by NumPy 1.24: the fuzz
+// corpus's seeds), for the loaders and the command; an archive without y_train is refused by name.
+TEST(NpyFeatures, NpzArchivesAsFolders) {
+  if (!loupe::data::npz_supported()) GTEST_SKIP() << "built without libzip";
+  const fs::path corpus = fs::path(LOUPE_SOURCE_DIR) / "tests/fuzz/corpus/npz";
+  for (const char* name : {"savez", "savez_compressed"}) {
+    const fs::path npz = loupe::test::temp_path(std::string(name) + ".npz");
+    fs::copy_file(corpus / name, npz, fs::copy_options::overwrite_existing);
+    ASSERT_TRUE(loupe::data::has_npy_arrays(npz.string())) << name;
+    const loupe::data::NpyFeatures a = loupe::data::load_npy_features(npz.string(), {6}, 3, false);
+    EXPECT_EQ(a.n_train, 4);
+    EXPECT_EQ(a.n_test, 2);
+    EXPECT_FLOAT_EQ(a.train_x[23], 2.3f) << name;  // np.arange(24) / 10
+    EXPECT_EQ(a.train_labels, (Bytes{0, 1, 2, 1})) << name;
+    fs::remove(npz);
+  }
+  const fs::path partial = loupe::test::temp_path("no_y_train.npz");
+  fs::copy_file(corpus / "no_y_train", partial, fs::copy_options::overwrite_existing);
+  try {
+    loupe::data::has_npy_arrays(partial.string());
+    ADD_FAILURE() << "an archive without y_train passed";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no array y_train"), std::string::npos) << e.what();
+  }
+  fs::remove(partial);
+  // The command: a model file and a train-only archive split by --val-split.
+  const fs::path dir = loupe::test::temp_path("npz_cli");
+  fs::create_directories(dir);
+  fs::copy_file(corpus / "train_only", dir / "data.npz", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "model.json") << R"({"class_name": "Sequential", "config": [{"class_name": "Dense", "config":
+    {"name": "out", "units": 3, "activation": "softmax", "batch_input_shape": [null, 6]}}]})";
+  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + (dir / "model.json").string() +
+                                            " --device cpu --plain --no-nvml --epochs 1 --batch 2 --val-split 0.25 --data " +
+                                            (dir / "data.npz").string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("(3 train, 1 held out by --val-split; x float32 [N, 6])"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
