@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one fuzz target of a LOUPE_FUZZ build with the settings of docs/fuzzing.md:
 #   tests/fuzz/fuzz.sh BUILD_DIR TARGET [RUNS] [more libFuzzer flags...]
-# TARGET is idx, idx_gz, cifar, text, image, checkpoint, npy or records; RUNS defaults to 1000000 executions
+# TARGET is idx, idx_gz, cifar, text, image, checkpoint, npy, records, keras or npz; RUNS defaults to 1000000 executions
 # (-1: until stopped, or until a -max_total_time=SECONDS given after it).
 # The committed corpus tests/fuzz/corpus/TARGET seeds it and is never written; new inputs go to
 # $LOUPE_FUZZ_WORK/TARGET/corpus and findings (crash-*, leak-*, oom-*, slow-unit-*, timeout-*) to
@@ -22,7 +22,9 @@ case $target in  # -max_len: room for the largest seed and a little more
   checkpoint) max_len=8192 ;;
   npy) max_len=4096 ;;
   records) max_len=4096 ;;
-  *) echo "$0: unknown target '$target' (idx, idx_gz, cifar, text, image, checkpoint, npy, records)" >&2; exit 2 ;;
+  keras) max_len=16384 ;;  # a model file is kilobytes; accepted ones of up to 2M parameters are built
+  npz) max_len=8192 ;;
+  *) echo "$0: unknown target '$target' (idx, idx_gz, cifar, text, image, checkpoint, npy, records, keras, npz)" >&2; exit 2 ;;
 esac
 src=$(cd "$(dirname "$0")" && pwd)
 work=${LOUPE_FUZZ_WORK:-/tmp/loupe-fuzz}/$target
