@@ -19,6 +19,7 @@
 #include "core/file_check.h"
 #include "instrument/json_out.h"
 #include "instrument/report_io.h"
+#include "models/keras_json.h"
 #include "models/registry.h"
 #include "cli/compare.h"
 #include "cli/flat_json.h"
@@ -177,7 +178,7 @@ std::vector<std::string> train_args(const Options& o, const Config& c, int gpus,
 
 // One run; its figures, or n/a with the reason (its log kept and named).
 WorldFigures measure(const Options& o, const Config& c, int gpus, int epochs, bool busy, const std::string& dir) {
-  const std::string name = c.model + "-b" + std::to_string(c.batch) + "-" + c.precision + "-" + std::to_string(gpus) +
+  const std::string name = models::model_stem(c.model) + "-b" + std::to_string(c.batch) + "-" + c.precision + "-" + std::to_string(gpus) +
                            "gpu" + (busy ? "-busy" : "");
   const std::string metrics = dir + "/" + name + ".jsonl", log = dir + "/" + name + ".log";
   std::filesystem::remove(metrics);

@@ -1,4 +1,5 @@
 #include "cli/options.h"
+#include "models/keras_json.h"
 #include "models/registry.h"
 
 #include <CLI/CLI.hpp>
@@ -512,7 +513,7 @@ std::string output_path(const Options& o, const std::string& option) {
   if (o.has(option)) return *it->second;
   const std::string ext = option == "png" ? ".png" : ".csv";
   if (option != "csv" && option != "png") return "";
-  if (o.command == "sweep" || o.command == "profile") return o.command + "-" + o.model + ext;
+  if (o.command == "sweep" || o.command == "profile") return o.command + "-" + models::model_stem(o.model) + ext;
   if (o.command == "roofline") return "roofline" + ext;
   if (o.command == "compare" && option == "csv" && o.has("plot")) return o.plot + ".csv";  // the plot reads it
   return "";

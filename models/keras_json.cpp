@@ -219,11 +219,15 @@ class Parser {
   }
   [[noreturn]] void fail(const Layer& l, const std::string& why) const { refuse(file_, layer_label(l) + " " + why); }
 
-  void add(const Layer& l, std::function<std::shared_ptr<nn::Module>()> make) {
-    std::string n = l.name;
+  // A module named after its Keras layer (the profile and the trace show these names), `suffix`
+  // for the parts a layer brings ("conv2d_relu"); a name taken already gets its position.
+  void add(const Layer& l, std::function<std::shared_ptr<nn::Module>()> make, const std::string& suffix = "") {
+    std::string n = l.name + suffix;
     for (char& ch : n)
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
-    steps.push_back({n + (steps.empty() ? "" : "_" + std::to_string(steps.size())), std::move(make)});
+    for (const Step& st : steps)
+      if (st.name == n) n += "_" + std::to_string(steps.size());
+    steps.push_back({n, std::move(make)});
   }
 
   // Options no layer of loupe's honours: refused wherever they are set.
@@ -269,7 +273,7 @@ class Parser {
       return;
     }
     if (a == "relu") {
-      add(l, [] { return std::make_shared<nn::ReLU>(); });
+      add(l, [] { return std::make_shared<nn::ReLU>(); }, l.cls == "Activation" ? "" : "_relu");
       return;
     }
     if ((a == "softmax" || a == "sigmoid") && last_) {
@@ -306,7 +310,7 @@ class Parser {
     if (shape_.size() != 3) fail(l, "needs an image [height, width, channels] per sample");
     need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
     if (chw_) return;
-    add(l, [] { return std::make_shared<ChannelsFirst>(); });
+    add(l, [] { return std::make_shared<ChannelsFirst>(); }, "_channels_first");
     chw_ = true;
   }
 
@@ -589,6 +593,13 @@ Parser parse(const std::vector<Layer>& layers, const std::vector<int64_t>& input
 
 bool is_model_file(const std::string& name) {
   return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+}
+
+std::string model_stem(const std::string& name) {
+  if (!is_model_file(name)) return name;
+  const size_t slash = name.find_last_of('/');
+  const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
+  return base.substr(0, base.size() - 5);
 }
 
 ModelInfo keras_model(const std::string& text, const std::string& file) {

@@ -20,6 +20,9 @@ namespace loupe::models {
 
 // Whether `name` names a model file rather than a reference model (it ends in ".json").
 bool is_model_file(const std::string& name);
+// What a file name made from a model's name uses: a model file's base name without ".json"
+// ("runs/my_cnn.json" -> "my_cnn"), a reference model's name as it is.
+std::string model_stem(const std::string& name);
 
 // The model in `json` (the text of a model file; `name` for messages and the model's name).
 // The recipe comes from the file's compile_config where it has one, else Keras's compile defaults

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -182,4 +183,18 @@ TEST(KerasJson, AnOptimizerByNameTakesKerasDefaults) {
   EXPECT_DOUBLE_EQ(models::with_optimizer(ref, "sgd").lr, 0.01);
   EXPECT_DOUBLE_EQ(models::with_optimizer(ref, "adadelta").rho, 0.95);
   EXPECT_THROW(models::with_optimizer(ref, "nadam"), Error);
+}
+
+// Output files named after a model file take its base name (`loupe profile runs/cnn.json` writes
+// profile-cnn.csv, not a path inside a path); the modules take the Keras layers' names.
+TEST(KerasJson, NamesComeFromTheFileAndItsLayers) {
+  EXPECT_EQ(models::model_stem("runs/my_cnn.json"), "my_cnn");
+  EXPECT_EQ(models::model_stem("my_cnn.json"), "my_cnn");
+  EXPECT_EQ(models::model_stem("mnist_mlp"), "mnist_mlp");
+  auto m = models::load_keras_model(file_of("mnist_cnn")).build();
+  std::vector<std::string> names;
+  for (const auto& [name, p] : m->named_parameters()) names.push_back(name);
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.front().rfind("conv2d", 0), 0u) << names.front();
+  EXPECT_NE(std::find(names.begin(), names.end(), "dense_1.weight"), names.end()) << ::testing::PrintToString(names);
 }
