@@ -278,16 +278,41 @@ std::vector<uint8_t> images_of(const NpyArray& a, const std::string& file, const
   return out;
 }
 
-int64_t integer_at(const NpyArray& a, int64_t i) {
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) bits = sign | 0x7f800000 | (man << 13);  // inf, NaN
+  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
+  else if (man == 0) bits = sign;
+  else {  // subnormal: normalise
+    int e = -1;
+    uint32_t m = man;
+    do { ++e; m <<= 1; } while (!(m & 0x400));
+    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+double value_at(const NpyArray& a, int64_t i) {
   switch (a.type) {
     case NpyType::U8: return a.bytes[size_t(i)];
     case NpyType::I32: { int32_t v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
-    case NpyType::I64: { int64_t v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v; }
-    case NpyType::F32: { float v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v == float(int64_t(v)) ? int64_t(v) : -1; }
-    case NpyType::F64: { double v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v == double(int64_t(v)) ? int64_t(v) : -1; }
-    case NpyType::F16: return -1;
+    case NpyType::I64: { int64_t v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return double(v); }
+    case NpyType::F16: { uint16_t v; std::memcpy(&v, &a.bytes[size_t(i) * 2], 2); return half_to_float(v); }
+    case NpyType::F32: { float v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
+    case NpyType::F64: { double v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v; }
   }
-  return -1;
+  return 0;
+}
+
+// A label's whole number, or -1 for anything else (a fraction, NaN, a negative or huge value):
+// labels_of refuses -1 as it refuses any value outside its classes.
+int64_t integer_at(const NpyArray& a, int64_t i) {
+  if (a.type == NpyType::F16) return -1;  // labels_of refuses float16 labels by name first
+  const double v = value_at(a, i);
+  return v >= 0 && v < 2147483648.0 && v == std::floor(v) ? int64_t(v) : -1;
 }
 
 // Labels [N] or [N, 1] (integers below `classes`), or one-hot [N, classes].
@@ -352,16 +377,19 @@ bool has_npy_arrays(const std::string& dir) {
 }
 
 namespace {
-// The last `share` of the training arrays as the test set (at least one sample, at least one left).
-void split_off(NpyImages& r, double share, const std::string& dir) {
+// The last `share` of the training arrays as the test set (at least one sample, at least one left),
+// for the images (NpyImages) and a model file's samples (NpyFeatures) alike.
+template <class R, class X>
+void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string& dir, const char* what) {
   const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
   if (held >= n)
-    throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " images, too few to hold out " +
+    throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " " + what + ", too few to hold out " +
                 std::to_string(share) + " of them and train on the rest");
-  const size_t per = r.train_images.size() / size_t(n), keep = size_t(n - held);
-  r.test_images.assign(r.train_images.begin() + std::ptrdiff_t(keep * per), r.train_images.end());
+  X& train = r.*train_x;
+  const size_t per = train.size() / size_t(n), keep = size_t(n - held);
+  (r.*test_x).assign(train.begin() + std::ptrdiff_t(keep * per), train.end());
   r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
-  r.train_images.resize(keep * per);
+  train.resize(keep * per);
   r.train_labels.resize(keep);
   r.n_train = n - held;
   r.n_test = held;
@@ -417,42 +445,13 @@ NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sa
     r.test_images = images_of(src.read("x_test"), src.file("x_test"), sample, r.n_test, test_layout);
     r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
   } else {
-    split_off(r, val_split, dir);
+    hold_out(r, &NpyImages::train_images, &NpyImages::test_images, val_split, dir, "images");
   }
   if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train or x_test holds no images");
   return r;
 }
 
 namespace {
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) bits = sign | 0x7f800000 | (man << 13);  // inf, NaN
-  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
-  else if (man == 0) bits = sign;
-  else {  // subnormal: normalise
-    int e = -1;
-    uint32_t m = man;
-    do { ++e; m <<= 1; } while (!(m & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-double value_at(const NpyArray& a, int64_t i) {
-  switch (a.type) {
-    case NpyType::U8: return a.bytes[size_t(i)];
-    case NpyType::I32: { int32_t v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
-    case NpyType::I64: { int64_t v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return double(v); }
-    case NpyType::F16: { uint16_t v; std::memcpy(&v, &a.bytes[size_t(i) * 2], 2); return half_to_float(v); }
-    case NpyType::F32: { float v; std::memcpy(&v, &a.bytes[size_t(i) * 4], 4); return v; }
-    case NpyType::F64: { double v; std::memcpy(&v, &a.bytes[size_t(i) * 8], 8); return v; }
-  }
-  return 0;
-}
 
 // The samples of one file as float32, checked against the model's input shape.
 std::vector<float> features_of(const NpyArray& a, const std::string& file, const std::vector<int64_t>& sample,
@@ -475,21 +474,6 @@ std::vector<float> features_of(const NpyArray& a, const std::string& file, const
   return out;
 }
 
-void split_features(NpyFeatures& r, double share, const std::string& dir) {
-  const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
-  if (held >= n)
-    throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " samples, too few to hold out " +
-                std::to_string(share) + " of them and train on the rest");
-  const size_t per = r.train_x.size() / size_t(n), keep = size_t(n - held);
-  r.test_x.assign(r.train_x.begin() + std::ptrdiff_t(keep * per), r.train_x.end());
-  r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
-  r.train_x.resize(keep * per);
-  r.train_labels.resize(keep);
-  r.n_train = n - held;
-  r.n_test = held;
-  r.split = true;
-}
-
 }  // namespace
 
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
@@ -507,7 +491,7 @@ NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>
     r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, r.n_test);
     r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
   } else {
-    split_features(r, val_split, dir);
+    hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples");
   }
   if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train or x_test holds no samples");
   return r;
