@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
 #include "data/npy.h"
@@ -49,33 +50,23 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
     throw Error(where + ": the archive does not say its size");
   if (st.size > kMaxMember)
     throw Error(where + ": " + std::to_string(st.size) + " bytes, more than loupe reads from one member (8 GiB)");
-  zip_file_t* f = zip_fopen_index(z.zip, zip_uint64_t(idx), 0);
+  const std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
   if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
   std::vector<uint8_t> bytes;
   std::vector<uint8_t> piece(1 << 20);
-  bool bad = false;
   for (;;) {
-    const zip_int64_t got = zip_fread(f, piece.data(), piece.size());
-    if (got < 0) {
-      bad = true;
-      break;
-    }
+    const zip_int64_t got = zip_fread(f.get(), piece.data(), piece.size());
+    if (got < 0) throw Error(where + ": cannot be inflated: " + zip_file_strerror(f.get()));
     if (got == 0) break;
-    if (bytes.size() + uint64_t(got) > st.size) {  // more than declared: stop before it grows further
-      bytes.resize(size_t(st.size) + 1);
-      break;
-    }
+    if (bytes.size() + uint64_t(got) > st.size)  // stopped before it grows further
+      throw Error(where + ": holds more bytes than the " + std::to_string(st.size) + " the archive declares");
     bytes.insert(bytes.end(), piece.begin(), piece.begin() + got);
-    if (bytes.size() == size_t(got) && (bytes.size() < 6 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0))
-      break;  // not a .npy: refused below without inflating the rest
+    if (bytes.size() < 6 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+      return parse_npy(where, bytes);  // not a .npy: its refusal, without inflating the rest
   }
-  const std::string why = bad ? std::string(zip_file_strerror(f)) : "";
-  zip_fclose(f);
-  if (bad) throw Error(where + ": cannot be inflated: " + why);
-  if (bytes.size() < 6 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) return parse_npy(where, bytes);  // its refusal
   if (bytes.size() != st.size)
-    throw Error(where + ": holds " + std::string(bytes.size() > st.size ? "more than" : std::to_string(bytes.size())) +
-                " bytes where the archive declares " + std::to_string(st.size));
+    throw Error(where + ": holds " + std::to_string(bytes.size()) + " bytes where the archive declares " +
+                std::to_string(st.size));
   return parse_npy(where, bytes);
 }
 
