@@ -136,9 +136,10 @@ std::string lower(std::string s) {
   return s;
 }
 
-// An initializer's class, from "glorot_uniform" or {"class_name": "GlorotUniform", ...}; Keras
-// 2.2 wrote Glorot's uniform as VarianceScaling(1, fan_avg, uniform).
-std::string init_name(const json& v) {
+// A Keras class's name as one key, from a string or a serialized object: "glorot_uniform",
+// "GlorotUniform" and {"class_name": "GlorotUniform", ...} are all "glorotuniform" (initializers,
+// optimizers, losses). Keras 2.2 wrote Glorot's uniform as VarianceScaling(1, fan_avg, uniform).
+std::string class_key(const json& v) {
   std::string n = v.is_string() ? v.get<std::string>() : v.is_object() ? v.value("class_name", "") : "";
   n = lower(n);
   n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
@@ -255,8 +256,8 @@ class Parser {
   void init(const Layer& l, const char* key, const std::string& want) {
     const json& c = cfg(l);
     if (!c.contains(key) || c.at(key).is_null()) return;
-    if (init_name(c.at(key)) != want)
-      fail(l, "has " + std::string(key) + " '" + init_name(c.at(key)) + "'; loupe initialises as Keras's default (" + want + ")");
+    if (class_key(c.at(key)) != want)
+      fail(l, "has " + std::string(key) + " '" + class_key(c.at(key)) + "'; loupe initialises as Keras's default (" + want + ")");
   }
 
   void need_value(const Layer& l, const char* key, const json& want, const std::string& why) {
@@ -501,13 +502,9 @@ std::string dataset_for(const std::vector<int64_t>& input, const Parser& p, int6
 
 // ---- the recipe -------------------------------------------------------------------------------
 
-std::string squash(const json& v) {  // "SparseCategoricalCrossentropy" or "sparse_categorical_crossentropy"
-  return init_name(v);
-}
-
 // The optimizer of compile_config, with Keras's defaults for what it does not say.
 void optimizer_from(const json& o, Recipe& r, const std::string& file) {
-  const std::string name = squash(o);
+  const std::string name = class_key(o);
   const json c = o.is_object() && o.contains("config") ? o.at("config") : json::object();
   auto why = [&](const std::string& w) { refuse(file, "the optimizer (" + name + ") " + w); };
   const json lr = c.contains("learning_rate") ? c.at("learning_rate") : c.contains("lr") ? c.at("lr") : json();
@@ -532,7 +529,7 @@ void optimizer_from(const json& o, Recipe& r, const std::string& file) {
 // The loss of compile_config, which must agree with the last layer's activation (the loss applies
 // softmax or sigmoid itself unless from_logits says the layer gives logits).
 train::Loss loss_from(const json& l, const std::string& act, const std::string& file) {
-  const std::string name = squash(l);
+  const std::string name = class_key(l);
   const bool logits = l.is_object() && l.contains("config") && l.at("config").value("from_logits", false);
   if (name == "categoricalcrossentropy" || name == "sparsecategoricalcrossentropy") {
     if (act != (logits ? "linear" : "softmax"))
