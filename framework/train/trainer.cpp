@@ -222,6 +222,19 @@ Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
   return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
 }
 
+// Accumulators that share one float32 buffer of n (one fill, one all-reduce, one read-back): made
+// on first use with `slots` as scalar views of its first elements, then zeroed. Their addresses
+// stay, since captured graphs add into them.
+void reset_sums(Tensor& buf, int64_t n, std::initializer_list<Tensor*> slots, Device d) {
+  if (!buf.defined()) {
+    buf = zeros(Shape{n}, DType::f32, d);
+    int64_t k = 0;
+    for (Tensor* s : slots) *s = as_strided(buf, Shape{}, Shape{}, k++);
+    return;
+  }
+  fill_(buf, 0.0);
+}
+
 }  // namespace
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
@@ -372,12 +385,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   NvtxRange epoch_range("epoch");
   if (hooks.monitor) hooks.monitor->begin_epoch();
   const double t0 = now_seconds();
-  if (!sums_.defined()) {  // one buffer: one fill, one all-reduce, one read-back an epoch
-    sums_ = zeros(Shape{3}, DType::f32, device_);
-    loss_sum_ = as_strided(sums_, Shape{}, Shape{}, 0);
-    correct_ = as_strided(sums_, Shape{}, Shape{}, 1);
-  }
-  fill_(sums_, 0.0);
+  reset_sums(sums_, 3, {&loss_sum_, &correct_}, device_);
   if (device_.is_cuda() && !peek_buffer_.defined()) peek_buffer_ = empty_pinned(Shape{}, DType::f32);
   ObserverSetup setup{device_, &loss_sum_, peek_buffer_, total, hooks.profile_steps, hooks.on_profile,
                       options_.stop_on_divergence, shard_.world == 1,
@@ -535,12 +543,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   // whole set; the counts are summed over the ranks at the end.
   const auto [lo, hi] = loader::shard_part(n_all, shard_);
   const int64_t n = max_batches >= 0 ? std::min(hi - lo, max_batches * batch) : hi - lo;
-  if (!eval_sums_.defined()) {  // fixed addresses: the evaluation graph adds into them
-    eval_sums_ = zeros(Shape{2}, DType::f32, device_);
-    eval_correct_ = as_strided(eval_sums_, Shape{}, Shape{}, 0);
-    eval_loss_ = as_strided(eval_sums_, Shape{}, Shape{}, 1);
-  }
-  fill_(eval_sums_, 0.0);
+  reset_sums(eval_sums_, 2, {&eval_correct_, &eval_loss_}, device_);
   std::vector<int32_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(lo + i);
   Tensor all = n ? from_vector(order, Shape{n}, device_) : Tensor();
