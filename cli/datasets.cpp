@@ -243,11 +243,10 @@ Data chars(const DataRequest& req, Device dev) {
 // A model file's own data: NumPy arrays of its input's shape (data/npy.h's load_npy_features).
 Data model_arrays(const DataRequest& req, Device dev) {
   Shape sample;
-  std::string shape = "[N";
-  for (int64_t d : req.input_shape) sample.push_back(d), shape += ", " + std::to_string(d);
-  shape += "]";
+  for (int64_t d : req.input_shape) sample.push_back(d);
+  const std::string shape = "[N, " + sample.str().substr(1);  // [N, 28, 28, 1]
   if (req.synthetic || req.dir.empty() || !data::has_npy_arrays(req.dir))
-    throw Error("this model's input " + shape.substr(0, 1) + shape.substr(4) + " with " +
+    throw Error("this model's input " + sample.str() + " with " +
                 std::to_string(req.classes) + " classes is none of the reference data sets' (MNIST's [28, 28], "
                 "[28, 28, 1] or [784] with 10; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's [100] ids over "
                 "20,000 words with 1 output): give its data as --data DIR with x_train.npy " + shape +
