@@ -4,11 +4,8 @@
 set -u
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)
-# nlohmann-json (and CLI11) unpacked into .devdata/deps: dev/gpu_configure.sh says why.
-[ -d "$PWD/.devdata/deps/usr" ] && cfg+=(-DCMAKE_PREFIX_PATH="$PWD/.devdata/deps/usr")
-(cmake -S .base -B build-base "${cfg[@]}" > "$O/base.log" 2>&1 && cmake --build build-base --target loupe_cli >> "$O/base.log" 2>&1) &
-(cmake -B build-gpu "${cfg[@]}" > "$O/build.log" 2>&1 && cmake --build build-gpu >> "$O/build.log" 2>&1) || { tail -30 "$O/build.log"; exit 1; }
+(SOURCE=.base BUILD=build-base TARGET=loupe_cli dev/gpu_configure.sh "$O/base.log") &
+dev/gpu_configure.sh "$O/build.log" || { tail -30 "$O/build.log"; exit 1; }
 wait
 for label in '^gpu$' multigpu; do
   LOUPE_DATA=$PWD/.devdata ctest --test-dir build-gpu -L "$label" --output-on-failure > "$O/ctest-${label//[^a-z]/}.log" 2>&1
