@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include "core/thread_pool.h"
 #include "data/cifar_dataset.h"
@@ -863,6 +864,19 @@ TEST(TrainCpu, CycleRunsTheStepsAskedFor) {
   EXPECT_EQ(cycled.samples, 4 + 4 + 2 + 4 + 4 + 2 + 4);
   EXPECT_EQ(session.optimizer().steps(), 10);
   EXPECT_THROW(t.train_epoch(set, 4, 1, 3, -1, true), Error);
+}
+
+// The next epoch's order is made while the device runs the epoch before (Trainer::epoch_order);
+// it must serve only the epoch, seed and size it was made for.
+TEST(TrainCpu, AnOrderMadeAheadServesOnlyItsEpoch) {
+  train::TensorDataset set{from_vector(std::vector<float>(40 * 784, 0.5f), Shape{40, 28, 28}),
+                           from_vector(std::vector<int32_t>(40, 1), Shape{40})};
+  models::Session s(models::find_model("mnist_mlp"));
+  s.trainer().train_epoch(set, 8, 1, 1);  // makes epoch 2's order of 40 with seed 1
+  for (auto [n, seed, epoch] : std::vector<std::tuple<int64_t, uint64_t, int>>{
+           {40, 1, 2}, {40, 1, 3}, {40, 2, 2}, {39, 1, 2}, {40, 1, 1}})
+    EXPECT_EQ(s.trainer().epoch_order(n, seed, epoch).to_vector<int32_t>(), loader::epoch_permutation(n, seed, epoch))
+        << n << " samples, seed " << seed << ", epoch " << epoch;
 }
 
 // hooks.before_batch runs as each step begins, before its batch is fetched, so the monitor counts

@@ -157,6 +157,9 @@ class Trainer {
   // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated.
   static constexpr int64_t kEvalBatch = 1000;  // one graph serves every full evaluation batch
   double evaluate(const TensorDataset& data, int64_t batch = kEvalBatch, int64_t max_batches = -1);
+  // The order the resident path trains epoch `epoch` of n samples in (loader::epoch_permutation),
+  // on the device: the one made during the epoch before where it was made for these n, seed, epoch.
+  Tensor epoch_order(int64_t n, uint64_t seed, int epoch);
   // The mean loss (the recipe's: cross-entropy or binary cross-entropy) over the samples the last
   // evaluate() took, read back with its accuracy; -1 before any.
   double last_eval_loss() const { return eval_loss_value_; }
@@ -180,6 +183,9 @@ class Trainer {
     std::function<void()> done;  // after the step that used the batch has been issued
     int64_t full_batch = 0;      // the batch size a graph serves
     const void* key = nullptr;   // what the stage reads besides raw (a graph is for one data set)
+    // After the epoch's last step is issued, while the device still runs it: work for the next
+    // epoch (its order), so that the device does not wait for it at the next epoch's start.
+    std::function<void()> ahead;
   };
   // A graph and what it was captured for: static copies of the raw batch, the warm-up count.
   struct Graphed {
@@ -230,6 +236,17 @@ class Trainer {
   // are sums_[0] and sums_[1]; sums_[2] takes the weights' sum at the epoch's end.
   Tensor sums_, loss_sum_, correct_;
   Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (step_observer.h says why)
+  Tensor readback_;             // pinned, for the epoch's one read-back: allocated once, as peek_buffer_
+  // The resident path's order for an epoch, made and uploaded during the one before (Source::ahead).
+  struct Order {
+    int64_t n = 0;
+    uint64_t seed = 0;
+    int epoch = -1;
+    Tensor perm;  // on the device
+  } next_order_;
+  // The epoch's figures on the device (the loss and correct sums, the weights' sum, the scaler's
+  // state) read in one wait; empty when a stop came while waiting.
+  std::vector<float> read_epoch_sums();
   Tensor eval_sums_, eval_correct_, eval_loss_;  // [correct, loss sum]: one buffer, one read-back
   double eval_loss_value_ = -1;
   loader::Shard shard_;
