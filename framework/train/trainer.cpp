@@ -80,6 +80,7 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
 
 Trainer::~Trainer() {
   if (scaler_) opt_.set_scaler(nullptr);
+  if (order_staged_) cuda_runtime()->event_destroy(order_staged_);
 }
 
 void Trainer::broadcast_weights() {
@@ -165,11 +166,27 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
   src.done = [] {};
   src.full_batch = batch;
   src.key = data.x.data_ptr();
-  src.ahead = [&] {
-    next_order_ = Order{n, seed, epoch + 1, Tensor()};
-    next_order_.perm = from_vector(loader::epoch_permutation(n, seed, epoch + 1), Shape{n}, device_);
-  };
+  src.ahead = [&] { make_order_ahead(n, seed, epoch + 1); };
   return run_epoch(epoch, total, src);
+}
+
+// Through pinned memory: a copy from pageable memory may wait for the stream's work before it (the
+// epoch's last steps, whose collectives may wait for a peer that stopped at Ctrl-C).
+void Trainer::make_order_ahead(int64_t n, uint64_t seed, int epoch) {
+  const std::vector<int32_t> order = loader::epoch_permutation(n, seed, epoch);
+  next_order_ = Order{n, seed, epoch, empty(Shape{n}, DType::i32, device_)};
+  if (!device_.is_cuda()) {
+    std::memcpy(next_order_.perm.data_ptr(), order.data(), order.size() * sizeof(int32_t));
+    return;
+  }
+  CudaRuntime* rt = cuda_runtime();
+  if (!order_staged_) order_staged_ = rt->event_create();
+  else rt->event_synchronize(order_staged_);  // the last copy out of the staging buffer has landed
+  if (!order_staging_.defined() || order_staging_.numel() < n) order_staging_ = empty_pinned(Shape{n}, DType::i32);
+  std::memcpy(order_staging_.data_ptr(), order.data(), order.size() * sizeof(int32_t));
+  rt->copy_async_on(nullptr, next_order_.perm.data_ptr(), order_staging_.data_ptr(), order.size() * sizeof(int32_t),
+                    CopyKind::HostToDevice);
+  rt->event_record(order_staged_, nullptr);
 }
 
 // An epoch's start otherwise waits for the host to shuffle (about 0.2 ms for IMDb's 25,000 samples)

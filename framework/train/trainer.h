@@ -244,6 +244,9 @@ class Trainer {
     int epoch = -1;
     Tensor perm;  // on the device
   } next_order_;
+  Tensor order_staging_;           // pinned: the order's way to the device (make_order_ahead says why)
+  void* order_staged_ = nullptr;   // an event after the last copy out of it
+  void make_order_ahead(int64_t n, uint64_t seed, int epoch);
   // The epoch's figures on the device (the loss and correct sums, the weights' sum, the scaler's
   // state) read in one wait; empty when a stop came while waiting.
   std::vector<float> read_epoch_sums();
