@@ -13,6 +13,8 @@
 #include "core/nvtx.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
+#include "models/registry.h"
+#include "ops/embedding.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -41,6 +43,17 @@ class MeanOverTime : public nn::Module {
  public:
   Tensor forward(const Tensor& x) override { return mean(x, 1); }
   std::string type_name() const override { return "GlobalAveragePooling1D"; }
+};
+
+// char_lstm's characters arrive as ids [N, T]; Keras's model takes them one-hot [N, T, C].
+class OneHot : public nn::Module {
+ public:
+  explicit OneHot(int64_t classes) : classes_(classes) {}
+  Tensor forward(const Tensor& ids) override { return one_hot(ids, classes_); }
+  std::string type_name() const override { return "OneHot(" + std::to_string(classes_) + ")"; }
+
+ private:
+  int64_t classes_;
 };
 
 // Keras's LSTM (or Bidirectional(LSTM), merge_mode concat): the sequence [N, T, D*H] with
@@ -488,6 +501,10 @@ void adapt_input(const std::vector<int64_t>& input, const std::string& dataset, 
   if (dataset == "mnist" && input != std::vector<int64_t>{28, 28}) reshape_to(input);
   if (dataset == "cifar10" && input.size() == 1) reshape_to(input);
   if (dataset == "cifar10" && input.size() == 3) p.chw_ = true;
+  if (dataset == "chars") {
+    const int64_t c = input[1];
+    p.steps.push_back({"input_one_hot", [c] { return std::make_shared<OneHot>(c); }});
+  }
 }
 
 // The reference data set whose samples fit the model: its input shape and its output.
@@ -497,6 +514,12 @@ std::string dataset_for(const std::vector<int64_t>& input, const Parser& p, int6
     return "mnist";
   if (!p.embedding_input && outputs == 10 && (input == V{32, 32, 3} || input == V{3072})) return "cifar10";
   if (p.embedding_input && outputs == 1 && input == V{100} && p.vocab == 20000) return "imdb";
+  // fastText's words and bigrams: ids from 20,000 on are the training set's bigrams.
+  if (p.embedding_input && outputs == 1 && input == V{400} && p.vocab > 20000) return "imdb_bigrams";
+  // char_lstm's windows of 40 characters, one-hot, predicting the next of the same characters.
+  if (!p.embedding_input && input.size() == 2 && input[0] == 40 && outputs == input[1] && outputs >= 2 &&
+      outputs <= kCharLstmMaxChars && p.output_activation == "softmax")
+    return "chars";
   return "";
 }
 
@@ -571,6 +594,18 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
   m.recipe_source += "; batch 32 and 1 epoch as Keras's fit unless --batch, --epochs";
 }
 
+// A file fixes the sizes the reference models take from their data (models/registry.h): the data
+// (`vocab`: its largest id + 1, or its distinct characters) must fit the file's (`sized`).
+void check_data_vocabulary(const std::string& file, const std::string& dataset, int64_t sized, int64_t vocab) {
+  if (dataset == "chars" && vocab != sized)
+    refuse(file, "the text has " + std::to_string(vocab) + " distinct characters, but the model's one-hot input and "
+                 "its output take " + std::to_string(sized) + ": a model for this text has input [40, " +
+                 std::to_string(vocab) + "] and Dense(" + std::to_string(vocab) + ")");
+  if ((dataset == "imdb" || dataset == "imdb_bigrams") && vocab > sized)
+    refuse(file, "the data has token ids up to " + std::to_string(vocab - 1) + ", but the Embedding's input_dim is " +
+                 std::to_string(sized) + ": a model for this data has input_dim " + std::to_string(vocab) + " or more");
+}
+
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -622,11 +657,12 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
     m.name = file;
     m.description = "Keras Sequential model, input " + shape_text(input) + ", " +
                     std::to_string(layers.size()) + " layers";
-    m.vocab = p.vocab;
+    m.vocab = dataset == "chars" ? input[1] : p.vocab;
     m.keras_parameters = p.keras_parameters;
     for (const std::string& w : p.count_differs) m.keras_parameters_why += (m.keras_parameters_why.empty() ? "" : "; ") + w;
     const std::vector<Parser::Step> steps = p.steps;
-    m.build_for = [steps](int64_t) {
+    m.build_for = [steps, dataset, file, sized = m.vocab](int64_t vocab) {
+      check_data_vocabulary(file, dataset, sized, vocab);
       auto s = std::make_shared<nn::Sequential>();
       for (const Parser::Step& st : steps) s->add(st.name, st.make());
       return std::shared_ptr<nn::Module>(s);

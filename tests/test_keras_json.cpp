@@ -50,10 +50,12 @@ Tensor input_for(const std::string& dataset) {
   manual_seed(7);
   if (dataset == "mnist") return uniform01(Shape{4, 28, 28});
   if (dataset == "cifar10") return uniform01(Shape{4, 3, 32, 32});
-  Tensor u = uniform01(Shape{4, 100});
-  std::vector<float> v = u.to_vector<float>();
-  for (float& x : v) x = float(int(x * 20000));
-  return from_vector(v, Shape{4, 100});
+  // Token ids (the IMDb sets) or characters (char_lstm's windows of 40).
+  const int64_t len = dataset == "imdb_bigrams" ? 400 : dataset == "chars" ? 40 : 100;
+  const float ids = dataset == "imdb_bigrams" ? 1200000.0f : dataset == "chars" ? 57.0f : 20000.0f;
+  std::vector<float> v = uniform01(Shape{4, len}).to_vector<float>();
+  for (float& x : v) x = float(int(x * ids));
+  return from_vector(v, Shape{4, len});
 }
 }  // namespace
 
@@ -61,7 +63,8 @@ Tensor input_for(const std::string& dataset) {
 // set, the same weights from the same seed, and the same outputs (evaluation mode).
 TEST(KerasJson, TheReferenceModelsAsFilesAreTheModels) {
   const std::vector<std::pair<std::string, int64_t>> keras_counts = {
-      {"mnist_mlp", 669706}, {"mnist_cnn", 1199882}, {"cifar10_cnn", 1250858}, {"imdb_bilstm", 2658945}};
+      {"mnist_mlp", 669706},     {"mnist_cnn", 1199882},        {"cifar10_cnn", 1250858},
+      {"imdb_bilstm", 2658945},  {"imdb_fasttext", 60000051},   {"char_lstm", 102585}};
   for (const auto& [name, keras] : keras_counts) {
     SCOPED_TRACE(name);
     const models::ModelInfo file = models::load_keras_model(file_of(name));
@@ -82,6 +85,32 @@ TEST(KerasJson, TheReferenceModelsAsFilesAreTheModels) {
     b->eval();
     const Tensor x = input_for(ref.recipe.dataset);
     EXPECT_EQ((*a)(x).to_vector<float>(), (*b)(x).to_vector<float>());
+  }
+}
+
+// A file fixes the sizes the reference models take from their data: a text of other characters, or
+// token ids past the Embedding's input_dim, are refused in one sentence before anything is built.
+TEST(KerasJson, DataThatDoesNotFitTheFilesSizesIsRefused) {
+  const models::ModelInfo chars = models::load_keras_model(file_of("char_lstm"));
+  EXPECT_EQ(chars.recipe.dataset, "chars");
+  EXPECT_EQ(chars.vocab, 57);
+  try {
+    chars.build_for(51);
+    ADD_FAILURE() << "51 characters for a model of 57";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the text has 51 distinct characters, but the model's one-hot input and its "
+                                         "output take 57: a model for this text has input [40, 51] and Dense(51)"),
+              std::string::npos) << e.what();
+  }
+  const models::ModelInfo ft = models::load_keras_model(file_of("imdb_fasttext"));
+  EXPECT_EQ(ft.recipe.dataset, "imdb_bigrams");
+  EXPECT_NO_THROW(ft.build_for(1000));  // fewer ids than the table has rows: fits
+  try {
+    ft.build_for(1250000);
+    ADD_FAILURE() << "1,250,000 ids for a table of 1,200,000";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the data has token ids up to 1249999, but the Embedding's input_dim is 1200000"),
+              std::string::npos) << e.what();
   }
 }
 
