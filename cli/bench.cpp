@@ -18,6 +18,7 @@
 #include "ops/view.h"
 #include "cli/cli_numbers.h"
 #include "cli/datasets.h"
+#include "models/keras_json.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -206,7 +207,8 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
     print_header(cpu, cost);
     size_t slot = 0;
     for (size_t mi = 0; mi < o.models.size(); ++mi) {
-      const models::ModelInfo& info = models::find_model(o.models[mi]);
+      const models::ModelInfo& ref = models::find_model(o.models[mi]);
+      const models::ModelInfo info = o.loss.empty() ? ref : models::with_loss(ref, o.loss);
       // Made again each round: the pool's peak, reported, holds one model's data set at a time.
       DataRequest req;
       req.dataset = info.recipe.dataset;

@@ -25,6 +25,7 @@ struct BenchOptions {
   train::GraphMode graph = train::GraphMode::Auto;
   uint64_t seed = 1;
   double price_per_hour = -1;          // >= 0: each row's cost per million samples at this machine price
+  std::string loss;                    // --loss: "" is each model's recipe's
 };
 
 // Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on

@@ -173,6 +173,7 @@ std::vector<std::string> train_args(const Options& o, const Config& c, int gpus,
   if (!o.nvml) a.push_back("--no-nvml");
   if (o.channels_last) a.push_back("--channels-last");
   if (o.has("graph")) a.insert(a.end(), {"--graph", train::graph_mode_name(o.graph)});
+  if (!o.loss.empty()) a.insert(a.end(), {"--loss", o.loss});
   return a;
 }
 

@@ -26,6 +26,7 @@ BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
   b.seed = o.seed;
   b.graph = o.graph;
   b.price_per_hour = o.price_per_hour;
+  b.loss = o.loss;
   if (std::string why = train::graph_unsupported(b.graph, b.device); !why.empty()) throw Error(why);
   if (o.threads) set_num_threads(*o.threads);
   return b;
@@ -36,7 +37,7 @@ int cmd_bench(const Options& o) {
   std::vector<std::string> models = parse_list(o.model);
   if (models.empty())
     for (const auto& m : models::all_models()) models.push_back(m.name);
-  for (const std::string& m : models) models::find_model(m);  // unknown names fail before any run
+  for (const std::string& m : models) model_with_flags(m, o);  // unknown names and losses fail before any run
   if (!o.gpus_list.empty()) return bench_world(o, models);
   if (o.epochs)
     throw Error("loupe bench takes --epochs with --gpus LIST only (each world size is a training run); without it "

@@ -13,6 +13,7 @@
 #include "ops/conv_cpu.h"
 #include "ops/gemm_cpu.h"
 #include "cli/commands.h"
+#include "models/keras_json.h"
 #include "cli/interrupt.h"
 #include "dist/comm.h"
 
@@ -32,6 +33,17 @@ Device pick_device(const Options& o) {
   if (dev.is_cuda() && !cuda_available())
     throw Error("--device cuda: no CUDA GPU is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), or use --device cpu");
   return dev;
+}
+
+models::ModelInfo model_with_flags(const std::string& name, const Options& o) {
+  models::ModelInfo info = models::find_model(name);
+  if (!o.optimizer.empty()) {
+    info.recipe = models::with_optimizer(info.recipe, o.optimizer);
+    info.recipe_source = "the optimizer from --optimizer " + o.optimizer + ", with Keras's defaults for it" +
+                         (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
+  }
+  if (!o.loss.empty()) info = models::with_loss(std::move(info), o.loss);
+  return info;
 }
 
 DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident) {

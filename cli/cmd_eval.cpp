@@ -12,7 +12,7 @@ int cmd_eval(const Options& o) {
   if (o.model.empty()) throw Error("loupe eval needs a model name and --checkpoint PATH");
   if (o.checkpoint.empty()) throw Error("loupe eval needs --checkpoint PATH (written by loupe train --save PATH)");
   install_interrupt_handlers();  // as train: Ctrl-C stops within a second, loading or evaluating
-  const models::ModelInfo& info = models::find_model(o.model);
+  const models::ModelInfo info = model_with_flags(o.model, o);
   Device dev = pick_device(o);
   models::SessionOptions so;
   so.device = dev;

@@ -45,19 +45,10 @@ constexpr int64_t kEvalBatch = train::Trainer::kEvalBatch;
 // diverged, stops with this status (1 is an error, 130 Ctrl-C).
 constexpr int kExitDiverged = 3;
 
-// The model with the recipe's optimizer replaced by --optimizer's, where given.
-models::ModelInfo with_flags(models::ModelInfo info, const Options& o) {
-  if (o.optimizer.empty()) return info;
-  info.recipe = models::with_optimizer(info.recipe, o.optimizer);
-  info.recipe_source = "the optimizer from --optimizer " + o.optimizer + ", with Keras's defaults for it" +
-                       (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
-  return info;
-}
-
 // What one `loupe train` holds from its start to its end.
 struct Run {
   const Options& o;
-  const models::ModelInfo info;  // a copy: --optimizer changes its recipe
+  const models::ModelInfo info;  // a copy: --optimizer and --loss change its recipe
   int epochs = 0;
   int64_t batch = 0;
   Device dev = kCPU;
@@ -506,7 +497,7 @@ int cmd_train(const Options& o) {
   if (is_rank()) world = std::make_unique<World>(o);  // before any other CUDA work: the rank's GPU
   const Options ro = world ? rank_options(o, *world) : o;
   check_outputs(ro);
-  Run run{ro, with_flags(models::find_model(o.model), ro)};
+  Run run{ro, model_with_flags(o.model, ro)};
   run.world = world.get();
   prepare(run);
   Reporting rep(run);
@@ -584,7 +575,7 @@ int cmd_profile(const Options& o) {
   po.epochs = 1;
   po.plain = true;
   po.max_steps = po.profile_steps.second + (o.counters ? 1 : 0);  // the counter pass: one more step
-  Run run{po, with_flags(models::find_model(o.model), po)};
+  Run run{po, model_with_flags(o.model, po)};
   prepare(run);
   const int64_t steps = run.epoch_steps();
   if (steps < po.max_steps)

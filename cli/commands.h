@@ -34,6 +34,9 @@ int report_profile(const Options& o, const instrument::Profile& p);
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and
 // this build or machine has none.
 Device pick_device(const Options& o);
+// The model (a reference model's name or a Keras file), its recipe changed by --optimizer and
+// --loss where given; the run header's recipe_source says so.
+models::ModelInfo model_with_flags(const std::string& name, const Options& o);
 // The model's data set as --data and --synthetic ask for it.
 DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
 // --precision and --graph as the trainer takes them, checked against the device.

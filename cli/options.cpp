@@ -73,6 +73,9 @@ options (defaults come from the model's recipe):
   --lr X              learning rate
   --optimizer NAME    adam, rmsprop, sgd or adadelta, with Keras's defaults for it (its learning
                       rate too, unless --lr): instead of the recipe's or the model file's
+  --loss NAME         categorical_crossentropy, sparse_categorical_crossentropy or
+                      binary_crossentropy, as Keras names them: instead of the model file's (on a
+                      linear last layer, the outputs as logits; a file without one needs it)
   --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
                       cifar-10-batches-bin for cifar10_cnn, or for either image folders
                       DIR/train/<class>/ and DIR/test/<class>/ (PNG, JPEG) or NumPy arrays
@@ -152,6 +155,7 @@ options:
   --data DIR          the model's data set, as for loupe train (default: the same lookup)
   --val-split F       NumPy arrays without test arrays: the last F of the training ones (as train)
   --synthetic [KIND]  evaluate on the synthetic set of the model's shapes (random or learnable)
+  --loss NAME         the test loss's, as Keras names it (as loupe train)
   --precision P       fp32 (default); GPU only: tf32, fp16, bf16
   --graph auto|on|off evaluation as a CUDA graph (default auto)
 )";
@@ -190,7 +194,8 @@ options:
   "  --busy              GPU busy time from CUPTI activity records (adds overhead)\n" \
   "  --no-nvml           do not sample NVML (utilisation, memory and power become n/a)\n" \
   "  --price-per-hour X  the machine's price: adds each row's cost per million samples ($/M samples)\n" \
-  "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`)\n"
+  "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`)\n" \
+  "  --loss NAME         a model file's loss, as Keras names it (as loupe train)\n"
 
 const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n\n"
     "Times training steps per (model, batch, precision) on synthetic data resident on the device:\n"
@@ -303,6 +308,7 @@ options:
   --batch N           batch size (default: the recipe's)
   --lr X              learning rate
   --optimizer NAME    adam, rmsprop, sgd or adadelta (as loupe train)
+  --loss NAME         the loss, as Keras names it (as loupe train)
   --precision P       fp32, tf32, fp16 or bf16 (as loupe train)
   --channels-last     convolutions in NHWC
   --data DIR          the model's data set (as loupe train)
@@ -389,6 +395,10 @@ const std::map<std::string, Spec> kSpecs = {
     {"optimizer", {false, "train profile", [](Options& o, const std::string& v) {
        models::with_optimizer(models::Recipe{}, v);  // an unknown name is refused here, before any work
        o.optimizer = v;
+     }}},
+    {"loss", {false, "train profile eval bench sweep", [](Options& o, const std::string& v) {
+       models::with_loss(models::ModelInfo{}, v);  // an unknown name is refused here, before any work
+       o.loss = v;
      }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
     {"workers", {false, "train profile", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},

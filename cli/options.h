@@ -43,6 +43,7 @@ struct Options {
   std::optional<int64_t> batch;  // also copybench
   std::optional<double> lr;
   std::string optimizer;  // --optimizer: "" is the recipe's
+  std::string loss;       // --loss: "" is the recipe's (a model file's compile_config or last activation)
   int64_t max_steps = -1;
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;

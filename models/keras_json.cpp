@@ -585,9 +585,11 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
   } else if (act == "softmax" || act == "sigmoid") {
     m.recipe.loss = act == "softmax" ? train::Loss::CrossEntropy : train::Loss::BinaryCrossEntropyWithLogits;
   } else {
-    refuse(file, "the last layer has no softmax or sigmoid and the file names no loss; loupe trains classifiers");
+    m.loss_missing = file + ": the last layer has no softmax or sigmoid and the file names no loss: give --loss "
+                     "categorical_crossentropy or binary_crossentropy (on the outputs as logits)";
   }
-  if (m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
+  m.output_activation = act;
+  if (m.loss_missing.empty() && m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
     refuse(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
   m.recipe.batch = 32;
   m.recipe.epochs = 1;
@@ -653,6 +655,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
     m.recipe.dataset = dataset.empty() ? "arrays" : dataset;
     m.input_shape = input;
     m.classes = m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;
+    m.outputs = outputs;
     m.token_ids = p.embedding_input;
     m.name = file;
     m.description = "Keras Sequential model, input " + shape_text(input) + ", " +
@@ -672,6 +675,25 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
   } catch (const json::exception& e) {  // a key missing or of the wrong type
     refuse(file, std::string("not a model file loupe can read: ") + e.what());
   }
+}
+
+ModelInfo with_loss(ModelInfo info, const std::string& name) {
+  const std::string key = class_key(json(name));
+  if (key != "categoricalcrossentropy" && key != "sparsecategoricalcrossentropy" && key != "binarycrossentropy")
+    throw Error("--loss '" + name + "': loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
+                "binary_crossentropy");
+  const std::string act = info.output_activation.empty() ? "linear" : info.output_activation;
+  info.recipe.loss = loss_from(json{{"class_name", name}, {"config", {{"from_logits", act == "linear"}}}}, act,
+                               info.name);
+  const bool binary = info.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits;
+  if (info.outputs > 0 && binary != (info.outputs == 1))  // a reference model's: the trainer checks its logits
+    throw Error(info.name + ": --loss " + name + " over " + std::to_string(info.outputs) + " output" +
+                (info.outputs == 1 ? "" : "s") + "; " +
+                (binary ? "binary_crossentropy trains one" : "a classifier has at least 2 classes (binary_crossentropy trains one output)"));
+  if (info.outputs > 0) info.classes = binary ? 2 : info.outputs;
+  info.loss_missing.clear();
+  info.recipe_source = "the loss from --loss " + name + (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
+  return info;
 }
 
 ModelInfo load_keras_model(const std::string& path) {

@@ -34,4 +34,10 @@ ModelInfo keras_model(const std::string& json, const std::string& name);
 // The same from a file (regular, at most 16 MiB: a model's architecture is kilobytes).
 ModelInfo load_keras_model(const std::string& path);
 
+// `info` trained with the loss Keras calls `name` (categorical_crossentropy,
+// sparse_categorical_crossentropy or binary_crossentropy, as `--loss` gives it): on a softmax or
+// sigmoid last layer as Keras applies it, on a linear one (and a reference model's) as logits.
+// An Error naming the three for another name, or for a loss the last layer does not fit.
+ModelInfo with_loss(ModelInfo info, const std::string& name);
+
 }  // namespace loupe::models

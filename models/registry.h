@@ -43,6 +43,12 @@ struct ModelInfo {
   int64_t keras_parameters = 0;
   std::string keras_parameters_why;  // why the two counts differ, where they do
   std::string recipe_source;
+  // A model file's last activation (softmax, sigmoid or linear; "" for the reference models, whose
+  // last layer gives the logits their loss takes), and why its loss is unknown: a linear last layer
+  // in a file that names no loss (--loss names it; models::Session refuses the model until then).
+  std::string output_activation;
+  std::string loss_missing;
+  int64_t outputs = 0;  // a model file's output units (0 for the reference models)
   // A model file's input per sample as Keras has it, its classes (2 for one sigmoid output), and
   // whether it takes token ids (an Embedding first): what its NumPy arrays must hold (recipe.dataset
   // "arrays").

@@ -84,6 +84,7 @@ Session::Session(const ModelInfo& info, SessionOptions o)
       precision_(options_.trainer.precision.value_or(loupe::precision())),
       lr_(options_.lr > 0 ? options_.lr : info.recipe.lr),
       seed_(options_.seed) {
+  if (!info.loss_missing.empty()) throw Error(info.loss_missing);
   options_.trainer.loss = info.recipe.loss;
   options_.trainer.precision = precision_;
   manual_seed(seed_);

@@ -15,6 +15,7 @@
 #include "loupe.h"
 #include "models/keras_json.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "nn/layers.h"
 
 using namespace loupe;
@@ -194,6 +195,45 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   expect(j, "strides [0,0]; loupe takes 1 to 4096");
   EXPECT_NE(refusal(json::object()).find("not a Keras model file"), std::string::npos);
   EXPECT_THROW(models::keras_model("{not json", "m.json"), Error);
+}
+
+// --loss (models::with_loss): Keras's loss names; on a softmax or sigmoid last layer as Keras
+// applies them, so a loss that does not fit it is refused, as in compile_config.
+TEST(KerasJson, ALossByNameFitsTheLastLayer) {
+  const models::ModelInfo cnn = models::load_keras_model(file_of("mnist_cnn"));  // softmax over 10
+  EXPECT_EQ(models::with_loss(cnn, "sparse_categorical_crossentropy").recipe.loss, train::Loss::CrossEntropy);
+  EXPECT_NE(models::with_loss(cnn, "categorical_crossentropy").recipe_source.find("the loss from --loss"), std::string::npos);
+  auto message = [](const models::ModelInfo& m, const std::string& name) {
+    try {
+      models::with_loss(m, name);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(cnn, "binary_crossentropy").find("needs a last layer of one unit with sigmoid, not softmax"),
+            std::string::npos);
+  EXPECT_NE(message(cnn, "mse").find("loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
+                                     "binary_crossentropy"), std::string::npos);
+  // A reference model's last layer gives logits: its own loss by name is accepted.
+  EXPECT_EQ(models::with_loss(models::find_model("imdb_bilstm"), "binary_crossentropy").recipe.loss,
+            train::Loss::BinaryCrossEntropyWithLogits);
+  // A linear last layer without a loss in the file: read, but no session until a loss is named.
+  json j = read_json("mnist_cnn");
+  j.erase("compile_config");
+  j["config"]["layers"].back()["config"]["activation"] = "linear";
+  const models::ModelInfo logits = models::keras_model(j.dump(), "logits.json");
+  EXPECT_NE(logits.loss_missing.find("give --loss"), std::string::npos) << logits.loss_missing;
+  try {
+    models::Session s(logits);
+    ADD_FAILURE() << "a session without a loss";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), logits.loss_missing);
+  }
+  const models::ModelInfo named = models::with_loss(logits, "categorical_crossentropy");
+  EXPECT_TRUE(named.loss_missing.empty());
+  EXPECT_EQ(named.recipe.loss, train::Loss::CrossEntropy);
+  EXPECT_EQ(models::Session(named).model().num_parameters(), 1199882);
 }
 
 // --optimizer: the recipe's optimizer replaced, with Keras's defaults for the new one; what the

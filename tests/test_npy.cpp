@@ -342,6 +342,45 @@ TEST(NpyFeatures, AModelFileTrainsOnItsOwnArrays) {
   fs::remove_all(dir);
 }
 
+// A model whose last layer gives logits (Dense without an activation) and a file that names no
+// loss: refused until --loss names one, which then trains it (the header says where it came from).
+TEST(NpyFeatures, ALossFromTheCommandLineForALinearLastLayer) {
+  const int64_t n = 200;
+  std::vector<float> x(size_t(n * 4));
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < 4; ++k) x[size_t(i * 4 + k)] = float((i * 7 + k * 3) % 11) / 11.0f;
+    y[size_t(i)] = x[size_t(i * 4)] > 0.5f;
+  }
+  const Bytes xb = npy_bytes(dict("<f4", "(200, 4)"), raw(x)), yb = npy_bytes(dict("<i8", "(200,)"), raw(y));
+  const fs::path dir = npy_set("npy_loss_cli", xb, yb, xb, yb);
+  auto model = [&](int units) {
+    const fs::path m = dir / ("logits" + std::to_string(units) + ".json");
+    std::ofstream(m) << R"({"class_name": "Sequential", "config": [{"class_name": "Dense", "config": {"name": "out",
+      "units": )" << units << R"(, "batch_input_shape": [null, 4]}}], "keras_version": "2.2.4"})";
+    return m.string();
+  };
+  const std::string train = std::string(LOUPE_CLI) + " train ", flags = " --device cpu --plain --no-nvml --epochs 1 --data " + dir.string();
+  auto [rc, out] = loupe::test::run_command(train + model(2) + flags);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("the last layer has no softmax or sigmoid and the file names no loss: give --loss "
+                     "categorical_crossentropy or binary_crossentropy (on the outputs as logits)"), std::string::npos) << out;
+  auto [rc2, out2] = loupe::test::run_command(train + model(2) + flags + " --loss sparse_categorical_crossentropy");
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_NE(out2.find("(the loss from --loss sparse_categorical_crossentropy; the file has no compile_config"), std::string::npos) << out2;
+  auto [rc3, out3] = loupe::test::run_command(train + model(1) + flags + " --loss binary_crossentropy");
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_NE(out3.find("epoch 1/1"), std::string::npos) << out3;
+  auto [rc4, out4] = loupe::test::run_command(train + model(2) + flags + " --loss binary_crossentropy");
+  EXPECT_EQ(rc4, 1) << out4;
+  EXPECT_NE(out4.find("--loss binary_crossentropy over 2 outputs; binary_crossentropy trains one"), std::string::npos) << out4;
+  auto [rc5, out5] = loupe::test::run_command(train + model(2) + flags + " --loss hinge");
+  EXPECT_EQ(rc5, 2) << out5;  // a usage error, before any work
+  EXPECT_NE(out5.find("--loss 'hinge': loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
+                      "binary_crossentropy"), std::string::npos) << out5;
+  fs::remove_all(dir);
+}
+
 // The same arrays in one .npz (np.savez and np.savez_compressed, written by NumPy 1.24: the fuzz
 // corpus's seeds), for the loaders and the command; an archive without y_train is refused by name.
 TEST(NpyFeatures, NpzArchivesAsFolders) {
