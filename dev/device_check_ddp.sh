@@ -55,7 +55,7 @@ if has launchers; then
   grep -E 'tests passed|tests failed' "$O/ctest-launchers.log" | sed 's/^/launchers: /' >> "$S"
 fi
 if has pytorch; then
-  timeout 420 python3 scripts/links_study.py --loupe build-gpu/loupe --models ${MODELS:-cifar10_cnn,imdb_bilstm} \
+  timeout "${PT_TIMEOUT:-420}" python3 scripts/links_study.py --loupe build-gpu/loupe --models ${MODELS:-cifar10_cnn,imdb_bilstm} \
     --batch 1024 --precision fp16 --epochs 4 --transports nvlink --pytorch --pytorch-mode compiled \
     --out /tmp/links-pt > "$O/links-pt.log" 2>&1
   cp /tmp/links-pt/links.md "$O/links-pt.md"; cat /tmp/links-pt/links.md >> "$S"

@@ -2,13 +2,13 @@
 # Issue 34 on the device: each Keras model file in models/keras beside the built-in model it
 # describes, on the GPU (step mode, graph kernels, samples/s of the last epoch), and a file trained
 # on real Fashion-MNIST as .npy arrays (made here from the carried IDX files, when numpy is there).
-# usage: dev/device_check_keras.sh [LOUPE] ; logs under $OUT (or /tmp/out).
+# usage: [MODELS="m1 m2"] dev/device_check_keras.sh [LOUPE] ; logs under $OUT (or /tmp/out).
 set -u
 L=${1:-build-gpu/loupe}
 O=${OUT:-/tmp/out}; mkdir -p "$O"
-for m in mnist_mlp mnist_cnn cifar10_cnn imdb_bilstm; do
+for m in ${MODELS:-mnist_mlp mnist_cnn cifar10_cnn imdb_bilstm imdb_fasttext char_lstm}; do
   for what in "$m" "models/keras/$m.json"; do
-    log="$O/keras-$(basename "$what" .json)$([ "$what" = "$m" ] || echo -file).log"
+    log="$O/keras-$(basename "$what" .json)$([ "$what" = "$m" ] || echo -file).log"  # kept for a failure's tail
     timeout 120 "$L" train "$what" --synthetic --epochs 3 --batch 256 --precision fp16 --plain > "$log" 2>&1
     echo "$what (rc $?): $(grep -E '^model' "$log" | cut -c1-110)"
     echo "   $(grep -E '^step' "$log")"
