@@ -32,16 +32,23 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
 }
 
 
+// The model column: 14 wide, or as wide as the run's longest name (run_bench sets it); a model file
+// by its base name ("my_cnn.json"), so that it stays apart from a reference model of the same stem.
+int model_width = 14;
+std::string shown(const std::string& model) {
+  return models::is_model_file(model) ? model.substr(model.find_last_of('/') + 1) : model;
+}
+
 // cost: a last column, $ per million samples, when a price was given (--price-per-hour). A run has
 // one device, so the table is the GPU's or the CPU's: on the CPU, where NVML, CUPTI and the pool have
 // nothing to say, it shows the CPU's own figures instead of seven n/a columns.
 void print_header(bool cpu, bool cost) {
   const char* c = cost ? "   $/M samples" : "";
   if (cpu)
-    std::printf("%-14s %6s %5s %11s %8s %7s %5s %6s %8s %10s%s\n", "model", "batch", "prec", "samples/s", "ms/step",
+    std::printf("%-*s %6s %5s %11s %8s %7s %5s %6s %8s %10s%s\n", model_width, "model", "batch", "prec", "samples/s", "ms/step",
                 "threads", "cores", "waited", "GFLOP/s", "peak RSS", c);
   else
-    std::printf("%-14s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", "model", "batch", "prec", "samples/s",
+    std::printf("%-*s %6s %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", model_width, "model", "batch", "prec", "samples/s",
                 "ms/step", "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", c);
 }
 
@@ -56,7 +63,7 @@ std::string mib(const instrument::Opt& bytes) {
 void print_cpu_row(const instrument::EpochReport& r, const std::string& ms, const std::string& cost) {
   instrument::Opt gflops;
   if (r.achieved_tflops) gflops = *r.achieved_tflops * 1e3;
-  std::printf("%-14s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", r.model.c_str(), (long long)r.batch,
+  std::printf("%-*s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", model_width, shown(r.model).c_str(), (long long)r.batch,
               r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
               fmt(r.host_cpu_util, "%.1f").c_str(), fmt(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
               fmt(gflops, "%.1f").c_str(), mib(r.host_rss_bytes).c_str(), cost.c_str());
@@ -75,7 +82,8 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
   if (r.alloc_peak_bytes) pool_mib = *r.alloc_peak_bytes / double(1 << 20);
   // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
-  std::printf("%-14s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", r.model.c_str(), (long long)r.batch,
+  std::printf("%-*s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", model_width, shown(r.model).c_str(),
+              (long long)r.batch,
               r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
               fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
@@ -191,6 +199,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
   const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
   const double min_seconds = o.min_seconds >= 0 ? o.min_seconds : dev.is_cuda() ? 2.0 : 0.0;
   const int rounds = std::max(1, o.rounds);
+  for (const std::string& m : o.models) model_width = std::max(model_width, int(shown(m).size()));
   std::printf("device  %s; synthetic data resident on it; %lld warm-up steps, then at least %lld timed steps",
               dev.is_cuda() ? (dev.str() + " (" + name + ")").c_str() : "cpu", (long long)o.warmup,
               (long long)o.steps);
@@ -220,14 +229,14 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
         std::string why = precision_unsupported(prec, dev);
         if (!why.empty()) {
           if (round == 1)
-            std::printf("%-14s skipped %s: %s\n", info.name.c_str(), prec_name.c_str(), why.c_str());
+            std::printf("%-*s skipped %s: %s\n", model_width, shown(info.name).c_str(), prec_name.c_str(), why.c_str());
           continue;
         }
         std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
         for (int64_t batch : batches) {
           if (d.train.size() < batch) {
             if (round == 1)
-              std::printf("%-14s skipped batch %lld: the data set holds %lld samples\n", info.name.c_str(),
+              std::printf("%-*s skipped batch %lld: the data set holds %lld samples\n", model_width, shown(info.name).c_str(),
                           (long long)batch, (long long)d.train.size());
             continue;
           }
