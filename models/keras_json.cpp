@@ -383,6 +383,7 @@ class Parser {
     need_value(l, "center", true, "loupe's has a shift (beta)");
     need_value(l, "scale", true, "loupe's has a scale (gamma)");
     need_value(l, "renorm", false, "loupe's has no batch renormalisation");
+    need_value(l, "synchronized", false, "loupe's normalises each GPU's batch on its own");
     for (const char* k : {"beta_initializer", "moving_mean_initializer"}) init(l, k, "zeros");
     for (const char* k : {"gamma_initializer", "moving_variance_initializer"}) init(l, k, "ones");
     if (shape_.size() == 3) image(l);
@@ -550,19 +551,33 @@ void optimizer_from(const json& o, Recipe& r, const std::string& file) {
 }
 
 // The loss of compile_config, which must agree with the last layer's activation (the loss applies
-// softmax or sigmoid itself unless from_logits says the layer gives logits).
-train::Loss loss_from(const json& l, const std::string& act, const std::string& file) {
+// softmax or sigmoid itself unless from_logits says the layer gives logits). Binary cross-entropy
+// over a softmax of two units is categorical cross-entropy for 0/1 labels (the two terms of each
+// sample are the same), and is trained as that; `source` says so.
+train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, const std::string& file,
+                      std::string* source = nullptr) {
   const std::string name = class_key(l);
-  const bool logits = l.is_object() && l.contains("config") && l.at("config").value("from_logits", false);
+  const json c = l.is_object() && l.contains("config") && l.at("config").is_object() ? l.at("config") : json::object();
+  const bool logits = c.value("from_logits", false);
+  if (c.contains("label_smoothing") && c.at("label_smoothing") != 0 && !c.at("label_smoothing").is_null())
+    refuse(file, "the loss " + name + " smooths its labels (label_smoothing " + c.at("label_smoothing").dump() +
+                     "); loupe's does not");
+  const std::string reduction = c.value("reduction", std::string("sum_over_batch_size"));
+  if (reduction != "sum_over_batch_size" && reduction != "auto")
+    refuse(file, "the loss " + name + " has reduction '" + reduction + "'; loupe's is the mean over the batch");
   if (name == "categoricalcrossentropy" || name == "sparsecategoricalcrossentropy") {
     if (act != (logits ? "linear" : "softmax"))
       refuse(file, "the loss " + name + " needs a last layer with " + (logits ? "no activation" : "softmax") + ", not " + act);
     return train::Loss::CrossEntropy;
   }
   if (name == "binarycrossentropy") {
+    if (act == "softmax" && !logits && outputs == 2) {
+      if (source) *source = "binary_crossentropy over a softmax of 2 units, trained as the categorical cross-entropy it equals";
+      return train::Loss::CrossEntropy;
+    }
     if (act != (logits ? "linear" : "sigmoid"))
       refuse(file, "the loss binary_crossentropy needs a last layer of one unit with " +
-                       std::string(logits ? "no activation" : "sigmoid") + ", not " + act);
+                       std::string(logits ? "no activation" : "sigmoid") + " (or a softmax of two), not " + act);
     return train::Loss::BinaryCrossEntropyWithLogits;
   }
   refuse(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary cross-entropy)");
@@ -581,7 +596,9 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
   }
   const std::string& act = p.output_activation;
   if (cc && cc->contains("loss") && !cc->at("loss").is_null()) {
-    m.recipe.loss = loss_from(cc->at("loss"), act, file);
+    std::string said;
+    m.recipe.loss = loss_from(cc->at("loss"), act, outputs, file, &said);
+    if (!said.empty()) m.recipe_source += "; " + said;
   } else if (act == "softmax" || act == "sigmoid") {
     m.recipe.loss = act == "softmax" ? train::Loss::CrossEntropy : train::Loss::BinaryCrossEntropyWithLogits;
   } else {
@@ -683,8 +700,9 @@ ModelInfo with_loss(ModelInfo info, const std::string& name) {
     throw Error("--loss '" + name + "': loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
                 "binary_crossentropy");
   const std::string act = info.output_activation.empty() ? "linear" : info.output_activation;
+  std::string said;
   info.recipe.loss = loss_from(json{{"class_name", name}, {"config", {{"from_logits", act == "linear"}}}}, act,
-                               info.name);
+                               info.outputs, info.name, &said);
   const bool binary = info.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits;
   if (info.outputs > 0 && binary != (info.outputs == 1))  // a reference model's: the trainer checks its logits
     throw Error(info.name + ": --loss " + name + " over " + std::to_string(info.outputs) + " output" +
@@ -692,7 +710,8 @@ ModelInfo with_loss(ModelInfo info, const std::string& name) {
                 (binary ? "binary_crossentropy trains one" : "a classifier has at least 2 classes (binary_crossentropy trains one output)"));
   if (info.outputs > 0) info.classes = binary ? 2 : info.outputs;
   info.loss_missing.clear();
-  info.recipe_source = "the loss from --loss " + name + (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
+  info.recipe_source = "the loss from --loss " + name + (said.empty() ? "" : " (" + said + ")") +
+                       (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
   return info;
 }
 

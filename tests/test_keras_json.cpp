@@ -167,6 +167,15 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["compile_config"]["loss"] = "mean_squared_error";
   expect(j, "meansquarederror' is not one loupe trains");
   j = cnn;
+  j["compile_config"]["loss"] = {{"class_name", "CategoricalCrossentropy"}, {"config", {{"label_smoothing", 0.1}}}};
+  expect(j, "smooths its labels (label_smoothing 0.1); loupe's does not");
+  j["compile_config"]["loss"] = {{"class_name", "CategoricalCrossentropy"}, {"config", {{"reduction", "sum"}}}};
+  expect(j, "has reduction 'sum'; loupe's is the mean over the batch");
+  j = cnn;
+  const json bn = {{"class_name", "BatchNormalization"}, {"config", {{"name", "bn"}, {"synchronized", true}}}};
+  j["config"]["layers"].insert(j["config"]["layers"].begin() + 2, bn);
+  expect(j, "has synchronized true; loupe's normalises each GPU's batch on its own");
+  j = cnn;
   j["compile_config"]["optimizer"]["class_name"] = "Nadam";
   expect(j, "'nadam' is not one loupe has");
   j = cnn;
@@ -211,10 +220,20 @@ TEST(KerasJson, ALossByNameFitsTheLastLayer) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(cnn, "binary_crossentropy").find("needs a last layer of one unit with sigmoid, not softmax"),
-            std::string::npos);
+  EXPECT_NE(message(cnn, "binary_crossentropy").find("needs a last layer of one unit with sigmoid (or a softmax of two), "
+                                                    "not softmax"), std::string::npos);
   EXPECT_NE(message(cnn, "mse").find("loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
                                      "binary_crossentropy"), std::string::npos);
+  // Keras's binary cross-entropy over a softmax of two units (as Keras 3 wrote a user's model) is
+  // categorical cross-entropy for 0/1 labels: trained as that, and said.
+  json two = read_json("mnist_cnn");
+  two["config"]["layers"].back()["config"]["units"] = 2;
+  two["compile_config"]["loss"] = {{"module", "keras.losses"}, {"class_name", "BinaryCrossentropy"},
+                                   {"config", {{"from_logits", false}, {"label_smoothing", 0.0}, {"reduction", "sum_over_batch_size"}}}};
+  const models::ModelInfo pair = models::keras_model(two.dump(), "two.json");
+  EXPECT_EQ(pair.recipe.loss, train::Loss::CrossEntropy);
+  EXPECT_NE(pair.recipe_source.find("binary_crossentropy over a softmax of 2 units, trained as the categorical "
+                                    "cross-entropy it equals"), std::string::npos) << pair.recipe_source;
   // A reference model's last layer gives logits: its own loss by name is accepted.
   EXPECT_EQ(models::with_loss(models::find_model("imdb_bilstm"), "binary_crossentropy").recipe.loss,
             train::Loss::BinaryCrossEntropyWithLogits);
