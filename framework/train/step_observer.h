@@ -2,7 +2,7 @@
 // the trainer calls each observer at named points, in order, so that its epoch loop stays a short
 // loop. Built in (epoch_observers, below): the profiler window, the running loss read from the
 // device without waiting, the divergence watch, the ranks' weight check and the progress callback.
-// The step's own parts (the reducer, the loss scaler) are device work inside the step, not here.
+// The step's own parts (the reducer, the loss scaler) are device work inside the step: train/step_parts.h.
 #pragma once
 #include <cstdint>
 #include <functional>

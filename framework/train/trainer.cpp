@@ -24,6 +24,7 @@
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "train/step_observer.h"
+#include "train/step_parts.h"
 
 namespace loupe::train {
 
@@ -76,6 +77,15 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
     check_ranks_ = knobs::flag("LOUPE_DDP_CHECK");
     broadcast_weights();
   }
+  build_step_parts();
+}
+
+// The step's parts in the order they act: the reducer's join before the scaler's check reads the
+// averaged gradients.
+void Trainer::build_step_parts() {
+  parts_.clear();
+  if (reducer_) parts_.push_back(reducer_part(*reducer_, scaler_.get()));
+  if (scaler_) parts_.push_back(scaler_part(*scaler_, model_.arena()));
 }
 
 Trainer::~Trainer() {
@@ -286,24 +296,15 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   {
     NvtxRange r("backward", RangeKind::Phase);
-    // fp16: the scaled loss, with the ops that add into a gradient in place checking what they
-    // write for inf and NaN (an embedding's few selected rows of its whole table).
-    if (reducer_) reducer_->begin();
-    if (scaler_) scaler_->backward(loss);
-    else backward(loss);
-    if (reducer_) {
-      reducer_->end();  // the compute stream now waits for the averaged gradients
-      if (scaler_) scaler_->distrust_source_checks();
-    }
+    for (const auto& p : parts_) p->before_backward();
+    bool done = false;
+    for (auto p = parts_.begin(); p != parts_.end() && !done; ++p) done = (*p)->backward(loss);
+    if (!done) backward(loss);
+    for (const auto& p : parts_) p->after_backward();
   }
   {
     NvtxRange r("optimizer", RangeKind::Phase);
-    // A read-only pass over the gradients nothing checked at the source; the optimizer unscales
-    // as it reads them, or skips the step on the device if an inf or NaN was found.
-    if (scaler_) {
-      OpScope s("gradient check", {&model_.arena().grads()});
-      scaler_->check_(model_.arena().grads());
-    }
+    for (const auto& p : parts_) p->before_update();
     {
       OpScope s(opt_.name().c_str());
       // Read: values, gradients and each state; written: values and each state (float32).
@@ -311,10 +312,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
         s.set_bytes(4.0 * double(model_.arena().num_parameters()) * double(3 + 2 * opt_.state().size()));
       opt_.step();
     }
-    if (scaler_) {
-      OpScope s("loss scale update");
-      scaler_->update();
-    }
+    for (const auto& p : parts_) p->after_update();
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
@@ -333,6 +331,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
       if (scaler_) {
         opt_.set_scaler(nullptr);
         scaler_.reset();
+        build_step_parts();
       }
     }
   }

@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "train/loss.h"
 #include "train/step_graph.h"
+#include "train/step_parts.h"
 
 namespace loupe::instrument { class EpochMonitor; }
 namespace loupe::loader { class DataLoader; }
@@ -254,6 +255,8 @@ class Trainer {
   double eval_loss_value_ = -1;
   loader::Shard shard_;
   std::unique_ptr<GradReducer> reducer_;
+  std::vector<std::unique_ptr<StepPart>> parts_;  // the reducer's and the scaler's (train/step_parts.h)
+  void build_step_parts();
   bool check_ranks_ = false;   // LOUPE_DDP_CHECK: the ranks' weights compared after every step
   Tensor checksum_, checksums_;
   void check_ranks_agree();
