@@ -187,6 +187,9 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j = bil;
   j["config"]["layers"][4]["config"]["units"] = 3;
   expect(j, "sigmoid over 3 units");
+  j = bil;  // an LSTM whose initialisation alone would take hours
+  j["config"]["layers"][2]["config"]["layer"]["config"]["units"] = 15000;
+  expect(j, "units 15000; loupe takes a positive whole number up to 2048");
   j = bil;
   j["config"]["layers"][1]["config"]["mask_zero"] = true;
   expect(j, "mask_zero true");

@@ -22,7 +22,7 @@ case $target in  # -max_len: room for the largest seed and a little more
   checkpoint) max_len=8192 ;;
   npy) max_len=4096 ;;
   records) max_len=4096 ;;
-  keras) max_len=16384 ;;  # a model file is kilobytes; accepted ones of up to 2M parameters are built
+  keras) max_len=16384 ;;  # a model file is kilobytes; accepted ones of up to 200,000 parameters are built
   npz) max_len=8192 ;;
   *) echo "$0: unknown target '$target' (idx, idx_gz, cifar, text, image, checkpoint, npy, records, keras, npz)" >&2; exit 2 ;;
 esac
