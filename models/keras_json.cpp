@@ -641,6 +641,8 @@ Parser parse(const std::vector<Layer>& layers, const std::vector<int64_t>& input
   adapt_input(input, dataset, p);
   for (size_t i = 0; i < layers.size(); ++i) p.layer(layers[i], i + 1 == layers.size());
   if (p.shape_.size() != 1) refuse(file, "the model's output is " + shape_text(p.shape_) + " a sample; a classifier's is a vector");
+  if (p.loupe_parameters == 0)
+    refuse(file, "the model has no weights to train (no Dense, Conv2D, BatchNormalization, Embedding or LSTM layer)");
   return p;
 }
 

@@ -187,6 +187,10 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j = bil;
   j["config"]["layers"][4]["config"]["units"] = 3;
   expect(j, "sigmoid over 3 units");
+  j = cnn;  // only layers without weights (found by fuzz_keras)
+  j["config"]["layers"] = {j["config"]["layers"][0], j["config"]["layers"][3], j["config"]["layers"][5],
+                           {{"class_name", "Activation"}, {"config", {{"name", "a"}, {"activation", "softmax"}}}}};
+  expect(j, "the model has no weights to train");
   j = bil;  // an LSTM whose initialisation alone would take hours
   j["config"]["layers"][2]["config"]["layer"]["config"]["units"] = 15000;
   expect(j, "units 15000; loupe takes a positive whole number up to 2048");
