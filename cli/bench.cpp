@@ -36,7 +36,7 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
 // by its base name ("my_cnn.json"), so that it stays apart from a reference model of the same stem.
 int model_width = 14;
 std::string shown(const std::string& model) {
-  return models::is_model_file(model) ? model.substr(model.find_last_of('/') + 1) : model;
+  return models::is_model_file(model) ? models::model_stem(model) + ".json" : model;
 }
 
 // cost: a last column, $ per million samples, when a price was given (--price-per-hour). A run has

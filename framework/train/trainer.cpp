@@ -184,11 +184,11 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
 // epoch's last steps, whose collectives may wait for a peer that stopped at Ctrl-C).
 void Trainer::make_order_ahead(int64_t n, uint64_t seed, int epoch) {
   const std::vector<int32_t> order = loader::epoch_permutation(n, seed, epoch);
-  next_order_ = Order{n, seed, epoch, empty(Shape{n}, DType::i32, device_)};
   if (!device_.is_cuda()) {
-    std::memcpy(next_order_.perm.data_ptr(), order.data(), order.size() * sizeof(int32_t));
+    next_order_ = Order{n, seed, epoch, from_vector(order, Shape{n}, device_)};
     return;
   }
+  next_order_ = Order{n, seed, epoch, empty(Shape{n}, DType::i32, device_)};
   CudaRuntime* rt = cuda_runtime();
   if (!order_staged_) order_staged_ = rt->event_create();
   else rt->event_synchronize(order_staged_);  // the last copy out of the staging buffer has landed
