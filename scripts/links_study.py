@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""The links study (docs/plans/data_parallel.md, section 6): data-parallel throughput on one and two
-GPUs with NCCL over each intra-node transport, for loupe and (with --pytorch) PyTorch DDP.
+"""The links study (docs/plans/data_parallel.md, section 6): data-parallel throughput on one GPU and
+on each of --gpus (2; e.g. 2,4,8 for the scaling curve) with NCCL over each intra-node transport,
+for loupe and (with --pytorch) PyTorch DDP.
 
 usage: scripts/links_study.py --loupe build-gpu/loupe [--models cifar10_cnn,imdb_bilstm,mnist_mlp]
            [--batch 1024] [--precision fp32] [--epochs 3] [--transports nvlink,shm,socket]
-           [--pytorch] [--pytorch-mode eager|amp|graph|compiled] [--pytorch-args ARGS]
+           [--gpus 2[,4,8]] [--pytorch] [--pytorch-mode eager|amp|graph|compiled] [--pytorch-args ARGS]
            [--max-steps N] [--timeout S] [--out out/links_study]
        scripts/links_study.py --plot-only CSV [--png PNG]
        scripts/links_study.py CSV PNG            (the same; as tests/check_plot.sh calls it)
@@ -15,12 +16,12 @@ multicast staying off on our machines):
     shm     NCCL_P2P_DISABLE=1: through host shared memory
     socket  NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1: through the network stack (IB
             off too, or a host with InfiniBand would use it instead of sockets)
-Per model: loupe on one GPU once and on two per transport (`loupe train MODEL --synthetic --resident
+Per model: loupe on one GPU once and on each size of --gpus per transport (`loupe train MODEL --synthetic --resident
 --batch B --precision P --epochs E --plain [--gpus 2] --metrics F`), and with --pytorch
 `torchrun --standalone --nproc-per-node G scripts/compare_pytorch.py ... --json F` the same way (one
 rank does no communication, so the one-GPU run does not depend on the transport). `--batch` is per
 GPU. A run's throughput is the median over epochs 2.. (epoch 1 warms up; the last epoch if there
-is only one), the total over the ranks; scaling efficiency = samples/s on 2 / (2 x samples/s on 1),
+is only one), the total over the ranks; scaling efficiency = samples/s on W / (W x samples/s on 1),
 against the same framework's one-GPU run.
 Writes into --out: runs/NAME/ (each run's log and metrics), links.csv, links.md (also printed) and
 links.png. A run that fails or times out is recorded as n/a with its status, and the study goes on.
@@ -180,10 +181,10 @@ def study(a):
     for model in a.models.split(","):
         for fw in ["loupe"] + (["pytorch"] if a.pytorch else []):
             plan.append((model, fw, ONE_GPU, 1))
-            plan += [(model, fw, t, 2) for t in a.transports.split(",")]
+            plan += [(model, fw, t, g) for g in a.sizes for t in a.transports.split(",")]
     rows = []
     for i, (model, fw, transport, gpus) in enumerate(plan, 1):
-        name = f"{model}-{fw}-{'1gpu' if gpus == 1 else transport + '-2gpu'}"
+        name = f"{model}-{fw}-{'1gpu' if gpus == 1 else f'{transport}-{gpus}gpu'}"
         run_dir = os.path.join(a.out, "runs", name)
         os.makedirs(run_dir, exist_ok=True)
         for old in glob.glob(os.path.join(run_dir, "*.json*")):
@@ -226,7 +227,7 @@ def study(a):
 
 
 def add_efficiency(rows):
-    """Scaling efficiency of each two-GPU row against its framework's one-GPU row of the model."""
+    """Scaling efficiency of each multi-GPU row against its framework's one-GPU row of the model."""
     one = {(r["model"], r["framework"]): r["samples_per_sec"] for r in rows if int(r["gpus"]) == 1}
     for r in rows:
         base = one.get((r["model"], r["framework"]))
@@ -287,17 +288,22 @@ def read_csv(path):
     return rows
 
 
+def group_of(r):
+    """A bar group of the plot: the one-GPU run, or one (world size, transport)."""
+    return (1, ONE_GPU) if r["gpus"] == 1 else (r["gpus"], r["transport"])
+
+
 def plot(rows, png, title=""):
-    """One panel per model: bars of samples/s, grouped by transport (the one-GPU run first), one bar
-    per framework; each two-GPU bar annotated with its scaling efficiency, a failed run with n/a."""
+    """One panel per model: bars of samples/s, grouped by world size and transport (the one-GPU run
+    first), one bar per framework; each multi-GPU bar annotated with its scaling efficiency, a failed
+    run with n/a."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
     models = list(dict.fromkeys(r["model"] for r in rows))
     fws = list(dict.fromkeys(r["framework"] for r in rows))
-    groups = list(dict.fromkeys(r["transport"] if r["gpus"] > 1 else ONE_GPU for r in rows))
-    groups.sort(key=lambda g: g != ONE_GPU)  # the baseline leftmost
+    groups = sorted(dict.fromkeys(group_of(r) for r in rows), key=lambda g: g[0])  # the baseline leftmost
     fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 4.6), squeeze=False)
     width = 0.8 / max(1, len(fws))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -305,8 +311,7 @@ def plot(rows, png, title=""):
         top = max([r["samples_per_sec"] or 0 for r in rows if r["model"] == model] + [1])
         for k, fw in enumerate(fws):
             for g, group in enumerate(groups):
-                match = [r for r in rows if r["model"] == model and r["framework"] == fw and
-                         (r["transport"] if r["gpus"] > 1 else ONE_GPU) == group]
+                match = [r for r in rows if r["model"] == model and r["framework"] == fw and group_of(r) == group]
                 if not match:
                     continue
                 r = match[0]
@@ -319,7 +324,7 @@ def plot(rows, png, title=""):
                 ax.annotate(note, (x, v or 0), xytext=(0, 2), textcoords="offset points", ha="center",
                             va="bottom", fontsize=8, rotation=90 if len(fws) > 2 else 0)
         ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels(["1 GPU" if g == ONE_GPU else f"2 GPUs\n{g}" for g in groups])
+        ax.set_xticklabels(["1 GPU" if g[0] == 1 else f"{g[0]} GPUs\n{g[1]}" for g in groups])
         ax.set_ylim(0, top * 1.18)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_title(model)
@@ -328,7 +333,8 @@ def plot(rows, png, title=""):
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
         ax.legend(uniq.values(), uniq.keys(), fontsize=8, loc="upper right")
-    fig.suptitle(title or "NCCL transports: samples/s on 1 and 2 GPUs (labels: scaling efficiency)")
+    sizes = ", ".join(str(g[0]) for g in dict.fromkeys((g[0],) for g in groups))
+    fig.suptitle(title or f"NCCL transports: samples/s on {sizes} GPUs (labels: scaling efficiency)")
     fig.tight_layout()
     fig.savefig(png, dpi=120)
     plt.close(fig)
@@ -348,6 +354,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--max-steps", type=int, default=0, metavar="N", help="passed on: N steps per epoch at most")
     ap.add_argument("--transports", default="nvlink,shm,socket")
+    ap.add_argument("--gpus", default="2", metavar="N[,N...]",
+                    help="the world sizes past one GPU, e.g. 2,4,8 (one GPU always runs: the baseline)")
     ap.add_argument("--pytorch", action="store_true", help="also PyTorch DDP through torchrun")
     ap.add_argument("--pytorch-mode", default="", choices=["", "eager", "amp", "graph", "compiled"],
                     help="compare_pytorch.py's mode (default: the one matching --precision)")
@@ -371,6 +379,12 @@ def main():
         print(markdown(rows, os.path.basename(a.plot_only)))
         print(f"plot: {png}")
         return
+    try:
+        a.sizes = sorted({int(g) for g in a.gpus.split(",")})
+    except ValueError:
+        ap.error(f"--gpus takes world sizes such as 2,4,8 (not {a.gpus})")
+    if not a.sizes or a.sizes[0] < 2:
+        ap.error(f"--gpus takes world sizes of 2 or more (one GPU always runs), not {a.gpus}")
     bad = [t for t in a.transports.split(",") if t not in TRANSPORTS]
     if bad:
         ap.error(f"transports: {', '.join(TRANSPORTS)} (not {', '.join(bad)})")

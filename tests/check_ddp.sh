@@ -6,8 +6,10 @@
 #   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang;
 #   5. the loader path on IDX files written here, fp32 and fp16, 1 and 4 workers, to the end;
 #   6. an error on one rank (LOUPE_DDP_FAULT): named, and every rank ends within seconds;
-#   7. a straggler (LOUPE_DDP_DELAY): rank 0's world line, records and advice name it.
-# (5, 6 and 7 run before 4.)
+#   7. a straggler (LOUPE_DDP_DELAY): rank 0's world line, records and advice name it;
+#   8. on a host of more than 2 GPUs, a world of all of them (up to 8): the loader path to the end
+#      and a straggler named among them.
+# (5 to 8 run before 4.)
 # usage: check_ddp.sh LOUPE
 set -u
 LOUPE=$1
@@ -142,6 +144,27 @@ for r in r0:
 print("records ok:", [(r["epoch"], r["slowest_rank"], round(r["straggler_share"], 2)) for r in r0])
 PY
 done
+
+# 8. every GPU of a larger host: the loader path in fp16 to the end (each rank its own part of every
+# global step, one record per rank and epoch), and the last rank a straggler that rank 0 names
+# among the others (their median, not one peer's figures).
+all=$(( gpus > 8 ? 8 : gpus ))
+if [ "$all" -gt 2 ]; then
+  rm -f "$work/h.jsonl"
+  timeout -k 5 180 "$LOUPE" train mnist_mlp --data "$work/idx" --gpus $all --batch 64 --epochs 2 --plain --precision fp16 \
+    --workers 4 --metrics "$work/h.jsonl" > "$work/h.txt" 2>&1
+  rc=$?
+  echo "== 8. the loader on all $all GPUs: exit $rc"; grep -E "^(epoch|done|loupe|  world)" "$work/h.txt"
+  [ $rc = 0 ] || { cat "$work/h.txt"; fail "the loader path on $all GPUs exited $rc (124: hung for 180 s)"; }
+  [ "$(grep -c "\"world_size\":$all" "$work/h.jsonl")" = $((2 * all)) ] || fail "$all GPUs: want $((2 * all)) records"
+  grep -qE "^done in .*final test accuracy (9[0-9]|100)\." "$work/h.txt" || fail "$all GPUs did not learn two classes"
+  last=$((all - 1))
+  LOUPE_DDP_DELAY=$last:5 timeout -k 5 120 "$LOUPE" train "${common[@]}" --gpus $all --epochs 2 --busy \
+    > "$work/i.txt" 2>&1 || { cat "$work/i.txt"; fail "the straggler run on $all GPUs exited $?"; }
+  echo "== 8. a straggler (rank $last of $all)"; grep -E "slowest rank|advice: straggler" "$work/i.txt"
+  grep -q "^  slowest rank $last: " "$work/i.txt" || { cat "$work/i.txt"; fail "$all GPUs: rank $last not named slowest"; }
+  grep -q "advice: straggler: rank $last holds the others back" "$work/i.txt" || fail "$all GPUs: no straggler advice"
+fi
 
 # 4. a lost peer across hosts: no launcher sees the other host's rank; NCCL's error must end it
 P=$(port)

@@ -1,8 +1,9 @@
 // NCCL collectives between real processes: the test starts itself through the launcher
 // (dist/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
 // checks an all-reduce (sum and average), a broadcast, and the copy engines' all-reduce
-// (dist/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two
-// ranks (label multigpu); each skips, saying why, without the GPUs or NCCL.
+// (dist/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two ranks
+// and, on a host of more, every GPU (label multigpu); each skips, saying why, without GPUs or NCCL.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -39,15 +40,18 @@ TEST(Comm, OneRank) {
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
-TEST(Comm, TwoRanks) {
+// Two ranks, and where the host has more GPUs a world of all of them (up to 8).
+TEST(Comm, TwoRanksAndEveryGpu) {
   if (is_rank()) GTEST_SKIP() << "a rank runs CommRank.* only";
   if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
+  EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
+  const int all = std::min(cuda_runtime()->device_count(), 8);
+  if (all > 2) EXPECT_EQ(run_ranks(all), 0) << "a rank of the world of " << all << " failed (its output is above)";
 }
 
 TEST(CommRank, AllReduceAndBroadcast) {
-  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAgree as a rank";
+  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
@@ -91,7 +95,7 @@ TEST(CommRank, AllReduceAndBroadcast) {
 // of one captured step: its waits count on the device, so a replay that reused a count would hang
 // or read a peer's previous step. Each step's values differ, so a stale inbox shows.
 TEST(CommPeers, CopyEnginesAverageEveryStep) {
-  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanks as a rank";
+  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;

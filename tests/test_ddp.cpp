@@ -457,11 +457,15 @@ TEST(Ddp, OneRankMatchesOneProcessExactly) {
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
-TEST(Ddp, TwoRanksMatchOneGpuAtTwiceTheBatch) {
+// Two ranks, and where the host has more GPUs a world of all of them (up to 8): a ring of more
+// than two ranks reduces in another order and splits each bucket into more chunks.
+TEST(Ddp, TwoRanksAndEveryGpuMatchOneGpuAtWorldTimesTheBatch) {
   if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
   if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  EXPECT_EQ(run_ranks(2), 0) << "a rank failed (its output is above)";
+  EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
+  const int all = std::min(cuda_runtime()->device_count(), 8);
+  if (all > 2) EXPECT_EQ(run_ranks(all), 0) << "a rank of the world of " << all << " failed (its output is above)";
 }
 
 // W ranks at batch b against one process at W*b, 50 steps of SGD with momentum on random labels.
