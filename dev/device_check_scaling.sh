@@ -9,6 +9,8 @@
 #             seconds into the script (570)
 #   pytorch   scripts/links_study.py over NVLink at SIZES with PyTorch DDP (torch.compile + autocast
 #             fp16, torchrun) beside loupe, PT_MODELS, in the same call
+#   steps     STEP_MODELS (mnist_mlp) resident at each size, with and without --busy: step p50 and
+#             p95, and an epoch's time beyond its steps (what each epoch costs on its own)
 #   levers    LEVER_MODELS at the largest size: the default, then each of LEVERS (NAME=VAR=VALUE or
 #             NAME=--flag=VALUE, space-separated), one bench row per lever
 # SIZES defaults to 1,2,...,every GPU of the host (powers of two).
@@ -58,16 +60,42 @@ if has tests; then  # bounded, so that the parts after it still report within th
     --output-on-failure > "$O/ctest-multigpu.log" 2>&1 || echo "multigpu: ctest exit $?" >> "$S"
   grep -E 'tests passed|tests failed|\(Failed\)|Total Test' "$O/ctest-multigpu.log" | sed 's/^/multigpu: /' >> "$S"
 fi
+if has steps; then  # per size: the step's p50 and what an epoch costs beyond its steps
+  for m in ${STEP_MODELS:-mnist_mlp}; do
+    for g in ${SIZES//,/ }; do
+      for busy in "" --busy; do
+        f="/tmp/steps-$m-$g$busy.jsonl"; rm -f "$f"
+        timeout 120 $L train $m --synthetic --resident --gpus $g $busy --batch 1024 --precision fp16 --epochs 6 --plain \
+          --metrics "$f" > "$O/steps-$m-$g$busy.log" 2>&1 || tail -3 "$O/steps-$m-$g$busy.log" >> "$S"
+        python3 - "$f" "$m gpus $g $busy" >> "$S" <<'PY'
+import json, statistics, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [x for x in r if x.get("rank", 0) == 0 and x["epoch"] >= 2]
+def m(k):
+    v = [x[k] for x in r if x.get(k) is not None]
+    return statistics.median(v) if v else float("nan")
+sps = m("world_samples_per_sec") if r and r[0].get("world_size", 1) > 1 else m("samples_per_sec")
+steps = r[0]["steps"] if r else 0
+train = 1e3 * m("train_seconds")
+print(f"steps {sys.argv[2]}: samples/s {sps:,.0f}  step p50 {m('step_ms_p50'):.3f} ms p95 {m('step_ms_p95'):.3f}"
+      f"  epoch {train:.2f} ms / {steps} steps = {train - steps * m('step_ms_p50'):.2f} ms beyond steps x p50"
+      f"  nccl {m('nccl_share'):.3f} exposed {m('nccl_exposed_share'):.3f}")
+PY
+      done
+    done
+  done
+fi
 if has pytorch; then
-  timeout "${PT_TIMEOUT:-480}" python3 scripts/links_study.py --loupe "$L" --models "${PT_MODELS:-cifar10_cnn,imdb_bilstm}" \
+  timeout "${PT_TIMEOUT:-$(( ${DEADLINE:-570} - SECONDS - ${PT_LEAVE:-0} ))}" python3 scripts/links_study.py --loupe "$L" --models "${PT_MODELS:-cifar10_cnn,imdb_bilstm}" \
     --gpus "${SIZES#1,}" --batch 1024 --precision fp16 --epochs "${PT_EPOCHS:-3}" --transports nvlink --pytorch \
     --pytorch-mode compiled --out /tmp/links-pt > "$O/links-pt.log" 2>&1
-  cp /tmp/links-pt/links.csv "$O/links-pt-${PT_MODELS:-cnn-lstm}.csv" 2>/dev/null
+  cp /tmp/links-pt/links.csv "$O/links-pt.csv" 2>/dev/null
   cat /tmp/links-pt/links.md >> "$S" 2>/dev/null || tail -5 "$O/links-pt.log" >> "$S"
 fi
 if has levers; then
   for m in ${LEVER_MODELS:-imdb_bilstm}; do
     for lever in default= ${LEVERS:-}; do
+      [ $SECONDS -lt $(( ${DEADLINE:-570} - 40 )) ] || { echo "lever $m ${lever%%=*}: not run (deadline)" >> "$S"; continue; }
       name=${lever%%=*}; spec=${lever#*=}; vars=() flags=()
       case "$spec" in --*) flags=("${spec%%=*}" "${spec#*=}") ;; ?*) vars=("$spec") ;; esac
       batch=1024; [ "${flags[0]:-}" = --batch ] && { batch=${flags[1]}; flags=(); }
@@ -78,5 +106,5 @@ if has levers; then
   done
 fi
 cat "$S"
-cd "$O" && tar czf "logs-${PARTS// /-}.tgz" --exclude='*.tgz' --exclude=summary.txt . 2>/dev/null &&
-  find . -maxdepth 1 -type f ! -name '*.tgz' ! -name summary.txt ! -name '*.csv' -delete
+cd "$O" && tar czf "logs-${PARTS// /-}.tgz" --exclude='*.tgz' --exclude=summary.txt . 2>/dev/null
+find . -maxdepth 1 -type f ! -name '*.tgz' ! -name summary.txt ! -name '*.csv' -delete; true
