@@ -12,7 +12,8 @@
 #   steps     STEP_MODELS (mnist_mlp) resident at each size, with and without --busy: step p50 and
 #             p95, and an epoch's time beyond its steps (what each epoch costs on its own)
 #   levers    LEVER_MODELS at the largest size: the default, then each of LEVERS (NAME=VAR=VALUE or
-#             NAME=--flag=VALUE, space-separated), one bench row per lever
+#             NAME=--flag=VALUE, space-separated), one bench row per lever; LEVER_ROUNDS rounds (1),
+#             alternating
 # SIZES defaults to 1,2,...,every GPU of the host (powers of two).
 set -u
 export NCCL_NVLS_ENABLE=0
@@ -56,9 +57,12 @@ if has loader; then
   done
 fi
 if has tests; then  # bounded, so that the parts after it still report within the call (DEADLINE s)
-  LOUPE_DATA=$PWD/.devdata timeout -k 10 $(( ${DEADLINE:-570} - SECONDS )) ctest --test-dir build-gpu -L multigpu \
-    --output-on-failure > "$O/ctest-multigpu.log" 2>&1 || echo "multigpu: ctest exit $?" >> "$S"
-  grep -E 'tests passed|tests failed|\(Failed\)|Total Test' "$O/ctest-multigpu.log" | sed 's/^/multigpu: /' >> "$S"
+  LOUPE_DATA=$PWD/.devdata timeout -k 10 $(( ${TESTS_DEADLINE:-${DEADLINE:-570}} - SECONDS )) ctest --test-dir build-gpu \
+    -L multigpu -V > "$O/ctest-multigpu.log" 2>&1 || echo "multigpu: ctest exit $?" >> "$S"
+  # the worlds past two that ran (their lines, every test's output being kept with -V)
+  grep -E "world [3-8] at batch|== 8\.|slowest rank [3-7]:|Test +#|Passed|Failed" "$O/ctest-multigpu.log" | cut -c1-220 |
+    sed 's/^/multigpu: /' >> "$S"
+  grep -E 'tests passed|tests failed|Total Test' "$O/ctest-multigpu.log" | sed 's/^/multigpu: /' >> "$S"
 fi
 if has steps; then  # per size: the step's p50 and what an epoch costs beyond its steps
   for m in ${STEP_MODELS:-mnist_mlp}; do
@@ -93,6 +97,7 @@ if has pytorch; then
   cat /tmp/links-pt/links.md >> "$S" 2>/dev/null || tail -5 "$O/links-pt.log" >> "$S"
 fi
 if has levers; then
+  for r in $(seq 1 "${LEVER_ROUNDS:-1}"); do
   for m in ${LEVER_MODELS:-imdb_bilstm}; do
     for lever in default= ${LEVERS:-}; do
       [ $SECONDS -lt $(( ${DEADLINE:-570} - 40 )) ] || { echo "lever $m ${lever%%=*}: not run (deadline)" >> "$S"; continue; }
@@ -101,8 +106,9 @@ if has levers; then
       batch=1024; [ "${flags[0]:-}" = --batch ] && { batch=${flags[1]}; flags=(); }
       log=$(env "${vars[@]}" timeout 200 $L bench "$m" --gpus "1,$largest" --batch "$batch" --precision fp16 "${flags[@]}" 2>&1)
       echo "== $m $name" >> "$O/levers.log"; echo "$log" >> "$O/levers.log"
-      echo "lever $m $name: $(echo "$log" | grep -E "^ +$largest " | awk '{print $2, $4, $5, $6, $7, $8}') | one GPU $(echo "$log" | grep -E '^ +1 ' | awk '{print $2}')" >> "$S"
+      echo "lever $m $name r$r: $(echo "$log" | grep -E "^ +$largest " | awk '{print $2, $4, $5, $6, $7, $8}') | one GPU $(echo "$log" | grep -E '^ +1 ' | awk '{print $2}')" >> "$S"
     done
+  done
   done
 fi
 cat "$S"
