@@ -325,7 +325,7 @@ def plot(rows, png, title=""):
                             va="bottom", fontsize=8, rotation=90 if len(fws) > 2 else 0)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels(["1 GPU" if g[0] == 1 else f"{g[0]} GPUs\n{g[1]}" for g in groups])
-        ax.set_ylim(0, top * 1.18)
+        ax.set_ylim(0, top * 1.25)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_title(model)
         ax.set_ylabel("samples/s (total over GPUs)")
