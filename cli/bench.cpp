@@ -64,7 +64,7 @@ void print_cpu_row(const instrument::EpochReport& r, const std::string& ms, cons
   instrument::Opt gflops;
   if (r.achieved_tflops) gflops = *r.achieved_tflops * 1e3;
   std::printf("%-*s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", model_width, shown(r.model).c_str(), (long long)r.batch,
-              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
+              precision_name(r.precision), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
               fmt(r.host_cpu_util, "%.1f").c_str(), fmt(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
               fmt(gflops, "%.1f").c_str(), mib(r.host_rss_bytes).c_str(), cost.c_str());
 }
@@ -84,7 +84,7 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
   std::printf("%-*s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", model_width, shown(r.model).c_str(),
               (long long)r.batch,
-              r.precision.c_str(), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
+              precision_name(r.precision), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
               fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
               fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
               fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
@@ -177,7 +177,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   instrument::MonitorOptions mopt;
   mopt.nvml = o.nvml;
   mopt.busy = o.busy;
-  mopt.precision = precision_name(prec);
+  mopt.precision = prec;
   mopt.price_per_hour = o.price_per_hour;
   instrument::EpochMonitor monitor(dev, mopt);
   trainer.hooks.monitor = &monitor;
@@ -266,22 +266,22 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
   const instrument::EpochReport* best = &rows[0];
   for (const auto& r : rows)
     if (r.samples_per_sec > best->samples_per_sec) best = &r;
-  std::snprintf(line, sizeof line, "fastest: %s at batch %lld, %s samples/s\n", best->precision.c_str(),
+  std::snprintf(line, sizeof line, "fastest: %s at batch %lld, %s samples/s\n", precision_name(best->precision),
                 (long long)best->batch, instrument::thousands(best->samples_per_sec).c_str());
   out += line;
-  std::vector<std::string> precs;
+  std::vector<Precision> precs;
   for (const auto& r : rows)
     if (std::find(precs.begin(), precs.end(), r.precision) == precs.end()) precs.push_back(r.precision);
-  auto of = [&](const std::string& p) {  // one precision's rows by batch
+  auto of = [&](Precision p) {  // one precision's rows by batch
     std::vector<const instrument::EpochReport*> v;
     for (const auto& r : rows)
       if (r.precision == p) v.push_back(&r);
     std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
     return v;
   };
-  for (const std::string& p : precs) {
+  for (Precision p : precs) {
     auto v = of(p);
-    std::snprintf(line, sizeof line, "%s: batch %lld -> %lld multiplies samples/s by %.1f", p.c_str(),
+    std::snprintf(line, sizeof line, "%s: batch %lld -> %lld multiplies samples/s by %.1f", precision_name(p),
                   (long long)v.front()->batch, (long long)v.back()->batch,
                   v.back()->samples_per_sec / std::max(1e-9, v.front()->samples_per_sec));
     out += line;
@@ -321,7 +321,7 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
                         r->samples_per_sec / b->samples_per_sec, (long long)r->batch);
           ratios += line;
         }
-    if (!ratios.empty()) out += precs[i] + " against " + precs[0] + ": " + ratios + "\n";
+    if (!ratios.empty()) out += std::string(precision_name(precs[i])) + " against " + precision_name(precs[0]) + ": " + ratios + "\n";
   }
   return out;
 }

@@ -62,7 +62,7 @@ int cmd_peak(const Options& o) {
   std::printf("device  %s\n", name.c_str());
   auto m = instrument::measure_gpu_peak(&why);
   if (!m) throw Error("cannot measure: " + why);
-  auto sheet = instrument::datasheet_peak(name, "fp32");
+  auto sheet = instrument::datasheet_peak(name, Precision::FP32);
   std::printf("fp32 FMA loop   %7.1f TFLOP/s\nfp32 SGEMM 8192 %7.1f TFLOP/s\n", m->fma_tflops, m->sgemm_tflops);
   if (sheet) std::printf("%s: %.1f TFLOP/s (FMA loop reaches %.0f%% of it)\n", sheet->source.c_str(), sheet->tflops,
                          100 * m->fma_tflops / sheet->tflops);

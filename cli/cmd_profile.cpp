@@ -37,7 +37,7 @@ double best_time(Device dev, int reps, F f) {
 
 instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
   instrument::Ceilings c;
-  c.precision = precision_name(prec);
+  c.precision = prec;
   PrecisionScope scope(prec);
   const DType dt = compute_dtype(prec);
   const int64_t n = dev.is_cuda() ? 8192 : 1024;
@@ -72,7 +72,7 @@ void print_counters(const instrument::Profile& p, int64_t step) {
               "kernels of step %lld (%zu matched to rows); analytic: %.1f %% of the measured %s peak over the busy "
               "time\n         metrics: %s, %s, %s, weighted by %s\n",
               p.fma_pct, p.tensor_pct, p.dram_pct, p.counted_kernels, (long long)step,
-              p.matched_kernels, analytic, p.ceilings.precision.c_str(), p.counter_names.fma.c_str(),
+              p.matched_kernels, analytic, precision_name(p.ceilings.precision), p.counter_names.fma.c_str(),
               p.counter_names.tensor.c_str(), p.counter_names.dram.c_str(), p.counter_names.duration.c_str());
 }
 }  // namespace

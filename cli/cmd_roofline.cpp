@@ -29,7 +29,7 @@ void print_yardsticks(const std::vector<cli::GemvRow>& rows) {
                   r.bandwidth_bytes_per_s / 1e9);
     if (r.peak_gflops) {
       std::printf(", fp32 peak %.1f TFLOP/s (FMA loop)", *r.peak_gflops / 1e3);
-      if (auto sheet = instrument::datasheet_peak(r.device_name, "fp32"))
+      if (auto sheet = instrument::datasheet_peak(r.device_name, Precision::FP32))
         std::printf("; %s %.1f TFLOP/s", sheet->source.c_str(), sheet->tflops);
     }
     std::printf("\n");

@@ -193,7 +193,7 @@ instrument::MonitorOptions monitor_options(const Run& run) {
   instrument::MonitorOptions m;
   m.nvml = run.o.nvml;
   m.busy = run.o.busy;
-  m.precision = run.prec;
+  m.precision = *run.topt.precision;
   m.price_per_hour = run.o.price_per_hour;
   m.nvml_period_ms = run.o.sample_ms;
   m.timeline = run.o.timeline;
@@ -206,7 +206,7 @@ instrument::AdviceInputs advice_inputs(const Run& run) {
   instrument::AdviceInputs adv;
   adv.cuda = run.dev.is_cuda();
   adv.tensor_cores = run.dev.is_cuda() && cuda_runtime()->compute_capability() >= 70;  // Volta and later
-  adv.precision = run.prec;
+  adv.precision = *run.topt.precision;
   adv.batch = run.batch;
   return adv;
 }

@@ -114,9 +114,9 @@ TEST(Flops, EpochReportGivesFlopsPerSample) {
 }
 
 TEST(Peak, DatasheetTable) {
-  auto h = instrument::datasheet_peak("NVIDIA H200", "fp32");
+  auto h = instrument::datasheet_peak("NVIDIA H200", Precision::FP32);
   ASSERT_TRUE(h.has_value());
   EXPECT_EQ(h->tflops, 67);
-  EXPECT_EQ(instrument::datasheet_peak("NVIDIA H100 PCIe", "bf16")->tflops, 756);
-  EXPECT_FALSE(instrument::datasheet_peak("Some Future GPU", "fp32").has_value());
+  EXPECT_EQ(instrument::datasheet_peak("NVIDIA H100 PCIe", Precision::BF16)->tflops, 756);
+  EXPECT_FALSE(instrument::datasheet_peak("Some Future GPU", Precision::FP32).has_value());
 }

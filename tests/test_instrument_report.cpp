@@ -19,6 +19,7 @@
 #include "instrument/run_stamp.h"
 
 using namespace loupe::instrument;
+using loupe::Precision;
 
 namespace {
 
@@ -54,7 +55,8 @@ struct ReportShape {
   Opt lr;
   int threads;
   std::string cpu_model;
-  std::string s4[4];
+  std::string s3[3];
+  loupe::Precision precision;
   int64_t batch;
   int i2[2];
   int64_t i64[2];
@@ -85,7 +87,7 @@ static_assert(sizeof(ReportShape) == sizeof(EpochReport),
 EpochReport full_report() {
   EpochReport r;
   r.model = "mnist \"mlp\", v2\nline\\x\t\x01";
-  r.device = "cuda:0"; r.device_name = "NVIDIA H200"; r.precision = "fp32";
+  r.device = "cuda:0"; r.device_name = "NVIDIA H200"; r.precision = Precision::FP32;
   r.batch = 512; r.epoch = 3; r.epochs = 20; r.steps = 118; r.samples = 60000;
   r.train_loss = 0.36961234; r.train_acc = 0.8649; r.test_acc = 0.8657; r.test_loss = 0.3712;
   r.epoch_seconds = 0.1416; r.train_seconds = 0.1; r.eval_seconds = 1.0 / 3; r.samples_per_sec = 455114.2;
@@ -517,7 +519,7 @@ EpochReport gpu_report(double util, double step_ms, double issue_ms, double wait
   r.mem_used_max_bytes = 40.0 * (1 << 30); r.mem_total_bytes = 80.0 * (1 << 30);
   return r;
 }
-const AdviceInputs kH100{true, true, "fp16", 512};
+const AdviceInputs kH100{true, true, Precision::FP16, 512};
 }  // namespace
 
 TEST(Advice, LaunchBound) {
@@ -531,7 +533,7 @@ TEST(Advice, LaunchBound) {
 TEST(Advice, BusyGpuIsNotLaunchBound) {
   // batch 8192: the GPU is busy 95%, the host issues in a fraction of the step.
   EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
-  const auto a = advise(r, {true, true, "fp16", 8192});
+  const auto a = advise(r, {true, true, Precision::FP16, 8192});
   EXPECT_FALSE(any_contains(a, "launch-bound"));
   ASSERT_FALSE(a.empty());
   EXPECT_NE(a[0].find("the GPU is the bottleneck (busy 95%)"), std::string::npos);
@@ -572,17 +574,17 @@ TEST(Advice, CommunicationBoundFirst) {
 TEST(Advice, NoNvmlNoGpuAdvice) {
   EpochReport r;  // NVML and CUPTI figures all unmeasured; host figures say "launch-bound"-like
   r.step_ms_p50 = 0.28; r.issue_ms_p50 = 0.27; r.data_wait_share = 0.0;
-  EXPECT_TRUE(advise(r, {true, false, "fp32", 512}).empty());
+  EXPECT_TRUE(advise(r, {true, false, Precision::FP32, 512}).empty());
 }
 
 TEST(Advice, CpuRunOnlyNotesNa) {
   EpochReport r = gpu_report(0.1, 0.28, 0.27, 0.0);  // even if GPU-looking figures leaked in
   r.mem_used_max_bytes = 1.0;
-  auto a = advise(r, {false, false, "fp32", 64});
+  auto a = advise(r, {false, false, Precision::FP32, 64});
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].rfind("CPU run: no GPU figures", 0), 0u) << a[0];
   r.data_wait_share = 0.3;
-  a = advise(r, {false, false, "fp32", 64});
+  a = advise(r, {false, false, Precision::FP32, 64});
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].rfind("input pipeline", 0), 0u);
   EXPECT_EQ(a[0].find("GPU"), std::string::npos) << a[0];
@@ -599,19 +601,19 @@ TEST(Advice, MemoryHeadroom) {
 
 TEST(Advice, Fp32OnlyWithTensorCores) {
   const EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
-  EXPECT_TRUE(any_contains(advise(r, {true, true, "fp32", 512}), "--precision fp16 or bf16"));
-  EXPECT_TRUE(any_contains(advise(r, {true, true, "tf32", 512}), "--precision fp16 or bf16"));
-  EXPECT_FALSE(any_contains(advise(r, {true, false, "fp32", 512}), "--precision"));
-  EXPECT_FALSE(any_contains(advise(r, {true, true, "bf16", 512}), "--precision"));
+  EXPECT_TRUE(any_contains(advise(r, {true, true, Precision::FP32, 512}), "--precision fp16 or bf16"));
+  EXPECT_TRUE(any_contains(advise(r, {true, true, Precision::TF32, 512}), "--precision fp16 or bf16"));
+  EXPECT_FALSE(any_contains(advise(r, {true, false, Precision::FP32, 512}), "--precision"));
+  EXPECT_FALSE(any_contains(advise(r, {true, true, Precision::BF16, 512}), "--precision"));
   // Little arithmetic (imdb_fasttext's 0.5 % MFU): 16 bits would not help, and the advice says so.
   EpochReport low = r;
   low.mfu = 0.005;
-  EXPECT_FALSE(any_contains(advise(low, {true, true, "fp32", 512}), "try --precision"));
-  EXPECT_TRUE(any_contains(advise(low, {true, true, "fp32", 512}), "fp32 at 0.5% MFU: the step moves memory more than it computes"));
+  EXPECT_FALSE(any_contains(advise(low, {true, true, Precision::FP32, 512}), "try --precision"));
+  EXPECT_TRUE(any_contains(advise(low, {true, true, Precision::FP32, 512}), "fp32 at 0.5% MFU: the step moves memory more than it computes"));
   low.mfu = 0.2;
-  EXPECT_TRUE(any_contains(advise(low, {true, true, "fp32", 512}), "try --precision fp16 or bf16"));
+  EXPECT_TRUE(any_contains(advise(low, {true, true, Precision::FP32, 512}), "try --precision fp16 or bf16"));
   // Launch-bound: faster arithmetic would not help, so the bottleneck advice stands alone.
-  EXPECT_FALSE(any_contains(advise(gpu_report(0.1, 0.28, 0.27, 0.0), {true, true, "fp32", 512}), "--precision"));
+  EXPECT_FALSE(any_contains(advise(gpu_report(0.1, 0.28, 0.27, 0.0), {true, true, Precision::FP32, 512}), "--precision"));
 }
 
 TEST(Advice, Throttling) {
@@ -624,7 +626,7 @@ TEST(Advice, Throttling) {
 
 TEST(Advice, NvmlOnlyHostIssuingIsProbablyLaunchBound) {
   // mnist_mlp at batch 128 on an H200: NVML read 78% while the host issued for 96% of each step.
-  const auto a = advise(gpu_report(0.78, 0.251, 0.24, 0.0), {true, true, "fp32", 128});
+  const auto a = advise(gpu_report(0.78, 0.251, 0.24, 0.0), {true, true, Precision::FP32, 128});
   EXPECT_TRUE(any_contains(a, "probably launch-bound")) << (a.empty() ? "" : a[0]);
   EXPECT_TRUE(any_contains(a, "--busy"));
   // Measured busy time replaces the guess with the measured rule.
@@ -644,7 +646,7 @@ TEST(Advice, GraphedSteps) {
   r.steps = 469;
   r.graph_steps = 468;
   r.graph_kernels = 40;
-  auto a = advise(r, {true, true, "fp16", 128});
+  auto a = advise(r, {true, true, Precision::FP16, 128});
   EXPECT_FALSE(any_contains(a, "launch-bound")) << (a.empty() ? "" : a[0]);
   EXPECT_FALSE(any_contains(a, "CUDA graphs"));
   EXPECT_TRUE(any_contains(a, "the step is one CUDA graph of 40 kernels, so the host does not bound it"));
@@ -653,7 +655,7 @@ TEST(Advice, GraphedSteps) {
   EpochReport d = gpu_report(0.98, 0.123, 0.026, 0.737);
   d.steps = 469;
   d.graph_steps = 468;
-  a = advise(d, {true, true, "fp32", 128});
+  a = advise(d, {true, true, Precision::FP32, 128});
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a[0].rfind("input pipeline: the step waited for data 74% of the time (NVML utilisation 98%, which "
                        "over-reads short steps)", 0), 0u) << a[0];
@@ -710,7 +712,7 @@ const std::string kDataBoundAdvice = "input pipeline: the step waited for data";
 TEST(Advice, DataBoundThreshold) {
   // CPU run (>=): the input-pipeline line appears from 0.2 on.
   expect_flips_at("CPU run, wait >= 0.2", 0.2, [](double x) {
-    return advise(gpu_report(0.1, 2.0, 0.3, x), {false, false, "fp32", 64});
+    return advise(gpu_report(0.1, 2.0, 0.3, x), {false, false, Precision::FP32, 64});
   }, "", kDataBoundAdvice);
   // data_bound (>=), CUPTI busy 30 %: input pipeline from 0.2 on.
   expect_flips_at("data_bound, wait >= 0.2", 0.2, [](double x) {
@@ -781,7 +783,7 @@ TEST(Advice, LowMfuThreshold) {
   expect_flips_at("low MFU, mfu < 0.02", 0.02, [](double x) {
     EpochReport r = busy_report(0.6, 2.0, 0.3, 0.0);
     r.mfu = x;
-    return advise(r, {true, true, "fp32", 512});
+    return advise(r, {true, true, Precision::FP32, 512});
   }, "the step moves memory more than it computes", "try --precision fp16 or bf16");
 }
 
@@ -809,16 +811,16 @@ TEST(Advice, BusyHostThreshold) {
   EpochReport r;
   r.host_cpu_util = 1.04;
   r.host_cpu_wait_share = 0.37;
-  const auto a = advise(r, {false, false, "fp32", 128});
+  const auto a = advise(r, {false, false, Precision::FP32, 128});
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a[0], "the machine is busy: loupe's threads waited for a core 37% of the time they were ready to run "
                   "(other processes hold the cores); --threads 1 (the cores it got), or a quieter machine");
   r.host_cpu_util = 2.6;
-  EXPECT_NE(advise(r, {false, false, "fp32", 128})[0].find("--threads 3 (the cores it got)"), std::string::npos);
+  EXPECT_NE(advise(r, {false, false, Precision::FP32, 128})[0].find("--threads 3 (the cores it got)"), std::string::npos);
   r.host_cpu_util = 0.3;  // under half a core: no thread count to suggest
-  EXPECT_EQ(advise(r, {false, false, "fp32", 128})[0].find("--threads"), std::string::npos);
+  EXPECT_EQ(advise(r, {false, false, Precision::FP32, 128})[0].find("--threads"), std::string::npos);
   r.host_cpu_wait_share.reset();  // unmeasured: no such advice
-  EXPECT_FALSE(any_contains(advise(r, {false, false, "fp32", 128}), "the machine is busy"));
+  EXPECT_FALSE(any_contains(advise(r, {false, false, Precision::FP32, 128}), "the machine is busy"));
 }
 
 // ---- data parallelism's straggler (instrument/straggler.h, advice.h's judge_straggler) ------------

@@ -10,7 +10,7 @@ namespace {
 instrument::EpochReport row(const std::string& prec, int64_t batch, double sps, std::optional<double> busy,
                             std::optional<double> util) {
   instrument::EpochReport r;
-  r.precision = prec;
+  r.precision = parse_precision(prec);
   r.batch = batch;
   r.samples_per_sec = sps;
   if (busy) r.gpu_busy_share = *busy;

@@ -25,6 +25,8 @@ namespace loupe {
 enum class Precision { FP32, TF32, FP16, BF16 };
 
 const char* precision_name(Precision p);  // "fp32", "tf32", "fp16", "bf16"
+// fp16 and bf16: the mixed-precision modes (16-bit activations, tensor cores).
+inline bool is_16bit(Precision p) { return p == Precision::FP16 || p == Precision::BF16; }
 // From a name; an unknown or unimplemented one is an Error naming the choices.
 Precision parse_precision(const std::string& name);
 

@@ -279,8 +279,9 @@ void advise_capacity(const EpochReport& r, const AdviceInputs& in, const Bounds&
   // the data, so it is not suggested then.
   // Nor one that does little arithmetic: imdb_fasttext (Adam over a 60M-entry table, MFU 0.5 %)
   // ran 0.89x as fast in fp16 on an H100, loss scaling adding a pass over every gradient.
-  const std::string& prec = in.precision.empty() ? r.precision : in.precision;
-  if (in.tensor_cores && (prec == "fp32" || prec == "tf32") && !b.launch_bound && !b.data_bound) {
+  const Precision p = in.precision.value_or(r.precision);
+  const std::string prec = precision_name(p);
+  if (in.tensor_cores && !is_16bit(p) && !b.launch_bound && !b.data_bound) {
     char mfu[16];
     if (r.mfu) std::snprintf(mfu, sizeof mfu, "%.1f%%", *r.mfu * 100);
     if (r.mfu && *r.mfu < kLowMfu)

@@ -14,7 +14,7 @@ namespace loupe::instrument {
 struct AdviceInputs {
   bool cuda = false;          // ran on a CUDA device
   bool tensor_cores = false;  // the device has tensor cores (compute capability >= 7.0)
-  std::string precision;      // "fp32", "tf32", "fp16", "bf16"; empty: use the report's
+  std::optional<Precision> precision;  // none: the report's
   int64_t batch = 0;          // 0: unknown
   // Data parallelism: the world's verdict on its slowest rank (judge_straggler over every rank's
   // figures of the epoch, as cli/data_parallel.h's World::fill judged it once); none judged for

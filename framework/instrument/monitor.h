@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/precision.h"
 #include "instrument/nvml_sampler.h"
 #include "instrument/report.h"
 
@@ -28,7 +29,7 @@ struct MonitorOptions {
   int nvml_period_ms = 50;
   bool busy = false;            // CUPTI activity records (--busy)
   double price_per_hour = -1;   // --price-per-hour; < 0: no cost figures
-  std::string precision = "fp32";
+  Precision precision = Precision::FP32;
   std::string timeline;         // --timeline FILE.csv: NVML's samples and the run's marks; "" = none
   // Data parallelism, rank 0: its own rank (the `gpu` value of its GPU's rows; < 0: the device's
   // index) and its host's other ranks, whose GPUs the timeline samples too (NVML needs no context).

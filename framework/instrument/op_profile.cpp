@@ -97,7 +97,8 @@ std::string label(const ProfileRow& r) {
   return m + r.op + (r.phase == "unattributed" ? "" : " " + r.phase);
 }
 
-std::string advice_for(const ProfileRow& r, bool gpu, const std::string& precision) {
+std::string advice_for(const ProfileRow& r, bool gpu, Precision p) {
+  const std::string precision = precision_name(p);
   if (r.bound == "unknown") return "work outside loupe's ops (no FLOP or byte count): see the trace (--trace)";
   if (!gpu) {
     if (r.bound == "latency") return "too little work per call for the call's overhead: a larger batch";
@@ -107,7 +108,7 @@ std::string advice_for(const ProfileRow& r, bool gpu, const std::string& precisi
   if (r.bound == "latency")
     return "too little work per launch to fill the GPU: a larger batch, or a CUDA graph (the default "
            "--graph auto) to remove the launch gaps";
-  if (r.bound == "compute" && (precision == "fp16" || precision == "bf16"))
+  if (r.bound == "compute" && is_16bit(p))
     return "compute-bound below the " + precision + " peak: its GEMMs are too small or too few to fill the GPU (a "
            "larger batch, or wider layers)";
   if (r.bound == "compute")

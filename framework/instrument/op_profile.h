@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "core/op_record.h"
+#include "core/precision.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/counters.h"
 
 namespace loupe::instrument {
 
 struct Ceilings {
-  std::string precision = "fp32";  // the arithmetic the peak was measured in
+  Precision precision = Precision::FP32;  // the arithmetic the peak was measured in
   double flops = 0;      // FLOP/s at the precision in use (0: unknown)
   double bandwidth = 0;  // bytes/s of the device's memory (0: unknown)
   std::string flops_source, bandwidth_source;  // "measured: GEMM 8192^3 fp16 (cuBLAS)"

@@ -41,11 +41,11 @@ MeasurePeakFn& measurer() {
 }
 }  // namespace
 
-std::optional<Peak> datasheet_peak(const std::string& name, const std::string& precision) {
+std::optional<Peak> datasheet_peak(const std::string& name, Precision precision) {
   for (const Row& r : table()) {
     if (name.find(r.match) == std::string::npos) continue;
-    double v = precision == "tf32" ? r.tf32 : (precision == "fp16" || precision == "bf16") ? r.fp16 : r.fp32;
-    return Peak{v, std::string("datasheet: ") + r.label + ", " + precision};
+    const double v = precision == Precision::TF32 ? r.tf32 : is_16bit(precision) ? r.fp16 : r.fp32;
+    return Peak{v, std::string("datasheet: ") + r.label + ", " + precision_name(precision)};
   }
   return std::nullopt;
 }

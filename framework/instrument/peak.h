@@ -3,6 +3,8 @@
 #include <optional>
 #include <string>
 
+#include "core/precision.h"
+
 namespace loupe::instrument {
 
 struct Peak {
@@ -10,9 +12,9 @@ struct Peak {
   std::string source;  // "datasheet: NVIDIA H100 SXM, fp32"
 };
 
-// The dense peak of a GPU by its name (as CUDA reports it) at a precision ("fp32", "tf32",
-// "fp16", "bf16"); empty when the GPU is not in the table.
-std::optional<Peak> datasheet_peak(const std::string& device_name, const std::string& precision);
+// The dense peak of a GPU by its name (as CUDA reports it) at a precision (fp16 and bf16 share the
+// 16-bit tensor-core peak); empty when the GPU is not in the table.
+std::optional<Peak> datasheet_peak(const std::string& device_name, Precision precision);
 
 // Measured on the current GPU: an FMA-loop kernel (fp32) and a cuBLAS SGEMM of 8192^3.
 // Empty with *why set when CUDA is not available.

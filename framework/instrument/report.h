@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"
+
 namespace loupe::instrument {
 
 using Opt = std::optional<double>;
@@ -20,7 +22,8 @@ struct EpochReport {
   int threads = 0;
   std::string cpu_model;
   // What ran.
-  std::string model, device, device_name, precision = "fp32";
+  std::string model, device, device_name;
+  Precision precision = Precision::FP32;
   int64_t batch = 0;
   int epoch = 0, epochs = 0;
   int64_t steps = 0, samples = 0;

@@ -27,7 +27,8 @@ void visit_fields(const EpochReport& r, F&& f) {
 #define LOUPE_FIELD(x) f(#x, r.x)
   LOUPE_FIELD(run_id); LOUPE_FIELD(started_at); LOUPE_FIELD(seed); LOUPE_FIELD(lr); LOUPE_FIELD(threads);
   LOUPE_FIELD(cpu_model);
-  LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name); LOUPE_FIELD(precision);
+  LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name);
+  f("precision", std::string(precision_name(r.precision)));  // its name in every format
   LOUPE_FIELD(batch); LOUPE_FIELD(epoch); LOUPE_FIELD(epochs); LOUPE_FIELD(steps); LOUPE_FIELD(samples);
   LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc); LOUPE_FIELD(test_loss);
   LOUPE_FIELD(loss_scale); LOUPE_FIELD(skipped_steps);
@@ -155,7 +156,7 @@ std::string device_line(const EpochReport& r) {
   if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
   o += "  busy " + or_na(r.gpu_busy_share, pct);
   if (r.mfu && r.peak_tflops) {
-    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + r.precision;
+    o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + precision_name(r.precision);
   } else {
     o += "  MFU n/a";
     if (r.achieved_tflops) o += " (achieved " + n3(*r.achieved_tflops) + " TFLOP/s)";

@@ -83,7 +83,7 @@ std::string config_table(const EpochReport& r) {
   std::vector<std::pair<std::string, std::string>> rows{
       {"model", r.model},
       {"device", r.device + (r.device_name.empty() || r.device_name == r.device ? "" : " (" + r.device_name + ")")},
-      {"precision", r.precision},
+      {"precision", precision_name(r.precision)},
       {"batch", std::to_string(r.batch) + (r.world_size > 1 ? " per GPU" : "")},
       {"epochs", std::to_string(r.epochs)},
       {"learning rate", r.lr ? shortest(*r.lr) : "n/a"},
@@ -109,7 +109,7 @@ std::string session_start(const EpochReport& r, double now) {
   info->set_start_time_secs(now);
   auto& h = *info->mutable_hparams();
   h["model"].set_string_value(r.model);
-  h["precision"].set_string_value(r.precision);
+  h["precision"].set_string_value(precision_name(r.precision));
   h["device"].set_string_value(r.device_name.empty() ? r.device : r.device_name);
   h["batch"].set_number_value(double(r.batch));
   h["epochs"].set_number_value(double(r.epochs));
