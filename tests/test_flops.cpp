@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <thread>
 
 #include "core/flops.h"
 #include "instrument/monitor.h"
@@ -111,6 +113,39 @@ TEST(Flops, EpochReportGivesFlopsPerSample) {
   EXPECT_EQ(r.nvml_why, "training on the CPU");
   ASSERT_TRUE(r.step_ms_p50.has_value());
   EXPECT_EQ(*instrument::percentile({1, 2, 3, 4}, 50), 2.5);
+}
+
+// The count is the run's (core/flops.h): two threads, each in its own FlopScope, adding at the same
+// time, each count only their own ops, and neither touches the process's counter or the other's.
+TEST(Flops, EachScopeCountsOnlyItsOwnThreadsOps) {
+  auto adds = [](int64_t n, int times, FlopCounter& c) {
+    FlopScope scope(c);
+    Tensor a = full(Shape{n}, 1.0), b = full(Shape{n}, 2.0);
+    for (int i = 0; i < times; ++i) a = add(a, b);
+  };
+  const double process0 = flops_counted();
+  FlopCounter big, small;
+  std::thread t1(adds, 100, 2000, std::ref(big)), t2(adds, 7, 2000, std::ref(small));
+  t1.join();
+  t2.join();
+  EXPECT_EQ(big.total, 100.0 * 2000);
+  EXPECT_EQ(small.total, 7.0 * 2000);
+  EXPECT_EQ(flops_counted(), process0);
+  // Scopes nest: the inner one counts while it lives, then the outer one again.
+  FlopCounter outer, inner;
+  {
+    FlopScope o(outer);
+    add(full(Shape{3}, 1.0), full(Shape{3}, 1.0));
+    {
+      FlopScope i(inner);
+      add(full(Shape{5}, 1.0), full(Shape{5}, 1.0));
+      EXPECT_EQ(flops_counted(), 5.0);
+    }
+    add(full(Shape{3}, 1.0), full(Shape{3}, 1.0));
+    EXPECT_EQ(flops_counted(), 6.0);
+  }
+  EXPECT_EQ(outer.total, 6.0);
+  EXPECT_EQ(inner.total, 5.0);
 }
 
 TEST(Peak, DatasheetTable) {

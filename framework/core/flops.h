@@ -10,11 +10,34 @@
 //   pooling kernel_h*kernel_w per output, forward and backward. Gathers and copies move data and count 0.
 //   batch norm 6 (training) or 2 (evaluation) forward, 8 backward; an LSTM's GEMMs as GEMMs plus,
 //   per row, time step and direction, 32H forward and 30H backward for its gates (ops/lstm.cpp).
+//
+// The count belongs to a run: a trainer holds a FlopCounter and opens a FlopScope on the thread
+// that dispatches its ops (as it opens its PrecisionScope), so two trainers in one process, or a
+// loader thread's casts, never add to each other's count. Outside every scope the ops add to the
+// process's own counter.
 #pragma once
 
 namespace loupe {
 
+struct FlopCounter {
+  double total = 0;
+};
+
+// Adds f to the innermost live FlopScope's counter on this thread, else to the process's.
 void add_flops(double f);
-double flops_counted();  // running total since the start of the process
+// That counter's total (the differences around a step are the step's FLOPs).
+double flops_counted();
+
+// Makes `c` this thread's counter while it lives (scopes nest; the previous one returns after it).
+class FlopScope {
+ public:
+  explicit FlopScope(FlopCounter& c);
+  ~FlopScope();
+  FlopScope(const FlopScope&) = delete;
+  FlopScope& operator=(const FlopScope&) = delete;
+
+ private:
+  FlopCounter* prev_;
+};
 
 }  // namespace loupe

@@ -406,6 +406,7 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
 
 EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   PrecisionScope precision_scope(precision_);
+  FlopScope flop_scope(flops_);
   EpochStats st;
   st.epoch = epoch;
   model_.train();
@@ -571,6 +572,7 @@ int64_t Trainer::eval_samples(int64_t n, int64_t batch, int64_t max_batches) con
 
 double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_batches) {
   PrecisionScope precision_scope(precision_);
+  FlopScope flop_scope(flops_);
   NvtxRange range("evaluation");
   NoGradGuard g;
   model_.eval();

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/flops.h"
 #include "core/precision.h"
 #include "core/tensor.h"
 #include "loader/sampler.h"
@@ -223,6 +224,7 @@ class Trainer {
   Device device_;
   TrainerOptions options_;
   Precision precision_;
+  FlopCounter flops_;  // this run's FLOPs (core/flops.h), counted while its scope is open
   int64_t global_step_ = 0;
   int64_t classes_ = 0;
   std::unique_ptr<optim::GradScaler> scaler_;
