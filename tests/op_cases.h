@@ -248,6 +248,12 @@ inline std::vector<OpCase> op_cases() {
   add("bce_with_logits", {{{9}}, {{9}, Kind::Targets01}},
       [](V x) { return binary_cross_entropy_with_logits(x[0], x[1]); })
       .with_flops(fl::per_element(6, 4)).with_perf({{1 << 20}, {1 << 20}});
+  // sub, mul and mean: forward 1 each per element; backward the mean's scale (1), the product's two
+  // (g*d twice), the engine's sum of those two into d's gradient (1) and the target's -g (1).
+  add("mean_squared_error", {{{6, 3}}, {{6, 3}}}, [](V x) { return mean_squared_error(x[0], x[1]); })
+      .with_flops([](S s) { return Flops{3 * n(s[0]), 4 * n(s[0]) + 1}; }).with_perf({M, M});
+  add("mean_squared_error_column", {{{7, 1}}, {{7}}}, [](V x) { return mean_squared_error(x[0], x[1]); })
+      .with_flops([](S s) { return Flops{3 * n(s[0]), 4 * n(s[0]) + 1}; }).with_perf({{1 << 20, 1}, {1 << 20}});
   auto mm = [](S s) { return fl::gemm(double(s[0][0]), double(s[1][1]), double(s[0][1])); };
   const Shapes mm_perf{{512, 512}, {512, 512}};
   add("matmul", {{{5, 7}}, {{7, 3}}}, [](V x) { return matmul(x[0], x[1]); }).with_flops(mm).with_perf(mm_perf);
@@ -523,7 +529,8 @@ inline std::vector<OpCase> op_cases() {
   // the embedding lookup (the table stays float32; nn::Embedding casts its output).
   for (OpCase& k : c) {
     const std::string& nm = k.name;
-    if (nm == "cross_entropy" || nm == "bce_with_logits" || nm == "mlp_chain" || nm.rfind("embedding_", 0) == 0)
+    if (nm == "cross_entropy" || nm == "bce_with_logits" || nm.rfind("mean_squared_error", 0) == 0 || nm == "mlp_chain" ||
+        nm.rfind("embedding_", 0) == 0)
       k.tol.f16 = k.tol.bf16 = std::nullopt;
   }
   return c;

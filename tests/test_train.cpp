@@ -951,6 +951,66 @@ TEST(TrainCpu, TrainerUsesTheLossItIsGiven) {
                                  "1], but the model gives [32, 2]"), std::string::npos) << two_columns_bce;
 }
 
+// Mean squared error (a regression head): float targets stay float through the resident gather,
+// two outputs learn y = x W^T + b to a test loss near zero, the accuracy is NaN (never 0 %), and
+// targets of the wrong width are refused in one sentence naming both shapes. On a GPU the full
+// batches run as a CUDA graph, as every resident step does.
+void learns_a_linear_regression(Device d) {
+  std::vector<float> x(256 * 4), y(256 * 2), y_wide(256 * 3);
+  for (int i = 0; i < 256; ++i) {
+    for (int j = 0; j < 4; ++j) x[size_t(i * 4 + j)] = float((i * 37 + j * 11) % 64) / 64.0f - 0.5f;
+    const float* r = &x[size_t(i * 4)];
+    y[size_t(i * 2)] = 2 * r[0] - r[1] + 0.5f * r[3] + 0.25f;
+    y[size_t(i * 2 + 1)] = -r[2] + 3 * r[3] - 1;
+  }
+  auto run = [&](const Tensor& targets, int epochs, train::EpochStats* last, double* test_loss) {
+    train::TensorDataset set = train::TensorDataset{from_vector(x, Shape{256, 4}), targets, 1.0}.to(d);
+    manual_seed(1);
+    auto m = std::make_shared<nn::Sequential>();
+    m->add("fc", std::make_shared<nn::Linear>(4, targets.dim() == 1 ? 1 : 2));
+    m->to(d);
+    optim::Adam opt(m->arena(), 0.05, 0.9, 0.999, 1e-7);
+    train::TrainerOptions o;
+    o.loss = train::Loss::MeanSquaredError;
+    train::Trainer t(*m, opt, d, o);
+    for (int e = 1; e <= epochs; ++e) *last = t.train_epoch(set, 32, 1, e);
+    const double acc = t.evaluate(set);
+    *test_loss = t.last_eval_loss();
+    return acc;
+  };
+  train::EpochStats first, last;
+  double loss1 = 0, loss = 0;
+  run(from_vector(y, Shape{256, 2}), 1, &first, &loss1);
+  const double acc = run(from_vector(y, Shape{256, 2}), 60, &last, &loss);
+  EXPECT_LT(loss, 1e-3) << "after 60 epochs (the first: " << loss1 << ")";
+  EXPECT_LT(last.train_loss, 1e-2 * first.train_loss);
+  EXPECT_TRUE(std::isnan(acc)) << acc;
+  EXPECT_TRUE(std::isnan(last.train_acc)) << last.train_acc;
+  // One output and targets [N] (NumPy's usual y): each batch's [b] targets meet the [b, 1] outputs.
+  std::vector<float> y0(256);
+  for (int i = 0; i < 256; ++i) y0[size_t(i)] = y[size_t(i * 2)];
+  double one_loss = 0;
+  run(from_vector(y0, Shape{256}), 60, &last, &one_loss);
+  EXPECT_LT(one_loss, 1e-3);
+  std::string why = "no error";
+  try {
+    run(from_vector(y_wide, Shape{256, 3}), 1, &last, &one_loss);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("mean squared error: the model gives [32, 2] outputs for a batch whose targets are [32, 3]"),
+            std::string::npos) << why;
+  EXPECT_EQ(train::loss_name(train::Loss::MeanSquaredError), std::string("mean squared error"));
+  EXPECT_FALSE(train::has_accuracy(train::Loss::MeanSquaredError));
+}
+
+TEST(TrainCpu, LearnsALinearRegressionWithMeanSquaredError) { learns_a_linear_regression(kCPU); }
+
+TEST(TrainGpu, LearnsALinearRegressionWithMeanSquaredError) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  learns_a_linear_regression(kCUDA);
+}
+
 // models::Session holds the policy the command and the tests share (issue 17, item 2): the
 // channels-last rule (convolutions only; asked for, or 16-bit), the recipe's optimizer, lr and
 // loss, and the model sized by its data.

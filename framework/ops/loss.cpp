@@ -4,6 +4,8 @@
 #include "core/dispatch.h"
 #include "core/flops.h"
 #include "core/op_record.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -72,6 +74,16 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     autograd::record(n, {&logits, &targets}, {&loss});
   }
   return scope_.result(loss);
+}
+
+Tensor mean_squared_error(const Tensor& pred, const Tensor& target) {
+  LOUPE_CHECK(is_floating(pred.dtype()) && target.dtype() == pred.dtype() && target.numel() == pred.numel(),
+              "mean_squared_error needs float predictions and float targets of the same size and dtype, got ",
+              pred.shape().str(), " ", dtype_name(pred.dtype()), " and ", target.shape().str(), " ",
+              dtype_name(target.dtype()));
+  LOUPE_CHECK(target.device() == pred.device(), "mean_squared_error: tensors on different devices");
+  const Tensor d = sub(pred, target.shape() == pred.shape() ? target : reshape(target, pred.shape()));
+  return mean(mul(d, d));
 }
 
 Tensor count_correct(const Tensor& logits, const Tensor& labels) {

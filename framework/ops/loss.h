@@ -9,6 +9,10 @@ namespace loupe {
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 // logits of any shape, targets float of the same numel in [0, 1]: mean of BCE(sigmoid(logits), t).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets);
+// pred float of any shape, target float of the same numel: mean of (pred - target)^2 over every
+// element (Keras' mean_squared_error: the mean over the outputs, then over the batch). Composed of
+// sub, mul and mean, whose gradients and kernels are checked one by one.
+Tensor mean_squared_error(const Tensor& pred, const Tensor& target);
 // How many rows are classified correctly, as a float32 scalar on logits' device; no autograd.
 // logits [N, C] with C > 1: argmax == label; logits [N] or [N, 1]: (logit > 0) == (label > 0.5).
 Tensor count_correct(const Tensor& logits, const Tensor& labels);

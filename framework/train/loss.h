@@ -12,8 +12,14 @@ enum class Loss {
   // A binary classifier (Keras' Dense(1, sigmoid) with binary cross-entropy, the sigmoid fused into
   // the loss): logits [batch, 1], labels 0/1, cast to float once a step for the loss and the count.
   BinaryCrossEntropyWithLogits,
+  // Regression (Keras' mean_squared_error on a linear output): outputs [batch, k >= 1], float
+  // targets of batch x k values; no classes, so no accuracy (EpochStats' accuracies are NaN).
+  MeanSquaredError,
 };
 
-const char* loss_name(Loss l);  // "cross-entropy", "binary cross-entropy with logits"
+// "cross-entropy", "binary cross-entropy with logits", "mean squared error"
+const char* loss_name(Loss l);
+// Whether the loss classifies, so that an epoch has an accuracy (not for mean squared error).
+inline bool has_accuracy(Loss l) { return l != Loss::MeanSquaredError; }
 
 }  // namespace loupe::train

@@ -41,7 +41,12 @@ GraphMode parse_graph_mode(const std::string& s) {
 }
 
 const char* loss_name(Loss l) {
-  return l == Loss::BinaryCrossEntropyWithLogits ? "binary cross-entropy with logits" : "cross-entropy";
+  switch (l) {
+    case Loss::BinaryCrossEntropyWithLogits: return "binary cross-entropy with logits";
+    case Loss::MeanSquaredError: return "mean squared error";
+    case Loss::CrossEntropy: break;
+  }
+  return "cross-entropy";
 }
 
 const char* graph_mode_name(GraphMode m) { return m == GraphMode::Auto ? "auto" : m == GraphMode::On ? "on" : "off"; }
@@ -131,10 +136,11 @@ std::string Trainer::step_mode() const {
 }
 
 namespace {
-// The samples at ids idx of a resident data set: x as float (scaled), labels as int32.
+// The samples at ids idx of a resident data set: x as float (scaled), labels as int32, float
+// targets (a regression's) as float32.
 void gather(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) {
   x = index_select(data.x, idx, DType::f32, data.x_scale);
-  y = index_select(data.y, idx, DType::i32);
+  y = index_select(data.y, idx, is_floating(data.y.dtype()) ? DType::f32 : DType::i32);
 }
 }  // namespace
 
@@ -237,6 +243,12 @@ namespace {
 // The logits' shape against the loss the trainer was given: a host check of the shape only (no
 // device read), so it costs nothing and holds inside a graph capture.
 void check_logits(const Tensor& logits, Loss loss) {
+  if (loss == Loss::MeanSquaredError) {
+    if (logits.dim() == 2) return;
+    throw Error("the loss is mean squared error, which needs outputs of shape [batch, k], but the model gives " +
+                logits.shape().str() + " (the loss comes from the model's recipe, models::Recipe::loss, through "
+                "TrainerOptions::loss)");
+  }
   const bool one_column = logits.dim() == 2 && logits.size(1) == 1;
   const bool binary = loss == Loss::BinaryCrossEntropyWithLogits;
   if (binary ? one_column : logits.dim() == 2 && !one_column) return;
@@ -249,12 +261,29 @@ void check_logits(const Tensor& logits, Loss loss) {
 }
 
 Tensor targets_for(Loss loss, const Tensor& logits, const Tensor& labels) {
+  if (loss == Loss::MeanSquaredError) {
+    if (labels.numel() != logits.numel())
+      throw Error("mean squared error: the model gives " + logits.shape().str() + " outputs for a batch whose targets "
+                  "are " + labels.shape().str() + " (want " + std::to_string(logits.size(1)) + " per sample)");
+    return reshape(to(labels, logits.dtype()), logits.shape());
+  }
   return loss == Loss::BinaryCrossEntropyWithLogits ? to(labels, logits.dtype()) : labels;
 }
 
 Tensor loss_for(Loss loss, const Tensor& logits, const Tensor& targets) {
-  return loss == Loss::BinaryCrossEntropyWithLogits ? binary_cross_entropy_with_logits(flatten(logits, 0), targets)
-                                                    : cross_entropy(logits, targets);
+  switch (loss) {
+    case Loss::BinaryCrossEntropyWithLogits: return binary_cross_entropy_with_logits(flatten(logits, 0), targets);
+    case Loss::MeanSquaredError: return mean_squared_error(logits, targets);
+    case Loss::CrossEntropy: break;
+  }
+  return cross_entropy(logits, targets);
+}
+
+// The classes a loss's outputs stand for: two for a binary classifier's one column, none for a
+// regression.
+int64_t classes_of(Loss loss, const Tensor& logits) {
+  if (loss == Loss::MeanSquaredError) return 0;
+  return loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
 }
 
 Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
@@ -290,7 +319,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     logits = model_(x);
     if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);  // the loss in float32
     check_logits(logits, options_.loss);
-    classes_ = options_.loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
+    classes_ = classes_of(options_.loss, logits);
     y = targets_for(options_.loss, logits, y);
     loss = loss_for(options_.loss, logits, y);
   }
@@ -316,7 +345,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
-  add_(correct_, correct_for(options_.loss, logits.detach(), y));
+  if (has_accuracy(options_.loss)) add_(correct_, correct_for(options_.loss, logits.detach(), y));
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
   // go, since they would only cost (the step is then float32's). The first step is eager, so no
@@ -530,7 +559,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   }
   const double world_samples = double(st.samples) * shard_.world;
   st.train_loss = st.samples ? v[0] / world_samples : 0.0;
-  st.train_acc = st.samples ? v[1] / world_samples : 0.0;
+  st.train_acc = !has_accuracy(options_.loss) ? std::nan("") : st.samples ? v[1] / world_samples : 0.0;
   if (!st.diverged && (!std::isfinite(st.train_loss) || !std::isfinite(v[2]))) {
     st.diverged = true;
     st.diverged_step = global_step_;
@@ -555,9 +584,9 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   Tensor logits = model_(x);
   if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);
   check_logits(logits, options_.loss);
-  classes_ = options_.loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
+  classes_ = classes_of(options_.loss, logits);
   const Tensor t = targets_for(options_.loss, logits, y);
-  add_(eval_correct_, correct_for(options_.loss, logits, t));
+  if (has_accuracy(options_.loss)) add_(eval_correct_, correct_for(options_.loss, logits, t));
   add_(eval_loss_, loss_for(options_.loss, logits, t), double(logits.size(0)));  // a mean: times the batch
 }
 
@@ -611,6 +640,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);
   const std::vector<float> v = eval_sums_.to_vector<float>();
   eval_loss_value_ = evaluated ? v[1] / double(evaluated) : -1;
+  if (!has_accuracy(options_.loss)) return std::nan("");
   return evaluated ? v[0] / double(evaluated) : 0.0;
 }
 

@@ -156,7 +156,8 @@ class Trainer {
   // Accuracy on `data` in eval mode, no gradients; full batches replayed from a graph of their own.
   // With data parallelism each rank evaluates its contiguous part and the counts are summed. With
   // max_batches >= 0 each rank evaluates at most that many batches of its part (--max-steps: a
-  // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated.
+  // quick check's evaluation is bounded too), and the accuracy is over the samples evaluated; NaN
+  // for a loss without one (mean squared error: has_accuracy), whose figure is last_eval_loss().
   static constexpr int64_t kEvalBatch = 1000;  // one graph serves every full evaluation batch
   double evaluate(const TensorDataset& data, int64_t batch = kEvalBatch, int64_t max_batches = -1);
   // The order the resident path trains epoch `epoch` of n samples in (loader::epoch_permutation),
