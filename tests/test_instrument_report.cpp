@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -311,6 +312,20 @@ TEST(EpochLine, MeasuredFigures) {
     EXPECT_NE(s.find(part), std::string::npos) << part << "\n" << s;
   EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
   EXPECT_NE(s.back(), '\n');
+}
+
+// A regression's epoch (mean squared error): no accuracy, so the line names the losses alone, and
+// the records hold null (JSON) for both accuracies.
+TEST(EpochLine, ARegressionHasNoAccuracy) {
+  EpochReport r = full_report();
+  r.train_acc = std::nan("");
+  r.test_acc.reset();
+  const std::string s = epoch_line(r);
+  EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  test loss 0.3712  0.142 s  455,114 samples/s"), 0u) << s;
+  EXPECT_EQ(s.find("acc"), std::string::npos) << s;
+  const std::string j = to_json(r);
+  EXPECT_NE(j.find("\"train_acc\":null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"test_acc\":null"), std::string::npos) << j;
 }
 
 TEST(EpochLine, UnmeasuredIsNa) {

@@ -243,11 +243,15 @@ std::string epoch_line(const EpochReport& r) {
   const int width = int(std::to_string(r.epochs).size());
   char head[64];
   std::snprintf(head, sizeof head, "epoch %*d/%d", width, r.epoch, r.epochs);
-  std::string o = std::string(head) + "  loss " + fmt("%.4f", r.train_loss) + "  train acc " +
-                  fmt("%.2f%%", 100 * r.train_acc) +
-                  (r.test_loss ? "  test loss " + fmt("%.4f", *r.test_loss) : std::string()) + "  test acc " +
-                  or_na(r.test_acc, [](double a) { return fmt("%.2f%%", 100 * a); }) + "  " +
-                  n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
+  // A regression (mean squared error) has no accuracy: its train accuracy is NaN, and the line
+  // names the losses alone rather than an accuracy of n/a.
+  const bool accuracy = std::isfinite(r.train_acc);
+  std::string o = std::string(head) + "  loss " + fmt("%.4f", r.train_loss) +
+                  (accuracy ? "  train acc " + fmt("%.2f%%", 100 * r.train_acc) : std::string()) +
+                  (r.test_loss ? "  test loss " + fmt("%.4f", *r.test_loss) : std::string()) +
+                  (accuracy ? "  test acc " + or_na(r.test_acc, [](double a) { return fmt("%.2f%%", 100 * a); })
+                            : std::string()) +
+                  "  " + n3(r.epoch_seconds) + " s  " + n3(r.samples_per_sec) + " samples/s";
   if (r.loss_scale) o += fmt("  loss scale %g", *r.loss_scale) + fmt(" (%.0f skipped)", r.skipped_steps.value_or(0));
 
   // Line 2: the device, on a GPU only (a CPU run measures none of it; the files keep the fields).

@@ -292,7 +292,9 @@ void TensorBoardWriter::epoch(const EpochReport& r) {
   scalars(r.epoch, values);
   // Train and test on one chart each for accuracy and loss: the same tags in the runs DIR/train
   // and DIR/test.
-  write_scalars(*train_, r.epoch, {{"epoch/accuracy", r.train_acc}, {"epoch/loss", r.train_loss}});
+  std::vector<std::pair<std::string, double>> train{{"epoch/loss", r.train_loss}};
+  if (std::isfinite(r.train_acc)) train.insert(train.begin(), {"epoch/accuracy", r.train_acc});  // none: a regression
+  write_scalars(*train_, r.epoch, train);
   std::vector<std::pair<std::string, double>> test;
   if (r.test_acc && std::isfinite(*r.test_acc)) test.emplace_back("epoch/accuracy", *r.test_acc);
   if (r.test_loss && std::isfinite(*r.test_loss)) test.emplace_back("epoch/loss", *r.test_loss);
