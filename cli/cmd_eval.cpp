@@ -1,4 +1,5 @@
 // loupe eval: the test accuracy of a saved model.
+#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
@@ -34,8 +35,12 @@ int cmd_eval(const Options& o) {
     std::fflush(stdout);
     return interrupt_exit_status();
   }
-  std::printf("%s after %d epochs, on %s: test accuracy %.2f%%, test loss %.4f\n", info.name.c_str(), m.epoch,
-              data.description.c_str(), 100 * acc, session.trainer().last_eval_loss());
+  if (std::isnan(acc))  // a regression (mean squared error): its loss alone
+    std::printf("%s after %d epochs, on %s: test loss %.4g\n", info.name.c_str(), m.epoch, data.description.c_str(),
+                session.trainer().last_eval_loss());
+  else
+    std::printf("%s after %d epochs, on %s: test accuracy %.2f%%, test loss %.4f\n", info.name.c_str(), m.epoch,
+                data.description.c_str(), 100 * acc, session.trainer().last_eval_loss());
   return 0;
 }
 

@@ -59,6 +59,7 @@ struct Run {
   std::unique_ptr<models::Session> session;
   const char* prec = "fp32";
   int saved_epoch = 0;
+  // The figure of merit: test accuracy (higher is better), or a regression's test loss (lower).
   double best = -1, last = -1;
   int best_epoch = 0;
   train::EpochHistory history;  // the finished epochs, for judging the next (train/divergence.h)
@@ -108,7 +109,7 @@ void load_input(Run& run) {
   const Options& o = run.o;
   run.data = load_data(data_request(o, run.info, run.info.recipe.augment, o.resident), run.dev);
   run.pipeline = "whole training set resident on " + run.dev.str() + ", batches gathered by index";
-  if (o.resident) return;
+  if (o.resident || !run.data.host) return;  // no host set: a regression's targets stay resident
   loader::LoaderOptions lo;
   lo.batch = run.batch;
   lo.workers = o.workers;
@@ -259,8 +260,13 @@ train::EpochStats run_training_epoch(Run& run, Reporting& rep, int e) {
 
 // The epoch's report line (and records), and its checkpoint.
 void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
-  run.last = st.test_acc;
-  if (st.test_acc > run.best) { run.best = st.test_acc; run.best_epoch = e; }
+  if (train::has_accuracy(run.info.recipe.loss)) {
+    run.last = st.test_acc;
+    if (st.test_acc > run.best) { run.best = st.test_acc; run.best_epoch = e; }
+  } else if (st.test_loss >= 0) {  // a regression: the lowest test loss
+    run.last = st.test_loss;
+    if (run.best < 0 || st.test_loss < run.best) { run.best = st.test_loss; run.best_epoch = e; }
+  }
   instrument::EpochReport r = epoch_report(run.info.name, run.dev, run.batch, st, run.epochs);
   r.seed = run.session->seed();
   r.lr = run.session->lr();
@@ -516,10 +522,13 @@ int cmd_train(const Options& o) {
   for (int e = run.session->resumed_epochs() + 1; e <= run.epochs && !status; ++e) status = run_epoch(run, rep, e);
   if (trace) trace->finish(trainer, trainer.global_step() - first_step);
   if (status) return *status;
-  if (run.best >= 0)
+  const std::string saved = o.save.empty() ? "" : "; checkpoint in " + o.save;
+  if (run.best >= 0 && train::has_accuracy(run.info.recipe.loss))
     std::printf("done in %.1f s: final test accuracy %.2f%%, best %.2f%% (epoch %d)%s\n",
-                train::now_seconds() - t_start, 100 * run.last, 100 * run.best, run.best_epoch,
-                o.save.empty() ? "" : ("; checkpoint in " + o.save).c_str());
+                train::now_seconds() - t_start, 100 * run.last, 100 * run.best, run.best_epoch, saved.c_str());
+  else if (run.best >= 0)
+    std::printf("done in %.1f s: final test loss %.4g, best %.4g (epoch %d)%s\n", train::now_seconds() - t_start,
+                run.last, run.best, run.best_epoch, saved.c_str());
   return 0;
 }
 

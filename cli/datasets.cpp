@@ -251,16 +251,25 @@ Data model_arrays(const DataRequest& req, Device dev) {
                 "[28, 28, 1] or [784] with 10; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's [100] ids over "
                 "20,000 words with 1 output): give its data as --data DIR with x_train.npy " + shape +
                 ", y_train.npy, x_test.npy and y_test.npy (or --val-split F without the test pair)");
-  data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split);
+  const bool regression = req.classes == 0;
+  data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split,
+                                                req.outputs);
   Data d;
-  d.test = train::TensorDataset{from_vector(a.test_x, with_batch(a.n_test, sample)),
-                                from_vector(a.test_labels, Shape{a.n_test}), 1.0}.to(dev);
+  // A regression's targets [N, outputs] as float32; a classifier's labels [N] as uint8.
+  auto y = [&](bool train) {
+    const int64_t n = train ? a.n_train : a.n_test;
+    return regression ? from_vector(train ? a.train_targets : a.test_targets, Shape{n, req.outputs})
+                      : from_vector(train ? a.train_labels : a.test_labels, Shape{n});
+  };
+  d.test = train::TensorDataset{from_vector(a.test_x, with_batch(a.n_test, sample)), y(false), 1.0}.to(dev);
   d.description = "NumPy arrays from " + req.dir + " (" + std::to_string(a.n_train) + " train, " +
                   std::to_string(a.n_test) + (a.split ? " held out by --val-split" : " test") + "; x " + a.x_type +
-                  " " + shape + (a.x_type == "uint8" && !req.token_ids ? " scaled by 1/255" : "") + ")";
-  if (req.resident)
-    d.train = train::TensorDataset{from_vector(a.train_x, with_batch(a.n_train, sample)),
-                                   from_vector(a.train_labels, Shape{a.n_train}), 1.0}.to(dev);
+                  " " + shape + (a.x_type == "uint8" && !req.token_ids ? " scaled by 1/255" : "") +
+                  (regression ? "; float targets [N, " + std::to_string(req.outputs) + "]" : std::string()) + ")";
+  // The loader's batches carry class labels only: a regression's training set stays on the device.
+  if (regression && !req.resident) d.description += "; resident, since the loader carries class labels, not targets";
+  if (req.resident || regression)
+    d.train = train::TensorDataset{from_vector(a.train_x, with_batch(a.n_train, sample)), y(true), 1.0}.to(dev);
   else
     d.host = std::make_shared<loader::FloatArrayDataset>(std::move(a.train_x), std::move(a.train_labels), sample);
   return d;

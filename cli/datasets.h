@@ -23,9 +23,10 @@ struct DataRequest {
   bool augment = false;   // the recipe's augmentation (loader path only)
   bool resident = false;  // keep the training set on the device instead of the loader's host copy
   double val_split = 0;   // NumPy arrays without test arrays: the last this share of the training ones
-  // "arrays" (a model file's own data): the input per sample, the classes, token ids or values.
+  // "arrays" (a model file's own data): the input per sample, the classes (0: a regression of
+  // `outputs` float targets per sample), token ids or values.
   std::vector<int64_t> input_shape;
-  int64_t classes = 0;
+  int64_t classes = 0, outputs = 0;
   bool token_ids = false;
 };
 

@@ -73,9 +73,10 @@ options (defaults come from the model's recipe):
   --lr X              learning rate
   --optimizer NAME    adam, rmsprop, sgd or adadelta, with Keras's defaults for it (its learning
                       rate too, unless --lr): instead of the recipe's or the model file's
-  --loss NAME         categorical_crossentropy, sparse_categorical_crossentropy or
-                      binary_crossentropy, as Keras names them: instead of the model file's (on a
-                      linear last layer, the outputs as logits; a file without one needs it)
+  --loss NAME         categorical_crossentropy, sparse_categorical_crossentropy,
+                      binary_crossentropy or mean_squared_error (mse), as Keras names them: instead
+                      of the model file's (on a linear last layer, the outputs as logits; a file
+                      without one needs it; mean_squared_error: a regression on NumPy targets)
   --data DIR          the model's data set: MNIST-format files (raw or .gz) for the MNIST models,
                       cifar-10-batches-bin for cifar10_cnn, or for either image folders
                       DIR/train/<class>/ and DIR/test/<class>/ (PNG, JPEG) or NumPy arrays
@@ -397,7 +398,7 @@ const std::map<std::string, Spec> kSpecs = {
        o.optimizer = v;
      }}},
     {"loss", {false, "train profile eval bench sweep", [](Options& o, const std::string& v) {
-       models::with_loss(models::ModelInfo{}, v);  // an unknown name is refused here, before any work
+       models::check_loss_name(v);  // an unknown name is refused here, before any work
        o.loss = v;
      }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},

@@ -315,6 +315,28 @@ int64_t integer_at(const NpyArray& a, int64_t i) {
   return v >= 0 && v < 2147483648.0 && v == std::floor(v) ? int64_t(v) : -1;
 }
 
+// A regression's targets: [N] or [N, 1] for one output, [N, outputs] for several; any of the six
+// dtypes, as float32, every value finite.
+std::vector<float> targets_of(const NpyArray& a, const std::string& file, int64_t n, int64_t outputs) {
+  const auto& d = a.shape;
+  const bool ok = !d.empty() && d[0] == n &&
+                  ((d.size() == 1 && outputs == 1) || (d.size() == 2 && d[1] == outputs));
+  if (!ok)
+    throw Error(file + ": targets of shape " + dims_text(d) + " for " + std::to_string(n) + " samples; the model has " +
+                std::to_string(outputs) + " output" + (outputs == 1 ? "" : "s") + ", so expected [" + std::to_string(n) +
+                ", " + std::to_string(outputs) + "]" + (outputs == 1 ? " or [" + std::to_string(n) + "]" : ""));
+  std::vector<float> out(static_cast<size_t>(n * outputs));
+  for (int64_t i = 0; i < n * outputs; ++i) {
+    const double v = value_at(a, i);
+    if (!std::isfinite(v) || std::fabs(v) > 3.4e38)
+      throw Error(file + ": target " + std::to_string(i / outputs) + (outputs > 1 ? ", output " +
+                  std::to_string(i % outputs) : std::string()) + " is " + (std::isnan(v) ? "NaN" : "not finite in float32") +
+                  "; a regression trains on finite values");
+    out[size_t(i)] = float(v);
+  }
+  return out;
+}
+
 // Labels [N] or [N, 1] (integers below `classes`), or one-hot [N, classes].
 std::vector<uint8_t> labels_of(const NpyArray& a, const std::string& file, int64_t n, int classes) {
   const auto& d = a.shape;
@@ -380,7 +402,8 @@ namespace {
 // The last `share` of the training arrays as the test set (at least one sample, at least one left),
 // for the images (NpyImages) and a model file's samples (NpyFeatures) alike.
 template <class R, class X>
-void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string& dir, const char* what) {
+void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string& dir, const char* what,
+              std::vector<float> R::*train_t = nullptr, std::vector<float> R::*test_t = nullptr) {
   const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
   if (held >= n)
     throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " " + what + ", too few to hold out " +
@@ -388,9 +411,16 @@ void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string
   X& train = r.*train_x;
   const size_t per = train.size() / size_t(n), keep = size_t(n - held);
   (r.*test_x).assign(train.begin() + std::ptrdiff_t(keep * per), train.end());
-  r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
   train.resize(keep * per);
-  r.train_labels.resize(keep);
+  if (train_t) {  // a regression's targets, n x outputs
+    std::vector<float>& t = r.*train_t;
+    const size_t outs = t.size() / size_t(n);
+    (r.*test_t).assign(t.begin() + std::ptrdiff_t(keep * outs), t.end());
+    t.resize(keep * outs);
+  } else {
+    r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
+    r.train_labels.resize(keep);
+  }
   r.n_train = n - held;
   r.n_test = held;
   r.split = true;
@@ -477,19 +507,30 @@ std::vector<float> features_of(const NpyArray& a, const std::string& file, const
 }  // namespace
 
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
-                              double val_split) {
-  if (classes < 2 || classes > 256)
+                              double val_split, int64_t outputs) {
+  const bool regression = classes == 0;
+  if (!regression && (classes < 2 || classes > 256))
     throw Error("the model has " + std::to_string(classes) + " classes; loupe reads NumPy labels for 2 to 256");
+  if (regression && outputs < 1) throw Error("a regression needs at least one output, got " + std::to_string(outputs));
   NpyFeatures r;
   const ArraySource src(dir);
   const bool has_test = src.test_arrays(val_split);
   const NpyArray x = src.read("x_train");
   r.x_type = npy_type_name(x.type);
   r.train_x = features_of(x, src.file("x_train"), sample, ids, r.n_train);
-  r.train_labels = labels_of(src.read("y_train"), src.file("y_train"), r.n_train, classes);
+  if (regression)
+    r.train_targets = targets_of(src.read("y_train"), src.file("y_train"), r.n_train, outputs);
+  else
+    r.train_labels = labels_of(src.read("y_train"), src.file("y_train"), r.n_train, classes);
   if (has_test) {
     r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, r.n_test);
-    r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
+    if (regression)
+      r.test_targets = targets_of(src.read("y_test"), src.file("y_test"), r.n_test, outputs);
+    else
+      r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
+  } else if (regression) {
+    hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples", &NpyFeatures::train_targets,
+             &NpyFeatures::test_targets);
   } else {
     hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples");
   }

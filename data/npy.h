@@ -80,14 +80,18 @@ NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sa
 // as float32: uint8 scaled by 1/255, as the reference models scale their images, unless `ids` (the
 // model starts with an Embedding: token ids, kept whole; any integer or whole float dtype); the
 // others as they are. Memory: the arrays and their float copy.
+// classes 0: a regression (mean squared error) of `outputs` values per sample: y as float32 targets
+// [N] or [N, outputs] (any of the six dtypes, every value finite) in train_targets / test_targets,
+// no labels.
 struct NpyFeatures {
   int64_t n_train = 0, n_test = 0;
   std::vector<float> train_x, test_x;
   std::vector<uint8_t> train_labels, test_labels;
+  std::vector<float> train_targets, test_targets;  // a regression's, n x outputs
   std::string x_type;  // the file's dtype, for the run's header
   bool split = false;
 };
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
-                              double val_split = 0);
+                              double val_split = 0, int64_t outputs = 1);
 
 }  // namespace loupe::data

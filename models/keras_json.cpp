@@ -205,7 +205,7 @@ class Parser {
   std::vector<Step> steps;
   std::vector<int64_t> shape_;    // per sample, in Keras's (channels-last) layout
   bool chw_ = false;              // the tensor is the channels-first form of a 3-D shape_
-  std::string output_activation;  // softmax, sigmoid or linear: the last layer's
+  std::string output_activation;  // softmax, sigmoid, linear or relu: the last layer's
   int64_t keras_parameters = 0, loupe_parameters = 0;
   std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
   bool embedding_input = false;   // the first layer takes token ids
@@ -289,6 +289,7 @@ class Parser {
     }
     if (a == "relu") {
       add(l, [] { return std::make_shared<nn::ReLU>(); }, l.cls == "Activation" ? "" : "_relu");
+      if (last_) output_activation = "relu";  // no loss takes it: named when a loss is refused
       return;
     }
     if ((a == "softmax" || a == "sigmoid") && last_) {
@@ -584,7 +585,14 @@ train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, co
                        std::string(logits ? "no activation" : "sigmoid") + " (or a softmax of two), not " + act);
     return train::Loss::BinaryCrossEntropyWithLogits;
   }
-  refuse(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary cross-entropy)");
+  if (name == "meansquarederror" || name == "mse") {
+    if (act != "linear")
+      refuse(file, "the loss mean_squared_error needs a last layer with no activation (a regression's outputs), not " +
+                       act);
+    return train::Loss::MeanSquaredError;
+  }
+  refuse(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary "
+               "cross-entropy, mean squared error)");
 }
 
 // compile_config where the file has it (Keras 3), else Keras's compile defaults (RMSprop at 0.001)
@@ -607,7 +615,8 @@ void recipe_from(const json& root, const Parser& p, int64_t outputs, ModelInfo& 
     m.recipe.loss = act == "softmax" ? train::Loss::CrossEntropy : train::Loss::BinaryCrossEntropyWithLogits;
   } else {
     m.loss_missing = file + ": the last layer has no softmax or sigmoid and the file names no loss: give --loss "
-                     "categorical_crossentropy or binary_crossentropy (on the outputs as logits)";
+                     "categorical_crossentropy or binary_crossentropy (on the outputs as logits), or "
+                     "mean_squared_error for a regression";
   }
   m.output_activation = act;
   if (m.loss_missing.empty() && m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
@@ -672,12 +681,13 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
     const Parser first = parse(layers, input, "", file);  // what the model outputs, to pick the data set
     const int64_t outputs = first.shape_[0];
     ModelInfo m;
-    const std::string dataset = dataset_for(input, first, outputs);
+    recipe_from(root, first, outputs, m, file);  // the loss first: a regression's data are its own arrays
+    const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
+    const std::string dataset = regression ? "" : dataset_for(input, first, outputs);
     const Parser p = parse(layers, input, dataset, file);
-    recipe_from(root, p, outputs, m, file);
     m.recipe.dataset = dataset.empty() ? "arrays" : dataset;
     m.input_shape = input;
-    m.classes = m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;
+    m.classes = regression ? 0 : m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;
     m.outputs = outputs;
     m.token_ids = p.embedding_input;
     m.name = file;
@@ -700,11 +710,36 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
   }
 }
 
-ModelInfo with_loss(ModelInfo info, const std::string& name) {
+// --loss mean_squared_error: a model file's outputs as a regression's, on its own NumPy arrays.
+ModelInfo with_regression(ModelInfo info, const std::string& name) {
+  if (info.outputs == 0)
+    throw Error("--loss " + name + " on " + info.name + ": the reference models' data sets hold class labels; a "
+                "regression is a model file (.json, .keras) trained on NumPy targets");
+  const std::string& d = info.recipe.dataset;
+  if (d != "arrays" && d != "mnist" && d != "cifar10")
+    throw Error("--loss " + name + " on " + info.name + ": this model reads text (" + d + "), whose data sets hold "
+                "class labels; a regression trains on NumPy arrays");
+  const std::string act = info.output_activation.empty() ? "linear" : info.output_activation;
+  info.recipe.loss = loss_from(json{{"class_name", name}}, act, info.outputs, info.name);
+  info.recipe.dataset = "arrays";
+  info.classes = 0;
+  info.loss_missing.clear();
+  info.recipe_source = "the loss from --loss " + name + (info.recipe_source.empty() ? "" : "; " + info.recipe_source);
+  return info;
+}
+
+void check_loss_name(const std::string& name) {
   const std::string key = class_key(json(name));
-  if (key != "categoricalcrossentropy" && key != "sparsecategoricalcrossentropy" && key != "binarycrossentropy")
-    throw Error("--loss '" + name + "': loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
-                "binary_crossentropy");
+  if (key != "categoricalcrossentropy" && key != "sparsecategoricalcrossentropy" && key != "binarycrossentropy" &&
+      key != "meansquarederror" && key != "mse")
+    throw Error("--loss '" + name + "': loupe trains categorical_crossentropy, sparse_categorical_crossentropy, "
+                "binary_crossentropy or mean_squared_error");
+}
+
+ModelInfo with_loss(ModelInfo info, const std::string& name) {
+  check_loss_name(name);
+  const std::string key = class_key(json(name));
+  if (key == "meansquarederror" || key == "mse") return with_regression(std::move(info), name);
   const std::string act = info.output_activation.empty() ? "linear" : info.output_activation;
   std::string said;
   info.recipe.loss = loss_from(json{{"class_name", name}, {"config", {{"from_logits", act == "linear"}}}}, act,

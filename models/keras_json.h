@@ -35,9 +35,13 @@ ModelInfo keras_model(const std::string& json, const std::string& name);
 ModelInfo load_keras_model(const std::string& path);
 
 // `info` trained with the loss Keras calls `name` (categorical_crossentropy,
-// sparse_categorical_crossentropy or binary_crossentropy, as `--loss` gives it): on a softmax or
-// sigmoid last layer as Keras applies it, on a linear one (and a reference model's) as logits.
-// An Error naming the three for another name, or for a loss the last layer does not fit.
+// sparse_categorical_crossentropy, binary_crossentropy or mean_squared_error / mse, as `--loss`
+// gives it): on a softmax or sigmoid last layer as Keras applies it, on a linear one (and a
+// reference model's) as logits; mean squared error as a model file's regression on its own NumPy
+// arrays. An Error naming the four for another name, or for a loss the model does not fit.
 ModelInfo with_loss(ModelInfo info, const std::string& name);
+// An Error naming the losses loupe trains unless `name` is one of them (the command checks --loss
+// before any work).
+void check_loss_name(const std::string& name);
 
 }  // namespace loupe::models

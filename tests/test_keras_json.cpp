@@ -164,8 +164,11 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["class_name"] = "Functional";
   expect(j, "loupe reads Sequential models");
   j = cnn;
-  j["compile_config"]["loss"] = "mean_squared_error";
-  expect(j, "meansquarederror' is not one loupe trains");
+  j["compile_config"]["loss"] = "mean_squared_error";  // on a softmax: a regression has no activation
+  expect(j, "the loss mean_squared_error needs a last layer with no activation (a regression's outputs), not softmax");
+  j["compile_config"]["loss"] = "hinge";
+  expect(j, "the loss 'hinge' is not one loupe trains (categorical, sparse categorical or binary cross-entropy, mean "
+            "squared error)");
   j = cnn;
   j["compile_config"]["loss"] = {{"class_name", "CategoricalCrossentropy"}, {"config", {{"label_smoothing", 0.1}}}};
   expect(j, "smooths its labels (label_smoothing 0.1); loupe's does not");
@@ -229,8 +232,14 @@ TEST(KerasJson, ALossByNameFitsTheLastLayer) {
   };
   EXPECT_NE(message(cnn, "binary_crossentropy").find("needs a last layer of one unit with sigmoid (or a softmax of two), "
                                                     "not softmax"), std::string::npos);
-  EXPECT_NE(message(cnn, "mse").find("loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
-                                     "binary_crossentropy"), std::string::npos);
+  EXPECT_NE(message(cnn, "mse").find("the loss mean_squared_error needs a last layer with no activation (a "
+                                     "regression's outputs), not softmax"), std::string::npos);
+  EXPECT_NE(message(cnn, "hinge").find("loupe trains categorical_crossentropy, sparse_categorical_crossentropy, "
+                                       "binary_crossentropy or mean_squared_error"), std::string::npos);
+  EXPECT_NE(message(models::find_model("mnist_mlp"), "mse").find("the reference models' data sets hold class labels"),
+            std::string::npos);
+  EXPECT_NE(message(models::load_keras_model(file_of("imdb_bilstm")), "mean_squared_error").find("this model reads text"),
+            std::string::npos);
   // Keras's binary cross-entropy over a softmax of two units (as Keras 3 wrote a user's model) is
   // categorical cross-entropy for 0/1 labels: trained as that, and said.
   json two = read_json("mnist_cnn");
@@ -260,6 +269,18 @@ TEST(KerasJson, ALossByNameFitsTheLastLayer) {
   EXPECT_TRUE(named.loss_missing.empty());
   EXPECT_EQ(named.recipe.loss, train::Loss::CrossEntropy);
   EXPECT_EQ(models::Session(named).model().num_parameters(), 1199882);
+  // Mean squared error: a regression on the file's own arrays, whether named by --loss or by the
+  // file's compile_config, whatever data set the input's shape would have picked (MNIST's here).
+  const models::ModelInfo reg = models::with_loss(logits, "mse");
+  EXPECT_EQ(reg.recipe.loss, train::Loss::MeanSquaredError);
+  EXPECT_EQ(reg.classes, 0);
+  EXPECT_EQ(reg.recipe.dataset, "arrays");
+  j["compile_config"] = {{"optimizer", {{"class_name", "Adam"}, {"config", {{"learning_rate", 0.01}}}}},
+                         {"loss", "mean_squared_error"}};
+  const models::ModelInfo own = models::keras_model(j.dump(), "regression.json");
+  EXPECT_EQ(own.recipe.loss, train::Loss::MeanSquaredError);
+  EXPECT_EQ(own.classes, 0);
+  EXPECT_EQ(own.recipe.dataset, "arrays");
 }
 
 // --optimizer: the recipe's optimizer replaced, with Keras's defaults for the new one; what the

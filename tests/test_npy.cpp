@@ -3,6 +3,7 @@
 // reader promises, each in its sentence. No NumPy needed: the format is simple and published.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -382,8 +383,67 @@ TEST(NpyFeatures, ALossFromTheCommandLineForALinearLastLayer) {
   EXPECT_NE(out4.find("--loss binary_crossentropy over 2 outputs; binary_crossentropy trains one"), std::string::npos) << out4;
   auto [rc5, out5] = loupe::test::run_command(train + model(2) + flags + " --loss hinge");
   EXPECT_EQ(rc5, 2) << out5;  // a usage error, before any work
-  EXPECT_NE(out5.find("--loss 'hinge': loupe trains categorical_crossentropy, sparse_categorical_crossentropy or "
-                      "binary_crossentropy"), std::string::npos) << out5;
+  EXPECT_NE(out5.find("--loss 'hinge': loupe trains categorical_crossentropy, sparse_categorical_crossentropy, "
+                      "binary_crossentropy or mean_squared_error"), std::string::npos) << out5;
+  fs::remove_all(dir);
+}
+
+// A regression (issue 34): a linear last layer trained with --loss mse on float targets of its two
+// outputs, held out by --val-split; the data line says float targets and resident, the epoch line
+// and the records have no accuracy, and the run's end names the test loss. Targets that do not fit
+// the outputs, or that are not finite, are refused by file and place.
+TEST(NpyFeatures, ARegressionTrainsOnFloatTargets) {
+  const int64_t n = 400;
+  std::vector<float> x(size_t(n * 3));
+  std::vector<double> y(static_cast<size_t>(n * 2)), bad(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < 3; ++k) x[size_t(i * 3 + k)] = float((i * 7 + k * 5) % 17) / 17.0f - 0.5f;
+    const float* r = &x[size_t(i * 3)];
+    y[size_t(i * 2)] = 2.0 * r[0] - r[1] + 0.25;
+    y[size_t(i * 2 + 1)] = -r[2];
+  }
+  const Bytes xb = npy_bytes(dict("<f4", "(400, 3)"), raw(x)), yb = npy_bytes(dict("<f8", "(400, 2)"), raw(y));
+  const fs::path dir = npy_set("npy_regression_cli", xb, yb, xb, yb);
+  fs::remove(dir / "x_test.npy");
+  fs::remove(dir / "y_test.npy");
+  const fs::path model = dir / "linear.json";
+  std::ofstream(model) << R"({"class_name": "Sequential", "config": [{"class_name": "Dense", "config": {"name": "out",
+    "units": 2, "batch_input_shape": [null, 3]}}], "keras_version": "2.2.4"})";
+  const fs::path metrics = dir / "run.jsonl";
+  const std::string cmd = std::string(LOUPE_CLI) + " train " + model.string() + " --device cpu --plain --no-nvml " +
+                          "--loss mse --optimizer adam --lr 0.05 --epochs 30 --val-split 0.25 --data " + dir.string();
+  auto [rc, out] = loupe::test::run_command(cmd + " --metrics " + metrics.string());
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("(300 train, 100 held out by --val-split; x float32 [N, 3]; float targets [N, 2]); resident, "
+                     "since the loader carries class labels, not targets"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" acc "), std::string::npos) << out;
+  const size_t done = out.find("done in ");
+  ASSERT_NE(done, std::string::npos) << out;
+  const size_t at = out.find("final test loss ", done);
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_LT(std::stod(out.substr(at + 16)), 1e-3) << out;  // a linear map, learned
+  std::ifstream recs(metrics);
+  std::string line;
+  int records = 0;
+  while (std::getline(recs, line)) {
+    ++records;
+    EXPECT_NE(line.find("\"train_acc\":null,\"test_acc\":null"), std::string::npos) << line;
+  }
+  EXPECT_EQ(records, 30);
+  // One target per sample for two outputs; then a NaN among them.
+  std::ofstream(dir / "y_train.npy", std::ios::binary | std::ios::trunc) << std::string(
+      [&] { Bytes b = npy_bytes(dict("<f8", "(400,)"), raw(bad)); return std::string(b.begin(), b.end()); }());
+  auto [rc2, out2] = loupe::test::run_command(cmd);
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_NE(out2.find("y_train.npy: targets of shape [400] for 400 samples; the model has 2 outputs, so expected "
+                      "[400, 2]"), std::string::npos) << out2;
+  y[7] = std::nan("");
+  std::ofstream(dir / "y_train.npy", std::ios::binary | std::ios::trunc) << std::string(
+      [&] { Bytes b = npy_bytes(dict("<f8", "(400, 2)"), raw(y)); return std::string(b.begin(), b.end()); }());
+  auto [rc3, out3] = loupe::test::run_command(cmd);
+  EXPECT_EQ(rc3, 1) << out3;
+  EXPECT_NE(out3.find("y_train.npy: target 3, output 1 is NaN; a regression trains on finite values"), std::string::npos)
+      << out3;
   fs::remove_all(dir);
 }
 
