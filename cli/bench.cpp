@@ -223,6 +223,11 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
       req.dataset = info.recipe.dataset;
       req.synthetic = true;
       req.resident = true;
+      req.input_shape = info.input_shape;  // a model file's own arrays: synthetic ones of its input
+      req.classes = info.classes;
+      req.outputs = info.outputs;
+      req.token_ids = info.token_ids;
+      req.vocab = info.vocab;
       const Data d = load_data(req, dev);
       for (const std::string& prec_name : o.precisions) {
         Precision prec = parse_precision(prec_name);

@@ -58,6 +58,7 @@ DataRequest data_request(const Options& o, const models::ModelInfo& info, bool a
   r.classes = info.classes;
   r.outputs = info.outputs;
   r.token_ids = info.token_ids;
+  r.vocab = info.vocab;
   return r;
 }
 

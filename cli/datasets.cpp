@@ -1,5 +1,6 @@
 #include "cli/datasets.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -240,12 +241,49 @@ Data chars(const DataRequest& req, Device dev) {
   return d;
 }
 
+// --synthetic for a model file's own data (loupe bench): random arrays of its input's shape, ids
+// below its vocabulary for an Embedding, labels below its classes or a regression's targets in
+// [-1, 1). At most 2^26 input values (256 MiB) but at least 1,024 samples, so that any model file
+// can be timed; random values, so only the speed means anything (the data line says so).
+Data synthetic_arrays(const DataRequest& req, const Shape& sample, Device dev) {
+  const int64_t per = std::max<int64_t>(1, sample.numel());
+  const int64_t n_train = std::clamp<int64_t>((int64_t(1) << 26) / per, 1024, 16384), n_test = n_train / 8;
+  const int64_t outputs = std::max<int64_t>(1, req.outputs), vocab = std::max<int64_t>(2, req.vocab);
+  auto set = [&](int64_t n, uint64_t stream) {
+    std::vector<float> x(size_t(n * per));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t r = philox(11, i, stream).v[0];
+      x[i] = req.token_ids ? float(r % uint32_t(vocab)) : float(r >> 8) / float(1 << 24);
+    }
+    Tensor y;
+    if (req.classes == 0) {  // a regression
+      std::vector<float> t(size_t(n * outputs));
+      for (size_t i = 0; i < t.size(); ++i) t[i] = float(philox(12, i, stream).v[0] >> 8) / float(1 << 23) - 1;
+      y = from_vector(t, Shape{n, outputs});
+    } else {
+      std::vector<uint8_t> l(static_cast<size_t>(n));
+      for (size_t i = 0; i < l.size(); ++i) l[i] = uint8_t(philox(13, i, stream).v[0] % uint32_t(req.classes));
+      y = from_vector(l, Shape{n});
+    }
+    return train::TensorDataset{from_vector(x, with_batch(n, sample)), y, 1.0}.to(dev);
+  };
+  Data d;
+  d.train = set(n_train, 1);
+  d.test = set(n_test, 2);
+  d.description = "synthetic arrays of the model's input [N, " + sample.str().substr(1) + " (" +
+                  std::to_string(n_train) + " train, " + std::to_string(n_test) + " test; random " +
+                  (req.token_ids ? "ids below " + std::to_string(vocab) : std::string("values")) + ", " +
+                  (req.classes == 0 ? "targets" : "labels") + ": only the speed means anything)";
+  return d;
+}
+
 // A model file's own data: NumPy arrays of its input's shape (data/npy.h's load_npy_features).
 Data model_arrays(const DataRequest& req, Device dev) {
   Shape sample;
   for (int64_t d : req.input_shape) sample.push_back(d);
   const std::string shape = "[N, " + sample.str().substr(1);  // [N, 28, 28, 1]
-  if (req.synthetic || req.dir.empty() || !data::has_npy_arrays(req.dir))
+  if (req.synthetic) return synthetic_arrays(req, sample, dev);
+  if (req.dir.empty() || !data::has_npy_arrays(req.dir))
     throw Error("this model's input " + sample.str() + " with " +
                 std::to_string(req.classes) + " classes is none of the reference data sets' (MNIST's [28, 28], "
                 "[28, 28, 1] or [784] with 10; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's [100] ids over "

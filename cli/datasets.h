@@ -28,6 +28,7 @@ struct DataRequest {
   std::vector<int64_t> input_shape;
   int64_t classes = 0, outputs = 0;
   bool token_ids = false;
+  int64_t vocab = 0;  // token ids: the Embedding's input_dim (synthetic ids stay below it)
 };
 
 struct Data {
