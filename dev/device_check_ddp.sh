@@ -68,18 +68,7 @@ if has steps; then
       $L train $m --synthetic --resident --gpus $g "$@" --batch 1024 --precision fp16 --epochs 6 --plain \
         --metrics "$f" > "$O/steps.log" 2>&1 || tail -3 "$O/steps.log" >> "$S"
       unset LOUPE_DDP_BUCKET_MB
-      python3 - "$f" "$m gpus $g bucket_mb $mb $*" >> "$S" <<'PY'
-import json, statistics, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-r = [x for x in r if x.get("rank", 0) == 0 and x["epoch"] >= 2]
-def m(k):
-    v = [x[k] for x in r if x.get(k) is not None]
-    return statistics.median(v) if v else float("nan")
-sps = m("world_samples_per_sec") if r and r[0].get("world_size", 1) > 1 else m("samples_per_sec")
-print(f"steps {sys.argv[2]}: samples/s {sps:,.0f}  step p50 {m('step_ms_p50'):.3f} ms p95 {m('step_ms_p95'):.3f}"
-      f"  train {1e3*m('train_seconds'):.2f} ms / {r[0]['steps'] if r else 0} steps  nccl {m('nccl_share'):.3f}"
-      f" exposed {m('nccl_exposed_share'):.3f}")
-PY
+      python3 dev/steps_summary.py "$f" "$m gpus $g bucket_mb $mb $*" >> "$S"
     done
   done
 fi

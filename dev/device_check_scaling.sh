@@ -10,7 +10,7 @@
 #   pytorch   scripts/links_study.py over NVLink at SIZES with PyTorch DDP (torch.compile + autocast
 #             fp16, torchrun) beside loupe, PT_MODELS, in the same call
 #   steps     STEP_MODELS (mnist_mlp) resident at each size, with and without --busy: step p50 and
-#             p95, and an epoch's time beyond its steps (what each epoch costs on its own)
+#             p95 (the host's, under CUDA graphs), and the epoch's training time over its steps
 #   levers    LEVER_MODELS at the largest size: the default, then each of LEVERS (NAME=VAR=VALUE or
 #             NAME=--flag=VALUE, space-separated), one bench row per lever; LEVER_ROUNDS rounds (1),
 #             alternating
@@ -64,27 +64,14 @@ if has tests; then  # bounded, so that the parts after it still report within th
     sed 's/^/multigpu: /' >> "$S"
   grep -E 'tests passed|tests failed|Total Test' "$O/ctest-multigpu.log" | sed 's/^/multigpu: /' >> "$S"
 fi
-if has steps; then  # per size: the step's p50 and what an epoch costs beyond its steps
+if has steps; then  # per size: dev/steps_summary.py
   for m in ${STEP_MODELS:-mnist_mlp}; do
     for g in ${SIZES//,/ }; do
       for busy in "" --busy; do
         f="/tmp/steps-$m-$g$busy.jsonl"; rm -f "$f"
         timeout 120 $L train $m --synthetic --resident --gpus $g $busy --batch 1024 --precision fp16 --epochs 6 --plain \
           --metrics "$f" > "$O/steps-$m-$g$busy.log" 2>&1 || tail -3 "$O/steps-$m-$g$busy.log" >> "$S"
-        python3 - "$f" "$m gpus $g $busy" >> "$S" <<'PY'
-import json, statistics, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-r = [x for x in r if x.get("rank", 0) == 0 and x["epoch"] >= 2]
-def m(k):
-    v = [x[k] for x in r if x.get(k) is not None]
-    return statistics.median(v) if v else float("nan")
-sps = m("world_samples_per_sec") if r and r[0].get("world_size", 1) > 1 else m("samples_per_sec")
-steps = r[0]["steps"] if r else 0
-train = 1e3 * m("train_seconds")
-print(f"steps {sys.argv[2]}: samples/s {sps:,.0f}  step p50 {m('step_ms_p50'):.3f} ms p95 {m('step_ms_p95'):.3f}"
-      f"  epoch {train:.2f} ms / {steps} steps = {train - steps * m('step_ms_p50'):.2f} ms beyond steps x p50"
-      f"  nccl {m('nccl_share'):.3f} exposed {m('nccl_exposed_share'):.3f}")
-PY
+        python3 dev/steps_summary.py "$f" "$m gpus $g $busy" >> "$S"
       done
     done
   done
