@@ -194,6 +194,45 @@ TEST(GemmCpu, BackendName) {
   EXPECT_TRUE(name == "OpenBLAS" || name == "builtin" || name == "oneDNN (float32), OpenBLAS (float64)") << name;
 }
 
+// LAPACK's QR for the orthogonal initialiser (nn::LSTM): where the build has OpenBLAS it returns
+// the Q whose R has a positive diagonal, so it must equal Gram-Schmidt's Q (written out here) to
+// rounding, and Q^T Q = I; a build without a BLAS declines and changes nothing.
+TEST(GemmCpu, LapackQrIsGramSchmidtsQ) {
+  const int64_t rows = 48, cols = 12;
+  std::mt19937 gen(3);
+  std::normal_distribution<double> normal;
+  std::vector<double> a(size_t(rows * cols));
+  for (double& v : a) v = normal(gen);
+  std::vector<double> gs = a, q = a;
+  for (int64_t j = 0; j < cols; ++j) {  // modified Gram-Schmidt, twice, column-major
+    double* v = &gs[size_t(j * rows)];
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t k = 0; k < j; ++k) {
+        double dot = 0;
+        for (int64_t i = 0; i < rows; ++i) dot += gs[size_t(k * rows + i)] * v[i];
+        for (int64_t i = 0; i < rows; ++i) v[i] -= dot * gs[size_t(k * rows + i)];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < rows; ++i) norm += v[i] * v[i];
+    for (int64_t i = 0; i < rows; ++i) v[i] /= std::sqrt(norm);
+  }
+  if (!cpu::lapack_orthonormalize(q.data(), rows, cols)) {
+    EXPECT_EQ(q, a) << "declined, yet changed the matrix";
+    EXPECT_EQ(std::string(cpu::gemm_backend_name()), "builtin") << "a BLAS build whose library lacks LAPACK's QR";
+    return;
+  }
+  double worst = 0, off_identity = 0;
+  for (size_t i = 0; i < q.size(); ++i) worst = std::max(worst, std::fabs(q[i] - gs[i]));
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t k = 0; k < cols; ++k) {
+      double dot = 0;
+      for (int64_t i = 0; i < rows; ++i) dot += q[size_t(j * rows + i)] * q[size_t(k * rows + i)];
+      off_identity = std::max(off_identity, std::fabs(dot - (j == k ? 1.0 : 0.0)));
+    }
+  EXPECT_LT(worst, 1e-12);
+  EXPECT_LT(off_identity, 1e-13);
+}
+
 // ---------------------------------------------------------------------------------------------
 // parallel_for
 

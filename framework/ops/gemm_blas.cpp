@@ -18,10 +18,17 @@
 #include <climits>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "core/thread_pool.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);  // OpenBLAS' own, beside the CBLAS API
+// LAPACK's QR (Fortran calling convention), which Debian's OpenBLAS exports. Weak: a BLAS built
+// without LAPACK leaves them null, and lapack_orthonormalize says so instead of failing to link.
+extern "C" void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work,
+                        const int* lwork, int* info) __attribute__((weak));
+extern "C" void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau,
+                        double* work, const int* lwork, int* info) __attribute__((weak));
 
 #include "core/error.h"
 #include "ops/gemm_cpu.h"
@@ -117,6 +124,30 @@ bool blas_sgemv(int64_t M, int64_t N, const float* A, const float* x, float* y) 
   LOUPE_CHECK(M <= INT_MAX && N <= INT_MAX, "blas_sgemv: ", M, " x ", N, " is past the BLAS's int sizes");
   single_threaded_blas();
   cblas_sgemv(CblasRowMajor, CblasNoTrans, int(M), int(N), 1.f, A, int(N), x, 1, 0.f, y, 1);
+  return true;
+}
+
+bool lapack_orthonormalize(double* a, int64_t rows, int64_t cols) {
+  if (!dgeqrf_ || !dorgqr_ || rows > INT_MAX || cols > rows || rows * cols > INT_MAX) return false;
+  single_threaded_blas();
+  const int m = int(rows), n = int(cols);
+  int info = 0, query = -1;
+  double size = 0;
+  std::vector<double> tau(static_cast<size_t>(n));
+  dgeqrf_(&m, &n, a, &m, tau.data(), &size, &query, &info);  // the workspace it wants
+  double size2 = 0;
+  dorgqr_(&m, &n, &n, a, &m, tau.data(), &size2, &query, &info);
+  const int lwork = std::max({int(size), int(size2), n});
+  std::vector<double> work(static_cast<size_t>(lwork));
+  dgeqrf_(&m, &n, a, &m, tau.data(), work.data(), &lwork, &info);
+  LOUPE_CHECK(info == 0, "LAPACK dgeqrf failed (info ", info, ")");
+  std::vector<bool> negative(static_cast<size_t>(n));  // R's diagonal, in a's upper triangle until dorgqr
+  for (int j = 0; j < n; ++j) negative[size_t(j)] = a[size_t(j) * size_t(m) + size_t(j)] < 0;
+  dorgqr_(&m, &n, &n, a, &m, tau.data(), work.data(), &lwork, &info);
+  LOUPE_CHECK(info == 0, "LAPACK dorgqr failed (info ", info, ")");
+  for (int j = 0; j < n; ++j)  // Q diag(sign(R)): the Q whose R has a positive diagonal
+    if (negative[size_t(j)])
+      for (int i = 0; i < m; ++i) a[size_t(j) * size_t(m) + size_t(i)] = -a[size_t(j) * size_t(m) + size_t(i)];
   return true;
 }
 

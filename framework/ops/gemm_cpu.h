@@ -24,6 +24,12 @@ void gemm_builtin(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, co
 // when the build has no BLAS. For the roofline study (`loupe roofline`).
 bool blas_sgemv(int64_t M, int64_t N, const float* A, const float* x, float* y);
 
+// Replaces the column-major a [rows, cols] (rows >= cols, leading dimension rows) by the Q of its QR
+// decomposition whose R has a positive diagonal (the sign-fixed Q of an orthogonal initialiser),
+// through LAPACK's Householder dgeqrf and dorgqr, which OpenBLAS carries; false, doing nothing,
+// when the build has no BLAS or its library lacks them (the caller then orthonormalises itself).
+bool lapack_orthonormalize(double* a, int64_t rows, int64_t cols);
+
 // "OpenBLAS" or "builtin": which backend gemm() uses (printed by `loupe bench` and the report).
 const char* gemm_backend_name();
 

@@ -18,4 +18,6 @@ const char* gemm_backend_name() { return "builtin"; }
 
 bool blas_sgemv(int64_t, int64_t, const float*, const float*, float*) { return false; }
 
+bool lapack_orthonormalize(double*, int64_t, int64_t) { return false; }
+
 }  // namespace loupe::cpu
