@@ -586,6 +586,23 @@ TEST(Advice, CommunicationBoundFirst) {
   EXPECT_FALSE(any_contains(advise(r, kH100), "communication-bound"));
 }
 
+// A world whose epoch is only a few global steps (mnist_mlp on four GPUs at 1024 each: 14) is told
+// so, and that a larger batch shortens it further; 20 steps or more, or one process, say nothing.
+TEST(Advice, ShortEpochsOfAWorld) {
+  EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);
+  r.world_size = 4;
+  r.steps = 14;
+  auto a = advise(r, kH100);
+  EXPECT_TRUE(any_contains(a, "short epochs: each is only 14 global steps of 4 GPUs x 512, so what comes once an "
+                              "epoch"));
+  EXPECT_TRUE(any_contains(a, "a larger --batch makes it shorter still"));
+  r.steps = 20;
+  EXPECT_FALSE(any_contains(advise(r, kH100), "short epochs"));
+  r.steps = 14;
+  r.world_size = 1;
+  EXPECT_FALSE(any_contains(advise(r, kH100), "short epochs"));
+}
+
 TEST(Advice, NoNvmlNoGpuAdvice) {
   EpochReport r;  // NVML and CUPTI figures all unmeasured; host figures say "launch-bound"-like
   r.step_ms_p50 = 0.28; r.issue_ms_p50 = 0.27; r.data_wait_share = 0.0;
