@@ -596,7 +596,14 @@ TEST(Advice, ShortEpochsOfAWorld) {
   EXPECT_TRUE(any_contains(a, "short epochs: each is only 14 global steps of 4 GPUs x 512, so what comes once an "
                               "epoch"));
   EXPECT_TRUE(any_contains(a, "a larger --batch makes it shorter still"));
+  r.nccl_share = 0.4;  // communication-bound too: no larger batch suggested there on short epochs
+  r.nccl_exposed_share = 0.3;
+  a = advise(r, kH100);
+  EXPECT_TRUE(any_contains(a, "communication-bound: for 30% of the training time the GPU only ran NCCL's "
+                              "all-reduces; fewer and larger buckets"));
+  EXPECT_FALSE(any_contains(a, "a larger per-GPU --batch"));
   r.steps = 20;
+  EXPECT_TRUE(any_contains(advise(r, kH100), "a larger per-GPU --batch than 512"));
   EXPECT_FALSE(any_contains(advise(r, kH100), "short epochs"));
   r.steps = 14;
   r.world_size = 1;

@@ -216,17 +216,21 @@ void advise_world(const EpochReport& r, const AdviceInputs& in, std::vector<std:
     exposed = slow.slowest.nccl_exposed_share;
     whose = "rank " + std::to_string(*slow.rank) + "'s GPU (which waits for no peer)";
   }
+  // On short epochs a larger batch made it worse (below): not suggested there.
+  const bool short_epochs = r.world_size > 1 && r.steps > 0 && r.steps < kFewSteps;
+  const std::string larger_batch = short_epochs ? std::string()
+                                                : "a larger per-GPU --batch" +
+                                                      (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) +
+                                                      " (less communication per sample), or ";
   if (r.world_size > 1 && exposed && *exposed >= kCommBound)
     out.push_back("communication-bound: for " + pct(*exposed) + " of the training time " + whose +
-                  " only ran NCCL's all-reduces; a larger per-GPU --batch" +
-                  (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) +
-                  " (less communication per sample), or fewer and larger buckets (LOUPE_DDP_BUCKET_MB) where a "
-                  "link's latency dominates" +
+                  " only ran NCCL's all-reduces; " + larger_batch + "fewer and larger buckets (LOUPE_DDP_BUCKET_MB) "
+                  "where a link's latency dominates" +
                   (r.bus_gbps ? "; the all-reduces moved " + fmt1(*r.bus_gbps) + " GB/s on the bus" : std::string()));
   // A data set small for the world: what comes once an epoch weighs on few steps, and a larger
   // batch makes them fewer (four H200s, mnist_mlp: 4 x 4096, three steps an epoch, scaled 34 %
   // against 62 % at 4 x 1024; docs/multi-gpu.md).
-  if (r.world_size > 1 && r.steps > 0 && r.steps < kFewSteps)
+  if (short_epochs)
     out.push_back("short epochs: each is only " + std::to_string(r.steps) + " global steps of " +
                   std::to_string(r.world_size) + " GPUs" +
                   (in.batch > 0 ? " x " + std::to_string(in.batch) : std::string()) +
