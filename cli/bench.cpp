@@ -219,15 +219,9 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
       const models::ModelInfo& ref = models::find_model(o.models[mi]);
       const models::ModelInfo info = o.loss.empty() ? ref : models::with_loss(ref, o.loss);
       // Made again each round: the pool's peak, reported, holds one model's data set at a time.
-      DataRequest req;
-      req.dataset = info.recipe.dataset;
+      DataRequest req = request_for(info);  // a model file's own arrays: synthetic ones of its input
       req.synthetic = true;
       req.resident = true;
-      req.input_shape = info.input_shape;  // a model file's own arrays: synthetic ones of its input
-      req.classes = info.classes;
-      req.outputs = info.outputs;
-      req.token_ids = info.token_ids;
-      req.vocab = info.vocab;
       const Data d = load_data(req, dev);
       for (const std::string& prec_name : o.precisions) {
         Precision prec = parse_precision(prec_name);

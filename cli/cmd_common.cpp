@@ -47,18 +47,13 @@ models::ModelInfo model_with_flags(const std::string& name, const Options& o) {
 }
 
 DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident) {
-  // A file that names no loss: said before its data are read, since the loss decides how (labels or targets).
-  if (!info.loss_missing.empty()) throw Error(info.loss_missing);
-  DataRequest r{info.recipe.dataset, o.data, o.synthetic};
+  DataRequest r = request_for(info);
+  r.dir = o.data;
+  r.synthetic = o.synthetic;
   r.synthetic_kind = o.synthetic_kind;
   r.augment = augment;
   r.resident = resident;
   r.val_split = o.val_split;
-  r.input_shape = info.input_shape;
-  r.classes = info.classes;
-  r.outputs = info.outputs;
-  r.token_ids = info.token_ids;
-  r.vocab = info.vocab;
   return r;
 }
 

@@ -315,6 +315,18 @@ Data model_arrays(const DataRequest& req, Device dev) {
 
 }  // namespace
 
+DataRequest request_for(const models::ModelInfo& info) {
+  if (!info.loss_missing.empty()) throw Error(info.loss_missing);
+  DataRequest r;
+  r.dataset = info.recipe.dataset;
+  r.input_shape = info.input_shape;
+  r.classes = info.classes;
+  r.outputs = info.outputs;
+  r.token_ids = info.token_ids;
+  r.vocab = info.vocab;
+  return r;
+}
+
 Data load_data(const DataRequest& req, Device dev) {
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
   const bool arrays = (known || req.dataset == "arrays") && !req.synthetic && !req.dir.empty() &&

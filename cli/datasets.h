@@ -11,6 +11,7 @@
 #include "data/char_corpus.h"
 #include "data/synthetic.h"
 #include "loader/dataset.h"
+#include "models/registry.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -42,6 +43,11 @@ struct Data {
   // (data::ImdbSequences::vocab_fingerprint), empty for synthetic sequences, which have no words.
   std::string chars, words;
 };
+
+// What `info` asks of its data (the recipe's data set; a model file's input, classes, outputs, token
+// ids and vocabulary), the options' fields left at their defaults. A file that names no loss is
+// refused here, before its data are read, since the loss decides how (labels or targets).
+DataRequest request_for(const models::ModelInfo& info);
 
 Data load_data(const DataRequest& r, Device dev);
 
