@@ -399,28 +399,25 @@ bool has_npy_arrays(const std::string& dir) {
 }
 
 namespace {
+// The rows past the first `keep` of v (n rows of equal width) moved into `tail`; an empty v (labels
+// of a regression, targets of a classifier) stays empty.
+template <class T>
+void split_rows(std::vector<T>& v, std::vector<T>& tail, int64_t n, int64_t keep) {
+  const size_t per = v.size() / size_t(n);
+  tail.assign(v.begin() + std::ptrdiff_t(size_t(keep) * per), v.end());
+  v.resize(size_t(keep) * per);
+}
+
 // The last `share` of the training arrays as the test set (at least one sample, at least one left),
-// for the images (NpyImages) and a model file's samples (NpyFeatures) alike.
+// for the images (NpyImages) and a model file's samples (NpyFeatures) alike: x and the labels.
 template <class R, class X>
-void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string& dir, const char* what,
-              std::vector<float> R::*train_t = nullptr, std::vector<float> R::*test_t = nullptr) {
+void hold_out(R& r, X R::*train_x, X R::*test_x, double share, const std::string& dir, const char* what) {
   const int64_t n = r.n_train, held = std::max<int64_t>(1, int64_t(double(n) * share + 0.5));
   if (held >= n)
     throw Error(dir + ": x_train.npy holds " + std::to_string(n) + " " + what + ", too few to hold out " +
                 std::to_string(share) + " of them and train on the rest");
-  X& train = r.*train_x;
-  const size_t per = train.size() / size_t(n), keep = size_t(n - held);
-  (r.*test_x).assign(train.begin() + std::ptrdiff_t(keep * per), train.end());
-  train.resize(keep * per);
-  if (train_t) {  // a regression's targets, n x outputs
-    std::vector<float>& t = r.*train_t;
-    const size_t outs = t.size() / size_t(n);
-    (r.*test_t).assign(t.begin() + std::ptrdiff_t(keep * outs), t.end());
-    t.resize(keep * outs);
-  } else {
-    r.test_labels.assign(r.train_labels.begin() + std::ptrdiff_t(keep), r.train_labels.end());
-    r.train_labels.resize(keep);
-  }
+  split_rows(r.*train_x, r.*test_x, n, n - held);
+  split_rows(r.train_labels, r.test_labels, n, n - held);
   r.n_train = n - held;
   r.n_test = held;
   r.split = true;
@@ -517,22 +514,19 @@ NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>
   const bool has_test = src.test_arrays(val_split);
   const NpyArray x = src.read("x_train");
   r.x_type = npy_type_name(x.type);
+  // y: a regression's float targets, else a classifier's labels.
+  auto read_y = [&](const std::string& name, int64_t n, std::vector<float>& targets, std::vector<uint8_t>& labels) {
+    if (regression) targets = targets_of(src.read(name), src.file(name), n, outputs);
+    else labels = labels_of(src.read(name), src.file(name), n, classes);
+  };
   r.train_x = features_of(x, src.file("x_train"), sample, ids, r.n_train);
-  if (regression)
-    r.train_targets = targets_of(src.read("y_train"), src.file("y_train"), r.n_train, outputs);
-  else
-    r.train_labels = labels_of(src.read("y_train"), src.file("y_train"), r.n_train, classes);
+  read_y("y_train", r.n_train, r.train_targets, r.train_labels);
   if (has_test) {
     r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, r.n_test);
-    if (regression)
-      r.test_targets = targets_of(src.read("y_test"), src.file("y_test"), r.n_test, outputs);
-    else
-      r.test_labels = labels_of(src.read("y_test"), src.file("y_test"), r.n_test, classes);
-  } else if (regression) {
-    hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples", &NpyFeatures::train_targets,
-             &NpyFeatures::test_targets);
+    read_y("y_test", r.n_test, r.test_targets, r.test_labels);
   } else {
     hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples");
+    split_rows(r.train_targets, r.test_targets, r.n_train + r.n_test, r.n_train);  // a regression's
   }
   if (r.n_train == 0 || r.n_test == 0) throw Error(dir + ": x_train or x_test holds no samples");
   return r;
