@@ -1,5 +1,4 @@
 // loupe eval: the test accuracy of a saved model.
-#include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
@@ -35,7 +34,7 @@ int cmd_eval(const Options& o) {
     std::fflush(stdout);
     return interrupt_exit_status();
   }
-  if (std::isnan(acc))  // a regression (mean squared error): its loss alone
+  if (!train::has_accuracy(info.recipe.loss))  // a regression (mean squared error): its loss alone
     std::printf("%s after %d epochs, on %s: test loss %.4g\n", info.name.c_str(), m.epoch, data.description.c_str(),
                 session.trainer().last_eval_loss());
   else

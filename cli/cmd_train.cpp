@@ -57,7 +57,6 @@ struct Run {
   std::unique_ptr<loader::DataLoader> dl;  // none when the training set is resident
   std::string pipeline;
   std::unique_ptr<models::Session> session;
-  const char* prec = "fp32";
   int saved_epoch = 0;
   // The figure of merit: test accuracy (higher is better), or a regression's test loss (lower).
   double best = -1, last = -1;
@@ -98,7 +97,7 @@ void report_divergence(const Run& run, const train::EpochStats& st, int epoch,
                epoch, what.c_str(), kept.c_str(), fmt_g(lr / 10).c_str(), fmt_g(lr).c_str(),
                fmt_g(run.info.recipe.lr).c_str());
   if (finite) return;  // the rest are causes of NaN and infinity
-  if (std::string(run.prec) == "fp16")
+  if (*run.topt.precision == Precision::FP16)
     std::fprintf(stderr, "  - float16 overflows above 65504 in the forward pass, which loss scaling cannot help: "
                          "--precision bf16 (float32's range) or fp32\n");
   std::fprintf(stderr, "  - a NaN or infinite value in the input data does the same: check the data set\n");
@@ -170,7 +169,7 @@ void print_header(const Run& run) {
   }
   std::printf("recipe  %s lr %g%s, batch %lld, epochs %d, seed %llu, precision %s%s\n", opt.name().c_str(), s.lr(),
               opt.decay() > 0 ? (", decay " + fmt_g(opt.decay()) + " per update").c_str() : "", (long long)run.batch,
-              run.epochs, (unsigned long long)s.seed(), run.prec, s.channels_last() ? ", channels-last" : "");
+              run.epochs, (unsigned long long)s.seed(), precision_name(*run.topt.precision), s.channels_last() ? ", channels-last" : "");
   if (!run.info.recipe_source.empty())
     std::printf("        (%s)\n", run.info.recipe_source.c_str());
   if (run.world)
@@ -453,7 +452,6 @@ void prepare(Run& run) {
   run.dev = pick_device(o);
   run.topt = trainer_options(o, run.dev);
   if (run.world) run.topt.comm = &run.world->comm();
-  run.prec = precision_name(*run.topt.precision);
   load_input(run);
   make_session(run);
   print_header(run);
