@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <memory>
 #include <thread>
@@ -270,6 +271,18 @@ TEST(ProcessStats, ThreadRunDelays) {
   ASSERT_FALSE(d.empty()) << "no /proc/self/task/*/schedstat";
   EXPECT_EQ(d.count(int(::gettid())), 1u);
   for (const auto& [tid, s] : d) EXPECT_GE(s, 0.0) << tid;
+  // Every thread, not only the caller: one more, waiting, is there too.
+  std::promise<int> started;
+  std::promise<void> leave;
+  std::thread t([&] {
+    started.set_value(int(::gettid()));
+    leave.get_future().wait();
+  });
+  const int other = started.get_future().get();
+  const std::map<int, double> with_other = read_thread_run_delays();
+  leave.set_value();
+  t.join();
+  EXPECT_EQ(with_other.count(other), 1u);
 }
 
 // The share of ready time spent waiting: 1 s run and 1 s waited is half; nothing to say of nothing.

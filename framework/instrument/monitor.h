@@ -1,6 +1,7 @@
 // EpochMonitor: gathers, for one epoch, everything the report shows: step timings, NVML samples,
 // CUPTI busy time, FLOPs, allocator and process memory, and turns them into an EpochReport.
 #pragma once
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,6 +70,8 @@ class EpochMonitor {
  private:
   void fill_nccl(EpochReport& r, uint64_t busy_ns);
   void start_timeline_peers();
+  std::future<std::map<int, double>> read_delays() const;
+  double waited();
   Device device_;
   MonitorOptions opt_;
   std::unique_ptr<NvmlSampler> nvml_;
@@ -81,8 +84,8 @@ class EpochMonitor {
   std::unique_ptr<TimelineWriter> timeline_;
   std::string nvml_why_, busy_why_;
   double t0_ = 0, t_end_ = 0, cpu0_ = 0, cpu_end_ = 0;
-  std::map<int, double> delay0_;  // each thread's run delay at the epoch's start
-  double waited_ = -1;            // the threads' run delay over the training (s); -1: unmeasured
+  // Each thread's run delay at the training's start and end (read_delays), read by fill().
+  std::future<std::map<int, double>> delay0_, delay_end_;
   uint64_t busy_t0_ = 0, busy_t1_ = 0;
   double step_t0_ = 0, data_t_ = 0, last_step_begin_ = -1, flops_ = 0;
   std::vector<double> step_ms_, issue_ms_, wait_ms_;
