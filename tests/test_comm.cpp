@@ -3,9 +3,10 @@
 // checks an all-reduce (sum and average), a broadcast, and the copy engines' all-reduce
 // (dist/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two ranks
 // and, on a host of more, every GPU (label multigpu); each skips, saying why, without GPUs or NCCL.
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -86,6 +87,46 @@ TEST(CommRank, AllReduceAndBroadcast) {
     Tensor b = to(from_vector(per_element(n, r == 0 ? 1 : -(r + 1)), Shape{n}), kCUDA);
     comm->broadcast(b, 0);
     expect_all(b, per_element(n, 1), "broadcast from rank 0");
+  }
+  EXPECT_EQ(comm->async_error(), "");
+}
+
+// The all-reduce carried in 16 bits (LOUPE_DDP_GRAD_DTYPE): every element within a few roundings
+// of the exact float32 average (the inputs rounded once, NCCL's partial sums in the wire's type,
+// the result widened), in worlds of one and more; a wrong offset, a dropped chunk or an element
+// left unwidened is off by far more. Values of mixed sign and magnitude, as gradients are.
+TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
+  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
+  std::string why;
+  auto comm = dist::join_world(&why);
+  ASSERT_TRUE(comm) << why;
+  const int r = comm->rank(), w = comm->world();
+  auto value = [](int64_t i, int rank) {
+    const double m = (i % 251 + 1) * (rank + 1) * 0.013 * std::pow(2.0, double(i % 17) - 8);
+    return float(i % 3 == 1 ? -m : m);
+  };
+  for (const auto& [wire, eps] : {std::pair{DType::bf16, std::ldexp(1.0, -8)}, std::pair{DType::f16, std::ldexp(1.0, -11)}}) {
+    for (int64_t n : {int64_t(7), int64_t(1000003)}) {
+      std::vector<float> mine(size_t(n), 0.f);
+      std::vector<double> want(size_t(n), 0.0);
+      for (int64_t i = 0; i < n; ++i) {
+        mine[size_t(i)] = value(i, r);
+        for (int k = 0; k < w; ++k) want[size_t(i)] += double(value(i, k)) / w;
+      }
+      Tensor t = to(from_vector(mine, Shape{n}), kCUDA);
+      Tensor buf = empty(Shape{n}, wire, kCUDA);
+      comm->all_reduce_async_16(t, buf, dist::ReduceOp::Avg);
+      comm->join();
+      const std::vector<float> got = t.to_vector<float>();
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        const double tol = (w + 2) * eps * std::fabs(want[size_t(i)]) + 1e-6;  // float16 subnormals: 6e-8 apart
+        if (!(std::fabs(got[size_t(i)] - want[size_t(i)]) <= tol) && bad++ == 0) first = i;
+      }
+      EXPECT_EQ(bad, 0) << dtype_name(wire) << ", " << n << " elements: " << bad << " off, the first at " << first
+                        << " (" << (first >= 0 ? got[size_t(first)] : 0.f) << ", want "
+                        << (first >= 0 ? want[size_t(first)] : 0.0) << ")";
+    }
   }
   EXPECT_EQ(comm->async_error(), "");
 }

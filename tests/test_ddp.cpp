@@ -482,6 +482,7 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
+  const bool wire16 = w > 1 && dist::reducer_options_from_knobs().wire != DType::f32;  // LOUPE_DDP_GRAD_DTYPE
   struct Case {
     const char* name;
     std::function<std::shared_ptr<nn::Sequential>()> make;
@@ -511,11 +512,15 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
     // largest, none past 1e-2. A rank training on the wrong samples moves nearly all of them.
     double floor = 1e-2 * scale;
     if (c.p != Precision::FP32) floor = max_diff(one, trained(c.make, nullptr, b * w, Precision::FP32, 50));
+    // Gradients carried in 16 bits (test_ddp_multigpu_bf16): no further from one process than a
+    // bfloat16 run of it is.
+    if (wire16) floor = std::max(floor, max_diff(one, trained(c.make, nullptr, b * w, Precision::BF16, 50)));
     size_t far = 0;
     for (size_t i = 0; i < one.size(); ++i) far += std::fabs(ddp[i] - one[i]) > 1e-4 * scale;
     if (w == 1 && c.exact) EXPECT_EQ(worst, 0.0);
     EXPECT_LE(worst, floor) << "largest weight " << scale;
-    if (c.p == Precision::FP32) EXPECT_LE(double(far), 0.01 * double(one.size())) << far << " weights past 1e-4 of the largest";
+    if (c.p == Precision::FP32 && !wire16)
+      EXPECT_LE(double(far), 0.01 * double(one.size())) << far << " weights past 1e-4 of the largest";
     std::printf("[%s] world %d at batch %lld vs one process at %lld: max |diff| %.3g, allowed %.3g (largest weight "
                 "%.3g); %zu of %zu past 1e-4 of it\n", c.name, w, (long long)b, (long long)(b * w), worst, floor, scale,
                 far, one.size());

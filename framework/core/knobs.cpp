@@ -154,6 +154,9 @@ const std::vector<Knob>& table() {
                   "nccl",
                   "how the gradients are averaged: NCCL's kernels, or the GPUs' copy engines and one small kernel "
                   "(`copy`: every rank's GPU on one host, reaching the others directly; refuses to start otherwise)"),
+      choice_knob("LOUPE_DDP_GRAD_DTYPE", "the library (`--gpus N`)", {"f32", "bf16", "fp16"}, "f32",
+                  "what the gradients cross the links in: float32, or bfloat16 / float16 (half the bytes, each "
+                  "average rounded to 16 bits once more; NCCL only)"),
       integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024,
                    "24 beside NCCL, 0 beside the copy engines",
                    "the SMs left to the all-reduce (24: NCCL's collective channels between NVLink-4 GPUs; 0: none): "

@@ -1,6 +1,8 @@
 #include "dist/comm.h"
 #include "dist/peer_reduce.h"
 
+#include "core/error.h"
+
 namespace loupe::dist {
 
 namespace {
@@ -13,6 +15,10 @@ PeerReduceFactory& peer_factory() {
   return f;
 }
 }  // namespace
+
+void Communicator::all_reduce_async_16(const Tensor&, const Tensor&, ReduceOp) {
+  LOUPE_FAIL("this communicator cannot carry an all-reduce in 16 bits (LOUPE_DDP_GRAD_DTYPE)");
+}
 
 void register_communicator_factory(CommunicatorFactory f) { factory() = f; }
 bool nccl_built() { return factory() != nullptr; }

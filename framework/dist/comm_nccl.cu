@@ -2,9 +2,12 @@
 // LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
 // (dist/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
 #if LOUPE_WITH_NCCL
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,6 +35,20 @@ ncclDataType_t nccl_type(DType t) {
     case DType::i32: return ncclInt32;
     default: LOUPE_FAIL("NCCL collectives take float32, float64, float16, bfloat16 or int32, got ", dtype_name(t));
   }
+}
+
+// The 16-bit all-reduce's rounding and widening, on the communication stream (grid-stride).
+__device__ inline void store16(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ inline void store16(__half* p, float v) { *p = __float2half_rn(v); }
+template <typename H>
+__global__ void narrow(const float* x, H* w, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store16(w + i, x[i]);
+}
+template <typename H>
+__global__ void widen(const H* w, float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = float(w[i]);
 }
 
 class NcclCommunicator final : public Communicator {
@@ -80,6 +97,29 @@ class NcclCommunicator final : public Communicator {
     LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
     LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
     reduce_on(t, op, side_);
+    pending_ = true;
+  }
+  void all_reduce_async_16(const Tensor& t, const Tensor& wire, ReduceOp op) override {
+    LOUPE_CHECK(t.is_cuda() && wire.is_cuda() && t.is_contiguous() && wire.is_contiguous() && t.dtype() == DType::f32 &&
+                    (wire.dtype() == DType::bf16 || wire.dtype() == DType::f16) && wire.numel() == t.numel(),
+                "a 16-bit all-reduce takes a contiguous float32 CUDA tensor and a bfloat16 or float16 one of its size");
+    LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
+    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
+    const int64_t n = t.numel();
+    const int threads = 256, blocks = int(std::min<int64_t>((n + threads - 1) / threads, 1024));
+    float* x = static_cast<float*>(t.data_ptr());
+    if (wire.dtype() == DType::bf16) {
+      auto* w = static_cast<__nv_bfloat16*>(wire.data_ptr());
+      narrow<<<blocks, threads, 0, side_>>>(x, w, n);
+      reduce_on(wire, op, side_);
+      widen<<<blocks, threads, 0, side_>>>(w, x, n);
+    } else {
+      auto* w = static_cast<__half*>(wire.data_ptr());
+      narrow<<<blocks, threads, 0, side_>>>(x, w, n);
+      reduce_on(wire, op, side_);
+      widen<<<blocks, threads, 0, side_>>>(w, x, n);
+    }
+    LOUPE_CUDA_CHECK(cudaGetLastError());
     pending_ = true;
   }
   void join() override {

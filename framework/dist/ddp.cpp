@@ -13,6 +13,7 @@ ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
   if (auto mb = knobs::integer("LOUPE_DDP_BUCKET_MB")) o.bucket_cap_bytes = *mb << 20;
   if (auto t = knobs::choice("LOUPE_DDP_ALLREDUCE")) o.transport = *t == "copy" ? Transport::CopyEngines : Transport::Nccl;
+  if (auto w = knobs::choice("LOUPE_DDP_GRAD_DTYPE")) o.wire = *w == "bf16" ? DType::bf16 : *w == "fp16" ? DType::f16 : DType::f32;
   return o;
 }
 
@@ -32,6 +33,10 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
     slot_of_[g.data_ptr()] = int(slots_.size());
     slots_.push_back({off, g.numel()});
   }
+  LOUPE_CHECK(o.wire == DType::f32 || o.transport == Transport::Nccl,
+              "LOUPE_DDP_GRAD_DTYPE=", o.wire == DType::bf16 ? "bf16" : "fp16",
+              " carries NCCL's all-reduce in 16 bits; the copy engines' (LOUPE_DDP_ALLREDUCE=copy) is float32 only");
+  if (o.wire != DType::f32 && comm.world() > 1) wire_ = empty(Shape{grads.numel()}, o.wire, grads.device());
   adopt(plan_buckets(slots_, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
   in_.assign(slots_.size(), 0);
   if (o.transport == Transport::CopyEngines && comm.world() > 1) {
@@ -50,7 +55,7 @@ void GradReducer::adopt(std::vector<Bucket> buckets) {
   bytes_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int i : buckets_[b].params) bucket_of_[size_t(i)] = int(b);
-    bytes_ += buckets_[b].numel * int64_t(sizeof(float));
+    bytes_ += buckets_[b].numel * (wire_.defined() ? int64_t(2) : int64_t(sizeof(float)));
     range_names_.push_back("all-reduce bucket " + std::to_string(b));
   }
 }
@@ -122,6 +127,9 @@ void GradReducer::send_ready() {
     const Bucket& b = buckets_[next_];
     NvtxRange r(range_names_[next_].c_str());
     if (peer_) peer_->reduce_async(b.offset, b.numel, int(next_));
+    else if (wire_.defined())
+      comm_.all_reduce_async_16(slice(grads, 0, b.offset, b.offset + b.numel), slice(wire_, 0, b.offset, b.offset + b.numel),
+                                ReduceOp::Avg);
     else comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
     ++next_;
   }
@@ -145,7 +153,8 @@ std::string GradReducer::describe() const {
     std::snprintf(buf, sizeof buf, "%s%.1f", b ? ", " : "", double(buckets_[b].numel) * 4.0 / (1 << 20));
     s += buf;
   }
-  return s + " MiB) by " + (peer_ ? peer_->describe() : "NCCL");
+  return s + " MiB) by " + (peer_ ? peer_->describe() : "NCCL") +
+         (wire_.defined() ? wire_.dtype() == DType::bf16 ? " in bfloat16" : " in float16" : "");
 }
 
 }  // namespace loupe::dist

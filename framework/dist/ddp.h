@@ -28,9 +28,13 @@ struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
   int64_t first_bucket_bytes = 1 << 20;  // and its small first bucket, to start early
   Transport transport = Transport::Nccl;
+  // What the gradients cross the links in (LOUPE_DDP_GRAD_DTYPE): float32, or bfloat16 / float16
+  // (half the bytes; each average rounded to 16 bits once more). NCCL only.
+  DType wire = DType::f32;
 };
 
-// Reads LOUPE_DDP_BUCKET_MB and LOUPE_DDP_ALLREDUCE (core/knobs.cpp) over the defaults.
+// Reads LOUPE_DDP_BUCKET_MB, LOUPE_DDP_ALLREDUCE and LOUPE_DDP_GRAD_DTYPE (core/knobs.cpp) over the
+// defaults.
 ReducerOptions reducer_options_from_knobs();
 
 class GradReducer final : public autograd::GradReadyHook {
@@ -77,6 +81,7 @@ class GradReducer final : public autograd::GradReadyHook {
   std::vector<char> in_;                           // per parameter: in this pass
   size_t next_ = 0;                                // the next bucket to send
   int64_t bytes_ = 0;
+  Tensor wire_;  // the 16-bit copy of the gradient arena the buckets cross in (ReducerOptions::wire)
   bool open_ = false;
   autograd::GradReadyHook* prev_ = nullptr;
   std::vector<ParamSlot> slots_;
