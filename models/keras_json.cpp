@@ -32,16 +32,15 @@ constexpr int64_t kMaxLstmUnits = 2048;
 
 // ---- the modules a Keras layer needs that loupe's layer set does not have as such -------------
 
-// [N, H, W, C] -> [N, C, H, W]: Keras's channels-last image for loupe's convolutions. The reshape
-// gives the copy NCHW's own strides: with one channel the permuted tensor is already dense, and
-// its exact strides are channels-last's, so without it the convolutions ran channels-last and the
-// dropout after them drew its mask in that order (mnist_cnn from its file trained to other weights
-// than the reference model; KerasJson.TheReferenceModelsTrainFromTheirFilesToTheSameWeights).
+// [N, H, W, C] -> [N, C, H, W]: Keras's channels-last image for loupe's convolutions, in NCHW's
+// own format. With one channel the permuted tensor is already dense with channels-last's exact
+// strides, which plain contiguous() kept: the convolutions then ran channels-last and the dropout
+// after them drew its mask in that order (mnist_cnn from its file trained to other weights than
+// the reference model; KerasJson.TheReferenceModelsTrainFromTheirFilesToTheSameWeights).
 class ChannelsFirst : public nn::Module {
  public:
   Tensor forward(const Tensor& x) override {
-    const Tensor y = contiguous(transpose(transpose(x, 1, 3), 2, 3));
-    return reshape(y, y.shape());
+    return contiguous(transpose(transpose(x, 1, 3), 2, 3), MemoryFormat::Contiguous);
   }
   std::string type_name() const override { return "ChannelsFirst"; }
 };

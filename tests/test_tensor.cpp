@@ -113,6 +113,16 @@ TEST(MemoryFormat, ChannelsLastStridesConversionAndOps) {
   Tensor one_cl = contiguous(one, CL);
   EXPECT_EQ(one_cl.memory_format(), CL);
   EXPECT_EQ(one_cl.data_ptr(), one.data_ptr());
+  // And back: a one-channel image permuted from [N, H, W, 1] has channels-last's exact strides;
+  // asked for NCHW it is restrided, not returned as it is (its convolutions would run channels-last).
+  Tensor nhwc = from_vector(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, Shape{2, 2, 2, 1});
+  Tensor permuted = transpose(transpose(nhwc, 1, 3), 2, 3);
+  EXPECT_EQ(permuted.memory_format(), CL);
+  Tensor nchw = contiguous(permuted, MemoryFormat::Contiguous);
+  EXPECT_EQ(nchw.memory_format(), MemoryFormat::Contiguous);
+  EXPECT_EQ(nchw.data_ptr(), nhwc.data_ptr());
+  EXPECT_EQ(nchw.to_vector<float>(), nhwc.to_vector<float>());
+  EXPECT_TRUE(contiguous(x, MemoryFormat::Contiguous).same(x));
   // Ops with a channels-last path keep the format; a reshape reads it as NCHW.
   Tensor w = full(Shape{2, 3, 1, 1}, 0.5);
   Tensor c = conv2d(y, w, Conv2dParams{});

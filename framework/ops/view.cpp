@@ -112,9 +112,12 @@ Tensor slice(const Tensor& x, int d, int64_t start, int64_t end) {
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
+// The result's memory_format() is f in both directions: with one channel (or one pixel) a tensor's
+// memory order fits both formats, and its exact strides name the one it was made in (a permuted
+// one-channel image keeps channels-last's), so such a tensor is restrided rather than returned.
 Tensor contiguous(const Tensor& x, MemoryFormat f) {
-  if (f == MemoryFormat::Contiguous) return contiguous(x);
-  if (x.memory_format() == f) return x;
+  if (x.memory_format() == f && x.is_contiguous(f)) return x;
+  if (f == MemoryFormat::Contiguous && !x.is_contiguous()) return clone(x);
   Tensor out;
   if (x.is_contiguous(f)) {  // already in that memory order (C or H*W is 1): the same data, restrided
     out = as_strided(x, x.shape(), strides_for(x.shape(), f), x.impl()->offset);

@@ -16,7 +16,8 @@ Tensor transpose(const Tensor& x, int d0, int d1);
 Tensor slice(const Tensor& x, int d, int64_t start, int64_t end);
 // x when contiguous, else a contiguous copy (autograd: identity).
 Tensor contiguous(const Tensor& x);
-// A copy in format f unless x already is so (autograd: identity).
+// A copy in format f unless x already is so (autograd: identity); where x's memory order already
+// fits f (one channel or one pixel), x restrided: the result's memory_format() is f.
 Tensor contiguous(const Tensor& x, MemoryFormat f);
 // Dense in one of the two formats: x when it is, else contiguous(x). Elementwise ops run over the
 // raw buffer of such a tensor and give their result the same strides.
