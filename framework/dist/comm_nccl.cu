@@ -108,17 +108,13 @@ class NcclCommunicator final : public Communicator {
     const int64_t n = t.numel();
     const int threads = 256, blocks = int(std::min<int64_t>((n + threads - 1) / threads, 1024));
     float* x = static_cast<float*>(t.data_ptr());
-    if (wire.dtype() == DType::bf16) {
-      auto* w = static_cast<__nv_bfloat16*>(wire.data_ptr());
+    auto carry = [&](auto* w) {  // w: the wire's element type, bfloat16 or half
       narrow<<<blocks, threads, 0, side_>>>(x, w, n);
       reduce_on(wire, op, side_);
       widen<<<blocks, threads, 0, side_>>>(w, x, n);
-    } else {
-      auto* w = static_cast<__half*>(wire.data_ptr());
-      narrow<<<blocks, threads, 0, side_>>>(x, w, n);
-      reduce_on(wire, op, side_);
-      widen<<<blocks, threads, 0, side_>>>(w, x, n);
-    }
+    };
+    if (wire.dtype() == DType::bf16) carry(static_cast<__nv_bfloat16*>(wire.data_ptr()));
+    else carry(static_cast<__half*>(wire.data_ptr()));
     LOUPE_CUDA_CHECK(cudaGetLastError());
     pending_ = true;
   }
