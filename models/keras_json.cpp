@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/file_check.h"
-#include "core/nvtx.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "models/registry.h"
@@ -65,27 +66,23 @@ class OneHot : public nn::Module {
 
 // Keras's LSTM (or Bidirectional(LSTM), merge_mode concat): the sequence [N, T, D*H] with
 // return_sequences, else the last state of each direction side by side [N, D*H].
-class KerasLstm : public nn::Module {
+// An nn::LSTM itself (its weight is the layer's own, "lstm.weight" under a layer named "lstm", as
+// checkpoints name the reference models' tensors) that gives what Keras's LSTM gives: the last
+// step's state (both directions' side by side, as Bidirectional(merge_mode='concat')), or every
+// step's output with return_sequences.
+class KerasLstm : public nn::LSTM {
  public:
   KerasLstm(int64_t in, int64_t units, bool bidirectional, bool sequences)
-      : units_(units), dirs_(bidirectional ? 2 : 1), sequences_(sequences) {
-    lstm_ = register_module("lstm", std::make_shared<nn::LSTM>(in, units, 1, bidirectional));
-  }
-  Tensor forward(const Tensor& x) override {
-    LstmResult r;
-    {
-      NvtxRange range(lstm_->range_name().c_str());
-      r = lstm_->run(x);
-    }
+      : nn::LSTM(in, units, 1, bidirectional), units_(units), dirs_(bidirectional ? 2 : 1), sequences_(sequences) {}
+  Tensor forward(const Tensor& x) override {  // inside the layer's range (Module::operator())
+    const LstmResult r = run(x);
     if (sequences_) return r.y;
     return reshape(transpose(r.h, 0, 1), Shape{x.size(0), dirs_ * units_});
   }
-  std::string type_name() const override { return "KerasLSTM"; }
 
  private:
   int64_t units_, dirs_;
   bool sequences_;
-  std::shared_ptr<nn::LSTM> lstm_;
 };
 
 // ---- reading the file -------------------------------------------------------------------------
@@ -216,6 +213,10 @@ class Parser {
   std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
   bool embedding_input = false;   // the first layer takes token ids
   int64_t vocab = 0;
+  // A reference model's size from its data (keras_model's data_sized): the Embedding's rows
+  // (imdb, imdb_bigrams), or char_lstm's output characters ("chars"; its input by parse()).
+  int64_t resize = 0;
+  std::string dataset;
 
  private:
   static const json& cfg(const Layer& l) { return *l.cfg; }
@@ -317,7 +318,7 @@ class Parser {
   }
 
   void dense(const Layer& l) {
-    const int64_t in = features(l), units = count(l, cfg(l), "units");
+    const int64_t in = features(l), units = resize && last_ && dataset == "chars" ? resize : count(l, cfg(l), "units");
     const bool bias = cfg(l).value("use_bias", true);
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
@@ -442,7 +443,8 @@ class Parser {
       fail(l, "is not the first layer over a sequence of token ids; loupe's Embedding comes first");
     need_value(l, "mask_zero", false, "loupe does not mask padding");
     init(l, "embeddings_initializer", "randomuniform");
-    const int64_t v = count(l, cfg(l), "input_dim"), e = count(l, cfg(l), "output_dim");
+    const int64_t e = count(l, cfg(l), "output_dim");
+    const int64_t v = resize && (dataset == "imdb" || dataset == "imdb_bigrams") ? resize : count(l, cfg(l), "input_dim");
     add(l, [v, e] { return std::make_shared<nn::Embedding>(v, e); });
     parameters(l, __int128(v) * e, 0);
     shape_ = {shape_[0], e};
@@ -485,7 +487,9 @@ class Parser {
     const json& inner = c.at("layer");
     if (inner.value("class_name", "") != "LSTM")
       fail(l, "wraps a " + inner.value("class_name", std::string("layer")) + "; loupe's Bidirectional wraps an LSTM");
-    const Layer lstm_layer{"LSTM", inner.at("config").value("name", "lstm"), &inner.at("config")};
+    // The step takes the wrapper's name (Keras's summary names the layer by it; Keras 3 calls the
+    // inner one "forward_" + it).
+    const Layer lstm_layer{"LSTM", l.name, &inner.at("config")};
     common(lstm_layer);
     lstm(lstm_layer, inner.at("config"), true);
   }
@@ -650,9 +654,12 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-Parser parse(const std::vector<Layer>& layers, const std::vector<int64_t>& input,
-             const std::string& dataset, const std::string& file) {
+Parser parse(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
+             const std::string& file, int64_t resize = 0) {
+  if (resize && dataset == "chars") input[1] = resize;  // windows of one-hot characters: [40, C]
   Parser p(file, input);
+  p.resize = resize;
+  p.dataset = dataset;
   adapt_input(input, dataset, p);
   for (size_t i = 0; i < layers.size(); ++i) p.layer(layers[i], i + 1 == layers.size());
   if (p.shape_.size() != 1) refuse(file, "the model's output is " + shape_text(p.shape_) + " a sample; a classifier's is a vector");
@@ -674,7 +681,33 @@ std::string model_stem(const std::string& name) {
   return base.substr(0, base.size() - 5);
 }
 
-ModelInfo keras_model(const std::string& text, const std::string& file) {
+namespace {
+std::shared_ptr<nn::Module> sequential_of(const std::vector<Parser::Step>& steps) {
+  auto s = std::make_shared<nn::Sequential>();
+  for (const Parser::Step& st : steps) s->add(st.name, st.make());
+  return s;
+}
+
+// A reference model's builder: the data's vocabulary or alphabet replaces the file's own size (the
+// fastText table's rows grow with the training set's bigrams; char_lstm's input and output with
+// the text's characters), as the reference models have always taken them.
+std::function<std::shared_ptr<nn::Module>(int64_t)> data_sized_builder(json root, std::vector<int64_t> input,
+                                                                         std::string dataset, std::string file,
+                                                                         int64_t sized, std::vector<Parser::Step> steps) {
+  if (dataset != "chars" && dataset != "imdb" && dataset != "imdb_bigrams")
+    return [steps](int64_t) { return sequential_of(steps); };
+  auto doc = std::make_shared<const json>(std::move(root));
+  return [doc, input, dataset, file, sized, steps](int64_t vocab) {
+    if (vocab == sized) return sequential_of(steps);
+    if (vocab < 1 || (dataset == "chars" && vocab > kCharLstmMaxChars))
+      refuse(file, (dataset == "chars" ? "texts of 1 to " + std::to_string(kCharLstmMaxChars) + " distinct characters, not "
+                                       : std::string("a vocabulary of at least 1 token, not ")) + std::to_string(vocab));
+    return sequential_of(parse(sequential_layers(*doc, file), input, dataset, file, vocab).steps);
+  };
+}
+}  // namespace
+
+ModelInfo keras_model(const std::string& text, const std::string& file, bool data_sized) {
   json root;
   try {
     root = json::parse(text);
@@ -703,12 +736,14 @@ ModelInfo keras_model(const std::string& text, const std::string& file) {
     m.keras_parameters = p.keras_parameters;
     for (const std::string& w : p.count_differs) m.keras_parameters_why += (m.keras_parameters_why.empty() ? "" : "; ") + w;
     const std::vector<Parser::Step> steps = p.steps;
-    m.build_for = [steps, dataset, file, sized = m.vocab](int64_t vocab) {
-      check_data_vocabulary(file, dataset, sized, vocab);
-      auto s = std::make_shared<nn::Sequential>();
-      for (const Parser::Step& st : steps) s->add(st.name, st.make());
-      return std::shared_ptr<nn::Module>(s);
-    };
+    if (data_sized) {
+      m.build_for = data_sized_builder(std::move(root), input, dataset, file, m.vocab, steps);
+    } else {
+      m.build_for = [steps, dataset, file, sized = m.vocab](int64_t vocab) {
+        check_data_vocabulary(file, dataset, sized, vocab);
+        return sequential_of(steps);
+      };
+    }
     m.expected_parameters = p.loupe_parameters;  // counted, not built: a file's sizes are checked first
     return m;
   } catch (const json::exception& e) {  // a key missing or of the wrong type

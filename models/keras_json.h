@@ -29,7 +29,10 @@ std::string model_stem(const std::string& name);
 // (RMSprop, learning rate 0.001) with the loss its last layer implies; batch 32 and 1 epoch, as
 // Keras's fit; ModelInfo::recipe_source says which. The data set is the reference one whose
 // samples have the model's input shape and class count (MNIST's, CIFAR-10's, IMDb's), else none.
-ModelInfo keras_model(const std::string& json, const std::string& name);
+// `data_sized`: the reference models' own files (models/registry.h), whose build_for takes the
+// data's vocabulary or alphabet in place of the file's size; a user's file refuses data that does
+// not fit its sizes instead.
+ModelInfo keras_model(const std::string& json, const std::string& name, bool data_sized = false);
 
 // The same from a file (regular, at most 16 MiB: a model's architecture is kilobytes).
 ModelInfo load_keras_model(const std::string& path);

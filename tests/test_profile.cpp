@@ -235,7 +235,7 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
                                      json.string() + " --png " + png.string());
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("window  steps 3..6 (4 steps)"), std::string::npos) << out;
-  EXPECT_NE(out.find("fc1+relu1+drop1"), std::string::npos) << out;
+  EXPECT_NE(out.find("fc1+fc1_relu+drop1"), std::string::npos) << out;
   EXPECT_NE(out.find("targets\n  1. "), std::string::npos) << out;
   EXPECT_NE(out.find("counters n/a: hardware counters are read from a GPU; this run is on the CPU"),
             std::string::npos)

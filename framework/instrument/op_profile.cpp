@@ -42,7 +42,7 @@ void classify(ProfileRow& r, const Ceilings& c) {
   else r.bound = compute ? "compute" : "memory";
 }
 
-// "fc1/Linear+relu1/ReLU+drop1/Dropout" -> "fc1+relu1+drop1": the modules' paths without their types.
+// "fc1/Linear+fc1_relu/ReLU+drop1/Dropout" -> "fc1+fc1_relu+drop1": the modules' paths without their types.
 std::string short_module(const std::string& m) {
   std::string out, part;
   auto flush = [&] {

@@ -20,7 +20,7 @@ struct Epilogue {
   bool has_dropout = false;
   double dropout = 0;      // its probability (0 in eval mode)
   int absorbed = 0;        // how many following layers it stands for
-  std::string range_name;  // their NVTX ranges' names, "+relu1/ReLU+drop1/Dropout"
+  std::string range_name;  // their NVTX ranges' names, "+fc1_relu/ReLU+drop1/Dropout"
 };
 
 class Module {
