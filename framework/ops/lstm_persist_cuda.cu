@@ -81,6 +81,77 @@ struct FwdArgs {
   int N, steps;
 };
 
+// Parts of the kernels below, inlined into them so that each kernel reads on one screen. They are
+// cut where the kernels' PTX stays as it was with this code written inside them, instruction for
+// instruction and register for register (so ptxas gives the same SASS): a first split that also
+// moved index arithmetic and the dh product reordered instructions and cost the kernels 0.5-0.8 %
+// (docs/benchmarks.md). Keep it so when changing them: compare the PTX before and after.
+template <class T, int ROWS, int WN>
+using FragB = wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major>;
+
+// R^T [H, 4H] with permuted columns, staged once in shared memory to load the forward's B
+// fragments (written in order: a strided shared-memory write is a 32-way bank conflict).
+template <class T, int H, int ROWS, int WN, int NW, int KT>
+__device__ __forceinline__ void stage_rt(const T* R, T* rt, FragB<T, ROWS, WN> (&b)[NW][KT], int warp) {
+  constexpr int G = 4 * H;
+  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rt[i] = R[unpermuted(i % G, H) * H + i / G];
+  __syncthreads();
+#pragma unroll
+  for (int nt = 0; nt < NW; ++nt)
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) wmma::load_matrix_sync(b[nt][kt], rt + kt * 16 * G + warp * 32 + nt * WN, G);
+  __syncthreads();
+}
+
+// The final h and c of this lane's cells (rows n0 + r + 4k).
+template <class T, int H, int CELLS>
+__device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const float (&h)[CELLS], const float (&c)[CELLS],
+                                                   int n0, int r, int N, int u) {
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) {
+    const int n = n0 + r + 4 * k;
+    if (n < N) {
+      d.h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[k]);
+      d.c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[k]);
+    }
+  }
+}
+
+// One step's gates and cell update for this lane's cells (rows n0 + r + 4k, unit u): h_t into
+// shared memory (the next product's A operand) and y, and in training the activations (over the
+// spent input projections) and c_t for the backward.
+template <class T, int H, int CELLS, int LH, int LP>
+__device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float* pre, T* hn, const T (&cur)[CELLS][4],
+                                              const float (&bias)[4], float (&c)[CELLS], float (&h)[CELLS], T zero,
+                                              int t, int N, int n0, int r, int warp, int j, int u) {
+  constexpr int G = 4 * H;
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) {
+    const int row = r + 4 * k, n = n0 + row;
+    const float* q = pre + row * LP + warp * 32 + j;
+    float gi = sigmoid(q[0] + cuda::to_float(cur[k][0]) + bias[0]);
+    float gf = sigmoid(q[8] + cuda::to_float(cur[k][1]) + bias[1]);
+    float gg = tanh_fast(q[16] + cuda::to_float(cur[k][2]) + bias[2]);
+    float go = sigmoid(q[24] + cuda::to_float(cur[k][3]) + bias[3]);
+    c[k] = gf * c[k] + gi * gg;
+    h[k] = go * tanh_fast(c[k]);
+    const T ht = cuda::from_float<T>(h[k]);
+    hn[row * LH + u] = n < N ? ht : zero;
+    if (n < N) {
+      const int64_t at = int64_t(t) * N + n;
+      d.y[at * d.y_ld + u] = ht;
+      if (d.c) {
+        T* p = d.gates + at * G + u;
+        p[0] = cuda::from_float<T>(gi);
+        p[H] = cuda::from_float<T>(gf);
+        p[2 * H] = cuda::from_float<T>(gg);
+        p[3 * H] = cuda::from_float<T>(go);
+        d.c[at * H + u] = c[k];
+      }
+    }
+  }
+}
+
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
 #if __CUDA_ARCH__ >= 800
@@ -93,17 +164,8 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
 
-  // R^T [H, 4H] with permuted columns, staged once to load the B fragments (written in order: a
-  // strided shared-memory write is a 32-way bank conflict).
-  T* rt = reinterpret_cast<T*>(smem);
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rt[i] = d.R[unpermuted(i % G, H) * H + i / G];
-  __syncthreads();
-  wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> b[NW][KT];
-#pragma unroll
-  for (int nt = 0; nt < NW; ++nt)
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) wmma::load_matrix_sync(b[nt][kt], rt + kt * 16 * G + warp * 32 + nt * WN, G);
-  __syncthreads();
+  FragB<T, ROWS, WN> b[NW][KT];
+  stage_rt<T, H, ROWS, WN, NW, KT>(d.R, reinterpret_cast<T*>(smem), b, warp);
   // Then: h double-buffered [2][ROWS][H] (the A operand), the pre-activations [ROWS][4H] in float32.
   constexpr int LH = Tl::h16, LP = Tl::g32;
   T* hs = reinterpret_cast<T*>(smem);
@@ -154,41 +216,10 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
 #pragma unroll
     for (int nt = 0; nt < NW; ++nt) wmma::store_matrix_sync(pre + warp * 32 + nt * WN, acc[nt], LP, wmma::mem_row_major);
     __syncwarp();
-#pragma unroll
-    for (int k = 0; k < CELLS; ++k) {
-      const int row = r + 4 * k, n = n0 + row;
-      const float* q = pre + row * LP + warp * 32 + j;
-      float gi = sigmoid(q[0] + cuda::to_float(cur[k][0]) + bias[0]);
-      float gf = sigmoid(q[8] + cuda::to_float(cur[k][1]) + bias[1]);
-      float gg = tanh_fast(q[16] + cuda::to_float(cur[k][2]) + bias[2]);
-      float go = sigmoid(q[24] + cuda::to_float(cur[k][3]) + bias[3]);
-      c[k] = gf * c[k] + gi * gg;
-      h[k] = go * tanh_fast(c[k]);
-      const T ht = cuda::from_float<T>(h[k]);
-      hn[row * LH + u] = n < N ? ht : zero;
-      if (n < N) {
-        const int64_t at = int64_t(t) * N + n;
-        d.y[at * d.y_ld + u] = ht;
-        if (d.c) {
-          T* p = d.gates + at * G + u;
-          p[0] = cuda::from_float<T>(gi);
-          p[H] = cuda::from_float<T>(gf);
-          p[2 * H] = cuda::from_float<T>(gg);
-          p[3 * H] = cuda::from_float<T>(go);
-          d.c[at * H + u] = c[k];
-        }
-      }
-    }
+    forward_cells<T, H, CELLS, LH, LP>(d, pre, hn, cur, bias, c, h, zero, t, N, n0, r, warp, j, u);
     __syncthreads();
   }
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int n = n0 + r + 4 * k;
-    if (n < N) {
-      d.h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[k]);
-      d.c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[k]);
-    }
-  }
+  store_final_states<T, H, CELLS>(d, h, c, n0, r, N, u);
 #endif
 }
 
@@ -208,11 +239,111 @@ struct BwdArgs {
   int N, steps;
 };
 
+// R [4H, H] with permuted rows (the k dimension), staged once in shared memory for this warp's B
+// fragments: its part of the k range, its n tile.
+template <class T, int H, int ROWS, int WN, int KW, int NT>
+__device__ __forceinline__ void stage_r(const T* R, T* rs, FragB<T, ROWS, WN> (&b)[KW], int warp) {
+  constexpr int G = 4 * H;
+  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rs[i] = R[unpermuted(i / H, H) * H + i % H];
+  __syncthreads();
+  const int nt = warp % NT, part = warp / NT;
+#pragma unroll
+  for (int kk = 0; kk < KW; ++kk) wmma::load_matrix_sync(b[kk], rs + (part * KW + kk) * 16 * H + nt * WN, H);
+  __syncthreads();
+}
+
+// One backward step's gate gradients for this lane's cells, from the saved activations (which they
+// overwrite) and dh_t (the product's SPLIT partial sums, or the final state's gradient, plus dy_t),
+// into the block's A operand dg; dc and the bias sums carried to the next step.
+template <class T, int H, int ROWS, int CELLS, int SPLIT, int LG, int LD, class CAt>
+__device__ __forceinline__ void backward_cells(const BwdDir<T>& d, const float* dhp, T* dg, float (&dc)[CELLS],
+                                               const float (&dh0)[CELLS], float (&db)[4], float (&cn)[CELLS],
+                                               const CAt& c_at, int s, int t, int tp, bool first, int N, int n0, int r,
+                                               int warp, int j, int u) {
+  constexpr int G = 4 * H;
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) {
+    const int row = r + 4 * k, n = n0 + row;
+    const float ct = cn[k];
+    cn[k] = first ? 0.f : c_at(tp, n);
+    float dgate[4] = {0, 0, 0, 0};
+    if (n < N) {
+      const int64_t at = int64_t(t) * N + n;
+      float dh = dh0[k];
+      if (s > 0) {
+        dh = 0.f;
+#pragma unroll
+        for (int q = 0; q < SPLIT; ++q) dh += dhp[(q * ROWS + row) * LD + u];
+      }
+      if (d.dy) dh += cuda::to_float(d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u]);
+      T* p = d.gates + at * G + u;
+      const float gi = cuda::to_float(p[0]), gf = cuda::to_float(p[H]), gg = cuda::to_float(p[2 * H]),
+                  go = cuda::to_float(p[3 * H]);
+      const float tc = tanh_fast(ct);
+      const float dcv = dc[k] + dh * go * (1.f - tc * tc);
+      dgate[0] = dcv * gg * gi * (1.f - gi);
+      dgate[1] = dcv * cn[k] * gf * (1.f - gf);
+      dgate[2] = dcv * gi * (1.f - gg * gg);
+      dgate[3] = dh * tc * go * (1.f - go);
+      dc[k] = dcv * gf;
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        p[g * H] = cuda::from_float<T>(dgate[g]);
+        db[g] += dgate[g];
+      }
+    }
+#pragma unroll
+  for (int g = 0; g < 4; ++g) dg[row * LG + warp * 32 + 8 * g + j] = cuda::from_float<T>(dgate[g]);
+  }
+}
+
+// The final states' gradients of this lane's cells, where given (dc carried back through the
+// steps, dh the last step's): zero past the batch.
+template <class T, int H, int CELLS>
+__device__ __forceinline__ void final_state_grads(const BwdDir<T>& d, float (&dc)[CELLS], float (&dh0)[CELLS], int n0, int r,
+                                                  int N, int u) {
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) {
+    const int n = n0 + r + 4 * k;
+    dc[k] = d.dc && n < N ? cuda::to_float(d.dc[int64_t(n) * H + u]) : 0.f;
+    dh0[k] = d.dh && n < N ? cuda::to_float(d.dh[int64_t(n) * H + u]) : 0.f;
+  }
+}
+
+// dh_{t-1}'s partial sum over this warp's part of 4H: dgates R for its n tile, into dhp.
+template <class T, int ROWS, int WN, int KW, int LG, int LD>
+__device__ __forceinline__ void dh_product(const T* dg, float* dhp, const FragB<T, ROWS, WN> (&b)[KW], int nt, int part) {
+  wmma::fragment<wmma::accumulator, ROWS, WN, 16, float> acc;
+  wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+  for (int kk = 0; kk < KW; ++kk) {
+    wmma::fragment<wmma::matrix_a, ROWS, WN, 16, T, wmma::row_major> fa;
+    wmma::load_matrix_sync(fa, dg + (part * KW + kk) * 16, LG);
+    wmma::mma_sync(acc, fa, b[kk], acc);
+  }
+  wmma::store_matrix_sync(dhp + part * ROWS * LD + nt * WN, acc, LD, wmma::mem_row_major);
+}
+
+// The bias gradient: this block's sum, rows r, r+4, ... folded across the lanes with this unit.
+template <class T, int H>
+__device__ __forceinline__ void store_bias_grad(const BwdDir<T>& d, const float (&db)[4], int lane, int u) {
+  constexpr int G = 4 * H;
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float v = db[g];
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (lane < 8) d.db[int64_t(blockIdx.x) * G + g * H + u] = v;
+  }
+}
+
+// dh = dgates R: H / WN n tiles; the H / 8 warps split 4H (the k dimension) into SPLIT parts.
+// Shared memory: R staged first; then the gate gradients [ROWS][4H] (permuted columns; the A
+// operand), and dh's SPLIT partial sums [SPLIT][ROWS][H] in float32.
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a) {
 #if __CUDA_ARCH__ >= 800
   using Tl = Tile<ROWS, H>;
-  // dh = dgates R: H / WN n tiles; the H / 8 warps split 4H (the k dimension) into SPLIT parts.
   constexpr int G = 4 * H, WN = Tl::WN, NT = H / WN, SPLIT = (H / 8) / NT, KW = G / 16 / SPLIT;
   constexpr int CELLS = Tl::CELLS;
   const BwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
@@ -221,36 +352,19 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
-
-  // R [4H, H] with permuted rows (the k dimension), staged once for the B fragments.
-  T* rs = reinterpret_cast<T*>(smem);
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rs[i] = d.R[unpermuted(i / H, H) * H + i % H];
-  __syncthreads();
+  FragB<T, ROWS, WN> b[KW];
+  stage_r<T, H, ROWS, WN, KW, NT>(d.R, reinterpret_cast<T*>(smem), b, warp);
   const int nt = warp % NT, part = warp / NT;
-  wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major> b[KW];
-#pragma unroll
-  for (int kk = 0; kk < KW; ++kk) wmma::load_matrix_sync(b[kk], rs + (part * KW + kk) * 16 * H + nt * WN, H);
-  __syncthreads();
-  // Then: the gate gradients [ROWS][4H] (permuted columns; the A operand), and dh's SPLIT partial
-  // sums [SPLIT][ROWS][H] in float32.
   constexpr int LG = Tl::g16, LD = Tl::h32;
   T* dg = reinterpret_cast<T*>(smem);
   float* dhp = reinterpret_cast<float*>(smem + ROWS * LG * sizeof(T));
-
   const int j = lane % 8, u = warp * 8 + j, r = lane / 8;
   float dc[CELLS], dh0[CELLS], db[4] = {0, 0, 0, 0}, cn[CELLS];
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int n = n0 + r + 4 * k;
-    dc[k] = d.dc && n < N ? cuda::to_float(d.dc[int64_t(n) * H + u]) : 0.f;
-    dh0[k] = d.dh && n < N ? cuda::to_float(d.dh[int64_t(n) * H + u]) : 0.f;
-  }
+  final_state_grads<T, H, CELLS>(d, dc, dh0, n0, r, N, u);
   auto c_at = [&](int t, int n) { return n < N ? d.c[(int64_t(t) * N + n) * H + u] : 0.f; };
-  {
-    const int t0 = forward_dir ? steps - 1 : 0;
+  const int t0 = forward_dir ? steps - 1 : 0;
 #pragma unroll
-    for (int k = 0; k < CELLS; ++k) cn[k] = c_at(t0, n0 + r + 4 * k);
-  }
+  for (int k = 0; k < CELLS; ++k) cn[k] = c_at(t0, n0 + r + 4 * k);
   for (int s = 0; s < steps; ++s) {
     const int t = forward_dir ? steps - 1 - s : s;
     const int tp = forward_dir ? t - 1 : t + 1;  // the step before t in the forward's order
@@ -303,14 +417,7 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
     }
     __syncthreads();  // dh_{t-1} is complete; dg has been read
   }
-  // The bias gradient: this block's sum, rows r, r+4, ... folded across the lanes with this unit.
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    float v = db[g];
-    v += __shfl_xor_sync(0xffffffffu, v, 8);
-    v += __shfl_xor_sync(0xffffffffu, v, 16);
-    if (lane < 8) d.db[int64_t(blockIdx.x) * G + g * H + u] = v;
-  }
+  store_bias_grad<T, H>(d, db, lane, u);
 #endif
 }
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Whether a change to a .cu file leaves its kernels' PTX as it was: compiles FILE as committed at
+# REV (default HEAD) and as it is in the working tree (sm_90, the build's flags; no GPU needed),
+# and compares each kernel's PTX, line info aside. Identical PTX means ptxas gives identical SASS.
+# usage: dev/ptx_diff.sh FILE.cu [REV]     e.g. dev/ptx_diff.sh framework/ops/lstm_persist_cuda.cu
+set -eu
+file=$1 rev=${2:-HEAD}
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ptx() {  # SOURCE OUT: compiled under FILE's own name (the anonymous namespace's symbol follows it)
+  mkdir -p "$tmp/src/$(dirname "$file")"; cp "$1" "$tmp/src/$file"
+  (cd "$tmp/src" && "$nvcc" -DLOUPE_WITH_NCCL=1 -I"$OLDPWD/framework" -I"$OLDPWD" -I"$OLDPWD/third_party" -O3 -DNDEBUG \
+     -arch=sm_90 --expt-relaxed-constexpr -std=c++17 -ptx "$file" -o "$2" 2>/dev/null)
+  sed -E -i '/^\s*\.loc/d; /^\s*\.file/d; /^\/\//d' "$2"
+}
+git show "$rev:$file" > "$tmp/old.cu"
+ptx "$tmp/old.cu" "$tmp/old.ptx"
+ptx "$file" "$tmp/new.ptx"
+python3 - "$tmp/old.ptx" "$tmp/new.ptx" <<'PY'
+import re, sys
+def entries(p):
+    parts = re.split(r'(?=\.visible \.entry|\.entry )', open(p).read())
+    return {re.match(r'(?:\.visible )?\.entry (\S+)\(', x).group(1): x for x in parts[1:]}
+old, new = entries(sys.argv[1]), entries(sys.argv[2])
+same = [k for k in old if new.get(k) == old[k]]
+differ = [k for k in old if k in new and new[k] != old[k]]
+gone, added = set(old) - set(new), set(new) - set(old)
+print(f"{len(same)} kernels with identical PTX, {len(differ)} different, {len(gone)} gone, {len(added)} new")
+for k in differ[:10]: print("  differs:", k)
+sys.exit(1 if differ or gone or added else 0)
+PY
