@@ -5,6 +5,9 @@
 # below it takes `cudaStream_t stream` as a parameter. So no kernel launch's configuration
 # (<<<grid, block, shared, stream>>>) and no *Async call in framework/**/*.cu or *.cuh may name
 # the global accessor itself: cuda::stream(), or stream() inside loupe::cuda.
+# And the kernels take their precision from the context their table hands them (core/exec_context.h):
+# no backend file (framework/**/*_cuda.cu, *.cuh, *_cpu.cpp, *_dnnl.cpp, gemm_*.cpp) reads the
+# thread's precision itself, precision() or compute_dtype() without an argument.
 # Usage: check_launch_streams.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: check_launch_streams.sh SOURCE_DIR}
@@ -86,10 +89,33 @@ if [ "$(printf '%s\n' "$got" | wc -l)" -ne 2 ] || ! grep -q 'sample_cuda.cu:4: k
   exit 1
 fi
 
+# precision_reads DIR: prints FILE:LINE: for each backend file's read of the thread's precision.
+precision_reads() {
+  find "$1/framework" -type f \( -name '*_cuda.cu' -o -name '*.cuh' -o -name '*_cpu.cpp' -o -name '*_dnnl.cpp' \
+    -o -name 'gemm_*.cpp' \) -print0 | sort -z |
+    xargs -0 grep -nHE '(^|[^A-Za-z0-9_.>:])(loupe::)?(precision|compute_dtype)[ 	]*\([ 	]*\)' |
+    grep -vE '^[^:]+:[0-9]+:[ 	]*//' || true
+}
+cat > "$sample/framework/ops/sample_cuda.cu" <<'SAMPLE'
+  if (precision() == Precision::TF32) x = 1;
+  Key k{int(ctx.precision), int(p.precision())};  // neither reads the thread
+SAMPLE
+if [ "$(precision_reads "$sample" | wc -l)" -ne 1 ]; then
+  echo "launch_streams: the precision check misreads its own sample" >&2
+  exit 1
+fi
+reads=$(precision_reads "$src")
+if [ -n "$reads" ]; then
+  printf '%s\n' "$reads"
+  echo "launch_streams: a kernel reads the thread's precision; take it from its ExecContext (core/exec_context.h)" >&2
+  exit 1
+fi
+
 if ! scan "$src"; then
   echo "launch_streams: read the stream once in the entry point (const cudaStream_t s = cuda::stream();)" \
        "and pass it down; see docs/design.md, "The op pattern"" >&2
   exit 1
 fi
-echo "launch_streams: every launch and *Async call in framework/ takes its stream from a variable" \
+echo "launch_streams: every launch and *Async call in framework/ takes its stream from a variable," \
+     "and no kernel reads the thread's precision" \
      "${excluded[*]:+(excluded: ${excluded[*]})}"

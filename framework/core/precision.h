@@ -1,6 +1,7 @@
 // The arithmetic precision of a run (--precision). It is carried by the trainer
 // (train::TrainerOptions::precision), which opens a PrecisionScope around its steps and its
-// evaluation; the ops read precision() when they choose cuBLAS's and cuDNN's math. There is no
+// evaluation; the ops read it where they dispatch and hand it to their kernels in an ExecContext
+// (core/exec_context.h), which choose cuBLAS's and cuDNN's math from it. There is no
 // process-wide setting: two trainers in one process (loupe bench) each keep their own.
 //  - fp32: IEEE float32 throughout; tensor cores are not used for float32 (cuBLAS default math,
 //    cuDNN FMA math).

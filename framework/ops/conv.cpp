@@ -12,6 +12,7 @@ namespace {
 struct Conv2dBackward : autograd::Node {
   Tensor x, w;  // in the forward pass's memory format
   Conv2dParams p;
+  ExecContext ctx;  // the forward's: the backward's math and plans follow it
   MemoryFormat format = MemoryFormat::Contiguous;
   bool need_x = false, need_w = false;
   const char* name() const override { return "Conv2dBackward"; }
@@ -19,7 +20,7 @@ struct Conv2dBackward : autograd::Node {
     Tensor gy = contiguous(g[0], format);
     Tensor gx = need_x ? empty(x.shape(), x.dtype(), x.device(), format) : Tensor();
     Tensor gw = need_w ? empty(w.shape(), w.dtype(), w.device(), format) : Tensor();
-    kernels<ConvKernels>(x.device()).backward(gx, gw, x, w, gy, p);
+    kernels<ConvKernels>(x.device()).backward(ctx, gx, gw, x, w, gy, p);
     double macs = double(gy.numel()) * double(w.size(1) * w.size(2) * w.size(3));
     add_flops(2 * macs * ((need_x ? 1 : 0) + (need_w ? 1 : 0)));
     return {gx, gw};
@@ -48,13 +49,15 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
     wc = contiguous(w, f);
   }
   Tensor y = empty(Shape{x.size(0), w.size(0), P, Q}, x.dtype(), x.device(), f);
-  kernels<ConvKernels>(x.device()).forward(y, xc, wc, p);
+  const ExecContext ctx = current_context();
+  kernels<ConvKernels>(x.device()).forward(ctx, y, xc, wc, p);
   add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
   if (autograd::needs_grad({&x, &w})) {
     auto n = std::make_shared<Conv2dBackward>();
     n->x = xc.detach();
     n->w = wc.detach();
     n->p = p;
+    n->ctx = ctx;
     n->format = f;
     n->need_x = x.requires_grad();
     n->need_w = w.requires_grad();

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -22,10 +23,10 @@ inline int same_padding(int kernel) { return (kernel - 1) / 2; }
 
 struct ConvKernels {
   // y = conv(x, w); all contiguous.
-  void (*forward)(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p);
+  void (*forward)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p);
   // gx = conv_transpose(gy, w) (gx may be undefined: not needed); gw = correlation of x and gy.
-  void (*backward)(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-                   const Conv2dParams& p);
+  void (*backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
+                   const Tensor& gy, const Conv2dParams& p);
 };
 
 }  // namespace loupe

@@ -138,7 +138,7 @@ void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && !dst.same(src)) copy_(dst, src);
 }
 
-void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   if (y.is_contiguous() && x.is_contiguous() && w.is_contiguous()) return forward_nchw(y, x, w, p);
   NoGradGuard g;
   Tensor yc = nchw_like(y);
@@ -146,7 +146,7 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dPara
   copy_back(y, yc);
 }
 
-void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+void backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
               const Conv2dParams& p) {
   auto ok = [](const Tensor& t) { return !t.defined() || t.is_contiguous(); };
   if (ok(gx) && ok(gw) && ok(x) && ok(w) && ok(gy)) return backward_nchw(gx, gw, x, w, gy, p);

@@ -167,7 +167,7 @@ std::vector<Desc> candidates(const Desc& graph) {
 
 // Whether an engine keeps the precision: no tensor-core engine for float32 data unless tf32, and
 // for 16-bit data none that down-converts the inputs further (as PyTorch does).
-bool keeps_precision(const Desc& engine, DType dtype) {
+bool keeps_precision(const Desc& engine, DType dtype, Precision precision) {
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   int64_t nn = 0;
   cudnnBackendGetAttribute(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
@@ -177,13 +177,14 @@ bool keeps_precision(const Desc& engine, DType dtype) {
     tensor_core |= notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
     down_convert |= notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
   }
-  if (dtype == DType::f32) return !tensor_core || precision() == Precision::TF32;  // fp32 stays IEEE fp32
+  if (dtype == DType::f32) return !tensor_core || precision == Precision::TF32;  // fp32 stays IEEE fp32
   return !down_convert;
 }
 
 // The fastest of the candidates that finalize, keep the precision and fit the workspace cap, timed
 // on scratch buffers of the real sizes (outputs are overwritten, inputs left as they are).
-BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y, size_t max_ws) {
+BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y, size_t max_ws,
+              Precision precision) {
   cudnnHandle_t h = cuda::cudnn();
   Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
   BePlan best;
@@ -194,7 +195,7 @@ BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const T
     if (cudnnBackendGetAttribute(cfg.d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ne, &engine.d) !=
         CUDNN_STATUS_SUCCESS)
       continue;
-    if (!keeps_precision(engine, x.dtype())) continue;
+    if (!keeps_precision(engine, x.dtype(), precision)) continue;
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->ref(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg).set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h);
     if (plan->finalize() != CUDNN_STATUS_SUCCESS) continue;
@@ -221,7 +222,8 @@ BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const T
 // workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32; for
 // float16/bfloat16 data tensor cores are the point, and only engines that down-convert the inputs
 // further are skipped, as PyTorch does), times them on scratch buffers and returns the fastest.
-BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, size_t max_ws) {
+BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, size_t max_ws,
+             Precision precision) {
   cudnnHandle_t h = cuda::cudnn();
   Desc xd = tensor(x, kX), wd = tensor(w, kW), yd = tensor(y, kY);
   int64_t dims = 2, pre[2] = {p.pad_h, p.pad_w}, dil[2] = {1, 1}, str[2] = {p.stride_h, p.stride_w};
@@ -264,7 +266,7 @@ BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->d).set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return {};
 
-  return fastest(candidates(graph), x, w, y, max_ws);
+  return fastest(candidates(graph), x, w, y, max_ws, precision);
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
@@ -340,7 +342,7 @@ const Perf& pick(const Perf* perf, int n, const char* what, cudnnMathType_t math
 // x, w, y: all NCHW or all channels-last (conv.cpp makes them so).
 // The legacy API's descriptors for the problem; returns the math type they were given.
 cudnnMathType_t set_descriptors(Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
-                                bool nhwc) {
+                                bool nhwc, Precision precision) {
   const bool half = x.dtype() != DType::f32;  // float16 or bfloat16
   const cudnnDataType_t dt = cuda::cudnn_dtype(x.dtype(), "conv2d");
   pl.x = std::make_unique<cuda::TensorDesc>(x);
@@ -356,7 +358,7 @@ cudnnMathType_t set_descriptors(Plan& pl, const Tensor& x, const Tensor& w, cons
   // default math type permits TF32 for float32 data, as PyTorch's allow_tf32 sets it); 16-bit
   // data runs on tensor cores.
   const cudnnMathType_t math =
-      half ? CUDNN_TENSOR_OP_MATH : precision() == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+      half ? CUDNN_TENSOR_OP_MATH : precision == Precision::TF32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   LOUPE_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
   return math;
 }
@@ -415,16 +417,16 @@ Legacy find_legacy(Plan& pl, cudnnMathType_t math) {
   return t;
 }
 
-const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+const Plan& plan_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
   bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast || w.memory_format() == MemoryFormat::ChannelsLast;
   Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
-        p.pad_h, p.pad_w, int(precision()), nhwc, int(x.dtype())};
+        p.pad_h, p.pad_w, int(ctx.precision), nhwc, int(x.dtype())};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
 
   auto pl = std::make_unique<Plan>();
-  const Legacy t = find_legacy(*pl, set_descriptors(*pl, x, w, y, p, nhwc));
+  const Legacy t = find_legacy(*pl, set_descriptors(*pl, x, w, y, p, nhwc, ctx.precision));
   // The backend plan wins unless the legacy algorithm is faster on the GPU by more than the
   // ~20 us of host time the legacy call costs extra (strict fp32 often has FFT or Winograd
   // algorithms that the backend heuristics do not offer).
@@ -432,9 +434,9 @@ const Plan& plan_for(const Tensor& x, const Tensor& w, const Tensor& y, const Co
     if (legacy_ok && bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
     return bp;
   };
-  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace), pl->ok_fwd, t.fwd);
-  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace), pl->ok_data, t.data);
-  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace), pl->ok_filter, t.filter);
+  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_fwd, t.fwd);
+  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_data, t.data);
+  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_filter, t.filter);
   auto problem = [&] {
     return detail::concat("x ", x.shape().str(), " w ", w.shape().str(), " ", dtype_name(x.dtype()),
                           nhwc ? " channels-last" : " NCHW", ", stride ", p.stride_h, "x", p.stride_w, ", padding ",
@@ -551,32 +553,33 @@ void copy_cols(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64
 }
 
 // y [N*P*Q, K] (NHWC) = cols [N*P*Q, Kc] x w_pad^T, w_pad [K, Kc] the filters with zero columns.
-void forward_gemm(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p, cudaStream_t stream) {
+void forward_gemm(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p,
+                  cudaStream_t stream) {
   const Im2col g = geometry(x, w, y, p);
   const int64_t rows = y.size(0) * y.size(2) * y.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
   Tensor cols = im2col(x, g, rows, stream);
   Tensor wp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
   copy_cols(wp.data_ptr(), g.Kc, w.data_ptr(), RSC, RSC, K, w.dtype(), stream);
-  gemm_raw(kCUDA, x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
+  gemm_raw(ctx, kCUDA, x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
 }
 
 // gw [K, RSC] = the first RSC columns of gy^T [K, N*P*Q] x cols [N*P*Q, Kc] (cols made again: a
 // few microseconds, against keeping them from the forward).
-void filter_gemm(const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy, const Conv2dParams& p,
-                 cudaStream_t stream) {
+void filter_gemm(const ExecContext& ctx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                 const Conv2dParams& p, cudaStream_t stream) {
   const Im2col g = geometry(x, w, gy, p);
   const int64_t rows = gy.size(0) * gy.size(2) * gy.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
   Tensor cols = im2col(x, g, rows, stream);
   Tensor gp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
-  gemm_raw(kCUDA, x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
+  gemm_raw(ctx, kCUDA, x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
   copy_cols(gw.data_ptr(), RSC, gp.data_ptr(), g.Kc, RSC, K, w.dtype(), stream);
 }
 
-void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   check_dtypes(x, w, y, "conv2d");
   const cudaStream_t s = cuda::stream();
-  if (small_filter(x, w, y)) return forward_gemm(y, x, w, p, s);
-  const Plan& pl = plan_for(x, w, y, p);
+  if (small_filter(x, w, y)) return forward_gemm(ctx, y, x, w, p, s);
+  const Plan& pl = plan_for(ctx, x, w, y, p);
   if (be::execute(pl.be_fwd, x.data_ptr(), w.data_ptr(), y.data_ptr())) return;
   if (!pl.ok_fwd) return be::execute_realigned(pl.be_fwd, x, w, y, 2);
   Tensor ws = workspace(pl.ws_fwd, x.device());
@@ -585,18 +588,18 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dPara
                                             pl.fwd, ws.data_ptr(), pl.ws_fwd, &zero, pl.y->d, y.data_ptr()));
 }
 
-void backward(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-              const Conv2dParams& p) {
+void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
+              const Tensor& gy, const Conv2dParams& p) {
   check_dtypes(x, w, gy, "conv2d backward");
   LOUPE_CHECK((!gx.defined() || gx.dtype() == x.dtype()) && (!gw.defined() || gw.dtype() == x.dtype()),
               "conv2d backward on CUDA: the gradients must have x's dtype");
   Tensor gw_cudnn = gw;
   if (small_filter(x, w, gy) && (!gw.defined() || nhwc(gw))) {
-    if (gw.defined()) filter_gemm(gw, x, w, gy, p, cuda::stream());
+    if (gw.defined()) filter_gemm(ctx, gw, x, w, gy, p, cuda::stream());
     if (!gx.defined()) return;
     gw_cudnn = Tensor();  // cuDNN computes the data gradient only
   }
-  const Plan& pl = plan_for(x, w, gy, p);
+  const Plan& pl = plan_for(ctx, x, w, gy, p);
   float one = 1, zero = 0;
   if (gx.defined() && !be::execute(pl.be_data, gx.data_ptr(), w.data_ptr(), gy.data_ptr())) {
     if (!pl.ok_data) {

@@ -47,7 +47,7 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
   g.ldc = std::max<int64_t>(g.N, 1);
   g.dtype = a.dtype();
   if (g.K == 0) { fill_(out, 0); return out; }
-  kernels<LinalgKernels>(a.device()).gemm(g);
+  kernels<LinalgKernels>(a.device()).gemm(current_context(), g);
   add_flops(2.0 * double(g.M) * double(g.N) * double(g.K));
   return out;
 }
@@ -105,13 +105,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return scope_.result(b.defined() ? bias_add(y, b) : y);
 }
 
-void gemm_raw(Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
-              const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate) {
+void gemm_raw(const ExecContext& ctx, Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+              const void* A, int64_t lda, const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate) {
   GemmArgs g;
   g.ta = ta, g.tb = tb, g.M = M, g.N = N, g.K = K, g.A = A, g.lda = lda, g.B = B, g.ldb = ldb, g.C = C, g.ldc = ldc;
   g.beta = accumulate ? 1 : 0;
   g.dtype = t;
-  kernels<LinalgKernels>(d).gemm(g);
+  kernels<LinalgKernels>(d).gemm(ctx, g);
 }
 
 }  // namespace loupe

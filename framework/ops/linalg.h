@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -26,13 +27,14 @@ struct GemmArgs {
 };
 
 struct LinalgKernels {
-  // Row-major C = alpha * op(A) op(B) + beta * C.
-  void (*gemm)(const GemmArgs& g);
+  // Row-major C = alpha * op(A) op(B) + beta * C (float32 data on TF32 tensor cores under tf32).
+  void (*gemm)(const ExecContext& ctx, const GemmArgs& g);
 };
 
 // Row-major C = op(A) op(B) (+ C with `accumulate`) on raw pointers to elements of dtype t, through
 // device d's backend (kernels that carve matrices out of their own buffers: the LSTM, im2col).
-void gemm_raw(Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
-              const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate = false);
+// `ctx`: the calling kernel's context.
+void gemm_raw(const ExecContext& ctx, Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+              const void* A, int64_t lda, const void* B, int64_t ldb, void* C, int64_t ldc, bool accumulate = false);
 
 }  // namespace loupe

@@ -1,6 +1,6 @@
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
-#include "core/precision.h"
+#include "core/exec_context.h"
 #include "ops/linalg.h"
 
 namespace loupe {
@@ -10,9 +10,9 @@ namespace {
 // so we pass B first and swap M and N; no data moves.
 // cuBLAS's math mode follows --precision: TF32 tensor ops for float32 GEMMs only with tf32. The
 // mode does not affect float16/bfloat16 GEMMs, which use tensor cores in every mode.
-void set_math_mode() {
+void set_math_mode(Precision p) {
   static cublasMath_t current = CUBLAS_DEFAULT_MATH;  // as cuda_runtime.cu creates the handle
-  cublasMath_t want = precision() == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  cublasMath_t want = p == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   if (want != current) {
     LOUPE_CUBLAS_CHECK(cublasSetMathMode(cuda::cublas(), want));
     current = want;
@@ -29,8 +29,8 @@ void gemm_16bit(const GemmArgs& g, cublasOperation_t opA, cublasOperation_t opB)
                                   CUBLAS_GEMM_DEFAULT));
 }
 
-void gemm_cublas(const GemmArgs& g) {
-  set_math_mode();
+void gemm_cublas(const ExecContext& ctx, const GemmArgs& g) {
+  set_math_mode(ctx.precision);
   cublasOperation_t opA = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (g.dtype == DType::f32) {
     float alpha = float(g.alpha), beta = float(g.beta);

@@ -81,6 +81,7 @@ double elementwise_flops(const LstmParams& p, int64_t N, int64_t T, bool backwar
 
 struct LstmBackward : autograd::Node {
   LstmParams p;
+  ExecContext ctx;  // the forward's: the backward uses the plan its forward did
   Tensor x, w, y, saved;
   Tensor dw_later;  // between the two rounds: dw without the first layer's W and R gradients
   uint64_t seed = 0, offset = 0;
@@ -97,7 +98,7 @@ struct LstmBackward : autograd::Node {
     Tensor dc = g[2].defined() ? contiguous(g[2]) : Tensor();
     Tensor dx = need_x ? empty(x.shape(), x.dtype(), x.device()) : Tensor();
     Tensor dw = empty(w.shape(), w.dtype(), w.device());
-    kernels<LstmKernels>(x.device()).backward(p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset, two_rounds);
+    kernels<LstmKernels>(x.device()).backward(ctx, p, x, w, y, saved, dy, dh, dc, dx, dw, seed, offset, two_rounds);
     int64_t N = x.size(0), T = x.size(1);
     add_flops(2 * gemm_flops(p, N, T) + elementwise_flops(p, N, T, true));
     if (two_rounds) {
@@ -108,7 +109,7 @@ struct LstmBackward : autograd::Node {
   }
   std::vector<Tensor> finish() override {
     if (!dw_later.defined()) return {Tensor(), Tensor()};  // apply() had no gradient to pass on
-    kernels<LstmKernels>(x.device()).backward_weights(p, x, w, y, saved, dw_later);
+    kernels<LstmKernels>(x.device()).backward_weights(ctx, p, x, w, y, saved, dw_later);
     Tensor dw = dw_later;
     dw_later = Tensor();
     return {Tensor(), dw};
@@ -156,11 +157,14 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   r.y = empty(Shape{N, T, D * H}, x.dtype(), x.device());
   r.h = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
   r.c = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
-  Tensor saved = kernels<LstmKernels>(x.device()).forward(kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);  // may re-seat r.y
+  const ExecContext ctx = current_context();
+  // may re-seat r.y
+  Tensor saved = kernels<LstmKernels>(x.device()).forward(ctx, kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);
   add_flops(gemm_flops(kp, N, T) + elementwise_flops(kp, N, T, false));
   if (grad) {
     auto n = std::make_shared<LstmBackward>();
     n->p = kp;
+    n->ctx = ctx;
     n->x = xc.detach();
     n->w = wc.detach();
     n->y = r.y.detach();

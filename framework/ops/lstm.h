@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -68,18 +69,19 @@ struct LstmKernels {
   // undefined when `training` is false (no backward will follow). seed/offset: dropout masks. A
   // backend whose kernels write y in another memory order may instead set y to a view of its own
   // buffer (same shape, other strides: cuDNN's sequence-major output, transposed by strides alone).
-  Tensor (*forward)(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+  // `ctx`: the forward op's, and the backward's the same (its node keeps it).
+  Tensor (*forward)(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                     const Tensor& c, bool training, uint64_t seed, uint64_t offset);
   // Backward: from dy [N, T, D*H] and dh, dc [L*D, N, H] (each may be undefined: zero; dy may be
   // strided) computes dx [N, T, input_size] (when defined) and dw (flat), both overwritten (not
   // accumulated). y is what forward left in it. With `weights_later` (only where backward_weights
   // is set) the first layer's W and R gradients, its long GEMMs, are left out of dw for...
-  void (*backward)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+  void (*backward)(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
                    const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
                    uint64_t seed, uint64_t offset, bool weights_later);
   // ...this, later, on the same saved state (autograd's second round, Node::later_inputs: the layer
   // below runs between the two). Null where a backend has one round only (the CPU).
-  void (*backward_weights)(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+  void (*backward_weights)(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
                            const Tensor& saved, const Tensor& dw);
 };
 

@@ -112,6 +112,7 @@ struct State3d {  // [L*D, N, H] for h and c
 struct Plan {
   Choice choice;
   LstmParams params;
+  ExecContext ctx;  // what it was made for (its cache key's precision)
   DType dtype = DType::f32;  // of x, the weights, y, h, c and the gradients
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnDropoutDescriptor_t drop = nullptr;
@@ -179,11 +180,13 @@ Tensor permuted(const Tensor& v, const Tensor& order) {
 }
 
 // The plan for one choice (throws where cuDNN does not support it).
-std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch, DType dtype) {
+std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch,
+                                DType dtype) {
   cudnnHandle_t h = cuda::cudnn();
   auto pl = std::make_unique<Plan>();
   pl->choice = ch;
   pl->params = p;
+  pl->ctx = ctx;
   pl->dtype = dtype;
   if (ch.own) {
     std::string why;
@@ -202,7 +205,7 @@ std::unique_ptr<Plan> make_plan(const LstmParams& p, int64_t N, int64_t T, uint6
   // float32: FMA math unless --precision tf32 allows TF32 tensor ops; float16/bfloat16: tensor
   // cores, float32 arithmetic (mathPrec) either way.
   cudnnMathType_t math = dtype != DType::f32                 ? CUDNN_TENSOR_OP_MATH
-                         : precision() == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                         : ctx.precision == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
                                                           : CUDNN_FMA_MATH;
   LOUPE_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
       pl->rnn, ch.algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
@@ -262,7 +265,7 @@ Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
 // read the final states h, not y, so none is made later either).
 Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
                    bool training, cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::forward(pl.params, x, w, y, h, c, training, pl.choice.own, stream);
+  if (pl.choice.own) return lstm_persist::forward(pl.ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
   Tensor work = bytes(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
@@ -287,7 +290,7 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
 // with the input gradient, run_backward).
 void run_backward_weights(const Plan& pl, const Tensor& x, const Tensor& y, const Tensor& saved_buf, const Tensor& dw,
                           cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::backward_weights(pl.params, x, y, saved_buf, dw, stream);
+  if (pl.choice.own) return lstm_persist::backward_weights(pl.ctx, pl.params, x, y, saved_buf, dw, stream);
   Tensor work = bytes(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
@@ -312,8 +315,8 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
                   const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
                   bool weights_later, cudaStream_t stream) {
   if (pl.choice.own)
-    return lstm_persist::backward(pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own, weights_later,
-                                  stream);
+    return lstm_persist::backward(pl.ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
+                                  weights_later, stream);
   cudnnHandle_t h = cuda::cudnn();
   Tensor work = bytes(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
@@ -384,9 +387,10 @@ const char* choice_name(const Choice& ch) {
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
 
 // The fastest supported choice for this problem, timed once and cached.
-Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype, cudaStream_t stream) {
+Plan& plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype,
+               cudaStream_t stream) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
-  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(precision()), int(dtype)};
+  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(ctx.precision), int(dtype)};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
   const std::vector<Choice>& cands = candidates();
@@ -397,7 +401,7 @@ Plan& plan_for(const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType d
   for (const Choice& ch : cands) {
     const char* name = choice_name(ch);
     try {
-      std::unique_ptr<Plan> pl = make_plan(p, N, T, seed, ch, dtype);
+      std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
       double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T, stream) : 0;
       if (verbose)
         std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld %s: %s %s-major %.3f ms\n", (long long)N, (long long)T,
@@ -429,32 +433,32 @@ void check_dtypes(const char* op, const LstmParams& p, std::initializer_list<con
                "; use float16 (--precision fp16) or a newer cuDNN");
 }
 
-Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                const Tensor& c, bool training, uint64_t seed, uint64_t) {
   check_dtypes("lstm", p, {&x, &w, &y, &h, &c});
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
   const cudaStream_t s = cuda::stream();
-  return run_forward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
+  return run_forward(plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
 }
 
-void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
-              const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, uint64_t seed,
-              uint64_t, bool weights_later) {
+void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+              const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+              const Tensor& dw, uint64_t seed, uint64_t, bool weights_later) {
   check_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
   const cudaStream_t s = cuda::stream();
-  run_backward(plan_for(p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
+  run_backward(plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
                weights_later, s);
 }
 
-void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
-                      const Tensor& dw) {
+void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                      const Tensor& saved, const Tensor& dw) {
   check_dtypes("lstm backward", p, {&x, &w, &y, &dw});
   const cudaStream_t s = cuda::stream();
   // The plan the first round used (cached by shape; dropout's seed only matters to a new plan).
-  run_backward_weights(plan_for(p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
+  run_backward_weights(plan_for(ctx, p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
 }
 
 const LstmKernels table{forward, backward, backward_weights};

@@ -548,8 +548,8 @@ bool supports(const LstmParams& p, DType dtype, int rows, std::string* why) {
   return true;
 }
 
-Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
-               bool training, int rows, cudaStream_t stream) {
+Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+               const Tensor& c, bool training, int rows, cudaStream_t stream) {
   std::string why;
   LOUPE_CHECK(supports(p, x.dtype(), rows, &why), "lstm: ", why);
   const DType t = x.dtype();
@@ -571,7 +571,7 @@ Tensor forward(const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y,
         const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
         void* gates = static_cast<char*>(buf.data_ptr()) + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
         // Every step's input projection at once: [T*N, in] x W^T.
-        gemm_raw(kCUDA, t, false, true, N * T, G, o.in, in, o.in, at(w.data_ptr(), o.w, t), o.in, gates, G);
+        gemm_raw(ctx, kCUDA, t, false, true, N * T, G, o.in, in, o.in, at(w.data_ptr(), o.w, t), o.in, gates, G);
         FwdDir<TT>& fd = a.dir[dir];
         fd.R = static_cast<const TT*>(at(w.data_ptr(), o.r, t));
         fd.b_w = static_cast<const TT*>(at(w.data_ptr(), o.b_w, t));
@@ -610,19 +610,19 @@ const char* layer_output(const Layout& lay, const char* base, const Tensor& ytop
 // Pseudo-layer (l, dir)'s W and R gradients from its gate gradients (left in the buffer by the
 // recurrence kernel): dW = dgates^T x over every row; dR = the sum over t of dgates_t^T h_{t-1},
 // the rows after the direction's first step against the outputs one step earlier in its order.
-void weight_gemms(const LstmParams& p, const Layout& lay, const char* base, const char* out, int l, int dir,
+void weight_gemms(const ExecContext& ctx, const LstmParams& p, const Layout& lay, const char* base, const char* out, int l, int dir,
                   int64_t N, int64_t T, DType t, const Tensor& dw, cudaStream_t stream) {
   const int64_t H = p.hidden_size, D = p.directions(), G = 4 * H, DH = D * H;
   const int64_t in_l = l == 0 ? p.input_size : DH;
   const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
   const void* dg = base + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
-  gemm_raw(kCUDA, t, true, false, G, in_l, N * T, dg, G, layer_input(lay, base, l), in_l, at(dw.data_ptr(), o.w, t),
+  gemm_raw(ctx, kCUDA, t, true, false, G, in_l, N * T, dg, G, layer_input(lay, base, l), in_l, at(dw.data_ptr(), o.w, t),
            in_l);
   if (T > 1) {
     const int64_t rows = (T - 1) * N;
     const void* a = dir == 0 ? at(dg, N * G, t) : dg;
     const void* hb = dir == 0 ? at(out, dir * H, t) : at(out, N * DH + dir * H, t);
-    gemm_raw(kCUDA, t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
+    gemm_raw(ctx, kCUDA, t, true, false, G, H, rows, a, G, hb, DH, at(dw.data_ptr(), o.r, t), H);
   } else {
     LOUPE_CUDA_CHECK(cudaMemsetAsync(at(dw.data_ptr(), o.r, t), 0, size_t(G * H) * dtype_size(t), stream));
   }
@@ -658,8 +658,8 @@ class SmCarveout {
   bool on_ = false;
 };
 
-void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
-                      cudaStream_t stream) {
+void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved,
+                      const Tensor& dw, cudaStream_t stream) {
   const SmCarveout carve;
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1);
@@ -668,12 +668,12 @@ void backward_weights(const LstmParams& p, const Tensor& x, const Tensor& y, con
   Tensor ytop = transpose(y, 0, 1);
   const char* base = static_cast<const char*>(saved.data_ptr());
   for (int dir = 0; dir < p.directions(); ++dir)
-    weight_gemms(p, lay, base, layer_output(lay, base, ytop, 0, p.num_layers), 0, dir, N, T, t, dw, stream);
+    weight_gemms(ctx, p, lay, base, layer_output(lay, base, ytop, 0, p.num_layers), 0, dir, N, T, t, dw, stream);
 }
 
-void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
-              const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
-              bool weights_later, cudaStream_t stream) {
+void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+              const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+              const Tensor& dw, int rows, bool weights_later, cudaStream_t stream) {
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1), H = p.hidden_size, D = p.directions(), L = p.num_layers, G = 4 * H;
   const int64_t DH = D * H, blocks = (N + rows - 1) / rows;
@@ -728,11 +728,11 @@ void backward(const LstmParams& p, const Tensor& x, const Tensor& w, const Tenso
     for (int dir = 0; dir < D && need_din; ++dir) {
       const LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
       const void* dg = base + lay.gates + size_t(l * D + dir) * lay.gates_bytes;
-      gemm_raw(kCUDA, t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l,
+      gemm_raw(ctx, kCUDA, t, false, false, N * T, in_l, G, dg, G, at(w.data_ptr(), o.w, t), in_l, dnext.data_ptr(), in_l,
                dir > 0);
     }
     if (l > 0 || !weights_later)
-      for (int dir = 0; dir < D; ++dir) weight_gemms(p, lay, base, out, l, dir, N, T, t, dw, stream);
+      for (int dir = 0; dir < D; ++dir) weight_gemms(ctx, p, lay, base, out, l, dir, N, T, t, dw, stream);
     if (l == 0) {
       if (dx.defined()) swap01_into(dx, dnext);
     } else {
