@@ -545,6 +545,23 @@ TEST(Advice, LaunchBound) {
   EXPECT_NE(a[0].find("--batch"), std::string::npos);
 }
 
+// An epoch of a few steps (a Keras file's 64 images at batch 32: 2) is its warm-up and the loader's
+// start: no bottleneck is told from it, only that it is too short to tell one; ten steps or more are
+// judged as before, and so is an unknown step count.
+TEST(Advice, AFewStepsTellNoBottleneck) {
+  EpochReport r = gpu_report(0.0, 119.0, 119.0, 0.002);
+  r.steps = 2;
+  auto a = advise(r, {true, true, Precision::FP32, 32});
+  EXPECT_FALSE(any_contains(a, "launch-bound")) << a[0];
+  EXPECT_TRUE(any_contains(a, "only 2 steps in this epoch: too few to tell a bottleneck")) << a[0];
+  EXPECT_TRUE(any_contains(a, "a smaller --batch than 32"));
+  r.steps = 10;
+  EXPECT_TRUE(any_contains(advise(r, {true, true, Precision::FP32, 32}), "launch-bound"));
+  r.steps = 2;
+  r.world_size = 2;  // a world's short epochs have their own advice
+  EXPECT_FALSE(any_contains(advise(r, {true, true, Precision::FP32, 32}), "too few to tell"));
+}
+
 TEST(Advice, BusyGpuIsNotLaunchBound) {
   // batch 8192: the GPU is busy 95%, the host issues in a fraction of the step.
   EpochReport r = gpu_report(0.95, 20.0, 0.5, 0.0);

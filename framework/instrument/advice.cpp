@@ -15,6 +15,7 @@ constexpr double kMemFree = 0.25;     // less than this share of device memory u
 constexpr double kLowMfu = 0.02;      // below this share of the fp32 peak the step moves memory, not math
 constexpr double kCommBound = 0.1;    // data parallelism: the GPU only communicated this share or more
 constexpr int64_t kFewSteps = 20;    // data parallelism: an epoch of fewer global steps is short
+constexpr int64_t kTooFewSteps = 10;  // one process: fewer steps tell no bottleneck (warm-up, the loader's start)
 constexpr double kBusyHost = 0.2;     // loupe's threads waited for a core this share of their ready time or more
 // Data parallelism: the slowest rank (judge_straggler) holds the others back when, with --busy, the
 // others' unhidden NCCL share (their median) exceeds its own by this share of the training time or
@@ -239,10 +240,21 @@ void advise_world(const EpochReport& r, const AdviceInputs& in, std::vector<std:
                   "may use each better");
 }
 
-// The bottleneck first (at most one of three holds), then what is left when none does.
+// The bottleneck first (at most one of three holds), then what is left when none does. An epoch of
+// a few steps supports no verdict: its step times are the run's warm-up (cuBLAS and cuDNN set up,
+// the graph captured) or the loader's start, and NVML's 1/6 s samples hardly fall in it (a Keras
+// file's 64 images at batch 32 read "launch-bound, busy 0 %" on an H100 in its first epoch).
 void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bounds& b, std::vector<std::string>& out) {
   const Opt& util = b.util;
   const Opt& wait = b.wait;
+  if (r.world_size <= 1 && r.steps > 0 && r.steps < kTooFewSteps) {
+    out.push_back("only " + std::to_string(r.steps) + " step" + (r.steps == 1 ? "" : "s") +
+                  " in this epoch: too few to tell a bottleneck (a run's first steps set up cuBLAS and cuDNN "
+                  "and capture the CUDA graph; an epoch's first waits for the loader to start); `loupe profile` "
+                  "measures a window of steps, or give an epoch more steps (more data, or a smaller --batch" +
+                  (in.batch > 1 ? " than " + std::to_string(in.batch) : std::string()) + ")");
+    return;
+  }
   if (b.gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
   if (b.data_bound)
     out.push_back("input pipeline: the step waited for data " + pct(*wait) + " of the time" +
