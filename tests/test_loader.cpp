@@ -4,6 +4,9 @@
 #include <xmmintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -34,6 +37,17 @@ class CountingDataset : public Dataset {
 
  private:
   int64_t n_, bad_;
+};
+
+// CountingDataset that counts its get() calls.
+class CallCountingDataset : public CountingDataset {
+ public:
+  using CountingDataset::CountingDataset;
+  void get(int64_t i, float* x, int32_t* y, uint64_t rng) const override {
+    ++calls;
+    CountingDataset::get(i, x, y, rng);
+  }
+  mutable std::atomic<int64_t> calls{0};
 };
 
 // The sample indices of each batch of an epoch, read back from the samples' values.
@@ -142,6 +156,46 @@ TEST(Loader, OrderDependsOnSeedAndEpochNotOnWorkers) {
   std::vector<float> one = run(1, 4);
   EXPECT_EQ(one, run(8, 4));
   EXPECT_NE(one, run(8, 5));
+}
+
+// An epoch started ahead (while the one before ends: Trainer::train_epoch) serves exactly the
+// batches the same epoch started at its beginning serves; a different epoch asked for instead
+// abandons it; one never asked for (the run's last) does not hold up destruction; and one started
+// ahead while the epoch before was cut short (--max-steps) is served whole.
+TEST(Loader, AnEpochStartedAheadIsThatEpoch) {
+  LoaderOptions o;
+  o.batch = 30;
+  o.workers = 3;
+  o.prefetch = 3;
+  auto data = std::make_shared<CountingDataset>(500);
+  DataLoader plain(data, o), ahead(data, o);
+  for (int e = 1; e <= 3; ++e) {
+    const auto want = epoch_batches(plain, e);
+    EXPECT_EQ(epoch_batches(ahead, e), want) << "epoch " << e;  // its start_epoch(e) takes the ahead one over
+    ahead.start_epoch_ahead(e + 1);
+  }
+  EXPECT_EQ(epoch_batches(ahead, 6), epoch_batches(plain, 6));  // epoch 4 was started ahead: abandoned
+  {
+    DataLoader cut(data, o);
+    cut.start_epoch(1);
+    Batch b;
+    for (int k = 0; k < 2; ++k) {
+      ASSERT_TRUE(cut.next(b));
+      cut.release(b);
+    }
+    cut.start_epoch_ahead(2);  // 15 of epoch 1's 17 batches never taken
+    EXPECT_EQ(epoch_batches(cut, 2), epoch_batches(plain, 2));
+    cut.start_epoch_ahead(3);
+  }  // destroyed with epoch 3 under way
+  // Taken over, not started again: the batches collated ahead are not collated twice.
+  auto counted = std::make_shared<CallCountingDataset>(500);
+  DataLoader dl(counted, o);
+  epoch_batches(dl, 1);
+  dl.start_epoch_ahead(2);
+  for (int i = 0; i < 200 && counted->calls < 500 + 3 * 30; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(counted->calls.load(), 500 + 3 * 30);  // epoch 1, and the three slots' batches of epoch 2
+  epoch_batches(dl, 2);
+  EXPECT_EQ(counted->calls.load(), 1000);
 }
 
 TEST(Loader, DropLast) {

@@ -131,7 +131,15 @@ void DataLoader::stop() {
   workers_.clear();
 }
 
+void DataLoader::start_epoch_ahead(int epoch) {
+  start_epoch(epoch);
+  ahead_ = epoch;
+}
+
 void DataLoader::start_epoch(int epoch) {
+  const bool under_way = ahead_ == epoch;
+  ahead_ = -1;
+  if (under_way) return;
   stop();
   epoch_ = epoch;
   order_ = rank_order(epoch);

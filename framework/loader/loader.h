@@ -51,8 +51,14 @@ class DataLoader {
 
   int64_t batches_per_epoch() const;
   // Starts prefetching epoch `epoch` (its order depends only on seed and epoch). Abandons the
-  // rest of a previous epoch.
+  // rest of a previous epoch. Where start_epoch_ahead(epoch) came first, the epoch is already
+  // under way and this changes nothing.
   void start_epoch(int epoch);
+  // start_epoch(epoch) now, while the caller finishes the epoch before (its last step issued, the
+  // device still running it): the workers collate the next epoch's first batches and queue their
+  // copies behind the steps that read their slots, so the device does not wait for them when the
+  // epoch begins (Trainer::train_epoch calls it for the next epoch).
+  void start_epoch_ahead(int epoch);
   // The next batch, or false at the end of the epoch. Rethrows a worker's exception with the
   // sample index. Valid until release().
   bool next(Batch& b);
@@ -76,6 +82,7 @@ class DataLoader {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<int32_t> order_;  // this rank's samples in the epoch, batch after batch
   int epoch_ = 0;
+  int ahead_ = -1;  // the epoch start_epoch_ahead started, until start_epoch takes it over
   int64_t n_batches_ = 0;
   std::atomic<int64_t> next_to_fill_{0};
   int64_t next_to_take_ = 0;
