@@ -249,7 +249,7 @@ train::EpochStats run_training_epoch(Run& run, Reporting& rep, int e) {
       bar.update(step, now - te, samples, loss);
       if (rep.tb) rep.tb->step(trainer.global_step(), samples, now, loss);
     };
-  train::EpochStats st = run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps)
+  train::EpochStats st = run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps, e < run.epochs)
                                 : trainer.train_epoch(run.data.train, run.batch, run.session->seed(), e,
                                                       run.o.max_steps);
   bar.finish();

@@ -213,7 +213,7 @@ Tensor Trainer::epoch_order(int64_t n, uint64_t seed, int epoch) {
   return from_vector(loader::epoch_permutation(n, seed, epoch), Shape{n}, device_);
 }
 
-EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_steps) {
+EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_steps, bool next_follows) {
   LOUPE_CHECK(dl.options().device == device_, "the loader delivers to ", dl.options().device.str(),
               " but the model is on ", device_.str());
   LOUPE_CHECK(dl.options().shard.rank == shard_.rank && dl.options().shard.world == shard_.world,
@@ -237,7 +237,7 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
   // The next epoch's first batches collated and copied while the device runs this one's last
   // steps: its first step would otherwise wait for a batch with the device idle (mnist_cnn at 1024
   // a GPU: about a step's time, once an epoch, twice the share on two GPUs as on one).
-  src.ahead = [&dl, epoch] { dl.start_epoch_ahead(epoch + 1); };
+  if (next_follows) src.ahead = [&dl, epoch] { dl.start_epoch_ahead(epoch + 1); };
   src.full_batch = dl.options().batch;
   src.key = &dl;
   return run_epoch(epoch, total, src);

@@ -151,8 +151,10 @@ class Trainer {
   // data set), it runs exactly max_steps steps, starting over in the same order at the end.
   EpochStats train_epoch(const TensorDataset& data, int64_t batch, uint64_t seed, int epoch, int64_t max_steps = -1,
                          bool cycle = false);
-  // The same through the asynchronous loader (its batch size, order and device).
-  EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1);
+  // The same through the asynchronous loader (its batch size, order and device). With
+  // `next_follows` (the caller will train epoch + 1 next) the loader starts that epoch while this
+  // one's last steps run (DataLoader::start_epoch_ahead); without, nothing is collated in vain.
+  EpochStats train_epoch(loader::DataLoader& loader, int epoch, int64_t max_steps = -1, bool next_follows = false);
   // Accuracy on `data` in eval mode, no gradients; full batches replayed from a graph of their own.
   // With data parallelism each rank evaluates its contiguous part and the counts are summed. With
   // max_batches >= 0 each rank evaluates at most that many batches of its part (--max-steps: a
