@@ -252,51 +252,6 @@ __device__ __forceinline__ void stage_r(const T* R, T* rs, FragB<T, ROWS, WN> (&
   __syncthreads();
 }
 
-// One backward step's gate gradients for this lane's cells, from the saved activations (which they
-// overwrite) and dh_t (the product's SPLIT partial sums, or the final state's gradient, plus dy_t),
-// into the block's A operand dg; dc and the bias sums carried to the next step.
-template <class T, int H, int ROWS, int CELLS, int SPLIT, int LG, int LD, class CAt>
-__device__ __forceinline__ void backward_cells(const BwdDir<T>& d, const float* dhp, T* dg, float (&dc)[CELLS],
-                                               const float (&dh0)[CELLS], float (&db)[4], float (&cn)[CELLS],
-                                               const CAt& c_at, int s, int t, int tp, bool first, int N, int n0, int r,
-                                               int warp, int j, int u) {
-  constexpr int G = 4 * H;
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int row = r + 4 * k, n = n0 + row;
-    const float ct = cn[k];
-    cn[k] = first ? 0.f : c_at(tp, n);
-    float dgate[4] = {0, 0, 0, 0};
-    if (n < N) {
-      const int64_t at = int64_t(t) * N + n;
-      float dh = dh0[k];
-      if (s > 0) {
-        dh = 0.f;
-#pragma unroll
-        for (int q = 0; q < SPLIT; ++q) dh += dhp[(q * ROWS + row) * LD + u];
-      }
-      if (d.dy) dh += cuda::to_float(d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u]);
-      T* p = d.gates + at * G + u;
-      const float gi = cuda::to_float(p[0]), gf = cuda::to_float(p[H]), gg = cuda::to_float(p[2 * H]),
-                  go = cuda::to_float(p[3 * H]);
-      const float tc = tanh_fast(ct);
-      const float dcv = dc[k] + dh * go * (1.f - tc * tc);
-      dgate[0] = dcv * gg * gi * (1.f - gi);
-      dgate[1] = dcv * cn[k] * gf * (1.f - gf);
-      dgate[2] = dcv * gi * (1.f - gg * gg);
-      dgate[3] = dh * tc * go * (1.f - go);
-      dc[k] = dcv * gf;
-#pragma unroll
-      for (int g = 0; g < 4; ++g) {
-        p[g * H] = cuda::from_float<T>(dgate[g]);
-        db[g] += dgate[g];
-      }
-    }
-#pragma unroll
-  for (int g = 0; g < 4; ++g) dg[row * LG + warp * 32 + 8 * g + j] = cuda::from_float<T>(dgate[g]);
-  }
-}
-
 // The final states' gradients of this lane's cells, where given (dc carried back through the
 // steps, dh the last step's): zero past the batch.
 template <class T, int H, int CELLS>
@@ -308,20 +263,6 @@ __device__ __forceinline__ void final_state_grads(const BwdDir<T>& d, float (&dc
     dc[k] = d.dc && n < N ? cuda::to_float(d.dc[int64_t(n) * H + u]) : 0.f;
     dh0[k] = d.dh && n < N ? cuda::to_float(d.dh[int64_t(n) * H + u]) : 0.f;
   }
-}
-
-// dh_{t-1}'s partial sum over this warp's part of 4H: dgates R for its n tile, into dhp.
-template <class T, int ROWS, int WN, int KW, int LG, int LD>
-__device__ __forceinline__ void dh_product(const T* dg, float* dhp, const FragB<T, ROWS, WN> (&b)[KW], int nt, int part) {
-  wmma::fragment<wmma::accumulator, ROWS, WN, 16, float> acc;
-  wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-  for (int kk = 0; kk < KW; ++kk) {
-    wmma::fragment<wmma::matrix_a, ROWS, WN, 16, T, wmma::row_major> fa;
-    wmma::load_matrix_sync(fa, dg + (part * KW + kk) * 16, LG);
-    wmma::mma_sync(acc, fa, b[kk], acc);
-  }
-  wmma::store_matrix_sync(dhp + part * ROWS * LD + nt * WN, acc, LD, wmma::mem_row_major);
 }
 
 // The bias gradient: this block's sum, rows r, r+4, ... folded across the lanes with this unit.
