@@ -73,7 +73,7 @@ Recipe with_optimizer(Recipe r, const std::string& name);
 // with more distinct characters (e.g. 60,000 in a file of every CJK ideograph) are refused.
 constexpr int64_t kCharLstmMaxChars = 4096;
 
-// One function per model file.
+// One function per reference model (models/reference_models.cpp; its layers from models/keras/NAME.json).
 ModelInfo mnist_mlp();
 ModelInfo mnist_cnn();
 ModelInfo cifar10_cnn();

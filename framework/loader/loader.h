@@ -57,7 +57,7 @@ class DataLoader {
   // start_epoch(epoch) now, while the caller finishes the epoch before (its last step issued, the
   // device still running it): the workers collate the next epoch's first batches and queue their
   // copies behind the steps that read their slots, so the device does not wait for them when the
-  // epoch begins (Trainer::train_epoch calls it for the next epoch).
+  // epoch begins (Trainer::train_epoch calls it when its caller says another epoch follows).
   void start_epoch_ahead(int epoch);
   // The next batch, or false at the end of the epoch. Rethrows a worker's exception with the
   // sample index. Valid until release().
