@@ -39,13 +39,10 @@ using namespace nvcuda;
 __device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
 __device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid(2.f * v) - 1.f; }
 
-// Gate row j = gate * H + unit of R (and column of the gates) -> its column in the warp-permuted
-// order: warp (unit / 8) owns columns [32 * warp, 32 * warp + 32), gate-major inside.
-__device__ __forceinline__ int permuted(int j, int H) {
-  int gate = j / H, unit = j % H;
-  return 32 * (unit / 8) + 8 * gate + unit % 8;
-}
-// Its inverse: permuted column -> gate row of R.
+// The warp-permuted order of the gate columns: gate row j = gate * H + unit of R (and column of
+// the gates) sits at column 32 * (unit / 8) + 8 * gate + unit % 8, so warp (unit / 8) owns columns
+// [32 * warp, 32 * warp + 32), gate-major inside. The kernels need only the inverse: permuted
+// column -> gate row of R.
 __device__ __forceinline__ int unpermuted(int col, int H) {
   int warp = col / 32, gate = col % 32 / 8, unit = warp * 8 + col % 8;
   return gate * H + unit;
