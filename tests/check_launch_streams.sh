@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # CTest launch_streams: CUDA launchers take their stream explicitly. An entry point (a function a
-# backend table registers, the CUDA runtime's methods, instrument's measurers) reads loupe's
-# compute stream once, `const cudaStream_t s = cuda::stream();`, and passes it down; every helper
+# backend table registers, the CUDA runtime's methods, instrument's measurers) reads its stream
+# once (a table's function from its context, `const cudaStream_t s = cuda::stream(ctx);`; the
+# runtime's own methods `cuda::stream()`) and passes it down; every helper
 # below it takes `cudaStream_t stream` as a parameter. So no kernel launch's configuration
 # (<<<grid, block, shared, stream>>>) and no *Async call in framework/**/*.cu or *.cuh may name
 # the global accessor itself: cuda::stream(), or stream() inside loupe::cuda.
-# And the kernels take their precision from the context their table hands them (core/exec_context.h):
-# no backend file (framework/**/*_cuda.cu, *.cuh, *_cpu.cpp, *_dnnl.cpp, gemm_*.cpp) reads the
-# thread's precision itself, precision() or compute_dtype() without an argument.
+# And the kernels take their precision, stream and library handles from the context their table
+# hands them (core/exec_context.h): no backend file (framework/**/*_cuda.cu, *.cuh, *_cpu.cpp,
+# *_dnnl.cpp, gemm_*.cpp) reads the thread's precision itself, precision() or compute_dtype()
+# without an argument, and no kernel table's CUDA file (framework/{ops,optim}/*_cuda.cu,
+# core/copy_cuda.cu) names the runtime's stream or handles, cuda::stream(), cublas() or cudnn()
+# without an argument: stream(ctx), cublas(ctx), cudnn(ctx).
 # Usage: check_launch_streams.sh SOURCE_DIR
 set -euo pipefail
 src=${1:?usage: check_launch_streams.sh SOURCE_DIR}
@@ -111,11 +115,37 @@ if [ -n "$reads" ]; then
   exit 1
 fi
 
+# lane_reads DIR: prints FILE:LINE: for each kernel table file's use of the runtime's own stream or
+# handles instead of its context's lane.
+lane_reads() {
+  find "$1/framework/ops" "$1/framework/optim" "$1/framework/core" -type f \( -name '*_cuda.cu' \) \
+    ! -name 'cuda_runtime.cu' -print0 2> /dev/null | sort -z |
+    xargs -0 -r grep -nHE '(^|[^A-Za-z0-9_.>])(cuda::)?(stream|cublas|cudnn)[ 	]*\([ 	]*\)' |
+    grep -vE '^[^:]+:[0-9]+:[ 	]*//' || true
+}
+cat > "$sample/framework/ops/sample_cuda.cu" <<'SAMPLE'
+  const cudaStream_t s = cuda::stream();
+  LOUPE_CUBLAS_CHECK(cublasSgemm(cuda::cublas(), a, b));
+  cudnnHandle_t h = cuda::cudnn(ctx);  // the context's lane: fine
+  const cudaStream_t t = cuda::stream(ctx), u = loader.stream();
+SAMPLE
+if [ "$(lane_reads "$sample" | wc -l)" -ne 2 ]; then
+  echo "launch_streams: the lane check misreads its own sample" >&2
+  exit 1
+fi
+lanes=$(lane_reads "$src")
+if [ -n "$lanes" ]; then
+  printf '%s\n' "$lanes"
+  echo "launch_streams: a kernel table's CUDA code uses the runtime's stream or handles; take them from its" \
+       "ExecContext: cuda::stream(ctx), cuda::cublas(ctx), cuda::cudnn(ctx)" >&2
+  exit 1
+fi
+
 if ! scan "$src"; then
-  echo "launch_streams: read the stream once in the entry point (const cudaStream_t s = cuda::stream();)" \
+  echo "launch_streams: read the stream once in the entry point (const cudaStream_t s = cuda::stream(ctx);)" \
        "and pass it down; see docs/design.md, "The op pattern"" >&2
   exit 1
 fi
 echo "launch_streams: every launch and *Async call in framework/ takes its stream from a variable," \
-     "and no kernel reads the thread's precision" \
+     "and no kernel reads the thread's precision or the runtime's stream and handles" \
      "${excluded[*]:+(excluded: ${excluded[*]})}"

@@ -11,8 +11,14 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "core/cuda_runtime.h"
+#include "core/dispatch.h"
+#include "core/exec_context.h"
 #include "core/flops.h"
 #include "core/knobs.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/norm.h"
 #include "op_cases.h"
 
 using namespace loupe;
@@ -503,4 +509,67 @@ TEST(CudaBatchNorm, RunningStatisticsAndEvalMatchCpu) {
     stats[dev] = {rm.to_vector<float>(), rv.to_vector<float>(), y.to_vector<float>()};
   }
   for (size_t k = 0; k < 3; ++k) expect_close(stats[0][k], stats[1][k], "batch_norm stats/eval " + std::to_string(k));
+}
+
+// The kernels go on the lane their context names (issue 33, core/exec_context.h), for loupe's own
+// kernels, cuBLAS and cuDNN alike. The proof is the compute stream's capture: work on the default
+// lane is recorded into the graph and does not run; the same calls on a lane of their own are not
+// recorded and do run. The tables are called directly, on tensors allocated beforehand, so that
+// nothing else touches the compute stream inside the capture.
+TEST(CudaLane, TheKernelsGoOnTheLaneOfTheirContext) {
+  REQUIRE_GPU();
+  CudaRuntime* rt = cuda_runtime();
+  ExecLane* own = rt->lane_create();
+  std::vector<float> va(64 * 64), vb(64 * 64);
+  for (size_t i = 0; i < va.size(); ++i) va[i] = philox_uniform(3, 0, i), vb[i] = philox_uniform(4, 0, i);
+  Tensor a = from_vector(va, Shape{64, 64}, kCUDA), b = from_vector(vb, Shape{64, 64}, kCUDA);
+  Tensor sum_ab = empty(Shape{64, 64}, DType::f32, kCUDA), prod = empty(Shape{64, 64}, DType::f32, kCUDA);
+  Tensor x = from_vector(va, Shape{4, 16, 8, 8}, kCUDA), y = empty(Shape{4, 16, 8, 8}, DType::f32, kCUDA);
+  Tensor w = ones(Shape{16}, DType::f32, kCUDA), bias = zeros(Shape{16}, DType::f32, kCUDA);
+  Tensor rm = zeros(Shape{16}, DType::f32, kCUDA), rv = ones(Shape{16}, DType::f32, kCUDA);
+  Tensor mean = empty(Shape{16}, DType::f32, kCUDA), invstd = empty(Shape{16}, DType::f32, kCUDA);
+  auto issue = [&](ExecLane* lane) {
+    const ExecContext ctx{Precision::FP32, lane};
+    kernels<ElementwiseKernels>(kCUDA).binary(ctx, BinaryOp::Add, sum_ab, a, b);  // loupe's kernel
+    GemmArgs g;
+    g.M = g.N = g.K = 64, g.A = a.data_ptr(), g.B = b.data_ptr(), g.C = prod.data_ptr();
+    g.lda = g.ldb = g.ldc = 64;
+    kernels<LinalgKernels>(kCUDA).gemm(ctx, g);  // cuBLAS
+    kernels<NormKernels>(kCUDA).forward_train(ctx, y, x, w, bias, rm, rv, mean, invstd, 0.1, 1e-5, 4, 16, 64);  // cuDNN
+  };
+  auto clear = [&] {
+    for (const Tensor* t : {&sum_ab, &prod, &y}) fill_(*t, 0.0);
+    rt->synchronize();
+  };
+  auto all_zero = [](const Tensor& t) {
+    for (float v : t.to_vector<float>())
+      if (v != 0.f) return false;
+    return true;
+  };
+  issue(own);  // the lane's handles made, and cuBLAS's and cuDNN's first-call work done, outside a capture
+  issue(nullptr);
+  rt->event_synchronize(rt->event_record_on(rt->lane_stream(own)));
+  rt->synchronize();
+
+  clear();
+  rt->capture_begin();
+  issue(own);
+  GraphCapture c = rt->capture_end();
+  EXPECT_EQ(c.kernels, 0) << "a kernel of a context with a lane of its own went to the compute stream";
+  if (c.exec) rt->graph_destroy(c.exec);
+  rt->event_synchronize(rt->event_record_on(rt->lane_stream(own)));
+  EXPECT_FALSE(all_zero(sum_ab) || all_zero(prod) || all_zero(y)) << "the lane's kernels did not run";
+
+  clear();
+  rt->capture_begin();
+  issue(nullptr);
+  c = rt->capture_end();
+  ASSERT_TRUE(c.exec) << c.error;
+  EXPECT_GE(c.kernels, 3) << "the default lane's kernels were not recorded on the compute stream";
+  rt->synchronize();
+  EXPECT_TRUE(all_zero(sum_ab) && all_zero(prod) && all_zero(y)) << "a default-lane kernel ran outside the graph";
+  rt->graph_launch(c.exec);
+  rt->synchronize();
+  EXPECT_FALSE(all_zero(sum_ab) || all_zero(prod) || all_zero(y));
+  rt->graph_destroy(c.exec);
 }

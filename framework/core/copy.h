@@ -1,21 +1,22 @@
 // Copy family: strided copies, dtype casts, fills and the add that accumulates gradients: the
 // memory-level kernels core/ itself needs (copy_, fill_, to_contiguous, add_into), below every op.
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
 
 struct CopyKernels {
   // dst and src: same device, shape and element size; any strides.
-  void (*copy_strided)(const Tensor& dst, const Tensor& src);
+  void (*copy_strided)(const ExecContext& ctx, const Tensor& dst, const Tensor& src);
   // Both contiguous, same numel, any two dtypes (float rounding to nearest even).
-  void (*cast)(const Tensor& dst, const Tensor& src);
+  void (*cast)(const ExecContext& ctx, const Tensor& dst, const Tensor& src);
   // dst contiguous.
-  void (*fill)(const Tensor& dst, double value);
+  void (*fill)(const ExecContext& ctx, const Tensor& dst, double value);
   // dst = a + b, element by element over the buffers: all three dense with the same strides; dst
   // and a of one floating dtype, b of any floating dtype (a float16 gradient into a float32 one).
   // dst's dtype sets the arithmetic: float64 for float64, else float32.
-  void (*add)(const Tensor& dst, const Tensor& a, const Tensor& b);
+  void (*add)(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b);
 };
 
 }  // namespace loupe

@@ -20,7 +20,7 @@ void copy_elements(const Tensor& dst, const Tensor& src) {
   });
 }
 
-void copy_strided(const Tensor& dst, const Tensor& src) {
+void copy_strided(const ExecContext&, const Tensor& dst, const Tensor& src) {
   switch (dst.element_size()) {  // the copy moves bits: the element size is all that matters
     case 1: copy_elements<uint8_t>(dst, src); break;
     case 2: copy_elements<uint16_t>(dst, src); break;
@@ -52,7 +52,7 @@ void store(DType t, void* p, int64_t i, double v) {
   }
 }
 
-void cast(const Tensor& dst, const Tensor& src) {
+void cast(const ExecContext&, const Tensor& dst, const Tensor& src) {
   DType dt = dst.dtype(), stp = src.dtype();
   void* d = dst.data_ptr();
   const void* s = src.data_ptr();
@@ -65,7 +65,7 @@ void cast(const Tensor& dst, const Tensor& src) {
   });
 }
 
-void fill(const Tensor& dst, double v) {
+void fill(const ExecContext&, const Tensor& dst, double v) {
   void* d = dst.data_ptr();
   DType t = dst.dtype();
   if (t == DType::f32) {
@@ -77,7 +77,7 @@ void fill(const Tensor& dst, double v) {
   for (int64_t i = 0; i < dst.numel(); ++i) store(t, d, i, v);
 }
 
-void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
+void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b) {
   DType t = dst.dtype(), tb = b.dtype();
   void* d = dst.data_ptr();
   const void *x = a.data_ptr(), *y = b.data_ptr();

@@ -206,9 +206,9 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
   }
 }
 
-void copy_strided(const Tensor& dst, const Tensor& src) {
+void copy_strided(const ExecContext& ctx, const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int es = int(dst.element_size());
   CopyPlan p = plan_copy(dst.shape(), dst.strides(), src.strides(), es, reinterpret_cast<uintptr_t>(dst.data_ptr()),
                          reinterpret_cast<uintptr_t>(src.data_ptr()));
@@ -248,8 +248,8 @@ void with_type(DType t, F&& f) {
   }
 }
 
-void cast(const Tensor& dst, const Tensor& src) {
-  const cudaStream_t s = cuda::stream();
+void cast(const ExecContext& ctx, const Tensor& dst, const Tensor& src) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = dst.numel();
   with_type(dst.dtype(), [&](auto d) {
     with_type(src.dtype(), [&](auto sv) {
@@ -262,8 +262,8 @@ void cast(const Tensor& dst, const Tensor& src) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void fill(const Tensor& dst, double v) {
-  const cudaStream_t s = cuda::stream();
+void fill(const ExecContext& ctx, const Tensor& dst, double v) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = dst.numel();
   with_type(dst.dtype(), [&](auto d) {
     using D = decltype(d);
@@ -297,8 +297,8 @@ void with_floating(DType t, F&& f) {
   }
 }
 
-void add(const Tensor& dst, const Tensor& a, const Tensor& b) {
-  const cudaStream_t s = cuda::stream();
+void add(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = dst.numel();
   with_floating(dst.dtype(), [&](auto tv) {
     with_floating(b.dtype(), [&](auto uv) {

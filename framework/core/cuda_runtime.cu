@@ -38,14 +38,21 @@ std::string hint_for(cudaError_t e) {
 // graph (32 MiB: what NVIDIA recommends for Hopper).
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
-struct State {
-  cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
-  void* cublas_workspace = nullptr;
-};
+// A cuBLAS handle bound to `stream`, with a workspace of its own.
+cublasHandle_t make_cublas(cudaStream_t stream) {
+  cublasHandle_t h = nullptr;
+  void* workspace = nullptr;
+  LOUPE_CUBLAS_CHECK(cublasCreate(&h));
+  LOUPE_CUBLAS_CHECK(cublasSetStream(h, stream));
+  LOUPE_CUDA_CHECK(cudaMalloc(&workspace, kCublasWorkspace));
+  LOUPE_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, kCublasWorkspace));
+  // fp32 GEMMs stay in full fp32 (no TF32) unless a precision mode asks otherwise.
+  LOUPE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+  return h;
+}
 
-State& state() {
-  static State s;
+ExecLane& state() {
+  static ExecLane s;
   static std::once_flag once;
   std::call_once(once, [] {
     LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
@@ -56,12 +63,7 @@ State& state() {
     LOUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
     uint64_t threshold = UINT64_MAX;
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    LOUPE_CUBLAS_CHECK(cublasCreate(&s.cublas));
-    LOUPE_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
-    LOUPE_CUDA_CHECK(cudaMalloc(&s.cublas_workspace, kCublasWorkspace));
-    LOUPE_CUBLAS_CHECK(cublasSetWorkspace(s.cublas, s.cublas_workspace, kCublasWorkspace));
-    // fp32 GEMMs stay in full fp32 (no TF32) unless a precision mode asks otherwise.
-    LOUPE_CUBLAS_CHECK(cublasSetMathMode(s.cublas, CUBLAS_DEFAULT_MATH));
+    s.cublas = make_cublas(s.stream);
   });
   return s;
 }
@@ -91,6 +93,14 @@ void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line)
 }
 
 cudaStream_t stream() { return state().stream; }
+ExecLane& default_lane() { return state(); }
+ExecLane* new_lane() {
+  state();  // the runtime (device, memory pool) first
+  auto* l = new ExecLane;  // lives until the process ends, as its stream does
+  LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking));
+  l->cublas = make_cublas(l->stream);
+  return l;
+}
 
 namespace {
 std::atomic<int> g_comm_sms{24};
@@ -220,6 +230,8 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
   }
+  ExecLane* lane_create() override { return new_lane(); }
+  void* lane_stream(ExecLane* lane) override { return (lane ? *lane : default_lane()).stream; }
   static cudaStream_t pick(void* s) { return s ? static_cast<cudaStream_t>(s) : stream(); }
   void copy_async_on(void* s, void* dst, const void* src, size_t bytes, CopyKind kind) override {
     LOUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpy_kind(kind), pick(s)));

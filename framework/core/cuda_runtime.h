@@ -8,6 +8,8 @@
 
 namespace loupe {
 
+struct ExecLane;  // core/exec_context.h
+
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // What capture_end made of the recorded work.
@@ -50,6 +52,10 @@ class CudaRuntime {
   // Streams, asynchronous copies and events (the loader's copy stream; the progress bar's loss read
   // through pinned memory). A null stream means the compute stream.
   virtual void* stream_create() = 0;  // non-blocking, lives until the process ends
+  // A lane of its own for kernels (core/exec_context.h): a non-blocking stream with cuBLAS and
+  // cuDNN handles bound to it; lives until the process ends. Its stream (null: the compute stream's).
+  virtual ExecLane* lane_create() = 0;
+  virtual void* lane_stream(ExecLane* lane) = 0;
   virtual void copy_async_on(void* stream, void* dst, const void* src, size_t bytes, CopyKind kind) = 0;
   virtual void* event_record_on(void* stream) = 0;             // a new event recorded there
   virtual void* event_create() = 0;                            // for reuse with event_record

@@ -9,20 +9,49 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 
 #include "core/error.h"
+#include "core/exec_context.h"
 #include "core/random.h"
 #include "core/tensor.h"
+
+struct cudnnContext;  // cudnnHandle_t is cudnnContext*; core does not include cuDNN
 
 namespace loupe::cuda {
 
 [[noreturn]] void fail_cuda(cudaError_t e, const char* call, const char* file, int line);
 [[noreturn]] void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line);
 
-// The one stream all loupe work is ordered on, and the cuBLAS handle bound to it.
+// The one stream all loupe work is ordered on, and the cuBLAS handle bound to it: the runtime's
+// own (copies, allocations, synchronisation, graph capture) and the default lane's. Kernels take
+// theirs from the context their table hands them: stream(ctx), cublas(ctx).
 cudaStream_t stream();
 cublasHandle_t cublas();
+
+}  // namespace loupe::cuda
+
+namespace loupe {
+// A stream and the library handles bound to it (core/exec_context.h).
+struct ExecLane {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;  // with a workspace of its own: no allocation inside a capture
+  cudnnContext* cudnn = nullptr;    // made at the lane's first cuDNN call (ops/cudnn_util.cu)
+  std::once_flag cudnn_once;
+};
+}  // namespace loupe
+
+namespace loupe::cuda {
+
+// The runtime's lane: its compute stream and handles (a context's null lane).
+ExecLane& default_lane();
+// A lane of its own: a non-blocking stream, a cuBLAS handle bound to it with its own workspace.
+// It lives until the process ends.
+ExecLane* new_lane();
+inline ExecLane& lane(const ExecContext& c) { return c.lane ? *c.lane : default_lane(); }
+inline cudaStream_t stream(const ExecContext& c) { return lane(c).stream; }
+inline cublasHandle_t cublas(const ExecContext& c) { return lane(c).cublas; }
 
 // The SMs that the gradient all-reduce of data parallelism holds while backward runs beside it:
 // NCCL's 24 collective channels between NVLink-4 GPUs by default, none once the copy engines

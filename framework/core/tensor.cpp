@@ -99,7 +99,7 @@ void fill_(const Tensor& dst, double value) {
     else std::memset(dst.data_ptr(), 0, dst.nbytes());
     return;
   }
-  kernels<CopyKernels>(dst.device()).fill(dst, value);
+  kernels<CopyKernels>(dst.device()).fill(current_context(), dst, value);
 }
 
 Tensor zeros(const Shape& s, DType t, Device d) { Tensor x = empty(s, t, d); fill_(x, 0); return x; }
@@ -131,7 +131,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
       if (dst.is_cuda()) cuda_runtime()->copy(dst.data_ptr(), src.data_ptr(), dst.nbytes(), CopyKind::DeviceToDevice);
       else std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     } else {
-      kernels<CopyKernels>(dst.device()).copy_strided(dst, src);
+      kernels<CopyKernels>(dst.device()).copy_strided(current_context(), dst, src);
     }
     return;
   }
@@ -166,7 +166,7 @@ Tensor to_contiguous(const Tensor& x, Device d, DType t) {
   }
   if (out.dtype() != t) {
     Tensor c = empty(x.shape(), t, d);
-    if (c.numel() > 0) kernels<CopyKernels>(d).cast(c, out);
+    if (c.numel() > 0) kernels<CopyKernels>(d).cast(current_context(), c, out);
     out = c;
   }
   return out;
@@ -188,7 +188,7 @@ void add_out(const Tensor& dst, const Tensor& a, const Tensor& b) {
     copy_(c, x);
     return c;
   };
-  kernels<CopyKernels>(dst.device()).add(dst, like_dst(a), like_dst(b));
+  kernels<CopyKernels>(dst.device()).add(current_context(), dst, like_dst(a), like_dst(b));
   add_flops(double(dst.numel()));
 }
 

@@ -106,8 +106,9 @@ void ParameterArena::disable_compute_copy() {
 void ParameterArena::refresh_compute_copy() {
   if (!compute_.defined()) return;
   const CopyKernels& k = kernels<CopyKernels>(compute_.device());
+  const ExecContext ctx = current_context();
   for (const Run& r : compute_runs_)  // usually one: only float32-only parameters split the arena
-    k.cast(slice(compute_, 0, r.dst, r.dst + r.n), slice(values_, 0, r.src, r.src + r.n));
+    k.cast(ctx, slice(compute_, 0, r.dst, r.dst + r.n), slice(values_, 0, r.src, r.src + r.n));
 }
 
 Tensor compute_view(const Tensor& p, DType t) {

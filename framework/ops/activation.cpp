@@ -18,7 +18,7 @@ struct ActivationBackward : autograd::Node {
   }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(y);
-    kernels<ActivationKernels>(y.device()).backward(act, gx, y, contiguous(g[0], y.memory_format()));
+    kernels<ActivationKernels>(y.device()).backward(current_context(), act, gx, y, contiguous(g[0], y.memory_format()));
     add_flops(double(y.numel()) * (act == Act::Relu ? 1 : 3));
     return {gx};
   }
@@ -31,7 +31,7 @@ Tensor activation(Act a, const Tensor& x) {
   LOUPE_CHECK(is_floating(x.dtype()), "activations need floating-point input, got ", dtype_name(x.dtype()));
   Tensor xc = dense(x);  // elementwise: any dense layout, kept
   Tensor y = empty_like(xc);
-  if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(a, y, xc);
+  if (y.numel() > 0) kernels<ActivationKernels>(x.device()).forward(current_context(), a, y, xc);
   add_flops(double(y.numel()) * (a == Act::Relu ? 1 : 4));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<ActivationBackward>();

@@ -1,5 +1,6 @@
 // Activations: relu, sigmoid, tanh. Backward uses the saved output (cheaper than the input).
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -12,8 +13,8 @@ Tensor tanh(const Tensor& x);
 Tensor activation(Act a, const Tensor& x);
 
 struct ActivationKernels {
-  void (*forward)(Act a, const Tensor& y, const Tensor& x);                     // contiguous
-  void (*backward)(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy);  // contiguous
+  void (*forward)(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x);                      // contiguous
+  void (*backward)(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy);  // contiguous
 };
 
 }  // namespace loupe

@@ -7,7 +7,7 @@
 namespace loupe {
 namespace {
 
-void forward(Act a, const Tensor& y, const Tensor& x) {
+void forward(const ExecContext&, Act a, const Tensor& y, const Tensor& x) {
   cpu::dispatch_floating(x.dtype(), "activation", [&](auto tag) {
     using T = decltype(tag);
     T* py = y.data<T>();
@@ -22,7 +22,7 @@ void forward(Act a, const Tensor& y, const Tensor& x) {
   });
 }
 
-void backward(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
+void backward(const ExecContext&, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cpu::dispatch_floating(y.dtype(), "activation backward", [&](auto tag) {
     using T = decltype(tag);
     T* pg = gx.data<T>();

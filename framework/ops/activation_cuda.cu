@@ -75,9 +75,9 @@ __global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack
   }
 }
 
-void forward(Act a, const Tensor& y, const Tensor& x) {
+void forward(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x) {
   cuda::require_float(x, "activation");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = x.numel();
   cuda::dispatch_float(x.dtype(), "activation", [&](auto tag) {
     using T = decltype(tag);
@@ -98,9 +98,9 @@ void forward(Act a, const Tensor& y, const Tensor& x) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
+void backward(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cuda::require_float(y, "activation backward");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = y.numel();
   cuda::dispatch_float(y.dtype(), "activation backward", [&](auto tag) {
     using T = decltype(tag);

@@ -35,7 +35,7 @@ struct BiasActBackward : autograd::Node {
     Tensor gx = empty_like(y), gb;
     const bool fused = need_b && bias_act_fuses_bias_grad(a.C, a.inner);
     if (fused) gb = empty(Shape{a.C}, y.dtype(), y.device());
-    kernels<BiasActKernels>(y.device()).backward(gx, gb, y, gy, a);
+    kernels<BiasActKernels>(y.device()).backward(current_context(), gx, gb, y, gy, a);
     if (need_b && !fused) gb = sum_except(gx, 1);
     // (sum_except counts its own FLOPs where it runs)
     add_flops(double(y.numel()) *
@@ -61,7 +61,7 @@ Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double
   Tensor y = empty_like(xc);
   BiasActArgs a = args_for(xc, act, dropout, p);
   if (dropout) a.rng = default_generator().draw(uint64_t(xc.numel()));
-  if (y.numel() > 0) kernels<BiasActKernels>(x.device()).forward(y, xc, bc, a);
+  if (y.numel() > 0) kernels<BiasActKernels>(x.device()).forward(current_context(), y, xc, bc, a);
   add_flops(double(y.numel()) *
                         ((bc.defined() ? 1 : 0) + (act ? (*act == Act::Relu ? 1 : 4) : 0) + (dropout ? 1 : 0)));
   if (autograd::needs_grad({&x, &b})) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <optional>
 
+#include "core/exec_context.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "ops/activation.h"
@@ -35,11 +36,12 @@ struct BiasActArgs {
 struct BiasActKernels {
   // y = drop(act(x + b[c])), c the channel of each element; all dense in one layout; b may be
   // undefined.
-  void (*forward)(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a);
+  void (*forward)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a);
   // gx = the gradient through dropout and the activation, from the saved output y; and when gb is
   // defined (only for inner == 1 with C a power of two in [4, 1024], see bias_act_fuses_bias_grad)
   // gb[c] = the sum of gx over channel c, in gb's dtype.
-  void (*backward)(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a);
+  void (*backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
+                   const BiasActArgs& a);
 };
 
 // Whether the backward kernels reduce the bias gradient themselves for this shape (else it is

@@ -96,7 +96,7 @@ void with_act(const BiasActArgs& a, F&& f) {
   }
 }
 
-void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+void forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(x.dtype(), "bias_act", [&](auto tag) {
     using T = decltype(tag);
@@ -104,7 +104,8 @@ void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArg
   });
 }
 
-void backward(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
+void backward(const ExecContext&, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
+              const BiasActArgs& a) {
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(y.dtype(), "bias_act backward", [&](auto tag) {
     using T = decltype(tag);

@@ -243,15 +243,16 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void forward(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   cuda::require_float(x, "bias_act");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "bias_act", [&](auto tag) { forward_t<decltype(tag)>(y, x, b, a, s); });
 }
 
-void backward(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy, const BiasActArgs& a) {
+void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
+              const BiasActArgs& a) {
   cuda::require_float(y, "bias_act backward");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(y.dtype(), "bias_act backward",
                        [&](auto tag) { backward_t<decltype(tag)>(gx, gb, y, gy, a, s); });
 }

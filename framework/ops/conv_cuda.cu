@@ -182,10 +182,9 @@ bool keeps_precision(const Desc& engine, DType dtype, Precision precision) {
 }
 
 // The fastest of the candidates that finalize, keep the precision and fit the workspace cap, timed
-// on scratch buffers of the real sizes (outputs are overwritten, inputs left as they are).
-BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y, size_t max_ws,
-              Precision precision) {
-  cudnnHandle_t h = cuda::cudnn();
+// on scratch buffers of the real sizes (outputs are overwritten, inputs left as they are), on h's stream.
+BePlan fastest(cudnnHandle_t h, std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y,
+               size_t max_ws, Precision precision) {
   Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
   BePlan best;
   float best_ms = 1e30f;
@@ -222,9 +221,8 @@ BePlan fastest(std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const T
 // workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32; for
 // float16/bfloat16 data tensor cores are the point, and only engines that down-convert the inputs
 // further are skipped, as PyTorch does), times them on scratch buffers and returns the fastest.
-BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, size_t max_ws,
-             Precision precision) {
-  cudnnHandle_t h = cuda::cudnn();
+BePlan build(cudnnHandle_t h, Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+             size_t max_ws, Precision precision) {
   Desc xd = tensor(x, kX), wd = tensor(w, kW), yd = tensor(y, kY);
   int64_t dims = 2, pre[2] = {p.pad_h, p.pad_w}, dil[2] = {1, 1}, str[2] = {p.stride_h, p.stride_w};
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
@@ -266,24 +264,25 @@ BePlan build(Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Con
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->d).set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return {};
 
-  return fastest(candidates(graph), x, w, y, max_ws, precision);
+  return fastest(h, candidates(graph), x, w, y, max_ws, precision);
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
 
-// Runs a plan on these pointers; false (nothing run) when a pointer is not aligned for it.
-bool execute(const BePlan& bp, void* x, void* w, void* y) {
+// Runs a plan on these pointers on ctx's lane; false (nothing run) when a pointer is not aligned for it.
+bool execute(const ExecContext& ctx, const BePlan& bp, void* x, void* w, void* y) {
   if (!bp.plan || !aligned(x) || !aligned(w) || !aligned(y)) return false;
   Tensor ws = empty(Shape{std::max<int64_t>(bp.workspace, 1)}, DType::u8, kCUDA);
   Desc pack = variant_pack(x, w, y, ws.data_ptr());
-  LOUPE_CUDNN_CHECK(cudnnBackendExecute(cuda::cudnn(), bp.plan->d, pack.d));
+  LOUPE_CUDNN_CHECK(cudnnBackendExecute(cuda::cudnn(ctx), bp.plan->d, pack.d));
   return true;
 }
 
 // Runs a plan whatever the alignment, for where no legacy algorithm can take over: a tensor at an
 // unaligned address (a view at an odd offset) is copied to new storage first, and the output
 // (slot `out`: 0 x, 1 w, 2 y) written through such a copy.
-void execute_realigned(const BePlan& bp, const Tensor& x, const Tensor& w, const Tensor& y, int out) {
+void execute_realigned(const ExecContext& ctx, const BePlan& bp, const Tensor& x, const Tensor& w, const Tensor& y,
+                       int out) {
   Tensor t[3] = {x, w, y}, run[3];
   for (int i = 0; i < 3; ++i) {
     run[i] = t[i];
@@ -291,7 +290,8 @@ void execute_realigned(const BePlan& bp, const Tensor& x, const Tensor& w, const
     run[i] = fresh_like(t[i]);
     if (i != out) copy_(run[i], t[i]);
   }
-  LOUPE_CHECK(execute(bp, run[0].data_ptr(), run[1].data_ptr(), run[2].data_ptr()), "conv2d: no cuDNN plan to run");
+  LOUPE_CHECK(execute(ctx, bp, run[0].data_ptr(), run[1].data_ptr(), run[2].data_ptr()),
+              "conv2d: no cuDNN plan to run");
   if (run[out].data_ptr() != t[out].data_ptr()) copy_(t[out], run[out]);
 }
 
@@ -372,8 +372,7 @@ struct Legacy {
 // Timing the candidates happens once per problem; it synchronises, outside the steady state. A
 // direction the legacy search refuses (it may, for some 16-bit problems) is left to the backend
 // plan; only when neither has one is it an error.
-Legacy find_legacy(Plan& pl, cudnnMathType_t math) {
-  cudnnHandle_t h = cuda::cudnn();
+Legacy find_legacy(cudnnHandle_t h, Plan& pl, cudnnMathType_t math) {
   Legacy t;
   auto legacy = [](std::string& why, auto&& find) {
     try {
@@ -425,8 +424,10 @@ const Plan& plan_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, c
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
 
+  // Found and timed on the lane that first meets the problem; cached for every lane.
+  const cudnnHandle_t h = cuda::cudnn(ctx);
   auto pl = std::make_unique<Plan>();
-  const Legacy t = find_legacy(*pl, set_descriptors(*pl, x, w, y, p, nhwc, ctx.precision));
+  const Legacy t = find_legacy(h, *pl, set_descriptors(*pl, x, w, y, p, nhwc, ctx.precision));
   // The backend plan wins unless the legacy algorithm is faster on the GPU by more than the
   // ~20 us of host time the legacy call costs extra (strict fp32 often has FFT or Winograd
   // algorithms that the backend heuristics do not offer).
@@ -434,9 +435,10 @@ const Plan& plan_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, c
     if (legacy_ok && bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
     return bp;
   };
-  pl->be_fwd = keep(be::build(be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_fwd, t.fwd);
-  pl->be_data = keep(be::build(be::Op::BwdData, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_data, t.data);
-  pl->be_filter = keep(be::build(be::Op::BwdFilter, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_filter, t.filter);
+  pl->be_fwd = keep(be::build(h, be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_fwd, t.fwd);
+  pl->be_data = keep(be::build(h, be::Op::BwdData, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_data, t.data);
+  pl->be_filter =
+      keep(be::build(h, be::Op::BwdFilter, x, w, y, p, kMaxWorkspace, ctx.precision), pl->ok_filter, t.filter);
   auto problem = [&] {
     return detail::concat("x ", x.shape().str(), " w ", w.shape().str(), " ", dtype_name(x.dtype()),
                           nhwc ? " channels-last" : " NCHW", ", stride ", p.stride_h, "x", p.stride_w, ", padding ",
@@ -577,15 +579,15 @@ void filter_gemm(const ExecContext& ctx, const Tensor& gw, const Tensor& x, cons
 
 void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   check_dtypes(x, w, y, "conv2d");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (small_filter(x, w, y)) return forward_gemm(ctx, y, x, w, p, s);
   const Plan& pl = plan_for(ctx, x, w, y, p);
-  if (be::execute(pl.be_fwd, x.data_ptr(), w.data_ptr(), y.data_ptr())) return;
-  if (!pl.ok_fwd) return be::execute_realigned(pl.be_fwd, x, w, y, 2);
+  if (be::execute(ctx, pl.be_fwd, x.data_ptr(), w.data_ptr(), y.data_ptr())) return;
+  if (!pl.ok_fwd) return be::execute_realigned(ctx, pl.be_fwd, x, w, y, 2);
   Tensor ws = workspace(pl.ws_fwd, x.device());
   float one = 1, zero = 0;
-  LOUPE_CUDNN_CHECK(cudnnConvolutionForward(cuda::cudnn(), &one, pl.x->d, x.data_ptr(), pl.w, w.data_ptr(), pl.conv,
-                                            pl.fwd, ws.data_ptr(), pl.ws_fwd, &zero, pl.y->d, y.data_ptr()));
+  LOUPE_CUDNN_CHECK(cudnnConvolutionForward(cuda::cudnn(ctx), &one, pl.x->d, x.data_ptr(), pl.w, w.data_ptr(),
+                                            pl.conv, pl.fwd, ws.data_ptr(), pl.ws_fwd, &zero, pl.y->d, y.data_ptr()));
 }
 
 void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
@@ -595,28 +597,28 @@ void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const 
               "conv2d backward on CUDA: the gradients must have x's dtype");
   Tensor gw_cudnn = gw;
   if (small_filter(x, w, gy) && (!gw.defined() || nhwc(gw))) {
-    if (gw.defined()) filter_gemm(ctx, gw, x, w, gy, p, cuda::stream());
+    if (gw.defined()) filter_gemm(ctx, gw, x, w, gy, p, cuda::stream(ctx));
     if (!gx.defined()) return;
     gw_cudnn = Tensor();  // cuDNN computes the data gradient only
   }
   const Plan& pl = plan_for(ctx, x, w, gy, p);
   float one = 1, zero = 0;
-  if (gx.defined() && !be::execute(pl.be_data, gx.data_ptr(), w.data_ptr(), gy.data_ptr())) {
+  if (gx.defined() && !be::execute(ctx, pl.be_data, gx.data_ptr(), w.data_ptr(), gy.data_ptr())) {
     if (!pl.ok_data) {
-      be::execute_realigned(pl.be_data, gx, w, gy, 0);
+      be::execute_realigned(ctx, pl.be_data, gx, w, gy, 0);
     } else {
       Tensor ws = workspace(pl.ws_data, x.device());
-      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardData(cuda::cudnn(), &one, pl.w, w.data_ptr(), pl.y->d, gy.data_ptr(),
-                                                     pl.conv, pl.bwd_data, ws.data_ptr(), pl.ws_data, &zero, pl.x->d,
-                                                     gx.data_ptr()));
+      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardData(cuda::cudnn(ctx), &one, pl.w, w.data_ptr(), pl.y->d,
+                                                     gy.data_ptr(), pl.conv, pl.bwd_data, ws.data_ptr(), pl.ws_data,
+                                                     &zero, pl.x->d, gx.data_ptr()));
     }
   }
-  if (gw_cudnn.defined() && !be::execute(pl.be_filter, x.data_ptr(), gw_cudnn.data_ptr(), gy.data_ptr())) {
+  if (gw_cudnn.defined() && !be::execute(ctx, pl.be_filter, x.data_ptr(), gw_cudnn.data_ptr(), gy.data_ptr())) {
     if (!pl.ok_filter) {
-      be::execute_realigned(pl.be_filter, x, gw_cudnn, gy, 1);
+      be::execute_realigned(ctx, pl.be_filter, x, gw_cudnn, gy, 1);
     } else {
       Tensor ws = workspace(pl.ws_filter, x.device());
-      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda::cudnn(), &one, pl.x->d, x.data_ptr(), pl.y->d,
+      LOUPE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cuda::cudnn(ctx), &one, pl.x->d, x.data_ptr(), pl.y->d,
                                                        gy.data_ptr(), pl.conv, pl.bwd_filter, ws.data_ptr(),
                                                        pl.ws_filter, &zero, pl.w, gw_cudnn.data_ptr()));
     }

@@ -13,14 +13,13 @@ void fail_cudnn(cudnnStatus_t s, const char* call, const char* file, int line) {
   throw Error(msg);
 }
 
-cudnnHandle_t cudnn() {
-  static cudnnHandle_t h = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    LOUPE_CUDNN_CHECK(cudnnCreate(&h));
-    LOUPE_CUDNN_CHECK(cudnnSetStream(h, stream()));
+cudnnHandle_t cudnn(const ExecContext& ctx) {
+  ExecLane& l = lane(ctx);
+  std::call_once(l.cudnn_once, [&l] {
+    LOUPE_CUDNN_CHECK(cudnnCreate(&l.cudnn));
+    LOUPE_CUDNN_CHECK(cudnnSetStream(l.cudnn, l.stream));
   });
-  return h;
+  return l.cudnn;
 }
 
 cudnnDataType_t cudnn_dtype(DType t, const char* op) {

@@ -1,4 +1,4 @@
-// cuDNN for the .cu files: the handle bound to loupe's compute stream, checked calls, and small
+// cuDNN for the .cu files: a lane's handle, checked calls, and small
 // RAII descriptor wrappers.
 #pragma once
 #include <cudnn.h>
@@ -8,7 +8,8 @@
 namespace loupe::cuda {
 
 [[noreturn]] void fail_cudnn(cudnnStatus_t s, const char* call, const char* file, int line);
-cudnnHandle_t cudnn();
+// The context's lane's cuDNN handle, bound to its stream (made at the lane's first call).
+cudnnHandle_t cudnn(const ExecContext& ctx);
 
 // cuDNN's name for a floating dtype: CUDNN_DATA_FLOAT, _DOUBLE, _HALF or _BFLOAT16 (else an Error
 // naming `op`).

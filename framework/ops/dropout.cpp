@@ -18,7 +18,7 @@ struct DropoutBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gy = contiguous(g[0], format);
     Tensor gx = empty_like(gy);
-    kernels<DropoutKernels>(gy.device()).apply(gx, gy, p, rng);  // the same mask, regenerated
+    kernels<DropoutKernels>(gy.device()).apply(current_context(), gx, gy, p, rng);  // the same mask, regenerated
     add_flops(double(gy.numel()));
     return {gx};
   }
@@ -32,7 +32,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   RngDraw rng = default_generator().draw(uint64_t(x.numel()));
   Tensor xc = dense(x);  // the mask is drawn in memory order: any dense layout, kept
   Tensor y = empty_like(xc);
-  if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(y, xc, float(p), rng);
+  if (y.numel() > 0) kernels<DropoutKernels>(x.device()).apply(current_context(), y, xc, float(p), rng);
   add_flops(double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<DropoutBackward>();

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -14,7 +15,7 @@ Tensor dropout(const Tensor& x, double p, bool training);
 
 struct DropoutKernels {
   // out = keep(i) ? in * scale : 0; contiguous. keep(i) reads counter r.offset (+ *r.base) + i / 4.
-  void (*apply)(const Tensor& out, const Tensor& in, float p, const RngDraw& r);
+  void (*apply)(const ExecContext& ctx, const Tensor& out, const Tensor& in, float p, const RngDraw& r);
 };
 
 }  // namespace loupe

@@ -6,7 +6,7 @@
 namespace loupe {
 namespace {
 
-void apply(const Tensor& out, const Tensor& in, float p, const RngDraw& r) {
+void apply(const ExecContext&, const Tensor& out, const Tensor& in, float p, const RngDraw& r) {
   LOUPE_CHECK(!r.base, "dropout on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   const uint64_t seed = r.seed, offset = r.offset;
   cpu::dispatch_floating(in.dtype(), "dropout", [&](auto tag) {

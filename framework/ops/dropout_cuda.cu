@@ -77,9 +77,9 @@ void apply_t(const Tensor& out, const Tensor& in, float p, const RngDraw& rng, c
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void apply(const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
+void apply(const ExecContext& ctx, const Tensor& out, const Tensor& in, float p, const RngDraw& rng) {
   cuda::require_float(in, "dropout");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (in.dtype() == DType::f16) return apply_t<__half>(out, in, p, rng, s);
   if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, rng, s);
   int64_t n = in.numel();

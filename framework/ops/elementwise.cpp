@@ -55,7 +55,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   check_same_device(a, b, name);
   Shape s = broadcast_shapes(a.shape(), b.shape());
   Tensor out = empty(s, a.dtype(), a.device());
-  if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).binary(op, out, a.expand(s), b.expand(s));
+  if (out.numel() > 0)
+    kernels<ElementwiseKernels>(a.device()).binary(current_context(), op, out, a.expand(s), b.expand(s));
   add_flops(double(out.numel()));
   if (autograd::needs_grad({&a, &b})) {
     auto n = std::make_shared<BinaryBackward>();
@@ -83,7 +84,7 @@ Tensor affine(const Tensor& a, double m, double c) {
   OpScope scope_(c == 0 ? "mul" : m == 1 ? "add" : "affine", {&a});
   Tensor src = contiguous(a);
   Tensor out = empty(a.shape(), a.dtype(), a.device());
-  if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(out, src, m, c);
+  if (out.numel() > 0) kernels<ElementwiseKernels>(a.device()).affine(current_context(), out, src, m, c);
   add_flops(double(out.numel()));
   if (autograd::needs_grad({&a})) {
     auto n = std::make_shared<AffineBackward>();
@@ -123,7 +124,8 @@ Tensor bias_add(const Tensor& x, const Tensor& b) {
     outer = x.numel() / C;
     inner = 1;
   }
-  if (out.numel() > 0) kernels<ElementwiseKernels>(x.device()).bias_add(out, xc, bc, outer, C, inner);
+  if (out.numel() > 0)
+    kernels<ElementwiseKernels>(x.device()).bias_add(current_context(), out, xc, bc, outer, C, inner);
   add_flops(double(out.numel()));
   if (autograd::needs_grad({&x, &b})) autograd::record(std::make_shared<BiasAddBackward>(), {&x, &b}, {&out});
   return scope_.result(out);
@@ -139,7 +141,7 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
   if (dst.numel() == 0) return;
   OpScope scope_("add_", {&dst, &src});
   scope_.result(dst);
-  kernels<ElementwiseKernels>(dst.device()).axpy(dst, alpha, contiguous(src));
+  kernels<ElementwiseKernels>(dst.device()).axpy(current_context(), dst, alpha, contiguous(src));
   add_flops(double(dst.numel()));
 }
 

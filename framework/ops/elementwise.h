@@ -1,5 +1,6 @@
 // Elementwise arithmetic with NumPy broadcasting, scalar arithmetic and the bias add.
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -29,13 +30,14 @@ void add_(const Tensor& dst, const Tensor& src, double alpha = 1.0);
 
 struct ElementwiseKernels {
   // out contiguous; a and b are views of out's shape (broadcast dimensions have stride 0).
-  void (*binary)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+  void (*binary)(const ExecContext& ctx, BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
   // out = a * mul + add; both contiguous.
-  void (*affine)(const Tensor& out, const Tensor& a, double mul, double add);
+  void (*affine)(const ExecContext& ctx, const Tensor& out, const Tensor& a, double mul, double add);
   // y += alpha * x; both contiguous, same numel.
-  void (*axpy)(const Tensor& y, double alpha, const Tensor& x);
+  void (*axpy)(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x);
   // out[n, c, i] = x[n, c, i] + b[c]; all contiguous.
-  void (*bias_add)(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner);
+  void (*bias_add)(const ExecContext& ctx, const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer,
+                   int64_t C, int64_t inner);
 };
 
 }  // namespace loupe

@@ -38,7 +38,7 @@ void binary_transposed(BinaryOp op, T* o, const T* pa, const T* pb, int64_t rows
   });
 }
 
-void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+void binary(const ExecContext&, BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   cpu::dispatch_floating(out.dtype(), "elementwise arithmetic", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
@@ -63,7 +63,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   });
 }
 
-void affine(const Tensor& out, const Tensor& a, double m, double c) {
+void affine(const ExecContext&, const Tensor& out, const Tensor& a, double m, double c) {
   cpu::dispatch_floating(out.dtype(), "scalar arithmetic", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
@@ -75,7 +75,7 @@ void affine(const Tensor& out, const Tensor& a, double m, double c) {
   });
 }
 
-void axpy(const Tensor& y, double alpha, const Tensor& x) {
+void axpy(const ExecContext&, const Tensor& y, double alpha, const Tensor& x) {
   cpu::dispatch_floating(y.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     T* py = y.data<T>();
@@ -87,7 +87,8 @@ void axpy(const Tensor& y, double alpha, const Tensor& x) {
   });
 }
 
-void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner) {
+void bias_add(const ExecContext&, const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C,
+              int64_t inner) {
   cpu::dispatch_floating(out.dtype(), "bias_add", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();

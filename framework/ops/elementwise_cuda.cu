@@ -29,9 +29,9 @@ __global__ void binary_bcast(BinaryOp op, T* o, const T* a, const T* b, int64_t 
   }
 }
 
-void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+void binary(const ExecContext& ctx, BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   cuda::require_float(out, "elementwise arithmetic");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = out.numel();
   cuda::dispatch_float(out.dtype(), "elementwise arithmetic", [&](auto tag) {
     using T = decltype(tag);
@@ -50,9 +50,9 @@ __global__ void affine_kernel(T* o, const T* a, float m, float c, int64_t n) {
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(a[i]) * m + c);
 }
 
-void affine(const Tensor& out, const Tensor& a, double m, double c) {
+void affine(const ExecContext& ctx, const Tensor& out, const Tensor& a, double m, double c) {
   cuda::require_float(out, "scalar arithmetic");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = out.numel();
   cuda::dispatch_float(out.dtype(), "scalar arithmetic", [&](auto tag) {
     using T = decltype(tag);
@@ -77,9 +77,9 @@ void launch_axpy(const Tensor& y, float alpha, const Tensor& x, int64_t n, cudaS
   axpy_kernel_t<Y, X><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(y.data<Y>(), alpha, x.data<X>(), n);
 }
 
-void axpy(const Tensor& y, double alpha, const Tensor& x) {
+void axpy(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x) {
   cuda::require_float(y, "add_");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = y.numel();
   DType dy = y.dtype(), dx = x.dtype();
   if (dy == DType::f32 && dx == DType::f32)
@@ -137,11 +137,12 @@ void bias_add_t(const Tensor& out, const Tensor& x, const Tensor& b, int64_t n, 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void bias_add(const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C, int64_t inner) {
+void bias_add(const ExecContext& ctx, const Tensor& out, const Tensor& x, const Tensor& b, int64_t outer, int64_t C,
+              int64_t inner) {
   cuda::require_float(out, "bias_add");
   LOUPE_CHECK(b.dtype() == out.dtype(), "bias_add on CUDA: bias ", dtype_name(b.dtype()), " and input ",
               dtype_name(out.dtype()), " differ");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = outer * C * inner;
   if (out.dtype() == DType::f16) return bias_add_t<__half>(out, x, b, n, C, inner, s);
   if (out.dtype() == DType::bf16) return bias_add_t<__nv_bfloat16>(out, x, b, n, C, inner, s);

@@ -49,6 +49,7 @@ struct EmbeddingBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     int64_t E = weight_shape[1], n = ids.numel();
     Tensor gy = g[0];
+    const ExecContext ctx = current_context();
     EmbeddingGradRows rows;
     if (!grad_rows(gy, rows)) {
       gy = contiguous(gy);
@@ -63,7 +64,7 @@ struct EmbeddingBackward : autograd::Node {
         // the rest of the table (autograd/source_check.h).
         autograd::SourceCheck* sc = autograd::current_source_check();
         float* found_inf = sc && sc->device() == grad.device() ? sc->found_inf() : nullptr;
-        kernels<EmbeddingKernels>(gy.device()).backward(grad, ids, gy, rows, n, E, true, found_inf);
+        kernels<EmbeddingKernels>(gy.device()).backward(ctx, grad, ids, gy, rows, n, E, true, found_inf);
         if (found_inf) sc->add_checked(grad);
         // AccumulateGrad gets nothing to add, so it is here that the gradient is finished: data
         // parallelism sends its bucket now (without this, imdb_bilstm's 9.8 MiB went at the end).
@@ -73,7 +74,7 @@ struct EmbeddingBackward : autograd::Node {
     }
     // The dense gradient goes through AccumulateGrad, which leaves the check to the scaler's pass.
     Tensor gw = empty(weight_shape, dtype, gy.device());
-    kernels<EmbeddingKernels>(gy.device()).backward(gw, ids, gy, rows, n, E, false, nullptr);
+    kernels<EmbeddingKernels>(gy.device()).backward(ctx, gw, ids, gy, rows, n, E, false, nullptr);
     return {gw};
   }
   void release() override { ids = Tensor(); }
@@ -90,7 +91,9 @@ Tensor one_hot(const Tensor& ids, int64_t classes, DType dtype) {
   Shape s = ids.shape();
   s.push_back(classes);
   Tensor y = empty(s, dtype, ids.device());
-  if (y.numel() > 0) kernels<EmbeddingKernels>(ids.device()).one_hot(y, contiguous(ids).detach(), ids.numel(), classes);
+  if (y.numel() > 0)
+    kernels<EmbeddingKernels>(ids.device())
+        .one_hot(current_context(), y, contiguous(ids).detach(), ids.numel(), classes);
   return scope_.result(y);
 }
 
@@ -108,7 +111,7 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   s.push_back(E);
   Tensor ic = contiguous(ids).detach(), wc = contiguous(weight);
   Tensor y = empty(s, weight.dtype(), weight.device());
-  if (y.numel() > 0) kernels<EmbeddingKernels>(weight.device()).forward(y, ic, wc, n, E);
+  if (y.numel() > 0) kernels<EmbeddingKernels>(weight.device()).forward(current_context(), y, ic, wc, n, E);
   if (autograd::needs_grad({&weight})) {  // ids are not differentiable
     auto node = std::make_shared<EmbeddingBackward>();
     node->ids = ic;

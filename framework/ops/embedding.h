@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -32,17 +33,18 @@ struct EmbeddingGradRows {
 
 struct EmbeddingKernels {
   // ids contiguous [n]; weight contiguous [V, E]; out contiguous [n, E].
-  void (*forward)(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E);
+  void (*forward)(const ExecContext& ctx, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n,
+                  int64_t E);
   // gw [V, E] = sum over positions i with ids[i] == v of gy's row i (laid out as `rows` says):
   // overwrites all of gw, or with `accumulate` adds each row's sum to what gw holds and touches
   // only the rows some id selects. found_inf (with `accumulate` only; null: no check): a float on
   // gw's device set to 1 when a value written into gw is inf or NaN (the row's final value, so an
   // inf in gy, an overflow of the sum and a non-finite value gw held are all caught), and never
   // written otherwise (autograd/source_check.h).
-  void (*backward)(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
-                   int64_t E, bool accumulate, float* found_inf);
+  void (*backward)(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const Tensor& gy,
+                   const EmbeddingGradRows& rows, int64_t n, int64_t E, bool accumulate, float* found_inf);
   // ids contiguous [n]; out contiguous [n, C], every element written.
-  void (*one_hot)(const Tensor& out, const Tensor& ids, int64_t n, int64_t C);
+  void (*one_hot)(const ExecContext& ctx, const Tensor& out, const Tensor& ids, int64_t n, int64_t C);
 };
 
 }  // namespace loupe

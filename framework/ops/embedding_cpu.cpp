@@ -56,7 +56,7 @@ std::vector<int64_t> checked_rows(const Tensor& ids, int64_t V) {
   }
 }
 
-void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+void forward(const ExecContext&, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
   std::vector<int64_t> rows = checked_rows(ids, weight.size(0));
   cpu::dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
@@ -68,8 +68,8 @@ void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t
   });
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows_of_gy, int64_t n,
-              int64_t E, bool accumulate, float* found_inf) {
+void backward(const ExecContext&, const Tensor& gw, const Tensor& ids, const Tensor& gy,
+              const EmbeddingGradRows& rows_of_gy, int64_t n, int64_t E, bool accumulate, float* found_inf) {
   int64_t V = gw.size(0);
   std::vector<int64_t> rows = checked_rows(ids, V);
   // Positions grouped by row, in position order (a stable counting sort): each row of gw then
@@ -111,7 +111,7 @@ void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const Embed
   if (bad) *found_inf = 1.f;
 }
 
-void one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
+void one_hot(const ExecContext&, const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
   std::vector<int64_t> rows = checked_rows(ids, C);
   cpu::dispatch_floating(out.dtype(), "one_hot", [&](auto tag) {
     using T = decltype(tag);

@@ -296,9 +296,10 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+void forward(const ExecContext& ctx, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n,
+             int64_t E) {
   cuda::require_float(weight, "embedding");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   switch (ids.dtype()) {
     case DType::i32: launch_forward<int32_t>(out, ids, weight, n, E, s); break;
     case DType::f32: launch_forward<float>(out, ids, weight, n, E, s); break;
@@ -313,13 +314,13 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const Tensor& gw, const Tensor& ids, const Tensor& gy, const EmbeddingGradRows& rows, int64_t n,
-              int64_t E, bool accumulate, float* found_inf) {
+void backward(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const Tensor& gy,
+              const EmbeddingGradRows& rows, int64_t n, int64_t E, bool accumulate, float* found_inf) {
   LOUPE_CHECK(gw.dtype() != DType::f16 && gw.dtype() != DType::bf16, "embedding backward on CUDA is float32 only, ",
               "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
   cuda::require_f32(gy, "embedding backward's gradient");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (!accumulate) LOUPE_CUDA_CHECK(cudaMemsetAsync(gw.data_ptr(), 0, gw.nbytes(), s));  // rows no id selects
   if (!accumulate) found_inf = nullptr;  // the dense gradient is checked where it is added
   int64_t V = gw.size(0);
@@ -405,8 +406,8 @@ void launch_one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C, 
   }
 }
 
-void one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
-  const cudaStream_t s = cuda::stream();
+void one_hot(const ExecContext& ctx, const Tensor& out, const Tensor& ids, int64_t n, int64_t C) {
+  const cudaStream_t s = cuda::stream(ctx);
   switch (ids.dtype()) {
     case DType::i32: launch_one_hot<int32_t>(out, ids, n, C, s); break;
     case DType::f32: launch_one_hot<float>(out, ids, n, C, s); break;

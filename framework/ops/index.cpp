@@ -17,7 +17,8 @@ Tensor index_select(const Tensor& src, const Tensor& idx, DType out_dtype, doubl
   Tensor out = empty(s, out_dtype, src.device());
   int64_t row = src.size(0) ? src.numel() / src.size(0) : 0;
   if (out.numel() > 0)
-    kernels<IndexKernels>(src.device()).gather(out, contiguous(src), contiguous(idx), idx.size(0), row, scale);
+    kernels<IndexKernels>(src.device())
+        .gather(current_context(), out, contiguous(src), contiguous(idx), idx.size(0), row, scale);
   scope_.add_bytes(double(out.numel()) * double(dtype_size(src.dtype())));  // the rows it reads
   return scope_.result(out);
 }

@@ -1,5 +1,6 @@
 // Row gathers: the batch of a data set that lives in device (or host) memory.
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -10,7 +11,8 @@ Tensor index_select(const Tensor& src, const Tensor& idx, DType out_dtype, doubl
 
 struct IndexKernels {
   // src contiguous [rows, row_elems]; out contiguous [n, row_elems].
-  void (*gather)(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row_elems, double scale);
+  void (*gather)(const ExecContext& ctx, const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n,
+                 int64_t row_elems, double scale);
 };
 
 }  // namespace loupe

@@ -31,7 +31,8 @@ void gather_from(const Tensor& out, const S* src, const int32_t* idx, int64_t n,
   }
 }
 
-void gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
+void gather(const ExecContext&, const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row,
+            double scale) {
   int64_t rows = src.size(0);
   const int32_t* pi = idx.data<int32_t>();
   switch (src.dtype()) {

@@ -54,8 +54,9 @@ bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_
   }
 }
 
-void gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale) {
-  const cudaStream_t s = cuda::stream();
+void gather(const ExecContext& ctx, const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row,
+            double scale) {
+  const cudaStream_t s = cuda::stream(ctx);
   DType from = src.dtype(), to = out.dtype();
   bool ok = false;
   switch (from) {

@@ -16,7 +16,8 @@ struct CrossEntropyBackward : autograd::Node {
   const char* name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
-    kernels<LossKernels>(logits.device()).ce_backward(gx, logits, labels, g[0], logits.size(0), logits.size(1));
+    kernels<LossKernels>(logits.device())
+        .ce_backward(current_context(), gx, logits, labels, g[0], logits.size(0), logits.size(1));
     add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
@@ -28,7 +29,7 @@ struct BceBackward : autograd::Node {
   const char* name() const override { return "BinaryCrossEntropyWithLogitsBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
-    kernels<LossKernels>(logits.device()).bce_backward(gx, logits, targets, g[0], logits.numel());
+    kernels<LossKernels>(logits.device()).bce_backward(current_context(), gx, logits, targets, g[0], logits.numel());
     add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
@@ -46,7 +47,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   LOUPE_CHECK(labels.device() == logits.device(), "cross_entropy: logits and labels are on different devices");
   Tensor lc = contiguous(logits), yc = contiguous(labels);
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
-  kernels<LossKernels>(logits.device()).ce_forward(loss, lc, yc, logits.size(0), logits.size(1));
+  kernels<LossKernels>(logits.device()).ce_forward(current_context(), loss, lc, yc, logits.size(0), logits.size(1));
   add_flops(4.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<CrossEntropyBackward>();
@@ -65,7 +66,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   LOUPE_CHECK(targets.device() == logits.device(), "binary_cross_entropy_with_logits: tensors on different devices");
   Tensor lc = contiguous(logits), tc = contiguous(targets);
   Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
-  kernels<LossKernels>(logits.device()).bce_forward(loss, lc, tc, logits.numel());
+  kernels<LossKernels>(logits.device()).bce_forward(current_context(), loss, lc, tc, logits.numel());
   add_flops(6.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {
     auto n = std::make_shared<BceBackward>();
@@ -94,7 +95,8 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels) {
   LOUPE_CHECK(C > 1 ? labels.dtype() == DType::i32 : labels.dtype() == logits.dtype(),
               "count_correct: labels must be int32 for classes, float for binary outputs");
   Tensor out = empty(Shape{}, DType::f32, logits.device());
-  kernels<LossKernels>(logits.device()).count_correct(out, contiguous(logits), contiguous(labels), N, C);
+  kernels<LossKernels>(logits.device())
+      .count_correct(current_context(), out, contiguous(logits), contiguous(labels), N, C);
   add_flops(double(N * C));
   return scope_.result(out);
 }

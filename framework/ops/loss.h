@@ -1,6 +1,7 @@
 // Losses with their activation fused in (numerically stable, one kernel each way), and the
 // correct-prediction count. Losses are means over the batch; results stay on the device.
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -19,15 +20,18 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels);
 
 struct LossKernels {
   // loss: scalar; logits [N, C]; labels int32 [N].
-  void (*ce_forward)(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C);
+  void (*ce_forward)(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
+                     int64_t C);
   // gx = (softmax(logits) - onehot(label)) * gloss / N; gloss is a device scalar.
-  void (*ce_backward)(const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss,
-                      int64_t N, int64_t C);
-  void (*bce_forward)(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n);
-  void (*bce_backward)(const Tensor& gx, const Tensor& logits, const Tensor& targets, const Tensor& gloss,
-                       int64_t n);
+  void (*ce_backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& labels,
+                      const Tensor& gloss, int64_t N, int64_t C);
+  void (*bce_forward)(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& targets,
+                      int64_t n);
+  void (*bce_backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& targets,
+                       const Tensor& gloss, int64_t n);
   // out: float32 scalar; C == 1 means binary.
-  void (*count_correct)(const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C);
+  void (*count_correct)(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels,
+                        int64_t N, int64_t C);
 };
 
 }  // namespace loupe

@@ -20,7 +20,8 @@ void check_label(int32_t y, int64_t C, int64_t row) {
   LOUPE_CHECK(y >= 0 && y < C, "label ", y, " in row ", row, " is outside [0, ", C, ")");
 }
 
-void ce_forward(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
+void ce_forward(const ExecContext&, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
+                int64_t C) {
   cpu::dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -34,8 +35,8 @@ void ce_forward(const Tensor& loss, const Tensor& logits, const Tensor& labels, 
   });
 }
 
-void ce_backward(const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss, int64_t N,
-                 int64_t C) {
+void ce_backward(const ExecContext&, const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss,
+                 int64_t N, int64_t C) {
   cpu::dispatch_floating(logits.dtype(), "cross_entropy backward", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -49,7 +50,7 @@ void ce_backward(const Tensor& gx, const Tensor& logits, const Tensor& labels, c
   });
 }
 
-void bce_forward(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
+void bce_forward(const ExecContext&, const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
   cpu::dispatch_floating(logits.dtype(), "binary_cross_entropy_with_logits", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -61,7 +62,8 @@ void bce_forward(const Tensor& loss, const Tensor& logits, const Tensor& targets
   });
 }
 
-void bce_backward(const Tensor& gx, const Tensor& logits, const Tensor& targets, const Tensor& gloss, int64_t n) {
+void bce_backward(const ExecContext&, const Tensor& gx, const Tensor& logits, const Tensor& targets,
+                  const Tensor& gloss, int64_t n) {
   cpu::dispatch_floating(logits.dtype(), "binary_cross_entropy_with_logits backward", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -72,7 +74,8 @@ void bce_backward(const Tensor& gx, const Tensor& logits, const Tensor& targets,
   });
 }
 
-void count_correct(const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
+void count_correct(const ExecContext&, const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N,
+                   int64_t C) {
   cpu::dispatch_floating(logits.dtype(), "count_correct", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();

@@ -129,38 +129,41 @@ void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, cudaStre
   sum_partials<<<1, kSumThreads, 0, stream>>>(out.data<float>(), partial.data<float>(), blocks, scale);
 }
 
-void ce_forward(const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
+void ce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
+                int64_t C) {
   cuda::require_f32(logits, "cross_entropy");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, s, logits.data<float>(), labels.data<int32_t>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void ce_backward(const Tensor& gx, const Tensor& logits, const Tensor& labels, const Tensor& gloss, int64_t N,
-                 int64_t C) {
-  const cudaStream_t s = cuda::stream();
+void ce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& labels,
+                 const Tensor& gloss, int64_t N, int64_t C) {
+  const cudaStream_t s = cuda::stream(ctx);
   ce_bwd<<<cuda::blocks_for(N * 32), cuda::kThreads, 0, s>>>(
       gx.data<float>(), logits.data<float>(), labels.data<int32_t>(), gloss.data<float>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void bce_forward(const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
+void bce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
   cuda::require_f32(logits, "binary_cross_entropy_with_logits");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   bce_fwd<<<1, kBlock, 0, s>>>(loss.data<float>(), logits.data<float>(), targets.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void bce_backward(const Tensor& gx, const Tensor& logits, const Tensor& targets, const Tensor& gloss, int64_t n) {
-  const cudaStream_t s = cuda::stream();
+void bce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& targets,
+                  const Tensor& gloss, int64_t n) {
+  const cudaStream_t s = cuda::stream(ctx);
   bce_bwd<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(gx.data<float>(), logits.data<float>(),
                                                         targets.data<float>(), gloss.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void count_correct(const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N, int64_t C) {
+void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N,
+                   int64_t C) {
   cuda::require_f32(logits, "count_correct");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (C == 1)
     correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N);
   else

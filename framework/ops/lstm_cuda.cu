@@ -112,7 +112,6 @@ struct State3d {  // [L*D, N, H] for h and c
 struct Plan {
   Choice choice;
   LstmParams params;
-  ExecContext ctx;  // what it was made for (its cache key's precision)
   DType dtype = DType::f32;  // of x, the weights, y, h, c and the gradients
   cudnnRNNDescriptor_t rnn = nullptr;
   cudnnDropoutDescriptor_t drop = nullptr;
@@ -179,14 +178,14 @@ Tensor permuted(const Tensor& v, const Tensor& order) {
   return reshape(index_select(reshape(v, Shape{v.numel(), 1}), order, v.dtype()), Shape{v.numel()});
 }
 
-// The plan for one choice (throws where cuDNN does not support it).
+// The plan for one choice (throws where cuDNN does not support it). It serves every lane: ctx's
+// precision is its cache key's, and its lane only sets the plan up (the dropout state).
 std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, Choice ch,
                                 DType dtype) {
-  cudnnHandle_t h = cuda::cudnn();
+  cudnnHandle_t h = cuda::cudnn(ctx);
   auto pl = std::make_unique<Plan>();
   pl->choice = ch;
   pl->params = p;
-  pl->ctx = ctx;
   pl->dtype = dtype;
   if (ch.own) {
     std::string why;
@@ -262,10 +261,11 @@ Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
 }
 
 // Sequence-major, y becomes a transposed view of cuDNN's [T, N, D*H] output: no copy (the models
-// read the final states h, not y, so none is made later either).
-Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h, const Tensor& c,
-                   bool training, cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::forward(pl.ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
+// read the final states h, not y, so none is made later either). ctx: the caller's (its lane), and
+// the plan's precision. stream: ctx's.
+Tensor run_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                   const Tensor& c, bool training, cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::forward(ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
   Tensor work = bytes(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
@@ -277,7 +277,8 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
     swap01_into(xs, x);
   }
   Tensor ys = sm ? empty(Shape{y.size(1), y.size(0), y.size(2)}, y.dtype(), kCUDA) : y;
-  LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(), pl.rnn, training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
+  LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(ctx), pl.rnn,
+                                    training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                                     pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.y->d, ys.data_ptr(),
                                     pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
                                     ws.data_ptr(), work.nbytes(), work.data_ptr(),
@@ -288,9 +289,9 @@ Tensor run_forward(const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, 
 
 // The weight gradient (every layer's) from cuDNN, or loupe's kernels' first layer's (the rest came
 // with the input gradient, run_backward).
-void run_backward_weights(const Plan& pl, const Tensor& x, const Tensor& y, const Tensor& saved_buf, const Tensor& dw,
-                          cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::backward_weights(pl.ctx, pl.params, x, y, saved_buf, dw, stream);
+void run_backward_weights(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& y,
+                          const Tensor& saved_buf, const Tensor& dw, cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::backward_weights(ctx, pl.params, x, y, saved_buf, dw, stream);
   Tensor work = bytes(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
@@ -300,7 +301,7 @@ void run_backward_weights(const Plan& pl, const Tensor& x, const Tensor& y, cons
   Tensor xs = pl.choice.seq_major ? saved.xs : x;
   // The weight gradient is added to what the buffer holds (CUDNN_WGRAD_MODE_ADD): start from zero.
   LOUPE_CUDA_CHECK(cudaMemsetAsync(dws.data_ptr(), 0, dws.nbytes(), stream));
-  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cuda::cudnn(), pl.rnn, CUDNN_WGRAD_MODE_ADD,
+  LOUPE_CUDNN_CHECK(cudnnRNNBackwardWeights_v8(cuda::cudnn(ctx), pl.rnn, CUDNN_WGRAD_MODE_ADD,
                                                pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.hc->d,
                                                nullptr, pl.y->d, ys.data_ptr(), pl.weight_bytes, dws.data_ptr(),
                                                work.nbytes(), work.data_ptr(), pl.reserve_train,
@@ -311,13 +312,13 @@ void run_backward_weights(const Plan& pl, const Tensor& x, const Tensor& y, cons
 // dy undefined: zero, made in the layout cuDNN reads; dx undefined: not needed (cuDNN computes it
 // anyway, into a scratch buffer, and it is not transposed back). With `weights_later` the weight
 // gradient (cuDNN: all of it; loupe's kernels: the first layer's W and R) is run_backward_weights'.
-void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved_buf,
-                  const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw,
-                  bool weights_later, cudaStream_t stream) {
+void run_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y,
+                  const Tensor& saved_buf, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+                  const Tensor& dw, bool weights_later, cudaStream_t stream) {
   if (pl.choice.own)
-    return lstm_persist::backward(pl.ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
+    return lstm_persist::backward(ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
                                   weights_later, stream);
-  cudnnHandle_t h = cuda::cudnn();
+  cudnnHandle_t h = cuda::cudnn(ctx);
   Tensor work = bytes(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
@@ -344,12 +345,12 @@ void run_backward(const Plan& pl, const Tensor& x, const Tensor& w, const Tensor
       dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
       pl.reserve_train, saved.buf.data_ptr()));
   if (sm && dx.defined()) swap01_into(dx, dxs);
-  if (!weights_later) run_backward_weights(pl, x, y, saved_buf, dw, stream);
+  if (!weights_later) run_backward_weights(ctx, pl, x, y, saved_buf, dw, stream);
 }
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
-// (the persistent kernels' speed does not depend on the values): the second of two runs.
-double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
+// (the persistent kernels' speed does not depend on the values): the second of two runs, on ctx's lane (s).
+double time_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
   auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
@@ -362,8 +363,9 @@ double time_plan(const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cuda
   for (int i = 0; i < 2; ++i) {
     LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
     Tensor yi = y;
-    Tensor saved = run_forward(pl, x, w, yi, h, c, true, s);
-    run_backward(pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);  // the models read h: dy is zero
+    Tensor saved = run_forward(ctx, pl, x, w, yi, h, c, true, s);
+    // The models read h: dy is zero.
+    run_backward(ctx, pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);
     LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
     LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
     LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -402,7 +404,7 @@ Plan& plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
-      double ms = cands.size() > 1 && !forced_first ? time_plan(*pl, p, N, T, stream) : 0;
+      double ms = cands.size() > 1 && !forced_first ? time_plan(ctx, *pl, p, N, T, stream) : 0;
       if (verbose)
         std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld %s: %s %s-major %.3f ms\n", (long long)N, (long long)T,
                      (long long)p.input_size, (long long)p.hidden_size, dtype_name(dtype), name,
@@ -439,8 +441,8 @@ Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, con
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
-  const cudaStream_t s = cuda::stream();
-  return run_forward(plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
+  const cudaStream_t s = cuda::stream(ctx);
+  return run_forward(ctx, plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
 }
 
 void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
@@ -448,17 +450,17 @@ void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, cons
               const Tensor& dw, uint64_t seed, uint64_t, bool weights_later) {
   check_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
-  const cudaStream_t s = cuda::stream();
-  run_backward(plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
+  const cudaStream_t s = cuda::stream(ctx);
+  run_backward(ctx, plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
                weights_later, s);
 }
 
 void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
                       const Tensor& saved, const Tensor& dw) {
   check_dtypes("lstm backward", p, {&x, &w, &y, &dw});
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   // The plan the first round used (cached by shape; dropout's seed only matters to a new plan).
-  run_backward_weights(plan_for(ctx, p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
+  run_backward_weights(ctx, plan_for(ctx, p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
 }
 
 const LstmKernels table{forward, backward, backward_weights};

@@ -573,32 +573,34 @@ void weight_gemms(const ExecContext& ctx, const LstmParams& p, const Layout& lay
 // wave (two H200s, imdb_bilstm: the weight GEMMs took 38 -> 56 and 50 -> 58 us a step beside
 // NCCL's 24-channel kernel; carving out 24 SMs raised scaling from 91.9 % to 94.0 %, seven and
 // eight alternating benches: docs/benchmarks.md).
+// h: the handle the GEMMs run on (their context's lane's).
 class SmCarveout {
  public:
-  SmCarveout() {
+  explicit SmCarveout(cublasHandle_t h) : h_(h) {
     const int carve = cuda::comm_sms();
     if (carve <= 0) return;
     int dev = 0, sms = 0;
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
     LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LOUPE_CUBLAS_CHECK(cublasGetSmCountTarget(cuda::cublas(), &prev_));
-    LOUPE_CUBLAS_CHECK(cublasSetSmCountTarget(cuda::cublas(), std::max(1, sms - carve)));
+    LOUPE_CUBLAS_CHECK(cublasGetSmCountTarget(h_, &prev_));
+    LOUPE_CUBLAS_CHECK(cublasSetSmCountTarget(h_, std::max(1, sms - carve)));
     on_ = true;
   }
   ~SmCarveout() {
-    if (on_) cublasSetSmCountTarget(cuda::cublas(), prev_);
+    if (on_) cublasSetSmCountTarget(h_, prev_);
   }
   SmCarveout(const SmCarveout&) = delete;
   SmCarveout& operator=(const SmCarveout&) = delete;
 
  private:
+  cublasHandle_t h_;
   int prev_ = 0;
   bool on_ = false;
 };
 
 void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved,
                       const Tensor& dw, cudaStream_t stream) {
-  const SmCarveout carve;
+  const SmCarveout carve(cuda::cublas(ctx));
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1);
   const Layout lay(p, N, T, t, true);

@@ -17,8 +17,8 @@ struct BatchNormBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty(x.shape(), x.dtype(), x.device());
     Tensor gw = empty(w.shape(), w.dtype(), w.device()), gb = empty(w.shape(), w.dtype(), w.device());
-    kernels<NormKernels>(x.device()).backward(gx, gw, gb, x, w, save_mean, save_invstd, contiguous(g[0]), eps, N, C,
-                                              HW);
+    kernels<NormKernels>(x.device()).backward(current_context(), gx, gw, gb, x, w, save_mean, save_invstd,
+                                              contiguous(g[0]), eps, N, C, HW);
     add_flops(8.0 * double(x.numel()));
     return {gx, gw, gb};
   }
@@ -46,14 +46,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   if (!training) {
     LOUPE_CHECK(!autograd::needs_grad({&x, &weight, &bias}),
                 "batch_norm in evaluation mode records no gradients; call it under NoGradGuard or in training mode");
-    kernels<NormKernels>(x.device()).forward_eval(y, xc, weight, bias, running_mean, running_var, eps, N, C, HW);
+    kernels<NormKernels>(x.device()).forward_eval(current_context(), y, xc, weight, bias, running_mean, running_var,
+                                                  eps, N, C, HW);
     add_flops(2.0 * double(x.numel()));
     return scope_.result(y);
   }
   LOUPE_CHECK(N * HW > 1, "batch_norm in training needs more than one value per channel, got ", x.shape().str());
   Tensor mean = empty(Shape{C}, stat, x.device()), invstd = empty(Shape{C}, stat, x.device());
-  kernels<NormKernels>(x.device()).forward_train(y, xc, weight, bias, running_mean, running_var, mean, invstd,
-                                                 momentum, eps, N, C, HW);
+  kernels<NormKernels>(x.device()).forward_train(current_context(), y, xc, weight, bias, running_mean, running_var,
+                                                 mean, invstd, momentum, eps, N, C, HW);
   add_flops(6.0 * double(x.numel()));
   if (autograd::needs_grad({&x, &weight, &bias})) {
     auto n = std::make_shared<BatchNormBackward>();

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -16,14 +17,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
 struct NormKernels {
   // Writes y, the batch mean and 1/sqrt(var + eps) per channel, and updates the running stats.
-  void (*forward_train)(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                        const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd, double momentum,
-                        double eps, int64_t N, int64_t C, int64_t HW);
-  void (*forward_eval)(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                       const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW);
-  void (*backward)(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x, const Tensor& w,
-                   const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps, int64_t N,
-                   int64_t C, int64_t HW);
+  void (*forward_train)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const Tensor& rmean, const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd,
+                        double momentum, double eps, int64_t N, int64_t C, int64_t HW);
+  void (*forward_eval)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                       const Tensor& rmean, const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW);
+  void (*backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+                   const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps,
+                   int64_t N, int64_t C, int64_t HW);
 };
 
 }  // namespace loupe

@@ -13,9 +13,9 @@ void channel(const T* x, int64_t N, int64_t C, int64_t HW, int64_t c, F&& f) {
   for (int64_t n = 0; n < N; ++n) f(x + (n * C + c) * HW, n);
 }
 
-void forward_train(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                   const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd, double momentum, double eps,
-                   int64_t N, int64_t C, int64_t HW) {
+void forward_train(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                   const Tensor& rmean, const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd,
+                   double momentum, double eps, int64_t N, int64_t C, int64_t HW) {
   cpu::dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(0, C, 1, [&](int64_t cb, int64_t ce) {
@@ -43,8 +43,8 @@ void forward_train(const Tensor& y, const Tensor& x, const Tensor& w, const Tens
   });
 }
 
-void forward_eval(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                  const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW) {
+void forward_eval(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                  const Tensor& rmean, const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW) {
   cpu::dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = decltype(tag);
     for (int64_t c = 0; c < C; ++c) {
@@ -60,9 +60,9 @@ void forward_eval(const Tensor& y, const Tensor& x, const Tensor& w, const Tenso
 }
 
 // gx = w invstd (gy - mean(gy) - xhat mean(gy xhat)); gw = sum(gy xhat); gb = sum(gy).
-void backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x, const Tensor& w,
-              const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double, int64_t N, int64_t C,
-              int64_t HW) {
+void backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+              const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double, int64_t N,
+              int64_t C, int64_t HW) {
   cpu::dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(0, C, 1, [&](int64_t cb, int64_t ce) {

@@ -25,39 +25,39 @@ void check_types(const Tensor& x, std::initializer_list<const Tensor*> params, c
                 dtype_name(x.dtype()), " input), got ", dtype_name(p->dtype()));
 }
 
-void forward_train(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                   const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd, double momentum, double eps,
-                   int64_t N, int64_t C, int64_t HW) {
+void forward_train(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                   const Tensor& rmean, const Tensor& rvar, const Tensor& save_mean, const Tensor& save_invstd,
+                   double momentum, double eps, int64_t N, int64_t C, int64_t HW) {
   check_types(x, {&w, &b, &rmean, &rvar, &save_mean, &save_invstd}, "batch_norm");
   cuda::TensorDesc xd = data_desc(x, N, C, HW), pd(1, int(C), 1, 1);
   float one = 1, zero = 0;
   LOUPE_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cuda::cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd.d, x.data_ptr(), xd.d, y.data_ptr(), pd.d,
+      cuda::cudnn(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd.d, x.data_ptr(), xd.d, y.data_ptr(), pd.d,
       w.data_ptr(), b.data_ptr(), momentum, rmean.data_ptr(), rvar.data_ptr(), eps, save_mean.data_ptr(),
       save_invstd.data_ptr()));
 }
 
-void forward_eval(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rmean,
-                  const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW) {
+void forward_eval(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                  const Tensor& rmean, const Tensor& rvar, double eps, int64_t N, int64_t C, int64_t HW) {
   check_types(x, {&w, &b, &rmean, &rvar}, "batch_norm");
   cuda::TensorDesc xd = data_desc(x, N, C, HW), pd(1, int(C), 1, 1);
   float one = 1, zero = 0;
-  LOUPE_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cuda::cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+  LOUPE_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cuda::cudnn(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                             xd.d, x.data_ptr(), xd.d, y.data_ptr(), pd.d,
                                                             w.data_ptr(), b.data_ptr(), rmean.data_ptr(),
                                                             rvar.data_ptr(), eps));
 }
 
-void backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x, const Tensor& w,
-              const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps, int64_t N, int64_t C,
-              int64_t HW) {
+void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+              const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps,
+              int64_t N, int64_t C, int64_t HW) {
   check_types(x, {&gw, &gb, &w, &save_mean, &save_invstd}, "batch_norm backward");
   LOUPE_CHECK(gy.dtype() == x.dtype(), "batch_norm backward on CUDA: gradient ", dtype_name(gy.dtype()), " for ",
               dtype_name(x.dtype()), " input");
   cuda::TensorDesc xd = data_desc(x, N, C, HW), pd(1, int(C), 1, 1);
   float one = 1, zero = 0;
-  LOUPE_CUDNN_CHECK(cudnnBatchNormalizationBackward(cuda::cudnn(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
-                                                    xd.d, x.data_ptr(), xd.d, gy.data_ptr(), xd.d, gx.data_ptr(),
+  LOUPE_CUDNN_CHECK(cudnnBatchNormalizationBackward(cuda::cudnn(ctx), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
+                                                    &zero, xd.d, x.data_ptr(), xd.d, gy.data_ptr(), xd.d, gx.data_ptr(),
                                                     pd.d, w.data_ptr(), gw.data_ptr(), gb.data_ptr(), eps,
                                                     save_mean.data_ptr(), save_invstd.data_ptr()));
 }

@@ -18,7 +18,8 @@ struct PoolBackward : autograd::Node {
   const char* name() const override { return mode == PoolMode::Max ? "MaxPool2dBackward" : "AvgPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(x);
-    kernels<PoolKernels>(x.device()).backward(mode, gx, x, y, contiguous(g[0], y.memory_format()), p);
+    kernels<PoolKernels>(x.device()).backward(current_context(), mode, gx, x, y, contiguous(g[0], y.memory_format()),
+                                              p);
     add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
     return {gx};
   }
@@ -34,7 +35,8 @@ struct MaxPoolFusedBackward : autograd::Node {
   const char* name() const override { return "MaxPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     Tensor gx = empty_like(x);
-    LOUPE_CHECK(kernels<PoolKernels>(x.device()).max_backward_fused(gx, x, contiguous(g[0], x.memory_format()), p, d),
+    LOUPE_CHECK(kernels<PoolKernels>(x.device())
+                    .max_backward_fused(current_context(), gx, x, contiguous(g[0], x.memory_format()), p, d),
                 "max pooling: the fused backward refused the shapes its forward took");
     add_flops(double(y_numel) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
     return {gx};
@@ -58,6 +60,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
   Tensor xc = contiguous(x, f);
   Tensor y = empty(Shape{x.size(0), x.size(1), P, Q}, x.dtype(), x.device(), f);
   const PoolKernels& k = kernels<PoolKernels>(x.device());
+  const ExecContext ctx = current_context();
   if (mode == PoolMode::Max && k.max_forward_fused) {
     PoolDropout d;
     d.on = training && drop > 0;
@@ -66,7 +69,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
     Generator& gen = default_generator();
     const uint64_t offset0 = gen.offset;
     if (d.on) d.rng = gen.draw(uint64_t(y.numel()));
-    if (k.max_forward_fused(y, xc, p, d)) {
+    if (k.max_forward_fused(ctx, y, xc, p, d)) {
       add_flops(double(y.numel()) * (p.kernel_h * p.kernel_w + (d.on ? 1 : 0)));
       if (autograd::needs_grad({&x})) {
         auto n = std::make_shared<MaxPoolFusedBackward>();
@@ -80,7 +83,7 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
     }
     gen.offset = offset0;
   }
-  k.forward(mode, y, xc, p);
+  k.forward(ctx, mode, y, xc, p);
   add_flops(double(y.numel()) * p.kernel_h * p.kernel_w);
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<PoolBackward>();

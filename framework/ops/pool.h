@@ -2,6 +2,7 @@
 // never part of a window: max ignores it, average divides by the count of real elements (Keras'
 // semantics; PyTorch's default counts the padding).
 #pragma once
+#include "core/exec_context.h"
 #include "core/random.h"
 #include "core/tensor.h"
 
@@ -32,16 +33,17 @@ struct PoolDropout {
 };
 
 struct PoolKernels {
-  void (*forward)(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p);
+  void (*forward)(const ExecContext& ctx, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p);
   // gx from gy (and x, y for max pooling).
-  void (*backward)(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
-                   const Pool2dParams& p);
+  void (*backward)(const ExecContext& ctx, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y,
+                   const Tensor& gy, const Pool2dParams& p);
   // Max pooling with its dropout, recomputing each window's max from x in the backward (y is not
   // needed); both return false, having done nothing, where the backend has no kernel for the
   // shapes (null: none at all). The same shapes give the same answer forward and backward.
-  bool (*max_forward_fused)(const Tensor& y, const Tensor& x, const Pool2dParams& p, const PoolDropout& d);
-  bool (*max_backward_fused)(const Tensor& gx, const Tensor& x, const Tensor& gy, const Pool2dParams& p,
-                             const PoolDropout& d);
+  bool (*max_forward_fused)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Pool2dParams& p,
+                            const PoolDropout& d);
+  bool (*max_backward_fused)(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy,
+                             const Pool2dParams& p, const PoolDropout& d);
 };
 
 }  // namespace loupe

@@ -159,14 +159,15 @@ bool contiguous_all(std::initializer_list<const Tensor*> ts) {
   return true;
 }
 
-bool max_forward_fused(const Tensor& y, const Tensor& x, const Pool2dParams& p, const PoolDropout& d) {
+bool max_forward_fused(const ExecContext&, const Tensor& y, const Tensor& x, const Pool2dParams& p,
+                       const PoolDropout& d) {
   if (!tiles(p) || !contiguous_all({&y, &x})) return false;
   max_tiled_forward(y, x, p, d);
   return true;
 }
 
-bool max_backward_fused(const Tensor& gx, const Tensor& x, const Tensor& gy, const Pool2dParams& p,
-                        const PoolDropout& d) {
+bool max_backward_fused(const ExecContext&, const Tensor& gx, const Tensor& x, const Tensor& gy,
+                        const Pool2dParams& p, const PoolDropout& d) {
   if (!tiles(p) || !contiguous_all({&gx, &x, &gy})) return false;
   max_tiled_backward(gx, x, gy, p, d);
   return true;
@@ -233,7 +234,7 @@ void backward_nchw(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& 
 }
 
 // Channels-last: the loops above read NCHW, so convert in and out.
-void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+void forward(const ExecContext&, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   if (y.is_contiguous() && x.is_contiguous()) return forward_nchw(m, y, x, p);
   NoGradGuard g;
   Tensor yc = empty(y.shape(), y.dtype(), y.device());
@@ -241,7 +242,7 @@ void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p
   copy_(y, yc);
 }
 
-void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+void backward(const ExecContext&, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
   if (gx.is_contiguous() && x.is_contiguous() && y.is_contiguous() && gy.is_contiguous())
     return backward_nchw(m, gx, x, y, gy, p);

@@ -40,12 +40,13 @@ cuda::TensorDesc desc(const Tensor& t) {
   return d;
 }
 
-void forward(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+void forward(const ExecContext& ctx, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   cuda::require_float(x, "pooling");
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);
   float one = 1, zero = 0;
-  LOUPE_CUDNN_CHECK(cudnnPoolingForward(cuda::cudnn(), pd.d, &one, xd.d, x.data_ptr(), &zero, yd.d, y.data_ptr()));
+  LOUPE_CUDNN_CHECK(
+      cudnnPoolingForward(cuda::cudnn(ctx), pd.d, &one, xd.d, x.data_ptr(), &zero, yd.d, y.data_ptr()));
 }
 
 struct Geometry {
@@ -159,15 +160,15 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+void backward(const ExecContext& ctx, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
   cuda::require_float(x, "pooling backward");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (m == PoolMode::Max) return max_backward(gx, x, y, gy, p, s);
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);
   float one = 1, zero = 0;
-  LOUPE_CUDNN_CHECK(cudnnPoolingBackward(cuda::cudnn(), pd.d, &one, yd.d, y.data_ptr(), yd.d, gy.data_ptr(), xd.d,
+  LOUPE_CUDNN_CHECK(cudnnPoolingBackward(cuda::cudnn(ctx), pd.d, &one, yd.d, y.data_ptr(), yd.d, gy.data_ptr(), xd.d,
                                          x.data_ptr(), &zero, xd.d, gx.data_ptr()));
 }
 
@@ -303,9 +304,10 @@ FusedGeometry geometry(const Tensor& x, const Pool2dParams& p) {
   return g;
 }
 
-bool max_forward_fused(const Tensor& y, const Tensor& x, const Pool2dParams& p, const PoolDropout& d) {
+bool max_forward_fused(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Pool2dParams& p,
+                       const PoolDropout& d) {
   if (!fusable(x, {x.data_ptr(), y.data_ptr()}, p) || y.memory_format() != MemoryFormat::ChannelsLast) return false;
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   FusedGeometry g = geometry(x, p);
   bool ok = true;
   cuda::dispatch_float(x.dtype(), "max pooling", [&](auto tag) {
@@ -318,12 +320,12 @@ bool max_forward_fused(const Tensor& y, const Tensor& x, const Pool2dParams& p, 
   return ok;
 }
 
-bool max_backward_fused(const Tensor& gx, const Tensor& x, const Tensor& gy, const Pool2dParams& p,
-                        const PoolDropout& d) {
+bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy,
+                        const Pool2dParams& p, const PoolDropout& d) {
   if (!fusable(x, {x.data_ptr(), gx.data_ptr(), gy.data_ptr()}, p) || gx.memory_format() != MemoryFormat::ChannelsLast ||
       gy.memory_format() != MemoryFormat::ChannelsLast)
     return false;
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   FusedGeometry g = geometry(x, p);
   // Rows and columns no window covers (an odd H or W) get no gradient.
   if (g.P * g.kh != g.H || g.Q * g.kw != g.W)

@@ -38,7 +38,7 @@ Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool mean_of) {
     if (i != d || keepdim) out_shape.push_back(kept[i]);
   double scale = mean_of ? 1.0 / double(n) : 1.0;
   Tensor out = empty(out_shape, x.dtype(), x.device());
-  if (out.numel() > 0) kernels<ReduceKernels>(x.device()).sum_dim(out, xc, outer, n, inner, scale);
+  if (out.numel() > 0) kernels<ReduceKernels>(x.device()).sum_dim(current_context(), out, xc, outer, n, inner, scale);
   add_flops(double(x.numel()));
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SumBackward>();
@@ -77,7 +77,7 @@ Tensor sum_except(const Tensor& x, int dim) {
   Tensor out = empty(Shape{n}, x.dtype(), x.device());
   if (n > 0) {
     if (outer * inner == 0) fill_(out, 0.0);
-    else kernels<ReduceKernels>(x.device()).sum_keep_middle(out, xc, outer, n, inner, 1.0);
+    else kernels<ReduceKernels>(x.device()).sum_keep_middle(current_context(), out, xc, outer, n, inner, 1.0);
   }
   add_flops(double(x.numel()));
   if (autograd::needs_grad({&x})) {
@@ -109,7 +109,7 @@ Tensor argmax(const Tensor& x) {
   Shape s;
   for (int i = 0; i + 1 < x.dim(); ++i) s.push_back(x.size(i));
   Tensor out = empty(s, DType::i32, x.device());
-  if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(out, xc, rows, cols);
+  if (rows > 0) kernels<ReduceKernels>(x.device()).argmax_rows(current_context(), out, xc, rows, cols);
   add_flops(double(x.numel()));
   return scope_.result(out);
 }

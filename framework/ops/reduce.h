@@ -1,5 +1,6 @@
 // Reductions: sum and mean (all elements or one dimension), argmax, and sum_to for broadcasting.
 #pragma once
+#include "core/exec_context.h"
 #include "core/tensor.h"
 
 namespace loupe {
@@ -17,11 +18,13 @@ Tensor argmax(const Tensor& x);
 
 struct ReduceKernels {
   // x contiguous, viewed as [outer, n, inner]; out[outer, inner] = scale * sum over n.
-  void (*sum_dim)(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale);
+  void (*sum_dim)(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                  double scale);
   // x contiguous, viewed as [outer, n, inner]; out[n] = scale * sum over outer and inner.
-  void (*sum_keep_middle)(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale);
+  void (*sum_keep_middle)(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t outer, int64_t n,
+                          int64_t inner, double scale);
   // x contiguous [rows, cols]; out int32 [rows].
-  void (*argmax_rows)(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols);
+  void (*argmax_rows)(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t rows, int64_t cols);
 };
 
 }  // namespace loupe

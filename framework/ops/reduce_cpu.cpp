@@ -7,7 +7,8 @@
 namespace loupe {
 namespace {
 
-void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale) {
+void sum_dim(const ExecContext&, const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+             double scale) {
   cpu::dispatch_floating(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data<T>();
@@ -36,7 +37,8 @@ void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64
   });
 }
 
-void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t C, int64_t inner, double scale) {
+void sum_keep_middle(const ExecContext&, const Tensor& out, const Tensor& x, int64_t outer, int64_t C, int64_t inner,
+                     double scale) {
   cpu::dispatch_floating(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
@@ -54,7 +56,7 @@ void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t 
   });
 }
 
-void argmax_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
+void argmax_rows(const ExecContext&, const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
   cpu::dispatch_floating(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();

@@ -126,8 +126,9 @@ void launch_sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n
   });
 }
 
-void sum_dim(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale) {
-  const cudaStream_t s = cuda::stream();
+void sum_dim(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+             double scale) {
+  const cudaStream_t s = cuda::stream(ctx);
   launch_sum_dim(out, x, outer, n, inner, scale, s);
 }
 
@@ -155,11 +156,12 @@ __global__ void sum_middle_kernel(float* partial, const X* x, uint32_t outer, ui
   if (threadIdx.x == 0) partial[int64_t(c) * gridDim.y + split] = acc;
 }
 
-void sum_keep_middle(const Tensor& out, const Tensor& x, int64_t outer, int64_t C, int64_t inner, double scale) {
+void sum_keep_middle(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t outer, int64_t C,
+                     int64_t inner, double scale) {
   cuda::require_float(x, "sum");
   LOUPE_CHECK(out.dtype() == x.dtype(), "sum on CUDA: ", dtype_name(x.dtype()), " into ", dtype_name(out.dtype()),
               " is not supported");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   if (inner == 1 || outer * inner >= (int64_t(1) << 31)) {
     // [outer, C] summed over outer is sum_dim's strided case; very large slices take two passes.
     if (inner == 1) return launch_sum_dim(out, x, 1, outer, C, scale, s);
@@ -193,9 +195,9 @@ __global__ void argmax_kernel(int32_t* out, const T* x, int64_t rows, int64_t co
   }
 }
 
-void argmax_rows(const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
+void argmax_rows(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t rows, int64_t cols) {
   cuda::require_float(x, "argmax");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
     argmax_kernel<T><<<cuda::blocks_for(rows), cuda::kThreads, 0, s>>>(out.data<int32_t>(), x.data<T>(), rows, cols);

@@ -16,7 +16,7 @@ struct SoftmaxBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     int64_t cols = y.size(-1), rows = y.numel() / cols;
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    kernels<SoftmaxKernels>(y.device()).backward(log, gx, y, contiguous(g[0]), rows, cols);
+    kernels<SoftmaxKernels>(y.device()).backward(current_context(), log, gx, y, contiguous(g[0]), rows, cols);
     add_flops(4.0 * double(y.numel()));
     return {gx};
   }
@@ -29,7 +29,7 @@ Tensor softmax_impl(const Tensor& x, bool log) {
   Tensor xc = contiguous(x);
   int64_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
   Tensor y = empty(x.shape(), x.dtype(), x.device());
-  if (y.numel() > 0) kernels<SoftmaxKernels>(x.device()).forward(log, y, xc, rows, cols);
+  if (y.numel() > 0) kernels<SoftmaxKernels>(x.device()).forward(current_context(), log, y, xc, rows, cols);
   add_flops(4.0 * double(y.numel()));
   if (autograd::needs_grad({&x})) {
     auto n = std::make_shared<SoftmaxBackward>();

@@ -7,7 +7,7 @@
 namespace loupe {
 namespace {
 
-void forward(bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
+void forward(const ExecContext&, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
   cpu::dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
@@ -31,7 +31,8 @@ void forward(bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t c
   });
 }
 
-void backward(bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows, int64_t cols) {
+void backward(const ExecContext&, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
+              int64_t cols) {
   cpu::dispatch_floating(y.dtype(), "softmax backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data<T>();

@@ -52,9 +52,9 @@ __global__ void softmax_bwd(bool log, T* gx, const T* y, const T* gy, int64_t ro
 
 unsigned warp_blocks(int64_t rows) { return unsigned((rows * 32 + cuda::kThreads - 1) / cuda::kThreads); }
 
-void forward(bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
+void forward(const ExecContext& ctx, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
   cuda::require_float(x, "softmax");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     softmax_fwd<T><<<warp_blocks(rows), cuda::kThreads, 0, s>>>(log, y.data<T>(), x.data<T>(), rows, cols);
@@ -62,9 +62,10 @@ void forward(bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t c
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows, int64_t cols) {
+void backward(const ExecContext& ctx, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
+              int64_t cols) {
   cuda::require_float(y, "softmax backward");
-  const cudaStream_t s = cuda::stream();
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(y.dtype(), "softmax backward", [&](auto tag) {
     using T = decltype(tag);
     softmax_bwd<T><<<warp_blocks(rows), cuda::kThreads, 0, s>>>(log, gx.data<T>(), y.data<T>(),

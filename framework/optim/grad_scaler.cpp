@@ -55,13 +55,14 @@ void GradScaler::check_(const Tensor& grads) {
   else ranges.emplace_back(0, flat.numel());
   source_.reset();
   const ScalerKernels& k = kernels<ScalerKernels>(grads.device());
+  const ExecContext ctx = current_context();
   for (const auto& [b, e] : ranges)
-    if (e > b) k.check(slice(flat, 0, b, e), state_);
+    if (e > b) k.check(ctx, slice(flat, 0, b, e), state_);
 }
 
 void GradScaler::update() {
   kernels<ScalerKernels>(state_.device())
-      .update(state_, float(opt_.growth_factor), float(opt_.backoff_factor), opt_.growth_interval);
+      .update(current_context(), state_, float(opt_.growth_factor), float(opt_.backoff_factor), opt_.growth_interval);
 }
 
 double GradScaler::current_scale() const { return state_.to_vector<float>()[kScale]; }

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "autograd/source_check.h"
+#include "core/exec_context.h"
 #include "core/philox.h"  // LOUPE_HD
 #include "core/tensor.h"
 
@@ -94,8 +95,8 @@ LOUPE_HD void scaler_update(float* s, float growth, float backoff, int interval)
 struct ScalerKernels {
   // Sets state[kFoundInf] = 1 when an element of grads is inf or NaN; writes nothing else.
   // grads [n] float32 contiguous (any alignment); state float32 [4] on the same device.
-  void (*check)(const Tensor& grads, const Tensor& state);
-  void (*update)(const Tensor& state, float growth, float backoff, int interval);
+  void (*check)(const ExecContext& ctx, const Tensor& grads, const Tensor& state);
+  void (*update)(const ExecContext& ctx, const Tensor& state, float growth, float backoff, int interval);
 };
 
 }  // namespace loupe::optim

@@ -20,8 +20,8 @@ float inv_scale(const UpdateArgs& a) { return a.scaler ? 1.f / a.scaler[kScale] 
 // The update's learning rate, with Keras' decay over the updates issued before it.
 float lr_of(const UpdateArgs& a) { return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr); }
 
-void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
-         float wd) {
+void sgd(const ExecContext&, const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum,
+         bool nesterov, float wd) {
   if (skipped(a)) return;
   const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
@@ -39,7 +39,8 @@ void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& 
   });
 }
 
-void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
+void rmsprop(const ExecContext&, const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho,
+             float eps) {
   if (skipped(a)) return;
   const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
@@ -54,8 +55,8 @@ void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs
   });
 }
 
-void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
-          double beta2, float eps, float wd) {
+void adam(const ExecContext&, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a,
+          double beta1, double beta2, float eps, float wd) {
   if (skipped(a)) return;
   // t: the updates applied so far, this one included (a GradScaler's skipped steps do not count).
   double t = *a.count + 1.0 - (a.scaler ? double(a.scaler[kSkipped]) : 0.0);
@@ -76,8 +77,8 @@ void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, co
   });
 }
 
-void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a,
-              float rho, float eps) {
+void adadelta(const ExecContext&, const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta,
+              const UpdateArgs& a, float rho, float eps) {
   if (skipped(a)) return;
   const float lr = lr_of(a), inv = inv_scale(a);
   float* pp = p.data<float>();
@@ -95,10 +96,10 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
   });
 }
 
-void count(const Tensor& c) { *c.data<double>() += 1.0; }
+void count(const ExecContext&, const Tensor& c) { *c.data<double>() += 1.0; }
 
 // GradScaler's pass: read-only, it only raises found_inf.
-void check(const Tensor& grads, const Tensor& state) {
+void check(const ExecContext&, const Tensor& grads, const Tensor& state) {
   const float* g = grads.data<float>();
   std::atomic<bool> bad{false};
   parallel_for(0, grads.numel(), kGrain, [&](int64_t b, int64_t e) {
@@ -109,7 +110,7 @@ void check(const Tensor& grads, const Tensor& state) {
   if (bad) state.data<float>()[kFoundInf] = 1.f;
 }
 
-void update(const Tensor& state, float growth, float backoff, int interval) {
+void update(const ExecContext&, const Tensor& state, float growth, float backoff, int interval) {
   scaler_update(state.data<float>(), growth, backoff, interval);
 }
 

@@ -91,26 +91,27 @@ __global__ void adam_kernel4(float* p, const float* g, float* m, float* v, int64
   if (t < n) op(p[t], g[t], m[t], v[t]);
 }
 
-void sgd(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
-         float wd) {
-  const cudaStream_t s = cuda::stream();
+void sgd(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a,
+         float momentum, bool nesterov, float wd) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = p.numel();
   sgd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(p.data<float>(), g.data<float>(),
                                                            buf.data<float>(), n, a, momentum, nesterov, wd);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void rmsprop(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps) {
-  const cudaStream_t s = cuda::stream();
+void rmsprop(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho,
+             float eps) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = p.numel();
   rmsprop_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(p.data<float>(), g.data<float>(),
                                                                v.data<float>(), n, a, rho, eps);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void adam(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
-          double beta2, float eps, float wd) {
-  const cudaStream_t s = cuda::stream();
+void adam(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+          const UpdateArgs& a, double beta1, double beta2, float eps, float wd) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = p.numel();
   if (cuda::vec4_ok(4, {p.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr()})) {
     adam_kernel4<<<cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, s>>>(
@@ -136,9 +137,9 @@ __global__ void adadelta_kernel(float* p, const float* g, float* acc, float* del
   }
 }
 
-void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a, float rho,
-              float eps) {
-  const cudaStream_t s = cuda::stream();
+void adadelta(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta,
+              const UpdateArgs& a, float rho, float eps) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = p.numel();
   adadelta_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
       p.data<float>(), g.data<float>(), acc.data<float>(), delta.data<float>(), n, a, rho, eps);
@@ -147,8 +148,8 @@ void adadelta(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor&
 
 __global__ void count_kernel(double* c) { *c += 1.0; }
 
-void count(const Tensor& c) {
-  const cudaStream_t s = cuda::stream();
+void count(const ExecContext& ctx, const Tensor& c) {
+  const cudaStream_t s = cuda::stream(ctx);
   count_kernel<<<1, 1, 0, s>>>(c.data<double>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -178,8 +179,8 @@ __global__ void update_kernel(float* s, float growth, float backoff, int interva
   scaler_update(s, growth, backoff, interval);
 }
 
-void check(const Tensor& grads, const Tensor& state) {
-  const cudaStream_t s = cuda::stream();
+void check(const ExecContext& ctx, const Tensor& grads, const Tensor& state) {
+  const cudaStream_t s = cuda::stream(ctx);
   int64_t n = grads.numel();
   if (cuda::vec4_ok(4, {grads.data_ptr()}))
     check_kernel4<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
@@ -188,8 +189,8 @@ void check(const Tensor& grads, const Tensor& state) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void update(const Tensor& state, float growth, float backoff, int interval) {
-  const cudaStream_t s = cuda::stream();
+void update(const ExecContext& ctx, const Tensor& state, float growth, float backoff, int interval) {
+  const cudaStream_t s = cuda::stream(ctx);
   update_kernel<<<1, 1, 0, s>>>(state.data<float>(), growth, backoff, interval);
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -50,8 +50,9 @@ UpdateArgs Optimizer::begin_update(bool reads_count) {
   return a;
 }
 
+// The updates run inside the training step (and its CUDA graph capture), in the calling thread's context.
 void Optimizer::end_update(double flops_per_parameter) {
-  if (count_this_step_) kernels<OptimKernels>(arena_.device()).count(count_);
+  if (count_this_step_) kernels<OptimKernels>(arena_.device()).count(current_context(), count_);
   arena_.refresh_compute_copy();
   add_flops(flops_per_parameter * double(arena_.num_parameters()));
 }
@@ -66,7 +67,8 @@ SGD::SGD(nn::ParameterArena& arena, double lr, double momentum, bool nesterov, d
 void SGD::step() {
   UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .sgd(arena_.values(), arena_.grads(), state_[0].second, a, float(momentum_), nesterov_, float(weight_decay_));
+      .sgd(current_context(), arena_.values(), arena_.grads(), state_[0].second, a, float(momentum_), nesterov_,
+           float(weight_decay_));
   end_update(2 + (momentum_ != 0 ? 2 : 0) + (nesterov_ ? 1 : 0) + (weight_decay_ != 0 ? 2 : 0));
 }
 
@@ -79,7 +81,7 @@ RMSprop::RMSprop(nn::ParameterArena& arena, double lr, double rho, double eps)
 void RMSprop::step() {
   UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .rmsprop(arena_.values(), arena_.grads(), state_[0].second, a, float(rho_), float(eps_));
+      .rmsprop(current_context(), arena_.values(), arena_.grads(), state_[0].second, a, float(rho_), float(eps_));
   end_update(6.0);
 }
 
@@ -93,8 +95,8 @@ Adam::Adam(nn::ParameterArena& arena, double lr, double beta1, double beta2, dou
 void Adam::step() {
   UpdateArgs a = begin_update(true);  // the bias corrections need the step count
   kernels<OptimKernels>(arena_.device())
-      .adam(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, beta1_, beta2_, float(eps_),
-            float(weight_decay_));
+      .adam(current_context(), arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, beta1_, beta2_,
+            float(eps_), float(weight_decay_));
   end_update(12.0);
 }
 
@@ -108,7 +110,8 @@ Adadelta::Adadelta(nn::ParameterArena& arena, double lr, double rho, double eps)
 void Adadelta::step() {
   UpdateArgs a = begin_update(false);
   kernels<OptimKernels>(arena_.device())
-      .adadelta(arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, float(rho_), float(eps_));
+      .adadelta(current_context(), arena_.values(), arena_.grads(), state_[0].second, state_[1].second, a, float(rho_),
+                float(eps_));
   end_update(14.0);
 }
 

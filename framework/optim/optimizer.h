@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "nn/arena.h"
 #include "optim/grad_scaler.h"
 
@@ -111,15 +112,16 @@ class Adadelta : public Optimizer {
 };
 
 struct OptimKernels {
-  void (*sgd)(const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum, bool nesterov,
-              float weight_decay);
-  void (*rmsprop)(const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a, float rho, float eps);
+  void (*sgd)(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a,
+              float momentum, bool nesterov, float weight_decay);
+  void (*rmsprop)(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& v, const UpdateArgs& a,
+                  float rho, float eps);
   // Adam's bias corrections for t = *count + 1 - (with a scaler) the steps it skipped, in double.
-  void (*adam)(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const UpdateArgs& a, double beta1,
-               double beta2, float eps, float weight_decay);
-  void (*adadelta)(const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta, const UpdateArgs& a,
-                   float rho, float eps);
-  void (*count)(const Tensor& c);  // c[0] += 1 (float64)
+  void (*adam)(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+               const UpdateArgs& a, double beta1, double beta2, float eps, float weight_decay);
+  void (*adadelta)(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Tensor& acc, const Tensor& delta,
+                   const UpdateArgs& a, float rho, float eps);
+  void (*count)(const ExecContext& ctx, const Tensor& c);  // c[0] += 1 (float64)
 };
 
 }  // namespace loupe::optim
