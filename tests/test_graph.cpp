@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "data/synthetic.h"
+#include "instrument/monitor.h"
 #include "loader/loader.h"
 #include "loupe.h"
 #include "models/registry.h"
@@ -190,6 +191,36 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   off.graph = train::GraphMode::Off;
   train::Trainer t2(session.model(), session.optimizer(), kCUDA, off);
   EXPECT_EQ(t2.step_mode(), "eager: --graph off");
+}
+
+// --busy's split of a graphed epoch (issue 35): the GPU ran the graph's kernels each step (and at
+// most the one-thread kernel that advances the dropout's random base, outside the graph), the gaps
+// between them are there and short, and busy + boundaries never exceed the window.
+TEST(GraphGpu, BusySplitsAGraphedEpochIntoWorkAndBoundaries) {
+  REQUIRE_GPU();
+  models::SessionOptions so;
+  so.device = kCUDA;
+  models::Session session(models::find_model("mnist_mlp"), so);
+  train::Trainer& t = session.trainer();
+  instrument::MonitorOptions mo;
+  mo.nvml = false;
+  mo.busy = true;
+  instrument::EpochMonitor mon(kCUDA, mo);
+  t.hooks.monitor = &mon;
+  train::TensorDataset set{zeros(Shape{128 * 40, 28, 28}, DType::u8, kCUDA), zeros(Shape{128 * 40}, DType::u8, kCUDA)};
+  t.train_epoch(set, 128, 1, 1);  // captures the graph
+  const train::EpochStats st = t.train_epoch(set, 128, 1, 2);
+  ASSERT_EQ(st.graph_steps, 40);
+  instrument::EpochReport r;
+  r.steps = st.steps;
+  mon.fill(r);
+  if (!r.gpu_busy_share) GTEST_SKIP() << "no CUPTI busy time here: " << r.busy_why;
+  ASSERT_TRUE(r.gpu_boundary_share && r.gpu_kernels_per_step);
+  EXPECT_GE(*r.gpu_kernels_per_step, st.graph_kernels);
+  EXPECT_LE(*r.gpu_kernels_per_step, st.graph_kernels + 1.0);
+  EXPECT_GT(*r.gpu_boundary_share, 0.0);
+  EXPECT_LT(*r.gpu_boundary_share, *r.gpu_busy_share);
+  EXPECT_LE(*r.gpu_busy_share + *r.gpu_boundary_share, 1.0);
 }
 
 // fp16 on a model with no layer wide enough for tensor cores (imdb_fasttext: its Dense(50 -> 1) is

@@ -254,5 +254,28 @@ TEST(ChromeTrace, BadEventsThrowAndWriteNothing) {
   EXPECT_FALSE(std::ifstream(path).good());
 }
 
+TEST(SplitTime, BoundariesAreTheShortGapsBetweenWork) {
+  // [10,20) [22,30) [30,35) [60,70) in [0,100): busy 10+13+10 = 33; gaps 2 (a boundary at max 5),
+  // 25 (idle); the head 10 and the tail 30 are idle too.
+  std::vector<Interval> v{{60, 70}, {10, 20}, {22, 30}, {30, 35}};
+  TimeSplit s = split_time(v, 0, 100, 5);
+  EXPECT_EQ(s.busy, 33u);
+  EXPECT_EQ(s.boundary, 2u);
+  EXPECT_EQ(s.boundaries, 1u);
+  EXPECT_EQ(s.idle, 65u);
+  EXPECT_EQ(s.busy + s.boundary + s.idle, 100u);
+  // A gap of exactly the threshold is idle; clipping cuts the window's edges, not the gaps inside.
+  s = split_time(v, 0, 100, 2);
+  EXPECT_EQ(s.boundary, 0u);
+  EXPECT_EQ(s.idle, 67u);
+  s = split_time(v, 15, 65, 30);
+  EXPECT_EQ(s.busy, 5u + 13u + 5u);
+  EXPECT_EQ(s.boundary, 2u + 25u);
+  EXPECT_EQ(s.boundaries, 2u);
+  EXPECT_EQ(s.idle, 0u);
+  EXPECT_EQ(split_time({}, 0, 50, 5).idle, 50u);
+  EXPECT_EQ(split_time(v, 50, 50, 5).idle, 0u);
+}
+
 }  // namespace
 }  // namespace loupe::instrument

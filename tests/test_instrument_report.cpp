@@ -33,8 +33,8 @@ const std::vector<std::string> kFields = {
     "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "graph_why",
     "flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
-    "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "busy_why",
-    "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch", "cost_per_million_samples",
+    "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "gpu_boundary_share",
+    "gpu_kernels_per_step", "busy_why", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch", "cost_per_million_samples",
     "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "nccl_share",
     "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share", "advice"};
 
@@ -44,7 +44,7 @@ const std::vector<std::string> kOptional = {
     "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
-    "gpu_busy_share", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch",
+    "gpu_busy_share", "gpu_boundary_share", "gpu_kernels_per_step", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch",
     "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step",
     "nccl_share", "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share"};
 
@@ -75,7 +75,7 @@ struct ReportShape {
   std::string nvml_why;
   Opt nvml[11];
   std::string throttle;
-  Opt busy;
+  Opt busy[3];
   std::string busy_why;
   Opt rest[6];
   int dp[2];
@@ -101,7 +101,8 @@ EpochReport full_report() {
   r.mem_used_max_bytes = 1.2 * (1 << 30); r.mem_total_bytes = 150109880320.0;
   r.power_mean_w = 180; r.power_max_w = 240; r.energy_j = 1234.5; r.samples_per_joule = 2300;
   r.temp_max_c = 41; r.sm_clock_mean_mhz = 1980; r.throttle = "";
-  r.gpu_busy_share = 0.55; r.alloc_peak_bytes = 3.5e8;
+  r.gpu_busy_share = 0.55; r.gpu_boundary_share = 0.05; r.gpu_kernels_per_step = 45;
+  r.alloc_peak_bytes = 3.5e8;
   r.host_cpu_util = 1.0; r.host_rss_bytes = 410.0 * (1 << 20);
   r.cost_epoch = 0.000123; r.cost_per_million_samples = 0.002;
   r.advice = {"first, with comma", "second \"quoted\""};

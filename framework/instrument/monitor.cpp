@@ -262,12 +262,7 @@ void EpochMonitor::fill(EpochReport& r) {
     if (g.energy_j && *g.energy_j > 0) r.samples_per_joule = double(r.samples) / *g.energy_j;
   }
   r.busy_why = busy_why_;
-  if (busy_ && busy_t1_ > busy_t0_) {
-    uint64_t b = busy_->busy_ns(busy_t0_, busy_t1_);
-    r.gpu_busy_share = double(b) / double(busy_t1_ - busy_t0_);
-    if (opt_.nccl) fill_nccl(r, b);
-    busy_->discard_before(busy_t1_);
-  }
+  if (busy_ && busy_t1_ > busy_t0_) fill_busy(r);
   if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;
   // Of the time its threads were ready to run, the share they waited for a core.
   const double waited = this->waited();
@@ -284,6 +279,26 @@ void EpochMonitor::fill(EpochReport& r) {
     if (r.samples > 0 && r.train_seconds > 0)
       r.cost_per_million_samples = opt_.price_per_hour * (r.train_seconds / 3600.0) * 1e6 / double(r.samples);
   }
+}
+
+// The GPU's time split into busy, boundaries and idle (instrument/intervals.h), and its kernels per
+// step, from the window's activity records.
+void EpochMonitor::fill_busy(EpochReport& r) {
+  const std::vector<ActivityRecord> recs = busy_->records(busy_t0_, busy_t1_);
+  std::vector<Interval> all;
+  all.reserve(recs.size());
+  int64_t kernels = 0;
+  for (const ActivityRecord& a : recs) {
+    all.push_back({a.begin_ns, a.end_ns});
+    kernels += a.kind == 0 && a.begin_ns >= busy_t0_;  // one that began before the window is the last epoch's
+  }
+  const TimeSplit s = split_time(std::move(all), busy_t0_, busy_t1_, kBoundaryMaxNs);
+  const double window = double(busy_t1_ - busy_t0_);
+  r.gpu_busy_share = double(s.busy) / window;
+  r.gpu_boundary_share = double(s.boundary) / window;
+  if (r.steps > 0) r.gpu_kernels_per_step = double(kernels) / double(r.steps);
+  if (opt_.nccl) fill_nccl(r, s.busy);
+  busy_->discard_before(busy_t1_);
 }
 
 // The all-reduce's work: NCCL's kernels, or the copy engines' peer copies and the kernels of

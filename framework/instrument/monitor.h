@@ -68,6 +68,7 @@ class EpochMonitor {
   std::vector<GpuSample> gpu_samples_from(size_t first) const;
 
  private:
+  void fill_busy(EpochReport& r);
   void fill_nccl(EpochReport& r, uint64_t busy_ns);
   void start_timeline_peers();
   std::future<std::map<int, double>> read_delays() const;

@@ -68,6 +68,10 @@ struct EpochReport {
 
   // GPU busy time from CUPTI activity records (--busy): union of kernel and copy intervals.
   Opt gpu_busy_share;                        // busy / train wall time, 0..1
+  // The same window's gaps shorter than 5 us between two stretches of the GPU's work (kernel
+  // boundaries: instrument/intervals.h, split_time), over train wall time; the rest is idle. And
+  // the kernels the GPU ran per training step (a graphed step's kernel count, plus eager steps').
+  Opt gpu_boundary_share, gpu_kernels_per_step;
   std::string busy_why;
 
   // Memory from loupe's allocator (the stream-ordered pool), plus the CUDA graphs' own memory.

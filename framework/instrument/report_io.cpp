@@ -43,7 +43,8 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(mem_util_mean); LOUPE_FIELD(mem_used_max_bytes); LOUPE_FIELD(mem_total_bytes);
   LOUPE_FIELD(power_mean_w); LOUPE_FIELD(power_max_w); LOUPE_FIELD(energy_j); LOUPE_FIELD(samples_per_joule);
   LOUPE_FIELD(temp_max_c); LOUPE_FIELD(sm_clock_mean_mhz); LOUPE_FIELD(throttle);
-  LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
+  LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(gpu_boundary_share); LOUPE_FIELD(gpu_kernels_per_step);
+  LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
   LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes); LOUPE_FIELD(host_cpu_wait_share);
   LOUPE_FIELD(cost_epoch); LOUPE_FIELD(cost_per_million_samples);
   LOUPE_FIELD(rank); LOUPE_FIELD(world_size); LOUPE_FIELD(world_samples_per_sec); LOUPE_FIELD(scaling_efficiency);
@@ -155,6 +156,10 @@ std::string device_line(const EpochReport& r) {
   if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
   if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
   o += "  busy " + or_na(r.gpu_busy_share, pct);
+  if (r.gpu_boundary_share) {
+    o += " + boundaries " + pct(*r.gpu_boundary_share);
+    if (r.gpu_kernels_per_step) o += fmt(" (%.0f kernels a step)", *r.gpu_kernels_per_step);
+  }
   if (r.mfu && r.peak_tflops) {
     o += "  MFU " + pct(*r.mfu) + " of " + n3(*r.peak_tflops) + " TFLOP/s " + precision_name(r.precision);
   } else {
