@@ -79,16 +79,22 @@ void print_counters(const instrument::Profile& p, int64_t step) {
 
 int report_profile(const Options& o, const instrument::Profile& p) {
   const auto [first, last] = o.profile_steps;
-  std::printf("window  steps %lld..%lld (%lld steps), eager: CUDA graphs are off in a profile (a replayed graph "
-              "has no per-op scopes; its kernels are the same)\n",
-              (long long)first, (long long)last, (long long)p.steps);
+  if (p.graph_replays < 0)
+    std::printf("window  steps %lld..%lld (%lld steps), eager (--graph on profiles the step as one CUDA graph)\n",
+                (long long)first, (long long)last, (long long)p.steps);
+  else
+    std::printf("window  steps %lld..%lld (%lld steps), graphed: %lld replays of the captured step, each kernel tied to "
+                "the op that captured it through its graph node (CUPTI)\n",
+                (long long)first, (long long)last, (long long)p.steps, (long long)p.graph_replays);
   std::printf("ceiling compute %.3g TFLOP/s (%s); memory %.0f GB/s (%s)\n\n", p.ceilings.flops / 1e12,
               p.ceilings.flops_source.c_str(), p.ceilings.bandwidth / 1e9, p.ceilings.bandwidth_source.c_str());
   std::printf("%s\n", instrument::profile_table(p).c_str());
   if (p.gpu)
-    std::printf("step    %.1f us per step: GPU busy %.1f us (%.1f %%), idle %.1f us (host gaps); the rows' shares add "
+    std::printf("step    %.1f us per step: GPU busy %.1f us (%.1f %%), boundaries %.1f us (%.1f %%: the gaps under 5 us "
+                "between its %.0f kernels, copies and memsets), other idle %.1f us (host gaps); the rows' shares add "
                 "up to %.1f %% of the busy time (their kernel times to %.1f %%: more where streams overlap)\n",
-                p.wall * 1e6, p.busy * 1e6, p.wall > 0 ? 100 * p.busy / p.wall : 0, p.idle * 1e6,
+                p.wall * 1e6, p.busy * 1e6, p.wall > 0 ? 100 * p.busy / p.wall : 0, p.boundary * 1e6,
+                p.wall > 0 ? 100 * p.boundary / p.wall : 0, p.activities, std::max(0.0, p.idle - p.boundary) * 1e6,
                 p.busy > 0 ? 100 * p.rows_busy / p.busy : 0, p.busy > 0 ? 100 * p.rows_seconds / p.busy : 0);
   else
     std::printf("step    %.1f us per step: inside ops %.1f us (%.1f %%), outside them %.1f us (data, host work)\n",

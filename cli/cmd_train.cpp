@@ -15,10 +15,12 @@
 #include "core/error.h"
 #include "core/knobs.h"
 #include "core/nvtx.h"
+#include "core/op_record.h"
 #include "core/thread_pool.h"
 #include "instrument/advice.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/counters.h"
+#include "instrument/graph_nodes.h"
 #include "instrument/monitor.h"
 #include "instrument/report_io.h"
 #include "instrument/tensorboard.h"
@@ -573,11 +575,30 @@ struct CounterPass {
 
 // loupe profile: `loupe train`'s setup for one epoch that ends with the window (steps 20..39 by
 // default), eager, with CUPTI's activity records on a GPU; then the table (cli/cmd_profile.cpp).
+namespace {
+// --graph on|auto: the map from the graph's nodes to the ops that captured them, subscribed before
+// the first step, and op records on from there, so that the capture (whichever step makes it)
+// records its ops.
+std::unique_ptr<instrument::GraphNodeMap> graph_node_map(const Run& run) {
+  if (!run.dev.is_cuda()) throw Error("--graph profiles a CUDA graph: a GPU run (--device cuda)");
+  std::string why;
+  std::unique_ptr<instrument::GraphNodeMap> nodes = instrument::make_graph_node_map(&why);
+  if (!nodes)
+    throw Error("loupe profile --graph cannot tie a graph's kernels to their ops here: " + why +
+                " (--graph off profiles the eager step)");
+  op_records_enable(true);
+  return nodes;
+}
+}  // namespace
+
 int cmd_profile(const Options& o) {
   if (o.model.empty()) throw Error("loupe profile needs a model name, e.g. `loupe profile mnist_mlp` (see loupe models)");
   Options po = o;
   if (!o.has("profile-steps")) po.profile_steps = {20, 39};
-  po.graph = train::GraphMode::Off;
+  const bool graphed = o.has("graph") && o.graph != train::GraphMode::Off;
+  if (graphed && o.counters)
+    throw Error("--counters reads the kernels of an eager step; profile the graph without them, or --graph off");
+  if (!graphed) po.graph = train::GraphMode::Off;
   po.busy = true;
   po.epochs = 1;
   po.plain = true;
@@ -602,12 +623,23 @@ int cmd_profile(const Options& o) {
   window.attach(trainer);
   CounterPass counters(o.counters, run.dev, rep.monitor, po.profile_steps.second);
   counters.attach(trainer);
+  std::unique_ptr<instrument::GraphNodeMap> nodes = graphed ? graph_node_map(run) : nullptr;
   train::EpochStats st = run_training_epoch(run, rep, 1);
+  op_records_enable(false);
   if (run.dl) run.dl->stop();
   if (st.interrupted) return interrupt_exit_status();
   if (!window.complete()) throw Error("the training epoch ended before the profile window closed");
   instrument::ProfileInput in = window.input();
   in.ceilings = ceilings;
+  if (nodes) {
+    in.graph_replays = instrument::attribute_graph_nodes(in.activity, *nodes);
+    in.ops = instrument::graph_window_ops(std::move(in.ops), in.activity, po.profile_steps.first,
+                                          po.profile_steps.second, in.graph_replays);
+    // A replay counts no FLOPs on the host: the capture's count stands for each replay.
+    in.counted_flops = in.unscoped_flops;
+    for (const OpRecord& r : in.ops) in.counted_flops += r.flops;
+    if (in.graph_replays == 0) std::printf("note    no step of the window ran as a graph: %s\n", trainer.step_mode().c_str());
+  }
   counters.fill(in);
   return report_profile(po, instrument::build_profile(in));
 }

@@ -289,7 +289,7 @@ options:
 
 const char* const kProfileUsage = R"(usage: loupe profile MODEL [options]
 
-Trains MODEL eagerly for one short epoch and, for the window of global steps A..B (default
+Trains MODEL for one short epoch (eagerly, unless --graph) and, for the window of global steps A..B (default
 20:39, after the warm-up), prints per module, op and phase (forward, backward, optimizer): calls
 and GPU time per step (CUPTI's kernel records joined to the op that launched them), share of the
 GPU's busy time, analytic FLOPs and bytes, achieved TFLOP/s and GB/s, the percentage of the
@@ -305,6 +305,9 @@ options:
   --counters          also read each kernel's hardware counters (CUPTI's range profiler, kernel
                       replay) in one more step after the window: FP32 FMA pipe, tensor pipe and DRAM
                       throughput in percent of peak, per row and time-weighted over the step
+  --graph auto|on|off off (default): the eager step; on or auto: the step as loupe train runs it,
+                      one CUDA graph replayed, each kernel tied to the op that captured it through
+                      its graph node (CUPTI), and the gaps between kernels as boundary time
   --device cpu|cuda   where to train (default: cuda when a GPU is present)
   --batch N           batch size (default: the recipe's)
   --lr X              learning rate
@@ -383,7 +386,7 @@ const std::map<std::string, Spec> kSpecs = {
        o.precisions = parse_list(v);
        for (const std::string& p : o.precisions) parse_precision(p);  // unknown or unimplemented ones first
      }}},
-    {"graph", {false, "train eval bench sweep", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
+    {"graph", {false, "train eval bench sweep profile", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
     {"threads", {false, "train bench sweep profile", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
     {"seed", {false, "train generate bench sweep profile", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
     {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},

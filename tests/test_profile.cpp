@@ -10,9 +10,12 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/flops.h"
 #include "core/nvtx.h"
 #include "core/op_record.h"
+#include "instrument/graph_nodes.h"
 #include "instrument/op_profile.h"
 #include "loupe.h"
 #include "op_cases.h"
@@ -262,3 +265,93 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
             std::string::npos)
       << out;
 }
+
+// A graphed window (issue 35): records that a graph ran carry its node, not an op; the map from
+// nodes to the ops that captured them names their op, and the capture's records count once per
+// replay, beside the window's own host-side ops. Nodes with no op stay unattributed, never dropped.
+TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
+  struct FakeMap : instrument::GraphNodeMap {
+    uint64_t op_of(uint64_t node) override { return node == 101 ? 7 : node == 102 ? 8 : 0; }
+    size_t nodes_created() override { return 3; }
+  } map;
+  std::vector<instrument::ActivityRecord> act;
+  for (int replay = 0; replay < 3; ++replay) {
+    const uint64_t t = 1000 * uint64_t(replay);
+    act.push_back({"gemm", t, t + 100, 0, 7, 0, 0, 101});
+    act.push_back({"relu", t + 101, t + 150, 0, 7, 0, 0, 102});
+    act.push_back({"u64_add", t + 151, t + 152, 0, 7, 0, 0, 103});  // captured outside any op
+  }
+  act.push_back({"gather", 3100, 3120, 0, 7, 9, 0, 0});  // the window's own, eager, op 9
+  EXPECT_EQ(instrument::attribute_graph_nodes(act, map), 3);
+  EXPECT_EQ(act[0].external, 7u);
+  EXPECT_EQ(act[1].external, 8u);
+  EXPECT_EQ(act[2].external, 0u);
+  EXPECT_EQ(act[9].external, 9u);
+  auto rec = [](uint64_t id, int64_t step, const char* op, double flops) {
+    OpRecord r;
+    r.id = id, r.step = step, r.op = op, r.module = "fc1/Linear", r.phase = "forward", r.flops = flops;
+    return r;
+  };
+  // Recorded since the run began: an eager step 1, the capture at step 3, the window (10..12).
+  std::vector<OpRecord> ops{rec(1, 1, "linear", 10), rec(7, 3, "linear", 10), rec(8, 3, "relu", 0),
+                            rec(9, 11, "gather", 0)};
+  std::vector<OpRecord> w = instrument::graph_window_ops(ops, act, 10, 12, 3);
+  ASSERT_EQ(w.size(), 7u);  // linear and relu three times each, the gather once; step 1's dropped
+  instrument::ProfileInput in;
+  in.ops = w;
+  in.activity = act;
+  in.gpu = true;
+  in.steps = 3;
+  in.graph_replays = 3;
+  instrument::Profile p = instrument::build_profile(in);
+  std::map<std::string, const instrument::ProfileRow*> rows;
+  for (const auto& r : p.rows) rows[r.op] = &r;
+  ASSERT_TRUE(rows.count("linear") && rows.count("relu") && rows.count("u64_add") && rows.count("gather"));
+  EXPECT_DOUBLE_EQ(rows["linear"]->calls, 1.0);
+  EXPECT_DOUBLE_EQ(rows["linear"]->kernels, 1.0);
+  EXPECT_DOUBLE_EQ(rows["linear"]->flops, 10.0);
+  EXPECT_EQ(rows["u64_add"]->phase, "unattributed");
+  EXPECT_EQ(p.graph_replays, 3);
+  EXPECT_NEAR(p.activities, 10.0 / 3, 1e-12);
+  // Gaps under 5 us between the records: 1 + 1 ns per replay, and the ones between replays.
+  EXPECT_GT(p.boundary, 0.0);
+}
+
+// loupe profile --graph on (issue 35): the step users run, replayed from its graph, its kernels
+// tied to the ops that captured them. Every replay counted, the kernels in rows named by ops (only
+// the graph's own bookkeeping unattributed), and the same ops as the eager profile of the step.
+TEST(ProfileGpu, TheGraphedStepNodeByNode) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  const auto json = test::temp_path("gprofile.json"), csv = test::temp_path("gprofile.csv"),
+             png = test::temp_path("gprofile.png");
+  const std::string common = std::string(LOUPE_CLI) + " profile mnist_mlp --synthetic --resident --precision fp16 " +
+                             "--profile-steps 10:19 --csv " + csv.string() + " --png " + png.string() + " --json " +
+                             json.string();
+  auto [rc, out] = test::run_command(common + " --graph on");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("graphed: 10 replays of the captured step"), std::string::npos) << out;
+  EXPECT_NE(out.find("boundaries"), std::string::npos) << out;
+  const nlohmann::json j = nlohmann::json::parse(test::slurp(json));
+  EXPECT_EQ(j.at("graph_replays").get<int64_t>(), 10);
+  EXPECT_GT(j.at("boundary_us_per_step").get<double>(), 0);
+  // Rows: kernels per step by phase; the unattributed ones are the graph's own (the random base's
+  // advance), at most two a step.
+  std::map<std::string, double> kernels;
+  for (const auto& r : j.at("rows")) kernels[r.at("phase").get<std::string>()] += r.at("kernels_per_step").get<double>();
+  EXPECT_GT(kernels["forward"], 0) << j.dump();
+  EXPECT_GT(kernels["backward"], 0) << j.dump();
+  EXPECT_GT(kernels["optimizer"], 0) << j.dump();
+  EXPECT_LE(kernels["unattributed"], 2.0) << j.dump();
+  const std::string graphed_csv = test::slurp(csv);
+  std::tie(rc, out) = test::run_command(common);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(", eager (--graph on"), std::string::npos) << out;
+  // The eager profile's ops are the graph's: each (module, op, phase) of one is in the other.
+  const std::string eager_csv = test::slurp(csv);
+  for (const char* key : {"\"matmul\",forward", "\"bias_act\",backward", "\"RMSprop\",optimizer"}) {
+    EXPECT_NE(graphed_csv.find(key), std::string::npos) << key << "\n" << graphed_csv;
+    EXPECT_NE(eager_csv.find(key), std::string::npos) << key << "\n" << eager_csv;
+  }
+  for (const auto& p : {csv, json, png}) std::filesystem::remove(p);
+}
+

@@ -57,6 +57,10 @@ std::vector<OpRecord> op_records_take(double* unscoped_flops) {
   return out;
 }
 
+uint64_t op_record_current_id() {
+  return g_rec.on && g_rec.outer >= 0 ? g_rec.records[size_t(g_rec.outer)].id : 0;
+}
+
 void set_op_correlation_hook(OpCorrelationHook h) { g_hook.store(h); }
 
 void OpScope::open(std::string op, std::string module, const char* phase) {

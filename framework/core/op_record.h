@@ -31,6 +31,9 @@ struct OpRecord {
 void op_records_enable(bool on);
 bool op_records_on();
 std::vector<OpRecord> op_records_take(double* unscoped_flops = nullptr);
+// The id of the calling thread's open outermost scope; 0 when none is open or recording is off
+// (a CUDA graph's nodes are tied to the op that captured them by it: instrument/graph_nodes.h).
+uint64_t op_record_current_id();
 
 // The GPU side: called with (id, true) when an outermost scope opens and (id, false) when it
 // closes, on the recording thread; the CUDA activity tracker pushes and pops CUPTI's external

@@ -17,6 +17,7 @@ struct ActivityRecord {
   uint32_t stream;          // CUPTI's stream id
   uint64_t external = 0;    // the op record (core/op_record.h) that launched it; 0: none, or not correlating
   uint32_t correlation = 0;  // CUPTI's id of the API call that launched it: increases in launch order
+  uint64_t graph_node = 0;   // CUPTI's id of the graph node that ran it; 0: not launched by a graph
 };
 
 // CUPTI's activity callbacks are process-wide, so at most one tracker lives at a time.

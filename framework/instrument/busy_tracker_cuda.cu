@@ -67,6 +67,7 @@ struct Rec {
   uint32_t stream;
   int kind;
   uint32_t correlation;  // CUPTI's id of the API call that launched it
+  uint64_t graph_node;   // the graph node that ran it (0: none)
 };
 
 // Shared with CUPTI's callbacks. Never destroyed: CUPTI may still deliver buffers at exit.
@@ -159,13 +160,15 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     Rec r{};
     if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
-      r = Rec{k->start, k->end, intern(s, k->name ? k->name : "kernel"), k->streamId, 0, k->correlationId};
+      r = Rec{k->start,     k->end, intern(s, k->name ? k->name : "kernel"), k->streamId, 0, k->correlationId,
+              k->graphNodeId};
     } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
-      r = Rec{m->start, m->end, intern(s, memcpy_name(m->copyKind)), m->streamId, 1, m->correlationId};
+      r = Rec{m->start, m->end, intern(s, memcpy_name(m->copyKind)), m->streamId, 1, m->correlationId,
+             m->graphNodeId};
     } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
-      r = Rec{m->start, m->end, intern(s, "memset"), m->streamId, 2, m->correlationId};
+      r = Rec{m->start, m->end, intern(s, "memset"), m->streamId, 2, m->correlationId, m->graphNodeId};
     } else if (a->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
       auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(a);
       if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) s.external[e->correlationId] = e->externalId;
@@ -265,7 +268,7 @@ class CuptiTracker final : public BusyTracker {
         if (r.end > t0 && r.begin < t1) {
           auto e = s.external.find(r.correlation);
           out.push_back({s.names[r.name], r.begin, r.end, r.kind, r.stream, e == s.external.end() ? 0 : e->second,
-                         r.correlation});
+                         r.correlation, r.graph_node});
         }
     }
     std::stable_sort(out.begin(), out.end(),

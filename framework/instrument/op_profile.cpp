@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "instrument/intervals.h"
 #include "instrument/json_out.h"
 
 namespace loupe::instrument {
@@ -183,6 +184,18 @@ void match_counters(const ProfileInput& in, const std::unordered_map<uint64_t, P
   p.counted_kernels = in.counters.size();
   if (w > 0) p.fma_pct = f / w, p.tensor_pct = t / w, p.dram_pct = d / w;
 }
+// The gaps under 5 us between the window's GPU work (instrument/intervals.h), and the records, per step.
+void boundaries(const std::vector<ActivityRecord>& activity, Profile& p) {
+  if (activity.empty()) return;
+  std::vector<Interval> v;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const ActivityRecord& a : activity) {
+    v.push_back({a.begin_ns, a.end_ns});
+    first = std::min(first, a.begin_ns), last = std::max(last, a.end_ns);
+  }
+  p.boundary = double(split_time(std::move(v), first, last, kBoundaryMaxNs).boundary) * 1e-9 / double(p.steps);
+  p.activities = double(activity.size()) / double(p.steps);
+}
 }  // namespace
 
 Profile build_profile(const ProfileInput& in) {
@@ -249,6 +262,8 @@ Profile build_profile(const ProfileInput& in) {
   p.wall = in.wall_seconds / steps;
   p.busy = in.busy_seconds / steps;
   p.idle = std::max(0.0, p.wall - p.busy);
+  p.graph_replays = in.graph_replays;
+  boundaries(in.activity, p);
   p.unscoped_flops = in.unscoped_flops / steps;
   p.counted_flops = in.counted_flops / steps;
   for (auto& r : p.rows) {
@@ -360,6 +375,9 @@ std::string profile_json(const Profile& p) {
          {"wall_us_per_step", json_number(p.wall * 1e6)},
          {"busy_us_per_step", json_number(p.busy * 1e6)},
          {"idle_us_per_step", json_number(p.idle * 1e6)},
+         {"boundary_us_per_step", json_number(p.boundary * 1e6)},
+         {"activities_per_step", json_number(p.activities)},
+         {"graph_replays", p.graph_replays},
          {"rows_us_per_step", json_number(p.rows_seconds * 1e6)},
          {"rows_busy_us_per_step", json_number(p.rows_busy * 1e6)},
          {"flops_per_step", json_number(p.flops)},

@@ -61,6 +61,10 @@ struct ProfileInput {
   double wall_seconds = 0;    // the window on the host (first step's start to the GPU's finish)
   double busy_seconds = 0;    // GPU: union of the activity intervals; CPU: the op scopes' time
   Ceilings ceilings;
+  // A graphed window (loupe profile --graph on): how many times the captured step was replayed in
+  // it (its kernels tied to their ops through their graph nodes: instrument/graph_nodes.h); -1: an
+  // eager window.
+  int64_t graph_replays = -1;
   // --counters: the kernels of one more step, in launch order (CounterSession::read), matched to
   // the window's last step's kernels in launch order by name; empty with counters_why when not read.
   bool counters_asked = false;
@@ -74,6 +78,10 @@ struct Profile {
   int64_t steps = 0;
   bool gpu = false;
   double wall = 0, busy = 0, idle = 0;  // per step, seconds
+  // Per step: the gaps under 5 us between the GPU's work (kernel boundaries, part of idle above:
+  // instrument/intervals.h) and the GPU activity records (kernels, copies, memsets).
+  double boundary = 0, activities = 0;
+  int64_t graph_replays = -1;           // as ProfileInput's
   double rows_seconds = 0;              // the rows' time summed, per step
   double rows_busy = 0;                 // the rows' busy_seconds summed, per step (= busy but for clipping)
   double flops = 0, unscoped_flops = 0, counted_flops = 0;  // per step
