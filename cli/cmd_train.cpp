@@ -635,9 +635,11 @@ int cmd_profile(const Options& o) {
     in.graph_replays = instrument::attribute_graph_nodes(in.activity, *nodes);
     in.ops = instrument::graph_window_ops(std::move(in.ops), in.activity, po.profile_steps.first,
                                           po.profile_steps.second, in.graph_replays);
-    // A replay counts no FLOPs on the host: the capture's count stands for each replay.
-    in.counted_flops = in.unscoped_flops;
-    for (const OpRecord& r : in.ops) in.counted_flops += r.flops;
+    // The trainer counts each replay's FLOPs outside any op scope (the capture's count, again), so
+    // what lies outside the rows is the count less the rows' (the capture's records, per replay).
+    double rows = 0;
+    for (const OpRecord& r : in.ops) rows += r.flops;
+    in.unscoped_flops = std::max(0.0, in.counted_flops - rows);
     if (in.graph_replays == 0) std::printf("note    no step of the window ran as a graph: %s\n", trainer.step_mode().c_str());
   }
   counters.fill(in);

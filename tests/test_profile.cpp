@@ -334,6 +334,11 @@ TEST(ProfileGpu, TheGraphedStepNodeByNode) {
   const nlohmann::json j = nlohmann::json::parse(test::slurp(json));
   EXPECT_EQ(j.at("graph_replays").get<int64_t>(), 10);
   EXPECT_GT(j.at("boundary_us_per_step").get<double>(), 0);
+  // The capture's FLOPs, once per replay, are what the trainer counted for the replays.
+  const double rows_flops = j.at("flops_per_step").get<double>(), counted = j.at("counted_flops_per_step").get<double>();
+  EXPECT_GT(rows_flops, 0);
+  EXPECT_NEAR(rows_flops, counted, 1e-6 * counted);
+  EXPECT_LE(j.at("unscoped_flops_per_step").get<double>(), 1e-6 * counted);
   // Rows: kernels per step by phase; the unattributed ones are the graph's own (the random base's
   // advance), at most two a step.
   std::map<std::string, double> kernels;

@@ -98,7 +98,7 @@ std::string label(const ProfileRow& r) {
   return m + r.op + (r.phase == "unattributed" ? "" : " " + r.phase);
 }
 
-std::string advice_for(const ProfileRow& r, bool gpu, Precision p) {
+std::string advice_for(const ProfileRow& r, bool gpu, bool graphed, Precision p) {
   const std::string precision = precision_name(p);
   if (r.bound == "unknown") return "work outside loupe's ops (no FLOP or byte count): see the trace (--trace)";
   if (!gpu) {
@@ -106,6 +106,9 @@ std::string advice_for(const ProfileRow& r, bool gpu, Precision p) {
     if (r.bound == "compute") return "compute-bound below the CPU's GEMM rate: more threads (--threads) or a larger batch";
     return "memory-bound: fuse it with its neighbours or move fewer bytes";
   }
+  if (r.bound == "latency" && graphed)
+    return "too little work per kernel to fill the GPU, already in a CUDA graph: a larger batch, or fused with its "
+           "neighbours (each kernel boundary costs its ramp and tail)";
   if (r.bound == "latency")
     return "too little work per launch to fill the GPU: a larger batch, or a CUDA graph (the default "
            "--graph auto) to remove the launch gaps";
@@ -118,7 +121,7 @@ std::string advice_for(const ProfileRow& r, bool gpu, Precision p) {
   return "memory-bound: fuse it with its neighbours or move fewer bytes (16-bit activations)";
 }
 
-std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const Ceilings& c, bool gpu) {
+std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const Ceilings& c, bool gpu, bool graphed) {
   std::vector<const ProfileRow*> v;
   for (const auto& r : rows) v.push_back(&r);
   auto gain = [](const ProfileRow* r) { return r->share * (1 - std::clamp(r->pct_ceiling, 0.0, 100.0) / 100); };
@@ -131,7 +134,7 @@ std::vector<std::string> pick_targets(const std::vector<ProfileRow>& rows, const
                         : fmt("%.0f %% of ", r.pct_ceiling) +
                               (r.of_compute_peak ? "the compute peak" : "the memory bandwidth");
     out.push_back(label(r) + ": " + fmt("%.0f %%", 100 * r.share) + " of the step at " + where + "; " +
-                  advice_for(r, gpu, c.precision));
+                  advice_for(r, gpu, graphed, c.precision));
   }
   return out;
 }
@@ -272,7 +275,7 @@ Profile build_profile(const ProfileInput& in) {
   }
   std::stable_sort(p.rows.begin(), p.rows.end(),
                    [](const ProfileRow& a, const ProfileRow& b) { return a.seconds > b.seconds; });
-  p.targets = pick_targets(p.rows, p.ceilings, p.gpu);
+  p.targets = pick_targets(p.rows, p.ceilings, p.gpu, p.graph_replays > 0);
   return p;
 }
 
