@@ -93,11 +93,7 @@ void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b
   });
 }
 
-void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs) {
-  for (const auto& [dst, src] : pairs) add(ctx, dst, dst, src);
-}
-
-const CopyKernels table{copy_strided, cast, fill, add, add_many};
+const CopyKernels table{copy_strided, cast, fill, add};
 const RegisterBackend<CopyKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace
