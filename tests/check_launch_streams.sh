@@ -93,6 +93,23 @@ if [ "$(printf '%s\n' "$got" | wc -l)" -ne 2 ] || ! grep -q 'sample_cuda.cu:4: k
   exit 1
 fi
 
+# reads_none FINDER WANT WHAT MESSAGE: FINDER (a function of a source dir printing FILE:LINE: per
+# offending line) reports exactly WANT lines of the sample just written, else the check itself is
+# broken; then none in the tree, else it prints them and MESSAGE.
+reads_none() {
+  local finder=$1 want=$2 what=$3 msg=$4 found
+  if [ "$("$finder" "$sample" | wc -l)" -ne "$want" ]; then
+    echo "launch_streams: the $what check misreads its own sample" >&2
+    exit 1
+  fi
+  found=$("$finder" "$src")
+  if [ -n "$found" ]; then
+    printf '%s\n' "$found"
+    echo "launch_streams: $msg" >&2
+    exit 1
+  fi
+}
+
 # precision_reads DIR: prints FILE:LINE: for each backend file's read of the thread's precision.
 precision_reads() {
   find "$1/framework" -type f \( -name '*_cuda.cu' -o -name '*.cuh' -o -name '*_cpu.cpp' -o -name '*_dnnl.cpp' \
@@ -104,16 +121,8 @@ cat > "$sample/framework/ops/sample_cuda.cu" <<'SAMPLE'
   if (precision() == Precision::TF32) x = 1;
   Key k{int(ctx.precision), int(p.precision())};  // neither reads the thread
 SAMPLE
-if [ "$(precision_reads "$sample" | wc -l)" -ne 1 ]; then
-  echo "launch_streams: the precision check misreads its own sample" >&2
-  exit 1
-fi
-reads=$(precision_reads "$src")
-if [ -n "$reads" ]; then
-  printf '%s\n' "$reads"
-  echo "launch_streams: a kernel reads the thread's precision; take it from its ExecContext (core/exec_context.h)" >&2
-  exit 1
-fi
+reads_none precision_reads 1 precision \
+  "a kernel reads the thread's precision; take it from its ExecContext (core/exec_context.h)"
 
 # lane_reads DIR: prints FILE:LINE: for each kernel table file's use of the runtime's own stream or
 # handles instead of its context's lane.
@@ -129,17 +138,8 @@ cat > "$sample/framework/ops/sample_cuda.cu" <<'SAMPLE'
   cudnnHandle_t h = cuda::cudnn(ctx);  // the context's lane: fine
   const cudaStream_t t = cuda::stream(ctx), u = loader.stream();
 SAMPLE
-if [ "$(lane_reads "$sample" | wc -l)" -ne 2 ]; then
-  echo "launch_streams: the lane check misreads its own sample" >&2
-  exit 1
-fi
-lanes=$(lane_reads "$src")
-if [ -n "$lanes" ]; then
-  printf '%s\n' "$lanes"
-  echo "launch_streams: a kernel table's CUDA code uses the runtime's stream or handles; take them from its" \
-       "ExecContext: cuda::stream(ctx), cuda::cublas(ctx), cuda::cudnn(ctx)" >&2
-  exit 1
-fi
+reads_none lane_reads 2 lane "a kernel table's CUDA code uses the runtime's stream or handles; take them from its\
+ ExecContext: cuda::stream(ctx), cuda::cublas(ctx), cuda::cudnn(ctx)"
 
 if ! scan "$src"; then
   echo "launch_streams: read the stream once in the entry point (const cudaStream_t s = cuda::stream(ctx);)" \
