@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/op_record.h"
 #include "instrument/busy_tracker.h"
+#include "instrument/cupti_result.cuh"
 #include "instrument/intervals.h"
 
 namespace loupe::instrument {
@@ -41,9 +42,7 @@ std::string driver_hint() {
 
 // "call failed: CUPTI_ERROR_X (n)" plus a hint for the failures a user can do something about.
 std::string cupti_error(CUptiResult r, const char* call) {
-  const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) s = "unknown CUPTI error";
-  std::string msg = std::string(call) + " failed: " + s + " (" + std::to_string(int(r)) + ")";
+  const std::string msg = cupti_failed(r, call);
   switch (r) {
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       return msg + "; another profiler (Nsight Systems/Compute) already holds CUPTI: read busy time from its timeline";

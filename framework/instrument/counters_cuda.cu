@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "instrument/counters.h"
+#include "instrument/cupti_result.cuh"
 
 namespace loupe::instrument {
 namespace {
@@ -28,9 +29,7 @@ namespace {
 constexpr size_t kMaxRanges = 8192;  // kernels one pass can hold (a training step of any reference model)
 
 std::string cupti_error(CUptiResult r, const char* call) {
-  const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) s = "unknown CUPTI error";
-  std::string msg = std::string(call) + " failed: " + s + " (" + std::to_string(int(r)) + ")";
+  std::string msg = cupti_failed(r, call);
   if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES || r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES)
     msg += "; reading GPU counters is restricted to admin users on this machine (NVreg_RestrictProfilingToAdminUsers=1)";
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) msg += "; another profiler (Nsight) holds the counters";

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/op_record.h"
+#include "instrument/cupti_result.cuh"
 #include "instrument/graph_nodes.h"
 
 namespace loupe::instrument {
@@ -47,12 +48,6 @@ void CUPTIAPI on_resource(void* user, CUpti_CallbackDomain domain, CUpti_Callbac
   }
 }
 
-std::string cupti_error(CUptiResult r, const char* call) {
-  const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) s = "unknown CUPTI error";
-  return std::string(call) + " failed: " + s;
-}
-
 class CuptiNodeMap final : public GraphNodeMap {
  public:
   CuptiNodeMap(CUpti_SubscriberHandle sub, std::unique_ptr<Nodes> nodes) : sub_(sub), nodes_(std::move(nodes)) {}
@@ -80,12 +75,12 @@ std::unique_ptr<GraphNodeMap> make_cupti_node_map(std::string* why) {
   auto nodes = std::make_unique<Nodes>();
   CUpti_SubscriberHandle sub = nullptr;
   if (CUptiResult r = cuptiSubscribe(&sub, on_resource, nodes.get()); r != CUPTI_SUCCESS) {
-    *why = cupti_error(r, "cuptiSubscribe") + " (CUPTI takes one subscriber per process: is another profiler attached?)";
+    *why = cupti_failed(r, "cuptiSubscribe") + " (CUPTI takes one subscriber per process: is another profiler attached?)";
     return nullptr;
   }
   for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED}) {
     if (CUptiResult r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, id); r != CUPTI_SUCCESS) {
-      *why = cupti_error(r, "cuptiEnableCallback(GRAPHNODE)");
+      *why = cupti_failed(r, "cuptiEnableCallback(GRAPHNODE)");
       cuptiUnsubscribe(sub);
       return nullptr;
     }
