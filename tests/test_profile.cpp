@@ -272,7 +272,6 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
 TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
   struct FakeMap : instrument::GraphNodeMap {
     uint64_t op_of(uint64_t node) override { return node == 101 ? 7 : node == 102 ? 8 : 0; }
-    size_t nodes_created() override { return 3; }
   } map;
   std::vector<instrument::ActivityRecord> act;
   for (int replay = 0; replay < 3; ++replay) {

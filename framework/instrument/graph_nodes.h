@@ -23,7 +23,6 @@ class GraphNodeMap {
   // instantiated graph's, as activity records carry it, or a captured one's) was created; 0: none
   // (created outside any op scope, or not seen).
   virtual uint64_t op_of(uint64_t node) = 0;
-  virtual size_t nodes_created() = 0;  // during captures since the map was made
 };
 
 // nullptr with *why set without CUDA, or when CUPTI's callbacks cannot be subscribed (one

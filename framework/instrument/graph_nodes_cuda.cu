@@ -20,7 +20,6 @@ struct Nodes {
   std::mutex mu;
   std::unordered_map<uint64_t, uint64_t> op;      // a created node's id -> its op record's id
   std::unordered_map<uint64_t, uint64_t> origin;  // a clone's id -> the id of the node it copies
-  size_t created = 0;
 };
 
 uint64_t node_id(CUgraphNode n) {
@@ -39,7 +38,6 @@ void CUPTIAPI on_resource(void* user, CUpti_CallbackDomain domain, CUpti_Callbac
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
     const uint64_t op = op_record_current_id();  // this thread's: the one capturing
     std::lock_guard<std::mutex> lock(n->mu);
-    ++n->created;
     if (op) n->op[id] = op;
     if (original && original != id) n->origin[id] = original;
   } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && original && original != id) {
@@ -60,10 +58,6 @@ class CuptiNodeMap final : public GraphNodeMap {
       node = c == nodes_->origin.end() ? 0 : c->second;
     }
     return 0;
-  }
-  size_t nodes_created() override {
-    std::lock_guard<std::mutex> lock(nodes_->mu);
-    return nodes_->created;
   }
 
  private:

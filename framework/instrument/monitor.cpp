@@ -297,7 +297,7 @@ void EpochMonitor::fill_busy(EpochReport& r) {
   r.gpu_busy_share = double(s.busy) / window;
   r.gpu_boundary_share = double(s.boundary) / window;
   if (r.steps > 0) r.gpu_kernels_per_step = double(kernels) / double(r.steps);
-  if (opt_.nccl) fill_nccl(r, s.busy);
+  if (opt_.nccl) fill_nccl(r, recs, s.busy);
   busy_->discard_before(busy_t1_);
 }
 
@@ -308,11 +308,11 @@ static bool all_reduce_work(const ActivityRecord& a) {
   return a.kind == 0 && (a.name.rfind("nccl", 0) == 0 || a.name.find("loupe_peer_") != std::string::npos);
 }
 
-// The all-reduce's work against the rest, from the same records: the time it ran, and the time
-// only it ran (the busy time less the union of everything else).
-void EpochMonitor::fill_nccl(EpochReport& r, uint64_t busy) {
+// The all-reduce's work against the rest, from the window's records (fetched once, by fill_busy):
+// the time it ran, and the time only it ran (the busy time less the union of everything else).
+void EpochMonitor::fill_nccl(EpochReport& r, const std::vector<ActivityRecord>& recs, uint64_t busy) {
   std::vector<Interval> nccl, other;
-  for (const ActivityRecord& a : busy_->records(busy_t0_, busy_t1_))
+  for (const ActivityRecord& a : recs)
     (all_reduce_work(a) ? nccl : other).push_back({a.begin_ns, a.end_ns});
   const double window = double(busy_t1_ - busy_t0_);
   const uint64_t in_nccl = union_length(nccl, busy_t0_, busy_t1_);

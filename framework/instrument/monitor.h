@@ -16,6 +16,7 @@ namespace loupe::instrument {
 
 class NvmlSampler;
 class BusyTracker;
+struct ActivityRecord;
 class TimelineWriter;
 
 // Another rank's GPU on this host, for rank 0's timeline (--gpus N): its CUDA device and its rank,
@@ -69,7 +70,7 @@ class EpochMonitor {
 
  private:
   void fill_busy(EpochReport& r);
-  void fill_nccl(EpochReport& r, uint64_t busy_ns);
+  void fill_nccl(EpochReport& r, const std::vector<ActivityRecord>& recs, uint64_t busy_ns);
   void start_timeline_peers();
   std::future<std::map<int, double>> read_delays() const;
   double waited();
