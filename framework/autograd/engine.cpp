@@ -1,10 +1,16 @@
 // The backward engine: a topological walk of the recorded graph from the root.
 #include <algorithm>
+#include <exception>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "autograd/node.h"
 #include "autograd/source_check.h"
+#include "core/copy.h"
+#include "core/dispatch.h"
 #include "core/error.h"
+#include "core/flops.h"
 #include "core/op_record.h"
 
 namespace loupe::autograd {
@@ -68,6 +74,40 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
   node->num_outputs = nr;
 }
 
+namespace {
+// A backward pass's additions into the leaves' .grad on a GPU, made at its end in one launch
+// (CopyKernels::add_many) instead of one small kernel per leaf: mnist_mlp's six were 14 % of its
+// graphed step on an H100 (loupe profile --graph on). Only where nobody waits for a leaf's
+// gradient as it completes (data parallelism's buckets do) and the gradient is laid out as .grad.
+thread_local std::vector<std::pair<Tensor, Tensor>> g_deferred;
+thread_local int g_backward_depth = 0;
+
+bool defer_add(const Tensor& grad, const Tensor& g) {
+  if (g_backward_depth == 0 || g_grad_ready || !grad.device().is_cuda() || grad.dtype() != DType::f32 ||
+      g.device() != grad.device() || !is_floating(g.dtype()) || g.dtype() == DType::f64 ||
+      g.strides() != grad.strides() || !grad.is_contiguous() || grad.numel() == 0)
+    return false;
+  g_deferred.emplace_back(grad, g);
+  add_flops(double(grad.numel()));  // as add_out counts it
+  return true;
+}
+
+// Opened by run_backward: the outermost one adds what was deferred (also when the pass throws,
+// so that no later pass adds a stale gradient).
+struct DeferredAdds {
+  DeferredAdds() { ++g_backward_depth; }
+  ~DeferredAdds() noexcept(false) {
+    if (--g_backward_depth > 0 || g_deferred.empty()) return;
+    std::vector<std::pair<Tensor, Tensor>> pairs;
+    pairs.swap(g_deferred);
+    if (std::uncaught_exceptions() > 0) return;
+    OpScope scope("accumulate_grads", {});
+    for (const auto& pr : pairs) scope.add_bytes(2.0 * double(pr.first.nbytes()) + double(pr.second.nbytes()));
+    kernels<CopyKernels>(pairs.front().first.device()).add_many(current_context(), pairs);
+  }
+};
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   auto v = var.lock();
   if (!v || !grads[0].defined()) return {};
@@ -84,7 +124,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
     v->grad = c.impl_ptr();
   } else {
     Tensor grad(v->grad);  // parameters: .grad is a view into the gradient arena
-    add_out(grad, grad, g);
+    if (!defer_add(grad, g)) add_out(grad, grad, g);
   }
   // Under a GradScaler: nothing checked what was added here, so the scaler's pass reads it all.
   if (SourceCheck* sc = current_source_check()) sc->add_dirty(Tensor(v->grad));
@@ -162,6 +202,7 @@ struct Walk {
 void run_backward(const Tensor& root, const Tensor& grad_output) {
   LOUPE_CHECK(root.requires_grad(), "backward() on a tensor that does not require grad");
   NoGradGuard guard;  // the backward pass itself records nothing
+  DeferredAdds adds;
   if (!root.grad_fn()) {  // a leaf: just accumulate
     std::vector<Tensor> g{grad_output};
     grad_accumulator(root)->apply(g);

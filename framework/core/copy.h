@@ -4,6 +4,9 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 
+#include <utility>
+#include <vector>
+
 namespace loupe {
 
 struct CopyKernels {
@@ -17,6 +20,10 @@ struct CopyKernels {
   // and a of one floating dtype, b of any floating dtype (a float16 gradient into a float32 one).
   // dst's dtype sets the arithmetic: float64 for float64, else float32.
   void (*add)(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b);
+  // dst += src for every pair, as `add` does one: the gradients of a backward pass accumulated
+  // into their leaves' .grad in one launch on a GPU (autograd/engine.cpp), not one per leaf. Each
+  // dst dense, each src dense with dst's strides and numel.
+  void (*add_many)(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs);
 };
 
 }  // namespace loupe

@@ -93,7 +93,11 @@ void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b
   });
 }
 
-const CopyKernels table{copy_strided, cast, fill, add};
+void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs) {
+  for (const auto& [dst, src] : pairs) add(ctx, dst, dst, src);
+}
+
+const CopyKernels table{copy_strided, cast, fill, add, add_many};
 const RegisterBackend<CopyKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -311,7 +311,60 @@ void add(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tenso
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const CopyKernels table{copy_strided, cast, fill, add};
+// Up to kManyPairs float32 accumulations in one launch, passed by value: each block finds its pair
+// from the pairs' first blocks (a few dozen leaves: a linear search), then adds its chunk.
+constexpr int kManyPairs = 48, kManyChunk = cuda::kThreads * 4;
+struct ManyPairs {
+  int n = 0;
+  float* dst[kManyPairs];
+  const void* src[kManyPairs];
+  int64_t numel[kManyPairs];
+  int64_t first_block[kManyPairs + 1] = {};
+  int8_t src_type[kManyPairs];  // 0 float32, 1 float16, 2 bfloat16
+};
+
+__global__ void add_many_kernel(ManyPairs p) {
+  int k = 0;
+  while (k + 1 < p.n && int64_t(blockIdx.x) >= p.first_block[k + 1]) ++k;
+  const int64_t base = (int64_t(blockIdx.x) - p.first_block[k]) * kManyChunk, n = p.numel[k];
+  float* dst = p.dst[k];
+  for (int64_t i = base + threadIdx.x; i < n && i < base + kManyChunk; i += blockDim.x) {
+    float b = p.src_type[k] == 0   ? static_cast<const float*>(p.src[k])[i]
+              : p.src_type[k] == 1 ? widen(static_cast<const __half*>(p.src[k])[i])
+                                   : widen(static_cast<const __nv_bfloat16*>(p.src[k])[i]);
+    dst[i] = dst[i] + b;  // as add_kernel<float, U>: the same rounding
+  }
+}
+
+void launch_many(ManyPairs& p, cudaStream_t s) {
+  if (p.n == 0) return;
+  const int64_t blocks = p.first_block[p.n];
+  if (blocks > 0) add_many_kernel<<<unsigned(blocks), cuda::kThreads, 0, s>>>(p);
+  LOUPE_CUDA_LAUNCH_CHECK();
+  p = ManyPairs{};
+}
+
+void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs) {
+  const cudaStream_t s = cuda::stream(ctx);
+  ManyPairs p;
+  for (const auto& [dst, src] : pairs) {
+    const DType t = src.dtype();
+    if (dst.dtype() != DType::f32 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) {
+      add(ctx, dst, dst, src);  // float64 (CPU checks), or another pairing: one launch of its own
+      continue;
+    }
+    if (p.n == kManyPairs) launch_many(p, s);
+    p.dst[p.n] = static_cast<float*>(dst.data_ptr());
+    p.src[p.n] = src.data_ptr();
+    p.numel[p.n] = dst.numel();
+    p.src_type[p.n] = int8_t(t == DType::f32 ? 0 : t == DType::f16 ? 1 : 2);
+    p.first_block[p.n + 1] = p.first_block[p.n] + (dst.numel() + kManyChunk - 1) / kManyChunk;
+    ++p.n;
+  }
+  launch_many(p, s);
+}
+
+const CopyKernels table{copy_strided, cast, fill, add, add_many};
 const RegisterBackend<CopyKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
