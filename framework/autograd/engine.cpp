@@ -87,8 +87,7 @@ bool defer_add(const Tensor& grad, const Tensor& g) {
       g.device() != grad.device() || !is_floating(g.dtype()) || g.dtype() == DType::f64 ||
       g.strides() != grad.strides() || !grad.is_contiguous() || grad.numel() == 0)
     return false;
-  g_deferred.emplace_back(grad, g);
-  add_flops(double(grad.numel()));  // as add_out counts it
+  g_deferred.emplace_back(grad, g);  // its FLOPs are counted where the launch is, at the pass's end
   return true;
 }
 
@@ -102,7 +101,10 @@ struct DeferredAdds {
     pairs.swap(g_deferred);
     if (std::uncaught_exceptions() > 0) return;
     OpScope scope("accumulate_grads", {});
-    for (const auto& pr : pairs) scope.add_bytes(2.0 * double(pr.first.nbytes()) + double(pr.second.nbytes()));
+    for (const auto& pr : pairs) {
+      scope.add_bytes(2.0 * double(pr.first.nbytes()) + double(pr.second.nbytes()));
+      add_flops(double(pr.first.numel()));  // as add_out counts it
+    }
     kernels<CopyKernels>(pairs.front().first.device()).add_many(current_context(), pairs);
   }
 };

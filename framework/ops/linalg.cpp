@@ -56,9 +56,9 @@ struct MatmulBackward : autograd::Node {
   Tensor a, b;
   bool need_a = false, need_b = false;
   // b is a transposed view (a layer's weight W as W^T): its gradient is made in W's layout,
-  // (g^T a)^T, so that it reaches W's .grad contiguous. On the CPU an add of a transposed
-  // gradient costs more than the GEMM that made it; on the GPU the strided add is cheap and
-  // cuBLAS's choice of kernels stays as measured, so only the CPU does this.
+  // (g^T a)^T, so that it reaches W's .grad contiguous: an add of a transposed gradient is a copy
+  // and an add (on the CPU it cost more than the GEMM that made it), and on the GPU a contiguous
+  // one joins the backward pass's single launch of gradient additions (autograd/engine.cpp).
   bool b_transposed = false;
   const char* name() const override { return "MatmulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
@@ -90,8 +90,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto n = std::make_shared<MatmulBackward>();
     n->need_a = a.requires_grad();
     n->need_b = b.requires_grad();
-    n->b_transposed = a.device().is_cpu() && b.size(0) > 1 && b.size(1) > 1 && b.strides()[0] == 1 &&
-                      b.strides()[1] == b.size(0);
+    n->b_transposed = b.size(0) > 1 && b.size(1) > 1 && b.strides()[0] == 1 && b.strides()[1] == b.size(0);
     if (n->need_b) n->a = a.detach();
     if (n->need_a) n->b = b.detach();
     autograd::record(n, {&a, &b}, {&out});
