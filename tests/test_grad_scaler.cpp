@@ -104,6 +104,31 @@ TEST(GradScaler, ScaledLossScalesTheGradient) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2 * 65536.f, 4 * 65536.f}));
 }
 
+// backward() seeds the pass with the scale itself (no product, no ones): the same gradients, bit
+// for bit, as scale(loss)'s backward, and the scale untouched by the pass.
+void seeded_backward_is_the_product(Device d) {
+  std::vector<float> v(37);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.37f * float(i) - 5.1f;
+  std::vector<std::vector<float>> g;
+  for (int seeded = 0; seeded < 2; ++seeded) {
+    GradScaler s(d);
+    Tensor x = from_vector(v, Shape{37}, d).requires_grad_(true);
+    Tensor loss = mean(x * x * x);
+    if (seeded) s.backward(loss);
+    else backward(s.scale(loss));
+    g.push_back(x.grad().to_vector<float>());
+    EXPECT_EQ(s.current_scale(), 65536.0);
+  }
+  EXPECT_EQ(g[0], g[1]);
+}
+
+TEST(GradScaler, BackwardSeededWithTheScaleIsTheProductsBackward) { seeded_backward_is_the_product(kCPU); }
+
+TEST(GradScalerCuda, BackwardSeededWithTheScaleIsTheProductsBackward) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  seeded_backward_is_the_product(kCUDA);
+}
+
 // Every optimizer leaves parameters and state bit-identical on a skipped step; Adam's next
 // applied step is its first (bias corrections for t = 1), as if the skipped one never happened.
 void check_skip(Device d) {

@@ -102,6 +102,13 @@ TEST(CudaLarge, BigShapesAgree) {
   Tensor labels = argmax(x);
   EXPECT_EQ(count_correct(x, labels).item(), 600.0);
   EXPECT_EQ(count_correct(xg, to(labels, kCUDA)).item(), 600.0);
+  // A running count: the count added to what the scalar held, on both devices.
+  for (Device d : {kCPU, kCUDA}) {
+    Tensor acc = full(Shape{}, 7.0, DType::f32, d);
+    count_correct_into(acc, d == kCPU ? x : xg, to(labels, d));
+    count_correct_into(acc, d == kCPU ? x : xg, to(labels, d));
+    EXPECT_EQ(acc.item(), 1207.0) << d.str();
+  }
 }
 
 // The reductions' split paths and the float4 paths only run on big tensors.

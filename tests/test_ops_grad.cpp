@@ -39,3 +39,18 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   };
   EXPECT_FALSE(autograd::gradcheck(f, {x}).ok);
 }
+
+// A running count of correct predictions: the count added to what the scalar held (classes and
+// binary outputs), and a count that is no float32 scalar refused.
+TEST(CountCorrect, IntoAddsToTheRunningCount) {
+  Tensor logits = from_vector(std::vector<float>{0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f}, Shape{3, 2});
+  Tensor labels = from_vector(std::vector<int32_t>{1, 0, 0}, Shape{3});
+  Tensor acc = full(Shape{}, 5.0, DType::f32, kCPU);
+  count_correct_into(acc, logits, labels);
+  EXPECT_EQ(acc.item(), 7.0);
+  EXPECT_EQ(count_correct(logits, labels).item(), 2.0);
+  Tensor binary = from_vector(std::vector<float>{1.f, -1.f, 2.f}, Shape{3});
+  count_correct_into(acc, binary, from_vector(std::vector<float>{1.f, 0.f, 0.f}, Shape{3}));
+  EXPECT_EQ(acc.item(), 9.0);
+  EXPECT_THROW(count_correct_into(zeros(Shape{2}, DType::f32, kCPU), logits, labels), Error);
+}

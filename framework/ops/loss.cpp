@@ -87,18 +87,32 @@ Tensor mean_squared_error(const Tensor& pred, const Tensor& target) {
   return mean(mul(d, d));
 }
 
-Tensor count_correct(const Tensor& logits, const Tensor& labels) {
-  OpScope scope_("count_correct", {&logits, &labels});
-  int64_t N = logits.size(0), C = logits.dim() == 2 ? logits.size(1) : 1;
+namespace {
+void count_correct_to(const Tensor& out, const Tensor& logits, const Tensor& labels, bool accumulate) {
+  const int64_t N = logits.size(0), C = logits.dim() == 2 ? logits.size(1) : 1;
   LOUPE_CHECK(logits.dim() <= 2 && labels.numel() == N, "count_correct: logits ", logits.shape().str(),
               " and labels ", labels.shape().str(), " do not match");
   LOUPE_CHECK(C > 1 ? labels.dtype() == DType::i32 : labels.dtype() == logits.dtype(),
               "count_correct: labels must be int32 for classes, float for binary outputs");
-  Tensor out = empty(Shape{}, DType::f32, logits.device());
   kernels<LossKernels>(logits.device())
-      .count_correct(current_context(), out, contiguous(logits), contiguous(labels), N, C);
+      .count_correct(current_context(), out, contiguous(logits), contiguous(labels), N, C, accumulate);
   add_flops(double(N * C));
+}
+}  // namespace
+
+Tensor count_correct(const Tensor& logits, const Tensor& labels) {
+  OpScope scope_("count_correct", {&logits, &labels});
+  Tensor out = empty(Shape{}, DType::f32, logits.device());
+  count_correct_to(out, logits, labels, false);
   return scope_.result(out);
+}
+
+void count_correct_into(const Tensor& acc, const Tensor& logits, const Tensor& labels) {
+  OpScope scope_("count_correct", {&logits, &labels});
+  LOUPE_CHECK(acc.numel() == 1 && acc.dtype() == DType::f32 && acc.device() == logits.device(),
+              "count_correct_into: the count is a float32 scalar on ", logits.device().str(), ", got ",
+              dtype_name(acc.dtype()), " ", acc.shape().str(), " on ", acc.device().str());
+  count_correct_to(acc, logits, labels, true);
 }
 
 }  // namespace loupe

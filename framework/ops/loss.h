@@ -17,6 +17,9 @@ Tensor mean_squared_error(const Tensor& pred, const Tensor& target);
 // How many rows are classified correctly, as a float32 scalar on logits' device; no autograd.
 // logits [N, C] with C > 1: argmax == label; logits [N] or [N, 1]: (logit > 0) == (label > 0.5).
 Tensor count_correct(const Tensor& logits, const Tensor& labels);
+// acc (a float32 scalar on logits' device) += count_correct(logits, labels), in the count's own
+// kernels: a running count without an add after each step's.
+void count_correct_into(const Tensor& acc, const Tensor& logits, const Tensor& labels);
 
 struct LossKernels {
   // loss: scalar; logits [N, C]; labels int32 [N].
@@ -29,9 +32,9 @@ struct LossKernels {
                       int64_t n);
   void (*bce_backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& targets,
                        const Tensor& gloss, int64_t n);
-  // out: float32 scalar; C == 1 means binary.
+  // out: float32 scalar, the count written or (accumulate) added to it; C == 1 means binary.
   void (*count_correct)(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels,
-                        int64_t N, int64_t C);
+                        int64_t N, int64_t C, bool accumulate);
 };
 
 }  // namespace loupe

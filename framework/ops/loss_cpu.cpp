@@ -75,7 +75,7 @@ void bce_backward(const ExecContext&, const Tensor& gx, const Tensor& logits, co
 }
 
 void count_correct(const ExecContext&, const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N,
-                   int64_t C) {
+                   int64_t C, bool accumulate) {
   cpu::dispatch_floating(logits.dtype(), "count_correct", [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.data<T>();
@@ -90,7 +90,8 @@ void count_correct(const ExecContext&, const Tensor& out, const Tensor& logits, 
         correct += best == labels.data<int32_t>()[r];
       }
     }
-    *out.data<float>() = float(correct);
+    float* o = out.data<float>();
+    *o = accumulate ? *o + float(correct) : float(correct);
   });
 }
 

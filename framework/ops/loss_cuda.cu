@@ -43,7 +43,8 @@ __device__ __forceinline__ void block_partial(float* partial, float acc) {
 }
 
 // out = scale * the sum of partial[0..n), in a fixed order.
-__global__ void sum_partials(float* out, const float* partial, int64_t n, float scale) {
+// accumulate: out += the sum (a running count inside a graphed step: no add kernel after it).
+__global__ void sum_partials(float* out, const float* partial, int64_t n, float scale, bool accumulate) {
   __shared__ float s[kSumThreads];
   float t = 0.f;
   for (int64_t k = threadIdx.x; k < n; k += kSumThreads) t += partial[k];
@@ -53,7 +54,7 @@ __global__ void sum_partials(float* out, const float* partial, int64_t n, float 
     if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *out = s[0] * scale;
+  if (threadIdx.x == 0) *out = accumulate ? *out + s[0] * scale : s[0] * scale;
 }
 
 __global__ void ce_rows(float* partial, const float* x, const int32_t* y, int64_t N, int64_t C) {
@@ -92,11 +93,11 @@ __global__ void bce_bwd(float* gx, const float* x, const float* t, const float* 
   LOUPE_KERNEL_LOOP(i, n) gx[i] = (1.f / (1.f + expf(-x[i])) - t[i]) * scale;
 }
 
-__global__ void correct_binary(float* out, const float* x, const float* labels, int64_t N) {
+__global__ void correct_binary(float* out, const float* x, const float* labels, int64_t N, bool accumulate) {
   float acc = 0.f;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) acc += (x[r] > 0.f) == (labels[r] > 0.5f) ? 1.f : 0.f;
   acc = cuda::block_sum(acc);
-  if (threadIdx.x == 0) *out = acc;
+  if (threadIdx.x == 0) *out = accumulate ? *out + acc : acc;
 }
 
 // Classes: one warp a row finds the first index of the row's largest value (a NaN never wins).
@@ -121,19 +122,20 @@ __global__ void correct_rows(float* partial, const float* x, const int32_t* labe
 
 // The per-warp rows, then their sum (a float32 scalar) into out, scaled.
 template <class K, class... A>
-void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, cudaStream_t stream, A... args) {
+void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, bool accumulate, cudaStream_t stream,
+                   A... args) {
   const int64_t blocks = std::max<int64_t>(1, (N + kRowWarps - 1) / kRowWarps);
   Tensor partial = empty(Shape{blocks}, DType::f32, out.device());
   kernel<<<unsigned(blocks), kRowWarps * 32, 0, stream>>>(partial.data<float>(), args...);
   LOUPE_CUDA_LAUNCH_CHECK();
-  sum_partials<<<1, kSumThreads, 0, stream>>>(out.data<float>(), partial.data<float>(), blocks, scale);
+  sum_partials<<<1, kSumThreads, 0, stream>>>(out.data<float>(), partial.data<float>(), blocks, scale, accumulate);
 }
 
 void ce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
                 int64_t C) {
   cuda::require_f32(logits, "cross_entropy");
   const cudaStream_t s = cuda::stream(ctx);
-  rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, s, logits.data<float>(), labels.data<int32_t>(), N, C);
+  rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, false, s, logits.data<float>(), labels.data<int32_t>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -161,13 +163,13 @@ void bce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits
 }
 
 void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N,
-                   int64_t C) {
+                   int64_t C, bool accumulate) {
   cuda::require_f32(logits, "count_correct");
   const cudaStream_t s = cuda::stream(ctx);
   if (C == 1)
-    correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N);
+    correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N, accumulate);
   else
-    rows_then_sum(correct_rows, out, N, 1.f, s, logits.data<float>(), labels.data<int32_t>(), N, C);
+    rows_then_sum(correct_rows, out, N, 1.f, accumulate, s, logits.data<float>(), labels.data<int32_t>(), N, C);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -36,7 +36,13 @@ void GradScaler::backward(const Tensor& loss) {
   if (!source_) source_.emplace(found_inf_flag(), state_.device());
   try {
     autograd::SourceCheckScope open(*source_);
-    loupe::backward(scale(loss));
+    // A float32 scalar loss: the backward pass is seeded with the scale itself (a view of the
+    // state), the gradient of loss * scale without the product, the ones and the product's backward
+    // (three small kernels of a graphed step). 1 * scale is scale, so the gradients are the same bits.
+    if (loss.dtype() == DType::f32 && loss.numel() == 1 && loss.requires_grad() && loss.device() == state_.device())
+      loupe::backward(loss, reshape(slice(state_, 0, kScale, kScale + 1), loss.shape()));
+    else
+      loupe::backward(scale(loss));
   } catch (...) {
     source_.reset();  // a backward cut short vouches for nothing
     throw;

@@ -41,8 +41,9 @@ class GradScaler {
   explicit GradScaler(Device d, GradScalerOptions o = {});
   // loss * scale, differentiable in loss (the scale is a constant).
   Tensor scale(const Tensor& loss) const;
-  // scale(loss).backward() with checks at the source open (autograd/source_check.h): the ops that
-  // add into a gradient in place check what they write and raise found_inf themselves. The next
+  // scale(loss).backward() (a float32 scalar loss: backward seeded with the scale, the same
+  // gradients) with checks at the source open (autograd/source_check.h): the ops that add into a
+  // gradient in place check what they write and raise found_inf themselves. The next
   // check_() then skips the ranges they covered, unless something else added into them too
   // (several backward() calls before it add up their ranges).
   void backward(const Tensor& loss);

@@ -290,8 +290,9 @@ int64_t classes_of(Loss loss, const Tensor& logits) {
   return loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
 }
 
-Tensor correct_for(Loss loss, const Tensor& logits, const Tensor& targets) {
-  return count_correct(loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
+// acc += the batch's correct predictions (in the count's own kernels: no add after it).
+void add_correct(const Tensor& acc, Loss loss, const Tensor& logits, const Tensor& targets) {
+  count_correct_into(acc, loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
 }
 
 // Accumulators that share one float32 buffer of n (one fill, one all-reduce, one read-back): made
@@ -349,7 +350,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   }
   NoGradGuard g;
   add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
-  if (has_accuracy(options_.loss)) add_(correct_, correct_for(options_.loss, logits.detach(), y));
+  if (has_accuracy(options_.loss)) add_correct(correct_, options_.loss, logits.detach(), y);
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
   // go, since they would only cost (the step is then float32's). The first step is eager, so no
@@ -590,7 +591,7 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   check_logits(logits, options_.loss);
   classes_ = classes_of(options_.loss, logits);
   const Tensor t = targets_for(options_.loss, logits, y);
-  if (has_accuracy(options_.loss)) add_(eval_correct_, correct_for(options_.loss, logits, t));
+  if (has_accuracy(options_.loss)) add_correct(eval_correct_, options_.loss, logits, t);
   add_(eval_loss_, loss_for(options_.loss, logits, t), double(logits.size(0)));  // a mean: times the batch
 }
 
