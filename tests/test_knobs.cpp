@@ -163,11 +163,13 @@ const fs::path kRoot = LOUPE_SOURCE_DIR;
 
 using loupe::test::slurp;
 
-// .git, and what .gitignore keeps out of the tree: build*/, .data/ (a device run's carried files), out/.
+// .git, and what .gitignore keeps out of the tree: build*/, .data/ (a device run's carried files), out/;
+// and a developer's git-ignored device folder and A/B worktree (.devdata/, .base/: dev/gpu_configure.sh).
 bool skipped_dir(const fs::path& rel) {
   const std::string r = rel.generic_string();
   const std::string top = rel.begin()->string();
-  return top == ".git" || top == ".data" || top == "out" || top.rfind("build", 0) == 0 || top == "third_party" || r == "tests/fuzz/corpus";
+  return top == ".git" || top == ".data" || top == "out" || top.rfind("build", 0) == 0 || top == "third_party" ||
+         r == "tests/fuzz/corpus" || top == ".devdata" || top == ".base";
 }
 
 // The files that are the table itself, or its copy, or test it.

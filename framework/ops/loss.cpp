@@ -113,6 +113,7 @@ void count_correct_into(const Tensor& acc, const Tensor& logits, const Tensor& l
               "count_correct_into: the count is a float32 scalar on ", logits.device().str(), ", got ",
               dtype_name(acc.dtype()), " ", acc.shape().str(), " on ", acc.device().str());
   count_correct_to(acc, logits, labels, true);
+  add_flops(1.0);  // the add into the running count, which an add_ after it used to make
 }
 
 }  // namespace loupe
