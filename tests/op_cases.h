@@ -525,8 +525,9 @@ inline std::vector<OpCase> op_cases() {
   add("lstm_2layer_bidirectional", {{{3, 4, 2}}, {{lstm_weight_count(two)}}}, lstm_case(two))
       .with_flops(lstm_flops(two)).with_tol(lstm_tol).with_perf({{64, 32, 2}, {lstm_weight_count(two)}});
 
-  // Not run in 16 bits: losses (the trainer computes them in float32 on a cast of the logits) and
-  // the embedding lookup (the table stays float32; nn::Embedding casts its output).
+  // Not run in 16 bits: losses (the trainer computes them in float32, cross-entropy reading 16-bit
+  // logits as their float32 cast: test_ops_half's HalfLoss checks that bit for bit) and the
+  // embedding lookup (the table stays float32; nn::Embedding casts its output).
   for (OpCase& k : c) {
     const std::string& nm = k.name;
     if (nm == "cross_entropy" || nm == "bce_with_logits" || nm.rfind("mean_squared_error", 0) == 0 || nm == "mlp_chain" ||

@@ -194,3 +194,33 @@ TEST(ConvSmallFilter, MatchesFloat32) {
     }
   }
 }
+
+// Cross-entropy and the count take 16-bit logits as they come (the trainer casts no more): the
+// loss is the float32 loss of the logits' float32 cast, bit for bit, the gradient that loss's
+// gradient rounded once to the logits' type, and the count the cast's count. Rows of 10 and of 57
+// classes (mnist's, char_lstm's), 300 rows (several blocks), labels on every class.
+TEST(HalfLoss, CrossEntropyReadsSixteenBitLogitsAsTheirCast) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t C : {10, 57}) {
+      const int64_t N = 300;
+      std::vector<float> v(static_cast<size_t>(N * C));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 8.f * (philox_uniform(21, 0, i) - 0.5f);
+      std::vector<int32_t> y(static_cast<size_t>(N));
+      for (size_t i = 0; i < y.size(); ++i) y[i] = int32_t((i * 7) % size_t(C));
+      const Tensor labels = from_vector(y, Shape{N}, kCUDA);
+      const Tensor half = to(from_vector(v, Shape{N, C}, kCUDA), dt).detach().requires_grad_(true);
+      const Tensor wide = to(half.detach(), DType::f32).requires_grad_(true);
+      const Tensor lh = cross_entropy(half, labels), lw = cross_entropy(wide, labels);
+      ASSERT_EQ(lh.dtype(), DType::f32);
+      const Tensor seed = full(Shape{}, 1024.0, DType::f32, kCUDA);  // as a loss scale seeds it
+      backward(lh, seed);
+      backward(lw, seed);
+      const std::string what = std::string(dtype_name(dt)) + ", " + std::to_string(C) + " classes";
+      EXPECT_EQ(lh.to_vector<float>(), lw.to_vector<float>()) << what;
+      ASSERT_EQ(half.grad().dtype(), dt) << what;
+      EXPECT_EQ(to(half.grad(), DType::f32).to_vector<float>(), to(to(wide.grad(), dt), DType::f32).to_vector<float>())
+          << what;
+      EXPECT_EQ(count_correct(half.detach(), labels).item(), count_correct(wide.detach(), labels).item()) << what;
+    }
+}

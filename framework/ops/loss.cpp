@@ -45,8 +45,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
               "cross_entropy needs int32 labels [N] matching logits ", logits.shape().str(), ", got ",
               labels.shape().str(), " ", dtype_name(labels.dtype()));
   LOUPE_CHECK(labels.device() == logits.device(), "cross_entropy: logits and labels are on different devices");
+  LOUPE_CHECK(logits.device().is_cuda() || logits.dtype() == DType::f32 || logits.dtype() == DType::f64,
+              "cross_entropy of ", dtype_name(logits.dtype()), " logits runs on CUDA only");
   Tensor lc = contiguous(logits), yc = contiguous(labels);
-  Tensor loss = empty(Shape{}, logits.dtype(), logits.device());
+  // 16-bit logits (a mixed-precision model's last layer, uncast): the loss in float32, computed from
+  // them as from their float32 cast, and their gradient in their own type.
+  const DType loss_type = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor loss = empty(Shape{}, loss_type, logits.device());
   kernels<LossKernels>(logits.device()).ce_forward(current_context(), loss, lc, yc, logits.size(0), logits.size(1));
   add_flops(4.0 * double(logits.numel()));
   if (autograd::needs_grad({&logits})) {

@@ -6,7 +6,9 @@
 
 namespace loupe {
 
-// logits [N, C] float, labels [N] int32 in [0, C): mean of -log softmax(logits)[label].
+// logits [N, C] float, labels [N] int32 in [0, C): mean of -log softmax(logits)[label]. On CUDA
+// the logits may be float16 or bfloat16: the loss is float32 then, the same bits as from the
+// logits' float32 cast, and their gradient comes in their type (no casts around the loss).
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 // logits of any shape, targets float of the same numel in [0, 1]: mean of BCE(sigmoid(logits), t).
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets);
@@ -15,7 +17,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 // sub, mul and mean, whose gradients and kernels are checked one by one.
 Tensor mean_squared_error(const Tensor& pred, const Tensor& target);
 // How many rows are classified correctly, as a float32 scalar on logits' device; no autograd.
-// logits [N, C] with C > 1: argmax == label; logits [N] or [N, 1]: (logit > 0) == (label > 0.5).
+// logits [N, C] with C > 1: argmax == label (16-bit logits too, on CUDA); logits [N] or [N, 1]:
+// (logit > 0) == (label > 0.5).
 Tensor count_correct(const Tensor& logits, const Tensor& labels);
 // acc (a float32 scalar on logits' device) += count_correct(logits, labels), in the count's own
 // kernels: a running count without an add after each step's.

@@ -16,13 +16,19 @@ constexpr int kBlock = 512;
 using cuda::warp_max;
 using cuda::warp_sum;
 
-// log sum exp of row x, by the calling warp.
-__device__ __forceinline__ float warp_lse(const float* x, int64_t C) {
+using cuda::from_float;
+using cuda::to_float;
+
+// log sum exp of row x, by the calling warp. Logits of cross-entropy and the count may be 16-bit
+// (a mixed-precision model's last layer): read as float, the arithmetic is float32's, so a 16-bit
+// row gives the bits its float32 cast would.
+template <class T>
+__device__ __forceinline__ float warp_lse(const T* x, int64_t C) {
   float m = -INFINITY;
-  for (int64_t c = threadIdx.x % 32; c < C; c += 32) m = fmaxf(m, x[c]);
+  for (int64_t c = threadIdx.x % 32; c < C; c += 32) m = fmaxf(m, to_float(x[c]));
   m = warp_max(m);
   float z = 0.f;
-  for (int64_t c = threadIdx.x % 32; c < C; c += 32) z += expf(x[c] - m);
+  for (int64_t c = threadIdx.x % 32; c < C; c += 32) z += expf(to_float(x[c]) - m);
   return logf(warp_sum(z)) + m;
 }
 
@@ -57,26 +63,30 @@ __global__ void sum_partials(float* out, const float* partial, int64_t n, float 
   if (threadIdx.x == 0) *out = accumulate ? *out + s[0] * scale : s[0] * scale;
 }
 
-__global__ void ce_rows(float* partial, const float* x, const int32_t* y, int64_t N, int64_t C) {
+template <class T>
+__global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) {
     int32_t label = y[r];
     float lse = warp_lse(x + r * C, C);
     // An out-of-range label cannot throw here; it makes the loss NaN, which the epoch report shows.
-    acc = (label >= 0 && label < C) ? lse - x[r * C + label] : NAN;
+    acc = (label >= 0 && label < C) ? lse - to_float(x[r * C + label]) : NAN;
   }
   block_partial(partial, acc);
 }
 
 // One warp a row.
-__global__ void ce_bwd(float* gx, const float* x, const int32_t* y, const float* gloss, int64_t N, int64_t C) {
+// gx in the logits' type: the float32 value rounded once, as a cast of a float32 gradient would.
+template <class T>
+__global__ void ce_bwd(T* gx, const T* x, const int32_t* y, const float* gloss, int64_t N, int64_t C) {
   const float scale = *gloss / float(N);
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < N; r += warps) {
-    const float* xr = x + r * C;
+    const T* xr = x + r * C;
     float lse = warp_lse(xr, C);
-    for (int64_t c = threadIdx.x % 32; c < C; c += 32) gx[r * C + c] = (expf(xr[c] - lse) - (c == y[r] ? 1.f : 0.f)) * scale;
+    for (int64_t c = threadIdx.x % 32; c < C; c += 32)
+      gx[r * C + c] = from_float<T>((expf(to_float(xr[c]) - lse) - (c == y[r] ? 1.f : 0.f)) * scale);
   }
 }
 
@@ -101,15 +111,18 @@ __global__ void correct_binary(float* out, const float* x, const float* labels, 
 }
 
 // Classes: one warp a row finds the first index of the row's largest value (a NaN never wins).
-__global__ void correct_rows(float* partial, const float* x, const int32_t* labels, int64_t N, int64_t C) {
+template <class T>
+__global__ void correct_rows(float* partial, const T* x, const int32_t* labels, int64_t N, int64_t C) {
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) {
-    const float* xr = x + r * C;
+    const T* xr = x + r * C;
     float best = -INFINITY;
     int64_t at = C;  // none yet
-    for (int64_t c = threadIdx.x % 32; c < C; c += 32)
-      if (xr[c] > best || (at == C && !isnan(xr[c]))) best = xr[c], at = c;
+    for (int64_t c = threadIdx.x % 32; c < C; c += 32) {
+      const float v = to_float(xr[c]);
+      if (v > best || (at == C && !isnan(v))) best = v, at = c;
+    }
     for (int o = 16; o > 0; o >>= 1) {
       float b = __shfl_xor_sync(0xffffffffu, best, o);
       int64_t a = __shfl_xor_sync(0xffffffffu, at, o);
@@ -133,17 +146,23 @@ void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, bool acc
 
 void ce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
                 int64_t C) {
-  cuda::require_f32(logits, "cross_entropy");
   const cudaStream_t s = cuda::stream(ctx);
-  rows_then_sum(ce_rows, loss, N, N ? 1.f / float(N) : 0.f, false, s, logits.data<float>(), labels.data<int32_t>(), N, C);
+  cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    rows_then_sum(ce_rows<T>, loss, N, N ? 1.f / float(N) : 0.f, false, s, logits.data<T>(), labels.data<int32_t>(),
+                  N, C);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void ce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& labels,
                  const Tensor& gloss, int64_t N, int64_t C) {
   const cudaStream_t s = cuda::stream(ctx);
-  ce_bwd<<<cuda::blocks_for(N * 32), cuda::kThreads, 0, s>>>(
-      gx.data<float>(), logits.data<float>(), labels.data<int32_t>(), gloss.data<float>(), N, C);
+  cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    ce_bwd<T><<<cuda::blocks_for(N * 32), cuda::kThreads, 0, s>>>(gx.data<T>(), logits.data<T>(),
+                                                                   labels.data<int32_t>(), gloss.data<float>(), N, C);
+  });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -164,12 +183,16 @@ void bce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits
 
 void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels, int64_t N,
                    int64_t C, bool accumulate) {
-  cuda::require_f32(logits, "count_correct");
   const cudaStream_t s = cuda::stream(ctx);
-  if (C == 1)
+  if (C == 1) {
+    cuda::require_f32(logits, "count_correct of binary outputs");
     correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N, accumulate);
-  else
-    rows_then_sum(correct_rows, out, N, 1.f, accumulate, s, logits.data<float>(), labels.data<int32_t>(), N, C);
+  } else {
+    cuda::dispatch_float(logits.dtype(), "count_correct", [&](auto tag) {
+      using T = decltype(tag);
+      rows_then_sum(correct_rows<T>, out, N, 1.f, accumulate, s, logits.data<T>(), labels.data<int32_t>(), N, C);
+    });
+  }
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -290,6 +290,13 @@ int64_t classes_of(Loss loss, const Tensor& logits) {
   return loss == Loss::BinaryCrossEntropyWithLogits ? 2 : logits.size(1);
 }
 
+// The loss in float32: cross-entropy on a GPU reads 16-bit logits as their float32 cast (a cast
+// kernel each way fewer in a mixed-precision step, the same bits); the other losses take the cast.
+Tensor loss_input(Loss loss, const Tensor& logits) {
+  if (logits.dtype() == DType::f32 || (loss == Loss::CrossEntropy && logits.device().is_cuda())) return logits;
+  return to(logits, DType::f32);
+}
+
 // acc += the batch's correct predictions (in the count's own kernels: no add after it).
 void add_correct(const Tensor& acc, Loss loss, const Tensor& logits, const Tensor& targets) {
   count_correct_into(acc, loss == Loss::BinaryCrossEntropyWithLogits ? flatten(logits, 0) : logits, targets);
@@ -322,7 +329,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
       opt_.zero_grad();
     }
     logits = model_(x);
-    if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);  // the loss in float32
+    logits = loss_input(options_.loss, logits);
     check_logits(logits, options_.loss);
     classes_ = classes_of(options_.loss, logits);
     y = targets_for(options_.loss, logits, y);
@@ -586,8 +593,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
 void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   Tensor x, y;
   gather(data, idx, x, y);
-  Tensor logits = model_(x);
-  if (logits.dtype() != DType::f32) logits = to(logits, DType::f32);
+  Tensor logits = loss_input(options_.loss, model_(x));
   check_logits(logits, options_.loss);
   classes_ = classes_of(options_.loss, logits);
   const Tensor t = targets_for(options_.loss, logits, y);
