@@ -54,3 +54,16 @@ TEST(CountCorrect, IntoAddsToTheRunningCount) {
   EXPECT_EQ(acc.item(), 9.0);
   EXPECT_THROW(count_correct_into(zeros(Shape{2}, DType::f32, kCPU), logits, labels), Error);
 }
+
+// 16-bit logits are read as they come on CUDA only (test_ops_half's HalfLoss); the CPU says so
+// instead of running a kernel that has no 16-bit path.
+TEST(CrossEntropy, SixteenBitLogitsOnTheCpuAreRefusedByName) {
+  Tensor logits = to(from_vector(std::vector<float>{0.1f, 0.9f, 0.8f, 0.2f}, Shape{2, 2}), DType::f16);
+  Tensor labels = from_vector(std::vector<int32_t>{1, 0}, Shape{2});
+  try {
+    cross_entropy(logits, labels);
+    ADD_FAILURE() << "float16 logits ran on the CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runs on CUDA only"), std::string::npos) << e.what();
+  }
+}
