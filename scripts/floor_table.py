@@ -2,7 +2,10 @@
 """The step's floor against the step (issue 35, point 4): from `loupe profile MODEL --graph on
 --json F` runs, per model and batch, the analytic floors at the ceilings the profile measured (a
 GEMM at the precision in use, a device copy) beside the measured graphed step, its busy time,
-its boundaries and its kernels, and, where given, PyTorch's step from its samples/s.
+its boundaries and its kernels, and, where given, PyTorch's step from its samples/s. With
+--compiled (the compiled.md of dev/device_check_compiled.sh, from the same machine): PyTorch's
+compiled step and loupe's `bench` step (its fastest precision; the profile's step carries the
+profiler's own gaps) and their ratio, the issue's 1.5x target.
 
   floor (ops)   each op at its own roofline, summed: max(FLOPs / peak, bytes / bandwidth) per row.
                 Bytes are loupe's analytic ones (each input read once, each output written once),
@@ -10,6 +13,7 @@ its boundaries and its kernels, and, where given, PyTorch's step from its sample
   floor (FLOPs) the step's FLOPs at the peak: what no schedule beats.
 
 usage: floor_table.py MODEL@BATCH=PROFILE.json [...] [--pytorch MODEL@BATCH=SAMPLES_PER_SEC ...]
+                      [--compiled compiled.md]
 """
 import argparse
 import json
@@ -31,19 +35,46 @@ def key_value(text, what):
     return (model, int(batch)), v
 
 
-def table(runs, pytorch):
+def read_compiled(path):
+    """{(model, batch): (loupe samples/s, PyTorch samples/s)} from dev/device_check_compiled.sh's
+    table rows: | model | batch | 1,234 (fp16) | 567 | 2.18x |."""
+    got = {}
+    with open(path) as f:
+        for line in f:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) != 5 or not cells[1].isdigit():
+                continue
+            try:
+                loupe = float(cells[2].split()[0].replace(",", ""))
+                torch = float(cells[3].replace(",", ""))
+            except ValueError:
+                continue
+            if loupe > 0 and torch > 0:
+                got[(cells[0], int(cells[1]))] = (loupe, torch)
+    if not got:
+        sys.exit(f"floor_table.py: no rows of dev/device_check_compiled.sh's table in {path}")
+    return got
+
+
+def table(runs, pytorch, compiled=None):
+    compiled = compiled or {}
     out = ["| model | batch | floor, ops at their rooflines (us) | floor, FLOPs at the peak (us) | loupe step (us) "
-           "| busy (us) | boundaries (us) | records a step | step / floor (ops) | PyTorch step (us) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| busy (us) | boundaries (us) | records a step | step / floor (ops) | PyTorch step (us) "
+           "| loupe bench step (us) | loupe / PyTorch |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (model, batch), p in runs:
         if p.get("graph_replays", -1) <= 0:
             sys.exit(f"floor_table.py: the {model}@{batch} profile is not of a graphed step (loupe profile --graph on)")
         f_ops, f_flops = floors(p)
         step = p["wall_us_per_step"]
-        sps = pytorch.get((model, batch))
+        loupe_sps, compiled_sps = compiled.get((model, batch), (None, None))
+        sps = pytorch.get((model, batch), compiled_sps)
         pt = f"{batch / sps * 1e6:.1f}" if sps else "not measured"
+        lb = f"{batch / loupe_sps * 1e6:.1f}" if loupe_sps else "not measured"
+        ratio = f"{loupe_sps / sps:.2f}x" if loupe_sps and sps else "n/a"
         out.append(f"| {model} | {batch} | {f_ops:.1f} | {f_flops:.2f} | {step:.1f} | {p['busy_us_per_step']:.1f} | "
-                   f"{p['boundary_us_per_step']:.1f} | {p['activities_per_step']:.0f} | {step / f_ops:.1f}x | {pt} |")
+                   f"{p['boundary_us_per_step']:.1f} | {p['activities_per_step']:.0f} | {step / f_ops:.1f}x | {pt} | "
+                   f"{lb} | {ratio} |")
     return "\n".join(out)
 
 
@@ -51,6 +82,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="MODEL@BATCH=PROFILE.json")
     ap.add_argument("--pytorch", action="append", default=[], help="MODEL@BATCH=SAMPLES_PER_SEC")
+    ap.add_argument("--compiled", default="", metavar="FILE",
+                    help="dev/device_check_compiled.sh's compiled.md: PyTorch's and loupe's bench samples/s")
     a = ap.parse_args()
     runs = []
     for r in a.runs:
@@ -61,7 +94,7 @@ def main():
     for r in a.pytorch:
         k, v = key_value(r, "--pytorch")
         pytorch[k] = float(v)
-    print(table(runs, pytorch))
+    print(table(runs, pytorch, read_compiled(a.compiled) if a.compiled else None))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,16 @@ cells = [c.strip() for c in row[0].strip("|").split("|")]
 assert abs(float(cells[2]) - want) < 0.06, (cells, want)
 assert cells[4] == f"{p['wall_us_per_step']:.1f}", cells
 assert cells[9] == "256.0", cells  # 128 samples at 500,000 a second
+# With dev/device_check_compiled.sh's table: loupe's bench step and the ratio to PyTorch's.
+md = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"floor_compiled_{os.getpid()}.md")
+with open(md, "w") as f:
+    f.write("| model | batch | loupe best (precision) | PyTorch compiled + graph + fp16 | ratio |\n|---|---|---|---|---|\n"
+            "| mnist_mlp | 128 | 1,280,000 (fp16) | 640,000 | 2.00x |\n")
+out = subprocess.run([sys.executable, script, f"mnist_mlp@128={profile}", "--compiled", md],
+                     capture_output=True, text=True, check=True).stdout
+os.remove(md)
+cells = [c.strip() for c in [l for l in out.splitlines() if l.startswith("| mnist_mlp | 128 |")][0].strip("|").split("|")]
+assert cells[9:] == ["200.0", "100.0", "2.00x"], cells
 eager = dict(p, graph_replays=-1)
 tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"floor_eager_{os.getpid()}.json")
 json.dump(eager, open(tmp, "w"))
