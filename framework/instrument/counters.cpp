@@ -1,22 +1,14 @@
 #include "instrument/counters.h"
 
+#include "instrument/cuda_factory.h"
+
 namespace loupe::instrument {
 
-namespace {
-CounterSessionFactory& factory() {
-  static CounterSessionFactory f = nullptr;
-  return f;
-}
-}  // namespace
+void register_counter_session_factory(CounterSessionFactory f) { CudaFactory<CounterSession>::set(f); }
 
-void register_counter_session_factory(CounterSessionFactory f) { factory() = f; }
-
+// The counters' maker gives its own reasons (counters_cuda.cu): nothing added to them here.
 std::unique_ptr<CounterSession> make_counter_session(std::string* why) {
-  if (!factory()) {
-    *why = "this loupe was built without CUDA";
-    return nullptr;
-  }
-  return factory()(why);
+  return CudaFactory<CounterSession>::make(why, "this loupe was built without CUDA", nullptr);
 }
 
 }  // namespace loupe::instrument

@@ -4,27 +4,16 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "instrument/cuda_factory.h"
+
 namespace loupe::instrument {
 
-namespace {
-GraphNodeMapFactory& factory_slot() {
-  static GraphNodeMapFactory f = nullptr;
-  return f;
-}
-}  // namespace
-
-void register_graph_node_map_factory(GraphNodeMapFactory f) { factory_slot() = f; }
+void register_graph_node_map_factory(GraphNodeMapFactory f) { CudaFactory<GraphNodeMap>::set(f); }
 
 std::unique_ptr<GraphNodeMap> make_graph_node_map(std::string* why) {
-  std::string local;
-  std::string& w = why ? *why : local;
-  if (!factory_slot()) {
-    w = "this loupe was built without CUDA, so there are no CUDA graphs to profile";
-    return nullptr;
-  }
-  std::unique_ptr<GraphNodeMap> m = factory_slot()(&w);
-  if (!m && w.empty()) w = "CUPTI's callbacks could not be subscribed (no reason given)";
-  return m;
+  return CudaFactory<GraphNodeMap>::make(why,
+                                         "this loupe was built without CUDA, so there are no CUDA graphs to profile",
+                                         "CUPTI's callbacks could not be subscribed (no reason given)");
 }
 
 int64_t attribute_graph_nodes(std::vector<ActivityRecord>& activity, GraphNodeMap& map) {
