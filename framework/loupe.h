@@ -19,6 +19,7 @@
 #include "ops/embedding.h"
 #include "ops/index.h"
 #include "ops/linalg.h"
+#include "ops/linear_act.h"
 #include "ops/loss.h"
 #include "ops/lstm.h"
 #include "ops/norm.h"

@@ -17,6 +17,7 @@
 
 #include "loupe.h"
 #include "ops/bias_act.h"
+#include "ops/linear_act.h"
 #include "ops/lstm.h"
 
 namespace loupe::test {
@@ -447,6 +448,28 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(ba_flops(Act::Sigmoid, 0.0, true)).with_perf({{1023, 1023}, {1023}});
   add("bias_act_dropout_no_bias", {{{6, 9}}}, ba(std::nullopt, 0.4, false))
       .with_flops(ba_flops(std::nullopt, 0.4, false)).with_perf({M});
+  // A Linear layer with its epilogue in one op (ops/linear_act.h): the product, the bias (in the
+  // GEMM's epilogue where the backend has one) and the activation and dropout; the counts are the
+  // separate ops' (ba_flops above).
+  auto la = [](std::optional<Act> act, double p) {
+    return [=](V x) {
+      manual_seed(42);
+      return linear_act(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), act, p, true);
+    };
+  };
+  auto la_flops = [=](std::optional<Act> act, double p, bool has_bias) {
+    return [=](S s) {
+      double B = double(s[0][0]), O = double(s[1][0]), I = double(s[0][1]);
+      Flops e = ba_flops(act, p, has_bias)(Shapes{Shape{int64_t(B), int64_t(O)}});
+      return fl::gemm(B, O, I) + e;
+    };
+  };
+  add("linear_act_relu_dropout", {{{6, 5}}, {{8, 5}}, {{8}}}, la(Act::Relu, 0.3))
+      .with_flops(la_flops(Act::Relu, 0.3, true)).with_perf({{1024, 784}, {512, 784}, {512}});
+  add("linear_act_odd_no_act", {{{5, 7}}, {{3, 7}}, {{3}}}, la(std::nullopt, 0.0))
+      .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 512}, {10, 512}, {10}});
+  add("linear_act_tanh_no_bias", {{{4, 6}}, {{5, 6}}}, la(Act::Tanh, 0.0))
+      .with_flops(la_flops(Act::Tanh, 0.0, false)).with_perf({{1024, 512}, {512, 512}});
   // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows, the CPU's for
   // NCHW ones; elsewhere pool then dropout).
   auto pool_drop = [=](int C_last, double p) {

@@ -6,6 +6,7 @@
 #include "loupe.h"
 #include "core/dropout_mask.h"
 #include "ops/bias_act.h"
+#include "ops/linear_act.h"
 
 using namespace loupe;
 
@@ -89,11 +90,42 @@ TEST(Fusion, BiasActIsTheSeparateOpsOnTheCpu) {
   m.to(kCPU);
   Tensor out = m(x1.detach());
   ASSERT_TRUE(out.grad_fn());
-  EXPECT_STREQ(out.grad_fn()->name(), "BiasActBackward") << "the last Linear's bias";
-  // fc + relu + drop is one node: the second Linear's input comes straight from it.
-  auto into_out = out.grad_fn()->next_edges[0].fn;  // MatmulBackward of `out`
+  EXPECT_STREQ(out.grad_fn()->name(), "LinearActBackward") << "the last Linear: its product and bias, one node";
+  // fc + relu + drop is one node too: the second Linear's input comes straight from it.
+  auto into_out = out.grad_fn()->next_edges[0].fn;
   ASSERT_TRUE(into_out);
-  EXPECT_STREQ(into_out->next_edges[0].fn->name(), "BiasActBackward");
+  EXPECT_STREQ(into_out->name(), "LinearActBackward");
+}
+
+// linear_act on the CPU is matmul and bias_act, bit for bit: output and every gradient, with and
+// without an epilogue (the CPU's table has no GEMM with a bias epilogue).
+TEST(Fusion, LinearActIsMatmulAndBiasActOnTheCpu) {
+  for (bool epilogue : {true, false}) {
+    SCOPED_TRACE(epilogue ? "relu + dropout" : "bias only");
+    std::vector<float> v(6 * 5 + 8 * 5 + 8);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(9, 0, i) * 2.f - 1.f;
+    auto part = [&](size_t at, Shape s) {
+      return from_vector(std::vector<float>(v.begin() + long(at), v.begin() + long(at + size_t(s.numel()))), s);
+    };
+    Tensor x[2], w[2], b[2], y[2];
+    for (int k = 0; k < 2; ++k) {
+      x[k] = part(0, Shape{6, 5}).requires_grad_(true);
+      w[k] = part(30, Shape{8, 5}).requires_grad_(true);
+      b[k] = part(70, Shape{8}).requires_grad_(true);
+    }
+    const std::optional<Act> act = epilogue ? std::optional<Act>(Act::Relu) : std::nullopt;
+    const double p = epilogue ? 0.4 : 0.0;
+    manual_seed(7);
+    y[0] = linear_act(x[0], w[0], b[0], act, p, true);
+    manual_seed(7);
+    y[1] = bias_act(matmul(x[1], transpose(w[1], 0, 1)), b[1], act, p, true);
+    EXPECT_EQ(y[0].to_vector<float>(), y[1].to_vector<float>());
+    for (int k = 0; k < 2; ++k) backward(sum(y[k] * y[k]));
+    EXPECT_EQ(x[0].grad().to_vector<float>(), x[1].grad().to_vector<float>());
+    EXPECT_EQ(w[0].grad().to_vector<float>(), w[1].grad().to_vector<float>());
+    std::vector<float> g0 = b[0].grad().to_vector<float>(), g1 = b[1].grad().to_vector<float>();
+    for (size_t i = 0; i < g0.size(); ++i) EXPECT_NEAR(g0[i], g1[i], 1e-6f) << "bias grad " << i << " (summation order)";
+  }
 }
 
 TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {

@@ -245,7 +245,7 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
       << out;
   EXPECT_NE(out.find("fma%  tc% dram%"), std::string::npos) << out;
   const std::string j = test::slurp(json), c = test::slurp(csv);
-  EXPECT_NE(c.find("\"matmul\",backward"), std::string::npos) << c;
+  EXPECT_NE(c.find("\"linear\",backward"), std::string::npos) << c;
   EXPECT_NE(c.find("\"RMSprop\",optimizer"), std::string::npos) << c;
   // Every FLOP of the window is in a row: the rows sum to core/flops.h's count, none outside an op.
   auto field = [&](const std::string& key) {
@@ -352,7 +352,7 @@ TEST(ProfileGpu, TheGraphedStepNodeByNode) {
   EXPECT_NE(out.find(", eager (--graph on"), std::string::npos) << out;
   // The eager profile's ops are the graph's: each (module, op, phase) of one is in the other.
   const std::string eager_csv = test::slurp(csv);
-  for (const char* key : {"\"matmul\",forward", "\"bias_act\",backward", "\"RMSprop\",optimizer"}) {
+  for (const char* key : {"\"linear\",forward", "\"linear\",backward", "\"RMSprop\",optimizer"}) {
     EXPECT_NE(graphed_csv.find(key), std::string::npos) << key << "\n" << graphed_csv;
     EXPECT_NE(eager_csv.find(key), std::string::npos) << key << "\n" << eager_csv;
   }

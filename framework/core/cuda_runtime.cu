@@ -38,17 +38,21 @@ std::string hint_for(cudaError_t e) {
 // graph (32 MiB: what NVIDIA recommends for Hopper).
 constexpr size_t kCublasWorkspace = size_t(32) << 20;
 
-// A cuBLAS handle bound to `stream`, with a workspace of its own.
-cublasHandle_t make_cublas(cudaStream_t stream) {
+// The lane's cuBLAS handle, bound to its stream, with a workspace of its own, and its cuBLASLt
+// handle, which uses the same workspace.
+void make_cublas(ExecLane& l) {
   cublasHandle_t h = nullptr;
   void* workspace = nullptr;
   LOUPE_CUBLAS_CHECK(cublasCreate(&h));
-  LOUPE_CUBLAS_CHECK(cublasSetStream(h, stream));
+  LOUPE_CUBLAS_CHECK(cublasSetStream(h, l.stream));
   LOUPE_CUDA_CHECK(cudaMalloc(&workspace, kCublasWorkspace));
   LOUPE_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, kCublasWorkspace));
   // fp32 GEMMs stay in full fp32 (no TF32) unless a precision mode asks otherwise.
   LOUPE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-  return h;
+  l.cublas = h;
+  LOUPE_CUBLAS_CHECK(cublasLtCreate(&l.lt));
+  l.workspace = workspace;
+  l.workspace_bytes = kCublasWorkspace;
 }
 
 ExecLane& state() {
@@ -63,7 +67,7 @@ ExecLane& state() {
     LOUPE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
     uint64_t threshold = UINT64_MAX;
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    s.cublas = make_cublas(s.stream);
+    make_cublas(s);
   });
   return s;
 }
@@ -98,7 +102,7 @@ ExecLane* new_lane() {
   state();  // the runtime (device, memory pool) first
   auto* l = new ExecLane;  // lives until the process ends, as its stream does
   LOUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&l->stream, cudaStreamNonBlocking));
-  l->cublas = make_cublas(l->stream);
+  make_cublas(*l);
   return l;
 }
 

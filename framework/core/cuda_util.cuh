@@ -1,6 +1,7 @@
 // Shared by the .cu files: checked CUDA/cuBLAS calls (file:line, the call, the status string and a
 // hint), the compute stream and cuBLAS handle, and launch helpers.
 #pragma once
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -37,6 +38,11 @@ namespace loupe {
 struct ExecLane {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;  // with a workspace of its own: no allocation inside a capture
+  // cuBLASLt's handle (ops/linalg_cuda.cu's GEMMs with epilogues), which shares cuBLAS's workspace:
+  // both run on this lane's stream, one after the other.
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
   cudnnContext* cudnn = nullptr;    // made at the lane's first cuDNN call (ops/cudnn_util.cu)
   std::once_flag cudnn_once;
 };

@@ -9,8 +9,7 @@
 
 namespace loupe {
 
-namespace {
-BiasActArgs args_for(const Tensor& x, std::optional<Act> act, bool dropout, double p) {
+BiasActArgs bias_act_args(const Tensor& x, std::optional<Act> act, bool dropout, double p) {
   BiasActArgs a;
   a.C = x.size(1);
   a.outer = x.size(0);
@@ -22,25 +21,41 @@ BiasActArgs args_for(const Tensor& x, std::optional<Act> act, bool dropout, doub
   a.act = act ? int(*act) : -1;
   a.dropout = dropout;
   a.p = float(p);
+  if (dropout) a.rng = default_generator().draw(uint64_t(x.numel()));
   return a;
 }
 
+Tensor bias_act_apply(const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+  Tensor y = empty_like(x);
+  if (y.numel() > 0) kernels<BiasActKernels>(x.device()).forward(current_context(), y, x, b, a);
+  add_flops(double(y.numel()) * ((b.defined() ? 1 : 0) + (a.act >= 0 ? (a.act == int(Act::Relu) ? 1 : 4) : 0) +
+                                 (a.dropout ? 1 : 0)));
+  return y;
+}
+
+BiasActGrads bias_act_grad(const Tensor& y, const Tensor& gy_in, const BiasActArgs& a, bool bias_grad) {
+  Tensor gy = contiguous(gy_in, y.memory_format());
+  BiasActGrads r;
+  r.gx = empty_like(y);
+  const bool fused = bias_grad && bias_act_fuses_bias_grad(a.C, a.inner);
+  if (fused) r.gb = empty(Shape{a.C}, y.dtype(), y.device());
+  kernels<BiasActKernels>(y.device()).backward(current_context(), r.gx, r.gb, y, gy, a);
+  if (bias_grad && !fused) r.gb = sum_except(r.gx, 1);
+  // (sum_except counts its own FLOPs where it runs)
+  add_flops(double(y.numel()) *
+            ((a.act >= 0 ? (a.act == int(Act::Relu) ? 1 : 3) : 0) + (a.dropout ? 1 : 0) + (fused ? 1 : 0)));
+  return r;
+}
+
+namespace {
 struct BiasActBackward : autograd::Node {
   Tensor y;  // the output
   BiasActArgs a;
   bool need_x = false, need_b = false;
   const char* name() const override { return "BiasActBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = contiguous(g[0], y.memory_format());
-    Tensor gx = empty_like(y), gb;
-    const bool fused = need_b && bias_act_fuses_bias_grad(a.C, a.inner);
-    if (fused) gb = empty(Shape{a.C}, y.dtype(), y.device());
-    kernels<BiasActKernels>(y.device()).backward(current_context(), gx, gb, y, gy, a);
-    if (need_b && !fused) gb = sum_except(gx, 1);
-    // (sum_except counts its own FLOPs where it runs)
-    add_flops(double(y.numel()) *
-                          ((a.act >= 0 ? (a.act == int(Act::Relu) ? 1 : 3) : 0) + (a.dropout ? 1 : 0) + (fused ? 1 : 0)));
-    return {need_x ? gx : Tensor(), gb};
+    BiasActGrads r = bias_act_grad(y, g[0], a, need_b);
+    return {need_x ? r.gx : Tensor(), r.gb};
   }
   void release() override { y = Tensor(); }
 };
@@ -58,12 +73,8 @@ Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double
   const bool dropout = training && p > 0;
   LOUPE_CHECK(!dropout || !act || *act == Act::Relu, "bias_act: dropout fuses after relu or no activation only");
   Tensor xc = dense(x), bc = b.defined() ? contiguous(b) : Tensor();
-  Tensor y = empty_like(xc);
-  BiasActArgs a = args_for(xc, act, dropout, p);
-  if (dropout) a.rng = default_generator().draw(uint64_t(xc.numel()));
-  if (y.numel() > 0) kernels<BiasActKernels>(x.device()).forward(current_context(), y, xc, bc, a);
-  add_flops(double(y.numel()) *
-                        ((bc.defined() ? 1 : 0) + (act ? (*act == Act::Relu ? 1 : 4) : 0) + (dropout ? 1 : 0)));
+  BiasActArgs a = bias_act_args(xc, act, dropout, p);
+  Tensor y = bias_act_apply(xc, bc, a);
   if (autograd::needs_grad({&x, &b})) {
     auto n = std::make_shared<BiasActBackward>();
     n->y = y.detach();

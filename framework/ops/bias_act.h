@@ -44,6 +44,19 @@ struct BiasActKernels {
                    const BiasActArgs& a);
 };
 
+// bias_act's parts without its autograd record, for an op that owns the backward of a product and
+// its epilogue (ops/linear_act.cpp). Each counts its FLOPs.
+// The arguments for x (dense), its activation and dropout (drawn here when `dropout`).
+BiasActArgs bias_act_args(const Tensor& x, std::optional<Act> act, bool dropout, double p);
+// The forward pass: y = drop(act(x + b)) for dense x; b contiguous or undefined.
+Tensor bias_act_apply(const Tensor& x, const Tensor& b, const BiasActArgs& a);
+// The gradient through dropout and the activation, gx, from the saved output y; with `bias_grad`
+// also the bias's gradient gb (else gb is undefined).
+struct BiasActGrads {
+  Tensor gx, gb;
+};
+BiasActGrads bias_act_grad(const Tensor& y, const Tensor& gy, const BiasActArgs& a, bool bias_grad);
+
 // Whether the backward kernels reduce the bias gradient themselves for this shape (else it is
 // sum_except over gx).
 inline bool bias_act_fuses_bias_grad(int64_t C, int64_t inner) {

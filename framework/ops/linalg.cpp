@@ -7,6 +7,7 @@
 #include "core/flops.h"
 #include "core/op_record.h"
 #include "ops/elementwise.h"
+#include "ops/linear_act.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -28,8 +29,9 @@ Operand as_operand(const Tensor& x) {
   return {cx, false, std::max<int64_t>(c, 1)};
 }
 
-// out = a @ b without autograd.
-Tensor gemm(const Tensor& a, const Tensor& b) {
+}  // namespace
+
+Tensor matmul_nograd(const Tensor& a, const Tensor& b) {
   Tensor out = empty(Shape{a.size(0), b.size(1)}, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   Operand A = as_operand(a), B = as_operand(b);
@@ -52,6 +54,7 @@ Tensor gemm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+namespace {
 struct MatmulBackward : autograd::Node {
   Tensor a, b;
   bool need_a = false, need_b = false;
@@ -63,10 +66,10 @@ struct MatmulBackward : autograd::Node {
   const char* name() const override { return "MatmulBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
-    Tensor ga = need_a ? gemm(g, transpose(b, 0, 1)) : Tensor();
+    Tensor ga = need_a ? matmul_nograd(g, transpose(b, 0, 1)) : Tensor();
     Tensor gb;
-    if (need_b && b_transposed) gb = transpose(gemm(transpose(g, 0, 1), a), 0, 1);
-    else if (need_b) gb = gemm(transpose(a, 0, 1), g);
+    if (need_b && b_transposed) gb = transpose(matmul_nograd(transpose(g, 0, 1), a), 0, 1);
+    else if (need_b) gb = matmul_nograd(transpose(a, 0, 1), g);
     return {ga, gb};
   }
   void release() override { a = b = Tensor(); }
@@ -85,7 +88,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // float16/bfloat16 (mixed precision: 16-bit storage, float32 accumulation) run on cuBLAS only.
   LOUPE_CHECK(a.device().is_cuda() || a.dtype() == DType::f32 || a.dtype() == DType::f64, "matmul of ",
               dtype_name(a.dtype()), " tensors runs on CUDA only; on the CPU use float32 (--precision fp32)");
-  Tensor out = gemm(a, b);
+  Tensor out = matmul_nograd(a, b);
   if (autograd::needs_grad({&a, &b})) {
     auto n = std::make_shared<MatmulBackward>();
     n->need_a = a.requires_grad();
@@ -99,9 +102,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  OpScope scope_("linear", {&x, &w, &b});
-  Tensor y = matmul(x, transpose(w, 0, 1));
-  return scope_.result(b.defined() ? bias_add(y, b) : y);
+  return linear_act(x, w, b, std::nullopt, 0, false);
 }
 
 void gemm_raw(const ExecContext& ctx, Device d, DType t, bool ta, bool tb, int64_t M, int64_t N, int64_t K,

@@ -12,6 +12,9 @@ namespace loupe {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [N, in] @ w[out, in]^T + b[out]: a Linear layer (b may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// a [M, K] @ b [K, N] with no autograd record: the GEMM that matmul and its backward run (for ops
+// that own their backward, ops/linear_act.cpp). Counts its FLOPs.
+Tensor matmul_nograd(const Tensor& a, const Tensor& b);
 
 struct GemmArgs {
   bool ta = false, tb = false;
@@ -26,9 +29,28 @@ struct GemmArgs {
   DType dtype = DType::f32;
 };
 
+// A Linear layer's product with the bias in the GEMM's epilogue; all row-major and contiguous, all
+// of `dtype`, `rows` the batch:
+//   forward:  d = y [rows, out] = a = x [rows, in] @ b = w [out, in]^T + bias [out]
+//   backward: d = the weight's gradient [out, in] = b = gy [rows, out]^T @ a = x [rows, in], and
+//             bias = the bias's gradient [out], the sums of gy's rows.
+struct BiasGemmArgs {
+  int64_t rows = 0, in = 0, out = 0;
+  DType dtype = DType::f32;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* d = nullptr;
+  void* bias = nullptr;
+};
+
 struct LinalgKernels {
   // Row-major C = alpha * op(A) op(B) + beta * C (float32 data on TF32 tensor cores under tf32).
   void (*gemm)(const ExecContext& ctx, const GemmArgs& g);
+  // The bias in the GEMM's epilogue (BiasGemmArgs), or null where the backend has no such GEMM.
+  // Each returns false, having done nothing, when the library has no kernel for the case; the
+  // caller then does the bias its own way.
+  bool (*linear_bias)(const ExecContext& ctx, const BiasGemmArgs& g) = nullptr;
+  bool (*weight_grad_bias)(const ExecContext& ctx, const BiasGemmArgs& g) = nullptr;
 };
 
 // Row-major C = op(A) op(B) (+ C with `accumulate`) on raw pointers to elements of dtype t, through

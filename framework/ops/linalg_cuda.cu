@@ -1,3 +1,9 @@
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "core/exec_context.h"
@@ -48,7 +54,195 @@ void gemm_cublas(const ExecContext& ctx, const GemmArgs& g) {
   }
 }
 
-const LinalgKernels table{gemm_cublas};
+// ---- cuBLASLt: the Linear layer's GEMMs with the bias in the epilogue (ops/linalg.h) ------------
+// Column-major, as cuBLAS: a row-major [r, c] matrix is a column-major [c, r] one.
+//   forward:  y^T [out, rows] = w [out, in] (w^T [in, out] stored, op T) x^T [in, rows] (op N) + bias,
+//             the bias along D's rows (EPILOGUE_BIAS);
+//   backward: gw^T [in, out] = x^T [in, rows] (op N) gy [rows, out] (gy^T [out, rows] stored, op T),
+//             the bias gradient the sums over k (rows) of B = gy, one per column of D (BGRADB).
+// A plan per case: the descriptors and the heuristic's candidates, the fastest of them timed on the
+// case's own operands at its first call (as cuDNN's algorithms are, ops/conv_cuda.cu): the
+// heuristic's first choice for the skinny GEMMs of a dense head (N = 10) can be slower than
+// cuBLAS's own; a first call inside a graph capture, where nothing can be timed, keeps the first.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  cublasLtMatmulAlgo_t algo{};
+  bool decided = false;
+};
+// backward, data type, compute type, rows, in, out, the operands' common alignment in bytes
+using LtKey = std::tuple<bool, int, int, int64_t, int64_t, int64_t, unsigned>;
+
+unsigned alignment_of(std::initializer_list<const void*> ps) {
+  unsigned al = 256;
+  for (const void* p : ps)
+    while (al > 1 && reinterpret_cast<uintptr_t>(p) % al) al /= 2;
+  return al;
+}
+
+cublasLtMatrixLayout_t lt_layout(cudaDataType t, int64_t r, int64_t c) {
+  cublasLtMatrixLayout_t l = nullptr;
+  LOUPE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, uint64_t(r), uint64_t(c), r));
+  return l;
+}
+
+LtPlan lt_plan(const ExecLane& lane, const LtKey& key, cudaDataType t, cublasComputeType_t ct) {
+  const bool backward = std::get<0>(key);
+  const int64_t rows = std::get<3>(key), in = std::get<4>(key), out = std::get<5>(key);
+  const uint32_t align = std::get<6>(key);
+  LtPlan p;
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, ct, CUDA_R_32F));
+  cublasOperation_t ta = backward ? CUBLAS_OP_N : CUBLAS_OP_T, tb = backward ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtEpilogue_t epi = backward ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  int32_t bias_type = int32_t(t);
+  LOUPE_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  if (backward) {
+    p.a = lt_layout(t, in, rows), p.b = lt_layout(t, out, rows), p.d = lt_layout(t, in, out);
+  } else {
+    p.a = lt_layout(t, in, out), p.b = lt_layout(t, in, rows), p.d = lt_layout(t, out, rows);
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = lane.workspace_bytes;
+  LOUPE_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    LOUPE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align));
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t r[kCandidates]{};
+  int found = 0;
+  cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lane.lt, p.desc, p.a, p.b, p.d, p.d, pref, kCandidates, r, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) LOUPE_CUBLAS_CHECK(st);
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+    if (r[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(r[i].algo);
+  return p;
+}
+
+cublasStatus_t lt_run(const ExecLane& lane, const LtPlan& p, const cublasLtMatmulAlgo_t& algo, const void* A,
+                      const void* B, void* D) {
+  const float alpha = 1, beta = 0;
+  return cublasLtMatmul(lane.lt, p.desc, &alpha, A, p.a, B, p.b, &beta, D, p.d, D, p.d, &algo, lane.workspace,
+                        lane.workspace_bytes, lane.stream);
+}
+
+// Holds the stream for `cycles` clock ticks, so that the launches queued behind it run back to back
+// and the events around them time the GPU, not the host's launch rate (a cublasLtMatmul call costs
+// the host a few microseconds, as much as a small GEMM runs).
+__global__ void hold(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// Microseconds per launch of `run`, ten in a row behind a hold; negative when a launch fails.
+template <class Run>
+float time_launches(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, Run run) {
+  constexpr int kRuns = 10;
+  hold<<<1, 1, 0, s>>>(400000);  // ~200 us at the H100's clock: longer than queueing ten launches
+  LOUPE_CUDA_LAUNCH_CHECK();
+  LOUPE_CUDA_CHECK(cudaEventRecord(e0, s));
+  for (int i = 0; i < kRuns; ++i)
+    if (!run()) return -1;
+  LOUPE_CUDA_CHECK(cudaEventRecord(e1, s));
+  LOUPE_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  return 1000.f * ms / kRuns;
+}
+
+// The GEMM of the case without the bias (cuBLAS's, as matmul runs it): the unfused path's product.
+GemmArgs plain_gemm(const BiasGemmArgs& g, bool backward) {
+  GemmArgs p;
+  p.dtype = g.dtype;
+  p.C = g.d;
+  if (backward) {  // gw [out, in] = gy^T [out, rows] x [rows, in]
+    p.M = g.out, p.N = g.in, p.K = g.rows, p.ta = true, p.A = g.b, p.lda = g.out, p.B = g.a, p.ldb = g.in;
+    p.ldc = g.in;
+  } else {  // y [rows, out] = x [rows, in] w^T [in, out]
+    p.M = g.rows, p.N = g.out, p.K = g.in, p.A = g.a, p.lda = g.in, p.tb = true, p.B = g.b, p.ldb = g.in;
+    p.ldc = g.out;
+  }
+  return p;
+}
+
+// Decides the plan at its first call. Each candidate and cuBLAS's plain GEMM are timed on these
+// operands (the outputs are overwritten by the call that follows); the fastest candidate is kept
+// if it beats the plain GEMM plus a microsecond, about what the bias's own kernel costs in a graph
+// besides the product (its launch, ramp and boundary); else none is (the caller adds the bias its
+// own way). Inside a graph capture, where nothing can be timed, the heuristic's first is kept.
+void decide(const ExecContext& ctx, const BiasGemmArgs& g, bool backward, LtPlan& p, const void* A, const void* B) {
+  p.decided = true;
+  const ExecLane& lane = cuda::lane(ctx);
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  LOUPE_CUDA_CHECK(cudaStreamIsCapturing(lane.stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone) {
+    if (!p.candidates.empty()) p.candidates.resize(1), p.algo = p.candidates.front();
+    return;
+  }
+  cudaEvent_t e0, e1;
+  LOUPE_CUDA_CHECK(cudaEventCreate(&e0));
+  LOUPE_CUDA_CHECK(cudaEventCreate(&e1));
+  const GemmArgs plain = plain_gemm(g, backward);
+  const float plain_us = time_launches(lane.stream, e0, e1, [&] { return gemm_cublas(ctx, plain), true; });
+  float best = 1e30f;
+  for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+    const float us = time_launches(lane.stream, e0, e1,
+                                   [&] { return lt_run(lane, p, algo, A, B, g.d) == CUBLAS_STATUS_SUCCESS; });
+    if (us >= 0 && us < best) best = us, p.algo = algo;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (!(best < plain_us + 1.0f)) p.candidates.clear();
+}
+
+bool lt_gemm(const ExecContext& ctx, const BiasGemmArgs& g, bool backward) {
+  cudaDataType t;
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  switch (g.dtype) {
+    case DType::f16: t = CUDA_R_16F; break;
+    case DType::bf16: t = CUDA_R_16BF; break;
+    case DType::f32:
+      t = CUDA_R_32F;
+      if (ctx.precision == Precision::TF32) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    default: return false;
+  }
+  ExecLane& lane = cuda::lane(ctx);
+  const LtKey key{backward, int(t), int(ct), g.rows, g.in, g.out, alignment_of({g.a, g.b, g.d, g.bias})};
+  static std::mutex mu;  // the plans, and each plan's descriptor (its bias pointer is set per call)
+  static std::map<LtKey, LtPlan> plans;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, lt_plan(lane, key, t, ct)).first;
+  LtPlan& p = it->second;
+  if (p.decided && p.candidates.empty()) return false;
+  LOUPE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  // The forward's A is the weight, the backward's the input (see above).
+  const void* A = backward ? g.a : g.b;
+  const void* B = backward ? g.b : g.a;
+  if (!p.decided) decide(ctx, g, backward, p, A, B);
+  if (p.candidates.empty()) return false;
+  cublasStatus_t st = lt_run(lane, p, p.algo, A, B, g.d);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing launched: the caller does the bias its own way
+    p.candidates.clear();
+    return false;
+  }
+  LOUPE_CUBLAS_CHECK(st);
+  return true;
+}
+
+bool linear_bias(const ExecContext& ctx, const BiasGemmArgs& g) { return lt_gemm(ctx, g, false); }
+bool weight_grad_bias(const ExecContext& ctx, const BiasGemmArgs& g) { return lt_gemm(ctx, g, true); }
+
+const LinalgKernels table{gemm_cublas, linear_bias, weight_grad_bias};
 const RegisterBackend<LinalgKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
