@@ -112,6 +112,43 @@ TEST(CudaLarge, BigShapesAgree) {
   }
 }
 
+// cross_entropy_counted (the trainer's loss head) is cross_entropy, add_ and count_correct_into:
+// the same loss bits, the same running sums, the same gradient, on both devices, for 16-bit logits
+// on CUDA too, and rows past one block.
+TEST(CudaLoss, CountedCrossEntropyIsTheSeparateOps) {
+  REQUIRE_GPU();
+  for (int64_t N : {5, 300, 1024})
+    for (int64_t C : {10, 57})
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (Device d : {kCPU, kCUDA}) {
+          if (d == kCPU && dt != DType::f32) continue;
+          SCOPED_TRACE(std::to_string(N) + "x" + std::to_string(C) + " " + dtype_name(dt) + " " + d.str());
+          std::vector<float> v(size_t(N * C));
+          for (size_t i = 0; i < v.size(); ++i) v[i] = 4.f * (philox_uniform(11, 0, i) - 0.5f);
+          std::vector<int32_t> lab(static_cast<size_t>(N));
+          for (size_t i = 0; i < lab.size(); ++i) lab[i] = int32_t(philox_uniform(12, 0, i) * float(C)) % int32_t(C);
+          Tensor labels = to(from_vector(lab, Shape{N}), d);
+          Tensor x[2], loss[2], sums[2];
+          for (int k = 0; k < 2; ++k) {
+            x[k] = to(to(from_vector(v, Shape{N, C}), d), dt).detach().requires_grad_(true);
+            sums[k] = from_vector(std::vector<float>{1.5f, 3.f}, Shape{2}, d);
+          }
+          Tensor loss_sum[2] = {as_strided(sums[0], Shape{}, Shape{}, 0), as_strided(sums[1], Shape{}, Shape{}, 0)};
+          Tensor correct[2] = {as_strided(sums[0], Shape{}, Shape{}, 1), as_strided(sums[1], Shape{}, Shape{}, 1)};
+          loss[0] = cross_entropy_counted(x[0], labels, loss_sum[0], correct[0], double(N));
+          loss[1] = cross_entropy(x[1], labels);
+          {
+            NoGradGuard g;
+            add_(loss_sum[1], loss[1], double(N));
+            count_correct_into(correct[1], x[1].detach(), labels);
+          }
+          EXPECT_EQ(loss[0].item(), loss[1].item());
+          EXPECT_EQ(sums[0].to_vector<float>(), sums[1].to_vector<float>());
+          for (int k = 0; k < 2; ++k) backward(loss[k]);
+          EXPECT_EQ(to(x[0].grad(), DType::f32).to_vector<float>(), to(x[1].grad(), DType::f32).to_vector<float>());
+        }
+}
+
 // The reductions' split paths and the float4 paths only run on big tensors.
 TEST(CudaLarge, ReductionsAndVectorPathsAgree) {
   REQUIRE_GPU();

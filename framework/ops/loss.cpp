@@ -37,8 +37,8 @@ struct BceBackward : autograd::Node {
 };
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
-  OpScope scope_("cross_entropy", {&logits, &labels});
+namespace {
+void check_cross_entropy(const Tensor& logits, const Tensor& labels) {
   LOUPE_CHECK(logits.dim() == 2 && is_floating(logits.dtype()), "cross_entropy needs float logits [N, C], got ",
               logits.shape().str());
   LOUPE_CHECK(labels.dtype() == DType::i32 && labels.dim() == 1 && labels.size(0) == logits.size(0),
@@ -47,6 +47,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   LOUPE_CHECK(labels.device() == logits.device(), "cross_entropy: logits and labels are on different devices");
   LOUPE_CHECK(logits.device().is_cuda() || logits.dtype() == DType::f32 || logits.dtype() == DType::f64,
               "cross_entropy of ", dtype_name(logits.dtype()), " logits runs on CUDA only");
+}
+
+void record_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& lc, const Tensor& yc, Tensor& loss) {
+  if (!autograd::needs_grad({&logits})) return;
+  auto n = std::make_shared<CrossEntropyBackward>();
+  n->logits = lc.detach();
+  n->labels = yc;
+  autograd::record(n, {&logits, &labels}, {&loss});
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  OpScope scope_("cross_entropy", {&logits, &labels});
+  check_cross_entropy(logits, labels);
   Tensor lc = contiguous(logits), yc = contiguous(labels);
   // 16-bit logits (a mixed-precision model's last layer, uncast): the loss in float32, computed from
   // them as from their float32 cast, and their gradient in their own type.
@@ -54,12 +68,32 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   Tensor loss = empty(Shape{}, loss_type, logits.device());
   kernels<LossKernels>(logits.device()).ce_forward(current_context(), loss, lc, yc, logits.size(0), logits.size(1));
   add_flops(4.0 * double(logits.numel()));
-  if (autograd::needs_grad({&logits})) {
-    auto n = std::make_shared<CrossEntropyBackward>();
-    n->logits = lc.detach();
-    n->labels = yc;
-    autograd::record(n, {&logits, &labels}, {&loss});
+  record_cross_entropy(logits, labels, lc, yc, loss);
+  return scope_.result(loss);
+}
+
+Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const Tensor& loss_sum, const Tensor& correct,
+                             double weight) {
+  auto* fused = kernels<LossKernels>(logits.device()).ce_forward_counted;
+  if (!fused || logits.dtype() == DType::f64) {
+    Tensor loss = cross_entropy(logits, labels);
+    NoGradGuard no_record;
+    add_(loss_sum, loss, weight);
+    count_correct_into(correct, logits.detach(), labels);
+    return loss;
   }
+  OpScope scope_("cross_entropy", {&logits, &labels});
+  check_cross_entropy(logits, labels);
+  for (const Tensor* t : {&loss_sum, &correct})
+    LOUPE_CHECK(t->numel() == 1 && t->dtype() == DType::f32 && t->device() == logits.device(),
+                "cross_entropy_counted: the sums are float32 scalars on ", logits.device().str(), ", got ",
+                dtype_name(t->dtype()), " ", t->shape().str(), " on ", t->device().str());
+  Tensor lc = contiguous(logits), yc = contiguous(labels);
+  Tensor loss = empty(Shape{}, DType::f32, logits.device());
+  fused(current_context(), loss, loss_sum, correct, lc, yc, logits.size(0), logits.size(1), float(weight));
+  // the loss, the count (as count_correct counts it) and the three adds
+  add_flops(5.0 * double(logits.numel()) + 3.0);
+  record_cross_entropy(logits, labels, lc, yc, loss);
   return scope_.result(loss);
 }
 

@@ -24,6 +24,14 @@ Tensor count_correct(const Tensor& logits, const Tensor& labels);
 // kernels: a running count without an add after each step's.
 void count_correct_into(const Tensor& acc, const Tensor& logits, const Tensor& labels);
 
+// Cross-entropy with a training step's running sums in its kernels: the loss, as cross_entropy
+// returns it (with its autograd node, and the same bits), while loss_sum += weight * the loss and
+// correct += count_correct(logits, labels); both float32 scalars on logits' device. On CUDA that is
+// one pass over the logits for the loss and the count and one launch for the three sums: two
+// kernels where the separate ops take five (a graphed step's loss head). Elsewhere, the separate ops.
+Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const Tensor& loss_sum, const Tensor& correct,
+                             double weight);
+
 struct LossKernels {
   // loss: scalar; logits [N, C]; labels int32 [N].
   void (*ce_forward)(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
@@ -38,6 +46,10 @@ struct LossKernels {
   // out: float32 scalar, the count written or (accumulate) added to it; C == 1 means binary.
   void (*count_correct)(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels,
                         int64_t N, int64_t C, bool accumulate);
+  // ce_forward's loss, then loss_sum += weight * loss and correct += the count (cross_entropy_counted);
+  // null where the backend has no such kernel.
+  void (*ce_forward_counted)(const ExecContext& ctx, const Tensor& loss, const Tensor& loss_sum, const Tensor& correct,
+                             const Tensor& logits, const Tensor& labels, int64_t N, int64_t C, float weight) = nullptr;
 };
 
 }  // namespace loupe

@@ -37,6 +37,7 @@ __device__ __forceinline__ float warp_lse(const T* x, int64_t C) {
 // the GPU: one block walking 1024 rows took 25 us for mnist_mlp's 10 classes.
 constexpr int kRowWarps = 8, kSumThreads = 256;
 
+// The trailing barrier lets a kernel call it again (its shared array is one).
 __device__ __forceinline__ void block_partial(float* partial, float acc) {
   __shared__ float per_warp[kRowWarps];
   if (threadIdx.x % 32 == 0) per_warp[threadIdx.x / 32] = acc;
@@ -46,11 +47,13 @@ __device__ __forceinline__ void block_partial(float* partial, float acc) {
     for (int w = 0; w < kRowWarps; ++w) t += per_warp[w];
     partial[blockIdx.x] = t;
   }
+  __syncthreads();
 }
 
 // out = scale * the sum of partial[0..n), in a fixed order.
 // accumulate: out += the sum (a running count inside a graphed step: no add kernel after it).
-__global__ void sum_partials(float* out, const float* partial, int64_t n, float scale, bool accumulate) {
+// The sum of partial[0..n) in a fixed order, in thread 0 (kSumThreads threads; callable again).
+__device__ float fixed_sum(const float* partial, int64_t n) {
   __shared__ float s[kSumThreads];
   float t = 0.f;
   for (int64_t k = threadIdx.x; k < n; k += kSumThreads) t += partial[k];
@@ -60,7 +63,14 @@ __global__ void sum_partials(float* out, const float* partial, int64_t n, float 
     if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *out = accumulate ? *out + s[0] * scale : s[0] * scale;
+  const float total = s[0];
+  __syncthreads();
+  return total;
+}
+
+__global__ void sum_partials(float* out, const float* partial, int64_t n, float scale, bool accumulate) {
+  const float t = fixed_sum(partial, n);
+  if (threadIdx.x == 0) *out = accumulate ? *out + t * scale : t * scale;
 }
 
 template <class T>
@@ -110,27 +120,60 @@ __global__ void correct_binary(float* out, const float* x, const float* labels, 
   if (threadIdx.x == 0) *out = accumulate ? *out + acc : acc;
 }
 
-// Classes: one warp a row finds the first index of the row's largest value (a NaN never wins).
+// Whether the calling warp's row is classified correctly: the first index of its largest value
+// (a NaN never wins) is the label.
+template <class T>
+__device__ __forceinline__ bool warp_correct(const T* xr, int64_t C, int32_t label) {
+  float best = -INFINITY;
+  int64_t at = C;  // none yet
+  for (int64_t c = threadIdx.x % 32; c < C; c += 32) {
+    const float v = to_float(xr[c]);
+    if (v > best || (at == C && !isnan(v))) best = v, at = c;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    float b = __shfl_xor_sync(0xffffffffu, best, o);
+    int64_t a = __shfl_xor_sync(0xffffffffu, at, o);
+    if (b > best || (b == best && a < at)) best = b, at = a;
+  }
+  return at == label;  // every lane holds the same answer
+}
+
+// Classes: one warp a row.
 template <class T>
 __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, int64_t N, int64_t C) {
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
+  if (r < N) acc = warp_correct(x + r * C, C, labels[r]) ? 1.f : 0.f;  // lane 0's counts
+  block_partial(partial, acc);
+}
+
+// cross_entropy_counted's rows: ce_rows's loss partials in partial[0..blocks), correct_rows's
+// counts in partial[blocks..2 blocks), from one read of each row.
+template <class T>
+__global__ void ce_counted_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
+  const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
+  float loss = 0.f, hit = 0.f;
   if (r < N) {
     const T* xr = x + r * C;
-    float best = -INFINITY;
-    int64_t at = C;  // none yet
-    for (int64_t c = threadIdx.x % 32; c < C; c += 32) {
-      const float v = to_float(xr[c]);
-      if (v > best || (at == C && !isnan(v))) best = v, at = c;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      float b = __shfl_xor_sync(0xffffffffu, best, o);
-      int64_t a = __shfl_xor_sync(0xffffffffu, at, o);
-      if (b > best || (b == best && a < at)) best = b, at = a;
-    }
-    acc = at == labels[r] ? 1.f : 0.f;  // every lane holds the same answer; lane 0's counts
+    const int32_t label = y[r];
+    const float lse = warp_lse(xr, C);
+    loss = (label >= 0 && label < C) ? lse - to_float(xr[label]) : NAN;
+    hit = warp_correct(xr, C, label) ? 1.f : 0.f;
   }
-  block_partial(partial, acc);
+  block_partial(partial, loss);
+  block_partial(partial + gridDim.x, hit);
+}
+
+// The loss (its partials' sum over N, as sum_partials gives it), then the running sums.
+__global__ void ce_counted_sums(float* loss, float* loss_sum, float* correct, const float* partial, int64_t blocks,
+                                float inv_n, float weight) {
+  const float l = fixed_sum(partial, blocks) * inv_n;
+  const float hits = fixed_sum(partial + blocks, blocks);
+  if (threadIdx.x == 0) {
+    *loss = l;
+    *loss_sum += weight * l;
+    *correct += hits;
+  }
 }
 
 // The per-warp rows, then their sum (a float32 scalar) into out, scaled.
@@ -196,7 +239,23 @@ void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logi
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const LossKernels table{ce_forward, ce_backward, bce_forward, bce_backward, count_correct};
+void ce_forward_counted(const ExecContext& ctx, const Tensor& loss, const Tensor& loss_sum, const Tensor& correct,
+                        const Tensor& logits, const Tensor& labels, int64_t N, int64_t C, float weight) {
+  const cudaStream_t s = cuda::stream(ctx);
+  const int64_t blocks = std::max<int64_t>(1, (N + kRowWarps - 1) / kRowWarps);
+  Tensor partial = empty(Shape{2 * blocks}, DType::f32, loss.device());
+  cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    ce_counted_rows<T><<<unsigned(blocks), kRowWarps * 32, 0, s>>>(partial.data<float>(), logits.data<T>(),
+                                                                   labels.data<int32_t>(), N, C);
+  });
+  LOUPE_CUDA_LAUNCH_CHECK();
+  ce_counted_sums<<<1, kSumThreads, 0, s>>>(loss.data<float>(), loss_sum.data<float>(), correct.data<float>(),
+                                            partial.data<float>(), blocks, N ? 1.f / float(N) : 0.f, weight);
+  LOUPE_CUDA_LAUNCH_CHECK();
+}
+
+const LossKernels table{ce_forward, ce_backward, bce_forward, bce_backward, count_correct, ce_forward_counted};
 const RegisterBackend<LossKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -319,6 +319,7 @@ void reset_sums(Tensor& buf, int64_t n, std::initializer_list<Tensor*> slots, De
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
   Tensor x, y, logits, loss;
+  bool counted = false;
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
   {
@@ -333,7 +334,10 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     check_logits(logits, options_.loss);
     classes_ = classes_of(options_.loss, logits);
     y = targets_for(options_.loss, logits, y);
-    loss = loss_for(options_.loss, logits, y);
+    // Cross-entropy adds into the running loss and count in its own kernels (the loss head in two
+    // launches, not five); the other losses take the adds below.
+    counted = options_.loss == Loss::CrossEntropy;
+    loss = counted ? cross_entropy_counted(logits, y, loss_sum_, correct_, double(b)) : loss_for(options_.loss, logits, y);
   }
   {
     NvtxRange r("backward", RangeKind::Phase);
@@ -356,8 +360,10 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     for (const auto& p : parts_) p->after_update();
   }
   NoGradGuard g;
-  add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
-  if (has_accuracy(options_.loss)) add_correct(correct_, options_.loss, logits.detach(), y);
+  if (!counted) {
+    add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
+    if (has_accuracy(options_.loss)) add_correct(correct_, options_.loss, logits.detach(), y);
+  }
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
   // go, since they would only cost (the step is then float32's). The first step is eager, so no
