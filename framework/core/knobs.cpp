@@ -128,6 +128,10 @@ const std::vector<Knob>& table() {
                 "0: bf16 convolutions with at most 16 filter values through cuDNN instead of im2col + GEMM"),
       flag_knob("LOUPE_CONV_VERBOSE", "the library (GPU)", false, "0",
                 "1: print each convolution's cuDNN candidates and what was kept"),
+      choice_knob("LOUPE_GEMM_EPILOGUE", "the library (GPU)", {"auto", "on", "off"},
+                  "`auto`: timed per shape",
+                  "a Linear's bias in cuBLASLt's GEMM epilogues: where timed faster than cuBLAS's GEMM (`auto`), "
+                  "always (`on`: the heuristic's first algorithm) or never (`off`)"),
       choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
                   {"loupe", "loupe16", "loupe8", "standard", "static", "small_h", "dynamic"},
                   "the fastest, timed per shape",

@@ -1,12 +1,14 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "core/exec_context.h"
+#include "core/knobs.h"
 #include "ops/linalg.h"
 
 namespace loupe {
@@ -178,12 +180,15 @@ GemmArgs plain_gemm(const BiasGemmArgs& g, bool backward) {
 // if it beats the plain GEMM plus a microsecond, about what the bias's own kernel costs in a graph
 // besides the product (its launch, ramp and boundary); else none is (the caller adds the bias its
 // own way). Inside a graph capture, where nothing can be timed, the heuristic's first is kept.
+// LOUPE_GEMM_EPILOGUE=on keeps the heuristic's first without timing, =off none.
 void decide(const ExecContext& ctx, const BiasGemmArgs& g, bool backward, LtPlan& p, const void* A, const void* B) {
   p.decided = true;
+  static const std::string mode = knobs::choice("LOUPE_GEMM_EPILOGUE").value_or("auto");
+  if (mode == "off") return p.candidates.clear();
   const ExecLane& lane = cuda::lane(ctx);
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   LOUPE_CUDA_CHECK(cudaStreamIsCapturing(lane.stream, &cs));
-  if (cs != cudaStreamCaptureStatusNone) {
+  if (cs != cudaStreamCaptureStatusNone || mode == "on") {
     if (!p.candidates.empty()) p.candidates.resize(1), p.algo = p.candidates.front();
     return;
   }
