@@ -109,8 +109,11 @@ std::optional<std::string> read(const std::string& name, Kind want) {
 
 }  // namespace
 
-const std::vector<Knob>& table() {
-  static const std::vector<Knob> t = {
+namespace {
+// The table in docs/cli.md's order, in three parts: the library's, data parallelism's (`--gpus N`),
+// the scripts' and tests'.
+std::vector<Knob> library_knobs() {
+  return {
       text_knob("LOUPE_DATA", "the library (`data/paths.cpp`), `data/fetch.sh`", "a directory",
                 "`~/.cache/loupe`, then `./data`",
                 "the first place to look for data sets (`$LOUPE_DATA/mnist`, `.../cifar10`, ...; docs/data.md), and "
@@ -141,6 +144,11 @@ const std::vector<Knob>& table() {
                   "the fastest, timed per shape", "force cuDNN's LSTM layout"),
       flag_knob("LOUPE_LSTM_VERBOSE", "the library (GPU)", false, "0",
                 "1: print the LSTM candidates' times and the choice"),
+  };
+}
+
+std::vector<Knob> ddp_knobs() {
+  return {
       text_knob("LOUPE_DDP_FAULT", "`loupe train --gpus N`", "RANK:STEP", "no fault",
                 "a test's fault: that rank throws an error at that step of an epoch (`tests/check_ddp.sh`)"),
       text_knob("LOUPE_DDP_DELAY", "`loupe train --gpus N`", "RANK:MS (MS up to 1000)", "no delay",
@@ -167,6 +175,11 @@ const std::vector<Knob>& table() {
                    "the LSTM's weight GEMMs that run beside it are planned for the others"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
                 "1: after every step, all-reduce a checksum of the weights and stop when the ranks differ"),
+  };
+}
+
+std::vector<Knob> tool_knobs() {
+  return {
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",
                 "the GPU architectures to build for"),
       text_knob("LOUPE_BUILD_JOBS", "`tools/sanitize.sh`", "a whole number", "all cores", "parallel compile jobs"),
@@ -190,6 +203,16 @@ const std::vector<Knob>& table() {
                 "where `data/fetch.sh fashion-mnist` looks for Debian's copy (loupe's own search always looks "
                 "in the default)"),
   };
+}
+}  // namespace
+
+const std::vector<Knob>& table() {
+  static const std::vector<Knob> t = [] {
+    std::vector<Knob> all;
+    for (auto part : {library_knobs, ddp_knobs, tool_knobs})
+      for (Knob& k : part()) all.push_back(std::move(k));
+    return all;
+  }();
   return t;
 }
 
