@@ -113,8 +113,9 @@ TEST(CudaLarge, BigShapesAgree) {
 }
 
 // cross_entropy_counted (the trainer's loss head) is cross_entropy, add_ and count_correct_into:
-// the same loss bits, the same running sums, the same gradient, on both devices, for 16-bit logits
-// on CUDA too, and rows past one block.
+// the same loss bits, the same running sums, the same gradient (made in the forward pass when the
+// seed is the one backward gets, else in the backward pass), on both devices, for 16-bit logits on
+// CUDA too, and rows past one block.
 TEST(CudaLoss, CountedCrossEntropyIsTheSeparateOps) {
   REQUIRE_GPU();
   for (int64_t N : {5, 300, 1024})
@@ -135,7 +136,11 @@ TEST(CudaLoss, CountedCrossEntropyIsTheSeparateOps) {
           }
           Tensor loss_sum[2] = {as_strided(sums[0], Shape{}, Shape{}, 0), as_strided(sums[1], Shape{}, Shape{}, 0)};
           Tensor correct[2] = {as_strided(sums[0], Shape{}, Shape{}, 1), as_strided(sums[1], Shape{}, Shape{}, 1)};
-          loss[0] = cross_entropy_counted(x[0], labels, loss_sum[0], correct[0], double(N));
+          // The gradient made in the forward pass for this seed (0.75, and a scaler's 65536), or in
+          // the backward pass for another tensor of the same value.
+          Tensor seed = full(Shape{}, N == 300 ? 65536.0 : 0.75, DType::f32, d);
+          Tensor given = (C == 57) ? seed : full(Shape{}, N == 300 ? 65536.0 : 0.75, DType::f32, d);
+          loss[0] = cross_entropy_counted(x[0], labels, loss_sum[0], correct[0], double(N), seed);
           loss[1] = cross_entropy(x[1], labels);
           {
             NoGradGuard g;
@@ -144,7 +149,7 @@ TEST(CudaLoss, CountedCrossEntropyIsTheSeparateOps) {
           }
           EXPECT_EQ(loss[0].item(), loss[1].item());
           EXPECT_EQ(sums[0].to_vector<float>(), sums[1].to_vector<float>());
-          for (int k = 0; k < 2; ++k) backward(loss[k]);
+          for (int k = 0; k < 2; ++k) backward(loss[k], given);
           EXPECT_EQ(to(x[0].grad(), DType::f32).to_vector<float>(), to(x[1].grad(), DType::f32).to_vector<float>());
         }
 }

@@ -13,15 +13,21 @@ namespace loupe {
 namespace {
 struct CrossEntropyBackward : autograd::Node {
   Tensor logits, labels;
+  // The gradient made in the forward pass for an incoming gradient that is `seed`'s storage
+  // (cross_entropy_counted), else undefined.
+  Tensor ready;
+  const void* seed = nullptr;
   const char* name() const override { return "CrossEntropyBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    if (ready.defined() && g[0].data_ptr() == seed && g[0].dtype() == DType::f32 && g[0].numel() == 1)
+      return {ready, Tensor()};
     Tensor gx = empty(logits.shape(), logits.dtype(), logits.device());
     kernels<LossKernels>(logits.device())
         .ce_backward(current_context(), gx, logits, labels, g[0], logits.size(0), logits.size(1));
     add_flops(4.0 * double(logits.numel()));
     return {gx, Tensor()};
   }
-  void release() override { logits = labels = Tensor(); }
+  void release() override { logits = labels = ready = Tensor(); }
 };
 
 struct BceBackward : autograd::Node {
@@ -49,11 +55,13 @@ void check_cross_entropy(const Tensor& logits, const Tensor& labels) {
               "cross_entropy of ", dtype_name(logits.dtype()), " logits runs on CUDA only");
 }
 
-void record_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& lc, const Tensor& yc, Tensor& loss) {
+void record_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& lc, const Tensor& yc, Tensor& loss,
+                          const Tensor& ready = Tensor(), const Tensor& seed = Tensor()) {
   if (!autograd::needs_grad({&logits})) return;
   auto n = std::make_shared<CrossEntropyBackward>();
   n->logits = lc.detach();
   n->labels = yc;
+  if (ready.defined()) n->ready = ready, n->seed = seed.data_ptr();
   autograd::record(n, {&logits, &labels}, {&loss});
 }
 }  // namespace
@@ -73,7 +81,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 }
 
 Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const Tensor& loss_sum, const Tensor& correct,
-                             double weight) {
+                             double weight, const Tensor& seed) {
   auto* fused = kernels<LossKernels>(logits.device()).ce_forward_counted;
   if (!fused || logits.dtype() == DType::f64) {
     Tensor loss = cross_entropy(logits, labels);
@@ -84,16 +92,19 @@ Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const T
   }
   OpScope scope_("cross_entropy", {&logits, &labels});
   check_cross_entropy(logits, labels);
-  for (const Tensor* t : {&loss_sum, &correct})
-    LOUPE_CHECK(t->numel() == 1 && t->dtype() == DType::f32 && t->device() == logits.device(),
-                "cross_entropy_counted: the sums are float32 scalars on ", logits.device().str(), ", got ",
-                dtype_name(t->dtype()), " ", t->shape().str(), " on ", t->device().str());
+  for (const Tensor* t : {&loss_sum, &correct, &seed})
+    LOUPE_CHECK(!t->defined() || (t->numel() == 1 && t->dtype() == DType::f32 && t->device() == logits.device()),
+                "cross_entropy_counted: the sums and the seed are float32 scalars on ", logits.device().str(),
+                ", got ", dtype_name(t->dtype()), " ", t->shape().str(), " on ", t->device().str());
+  LOUPE_CHECK(loss_sum.defined() && correct.defined(), "cross_entropy_counted needs both sums");
   Tensor lc = contiguous(logits), yc = contiguous(labels);
   Tensor loss = empty(Shape{}, DType::f32, logits.device());
-  fused(current_context(), loss, loss_sum, correct, lc, yc, logits.size(0), logits.size(1), float(weight));
-  // the loss, the count (as count_correct counts it) and the three adds
-  add_flops(5.0 * double(logits.numel()) + 3.0);
-  record_cross_entropy(logits, labels, lc, yc, loss);
+  // The gradient now, when backward will be seeded with `seed` (a kernel fewer in the backward pass).
+  Tensor gx = seed.defined() && autograd::needs_grad({&logits}) ? empty(lc.shape(), lc.dtype(), lc.device()) : Tensor();
+  fused(current_context(), loss, loss_sum, correct, gx, seed, lc, yc, logits.size(0), logits.size(1), float(weight));
+  // the loss, the count (as count_correct counts it), the three adds, and the gradient's
+  add_flops(5.0 * double(logits.numel()) + 3.0 + (gx.defined() ? 4.0 * double(logits.numel()) : 0.0));
+  record_cross_entropy(logits, labels, lc, yc, loss, gx, seed);
   return scope_.result(loss);
 }
 

@@ -29,8 +29,11 @@ void count_correct_into(const Tensor& acc, const Tensor& logits, const Tensor& l
 // correct += count_correct(logits, labels); both float32 scalars on logits' device. On CUDA that is
 // one pass over the logits for the loss and the count and one launch for the three sums: two
 // kernels where the separate ops take five (a graphed step's loss head). Elsewhere, the separate ops.
+// seed (optional): the float32 scalar that backward will be seeded with (the scaler's scale, or a
+// one); the forward pass then also writes the logits' gradient, and the backward hands it on when
+// its incoming gradient is that tensor (its value must not change in between), without a kernel.
 Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const Tensor& loss_sum, const Tensor& correct,
-                             double weight);
+                             double weight, const Tensor& seed = Tensor());
 
 struct LossKernels {
   // loss: scalar; logits [N, C]; labels int32 [N].
@@ -47,9 +50,10 @@ struct LossKernels {
   void (*count_correct)(const ExecContext& ctx, const Tensor& out, const Tensor& logits, const Tensor& labels,
                         int64_t N, int64_t C, bool accumulate);
   // ce_forward's loss, then loss_sum += weight * loss and correct += the count (cross_entropy_counted);
-  // null where the backend has no such kernel.
+  // with gx defined also ce_backward's gradient for gloss = seed. Null where the backend has none.
   void (*ce_forward_counted)(const ExecContext& ctx, const Tensor& loss, const Tensor& loss_sum, const Tensor& correct,
-                             const Tensor& logits, const Tensor& labels, int64_t N, int64_t C, float weight) = nullptr;
+                             const Tensor& gx, const Tensor& seed, const Tensor& logits, const Tensor& labels,
+                             int64_t N, int64_t C, float weight) = nullptr;
 };
 
 }  // namespace loupe

@@ -148,9 +148,11 @@ __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, 
 }
 
 // cross_entropy_counted's rows: ce_rows's loss partials in partial[0..blocks), correct_rows's
-// counts in partial[blocks..2 blocks), from one read of each row.
+// counts in partial[blocks..2 blocks), from one read of each row; with gx, also ce_bwd's gradient
+// for the incoming gradient *seed (the same arithmetic, the same bits).
 template <class T>
-__global__ void ce_counted_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
+__global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const T* x, const int32_t* y, int64_t N,
+                                int64_t C) {
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float loss = 0.f, hit = 0.f;
   if (r < N) {
@@ -159,6 +161,11 @@ __global__ void ce_counted_rows(float* partial, const T* x, const int32_t* y, in
     const float lse = warp_lse(xr, C);
     loss = (label >= 0 && label < C) ? lse - to_float(xr[label]) : NAN;
     hit = warp_correct(xr, C, label) ? 1.f : 0.f;
+    if (gx) {
+      const float scale = *seed / float(N);
+      for (int64_t c = threadIdx.x % 32; c < C; c += 32)
+        gx[r * C + c] = from_float<T>((expf(to_float(xr[c]) - lse) - (c == label ? 1.f : 0.f)) * scale);
+    }
   }
   block_partial(partial, loss);
   block_partial(partial + gridDim.x, hit);
@@ -240,14 +247,16 @@ void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logi
 }
 
 void ce_forward_counted(const ExecContext& ctx, const Tensor& loss, const Tensor& loss_sum, const Tensor& correct,
-                        const Tensor& logits, const Tensor& labels, int64_t N, int64_t C, float weight) {
+                        const Tensor& gx, const Tensor& seed, const Tensor& logits, const Tensor& labels, int64_t N,
+                        int64_t C, float weight) {
   const cudaStream_t s = cuda::stream(ctx);
   const int64_t blocks = std::max<int64_t>(1, (N + kRowWarps - 1) / kRowWarps);
   Tensor partial = empty(Shape{2 * blocks}, DType::f32, loss.device());
   cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    ce_counted_rows<T><<<unsigned(blocks), kRowWarps * 32, 0, s>>>(partial.data<float>(), logits.data<T>(),
-                                                                   labels.data<int32_t>(), N, C);
+    ce_counted_rows<T><<<unsigned(blocks), kRowWarps * 32, 0, s>>>(
+        partial.data<float>(), gx.defined() ? gx.data<T>() : nullptr, gx.defined() ? seed.data<float>() : nullptr,
+        logits.data<T>(), labels.data<int32_t>(), N, C);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
   ce_counted_sums<<<1, kSumThreads, 0, s>>>(loss.data<float>(), loss_sum.data<float>(), correct.data<float>(),

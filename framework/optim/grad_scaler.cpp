@@ -30,6 +30,8 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 
 float* GradScaler::found_inf_flag() const { return state_.data<float>() + kFoundInf; }
 
+Tensor GradScaler::seed() const { return reshape(slice(state_, 0, kScale, kScale + 1), Shape{}); }
+
 void GradScaler::backward(const Tensor& loss) {
   // Several backward() calls before a check_() (gradients accumulated over micro-batches) add up
   // their ranges: a range trusted by one and dirtied by another is read.
@@ -40,7 +42,7 @@ void GradScaler::backward(const Tensor& loss) {
     // state), the gradient of loss * scale without the product, the ones and the product's backward
     // (three small kernels of a graphed step). 1 * scale is scale, so the gradients are the same bits.
     if (loss.dtype() == DType::f32 && loss.numel() == 1 && loss.requires_grad() && loss.device() == state_.device())
-      loupe::backward(loss, reshape(slice(state_, 0, kScale, kScale + 1), loss.shape()));
+      loupe::backward(loss, reshape(seed(), loss.shape()));
     else
       loupe::backward(scale(loss));
   } catch (...) {

@@ -47,6 +47,10 @@ class GradScaler {
   // check_() then skips the ranges they covered, unless something else added into them too
   // (several backward() calls before it add up their ranges).
   void backward(const Tensor& loss);
+  // The tensor backward() seeds a float32 scalar loss with: a view of the scale in the state, whose
+  // value holds from the forward pass to the backward (the update comes after the optimizer), so
+  // a loss can make its gradient in its forward kernels (cross_entropy_counted).
+  Tensor seed() const;
   // Raises found_inf when an element of grads (a contiguous float32 buffer on the scaler's device:
   // the gradient arena) is inf or NaN. Read-only: the gradients stay scaled (the optimizer
   // divides). The ranges checked at the source by the backward() calls since the last check_()

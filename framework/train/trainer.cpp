@@ -318,7 +318,7 @@ void reset_sums(Tensor& buf, int64_t n, std::initializer_list<Tensor*> slots, De
 }  // namespace
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
-  Tensor x, y, logits, loss;
+  Tensor x, y, logits, loss, seed;
   bool counted = false;
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
@@ -336,15 +336,19 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     y = targets_for(options_.loss, logits, y);
     // Cross-entropy adds into the running loss and count in its own kernels (the loss head in two
     // launches, not five); the other losses take the adds below.
+    // With the backward pass's seed (the scaler's scale, or a one) it makes the logits' gradient too.
     counted = options_.loss == Loss::CrossEntropy;
-    loss = counted ? cross_entropy_counted(logits, y, loss_sum_, correct_, double(b)) : loss_for(options_.loss, logits, y);
+    if (counted && !one_.defined()) one_ = full(Shape{}, 1.0, DType::f32, device_);  // the first step is eager
+    seed = !counted ? Tensor() : scaler_ ? scaler_->seed() : one_;
+    loss = counted ? cross_entropy_counted(logits, y, loss_sum_, correct_, double(b), seed)
+                   : loss_for(options_.loss, logits, y);
   }
   {
     NvtxRange r("backward", RangeKind::Phase);
     for (const auto& p : parts_) p->before_backward();
     bool done = false;
     for (auto p = parts_.begin(); p != parts_.end() && !done; ++p) done = (*p)->backward(loss);
-    if (!done) backward(loss);
+    if (!done) backward(loss, scaler_ ? Tensor() : seed);
     for (const auto& p : parts_) p->after_backward();
   }
   {

@@ -241,6 +241,9 @@ class Trainer {
   // The epoch's sums on the device (fixed addresses: graphs add into them): loss_sum_ and correct_
   // are sums_[0] and sums_[1]; sums_[2] takes the weights' sum at the epoch's end.
   Tensor sums_, loss_sum_, correct_;
+  // A float32 one on the device: the backward pass's seed without a scaler, the same tensor every
+  // step, so that the loss can make its gradient in its forward kernels (cross_entropy_counted).
+  Tensor one_;
   Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (step_observer.h says why)
   Tensor readback_;             // pinned, for the epoch's one read-back: allocated once, as peek_buffer_
   // The resident path's order for an epoch, made and uploaded during the one before (Source::ahead).
