@@ -12,7 +12,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true);
   Tensor forward(const Tensor& x) override;
-  // The GEMM, then the bias, an activation and dropout in one fused pass (ops/bias_act.h).
+  // The GEMM, then the bias, an activation and dropout in one fused pass: one op, linear_act
+  // (ops/linear_act.h), whose GEMMs may take the bias in their epilogues.
   bool accepts(const Epilogue&) const override { return true; }
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
