@@ -73,6 +73,13 @@ __global__ void sum_partials(float* out, const float* partial, int64_t n, float 
   if (threadIdx.x == 0) *out = accumulate ? *out + t * scale : t * scale;
 }
 
+// A row's loss from its log sum exp. An out-of-range label cannot throw here; it makes the loss
+// NaN, which the epoch report shows.
+template <class T>
+__device__ __forceinline__ float row_loss(const T* xr, int32_t label, int64_t C, float lse) {
+  return (label >= 0 && label < C) ? lse - to_float(xr[label]) : NAN;
+}
+
 template <class T>
 __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
@@ -80,8 +87,7 @@ __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N,
   if (r < N) {
     int32_t label = y[r];
     float lse = warp_lse(x + r * C, C);
-    // An out-of-range label cannot throw here; it makes the loss NaN, which the epoch report shows.
-    acc = (label >= 0 && label < C) ? lse - to_float(x[r * C + label]) : NAN;
+    acc = row_loss(x + r * C, label, C, lse);
   }
   block_partial(partial, acc);
 }
@@ -159,7 +165,7 @@ __global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const 
     const T* xr = x + r * C;
     const int32_t label = y[r];
     const float lse = warp_lse(xr, C);
-    loss = (label >= 0 && label < C) ? lse - to_float(xr[label]) : NAN;
+    loss = row_loss(xr, label, C, lse);
     hit = warp_correct(xr, C, label) ? 1.f : 0.f;
     if (gx) {
       const float scale = *seed / float(N);
