@@ -22,6 +22,9 @@ ptx "$PWD" "$tmp/new.ptx"
 python3 - "$tmp/old.ptx" "$tmp/new.ptx" <<'PY'
 import re, sys
 def anonymous(text):  # the anonymous namespace's mangled name (its length first) hashes the file's path
+    # and a function's static __shared__ arrays are named under _INTERNAL_<hash>..., which hashes its text
+    text = re.sub(r'_INTERNAL_[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]+_\d+', 'INTERNAL', text)
+    text = re.sub(r'\$L__BB\d+_', '$L__BB_', text)  # branch labels carry the function's place in the file
     return re.sub(r'(\d+)(_GLOBAL__N__\w+)', lambda m: 'ANON' + m.group(2)[int(m.group(1)):], text)
 def entries(p):
     parts = re.split(r'(?=\.visible \.entry|\.entry )', anonymous(open(p).read()))
