@@ -9,6 +9,17 @@
 
 namespace loupe {
 
+bool check_epilogue(const char* op, const Tensor& x, const Tensor& b, int64_t C, std::optional<Act> act, double p,
+                    bool training) {
+  LOUPE_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == C && b.dtype() == x.dtype() && b.device() == x.device()),
+              op, ": the bias must be [", C, "] in the input's dtype and device, got ",
+              b.defined() ? b.shape().str() + " " + dtype_name(b.dtype()) : std::string("none"));
+  LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
+  const bool dropout = training && p > 0;
+  LOUPE_CHECK(!dropout || !act || *act == Act::Relu, op, ": dropout fuses after relu or no activation only");
+  return dropout;
+}
+
 BiasActArgs bias_act_args(const Tensor& x, std::optional<Act> act, bool dropout, double p) {
   BiasActArgs a;
   a.C = x.size(1);
@@ -65,13 +76,7 @@ Tensor bias_act(const Tensor& x, const Tensor& b, std::optional<Act> act, double
   OpScope scope_("bias_act", {&x, &b});
   LOUPE_CHECK(is_floating(x.dtype()) && x.dim() >= 2, "bias_act needs a floating [N, C, ...] input, got ",
               x.shape().str(), " ", dtype_name(x.dtype()));
-  LOUPE_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == x.size(1) && b.dtype() == x.dtype() &&
-                               b.device() == x.device()),
-              "bias_act: the bias must be [", x.size(1), "] in the input's dtype and device, got ",
-              b.defined() ? b.shape().str() + " " + dtype_name(b.dtype()) : std::string("none"));
-  LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
-  const bool dropout = training && p > 0;
-  LOUPE_CHECK(!dropout || !act || *act == Act::Relu, "bias_act: dropout fuses after relu or no activation only");
+  const bool dropout = check_epilogue("bias_act", x, b, x.size(1), act, p, training);
   Tensor xc = dense(x), bc = b.defined() ? contiguous(b) : Tensor();
   BiasActArgs a = bias_act_args(xc, act, dropout, p);
   Tensor y = bias_act_apply(xc, bc, a);

@@ -46,6 +46,10 @@ struct BiasActKernels {
 
 // bias_act's parts without its autograd record, for an op that owns the backward of a product and
 // its epilogue (ops/linear_act.cpp). Each counts its FLOPs.
+// The epilogue's checks, in `op`'s name: b [C] (or undefined) in x's dtype and device, p in [0, 1),
+// dropout only after relu or no activation. Returns whether dropout applies (training and p > 0).
+bool check_epilogue(const char* op, const Tensor& x, const Tensor& b, int64_t C, std::optional<Act> act, double p,
+                    bool training);
 // The arguments for x (dense), its activation and dropout (drawn here when `dropout`).
 BiasActArgs bias_act_args(const Tensor& x, std::optional<Act> act, bool dropout, double p);
 // The forward pass: y = drop(act(x + b)) for dense x; b contiguous or undefined.

@@ -62,13 +62,7 @@ Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, std::option
   OpScope scope_("linear", {&x, &w, &b});
   LOUPE_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "linear: x [N, in] and w [out, in], got ",
               x.shape().str(), " and ", w.shape().str());
-  LOUPE_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.dtype() == x.dtype() &&
-                               b.device() == x.device()),
-              "linear: the bias must be [", w.size(0), "] in the input's dtype and device, got ",
-              b.defined() ? b.shape().str() + " " + dtype_name(b.dtype()) : std::string("none"));
-  LOUPE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
-  const bool dropout = training && p > 0;
-  LOUPE_CHECK(!dropout || !act || *act == Act::Relu, "linear: dropout fuses after relu or no activation only");
+  const bool dropout = check_epilogue("linear", x, b, w.size(0), act, p, training);
   const bool epilogue = act || dropout;
   const int64_t rows = x.size(0), in = x.size(1), out = w.size(0);
   Tensor y, bc = b.defined() ? contiguous(b) : Tensor();
