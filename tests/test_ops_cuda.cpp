@@ -16,6 +16,7 @@
 #include "core/exec_context.h"
 #include "core/flops.h"
 #include "core/knobs.h"
+#include "ops/bias_act.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/linear_act.h"
@@ -512,6 +513,65 @@ TEST(CudaFusion, LinearActMatchesMatmulAndBiasAct) {
           << "the input's gradient";
       near(w[0].grad(), w[1].grad(), "weight grad");
       if (k.bias) near(b[0].grad(), b[1].grad(), "bias grad");
+    }
+}
+
+// In 16 bits the fused path must be as accurate as the unfused one: against float64 products of
+// the same rounded operands, its output, weight gradient and bias gradient may be no further off
+// than matmul + bias_act's (each error is the tensor's largest, over its largest value). A GEMM whose
+// split-K parts or bias sums were added in 16 bits would be several roundings off where the unfused
+// path is one. test_ops_cuda_lt_on runs this with LOUPE_GEMM_EPILOGUE=on: every case through
+// cuBLASLt's epilogues, which the default may leave to cuBLAS where they time slower.
+TEST(CudaFusion, LinearActIsAsAccurateAsTheUnfusedPath) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, in, out;
+  };
+  const Case cases[] = {{1024, 784, 512}, {1024, 512, 10}, {64, 784, 256}, {128, 256, 10}, {128, 784, 512}};
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const Case& k : cases) {
+      const std::string name = std::string(dtype_name(dt)) + " " + std::to_string(k.rows) + "x" + std::to_string(k.in) +
+                               " -> " + std::to_string(k.out);
+      SCOPED_TRACE(name);
+      auto input = [&](const Shape& s, uint64_t seed) {
+        std::vector<float> v(size_t(s.numel()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) * 2.f - 1.f;
+        return to(from_vector(v, s, kCUDA), dt).detach();
+      };
+      Tensor x0 = input(Shape{k.rows, k.in}, 1), w0 = input(Shape{k.out, k.in}, 2), b0 = input(Shape{k.out}, 3);
+      Tensor gy = input(Shape{k.rows, k.out}, 4);
+      auto host = [](const Tensor& t) { return to(t, DType::f32).to_vector<float>(); };
+      const std::vector<float> X = host(x0), W = host(w0), B = host(b0), G = host(gy);
+      // float64 references from the rounded operands.
+      std::vector<double> y(size_t(k.rows * k.out)), gw(size_t(k.out * k.in), 0.0), gb(size_t(k.out), 0.0);
+      for (int64_t r = 0; r < k.rows; ++r)
+        for (int64_t o = 0; o < k.out; ++o) {
+          double acc = B[size_t(o)];
+          for (int64_t i = 0; i < k.in; ++i) acc += double(X[size_t(r * k.in + i)]) * W[size_t(o * k.in + i)];
+          y[size_t(r * k.out + o)] = acc;
+          const double g = G[size_t(r * k.out + o)];
+          gb[size_t(o)] += g;
+          for (int64_t i = 0; i < k.in; ++i) gw[size_t(o * k.in + i)] += g * X[size_t(r * k.in + i)];
+        }
+      auto error = [](const std::vector<float>& got, const std::vector<double>& ref) {
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < ref.size(); ++i)
+          worst = std::max(worst, std::abs(got[i] - ref[i])), scale = std::max(scale, std::abs(ref[i]));
+        return worst / scale;
+      };
+      double err[2][3];
+      for (int j = 0; j < 2; ++j) {
+        Tensor x = x0.detach(), w = w0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+        Tensor out = j == 0 ? linear_act(x, w, b, std::nullopt, 0.0, true)
+                            : bias_act(matmul(x, transpose(w, 0, 1)), b, std::nullopt, 0.0, true);
+        backward(sum(mul(out, gy)));
+        err[j][0] = error(host(out), y), err[j][1] = error(host(w.grad()), gw), err[j][2] = error(host(b.grad()), gb);
+      }
+      const char* what[3] = {"output", "weight gradient", "bias gradient"};
+      for (int q = 0; q < 3; ++q)
+        EXPECT_LE(err[0][q], 1.5 * err[1][q] + 1e-7) << what[q] << ": fused " << err[0][q] << ", unfused " << err[1][q];
+      std::printf("[%s] error over the largest, fused / unfused: output %.3g / %.3g, weight grad %.3g / %.3g, bias "
+                  "grad %.3g / %.3g\n", name.c_str(), err[0][0], err[1][0], err[0][1], err[1][1], err[0][2], err[1][2]);
     }
 }
 
