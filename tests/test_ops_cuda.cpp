@@ -632,7 +632,8 @@ TEST(CudaFusion, ChannelsLastMaxPoolMatchesNchwAndDropout) {
 
 TEST(CudaOptim, FusedUpdatesMatchCpu) {
   REQUIRE_GPU();
-  for (int which = 0; which < 3; ++which) {
+  // 58 parameters: fourteen elements a thread by four, the last two one a thread.
+  for (int which = 0; which < 5; ++which) {
     std::vector<float> results[2];
     for (int dev = 0; dev < 2; ++dev) {
       manual_seed(4);
@@ -644,6 +645,8 @@ TEST(CudaOptim, FusedUpdatesMatchCpu) {
       if (which == 0) opt = std::make_unique<optim::SGD>(m.arena(), 0.1, 0.9, true);
       if (which == 1) opt = std::make_unique<optim::RMSprop>(m.arena(), 0.01);
       if (which == 2) opt = std::make_unique<optim::Adam>(m.arena(), 0.01);
+      if (which == 3) opt = std::make_unique<optim::Adadelta>(m.arena());
+      if (which == 4) opt = std::make_unique<optim::SGD>(m.arena(), 0.1, 0.0, false, 0.01);  // no momentum
       Tensor x = full(Shape{4, 7}, 0.3, DType::f32, d);
       for (int s = 0; s < 3; ++s) {
         opt->zero_grad();
