@@ -2,6 +2,7 @@
 // and a node whose input gradients come in two rounds (Node::later_inputs).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,4 +79,49 @@ TEST(Autograd, SecondRoundRunsAfterWhatTheFirstMadeReady) {
       EXPECT_EQ(log, (std::vector<std::string>{"apply", "finish"}));
     EXPECT_THROW(backward(y), Error) << "the node is released after its second round";
   }
+}
+
+namespace {
+// autograd::FreshGrads, as the trainer's step uses it instead of zero_grad: the gradients of a
+// two-layer model, stale (sevens) beforehand, after a pass that reaches `how` much of it (0: the
+// whole model; 1: fc1's weight alone, so the other three parameters get no gradient; 2: no pass),
+// and how many times the zeroing ran. With fresh false: zero_grad, then the same pass.
+std::vector<float> fresh_grads_after(Device d, bool fresh, int how, int* zeroings) {
+  manual_seed(4);
+  nn::Sequential m;
+  m.add("fc1", std::make_shared<nn::Linear>(7, 5)).add("fc2", std::make_shared<nn::Linear>(5, 3));
+  m.to(d);
+  nn::ParameterArena& arena = m.arena();
+  for (const Tensor& p : arena.params()) fill_(p.grad(), 7.0);  // a step's leftovers (the padding stays zero)
+  Tensor x = full(Shape{4, 7}, 0.3, DType::f32, d);
+  {
+    std::optional<autograd::FreshGrads> f;
+    if (fresh) f.emplace([&] { ++*zeroings, arena.zero_grad(); }, arena.params());
+    else arena.zero_grad();
+    if (how == 0) backward(sum(relu(m(x))));
+    if (how == 1) backward(sum(matmul(x, transpose(arena.params()[0], 0, 1))));
+  }
+  return arena.grads().to_vector<float>();
+}
+
+void expect_fresh_grads_are_zero_grad_and_the_pass(Device d, int zeroings_for_the_whole_model) {
+  for (int how = 0; how < 3; ++how) {
+    SCOPED_TRACE(how == 0 ? "the whole model" : how == 1 ? "fc1's weight alone" : "no pass");
+    int zeroings = 0, unused = 0;
+    const std::vector<float> got = fresh_grads_after(d, true, how, &zeroings);
+    EXPECT_EQ(got, fresh_grads_after(d, false, how, &unused));  // bit for bit
+    EXPECT_EQ(zeroings, how == 0 ? zeroings_for_the_whole_model : 1);
+    if (how == 2) EXPECT_EQ(got, std::vector<float>(got.size(), 0.f));
+  }
+}
+}  // namespace
+
+// On the CPU every addition is immediate, so the zeroing runs before the first one.
+TEST(FreshGrads, TheCpuZeroesBeforeItsFirstAddition) { expect_fresh_grads_are_zero_grad_and_the_pass(kCPU, 1); }
+
+// On a GPU the pass's additions are one launch at its end; covering every parameter, it writes them
+// and nothing zeroes; covering fewer, or no pass at all, the zeroing runs.
+TEST(CudaFreshGrads, APassOverEveryParameterWritesTheirGradients) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  expect_fresh_grads_are_zero_grad_and_the_pass(kCUDA, 0);
 }

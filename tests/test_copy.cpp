@@ -332,29 +332,33 @@ TEST(CudaCopy, AddOutMatchesTheCpu) {
 // The backward pass's one launch for every leaf's gradient (CopyKernels::add_many): each pair as
 // the CPU's add gives it, bit for bit, over more pairs than one launch takes (48), gradients of
 // every floating type into float32, sizes across the kernel's 1024-element chunks, and float64
-// (added one by one).
+// (added one by one). With `write`, each pair as the CPU's cast gives it.
 TEST(CudaCopy, AddManyIsEachPairsAdd) {
   REQUIRE_GPU();
-  std::vector<std::pair<Tensor, Tensor>> gpu, cpu;
-  const DType types[] = {DType::f32, DType::f16, DType::bf16};
-  for (int k = 0; k < 60; ++k) {
-    const int64_t n = k == 7 ? 5000 : 1 + (k * 389) % 2100;
-    std::vector<float> d(static_cast<size_t>(n)), s(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      d[size_t(i)] = philox_uniform(5, uint64_t(k), uint64_t(i));
-      s[size_t(i)] = philox_uniform(6, uint64_t(k), uint64_t(i)) - 0.5f;
+  for (bool write : {false, true}) {
+    SCOPED_TRACE(write ? "write" : "add");
+    std::vector<std::pair<Tensor, Tensor>> gpu, cpu;
+    const DType types[] = {DType::f32, DType::f16, DType::bf16};
+    for (int k = 0; k < 60; ++k) {
+      const int64_t n = k == 7 ? 5000 : 1 + (k * 389) % 2100;
+      std::vector<float> d(static_cast<size_t>(n)), s(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        d[size_t(i)] = philox_uniform(5, uint64_t(k), uint64_t(i));
+        s[size_t(i)] = philox_uniform(6, uint64_t(k), uint64_t(i)) - 0.5f;
+      }
+      const bool f64 = k == 11;
+      const DType dt = f64 ? DType::f64 : DType::f32, st = f64 ? DType::f64 : types[k % 3];
+      Tensor dc = to(from_vector(d, Shape{n}), dt), sc = to(from_vector(s, Shape{n}), st);
+      cpu.emplace_back(dc, sc);
+      gpu.emplace_back(to(dc, kCUDA), to(sc, kCUDA));
     }
-    const bool f64 = k == 11;
-    const DType dt = f64 ? DType::f64 : DType::f32, st = f64 ? DType::f64 : types[k % 3];
-    Tensor dc = to(from_vector(d, Shape{n}), dt), sc = to(from_vector(s, Shape{n}), st);
-    cpu.emplace_back(dc, sc);
-    gpu.emplace_back(to(dc, kCUDA), to(sc, kCUDA));
-  }
-  kernels<CopyKernels>(kCUDA).add_many(current_context(), gpu);
-  kernels<CopyKernels>(kCPU).add_many(current_context(), cpu);
-  for (size_t k = 0; k < cpu.size(); ++k) {
-    const Tensor a = to(cpu[k].first, DType::f64), b = to(to(gpu[k].first, kCPU), DType::f64);
-    EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()) << "pair " << k;
+    kernels<CopyKernels>(kCUDA).add_many(current_context(), gpu, write);
+    kernels<CopyKernels>(kCPU).add_many(current_context(), cpu, write);
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      const Tensor a = to(cpu[k].first, DType::f64), b = to(to(gpu[k].first, kCPU), DType::f64);
+      EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>()) << "pair " << k;
+      if (write) EXPECT_EQ(a.to_vector<double>(), to(cpu[k].second, DType::f64).to_vector<double>()) << "pair " << k;
+    }
   }
 }
 

@@ -75,6 +75,39 @@ void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tenso
 }
 
 namespace {
+thread_local FreshGrads* g_fresh = nullptr;
+}  // namespace
+
+FreshGrads::FreshGrads(std::function<void()> zero, const std::vector<Tensor>& leaves)
+    : zero_(std::move(zero)), outer_(g_fresh) {
+  for (const Tensor& t : leaves) grads_.push_back(t.grad().defined() ? t.grad().data_ptr() : nullptr);
+  std::sort(grads_.begin(), grads_.end());
+  g_fresh = this;
+}
+
+FreshGrads::~FreshGrads() {
+  g_fresh = outer_;
+  if (pending_ && std::uncaught_exceptions() == 0) zero_();
+}
+
+void FreshGrads::materialize() {
+  if (!pending_) return;
+  pending_ = false;
+  zero_();
+}
+
+bool FreshGrads::take(const std::vector<const void*>& dsts) {
+  if (!pending_) return false;
+  std::vector<const void*> d = dsts;
+  std::sort(d.begin(), d.end());
+  if (d != grads_ || std::find(d.begin(), d.end(), nullptr) != d.end()) return false;
+  pending_ = false;
+  return true;
+}
+
+FreshGrads* fresh_grads() { return g_fresh; }
+
+namespace {
 // A backward pass's additions into the leaves' .grad on a GPU, made at its end in one launch
 // (CopyKernels::add_many) instead of one small kernel per leaf: mnist_mlp's six were 14 % of its
 // graphed step on an H100 (loupe profile --graph on). Only where nobody waits for a leaf's
@@ -100,12 +133,20 @@ struct DeferredAdds {
     std::vector<std::pair<Tensor, Tensor>> pairs;
     pairs.swap(g_deferred);
     if (std::uncaught_exceptions() > 0) return;
+    // Into gradients that are to read zero (FreshGrads), the additions are writes if they cover them.
+    bool write = false;
+    if (g_fresh) {
+      std::vector<const void*> dsts;
+      for (const auto& pr : pairs) dsts.push_back(pr.first.data_ptr());
+      write = g_fresh->take(dsts);
+      if (!write) g_fresh->materialize();
+    }
     OpScope scope("accumulate_grads", {});
     for (const auto& pr : pairs) {
-      scope.add_bytes(2.0 * double(pr.first.nbytes()) + double(pr.second.nbytes()));
-      add_flops(double(pr.first.numel()));  // as add_out counts it
+      scope.add_bytes((write ? 1.0 : 2.0) * double(pr.first.nbytes()) + double(pr.second.nbytes()));
+      if (!write) add_flops(double(pr.first.numel()));  // as add_out counts it
     }
-    kernels<CopyKernels>(pairs.front().first.device()).add_many(current_context(), pairs);
+    kernels<CopyKernels>(pairs.front().first.device()).add_many(current_context(), pairs, write);
   }
 };
 }  // namespace
@@ -126,7 +167,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
     v->grad = c.impl_ptr();
   } else {
     Tensor grad(v->grad);  // parameters: .grad is a view into the gradient arena
-    if (!defer_add(grad, g)) add_out(grad, grad, g);
+    if (!defer_add(grad, g)) {
+      if (g_fresh) g_fresh->materialize();  // an addition now: the old values must read zero first
+      add_out(grad, grad, g);
+    }
   }
   // Under a GradScaler: nothing checked what was added here, so the scaler's pass reads it all.
   if (SourceCheck* sc = current_source_check()) sc->add_dirty(Tensor(v->grad));

@@ -1,6 +1,7 @@
 // The recorded graph: each op that needs gradients creates a Node holding what its backward
 // needs; edges point to the nodes that produced its inputs (or to a leaf's accumulator).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -65,6 +66,32 @@ struct GradReadyHook {
 };
 GradReadyHook* grad_ready_hook();
 void set_grad_ready_hook(GradReadyHook* h);
+
+// Gradients that must read zero before the next backward pass, zeroed without a pass of their own
+// where that pass writes every one of them. While a FreshGrads lives (per thread: the trainer's step,
+// from where zero_grad was through the backward pass), the pass's deferred additions into the
+// leaves' .grad become writes (one launch that never reads the old values) when they cover exactly
+// `leaves`, each once: mnist_mlp's gradient memset and half of its additions' reads go. Otherwise
+// `zero` runs first: before a pass that covers less or more, before anything adds in place (an
+// embedding's rows; an addition that is not deferred) and, if nothing was written, at the end.
+class FreshGrads {
+ public:
+  FreshGrads(std::function<void()> zero, const std::vector<Tensor>& leaves);  // leaves: their .grad
+  ~FreshGrads();
+  FreshGrads(const FreshGrads&) = delete;
+  FreshGrads& operator=(const FreshGrads&) = delete;
+  // zero() now, unless it ran or the gradients were written.
+  void materialize();
+  // Whether `dsts` are the leaves' gradients, each once; if so, they count as written.
+  bool take(const std::vector<const void*>& dsts);
+
+ private:
+  std::function<void()> zero_;
+  std::vector<const void*> grads_;  // sorted data pointers of the leaves' .grad
+  bool pending_ = true;
+  FreshGrads* outer_;
+};
+FreshGrads* fresh_grads();  // the thread's innermost, or null
 
 // Grad mode: while a NoGradGuard lives (per thread), ops record nothing.
 bool grad_enabled();

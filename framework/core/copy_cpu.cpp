@@ -93,8 +93,8 @@ void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b
   });
 }
 
-void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs) {
-  for (const auto& [dst, src] : pairs) add(ctx, dst, dst, src);
+void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs, bool write) {
+  for (const auto& [dst, src] : pairs) write ? cast(ctx, dst, src) : add(ctx, dst, dst, src);
 }
 
 const CopyKernels table{copy_strided, cast, fill, add, add_many};

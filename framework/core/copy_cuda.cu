@@ -321,6 +321,7 @@ struct ManyPairs {
   int64_t numel[kManyPairs];
   int64_t first_block[kManyPairs + 1] = {};
   int8_t src_type[kManyPairs];  // 0 float32, 1 float16, 2 bfloat16
+  bool write = false;           // dst = src (CopyKernels::add_many)
 };
 
 __global__ void add_many_kernel(ManyPairs p) {
@@ -332,7 +333,7 @@ __global__ void add_many_kernel(ManyPairs p) {
     float b = p.src_type[k] == 0   ? static_cast<const float*>(p.src[k])[i]
               : p.src_type[k] == 1 ? widen(static_cast<const __half*>(p.src[k])[i])
                                    : widen(static_cast<const __nv_bfloat16*>(p.src[k])[i]);
-    dst[i] = dst[i] + b;  // as add_kernel<float, U>: the same rounding
+    dst[i] = p.write ? b : dst[i] + b;  // as cast_kernel / add_kernel<float, U>: the same rounding
   }
 }
 
@@ -341,16 +342,20 @@ void launch_many(ManyPairs& p, cudaStream_t s) {
   const int64_t blocks = p.first_block[p.n];
   if (blocks > 0) add_many_kernel<<<unsigned(blocks), cuda::kThreads, 0, s>>>(p);
   LOUPE_CUDA_LAUNCH_CHECK();
+  const bool write = p.write;
   p = ManyPairs{};
+  p.write = write;
 }
 
-void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs) {
+void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs, bool write) {
   const cudaStream_t s = cuda::stream(ctx);
   ManyPairs p;
+  p.write = write;
   for (const auto& [dst, src] : pairs) {
     const DType t = src.dtype();
     if (dst.dtype() != DType::f32 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) {
-      add(ctx, dst, dst, src);  // float64 (CPU checks), or another pairing: one launch of its own
+      // float64 (CPU checks), or another pairing: one launch of its own
+      write ? cast(ctx, dst, src) : add(ctx, dst, dst, src);
       continue;
     }
     if (p.n == kManyPairs) launch_many(p, s);

@@ -62,6 +62,7 @@ struct EmbeddingBackward : autograd::Node {
           grad.is_contiguous()) {
         // Under a GradScaler, the kernel checks the rows it writes and the scaler's pass skips
         // the rest of the table (autograd/source_check.h).
+        if (autograd::FreshGrads* f = autograd::fresh_grads()) f->materialize();  // an addition in place
         autograd::SourceCheck* sc = autograd::current_source_check();
         float* found_inf = sc && sc->device() == grad.device() ? sc->found_inf() : nullptr;
         kernels<EmbeddingKernels>(gy.device()).backward(ctx, grad, ids, gy, rows, n, E, true, found_inf);

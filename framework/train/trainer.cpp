@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "autograd/node.h"
@@ -322,13 +323,18 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   bool counted = false;
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
+  auto zero_grad = [this] {
+    OpScope s("zero_grad");
+    if (op_records_on()) s.set_bytes(4.0 * double(model_.arena().num_parameters()));  // the float32 gradients, written
+    opt_.zero_grad();
+  };
+  // The gradients read zero when the backward pass starts: zeroed now under data parallelism (whose
+  // hooks read each gradient as it completes), else written by that pass where it covers them all.
+  std::optional<autograd::FreshGrads> fresh;
   {
     NvtxRange r("forward", RangeKind::Phase);
-    {
-      OpScope s("zero_grad");
-      if (op_records_on()) s.set_bytes(4.0 * double(model_.arena().num_parameters()));  // the float32 gradients, written
-      opt_.zero_grad();
-    }
+    if (reducer_) zero_grad();
+    else fresh.emplace(zero_grad, model_.arena().params());
     logits = model_(x);
     logits = loss_input(options_.loss, logits);
     check_logits(logits, options_.loss);
@@ -349,6 +355,7 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     bool done = false;
     for (auto p = parts_.begin(); p != parts_.end() && !done; ++p) done = (*p)->backward(loss);
     if (!done) backward(loss, scaler_ ? Tensor() : seed);
+    fresh.reset();
     for (const auto& p : parts_) p->after_backward();
   }
   {
