@@ -26,6 +26,35 @@ bool bias_gemm(bool (*call)(const ExecContext&, const BiasGemmArgs&), const Tens
   return true;
 }
 
+// A narrow layer's whole backward in the backend's one pass (a classifier's head: LinalgKernels::
+// narrow_backward), for the products needed (x and w undefined where not); counts their FLOPs.
+// False, having done nothing, where the backend has none or the case does not fit it.
+bool narrow_backward(const Tensor& gy, const Tensor& x, const Tensor& w, bool need_b, Tensor& gx, Tensor& gw,
+                     Tensor& gb) {
+  const LinalgKernels& k = kernels<LinalgKernels>(gy.device());
+  if (!k.narrow_backward || (!x.defined() && !w.defined()) || gy.dim() != 2 ||
+      !narrow_backward_fits(gy.size(0), x.defined() ? x.size(1) : w.size(1), gy.size(1)) ||
+      (x.defined() && (!x.is_contiguous() || x.dtype() != gy.dtype())) ||
+      (w.defined() && (!w.is_contiguous() || w.dtype() != gy.dtype())))
+    return false;
+  const Tensor gz = contiguous(gy);
+  NarrowBackwardArgs a;
+  a.rows = gz.size(0), a.out = gz.size(1), a.in = x.defined() ? x.size(1) : w.size(1), a.dtype = gz.dtype();
+  Tensor work = empty(Shape{narrow_backward_work(a.rows, a.in, a.out)}, DType::f32, gz.device());
+  Tensor ox = w.defined() ? empty(Shape{a.rows, a.in}, gz.dtype(), gz.device()) : Tensor();
+  Tensor ow = x.defined() ? empty(Shape{a.out, a.in}, gz.dtype(), gz.device()) : Tensor();
+  Tensor ob = need_b ? empty(Shape{a.out}, gz.dtype(), gz.device()) : Tensor();
+  a.gy = gz.data_ptr(), a.work = work.data<float>();
+  if (x.defined()) a.x = x.data_ptr(), a.gw = ow.data_ptr();
+  if (w.defined()) a.w = w.data_ptr(), a.gx = ox.data_ptr();
+  if (need_b) a.gb = ob.data_ptr();
+  if (!k.narrow_backward(current_context(), a)) return false;
+  const double product = 2.0 * double(a.rows) * double(a.in) * double(a.out);
+  add_flops(product * ((x.defined() ? 1 : 0) + (w.defined() ? 1 : 0)) + (need_b ? double(a.rows * a.out) : 0.0));
+  gx = ox, gw = ow, gb = ob;
+  return true;
+}
+
 struct LinearActBackward : autograd::Node {
   Tensor x, w, y;  // x when w needs a gradient, w when x does, the output when there is an epilogue
   BiasActArgs a;
@@ -33,9 +62,12 @@ struct LinearActBackward : autograd::Node {
   const char* name() const override { return "LinearActBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     const LinalgKernels& k = kernels<LinalgKernels>(g[0].device());
+    Tensor gx, gw, gb;
+    if (!epilogue && narrow_backward(g[0], need_w ? x : Tensor(), need_x ? w : Tensor(), need_b, gx, gw, gb))
+      return {gx, gw, gb};
     // The bias gradient from the weight-gradient GEMM's epilogue, if the backend can.
     const bool in_gemm = need_b && need_w && k.weight_grad_bias;
-    Tensor gz, gw, gb;
+    Tensor gz;
     if (epilogue) {
       BiasActGrads r = bias_act_grad(y, g[0], a, need_b && !in_gemm);
       gz = r.gx, gb = r.gb;
@@ -50,7 +82,7 @@ struct LinearActBackward : autograd::Node {
     }
     if (need_w && !gw.defined()) gw = matmul_nograd(transpose(gz, 0, 1), x);  // in w's layout
     if (need_b && !gb.defined()) gb = sum_except(gz, 1);
-    Tensor gx = need_x ? matmul_nograd(gz, w) : Tensor();
+    if (need_x) gx = matmul_nograd(gz, w);
     return {gx, gw, gb};
   }
   void release() override { x = w = y = Tensor(); }
