@@ -463,6 +463,15 @@ TEST(CudaFusion, BiasActMatchesTheSeparateOps) {
     }
 }
 
+namespace {
+// Uniform in [-1, 1) on the GPU, in dtype dt: the fused Linear's tests' operands.
+Tensor uniform_on_gpu(const Shape& s, uint64_t seed, DType dt) {
+  std::vector<float> v(size_t(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) * 2.f - 1.f;
+  return to(from_vector(v, s, kCUDA), dt).detach();
+}
+}  // namespace
+
 // linear_act on CUDA (the bias in cuBLASLt's epilogues: BIAS forward with no activation, BGRADB in
 // the weight-gradient GEMM) against matmul and bias_act, at the reference models' shapes and odd
 // ones, in every precision: the input's gradient is the same GEMM of the same values, bit for bit;
@@ -483,11 +492,7 @@ TEST(CudaFusion, LinearActMatchesMatmulAndBiasAct) {
     for (const Case& k : cases) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::to_string(k.rows) + "x" + std::to_string(k.in) + " -> " +
                    std::to_string(k.out));
-      auto input = [&](const Shape& s, uint64_t seed) {
-        std::vector<float> v(size_t(s.numel()));
-        for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) * 2.f - 1.f;
-        return to(from_vector(v, s, kCUDA), dt).detach();
-      };
+      auto input = [&](const Shape& s, uint64_t seed) { return uniform_on_gpu(s, seed, dt); };
       Tensor x0 = input(Shape{k.rows, k.in}, 1), w0 = input(Shape{k.out, k.in}, 2), b0 = input(Shape{k.out}, 3);
       Tensor gy = input(Shape{k.rows, k.out}, 4);
       Tensor x[2], w[2], b[2], y[2];
@@ -535,11 +540,7 @@ TEST(CudaFusion, LinearActIsAsAccurateAsTheUnfusedPath) {
       const std::string name = std::string(dtype_name(dt)) + " " + std::to_string(k.rows) + "x" + std::to_string(k.in) +
                                " -> " + std::to_string(k.out);
       SCOPED_TRACE(name);
-      auto input = [&](const Shape& s, uint64_t seed) {
-        std::vector<float> v(size_t(s.numel()));
-        for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) * 2.f - 1.f;
-        return to(from_vector(v, s, kCUDA), dt).detach();
-      };
+      auto input = [&](const Shape& s, uint64_t seed) { return uniform_on_gpu(s, seed, dt); };
       Tensor x0 = input(Shape{k.rows, k.in}, 1), w0 = input(Shape{k.out, k.in}, 2), b0 = input(Shape{k.out}, 3);
       Tensor gy = input(Shape{k.rows, k.out}, 4);
       auto host = [](const Tensor& t) { return to(t, DType::f32).to_vector<float>(); };
