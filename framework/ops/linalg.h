@@ -46,7 +46,7 @@ struct BiasGemmArgs {
 // A narrow layer's backward (LinalgKernels::narrow_backward), all row-major and contiguous, of one
 // dtype: gx [rows, in] = gy [rows, out] w [out, in]; gw [out, in] = gy^T x [rows, in]; gb [out] =
 // gy's column sums. Each output is computed where its pointer is set. `work`: float32 scratch of
-// narrow_backward_work(rows, in, out) elements, for the sums of each 32 rows.
+// narrow_backward_work(rows, in, out) elements, for the sums of each kNarrowShareRows rows.
 struct NarrowBackwardArgs {
   int64_t rows = 0, in = 0, out = 0;
   DType dtype = DType::f32;
@@ -58,7 +58,10 @@ struct NarrowBackwardArgs {
   void* gb = nullptr;
   float* work = nullptr;
 };
-inline int64_t narrow_backward_work(int64_t rows, int64_t in, int64_t out) { return (rows + 31) / 32 * out * (in + 1); }
+constexpr int64_t kNarrowShareRows = 32;
+inline int64_t narrow_backward_work(int64_t rows, int64_t in, int64_t out) {
+  return (rows + kNarrowShareRows - 1) / kNarrowShareRows * out * (in + 1);
+}
 // The cases narrow_backward takes: up to 16 outputs and 256 rows. On an H200, mnist_mlp's fc3
 // (512 -> 10) took 5.2 us against cuBLAS's 10.0 at 128 rows, and 12.3 against 12.4 at 1024: no gain
 // there for a kernel that gives each thread a column pair and a row lane.

@@ -254,7 +254,7 @@ bool weight_grad_bias(const ExecContext& ctx, const BiasGemmArgs& g) { return lt
 // block; the second adds the shares in row order, so every run gives the same bits.
 using cuda::from_float;
 using cuda::to_float;
-constexpr int kNarrowRows = 32, kNarrowCols = 64;  // narrow_backward_work's 32
+constexpr int kNarrowRows = int(kNarrowShareRows), kNarrowCols = 64;
 constexpr int kNarrowLanes = cuda::kThreads / (kNarrowCols / 2);  // row lanes: a warp each
 
 template <class T, int NP>  // NP: out rounded up to 4, 8 or 16
