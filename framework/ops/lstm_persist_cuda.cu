@@ -2,23 +2,22 @@
 // projections, one kernel for the whole recurrence of both directions, and GEMMs for the weight
 // and input gradients.
 //
-// Recurrence kernels: a block owns 16 batch rows of one direction and walks every time step. Its
-// H/8 warps each own 8 hidden units, i.e. the 32 gate columns i, f, g, o of those units (R's rows
-// are permuted so that a warp's tensor-core tiles hold exactly its units' gates), and keep their
-// part of R in registers as WMMA fragments for the whole sequence. A forward step is: h_{t-1} (16
-// rows, in shared memory) times R^T on tensor cores, plus the step's input projection and both
-// biases, the gate nonlinearities and the cell update in float32, h_t back to shared memory; one
-// __syncthreads per step. The backward walks the other way: gate gradients from the saved
-// activations and cell states, then dh_{t-1} = dgates R on tensor cores (two syncs per step).
-// Rows of a batch never interact, so blocks never wait for each other.
+// Recurrence kernels: a block owns ROWS (8 or 16) batch rows of one direction and walks every time
+// step; rows of a batch never interact, so blocks never wait for each other. Its H/8 warps keep
+// their part of R in registers as tensor-core fragments for the whole sequence (mma.sync
+// m16n8k16). A forward step is: R h_{t-1}^T on tensor cores (h_{t-1} in shared memory), plus the
+// step's input projection and both biases, the gate nonlinearities and the cell update in float32
+// straight from the accumulators, h_t back to shared memory; one __syncthreads per step. The
+// backward walks the other way: gate gradients from the saved activations and cell states (loaded
+// a step ahead), then dh_{t-1}^T = R^T dgates^T on tensor cores (two syncs per step).
 //
 // Layouts: everything between the layers is sequence-major [T, N, F] (x is transposed once), so
 // that "every row at t >= 1" and "every row at t <= T-2" are plain matrices for dR's GEMM. Saved
 // for the backward, per layer and direction: the gate activations [T, N, 4H] (overwritten by the
 // gate gradients in the backward) and the cell states [T, N, H] in float32; the layers' outputs.
-#include <mma.h>
-
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
@@ -31,36 +30,11 @@
 namespace loupe::lstm_persist {
 namespace {
 
-using namespace nvcuda;
-
 // Activations in float32 from the hardware's exp2 and reciprocal (a few instructions instead of
 // expf's and tanhf's dozens: the pointwise part is most of a step's instructions). tanh as
 // 2 sigmoid(2v) - 1 is accurate to ~1e-7 absolute, far below 16-bit storage's rounding.
 __device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
 __device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid(2.f * v) - 1.f; }
-
-// The warp-permuted order of the gate columns: gate row j = gate * H + unit of R (and column of
-// the gates) sits at column 32 * (unit / 8) + 8 * gate + unit % 8, so warp (unit / 8) owns columns
-// [32 * warp, 32 * warp + 32), gate-major inside. The kernels need only the inverse: permuted
-// column -> gate row of R.
-__device__ __forceinline__ int unpermuted(int col, int H) {
-  int warp = col / 32, gate = col % 32 / 8, unit = warp * 8 + col % 8;
-  return gate * H + unit;
-}
-
-// A block carries ROWS batch rows (16, or 8 for twice the blocks where a batch gives too few):
-// tensor-core tiles of ROWS x WN x 16 (m16n16k16 or m8n32k16). Leading dimensions of the
-// shared-memory tiles are padded by 16 or 32 bytes so that the rows of a tile (and the pointwise
-// code's rows) fall into different banks: unpadded, rows are a multiple of 128 bytes apart and
-// every access is an 8- to 16-way bank conflict (measured: 86 % of the shared-memory wavefronts
-// excessive, and the kernel bound by them).
-template <int ROWS, int H>
-struct Tile {
-  static constexpr int WN = ROWS == 16 ? 16 : 32;  // the tile's n
-  static constexpr int CELLS = ROWS / 4;           // (row, unit) cells per lane: rows r + 4k
-  static constexpr int h16 = H + 8, g16 = 4 * H + 8, h32 = H + 8, g32 = 4 * H + 8;
-  static_assert(ROWS == 16 || ROWS == 8, "16 or 8 rows a block");
-};
 
 template <class T>
 struct FwdDir {
@@ -78,145 +52,190 @@ struct FwdArgs {
   int N, steps;
 };
 
-// Parts of the kernels below, inlined into them so that each kernel reads on one screen. They are
-// cut where the kernels' PTX stays as it was with this code written inside them, instruction for
-// instruction and register for register (so ptxas gives the same SASS): a first split that also
-// moved index arithmetic and the dh product reordered instructions and cost the kernels 0.5-0.8 %
-// (docs/benchmarks.md). Keep it so when changing them: compare the PTX before and after.
-template <class T, int ROWS, int WN>
-using FragB = wmma::fragment<wmma::matrix_b, ROWS, WN, 16, T, wmma::row_major>;
-
-// R^T [H, 4H] with permuted columns, staged once in shared memory to load the forward's B
-// fragments (written in order: a strided shared-memory write is a 32-way bank conflict).
-template <class T, int H, int ROWS, int WN, int NW, int KT>
-__device__ __forceinline__ void stage_rt(const T* R, T* rt, FragB<T, ROWS, WN> (&b)[NW][KT], int warp) {
-  constexpr int G = 4 * H;
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rt[i] = R[unpermuted(i % G, H) * H + i / G];
-  __syncthreads();
-#pragma unroll
-  for (int nt = 0; nt < NW; ++nt)
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) wmma::load_matrix_sync(b[nt][kt], rt + kt * 16 * G + warp * 32 + nt * WN, G);
-  __syncthreads();
+// Tensor-core primitives written out (mma.sync m16n8k16 and ldmatrix) rather than through WMMA: the
+// accumulator's layout is then known, so a lane finds the four gates of its cells in its own
+// registers, with no round trip through shared memory before the cell update (WMMA's m8n32k16,
+// not a native shape, also cost extra moves per product).
+// d += a b: a 16x16 row-major (4 registers of two elements), b 16x8 column-major (2 registers).
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __half) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __nv_bfloat16) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Four (X4) or two 8x8 tiles of 16-bit values from shared memory; lane l gives the address of row
+// l % 8 of tile l / 8. The memory clobber keeps it after the stores that a __syncthreads published.
+template <int X>
+__device__ __forceinline__ void ldmatrix(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if constexpr (X == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
+}
+template <class T>
+__device__ __forceinline__ uint32_t pack2(T lo, T hi) {
+  uint16_t a, b;
+  memcpy(&a, &lo, 2);
+  memcpy(&b, &hi, 2);
+  return uint32_t(a) | uint32_t(b) << 16;
 }
 
-// The final h and c of this lane's cells (rows n0 + r + 4k).
-template <class T, int H, int CELLS>
-__device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const float (&h)[CELLS], const float (&c)[CELLS],
-                                                   int n0, int r, int N, int u) {
+// The forward's product per step, transposed: gates^T [4H, ROWS] = R [4H, H] h_{t-1}^T, R the A
+// operand held in registers, h_{t-1} [ROWS, H] in shared memory the B operand, ROWS / 8 n tiles of
+// 8 batch rows. Warp w owns units 8w .. 8w+7 and two m tiles of their gate rows: tile 0 holds gate
+// i (rows 0-7) and f (rows 8-15), tile 1 g and o. The accumulator gives lane l the rows l / 4 and
+// l / 4 + 8 at columns 2 (l % 4) and 2 (l % 4) + 1: so each lane holds i, f, g and o of unit
+// 8w + l / 4 for two batch rows of each n tile.
+template <class T, int H>
+__device__ __forceinline__ void load_r_fragments(const T* R, uint32_t (&ra)[2][H / 16][4], int u, int q) {
 #pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int n = n0 + r + 4 * k;
-    if (n < N) {
-      d.h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[k]);
-      d.c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[k]);
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int kt = 0; kt < H / 16; ++kt) {
+      const T* r0 = R + int64_t(2 * mt * H + u) * H + kt * 16 + 2 * q;  // gate 2 mt, this unit
+      const T* r1 = r0 + int64_t(H) * H;                                 // gate 2 mt + 1
+      ra[mt][kt][0] = pack2(r0[0], r0[1]);
+      ra[mt][kt][1] = pack2(r1[0], r1[1]);
+      ra[mt][kt][2] = pack2(r0[8], r0[9]);
+      ra[mt][kt][3] = pack2(r1[8], r1[9]);
     }
-  }
 }
 
-// One step's gates and cell update for this lane's cells (rows n0 + r + 4k, unit u): h_t into
-// shared memory (the next product's A operand) and y, and in training the activations (over the
-// spent input projections) and c_t for the backward.
-template <class T, int H, int CELLS, int LH, int LP>
-__device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float* pre, T* hn, const T (&cur)[CELLS][4],
-                                              const float (&bias)[4], float (&c)[CELLS], float (&h)[CELLS], T zero,
-                                              int t, int N, int n0, int r, int warp, int j, int u) {
-  constexpr int G = 4 * H;
+template <class T, int H, int NT, int LH>
+__device__ __forceinline__ void recurrent_product(float (&acc)[2][NT][4], const uint32_t (&ra)[2][H / 16][4], const T* hp,
+                                                  int lane) {
+  constexpr int KT = H / 16, X = KT >= 2 ? 4 : 2;
 #pragma unroll
-  for (int k = 0; k < CELLS; ++k) {
-    const int row = r + 4 * k, n = n0 + row;
-    const float* q = pre + row * LP + warp * 32 + j;
-    float gi = sigmoid(q[0] + cuda::to_float(cur[k][0]) + bias[0]);
-    float gf = sigmoid(q[8] + cuda::to_float(cur[k][1]) + bias[1]);
-    float gg = tanh_fast(q[16] + cuda::to_float(cur[k][2]) + bias[2]);
-    float go = sigmoid(q[24] + cuda::to_float(cur[k][3]) + bias[3]);
-    c[k] = gf * c[k] + gi * gg;
-    h[k] = go * tanh_fast(c[k]);
-    const T ht = cuda::from_float<T>(h[k]);
-    hn[row * LH + u] = n < N ? ht : zero;
-    if (n < N) {
-      const int64_t at = int64_t(t) * N + n;
-      d.y[at * d.y_ld + u] = ht;
-      if (d.c) {
-        T* p = d.gates + at * G + u;
-        p[0] = cuda::from_float<T>(gi);
-        p[H] = cuda::from_float<T>(gf);
-        p[2 * H] = cuda::from_float<T>(gg);
-        p[3 * H] = cuda::from_float<T>(go);
-        d.c[at * H + u] = c[k];
+  for (int kt = 0; kt < KT; kt += X / 2)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[4];  // k tile kt in b[0..1], kt + 1 in b[2..3] (X = 4)
+      ldmatrix<X>(b, hp + (nt * 8 + lane % 8) * LH + kt * 16 + 8 * ((lane / 8) % X));
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816(acc[mt][nt], ra[mt][kt], b[0], b[1], T{});
+        if constexpr (X == 4) mma16816(acc[mt][nt], ra[mt][kt + 1], b[2], b[3], T{});
       }
     }
-  }
 }
 
+// One step's cell updates for this lane's cells (batch rows nt * 8 + 2 q + e, unit u) from the
+// product's accumulators, the step's input projections and the biases: h_t into shared memory (the
+// next product's B operand) and y, and in training the activations (over the spent input
+// projections) and c_t for the backward.
+template <class T, int H, int NT, int LH>
+__device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float (&acc)[2][NT][4], const T (&cur)[NT][2][4],
+                                              const float (&bias)[4], float (&c)[NT][2], float (&h)[NT][2], T* hn, T zero,
+                                              int t, int N, int n0, int q, int u) {
+  constexpr int G = 4 * H;
+  const int64_t at0 = int64_t(t) * N;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int row = nt * 8 + 2 * q + e, n = n0 + row;
+      const float gi = sigmoid(acc[0][nt][e] + cuda::to_float(cur[nt][e][0]) + bias[0]);
+      const float gf = sigmoid(acc[0][nt][2 + e] + cuda::to_float(cur[nt][e][1]) + bias[1]);
+      const float gg = tanh_fast(acc[1][nt][e] + cuda::to_float(cur[nt][e][2]) + bias[2]);
+      const float go = sigmoid(acc[1][nt][2 + e] + cuda::to_float(cur[nt][e][3]) + bias[3]);
+      c[nt][e] = gf * c[nt][e] + gi * gg;
+      h[nt][e] = go * tanh_fast(c[nt][e]);
+      const T ht = cuda::from_float<T>(h[nt][e]);
+      hn[row * LH + u] = n < N ? ht : zero;
+      if (n < N) {
+        const int64_t at = at0 + n;
+        d.y[at * d.y_ld + u] = ht;
+        if (d.c) {
+          T* p = d.gates + at * G + u;
+          p[0] = cuda::from_float<T>(gi);
+          p[H] = cuda::from_float<T>(gf);
+          p[2 * H] = cuda::from_float<T>(gg);
+          p[3 * H] = cuda::from_float<T>(go);
+          d.c[at * H + u] = c[nt][e];
+        }
+      }
+    }
+}
+
+// The final h and c of this lane's cells.
+template <class T, int H, int NT>
+__device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const float (&h)[NT][2], const float (&c)[NT][2],
+                                                   int N, int n0, int q, int u) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int n = n0 + nt * 8 + 2 * q + e;
+      if (n < N) {
+        d.h_out[int64_t(n) * H + u] = cuda::from_float<T>(h[nt][e]);
+        d.c_out[int64_t(n) * H + u] = cuda::from_float<T>(c[nt][e]);
+      }
+    }
+}
+
+// A block carries ROWS batch rows (16, or 8 for twice the blocks where a batch gives too few) of
+// one direction through every step: one product, the cell update from the registers, h_t into the
+// other half of a double buffer in shared memory, one __syncthreads.
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
 #if __CUDA_ARCH__ >= 800
-  using Tl = Tile<ROWS, H>;
-  constexpr int G = 4 * H, KT = H / 16, WN = Tl::WN, NW = 32 / WN, CELLS = Tl::CELLS;
+  constexpr int G = 4 * H, NT = ROWS / 8, LH = H + 8;  // rows padded 16 bytes: ldmatrix without bank conflicts
   const FwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
   const bool reverse = blockIdx.y == 1;
   const int N = a.N, steps = a.steps;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, q = lane % 4, u = threadIdx.x / 32 * 8 + lane / 4;
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
-
-  FragB<T, ROWS, WN> b[NW][KT];
-  stage_rt<T, H, ROWS, WN, NW, KT>(d.R, reinterpret_cast<T*>(smem), b, warp);
-  // Then: h double-buffered [2][ROWS][H] (the A operand), the pre-activations [ROWS][4H] in float32.
-  constexpr int LH = Tl::h16, LP = Tl::g32;
-  T* hs = reinterpret_cast<T*>(smem);
-  float* pre = reinterpret_cast<float*>(smem + 2 * ROWS * LH * sizeof(T));
-
-  // This lane: unit u, rows r + 4k for k < CELLS.
-  const int j = lane % 8, u = warp * 8 + j, r = lane / 8;
-  float bias[4], c[CELLS], h[CELLS];
-#pragma unroll
-  for (int k = 0; k < CELLS; ++k) c[k] = h[k] = 0.f;
+  T* hs = reinterpret_cast<T*>(smem);  // [2][ROWS][LH]
+  uint32_t ra[2][H / 16][4];
+  load_r_fragments<T, H>(d.R, ra, u, q);
+  float bias[4], c[NT][2], h[NT][2];
 #pragma unroll
   for (int g = 0; g < 4; ++g) bias[g] = cuda::to_float(d.b_w[g * H + u]) + cuda::to_float(d.b_r[g * H + u]);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) c[nt][0] = c[nt][1] = h[nt][0] = h[nt][1] = 0.f;
   const T zero = cuda::from_float<T>(0.f);
-  // The input projections of the next step are loaded while this one computes.
-  T next[CELLS][4];
+  // This lane's cells: batch rows nt * 8 + 2 q + e. Their input projections for the next step are
+  // loaded while this one computes.
+  T next[NT][2][4];
   auto load = [&](int t) {
+    const T* p = d.gates + int64_t(t) * N * G + u;
 #pragma unroll
-    for (int k = 0; k < CELLS; ++k) {
-      int n = n0 + r + 4 * k;
-      const T* p = d.gates + (int64_t(t) * N + n) * G + u;
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int g = 0; g < 4; ++g) next[k][g] = n < N ? p[g * H] : zero;
-    }
+      for (int e = 0; e < 2; ++e) {
+        // Rows past the batch read the last row's (no branch): their h is written as zero.
+        const int n = min(n0 + nt * 8 + 2 * q + e, N - 1);
+#pragma unroll
+        for (int g = 0; g < 4; ++g) next[nt][e][g] = p[n * G + g * H];
+      }
   };
   load(reverse ? steps - 1 : 0);
   for (int s = 0; s < steps; ++s) {
     const int t = reverse ? steps - 1 - s : s;
-    T cur[CELLS][4];
+    T cur[NT][2][4];
 #pragma unroll
-    for (int k = 0; k < CELLS; ++k)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int g = 0; g < 4; ++g) cur[k][g] = next[k][g];
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int g = 0; g < 4; ++g) cur[nt][e][g] = next[nt][e][g];
     if (s + 1 < steps) load(reverse ? t - 1 : t + 1);
-    const T* hp = hs + (s & 1) * ROWS * LH;  // h_{t-1}
+    float acc[2][NT][4] = {};
+    if (s > 0) recurrent_product<T, H, NT, LH>(acc, ra, hs + (s & 1) * ROWS * LH, lane);
     T* hn = hs + ((s + 1) & 1) * ROWS * LH;  // h_t
-    wmma::fragment<wmma::accumulator, ROWS, WN, 16, float> acc[NW];
-#pragma unroll
-    for (int nt = 0; nt < NW; ++nt) wmma::fill_fragment(acc[nt], 0.f);
-    if (s > 0) {
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        wmma::fragment<wmma::matrix_a, ROWS, WN, 16, T, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, hp + kt * 16, LH);
-#pragma unroll
-        for (int nt = 0; nt < NW; ++nt) wmma::mma_sync(acc[nt], fa, b[nt][kt], acc[nt]);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NW; ++nt) wmma::store_matrix_sync(pre + warp * 32 + nt * WN, acc[nt], LP, wmma::mem_row_major);
-    __syncwarp();
-    forward_cells<T, H, CELLS, LH, LP>(d, pre, hn, cur, bias, c, h, zero, t, N, n0, r, warp, j, u);
+    forward_cells<T, H, NT, LH>(d, acc, cur, bias, c, h, hn, zero, t, N, n0, q, u);
     __syncthreads();
   }
-  store_final_states<T, H, CELLS>(d, h, c, n0, r, N, u);
+  store_final_states<T, H, NT>(d, h, c, N, n0, q, u);
 #endif
 }
 
@@ -236,29 +255,56 @@ struct BwdArgs {
   int N, steps;
 };
 
-// R [4H, H] with permuted rows (the k dimension), staged once in shared memory for this warp's B
-// fragments: its part of the k range, its n tile.
-template <class T, int H, int ROWS, int WN, int KW, int NT>
-__device__ __forceinline__ void stage_r(const T* R, T* rs, FragB<T, ROWS, WN> (&b)[KW], int warp) {
-  constexpr int G = 4 * H;
-  for (int i = threadIdx.x; i < G * H; i += blockDim.x) rs[i] = R[unpermuted(i / H, H) * H + i % H];
-  __syncthreads();
-  const int nt = warp % NT, part = warp / NT;
+// The backward's product per step, transposed like the forward's: dh^T [H, ROWS] = R^T [H, 4H]
+// dgates^T [4H, ROWS]. R^T is the A operand in registers; warp w owns the m tile of units
+// 16 (w / 2) .. +15 and half of the k range (w % 2), so the two halves' partial sums meet in
+// shared memory. The gate gradients [ROWS, 4H] (gate rows in R's order) are the B operand.
+template <class T, int H>
+__device__ __forceinline__ void load_rt_fragments(const T* R, uint32_t (&ra)[H / 8][4], int warp, int lane) {
+  const int m = warp / 2 * 16 + lane / 4, q = lane % 4;
 #pragma unroll
-  for (int kk = 0; kk < KW; ++kk) wmma::load_matrix_sync(b[kk], rs + (part * KW + kk) * 16 * H + nt * WN, H);
-  __syncthreads();
+  for (int kk = 0; kk < H / 8; ++kk) {
+    const T* r = R + int64_t((warp % 2 * (H / 8) + kk) * 16 + 2 * q) * H + m;  // R[k][m] = R^T[m][k]
+    ra[kk][0] = pack2(r[0], r[H]);
+    ra[kk][1] = pack2(r[8], r[H + 8]);
+    ra[kk][2] = pack2(r[8 * H], r[9 * H]);
+    ra[kk][3] = pack2(r[8 * H + 8], r[9 * H + 8]);
+  }
 }
 
-// The final states' gradients of this lane's cells, where given (dc carried back through the
-// steps, dh the last step's): zero past the batch.
+// This block's dh partial sums [2][ROWS][LD] in float32 from the gate gradients dg [ROWS][LG].
+template <class T, int H, int NT, int LG, int LD>
+__device__ __forceinline__ void dh_product(float* dhp, const T* dg, const uint32_t (&ra)[H / 8][4], int warp, int lane) {
+  constexpr int KH = H / 8;
+  const int part = warp % 2, m = warp / 2 * 16 + lane / 4, q = lane % 4;
+  float acc[NT][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < KH; kk += 2)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[4];  // k tile kk in b[0..1], kk + 1 in b[2..3]
+      ldmatrix<4>(b, dg + (nt * 8 + lane % 8) * LG + (part * KH + kk) * 16 + 8 * (lane / 8));
+      mma16816(acc[nt], ra[kk], b[0], b[1], T{});
+      mma16816(acc[nt], ra[kk + 1], b[2], b[3], T{});
+    }
+  float* o = dhp + part * (NT * 8) * LD;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int row = nt * 8 + 2 * q;
+    o[row * LD + m] = acc[nt][0];
+    o[(row + 1) * LD + m] = acc[nt][1];
+    o[row * LD + m + 8] = acc[nt][2];
+    o[(row + 1) * LD + m + 8] = acc[nt][3];
+  }
+}
+
+// The final cell state's gradient of this lane's cells, where given: zero past the batch.
 template <class T, int H, int CELLS>
-__device__ __forceinline__ void final_state_grads(const BwdDir<T>& d, float (&dc)[CELLS], float (&dh0)[CELLS], int n0, int r,
-                                                  int N, int u) {
+__device__ __forceinline__ void final_cell_grads(const BwdDir<T>& d, float (&dc)[CELLS], int n0, int r, int N, int u) {
 #pragma unroll
   for (int k = 0; k < CELLS; ++k) {
     const int n = n0 + r + 4 * k;
     dc[k] = d.dc && n < N ? cuda::to_float(d.dc[int64_t(n) * H + u]) : 0.f;
-    dh0[k] = d.dh && n < N ? cuda::to_float(d.dh[int64_t(n) * H + u]) : 0.f;
   }
 }
 
@@ -275,84 +321,92 @@ __device__ __forceinline__ void store_bias_grad(const BwdDir<T>& d, const float 
   }
 }
 
-// dh = dgates R: H / WN n tiles; the H / 8 warps split 4H (the k dimension) into SPLIT parts.
-// Shared memory: R staged first; then the gate gradients [ROWS][4H] (permuted columns; the A
-// operand), and dh's SPLIT partial sums [SPLIT][ROWS][H] in float32.
+// What a lane's cells read at one step of the backward, loaded a step ahead: the gate activations,
+// the incoming gradient of h_t, and the cell state c_{t-1} (c_t is the previous step's).
+template <class T, int CELLS>
+struct BwdLoads {
+  T gate[CELLS][4];
+  T dy[CELLS];
+  float c_before[CELLS];
+};
+
+// A block carries ROWS batch rows of one direction backwards through every step: the gate
+// gradients of its cells (from the saved activations and cell states, and dh), then dh_{t-1}.
+// Lane mapping of the cell updates: unit 8 warp + lane % 8, rows lane / 8 + 4 k.
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a) {
 #if __CUDA_ARCH__ >= 800
-  using Tl = Tile<ROWS, H>;
-  constexpr int G = 4 * H, WN = Tl::WN, NT = H / WN, SPLIT = (H / 8) / NT, KW = G / 16 / SPLIT;
-  constexpr int CELLS = Tl::CELLS;
+  constexpr int G = 4 * H, NT = ROWS / 8, CELLS = ROWS / 4;
+  constexpr int LG = G + 8, LD = H + 4;  // padded: ldmatrix and the partial sums' stores without bank conflicts
   const BwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
   const bool forward_dir = blockIdx.y == 0;  // whose forward ran t = 0 .. T-1, so this runs T-1 .. 0
   const int N = a.N, steps = a.steps;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = blockIdx.x * ROWS;
   extern __shared__ __align__(128) unsigned char smem[];
-  FragB<T, ROWS, WN> b[KW];
-  stage_r<T, H, ROWS, WN, KW, NT>(d.R, reinterpret_cast<T*>(smem), b, warp);
-  const int nt = warp % NT, part = warp / NT;
-  constexpr int LG = Tl::g16, LD = Tl::h32;
-  T* dg = reinterpret_cast<T*>(smem);
-  float* dhp = reinterpret_cast<float*>(smem + ROWS * LG * sizeof(T));
+  T* dg = reinterpret_cast<T*>(smem);                                      // [ROWS][LG]
+  float* dhp = reinterpret_cast<float*>(smem + ROWS * LG * sizeof(T));     // [2][ROWS][LD]
+  uint32_t ra[H / 8][4];
+  load_rt_fragments<T, H>(d.R, ra, warp, lane);
   const int j = lane % 8, u = warp * 8 + j, r = lane / 8;
-  float dc[CELLS], dh0[CELLS], db[4] = {0, 0, 0, 0}, cn[CELLS];
-  final_state_grads<T, H, CELLS>(d, dc, dh0, n0, r, N, u);
-  auto c_at = [&](int t, int n) { return n < N ? d.c[(int64_t(t) * N + n) * H + u] : 0.f; };
-  const int t0 = forward_dir ? steps - 1 : 0;
+  float dc[CELLS], db[4] = {0, 0, 0, 0}, ct[CELLS];
+  final_cell_grads<T, H, CELLS>(d, dc, n0, r, N, u);
+  auto time_of = [&](int s) { return forward_dir ? steps - 1 - s : s; };  // the forward's t at backward step s
+  // Rows past the batch read the last row's (no branch); their gradients are zeroed below.
+  auto c_at = [&](int s, int k) {
+    return s < steps ? d.c[(int64_t(time_of(s)) * N + min(n0 + r + 4 * k, N - 1)) * H + u] : 0.f;
+  };
+  BwdLoads<T, CELLS> cur, next;
+  auto load = [&](BwdLoads<T, CELLS>& l, int s) {
+    const int t = time_of(s);
 #pragma unroll
-  for (int k = 0; k < CELLS; ++k) cn[k] = c_at(t0, n0 + r + 4 * k);
+    for (int k = 0; k < CELLS; ++k) {
+      const int n = min(n0 + r + 4 * k, N - 1);
+      const T* p = d.gates + (int64_t(t) * N + n) * G + u;
+#pragma unroll
+      for (int g = 0; g < 4; ++g) l.gate[k][g] = p[g * H];
+      if (d.dy) l.dy[k] = d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u];
+      l.c_before[k] = c_at(s + 1, k);
+    }
+  };
+#pragma unroll
+  for (int k = 0; k < CELLS; ++k) ct[k] = c_at(0, k);
+  load(next, 0);
   for (int s = 0; s < steps; ++s) {
-    const int t = forward_dir ? steps - 1 - s : s;
-    const int tp = forward_dir ? t - 1 : t + 1;  // the step before t in the forward's order
-    const bool first = s == steps - 1;           // t is the forward's first step: c_{t-1} = 0
+    const int t = time_of(s);
+    cur = next;
+    if (s + 1 < steps) load(next, s + 1);
 #pragma unroll
     for (int k = 0; k < CELLS; ++k) {
       const int row = r + 4 * k, n = n0 + row;
-      const float ct = cn[k];
-      cn[k] = first ? 0.f : c_at(tp, n);
       float dgate[4] = {0, 0, 0, 0};
       if (n < N) {
-        const int64_t at = int64_t(t) * N + n;
-        float dh = dh0[k];
-        if (s > 0) {
-          dh = 0.f;
-#pragma unroll
-          for (int q = 0; q < SPLIT; ++q) dh += dhp[(q * ROWS + row) * LD + u];
-        }
-        if (d.dy) dh += cuda::to_float(d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u]);
-        T* p = d.gates + at * G + u;
-        const float gi = cuda::to_float(p[0]), gf = cuda::to_float(p[H]), gg = cuda::to_float(p[2 * H]),
-                    go = cuda::to_float(p[3 * H]);
-        const float tc = tanh_fast(ct);
+        // dh_t: the product of the step before, or at the last step the final state's gradient
+        float dh = s > 0 ? dhp[row * LD + u] + dhp[(ROWS + row) * LD + u]
+                         : d.dh ? cuda::to_float(d.dh[int64_t(n) * H + u]) : 0.f;
+        if (d.dy) dh += cuda::to_float(cur.dy[k]);
+        const float gi = cuda::to_float(cur.gate[k][0]), gf = cuda::to_float(cur.gate[k][1]),
+                    gg = cuda::to_float(cur.gate[k][2]), go = cuda::to_float(cur.gate[k][3]);
+        const float tc = tanh_fast(ct[k]);
         const float dcv = dc[k] + dh * go * (1.f - tc * tc);
         dgate[0] = dcv * gg * gi * (1.f - gi);
-        dgate[1] = dcv * cn[k] * gf * (1.f - gf);
+        dgate[1] = dcv * cur.c_before[k] * gf * (1.f - gf);
         dgate[2] = dcv * gi * (1.f - gg * gg);
         dgate[3] = dh * tc * go * (1.f - go);
         dc[k] = dcv * gf;
+        T* p = d.gates + (int64_t(t) * N + n) * G + u;
 #pragma unroll
         for (int g = 0; g < 4; ++g) {
           p[g * H] = cuda::from_float<T>(dgate[g]);
           db[g] += dgate[g];
         }
       }
+      ct[k] = cur.c_before[k];
 #pragma unroll
-      for (int g = 0; g < 4; ++g) dg[row * LG + warp * 32 + 8 * g + j] = cuda::from_float<T>(dgate[g]);
+      for (int g = 0; g < 4; ++g) dg[row * LG + g * H + u] = cuda::from_float<T>(dgate[g]);
     }
     __syncthreads();  // the gate gradients are complete; dhp has been read
-    if (!first) {
-      wmma::fragment<wmma::accumulator, ROWS, WN, 16, float> acc;
-      wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < KW; ++kk) {
-        wmma::fragment<wmma::matrix_a, ROWS, WN, 16, T, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, dg + (part * KW + kk) * 16, LG);
-        wmma::mma_sync(acc, fa, b[kk], acc);
-      }
-      wmma::store_matrix_sync(dhp + part * ROWS * LD + nt * WN, acc, LD, wmma::mem_row_major);
-    }
+    if (s + 1 < steps) dh_product<T, H, NT, LG, LD>(dhp, dg, ra, warp, lane);
     __syncthreads();  // dh_{t-1} is complete; dg has been read
   }
   store_bias_grad<T, H>(d, db, lane, u);
@@ -376,15 +430,11 @@ __global__ void bias_grad_kernel(const float* db, int blocks, int G, T* dw0, T* 
 
 template <class T, int H, int ROWS>
 size_t forward_smem() {
-  using Tl = Tile<ROWS, H>;
-  return std::max<size_t>(size_t(4 * H) * H * sizeof(T), 2 * ROWS * Tl::h16 * sizeof(T) + ROWS * Tl::g32 * sizeof(float));
+  return 2 * ROWS * size_t(H + 8) * sizeof(T);
 }
 template <class T, int H, int ROWS>
 size_t backward_smem() {
-  using Tl = Tile<ROWS, H>;
-  constexpr int split = (H / 8) / (H / Tl::WN);
-  return std::max<size_t>(size_t(4 * H) * H * sizeof(T),
-                          ROWS * Tl::g16 * sizeof(T) + split * ROWS * Tl::h32 * sizeof(float));
+  return ROWS * size_t(4 * H + 8) * sizeof(T) + 2 * ROWS * size_t(H + 4) * sizeof(float);
 }
 
 template <class T, int H, int ROWS>
