@@ -8,6 +8,7 @@
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "core/exec_context.h"
+#include "core/gpu_timer.h"
 #include "core/knobs.h"
 #include "ops/linalg.h"
 
@@ -135,29 +136,11 @@ cublasStatus_t lt_run(const ExecLane& lane, const LtPlan& p, const cublasLtMatmu
                         lane.workspace_bytes, lane.stream);
 }
 
-// Holds the stream for `cycles` clock ticks, so that the launches queued behind it run back to back
-// and the events around them time the GPU, not the host's launch rate (a cublasLtMatmul call costs
-// the host a few microseconds, as much as a small GEMM runs).
-__global__ void hold(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
-// Microseconds per launch of `run`, ten in a row behind a hold; negative when a launch fails.
+// Ten calls in a row behind a hold (core/gpu_timer.h): a cublasLtMatmul call costs the host a
+// few microseconds, as much as a small GEMM runs, so events around single calls time the host.
 template <class Run>
-float time_launches(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, Run run) {
-  constexpr int kRuns = 10;
-  hold<<<1, 1, 0, s>>>(400000);  // ~200 us at the H100's clock: longer than queueing ten launches
-  LOUPE_CUDA_LAUNCH_CHECK();
-  LOUPE_CUDA_CHECK(cudaEventRecord(e0, s));
-  for (int i = 0; i < kRuns; ++i)
-    if (!run()) return -1;
-  LOUPE_CUDA_CHECK(cudaEventRecord(e1, s));
-  LOUPE_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  return 1000.f * ms / kRuns;
+float time_launches(cudaStream_t s, Run run) {
+  return cuda::time_on_gpu(s, 10, 400000, run);
 }
 
 // The GEMM of the case without the bias (cuBLAS's, as matmul runs it): the unfused path's product.
@@ -192,19 +175,13 @@ void decide(const ExecContext& ctx, const BiasGemmArgs& g, bool backward, LtPlan
     if (!p.candidates.empty()) p.candidates.resize(1), p.algo = p.candidates.front();
     return;
   }
-  cudaEvent_t e0, e1;
-  LOUPE_CUDA_CHECK(cudaEventCreate(&e0));
-  LOUPE_CUDA_CHECK(cudaEventCreate(&e1));
   const GemmArgs plain = plain_gemm(g, backward);
-  const float plain_us = time_launches(lane.stream, e0, e1, [&] { return gemm_cublas(ctx, plain), true; });
+  const float plain_us = time_launches(lane.stream, [&] { return gemm_cublas(ctx, plain), true; });
   float best = 1e30f;
   for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
-    const float us = time_launches(lane.stream, e0, e1,
-                                   [&] { return lt_run(lane, p, algo, A, B, g.d) == CUBLAS_STATUS_SUCCESS; });
+    const float us = time_launches(lane.stream, [&] { return lt_run(lane, p, algo, A, B, g.d) == CUBLAS_STATUS_SUCCESS; });
     if (us >= 0 && us < best) best = us, p.algo = algo;
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   if (!(best < plain_us + 1.0f)) p.candidates.clear();
 }
 

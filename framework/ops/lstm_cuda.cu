@@ -36,6 +36,7 @@
 
 #include "autograd/node.h"
 #include "core/dispatch.h"
+#include "core/gpu_timer.h"
 #include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/cudnn_util.cuh"
@@ -349,30 +350,26 @@ void run_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const
 }
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
-// (the persistent kernels' speed does not depend on the values): the second of two runs, on ctx's lane (s).
+// (the persistent kernels' speed does not depend on the values), on ctx's lane (s): after a first
+// run (plans, workspaces, the pool's first blocks), three in a row behind a hold (core/gpu_timer.h),
+// as a CUDA graph replays them. Timed one at a time, the host's launches were in the figure, which
+// counts against a choice of many kernels (loupe's, with its GEMMs and transposes) in a close call.
 double time_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
   auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
   Tensor h = z(Shape{LD, N, p.hidden_size}), c = z(Shape{LD, N, p.hidden_size});
   Tensor dx = z(x.shape()), dw = z(w.shape());
-  cudaEvent_t a, b;
-  LOUPE_CUDA_CHECK(cudaEventCreate(&a));
-  LOUPE_CUDA_CHECK(cudaEventCreate(&b));
-  float ms = 0;
-  for (int i = 0; i < 2; ++i) {
-    LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
+  auto run = [&] {
     Tensor yi = y;
     Tensor saved = run_forward(ctx, pl, x, w, yi, h, c, true, s);
     // The models read h: dy is zero.
     run_backward(ctx, pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);
-    LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
-    LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
-    LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms;
+    return true;
+  };
+  run();
+  // 4M ticks (~2 ms): longer than the host takes to queue three runs of ~20 launches each.
+  return cuda::time_on_gpu(s, 3, 4000000, run) / 1000.0;
 }
 
 // A choice's name, as LOUPE_LSTM_ALGO spells it.
