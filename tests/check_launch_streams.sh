@@ -4,7 +4,8 @@
 # once (a table's function from its context, `const cudaStream_t s = cuda::stream(ctx);`; the
 # runtime's own methods `cuda::stream()`) and passes it down; every helper
 # below it takes `cudaStream_t stream` as a parameter. So no kernel launch's configuration
-# (<<<grid, block, shared, stream>>>) and no *Async call in framework/**/*.cu or *.cuh may name
+# (<<<grid, block, shared, stream>>>, cuda::launch's arguments) and no *Async call in
+# framework/**/*.cu or *.cuh may name
 # the global accessor itself: cuda::stream(), or stream() inside loupe::cuda.
 # And the kernels take their precision, stream and library handles from the context their table
 # hands them (core/exec_context.h): no backend file (framework/**/*_cuda.cu, *.cuh, *_cpu.cpp,
@@ -46,9 +47,9 @@ scan() {
           if (global(substr(text, start + 3, j - 1))) report(start, "kernel launch")
           p = start + 3 + j + 2
         }
-        # *Async calls: the arguments up to the matching parenthesis (may span lines).
+        # *Async calls and cuda::launch: the arguments up to the matching parenthesis (may span lines).
         p = 1
-        while (match(substr(text, p), /[A-Za-z_][A-Za-z0-9_]*Async[ \t\n]*\(/)) {
+        while (match(substr(text, p), /([A-Za-z_][A-Za-z0-9_]*Async|cuda::launch)[ \t\n]*\(/)) {
           start = p + RSTART - 1
           open = start + RLENGTH - 1
           depth = 0
@@ -66,8 +67,9 @@ scan() {
   return $found
 }
 
-# The check itself is checked first: a sample with two offending sites (one launch, one memset,
-# each over two lines) and sites that are fine must give exactly those two reports.
+# The check itself is checked first: a sample with three offending sites (a <<<>>> launch, a
+# memset and a cuda::launch, each over two lines) and sites that are fine must give exactly those
+# three reports.
 sample=$(mktemp -d)
 trap 'rm -rf "$sample"' EXIT
 mkdir -p "$sample/framework/ops"
@@ -81,14 +83,18 @@ void entry(const Tensor& t) {
                                    t.nbytes(), cuda::stream()));
   k<<<1, 1, 0, s>>>(t.data<float>());  // not <<<1, 1, 0, cuda::stream()>>>
   LOUPE_CUDA_CHECK(cudaMemcpyAsync(d, p, n, cudaMemcpyDeviceToDevice, loader.stream()));
+  cuda::launch(k, 1, 1, 0,
+               cuda::stream(), t.data<float>());
+  cuda::launch(k, 1, 1, 0, s, t.data<float>());
 }
 EOF
 if got=$(scan "$sample"); then
   echo "launch_streams: the check found nothing in its own bad sample; it is broken" >&2
   exit 1
 fi
-if [ "$(printf '%s\n' "$got" | wc -l)" -ne 2 ] || ! grep -q 'sample_cuda.cu:4: kernel launch' <<< "$got" ||
-   ! grep -q 'sample_cuda.cu:6: cudaMemsetAsync call' <<< "$got"; then
+if [ "$(printf '%s\n' "$got" | wc -l)" -ne 3 ] || ! grep -q 'sample_cuda.cu:4: kernel launch' <<< "$got" ||
+   ! grep -q 'sample_cuda.cu:6: cudaMemsetAsync call' <<< "$got" ||
+   ! grep -q 'sample_cuda.cu:10: cuda::launch call' <<< "$got"; then
   printf 'launch_streams: the check misreads its own sample; it reported:\n%s\n' "$got" >&2
   exit 1
 fi

@@ -58,6 +58,7 @@ Dims<I> dims_except(const CopyPlan& p, int skip0, int skip1 = -1, int64_t per = 
 template <class U, int K, class I>
 __global__ void copy_rows_kernel(U* __restrict__ dst, const U* __restrict__ src, I rows, I len,
                                  const __grid_constant__ Dims<I> outer) {
+  cuda::pdl_entry();
   const I step = I(gridDim.x) * blockDim.x * K;
   for (I r = I(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += I(gridDim.y) * blockDim.y) {
     I od, os;
@@ -92,6 +93,7 @@ struct TransposeArgs {
 template <class E, class I>
 __global__ void copy_transpose_kernel(E* __restrict__ dst, const E* __restrict__ src,
                                       const __grid_constant__ TransposeArgs<I> a) {
+  cuda::pdl_entry();
   __shared__ E tile[kTile][kTile + 1];  // + 1: a column of the tile lies in 32 different banks
   I tj = blockIdx.x / a.tiles_c, tc = blockIdx.x - tj * a.tiles_c;
   I j0 = tj * kTile, c0 = tc * kTile;
@@ -126,6 +128,7 @@ __global__ void copy_transpose_kernel(E* __restrict__ dst, const E* __restrict__
 template <class E, int K, class I>
 __global__ void copy_general_kernel(E* __restrict__ dst, const E* __restrict__ src, I n,
                                     const __grid_constant__ Dims<I> dims) {
+  cuda::pdl_entry();
   for (I i0 = I(blockIdx.x) * blockDim.x * K + threadIdx.x; i0 < n; i0 += I(gridDim.x) * blockDim.x * K) {
     E v[K];
     I od[K];
@@ -173,8 +176,8 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
       int ty = cuda::kThreads / tx;
       dim3 grid(unsigned(std::min<int64_t>((int64_t(len) + tx * K - 1) / (tx * K), 1 << 20)),
                 unsigned(std::min<int64_t>((int64_t(rows) + ty - 1) / ty, 65535)));
-      copy_rows_kernel<U, K, I><<<grid, dim3(tx, ty), 0, stream>>>(static_cast<U*>(dst), static_cast<const U*>(src),
-                                                                   rows, len, outer);
+      cuda::launch(copy_rows_kernel<U, K, I>, grid, dim3(tx, ty), 0, stream, static_cast<U*>(dst),
+                   static_cast<const U*>(src), rows, len, outer);
     });
   } else if (p.path == CopyPlan::Path::Transpose) {
     int j = p.src_inner;
@@ -192,16 +195,16 @@ void launch_copy(const CopyPlan& p, void* dst, const void* src, int es, int64_t 
     dim3 grid(unsigned(tiles_j * tiles_c), unsigned(std::min<int64_t>(int64_t(a.batch), 65535)));
     with_bits(es, [&](auto e) {
       using E = decltype(e);
-      copy_transpose_kernel<E, I><<<grid, dim3(kTile, kTileRows), 0, stream>>>(static_cast<E*>(dst),
-                                                                               static_cast<const E*>(src), a);
+      cuda::launch(copy_transpose_kernel<E, I>, grid, dim3(kTile, kTileRows), 0, stream, static_cast<E*>(dst),
+                   static_cast<const E*>(src), a);
     });
   } else {
     constexpr int K = 4;
     Dims<I> dims = dims_except<I>(p, -1);
     with_bits(es, [&](auto e) {
       using E = decltype(e);
-      copy_general_kernel<E, K, I><<<cuda::blocks_for((n + K - 1) / K), cuda::kThreads, 0, stream>>>(
-          static_cast<E*>(dst), static_cast<const E*>(src), I(n), dims);
+      cuda::launch(copy_general_kernel<E, K, I>, cuda::blocks_for((n + K - 1) / K), cuda::kThreads, 0, stream,
+                   static_cast<E*>(dst), static_cast<const E*>(src), I(n), dims);
     });
   }
 }
@@ -228,11 +231,13 @@ template <> __device__ void st(float* p, int64_t i, double v) { p[i] = float(v);
 
 template <class D, class S>
 __global__ void cast_kernel(D* dst, const S* src, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) st(dst, i, ld(src, i));
 }
 
 template <class D>
 __global__ void fill_kernel(D* dst, double v, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) st(dst, i, v);
 }
 
@@ -255,8 +260,8 @@ void cast(const ExecContext& ctx, const Tensor& dst, const Tensor& src) {
     with_type(src.dtype(), [&](auto sv) {
       using D = decltype(d);
       using S = decltype(sv);
-      cast_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
-          static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr()), n);
+      cuda::launch(cast_kernel<D, S>, cuda::blocks_for(n), cuda::kThreads, 0, s, static_cast<D*>(dst.data_ptr()),
+                   static_cast<const S*>(src.data_ptr()), n);
     });
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -267,7 +272,7 @@ void fill(const ExecContext& ctx, const Tensor& dst, double v) {
   int64_t n = dst.numel();
   with_type(dst.dtype(), [&](auto d) {
     using D = decltype(d);
-    fill_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(static_cast<D*>(dst.data_ptr()), v, n);
+    cuda::launch(fill_kernel<D>, cuda::blocks_for(n), cuda::kThreads, 0, s, static_cast<D*>(dst.data_ptr()), v, n);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -282,6 +287,7 @@ __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <class T, class U>
 __global__ void add_kernel(T* __restrict__ dst, const T* a, const U* b, int64_t n) {
+  cuda::pdl_entry();
   using C = typename Compute<T>::type;
   LOUPE_KERNEL_LOOP(i, n) dst[i] = T(C(widen(a[i])) + C(widen(b[i])));
 }
@@ -304,8 +310,8 @@ void add(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tenso
     with_floating(b.dtype(), [&](auto uv) {
       using T = decltype(tv);
       using U = decltype(uv);
-      add_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
-          static_cast<T*>(dst.data_ptr()), static_cast<const T*>(a.data_ptr()), static_cast<const U*>(b.data_ptr()), n);
+      cuda::launch(add_kernel<T, U>, cuda::blocks_for(n), cuda::kThreads, 0, s, static_cast<T*>(dst.data_ptr()),
+                   static_cast<const T*>(a.data_ptr()), static_cast<const U*>(b.data_ptr()), n);
     });
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -325,6 +331,7 @@ struct ManyPairs {
 };
 
 __global__ void add_many_kernel(ManyPairs p) {
+  cuda::pdl_entry();
   int k = 0;
   while (k + 1 < p.n && int64_t(blockIdx.x) >= p.first_block[k + 1]) ++k;
   const int64_t base = (int64_t(blockIdx.x) - p.first_block[k]) * kManyChunk, n = p.numel[k];
@@ -340,7 +347,7 @@ __global__ void add_many_kernel(ManyPairs p) {
 void launch_many(ManyPairs& p, cudaStream_t s) {
   if (p.n == 0) return;
   const int64_t blocks = p.first_block[p.n];
-  if (blocks > 0) add_many_kernel<<<unsigned(blocks), cuda::kThreads, 0, s>>>(p);
+  if (blocks > 0) cuda::launch(add_many_kernel, unsigned(blocks), cuda::kThreads, 0, s, p);
   LOUPE_CUDA_LAUNCH_CHECK();
   const bool write = p.write;
   p = ManyPairs{};

@@ -114,11 +114,54 @@ int comm_sms() {
   return knob ? int(*knob) : g_comm_sms.load();
 }
 void set_comm_sms(int sms) { g_comm_sms = sms; }
+bool pdl_enabled() {
+  static const bool on = [] {
+    if (knobs::choice("LOUPE_PDL").value_or("on") == "off") return false;
+    int dev = 0, major = 0;
+    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
+    LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major >= 9;
+  }();
+  return on;
+}
 cublasHandle_t cublas() { return state().cublas; }
 
 namespace {
-__global__ void u64_set_kernel(uint64_t* w, uint64_t v) { *w = v; }
-__global__ void u64_add_kernel(uint64_t* w, uint64_t v) { *w += v; }
+__global__ void u64_set_kernel(uint64_t* w, uint64_t v) {
+  cuda::pdl_entry();
+  *w = v;
+}
+__global__ void u64_add_kernel(uint64_t* w, uint64_t v) {
+  cuda::pdl_entry();
+  *w += v;
+}
+
+// The graph's edges of programmatic dependent launch (core/cuda_util.cuh): a kernel launched with
+// it right after another kernel in the stream. Edge types are readable from CUDA 12.3 on.
+int programmatic_edges(cudaGraph_t g) {
+#if CUDART_VERSION >= 12030
+#if CUDART_VERSION >= 13000
+  auto get = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* d, size_t* n) {
+    return cudaGraphGetEdges(g, from, to, d, n);
+  };
+#else
+  auto get = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* d, size_t* n) {
+    return cudaGraphGetEdges_v2(g, from, to, d, n);
+  };
+#endif
+  size_t n = 0;
+  LOUPE_CUDA_CHECK(get(nullptr, nullptr, nullptr, &n));
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  if (n) LOUPE_CUDA_CHECK(get(from.data(), to.data(), data.data(), &n));
+  int k = 0;
+  for (size_t i = 0; i < n; ++i) k += data[i].type == cudaGraphDependencyTypeProgrammatic;
+  return k;
+#else
+  (void)g;
+  return 0;
+#endif
+}
 
 cudaMemcpyKind memcpy_kind(CopyKind k) {
   return k == CopyKind::HostToDevice ? cudaMemcpyHostToDevice
@@ -288,6 +331,7 @@ class Runtime final : public CudaRuntime {
       out.alloc_nodes += t == cudaGraphNodeTypeMemAlloc;
       out.free_nodes += t == cudaGraphNodeTypeMemFree;
     }
+    out.programmatic_edges = programmatic_edges(graph);
     if (out.error.empty()) {
       cudaGraphExec_t exec = nullptr;
       e = cudaGraphInstantiate(&exec, graph, 0);
@@ -315,12 +359,12 @@ class Runtime final : public CudaRuntime {
   size_t graph_peak_bytes() override { return graph_attr(cudaGraphMemAttrUsedMemHigh); }
   void u64_set(void* w, uint64_t v) override {
     const cudaStream_t s = stream();
-    u64_set_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t*>(w), v);
+    cuda::launch(u64_set_kernel, 1, 1, 0, s, static_cast<uint64_t*>(w), v);
     LOUPE_CUDA_LAUNCH_CHECK();
   }
   void u64_add(void* w, uint64_t v) override {
     const cudaStream_t s = stream();
-    u64_add_kernel<<<1, 1, 0, s>>>(static_cast<uint64_t*>(w), v);
+    cuda::launch(u64_add_kernel, 1, 1, 0, s, static_cast<uint64_t*>(w), v);
     LOUPE_CUDA_LAUNCH_CHECK();
   }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }

@@ -17,6 +17,7 @@ struct GraphCapture {
   void* exec = nullptr;   // the instantiated graph, or null when the capture failed
   std::string error;      // why it failed
   int kernels = 0;
+  int programmatic_edges = 0;  // kernel-to-kernel edges of programmatic dependent launch (cuda::launch)
   int alloc_nodes = 0, free_nodes = 0;  // stream-ordered allocations made and freed inside
 };
 

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/exec_context.h"
@@ -188,3 +189,46 @@ struct StridedPair {
 // for (i in [0, n)) over a grid-stride loop.
 #define LOUPE_KERNEL_LOOP(i, n) \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(blockDim.x) * gridDim.x)
+
+namespace loupe::cuda {
+
+// Programmatic dependent launch (Hopper and newer). A kernel launched through cuda::launch after
+// another kernel in its stream gets a programmatic edge from it (kept as such by stream capture):
+// the GPU may launch it as that kernel's blocks finish, without the full completion handshake in
+// between. Each of loupe's kernels begins with pdl_entry(), where its threads wait until the grids
+// they depend on have completed and their writes are visible, so no kernel reads or writes early.
+// It does not trigger its dependents early (griddepcontrol.launch_dependents at entry): that let
+// the next kernel's blocks take SM slots at once and wait there, which cost 2.4 % a step at
+// mnist_mlp 1024 on an H200 and put the wait into each kernel's profiled time. As it is, PDL
+// changed no reference step by more than 0.5 % there (docs/benchmarks.md): graph replays already
+// run kernels ~0.15 us apart. Both are no-ops for a kernel launched without the attribute and
+// below sm_90. tests/check_pdl.py checks that every kernel of core/, ops/ and optim/ begins with it
+// and is launched through cuda::launch.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Whether cuda::launch asks for programmatic dependent launch: compute capability 9.0 or newer and
+// LOUPE_PDL not off.
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch where enabled; the
+// arguments convert to the kernel's parameter types as in a <<<>>> launch. Checked at once.
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  LOUPE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+}
+
+}  // namespace loupe::cuda

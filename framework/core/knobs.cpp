@@ -135,6 +135,9 @@ std::vector<Knob> library_knobs() {
                   "`auto`: timed per shape",
                   "a Linear's bias in cuBLASLt's GEMM epilogues: where timed faster than cuBLAS's GEMM (`auto`), "
                   "always (`on`: the heuristic's first algorithm) or never (`off`)"),
+      choice_knob("LOUPE_PDL", "the library (GPU)", {"on", "off"}, "`on` (compute capability 9.0 or newer)",
+                  "programmatic dependent launch of loupe's kernels: each may be placed on the GPU while the "
+                  "kernel before it finishes, and waits for it before touching memory"),
       choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
                   {"loupe", "loupe16", "loupe8", "standard", "static", "small_h", "dynamic"},
                   "the fastest, timed per shape",

@@ -16,10 +16,12 @@ __device__ __forceinline__ float act_bwd(Act a, float y, float g) {
 }
 
 __global__ void fwd_kernel(Act a, float* y, const float* x, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = act_fwd(a, x[i]);
 }
 
 __global__ void fwd_kernel4(Act a, float4* y, const float4* x, int64_t n4) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = x[i];
     y[i] = make_float4(act_fwd(a, v.x), act_fwd(a, v.y), act_fwd(a, v.z), act_fwd(a, v.w));
@@ -27,10 +29,12 @@ __global__ void fwd_kernel4(Act a, float4* y, const float4* x, int64_t n4) {
 }
 
 __global__ void bwd_kernel(Act a, float* gx, const float* y, const float* gy, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) gx[i] = act_bwd(a, y[i], gy[i]);
 }
 
 __global__ void bwd_kernel4(Act a, float4* gx, const float4* y, const float4* gy, int64_t n4) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = y[i], g = gy[i];
     gx[i] = make_float4(act_bwd(a, v.x, g.x), act_bwd(a, v.y, g.y), act_bwd(a, v.z, g.z), act_bwd(a, v.w, g.w));
@@ -46,11 +50,13 @@ struct alignas(4 * sizeof(T)) Pack4 {
 
 template <class T>
 __global__ void fwd_kernel_t(Act a, T* y, const T* x, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<T>(act_fwd(a, cuda::to_float(x[i])));
 }
 
 template <class T>
 __global__ void fwd_kernel_p4(Act a, Pack4<T>* y, const Pack4<T>* x, int64_t n4) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     Pack4<T> v = x[i], r;
 #pragma unroll
@@ -61,11 +67,13 @@ __global__ void fwd_kernel_p4(Act a, Pack4<T>* y, const Pack4<T>* x, int64_t n4)
 
 template <class T>
 __global__ void bwd_kernel_t(Act a, T* gx, const T* y, const T* gy, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) gx[i] = cuda::from_float<T>(act_bwd(a, cuda::to_float(y[i]), cuda::to_float(gy[i])));
 }
 
 template <class T>
 __global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     Pack4<T> v = y[i], g = gy[i], r;
 #pragma unroll
@@ -83,16 +91,16 @@ void forward(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
-        fwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-            a, static_cast<float4*>(y.data_ptr()), static_cast<const float4*>(x.data_ptr()), n / 4);
+        cuda::launch(fwd_kernel4, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, a, static_cast<float4*>(y.data_ptr()),
+                     static_cast<const float4*>(x.data_ptr()), n / 4);
       else
-        fwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, y.data<float>(), x.data<float>(), n);
+        cuda::launch(fwd_kernel, cuda::blocks_for(n), cuda::kThreads, 0, s, a, y.data<float>(), x.data<float>(), n);
     } else {
       if (cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()}))
-        fwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-            a, static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), n / 4);
+        cuda::launch(fwd_kernel_p4<T>, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, a,
+                     static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), n / 4);
       else
-        fwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, y.data<T>(), x.data<T>(), n);
+        cuda::launch(fwd_kernel_t<T>, cuda::blocks_for(n), cuda::kThreads, 0, s, a, y.data<T>(), x.data<T>(), n);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -106,19 +114,19 @@ void backward(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, 
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float>) {
       if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
-        bwd_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-            a, static_cast<float4*>(gx.data_ptr()), static_cast<const float4*>(y.data_ptr()),
-            static_cast<const float4*>(gy.data_ptr()), n / 4);
+        cuda::launch(bwd_kernel4, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, a, static_cast<float4*>(gx.data_ptr()),
+                     static_cast<const float4*>(y.data_ptr()), static_cast<const float4*>(gy.data_ptr()), n / 4);
       else
-        bwd_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, gx.data<float>(), y.data<float>(),
-                                                                 gy.data<float>(), n);
+        cuda::launch(bwd_kernel, cuda::blocks_for(n), cuda::kThreads, 0, s, a, gx.data<float>(), y.data<float>(),
+                     gy.data<float>(), n);
     } else {
       if (cuda::vec4_ok(n, {gx.data_ptr(), y.data_ptr(), gy.data_ptr()}))
-        bwd_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-            a, static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
-            static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4);
+        cuda::launch(bwd_kernel_p4<T>, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, a,
+                     static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
+                     static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4);
       else
-        bwd_kernel_t<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(a, gx.data<T>(), y.data<T>(), gy.data<T>(), n);
+        cuda::launch(bwd_kernel_t<T>, cuda::blocks_for(n), cuda::kThreads, 0, s, a, gx.data<T>(), y.data<T>(),
+                     gy.data<T>(), n);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();

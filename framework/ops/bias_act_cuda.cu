@@ -68,6 +68,7 @@ __device__ __forceinline__ void fwd4(T (&v)[4], const T* b, int64_t i, const Bia
 
 template <class T>
 __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4, BiasActArgs a) {
+  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
@@ -80,6 +81,7 @@ __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4,
 // Any alignment: four elements a thread, the last group partial.
 template <class T>
 __global__ void fwd_any(T* y, const T* x, const T* b, int64_t n, BiasActArgs a) {
+  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
@@ -110,6 +112,7 @@ __device__ __forceinline__ void bwd4(T (&g)[4], const T (&y)[4], int64_t i, cons
 
 template <class T>
 __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4, BiasActArgs a) {
+  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
@@ -122,6 +125,7 @@ __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, in
 
 template <class T>
 __global__ void bwd_any(T* gx, const T* y, const T* gy, int64_t n, BiasActArgs a) {
+  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
@@ -144,6 +148,7 @@ constexpr int kRowThreads = 256;
 template <class T>
 __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const Pack4<T>* gy, int64_t rows,
                          int64_t rows_per_block, BiasActArgs a) {
+  cuda::pdl_entry();
   __shared__ float sums[kRowThreads * 4];
   const int P = int(a.C / 4), lane = threadIdx.x / P, pack = threadIdx.x % P, L = kRowThreads / P;
   const float scale = 1.f / (1.f - a.p);
@@ -175,6 +180,7 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
 constexpr int kSumThreads = 128;
 template <class T>
 __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
+  cuda::pdl_entry();
   __shared__ float s[kSumThreads];
   const int64_t c = blockIdx.x;
   float t = 0.f;
@@ -196,10 +202,11 @@ void forward_t(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActA
   const bool packs = (a.inner % 4 == 0 || (a.inner == 1 && a.C % 4 == 0)) &&
                      cuda::vec4_ok(n, {y.data_ptr(), x.data_ptr()});
   if (packs)
-    fwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
-        static_cast<Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(x.data_ptr()), bp, n / 4, a);
+    cuda::launch(fwd_pack<T>, cuda::blocks_for(n / 4), cuda::kThreads, 0, stream, static_cast<Pack4<T>*>(y.data_ptr()),
+                 static_cast<const Pack4<T>*>(x.data_ptr()), bp, n / 4, a);
   else
-    fwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(y.data<T>(), x.data<T>(), bp, n, a);
+    cuda::launch(fwd_any<T>, cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream, y.data<T>(), x.data<T>(), bp, n,
+                 a);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -225,21 +232,21 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
     int64_t per = (rows + blocks - 1) / blocks;
     blocks = (rows + per - 1) / per;
     Tensor partial = empty(Shape{blocks * a.C}, DType::f32, y.device());
-    bwd_rows<T><<<unsigned(blocks), kRowThreads, 0, stream>>>(
-        static_cast<Pack4<T>*>(gx.data_ptr()), partial.data<float>(), static_cast<const Pack4<T>*>(y.data_ptr()),
-        static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
+    cuda::launch(bwd_rows<T>, unsigned(blocks), kRowThreads, 0, stream, static_cast<Pack4<T>*>(gx.data_ptr()),
+                 partial.data<float>(), static_cast<const Pack4<T>*>(y.data_ptr()),
+                 static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
     LOUPE_CUDA_LAUNCH_CHECK();
-    sum_blocks<T><<<unsigned(a.C), kSumThreads, 0, stream>>>(gb.data<T>(), partial.data<float>(), int(blocks), a.C);
+    cuda::launch(sum_blocks<T>, unsigned(a.C), kSumThreads, 0, stream, gb.data<T>(), partial.data<float>(), int(blocks),
+                 a.C);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (packs)
-    bwd_pack<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
-        static_cast<Pack4<T>*>(gx.data_ptr()), static_cast<const Pack4<T>*>(y.data_ptr()),
-        static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4, a);
+    cuda::launch(bwd_pack<T>, cuda::blocks_for(n / 4), cuda::kThreads, 0, stream, static_cast<Pack4<T>*>(gx.data_ptr()),
+                 static_cast<const Pack4<T>*>(y.data_ptr()), static_cast<const Pack4<T>*>(gy.data_ptr()), n / 4, a);
   else
-    bwd_any<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(gx.data<T>(), y.data<T>(),
-                                                                              gy.data<T>(), n, a);
+    cuda::launch(bwd_any<T>, cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream, gx.data<T>(), y.data<T>(),
+                 gy.data<T>(), n, a);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

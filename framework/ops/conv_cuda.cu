@@ -493,6 +493,7 @@ struct Im2col {
 // with 64-bit divisions, took 95 us for mnist_cnn's 11M values at batch 1024.
 template <class T>
 __global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
+  cuda::pdl_entry();
   const int chunks = g.Kc / 8, RSC = g.R * g.S * g.C;
   const T zero = cuda::from_float<T>(0.f);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks_total; i += blockDim.x * gridDim.x) {
@@ -518,6 +519,7 @@ __global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
 // dst [rows, ld_dst] <- src [rows, ld_src], the first `n` columns, zeros after them (to ld_dst).
 template <class T>
 __global__ void copy_cols_kernel(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t n, int64_t total) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, total) {
     const int64_t r = i / ld_dst, k = i % ld_dst;
     dst[i] = k < n ? src[r * ld_src + k] : cuda::from_float<T>(0.f);
@@ -536,8 +538,8 @@ Tensor im2col(const Tensor& x, const Im2col& g, int64_t rows, cudaStream_t strea
   cuda::dispatch_float(x.dtype(), "conv2d", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) == 2)  // 16-bit only (small_filter): 8 values a 16-byte store
-      im2col_kernel<T><<<cuda::blocks_for(chunks), cuda::kThreads, 0, stream>>>(cols.data<T>(), x.data<T>(), int(chunks),
-                                                                                 g);
+      cuda::launch(im2col_kernel<T>, cuda::blocks_for(chunks), cuda::kThreads, 0, stream, cols.data<T>(), x.data<T>(),
+                   int(chunks), g);
   });
   LOUPE_CUDA_CHECK(cudaGetLastError());
   return cols;
@@ -548,8 +550,8 @@ void copy_cols(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64
   const int64_t total = rows * ld_dst;
   cuda::dispatch_float(t, "conv2d", [&](auto tag) {
     using T = decltype(tag);
-    copy_cols_kernel<T><<<cuda::blocks_for(total), cuda::kThreads, 0, stream>>>(
-        static_cast<T*>(dst), ld_dst, static_cast<const T*>(src), ld_src, n, total);
+    cuda::launch(copy_cols_kernel<T>, cuda::blocks_for(total), cuda::kThreads, 0, stream, static_cast<T*>(dst), ld_dst,
+                 static_cast<const T*>(src), ld_src, n, total);
   });
   LOUPE_CUDA_CHECK(cudaGetLastError());
 }

@@ -8,6 +8,7 @@ namespace {
 
 // One thread per group of four elements: one Philox call serves all four, as on the CPU.
 __global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, float scale, RngDraw rng) {
+  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -21,6 +22,7 @@ __global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, flo
 
 // The same mask as dropout_kernel, with one float4 load and store per group (aligned, n % 4 == 0).
 __global__ void dropout_kernel4(float4* o, const float4* x, int64_t n4, float p, float scale, RngDraw rng) {
+  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -40,6 +42,7 @@ struct alignas(4 * sizeof(T)) Pack4 {
 
 template <class T>
 __global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float scale, RngDraw rng) {
+  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -53,6 +56,7 @@ __global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float sca
 
 template <class T>
 __global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, float p, float scale, RngDraw rng) {
+  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -69,11 +73,12 @@ void apply_t(const Tensor& out, const Tensor& in, float p, const RngDraw& rng, c
   int64_t n = in.numel();
   float scale = 1.f / (1.f - p);
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()}))
-    dropout_kernel_p4<T><<<cuda::blocks_for(n / 4), cuda::kThreads, 0, stream>>>(
-        static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale, rng);
+    cuda::launch(dropout_kernel_p4<T>, cuda::blocks_for(n / 4), cuda::kThreads, 0, stream,
+                 static_cast<Pack4<T>*>(out.data_ptr()), static_cast<const Pack4<T>*>(in.data_ptr()), n / 4, p, scale,
+                 rng);
   else
-    dropout_kernel_t<T><<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream>>>(
-        out.data<T>(), in.data<T>(), n, p, scale, rng);
+    cuda::launch(dropout_kernel_t<T>, cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, stream, out.data<T>(),
+                 in.data<T>(), n, p, scale, rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -84,14 +89,13 @@ void apply(const ExecContext& ctx, const Tensor& out, const Tensor& in, float p,
   if (in.dtype() == DType::bf16) return apply_t<__nv_bfloat16>(out, in, p, rng, s);
   int64_t n = in.numel();
   if (cuda::vec4_ok(n, {out.data_ptr(), in.data_ptr()})) {
-    dropout_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-        static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(in.data_ptr()), n / 4, p, 1.f / (1.f - p),
-        rng);
+    cuda::launch(dropout_kernel4, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, static_cast<float4*>(out.data_ptr()),
+                 static_cast<const float4*>(in.data_ptr()), n / 4, p, 1.f / (1.f - p), rng);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
-  dropout_kernel<<<cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, s>>>(
-      out.data<float>(), in.data<float>(), n, p, 1.f / (1.f - p), rng);
+  cuda::launch(dropout_kernel, cuda::blocks_for((n + 3) / 4), cuda::kThreads, 0, s, out.data<float>(), in.data<float>(),
+               n, p, 1.f / (1.f - p), rng);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -17,11 +17,13 @@ __device__ __forceinline__ float op_apply(BinaryOp op, float a, float b) {
 // T: float, __half or __nv_bfloat16 (stored in T, computed in float; the identity for float).
 template <class T>
 __global__ void binary_contig(BinaryOp op, T* o, const T* a, const T* b, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(op_apply(op, cuda::to_float(a[i]), cuda::to_float(b[i])));
 }
 
 template <class T>
 __global__ void binary_bcast(BinaryOp op, T* o, const T* a, const T* b, int64_t n, cuda::StridedPair g) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     int64_t oa, ob;
     g.offsets(i, oa, ob);
@@ -36,10 +38,12 @@ void binary(const ExecContext& ctx, BinaryOp op, const Tensor& out, const Tensor
   cuda::dispatch_float(out.dtype(), "elementwise arithmetic", [&](auto tag) {
     using T = decltype(tag);
     if (a.is_contiguous() && b.is_contiguous()) {
-      binary_contig<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(op, out.data<T>(), a.data<T>(), b.data<T>(), n);
+      cuda::launch(binary_contig<T>, cuda::blocks_for(n), cuda::kThreads, 0, s, op, out.data<T>(), a.data<T>(),
+                   b.data<T>(), n);
     } else {
       cuda::StridedPair g(out.shape(), a.strides(), b.strides());
-      binary_bcast<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(op, out.data<T>(), a.data<T>(), b.data<T>(), n, g);
+      cuda::launch(binary_bcast<T>, cuda::blocks_for(n), cuda::kThreads, 0, s, op, out.data<T>(), a.data<T>(),
+                   b.data<T>(), n, g);
     }
   });
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -47,6 +51,7 @@ void binary(const ExecContext& ctx, BinaryOp op, const Tensor& out, const Tensor
 
 template <class T>
 __global__ void affine_kernel(T* o, const T* a, float m, float c, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(a[i]) * m + c);
 }
 
@@ -56,12 +61,14 @@ void affine(const ExecContext& ctx, const Tensor& out, const Tensor& a, double m
   int64_t n = out.numel();
   cuda::dispatch_float(out.dtype(), "scalar arithmetic", [&](auto tag) {
     using T = decltype(tag);
-    affine_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(out.data<T>(), a.data<T>(), float(m), float(c), n);
+    cuda::launch(affine_kernel<T>, cuda::blocks_for(n), cuda::kThreads, 0, s, out.data<T>(), a.data<T>(), float(m),
+                 float(c), n);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] += alpha * x[i];
 }
 
@@ -69,12 +76,13 @@ __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
 // (half gradients added into float32 parameter gradients).
 template <class Y, class X>
 __global__ void axpy_kernel_t(Y* y, float alpha, const X* x, int64_t n) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<Y>(cuda::to_float(y[i]) + alpha * cuda::to_float(x[i]));
 }
 
 template <class Y, class X>
 void launch_axpy(const Tensor& y, float alpha, const Tensor& x, int64_t n, cudaStream_t stream) {
-  axpy_kernel_t<Y, X><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(y.data<Y>(), alpha, x.data<X>(), n);
+  cuda::launch(axpy_kernel_t<Y, X>, cuda::blocks_for(n), cuda::kThreads, 0, stream, y.data<Y>(), alpha, x.data<X>(), n);
 }
 
 void axpy(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x) {
@@ -83,7 +91,8 @@ void axpy(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x
   int64_t n = y.numel();
   DType dy = y.dtype(), dx = x.dtype();
   if (dy == DType::f32 && dx == DType::f32)
-    axpy_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(y.data<float>(), float(alpha), x.data<float>(), n);
+    cuda::launch(axpy_kernel, cuda::blocks_for(n), cuda::kThreads, 0, s, y.data<float>(), float(alpha), x.data<float>(),
+                 n);
   else if (dy == DType::f32 && dx == DType::f16) launch_axpy<float, __half>(y, float(alpha), x, n, s);
   else if (dy == DType::f32 && dx == DType::bf16) launch_axpy<float, __nv_bfloat16>(y, float(alpha), x, n, s);
   else if (dy == DType::f16 && dx == DType::f16) launch_axpy<__half, __half>(y, float(alpha), x, n, s);
@@ -94,12 +103,14 @@ void axpy(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x
 
 template <class T>
 __global__ void bias_add_kernel(T* o, const T* x, const T* b, int64_t n, int64_t C, int64_t inner) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(i / inner) % C]));
 }
 
 // n < 2^31: 32-bit division is several times cheaper than 64-bit.
 template <class T>
 __global__ void bias_add_kernel32(T* o, const T* x, const T* b, uint32_t n, uint32_t C, uint32_t inner) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(uint32_t(i) / inner) % C]));
   }
@@ -108,6 +119,7 @@ __global__ void bias_add_kernel32(T* o, const T* x, const T* b, uint32_t n, uint
 // inner == 1 (channels-last, or a Linear's [N, C]) with C % 4 == 0: one float4 of x takes the
 // float4 of four consecutive channels.
 __global__ void bias_add_rows4(float4* o, const float4* x, const float4* b, uint32_t n4, uint32_t C4) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = x[i], bv = b[uint32_t(i) % C4];
     o[i] = make_float4(v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w);
@@ -117,6 +129,7 @@ __global__ void bias_add_rows4(float4* o, const float4* x, const float4* b, uint
 // inner % 4 == 0 and n < 2^31: four elements share a channel, and 32-bit division is cheap.
 __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uint32_t n4, uint32_t C,
                                  uint32_t inner) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float bv = b[(uint32_t(i) * 4 / inner) % C];
     float4 v = x[i];
@@ -129,11 +142,11 @@ template <class T>
 void bias_add_t(const Tensor& out, const Tensor& x, const Tensor& b, int64_t n, int64_t C, int64_t inner,
                 cudaStream_t stream) {
   if (n < (int64_t(1) << 31))
-    bias_add_kernel32<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(
-        out.data<T>(), x.data<T>(), b.data<T>(), uint32_t(n), uint32_t(C), uint32_t(inner));
+    cuda::launch(bias_add_kernel32<T>, cuda::blocks_for(n), cuda::kThreads, 0, stream, out.data<T>(), x.data<T>(),
+                 b.data<T>(), uint32_t(n), uint32_t(C), uint32_t(inner));
   else
-    bias_add_kernel<T><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(out.data<T>(), x.data<T>(),
-                                                                          b.data<T>(), n, C, inner);
+    cuda::launch(bias_add_kernel<T>, cuda::blocks_for(n), cuda::kThreads, 0, stream, out.data<T>(), x.data<T>(),
+                 b.data<T>(), n, C, inner);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -148,27 +161,27 @@ void bias_add(const ExecContext& ctx, const Tensor& out, const Tensor& x, const 
   if (out.dtype() == DType::bf16) return bias_add_t<__nv_bfloat16>(out, x, b, n, C, inner, s);
   if (inner == 1 && C % 4 == 0 && n < (int64_t(1) << 31) &&
       cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr(), b.data_ptr()})) {
-    bias_add_rows4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-        static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()),
-        static_cast<const float4*>(b.data_ptr()), uint32_t(n / 4), uint32_t(C / 4));
+    cuda::launch(bias_add_rows4, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, static_cast<float4*>(out.data_ptr()),
+                 static_cast<const float4*>(x.data_ptr()), static_cast<const float4*>(b.data_ptr()), uint32_t(n / 4),
+                 uint32_t(C / 4));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (inner % 4 == 0 && n < (int64_t(1) << 31) && cuda::vec4_ok(n, {out.data_ptr(), x.data_ptr()})) {
-    bias_add_kernel4<<<cuda::blocks_for(n / 4), cuda::kThreads, 0, s>>>(
-        static_cast<float4*>(out.data_ptr()), static_cast<const float4*>(x.data_ptr()), b.data<float>(),
-        uint32_t(n / 4), uint32_t(C), uint32_t(inner));
+    cuda::launch(bias_add_kernel4, cuda::blocks_for(n / 4), cuda::kThreads, 0, s, static_cast<float4*>(out.data_ptr()),
+                 static_cast<const float4*>(x.data_ptr()), b.data<float>(), uint32_t(n / 4), uint32_t(C),
+                 uint32_t(inner));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
   if (n < (int64_t(1) << 31)) {
-    bias_add_kernel32<float><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
-        out.data<float>(), x.data<float>(), b.data<float>(), uint32_t(n), uint32_t(C), uint32_t(inner));
+    cuda::launch(bias_add_kernel32<float>, cuda::blocks_for(n), cuda::kThreads, 0, s, out.data<float>(),
+                 x.data<float>(), b.data<float>(), uint32_t(n), uint32_t(C), uint32_t(inner));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }
-  bias_add_kernel<float><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(
-      out.data<float>(), x.data<float>(), b.data<float>(), n, C, inner);
+  cuda::launch(bias_add_kernel<float>, cuda::blocks_for(n), cuda::kThreads, 0, s, out.data<float>(), x.data<float>(),
+               b.data<float>(), n, C, inner);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
@@ -62,6 +63,7 @@ void with_vec(int w, F&& f) {
 // EV = E / W Vecs per row.
 template <class I, class Vec>
 __global__ void forward_kernel(Vec* out, const I* ids, const Vec* w, int64_t n, int64_t EV, int64_t V) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * EV) {
     int64_t i = k / EV, j = k - i * EV;
     int64_t r = row_of(ids[i], V);
@@ -72,6 +74,7 @@ __global__ void forward_kernel(Vec* out, const I* ids, const Vec* w, int64_t n, 
 // Sort keys: the row of each position, or V (sorted last, then skipped) for an id that selects none.
 template <class I>
 __global__ void keys_kernel(int32_t* keys, int32_t* pos, const I* ids, int64_t n, int64_t V) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     int64_t r = row_of(ids[i], V);
     keys[i] = int32_t(r >= 0 ? r : V);
@@ -98,6 +101,7 @@ struct Runs {
 
 // multi[r] = the chunks of run r where two or more, else 0; is_multi[r] = (multi[r] > 0).
 __global__ void chunks_kernel(int32_t* multi, int32_t* is_multi, const int32_t* run_len, int64_t R) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(r, R) {
     int32_t c = (run_len[r] + kChunk - 1) / kChunk;
     multi[r] = c > 1 ? c : 0;
@@ -163,6 +167,7 @@ __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, f
                                                                     GyRows gr, const int32_t* pos, Runs rs, int64_t R,
                                                                     int64_t E, int64_t V, bool accumulate,
                                                                     float* found_inf) {
+  cuda::pdl_entry();
   constexpr int W = kWidth<Vec>;
   const int EV = int(E / W);
   const int runs = *rs.num_runs;
@@ -201,6 +206,7 @@ template <class Vec>
 __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* gw, const float* partial, Runs rs,
                                                                      int64_t R, int64_t E, int64_t V, bool accumulate,
                                                                      float* found_inf) {
+  cuda::pdl_entry();
   constexpr int W = kWidth<Vec>;
   __shared__ Vec part[kCombineLanes][32];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -248,6 +254,7 @@ __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* g
 // Float16 / bfloat16 tables: a copy of T, one element per thread.
 template <class I, class T>
 __global__ void forward_kernel_t(T* out, const I* ids, const T* w, int64_t n, int64_t E, int64_t V) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * E) {
     int64_t i = k / E, j = k - i * E;
     int64_t r = row_of(ids[i], V);
@@ -258,6 +265,7 @@ __global__ void forward_kernel_t(T* out, const I* ids, const T* w, int64_t n, in
 // Eight 2-byte elements per uint4 (E % 8 == 0, both buffers 16-byte aligned): E8 = E / 8 per row.
 template <class I>
 __global__ void forward_kernel_x8(uint4* out, const I* ids, const uint4* w, int64_t n, int64_t E8, int64_t V) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * E8) {
     int64_t i = k / E8, j = k - i * E8;
     int64_t r = row_of(ids[i], V);
@@ -271,12 +279,12 @@ void launch_forward_t(const Tensor& out, const Tensor& ids, const Tensor& weight
   int64_t V = weight.size(0);
   static_assert(sizeof(T) == 2, "8 elements per uint4");
   if (E % 8 == 0 && cuda::vec4_ok(E, {out.data_ptr(), weight.data_ptr()})) {
-    forward_kernel_x8<I><<<cuda::blocks_for(n * E / 8), cuda::kThreads, 0, stream>>>(
-        static_cast<uint4*>(out.data_ptr()), ids.data<I>(), static_cast<const uint4*>(weight.data_ptr()), n, E / 8,
-        V);
+    cuda::launch(forward_kernel_x8<I>, cuda::blocks_for(n * E / 8), cuda::kThreads, 0, stream,
+                 static_cast<uint4*>(out.data_ptr()), ids.data<I>(), static_cast<const uint4*>(weight.data_ptr()), n,
+                 E / 8, V);
   } else {
-    forward_kernel_t<I, T><<<cuda::blocks_for(n * E), cuda::kThreads, 0, stream>>>(
-        out.data<T>(), ids.data<I>(), weight.data<T>(), n, E, V);
+    cuda::launch(forward_kernel_t<I, T>, cuda::blocks_for(n * E), cuda::kThreads, 0, stream, out.data<T>(),
+                 ids.data<I>(), weight.data<T>(), n, E, V);
   }
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -290,8 +298,9 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
   with_vec(vec_width(E, {}, {out.data_ptr(), weight.data_ptr()}), [&](auto tag) {
     using Vec = decltype(tag);
     int64_t EV = E / kWidth<Vec>;
-    forward_kernel<I, Vec><<<cuda::blocks_for(n * EV), cuda::kThreads, 0, stream>>>(
-        static_cast<Vec*>(out.data_ptr()), ids.data<I>(), static_cast<const Vec*>(weight.data_ptr()), n, EV, V);
+    cuda::launch(forward_kernel<I, Vec>, cuda::blocks_for(n * EV), cuda::kThreads, 0, stream,
+                 static_cast<Vec*>(out.data_ptr()), ids.data<I>(), static_cast<const Vec*>(weight.data_ptr()), n, EV,
+                 V);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -310,7 +319,7 @@ void forward(const ExecContext& ctx, const Tensor& out, const Tensor& ids, const
 
 template <class I>
 void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int64_t V, cudaStream_t stream) {
-  keys_kernel<I><<<cuda::blocks_for(n), cuda::kThreads, 0, stream>>>(keys, pos, ids.data<I>(), n, V);
+  cuda::launch(keys_kernel<I>, cuda::blocks_for(n), cuda::kThreads, 0, stream, keys, pos, ids.data<I>(), n, V);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -361,7 +370,7 @@ void backward(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const
   LOUPE_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(tp, b_sort, kp, ksp, pp, psp, ni, 0, end_bit, s));
   LOUPE_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(tp, b_rle, ksp, rs.row, rs.len, rs.num_runs, ni, s));
   LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tp, b_scan, rs.len, rs.start, nr, s));
-  chunks_kernel<<<cuda::blocks_for(R), cuda::kThreads, 0, s>>>(rs.multi, p32(is_multi), rs.len, R);
+  cuda::launch(chunks_kernel, cuda::blocks_for(R), cuda::kThreads, 0, s, rs.multi, p32(is_multi), rs.len, R);
   LOUPE_CUDA_LAUNCH_CHECK();
   // The same size as the first scan: int32 sums over R.
   LOUPE_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tp, b_scan, rs.multi, rs.multi_first, nr, s));
@@ -375,18 +384,18 @@ void backward(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const
   unsigned combine_blocks = unsigned(std::min<int64_t>(std::min(R, max_multi), 1024));
   with_vec(w, [&](auto tag) {
     using Vec = decltype(tag);
-    chunk_sums_kernel<Vec><<<chunk_blocks, dim3(32, kWarps), 0, s>>>(gw.data<float>(), partial.data<float>(),
-                                                                     gy.data<float>(), gr, psp, rs, R, E, V,
-                                                                     accumulate, found_inf);
+    cuda::launch(chunk_sums_kernel<Vec>, chunk_blocks, dim3(32, kWarps), 0, s, gw.data<float>(), partial.data<float>(),
+                 gy.data<float>(), gr, psp, rs, R, E, V, accumulate, found_inf);
     LOUPE_CUDA_LAUNCH_CHECK();
-    combine_kernel<Vec><<<combine_blocks, dim3(32, kCombineLanes), 0, s>>>(gw.data<float>(), partial.data<float>(), rs,
-                                                                           R, E, V, accumulate, found_inf);
+    cuda::launch(combine_kernel<Vec>, combine_blocks, dim3(32, kCombineLanes), 0, s, gw.data<float>(),
+                 partial.data<float>(), rs, R, E, V, accumulate, found_inf);
     LOUPE_CUDA_LAUNCH_CHECK();
   });
 }
 
 template <class I, class T>
 __global__ void one_hot_kernel(T* out, const I* ids, int64_t n, int64_t C) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * C) {
     out[k] = cuda::from_float<T>(row_of(ids[k / C], C) == k % C ? 1.f : 0.f);
   }
@@ -395,7 +404,8 @@ __global__ void one_hot_kernel(T* out, const I* ids, int64_t n, int64_t C) {
 template <class I>
 void launch_one_hot(const Tensor& out, const Tensor& ids, int64_t n, int64_t C, cudaStream_t stream) {
   auto go = [&](auto* o) {
-    one_hot_kernel<<<cuda::blocks_for(n * C), cuda::kThreads, 0, stream>>>(o, ids.data<I>(), n, C);
+    using T = std::remove_pointer_t<decltype(o)>;
+    cuda::launch(one_hot_kernel<I, T>, cuda::blocks_for(n * C), cuda::kThreads, 0, stream, o, ids.data<I>(), n, C);
     LOUPE_CUDA_LAUNCH_CHECK();
   };
   switch (out.dtype()) {

@@ -21,6 +21,7 @@ __device__ __forceinline__ int32_t store_as<int32_t>(float v) { return int32_t(v
 
 template <class S, class D>
 __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t n, int64_t row, float scale) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * row) {
     int64_t i = k / row, j = k % row;
     out[k] = store_as<D>(load_float(src[int64_t(idx[i]) * row + j]) * scale);
@@ -30,8 +31,8 @@ __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t 
 template <class S, class D>
 void launch(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
             cudaStream_t stream) {
-  gather_kernel<S, D><<<cuda::blocks_for(n * row), cuda::kThreads, 0, stream>>>(
-      out.data<D>(), src.data<S>(), idx.data<int32_t>(), n, row, float(scale));
+  cuda::launch(gather_kernel<S, D>, cuda::blocks_for(n * row), cuda::kThreads, 0, stream, out.data<D>(), src.data<S>(),
+               idx.data<int32_t>(), n, row, float(scale));
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -236,6 +236,7 @@ constexpr int kNarrowLanes = cuda::kThreads / (kNarrowCols / 2);  // row lanes: 
 
 template <class T, int NP>  // NP: out rounded up to 4, 8 or 16
 __global__ void narrow_shares_kernel(NarrowBackwardArgs g, int64_t share_blocks, int64_t tiles) {
+  cuda::pdl_entry();
   const int N = int(g.out);
   const int64_t R = g.rows, K = g.in;
   const T* gy = static_cast<const T*>(g.gy);
@@ -295,6 +296,7 @@ __global__ void narrow_shares_kernel(NarrowBackwardArgs g, int64_t share_blocks,
 // element, reading its shares one after another, took 17 us at 1024 rows where cuBLAS took 12.)
 template <class T>
 __global__ void narrow_sums_kernel(NarrowBackwardArgs g, int64_t chunks) {
+  cuda::pdl_entry();
   const int64_t N = g.out, K = g.in, per = N * (K + 1);
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;  // the same for the warp
   if (i >= per) return;
@@ -322,12 +324,12 @@ bool narrow_backward(const ExecContext& ctx, const NarrowBackwardArgs& g) {
     using T = decltype(tv);
     auto shares = g.out <= 4 ? narrow_shares_kernel<T, 4> : g.out <= 8 ? narrow_shares_kernel<T, 8>
                                                                        : narrow_shares_kernel<T, 16>;
-    shares<<<unsigned(share_blocks + gx_blocks), cuda::kThreads, 0, s>>>(g, share_blocks, tiles);
+    cuda::launch(shares, unsigned(share_blocks + gx_blocks), cuda::kThreads, 0, s, g, share_blocks, tiles);
     LOUPE_CUDA_LAUNCH_CHECK();
     if (share_blocks) {
       const int64_t per = g.out * (g.in + 1);
-      narrow_sums_kernel<T><<<unsigned((per * 32 + cuda::kThreads - 1) / cuda::kThreads), cuda::kThreads, 0, s>>>(
-          g, chunks);
+      cuda::launch(narrow_sums_kernel<T>, unsigned((per * 32 + cuda::kThreads - 1) / cuda::kThreads), cuda::kThreads, 0,
+                   s, g, chunks);
       LOUPE_CUDA_LAUNCH_CHECK();
     }
   });

@@ -69,6 +69,7 @@ __device__ float fixed_sum(const float* partial, int64_t n) {
 }
 
 __global__ void sum_partials(float* out, const float* partial, int64_t n, float scale, bool accumulate) {
+  cuda::pdl_entry();
   const float t = fixed_sum(partial, n);
   if (threadIdx.x == 0) *out = accumulate ? *out + t * scale : t * scale;
 }
@@ -82,6 +83,7 @@ __device__ __forceinline__ float row_loss(const T* xr, int32_t label, int64_t C,
 
 template <class T>
 __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
+  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) {
@@ -96,6 +98,7 @@ __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N,
 // gx in the logits' type: the float32 value rounded once, as a cast of a float32 gradient would.
 template <class T>
 __global__ void ce_bwd(T* gx, const T* x, const int32_t* y, const float* gloss, int64_t N, int64_t C) {
+  cuda::pdl_entry();
   const float scale = *gloss / float(N);
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < N; r += warps) {
@@ -107,6 +110,7 @@ __global__ void ce_bwd(T* gx, const T* x, const int32_t* y, const float* gloss, 
 }
 
 __global__ void bce_fwd(float* loss, const float* x, const float* t, int64_t n) {
+  cuda::pdl_entry();
   float acc = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i])));
@@ -115,11 +119,13 @@ __global__ void bce_fwd(float* loss, const float* x, const float* t, int64_t n) 
 }
 
 __global__ void bce_bwd(float* gx, const float* x, const float* t, const float* gloss, int64_t n) {
+  cuda::pdl_entry();
   float scale = *gloss / float(n);
   LOUPE_KERNEL_LOOP(i, n) gx[i] = (1.f / (1.f + expf(-x[i])) - t[i]) * scale;
 }
 
 __global__ void correct_binary(float* out, const float* x, const float* labels, int64_t N, bool accumulate) {
+  cuda::pdl_entry();
   float acc = 0.f;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) acc += (x[r] > 0.f) == (labels[r] > 0.5f) ? 1.f : 0.f;
   acc = cuda::block_sum(acc);
@@ -147,6 +153,7 @@ __device__ __forceinline__ bool warp_correct(const T* xr, int64_t C, int32_t lab
 // Classes: one warp a row.
 template <class T>
 __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, int64_t N, int64_t C) {
+  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) acc = warp_correct(x + r * C, C, labels[r]) ? 1.f : 0.f;  // lane 0's counts
@@ -159,6 +166,7 @@ __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, 
 template <class T>
 __global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const T* x, const int32_t* y, int64_t N,
                                 int64_t C) {
+  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float loss = 0.f, hit = 0.f;
   if (r < N) {
@@ -180,6 +188,7 @@ __global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const 
 // The loss (its partials' sum over N, as sum_partials gives it), then the running sums.
 __global__ void ce_counted_sums(float* loss, float* loss_sum, float* correct, const float* partial, int64_t blocks,
                                 float inv_n, float weight) {
+  cuda::pdl_entry();
   const float l = fixed_sum(partial, blocks) * inv_n;
   const float hits = fixed_sum(partial + blocks, blocks);
   if (threadIdx.x == 0) {
@@ -195,9 +204,10 @@ void rows_then_sum(K kernel, const Tensor& out, int64_t N, float scale, bool acc
                    A... args) {
   const int64_t blocks = std::max<int64_t>(1, (N + kRowWarps - 1) / kRowWarps);
   Tensor partial = empty(Shape{blocks}, DType::f32, out.device());
-  kernel<<<unsigned(blocks), kRowWarps * 32, 0, stream>>>(partial.data<float>(), args...);
+  cuda::launch(kernel, unsigned(blocks), kRowWarps * 32, 0, stream, partial.data<float>(), args...);
   LOUPE_CUDA_LAUNCH_CHECK();
-  sum_partials<<<1, kSumThreads, 0, stream>>>(out.data<float>(), partial.data<float>(), blocks, scale, accumulate);
+  cuda::launch(sum_partials, 1, kSumThreads, 0, stream, out.data<float>(), partial.data<float>(), blocks, scale,
+               accumulate);
 }
 
 void ce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& labels, int64_t N,
@@ -216,8 +226,8 @@ void ce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits,
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    ce_bwd<T><<<cuda::blocks_for(N * 32), cuda::kThreads, 0, s>>>(gx.data<T>(), logits.data<T>(),
-                                                                   labels.data<int32_t>(), gloss.data<float>(), N, C);
+    cuda::launch(ce_bwd<T>, cuda::blocks_for(N * 32), cuda::kThreads, 0, s, gx.data<T>(), logits.data<T>(),
+                 labels.data<int32_t>(), gloss.data<float>(), N, C);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -225,15 +235,15 @@ void ce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits,
 void bce_forward(const ExecContext& ctx, const Tensor& loss, const Tensor& logits, const Tensor& targets, int64_t n) {
   cuda::require_f32(logits, "binary_cross_entropy_with_logits");
   const cudaStream_t s = cuda::stream(ctx);
-  bce_fwd<<<1, kBlock, 0, s>>>(loss.data<float>(), logits.data<float>(), targets.data<float>(), n);
+  cuda::launch(bce_fwd, 1, kBlock, 0, s, loss.data<float>(), logits.data<float>(), targets.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void bce_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& logits, const Tensor& targets,
                   const Tensor& gloss, int64_t n) {
   const cudaStream_t s = cuda::stream(ctx);
-  bce_bwd<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(gx.data<float>(), logits.data<float>(),
-                                                        targets.data<float>(), gloss.data<float>(), n);
+  cuda::launch(bce_bwd, cuda::blocks_for(n), cuda::kThreads, 0, s, gx.data<float>(), logits.data<float>(),
+               targets.data<float>(), gloss.data<float>(), n);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -242,7 +252,8 @@ void count_correct(const ExecContext& ctx, const Tensor& out, const Tensor& logi
   const cudaStream_t s = cuda::stream(ctx);
   if (C == 1) {
     cuda::require_f32(logits, "count_correct of binary outputs");
-    correct_binary<<<1, kBlock, 0, s>>>(out.data<float>(), logits.data<float>(), labels.data<float>(), N, accumulate);
+    cuda::launch(correct_binary, 1, kBlock, 0, s, out.data<float>(), logits.data<float>(), labels.data<float>(), N,
+                 accumulate);
   } else {
     cuda::dispatch_float(logits.dtype(), "count_correct", [&](auto tag) {
       using T = decltype(tag);
@@ -260,13 +271,13 @@ void ce_forward_counted(const ExecContext& ctx, const Tensor& loss, const Tensor
   Tensor partial = empty(Shape{2 * blocks}, DType::f32, loss.device());
   cuda::dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    ce_counted_rows<T><<<unsigned(blocks), kRowWarps * 32, 0, s>>>(
-        partial.data<float>(), gx.defined() ? gx.data<T>() : nullptr, gx.defined() ? seed.data<float>() : nullptr,
-        logits.data<T>(), labels.data<int32_t>(), N, C);
+    cuda::launch(ce_counted_rows<T>, unsigned(blocks), kRowWarps * 32, 0, s, partial.data<float>(),
+                 gx.defined() ? gx.data<T>() : nullptr, gx.defined() ? seed.data<float>() : nullptr, logits.data<T>(),
+                 labels.data<int32_t>(), N, C);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
-  ce_counted_sums<<<1, kSumThreads, 0, s>>>(loss.data<float>(), loss_sum.data<float>(), correct.data<float>(),
-                                            partial.data<float>(), blocks, N ? 1.f / float(N) : 0.f, weight);
+  cuda::launch(ce_counted_sums, 1, kSumThreads, 0, s, loss.data<float>(), loss_sum.data<float>(), correct.data<float>(),
+               partial.data<float>(), blocks, N ? 1.f / float(N) : 0.f, weight);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

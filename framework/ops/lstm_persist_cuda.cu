@@ -186,6 +186,7 @@ __device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const flo
 // other half of a double buffer in shared memory, one __syncthreads.
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
+  cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
   constexpr int G = 4 * H, NT = ROWS / 8, LH = H + 8;  // rows padded 16 bytes: ldmatrix without bank conflicts
   const FwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
@@ -335,6 +336,7 @@ struct BwdLoads {
 // Lane mapping of the cell updates: unit 8 warp + lane % 8, rows lane / 8 + 4 k.
 template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a) {
+  cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
   constexpr int G = 4 * H, NT = ROWS / 8, CELLS = ROWS / 4;
   constexpr int LG = G + 8, LD = H + 4;  // padded: ldmatrix and the partial sums' stores without bank conflicts
@@ -418,6 +420,7 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
 template <class T>
 __global__ void bias_grad_kernel(const float* db, int blocks, int G, T* dw0, T* dw1, int64_t bias_w_at,
                                  int64_t bias_r_at, int D) {
+  cuda::pdl_entry();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= D * G) return;
   const int dir = i / G, col = i % G;
@@ -446,7 +449,7 @@ void launch_forward(const FwdArgs<T>& a, int D, cudaStream_t stream) {
     return b;
   }();
   dim3 grid(unsigned((a.N + ROWS - 1) / ROWS), unsigned(D));
-  lstm_forward_kernel<T, H, ROWS><<<grid, 4 * H, smem, stream>>>(a);
+  cuda::launch(lstm_forward_kernel<T, H, ROWS>, grid, 4 * H, smem, stream, a);
   LOUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -459,7 +462,7 @@ void launch_backward(const BwdArgs<T>& a, int D, cudaStream_t stream) {
     return b;
   }();
   dim3 grid(unsigned((a.N + ROWS - 1) / ROWS), unsigned(D));
-  lstm_backward_kernel<T, H, ROWS><<<grid, 4 * H, smem, stream>>>(a);
+  cuda::launch(lstm_backward_kernel<T, H, ROWS>, grid, 4 * H, smem, stream, a);
   LOUPE_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -707,8 +710,8 @@ void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, cons
       }
       const LstmLayerOffsets o0 = lstm_layer_offsets(p, l, 0);
       const int64_t dir_stride = D > 1 ? lstm_layer_offsets(p, l, 1).w - o0.w : 0;
-      bias_grad_kernel<TT><<<unsigned((D * G + 255) / 256), 256, 0, stream>>>(
-          db.data<float>(), int(blocks), int(G), dw.data<TT>(), dw.data<TT>() + dir_stride, o0.b_w, o0.b_r, int(D));
+      cuda::launch(bias_grad_kernel<TT>, unsigned((D * G + 255) / 256), 256, 0, stream, db.data<float>(), int(blocks),
+                   int(G), dw.data<TT>(), dw.data<TT>() + dir_stride, o0.b_w, o0.b_r, int(D));
       LOUPE_CUDA_CHECK(cudaGetLastError());
     });
     const bool need_din = l > 0 || dx.defined();

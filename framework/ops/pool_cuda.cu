@@ -94,6 +94,7 @@ __device__ __forceinline__ void first_max(const T* x, const Geometry& g, int64_t
 // elements no window covers were zeroed before.
 template <class T>
 __global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
+  cuda::pdl_entry();
   int64_t total = int64_t(g.N) * g.C * g.P * g.Q;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -114,6 +115,7 @@ __global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geo
 // atomics, so the sums are deterministic); the sum is float whatever T is.
 template <class T>
 __global__ void max_bwd_overlap(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
+  cuda::pdl_entry();
   int64_t total = int64_t(g.N) * g.C * g.H * g.W;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -147,14 +149,14 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
     if (!tiles) LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), stream));
     cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
       using T = decltype(tag);
-      max_bwd_disjoint<T><<<cuda::blocks_for(y.numel()), cuda::kThreads, 0, stream>>>(gx.data<T>(), x.data<T>(),
-                                                                                      y.data<T>(), gy.data<T>(), g);
+      cuda::launch(max_bwd_disjoint<T>, cuda::blocks_for(y.numel()), cuda::kThreads, 0, stream, gx.data<T>(),
+                   x.data<T>(), y.data<T>(), gy.data<T>(), g);
     });
   } else {
     cuda::dispatch_float(x.dtype(), "pooling backward", [&](auto tag) {
       using T = decltype(tag);
-      max_bwd_overlap<T><<<cuda::blocks_for(x.numel()), cuda::kThreads, 0, stream>>>(gx.data<T>(), x.data<T>(),
-                                                                                     y.data<T>(), gy.data<T>(), g);
+      cuda::launch(max_bwd_overlap<T>, cuda::blocks_for(x.numel()), cuda::kThreads, 0, stream, gx.data<T>(),
+                   x.data<T>(), y.data<T>(), gy.data<T>(), g);
     });
   }
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -221,6 +223,7 @@ __device__ __forceinline__ void window_max(float (&m)[Vec<T>::V], const Vec<T>* 
 
 template <class T>
 __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint64_t packs, PoolDropout d) {
+  cuda::pdl_entry();
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
@@ -245,6 +248,7 @@ __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint6
 template <class T>
 __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, FusedGeometry g, uint64_t packs,
                               PoolDropout d) {
+  cuda::pdl_entry();
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
@@ -313,8 +317,8 @@ bool max_forward_fused(const ExecContext& ctx, const Tensor& y, const Tensor& x,
   cuda::dispatch_float(x.dtype(), "max pooling", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(y.numel()) / Vec<T>::V;
-    max_fused_fwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s>>>(
-        static_cast<Vec<T>*>(y.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()), g, packs, d);
+    cuda::launch(max_fused_fwd<T>, cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s,
+                 static_cast<Vec<T>*>(y.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()), g, packs, d);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
   return ok;
@@ -333,9 +337,9 @@ bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& 
   cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
-    max_fused_bwd<T><<<cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s>>>(
-        static_cast<Vec<T>*>(gx.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()),
-        static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d);
+    cuda::launch(max_fused_bwd<T>, cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s,
+                 static_cast<Vec<T>*>(gx.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()),
+                 static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
   return true;

@@ -17,6 +17,7 @@ constexpr int kBlock = 256;
 // partial sums land in `partial` (for one long row such as a full reduction).
 template <class X, class Y>
 __global__ void sum_rows_kernel(Y* out, const X* x, int64_t n, float scale, int splits) {
+  cuda::pdl_entry();
   int64_t row = blockIdx.x / splits;
   int part = blockIdx.x % splits;
   int64_t chunk = (n + splits - 1) / splits;
@@ -36,6 +37,7 @@ constexpr int kTileX = 32, kTileY = 8;
 template <class X, class Y>
 __global__ void sum_strided_kernel(Y* out, const X* x, int64_t outer, int64_t n, int64_t inner, float scale,
                                    int64_t chunk) {
+  cuda::pdl_entry();
   __shared__ float tile[kTileY][kTileX + 1];
   int64_t col = int64_t(blockIdx.x) * kTileX + threadIdx.x;
   int64_t begin = int64_t(blockIdx.z) * chunk, end = min(n, begin + chunk);
@@ -57,6 +59,7 @@ __global__ void sum_strided_kernel(Y* out, const X* x, int64_t outer, int64_t n,
 // out[k] = sum over s of partial[s][k] (splits rows of m).
 template <class Y>
 __global__ void sum_splits_kernel(Y* out, const float* partial, int64_t m, int splits) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, m) {
     float acc = 0.f;
     for (int s = 0; s < splits; ++s) acc += partial[s * m + k];
@@ -72,13 +75,14 @@ void sum_rows(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, doub
   // Split long rows so that a full reduction still fills the GPU; then reduce the partials.
   int splits = outer >= 132 ? 1 : int(std::min<int64_t>(256, (n + 8191) / 8192));
   if (splits <= 1) {
-    sum_rows_kernel<X, Y><<<unsigned(outer), kBlock, 0, stream>>>(out.data<Y>(), x.data<X>(), n, float(scale), 1);
+    cuda::launch(sum_rows_kernel<X, Y>, unsigned(outer), kBlock, 0, stream, out.data<Y>(), x.data<X>(), n, float(scale),
+                 1);
   } else {
     Tensor partial = empty(Shape{outer * splits}, DType::f32, x.device());
-    sum_rows_kernel<X, float><<<unsigned(outer * splits), kBlock, 0, stream>>>(partial.data<float>(), x.data<X>(), n,
-                                                                               1.f, splits);
-    sum_rows_kernel<float, Y><<<unsigned(outer), kBlock, 0, stream>>>(out.data<Y>(), partial.data<float>(), splits,
-                                                                      float(scale), 1);
+    cuda::launch(sum_rows_kernel<X, float>, unsigned(outer * splits), kBlock, 0, stream, partial.data<float>(),
+                 x.data<X>(), n, 1.f, splits);
+    cuda::launch(sum_rows_kernel<float, Y>, unsigned(outer), kBlock, 0, stream, out.data<Y>(), partial.data<float>(),
+                 splits, float(scale), 1);
   }
 }
 
@@ -96,14 +100,14 @@ void sum_dim_t(const Tensor& out, const Tensor& x, int64_t outer, int64_t n, int
     splits = (n + chunk - 1) / chunk;
     dim3 grid{unsigned(gx), unsigned(gy), unsigned(splits)}, block{kTileX, kTileY};
     if (splits == 1) {
-      sum_strided_kernel<X, Y><<<grid, block, 0, stream>>>(out.data<Y>(), x.data<X>(), outer, n, inner, float(scale),
-                                                           chunk);
+      cuda::launch(sum_strided_kernel<X, Y>, grid, block, 0, stream, out.data<Y>(), x.data<X>(), outer, n, inner,
+                   float(scale), chunk);
     } else {
       Tensor partial = empty(Shape{splits * outer * inner}, DType::f32, x.device());
-      sum_strided_kernel<X, float><<<grid, block, 0, stream>>>(partial.data<float>(), x.data<X>(), outer, n, inner,
-                                                               float(scale), chunk);
-      sum_splits_kernel<Y><<<cuda::blocks_for(outer * inner), cuda::kThreads, 0, stream>>>(
-          out.data<Y>(), partial.data<float>(), outer * inner, int(splits));
+      cuda::launch(sum_strided_kernel<X, float>, grid, block, 0, stream, partial.data<float>(), x.data<X>(), outer, n,
+                   inner, float(scale), chunk);
+      cuda::launch(sum_splits_kernel<Y>, cuda::blocks_for(outer * inner), cuda::kThreads, 0, stream, out.data<Y>(),
+                   partial.data<float>(), outer * inner, int(splits));
     }
   }
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -139,6 +143,7 @@ void sum_dim(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t
 template <class X>
 __global__ void sum_middle_kernel(float* partial, const X* x, uint32_t outer, uint32_t C, uint32_t inner,
                                   uint32_t chunk) {
+  cuda::pdl_entry();
   uint32_t c = blockIdx.x, split = blockIdx.y;
   uint32_t begin = split * chunk, end = min(outer, begin + chunk);
   uint32_t count = end > begin ? (end - begin) * inner : 0;
@@ -177,15 +182,17 @@ void sum_keep_middle(const ExecContext& ctx, const Tensor& out, const Tensor& x,
   Tensor partial = empty(Shape{C * splits}, DType::f32, x.device());
   cuda::dispatch_float(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    sum_middle_kernel<T><<<dim3(unsigned(C), unsigned(splits)), kBlock, 0, s>>>(
-        partial.data<float>(), x.data<T>(), uint32_t(outer), uint32_t(C), uint32_t(inner), uint32_t(chunk));
-    sum_rows_kernel<float, T><<<unsigned(C), 32, 0, s>>>(out.data<T>(), partial.data<float>(), splits, float(scale), 1);
+    cuda::launch(sum_middle_kernel<T>, dim3(unsigned(C), unsigned(splits)), kBlock, 0, s, partial.data<float>(),
+                 x.data<T>(), uint32_t(outer), uint32_t(C), uint32_t(inner), uint32_t(chunk));
+    cuda::launch(sum_rows_kernel<float, T>, unsigned(C), 32, 0, s, out.data<T>(), partial.data<float>(), splits,
+                 float(scale), 1);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
 __global__ void argmax_kernel(int32_t* out, const T* x, int64_t rows, int64_t cols) {
+  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(r, rows) {
     const T* p = x + r * cols;
     int64_t best = 0;
@@ -200,7 +207,8 @@ void argmax_rows(const ExecContext& ctx, const Tensor& out, const Tensor& x, int
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "argmax", [&](auto tag) {
     using T = decltype(tag);
-    argmax_kernel<T><<<cuda::blocks_for(rows), cuda::kThreads, 0, s>>>(out.data<int32_t>(), x.data<T>(), rows, cols);
+    cuda::launch(argmax_kernel<T>, cuda::blocks_for(rows), cuda::kThreads, 0, s, out.data<int32_t>(), x.data<T>(), rows,
+                 cols);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -12,6 +12,7 @@ using cuda::warp_sum;
 // float whatever T is.
 template <class T>
 __global__ void softmax_fwd(bool log, T* y, const T* x, int64_t rows, int64_t cols) {
+  cuda::pdl_entry();
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -32,6 +33,7 @@ __global__ void softmax_fwd(bool log, T* y, const T* x, int64_t rows, int64_t co
 
 template <class T>
 __global__ void softmax_bwd(bool log, T* gx, const T* y, const T* gy, int64_t rows, int64_t cols) {
+  cuda::pdl_entry();
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -57,7 +59,7 @@ void forward(const ExecContext& ctx, bool log, const Tensor& y, const Tensor& x,
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
-    softmax_fwd<T><<<warp_blocks(rows), cuda::kThreads, 0, s>>>(log, y.data<T>(), x.data<T>(), rows, cols);
+    cuda::launch(softmax_fwd<T>, warp_blocks(rows), cuda::kThreads, 0, s, log, y.data<T>(), x.data<T>(), rows, cols);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }
@@ -68,8 +70,8 @@ void backward(const ExecContext& ctx, bool log, const Tensor& gx, const Tensor& 
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(y.dtype(), "softmax backward", [&](auto tag) {
     using T = decltype(tag);
-    softmax_bwd<T><<<warp_blocks(rows), cuda::kThreads, 0, s>>>(log, gx.data<T>(), y.data<T>(),
-                                                               gy.data<T>(), rows, cols);
+    cuda::launch(softmax_bwd<T>, warp_blocks(rows), cuda::kThreads, 0, s, log, gx.data<T>(), y.data<T>(), gy.data<T>(),
+                 rows, cols);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
 }

@@ -92,6 +92,7 @@ __device__ __forceinline__ void update_one(const Step& op, float* p, const float
 // a thread; imdb_fasttext's Adam 1.7 GB), the last n % 4 one a thread.
 template <int S, class Step>
 __global__ void update4_kernel(float* p, const float* g, float* s0, float* s1, int64_t n, UpdateArgs a, Step op) {
+  cuda::pdl_entry();
   if (skipped(a)) return;
   op.bind(a);
   const int64_t n4 = n / 4;
@@ -115,6 +116,7 @@ __global__ void update4_kernel(float* p, const float* g, float* s0, float* s1, i
 // One element a thread: for ranges that are not 16-byte aligned.
 template <int S, class Step>
 __global__ void update1_kernel(float* p, const float* g, float* s0, float* s1, int64_t n, UpdateArgs a, Step op) {
+  cuda::pdl_entry();
   if (skipped(a)) return;
   op.bind(a);
   LOUPE_KERNEL_LOOP(i, n) update_one<S>(op, p, g, s0, s1, i);
@@ -129,11 +131,11 @@ void launch_update(const ExecContext& ctx, const Tensor& p, const Tensor& g, con
   float* st1 = S > 1 ? s1->data<float>() : nullptr;
   // vec4_ok needs n % 4 == 0; the kernel's tail takes the rest, so only the pointers are checked.
   if (cuda::vec4_ok(4, {p.data_ptr(), g.data_ptr(), st0, st1}))
-    update4_kernel<S><<<cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, s>>>(
-        p.data<float>(), g.data<float>(), st0, st1, n, a, op);
+    cuda::launch(update4_kernel<S, Step>, cuda::blocks_for(std::max<int64_t>(n / 4, 1)), cuda::kThreads, 0, s,
+                 p.data<float>(), g.data<float>(), st0, st1, n, a, op);
   else
-    update1_kernel<S><<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(p.data<float>(), g.data<float>(), st0, st1, n,
-                                                                     a, op);
+    cuda::launch(update1_kernel<S, Step>, cuda::blocks_for(n), cuda::kThreads, 0, s, p.data<float>(), g.data<float>(), st0,
+                 st1, n, a, op);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -159,11 +161,14 @@ void adadelta(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Te
   launch_update<2>(ctx, p, g, &acc, &delta, a, AdadeltaStep{rho, eps});
 }
 
-__global__ void count_kernel(double* c) { *c += 1.0; }
+__global__ void count_kernel(double* c) {
+  cuda::pdl_entry();
+  *c += 1.0;
+}
 
 void count(const ExecContext& ctx, const Tensor& c) {
   const cudaStream_t s = cuda::stream(ctx);
-  count_kernel<<<1, 1, 0, s>>>(c.data<double>());
+  cuda::launch(count_kernel, 1, 1, 0, s, c.data<double>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
@@ -171,6 +176,7 @@ void count(const ExecContext& ctx, const Tensor& c) {
 // loads where the range is aligned (an arena's ranges start so; GradScaler::check_), the last
 // n % 4 one a thread; one a thread otherwise.
 __global__ void check_kernel4(const float* g, int64_t n, float* state) {
+  cuda::pdl_entry();
   bool bad = false;
   int64_t n4 = n / 4;
   LOUPE_KERNEL_LOOP(i, n4) {
@@ -183,12 +189,14 @@ __global__ void check_kernel4(const float* g, int64_t n, float* state) {
 }
 
 __global__ void check_kernel(const float* g, int64_t n, float* state) {
+  cuda::pdl_entry();
   bool bad = false;
   LOUPE_KERNEL_LOOP(i, n) bad |= !isfinite(g[i]);
   if (bad) state[kFoundInf] = 1.f;
 }
 
 __global__ void update_kernel(float* s, float growth, float backoff, int interval) {
+  cuda::pdl_entry();
   scaler_update(s, growth, backoff, interval);
 }
 
@@ -196,15 +204,16 @@ void check(const ExecContext& ctx, const Tensor& grads, const Tensor& state) {
   const cudaStream_t s = cuda::stream(ctx);
   int64_t n = grads.numel();
   if (cuda::vec4_ok(4, {grads.data_ptr()}))
-    check_kernel4<<<cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
+    cuda::launch(check_kernel4, cuda::blocks_for(n / 4 + 1), cuda::kThreads, 0, s, grads.data<float>(), n,
+                 state.data<float>());
   else
-    check_kernel<<<cuda::blocks_for(n), cuda::kThreads, 0, s>>>(grads.data<float>(), n, state.data<float>());
+    cuda::launch(check_kernel, cuda::blocks_for(n), cuda::kThreads, 0, s, grads.data<float>(), n, state.data<float>());
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
 void update(const ExecContext& ctx, const Tensor& state, float growth, float backoff, int interval) {
   const cudaStream_t s = cuda::stream(ctx);
-  update_kernel<<<1, 1, 0, s>>>(state.data<float>(), growth, backoff, interval);
+  cuda::launch(update_kernel, 1, 1, 0, s, state.data<float>(), growth, backoff, interval);
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 

@@ -449,7 +449,8 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
     }
     if (st && training)
       st->graph_event = "CUDA graph captured at step " + std::to_string(global_step_) + " (" +
-                        std::to_string(g.graph.kernels()) + " kernels)";
+                        std::to_string(g.graph.kernels()) + " kernels, " +
+                        std::to_string(g.graph.programmatic_edges()) + " launched during the one before: PDL)";
   }
   {
     NvtxRange r("graph replay");
@@ -598,7 +599,10 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
     st.skipped_steps = int64_t(v[3 + optim::kSkipped]) - skipped_before_;
     skipped_before_ = int64_t(v[3 + optim::kSkipped]);
   }
-  if (train_graph_.graph.ready()) st.graph_kernels = train_graph_.graph.kernels();
+  if (train_graph_.graph.ready()) {
+    st.graph_kernels = train_graph_.graph.kernels();
+    st.graph_pdl_edges = train_graph_.graph.programmatic_edges();
+  }
   st.precision_event = std::move(precision_event_);
   precision_event_.clear();
   if (!graphs_) st.graph_why = eager_why_;
