@@ -4,7 +4,7 @@
 # (scripts/compare_pytorch.py --mode compiled: torch.compile + the whole step in a CUDA graph +
 # fp16 autocast), per model and batch, in one call on one GPU. Writes a markdown table to
 # $OUT/compiled.md and the logs beside it.
-#   MODELS="mnist_mlp mnist_cnn" BATCHES="128 1024" dev/device_check_compiled.sh
+#   MODELS="mnist_mlp mnist_cnn" BATCHES="128 1024" PRECISIONS=fp16,bf16 dev/device_check_compiled.sh
 # loupe: `loupe bench --rounds 2` (alternating rounds, the fastest kept; at least 100 steps and 2 s
 # each); PyTorch: the fastest of 3 epochs after its compilation and warm-up. The two sides
 # alternate per model, so that the host's drift spreads over both. All 12 rows take longer than
@@ -31,7 +31,7 @@ for m in ${MODELS:-mnist_mlp mnist_cnn cifar10_cnn imdb_bilstm imdb_fasttext cha
     timeout 300 python3 scripts/compare_pytorch.py --model $m --batch $b --epochs 3 --mode compiled \
       > "$O/torch-$m-$b.log" 2>&1 || tail -3 "$O/torch-$m-$b.log"
   done
-  $L bench $m --batch "$(echo $B | tr ' ' ',')" --precision fp32,tf32,fp16,bf16 --rounds 2 --warmup 20 --no-nvml \
+  $L bench $m --batch "$(echo $B | tr ' ' ',')" --precision ${PRECISIONS:-fp32,tf32,fp16,bf16} --rounds 2 --warmup 20 --no-nvml \
     --csv "$O/bench-$m.csv" > "$O/bench-$m.log" 2>&1 || tail -3 "$O/bench-$m.log"
   for b in $B; do
     t=$(grep -oE "[0-9,]+ samples/s \(best epoch\)" "$O/torch-$m-$b.log" | tail -1 | grep -oE "^[0-9,]+" | tr -d ,)
