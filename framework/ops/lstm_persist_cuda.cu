@@ -36,6 +36,16 @@ namespace {
 __device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
 __device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid(2.f * v) - 1.f; }
 
+// Leading dimensions (in elements) of the kernels' shared-memory tiles, padded so that ldmatrix's
+// rows and the partial sums' stores fall into different banks. The kernels and their
+// shared-memory sizes (forward_smem, backward_smem) both read them.
+template <int H>
+struct Pad {
+  static constexpr int h = H + 8;          // the forward's h [ROWS][H]: 16 bytes past each row
+  static constexpr int gates = 4 * H + 8;  // the backward's gate gradients [ROWS][4H]: 16 bytes
+  static constexpr int dh = H + 4;         // the backward's dh partial sums [2][ROWS][H], float32
+};
+
 template <class T>
 struct FwdDir {
   const T* R;                // [4H, H]
@@ -188,7 +198,7 @@ template <class T, int H, int ROWS>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
   cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
-  constexpr int G = 4 * H, NT = ROWS / 8, LH = H + 8;  // rows padded 16 bytes: ldmatrix without bank conflicts
+  constexpr int G = 4 * H, NT = ROWS / 8, LH = Pad<H>::h;
   const FwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
   const bool reverse = blockIdx.y == 1;
   const int N = a.N, steps = a.steps;
@@ -339,7 +349,7 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
   cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
   constexpr int G = 4 * H, NT = ROWS / 8, CELLS = ROWS / 4;
-  constexpr int LG = G + 8, LD = H + 4;  // padded: ldmatrix and the partial sums' stores without bank conflicts
+  constexpr int LG = Pad<H>::gates, LD = Pad<H>::dh;
   const BwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
   const bool forward_dir = blockIdx.y == 0;  // whose forward ran t = 0 .. T-1, so this runs T-1 .. 0
   const int N = a.N, steps = a.steps;
@@ -433,11 +443,11 @@ __global__ void bias_grad_kernel(const float* db, int blocks, int G, T* dw0, T* 
 
 template <class T, int H, int ROWS>
 size_t forward_smem() {
-  return 2 * ROWS * size_t(H + 8) * sizeof(T);
+  return 2 * ROWS * size_t(Pad<H>::h) * sizeof(T);
 }
 template <class T, int H, int ROWS>
 size_t backward_smem() {
-  return ROWS * size_t(4 * H + 8) * sizeof(T) + 2 * ROWS * size_t(H + 4) * sizeof(float);
+  return ROWS * size_t(Pad<H>::gates) * sizeof(T) + 2 * ROWS * size_t(Pad<H>::dh) * sizeof(float);
 }
 
 template <class T, int H, int ROWS>
