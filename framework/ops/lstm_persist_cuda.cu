@@ -23,12 +23,17 @@
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
+#include "core/mma.cuh"
 #include "ops/linalg.h"
 #include "ops/lstm_persist.h"
 #include "ops/view.h"
 
 namespace loupe::lstm_persist {
 namespace {
+
+using cuda::ldmatrix;
+using cuda::mma16816;
+using cuda::pack2;
 
 // Activations in float32 from the hardware's exp2 and reciprocal (a few instructions instead of
 // expf's and tanhf's dozens: the pointwise part is most of a step's instructions). tanh as
@@ -61,42 +66,6 @@ struct FwdArgs {
   FwdDir<T> dir[2];
   int N, steps;
 };
-
-// Tensor-core primitives written out (mma.sync m16n8k16 and ldmatrix) rather than through WMMA: the
-// accumulator's layout is then known, so a lane finds the four gates of its cells in its own
-// registers, with no round trip through shared memory before the cell update (WMMA's m8n32k16,
-// not a native shape, also cost extra moves per product).
-// d += a b: a 16x16 row-major (4 registers of two elements), b 16x8 column-major (2 registers).
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __half) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, __nv_bfloat16) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// Four (X4) or two 8x8 tiles of 16-bit values from shared memory; lane l gives the address of row
-// l % 8 of tile l / 8. The memory clobber keeps it after the stores that a __syncthreads published.
-template <int X>
-__device__ __forceinline__ void ldmatrix(uint32_t (&r)[4], const void* p) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  if constexpr (X == 4)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s)
-                 : "memory");
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
-}
-template <class T>
-__device__ __forceinline__ uint32_t pack2(T lo, T hi) {
-  uint16_t a, b;
-  memcpy(&a, &lo, 2);
-  memcpy(&b, &hi, 2);
-  return uint32_t(a) | uint32_t(b) << 16;
-}
 
 // The forward's product per step, transposed: gates^T [4H, ROWS] = R [4H, H] h_{t-1}^T, R the A
 // operand held in registers, h_{t-1} [ROWS, H] in shared memory the B operand, ROWS / 8 n tiles of
