@@ -25,7 +25,7 @@ VARIABLES = {
     "shares": ("narrow_shares_kernel",),    # ops/linalg_cuda.cu, narrow_backward
 }
 KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
-LAUNCH = re.compile(r"cuda::launch\(\s*(\w+)")
+LAUNCH = re.compile(r"cuda::launch(?:_clustered)?\(\s*(\w+)")
 CHEVRON = re.compile(r"(\w+)\s*(?:<[^;{}]*?>)?\s*<<<")
 
 

@@ -19,6 +19,7 @@
 #include "ops/bias_act.h"
 #include "ops/linear_act.h"
 #include "ops/lstm.h"
+#include "ops/mlp.h"
 
 namespace loupe::test {
 
@@ -470,6 +471,21 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 512}, {10, 512}, {10}});
   add("linear_act_tanh_no_bias", {{{4, 6}}, {{5, 6}}}, la(Act::Tanh, 0.0))
       .with_flops(la_flops(Act::Tanh, 0.0, false)).with_perf({{1024, 512}, {512, 512}});
+  // A stack of Linear layers as one op (ops/mlp.h): on CUDA in 16 bits the fused kernels (x needs no
+  // gradient: Targets01, values in [0, 1) as images'), elsewhere linear_act per layer; the counts are
+  // linear_act's. 3 rows: one cluster, partly empty.
+  auto stack = [](V x) {
+    manual_seed(42);
+    // x in the weights' dtype (the 16-bit tests keep an input without a gradient float32)
+    return mlp(to(x[0], x[1].dtype()), {MlpLayer{x[1], x[2], true, 0.3}, MlpLayer{x[3], x[4], false, 0.0}}, true);
+  };
+  add("mlp_relu_dropout_head", {{{3, 16}, Kind::Targets01}, {{128, 16}}, {{128}}, {{4, 128}}, {{4}}}, stack)
+      .with_flops([=](S s) {
+        const Shape h{s[0][0], s[1][0]};
+        const Flops no_dx{0, -2.0 * double(s[0][0] * s[1][0] * s[0][1])};  // x needs no gradient
+        return la_flops(Act::Relu, 0.3, true)({s[0], s[1]}) + no_dx + la_flops(std::nullopt, 0.0, true)({h, s[3]});
+      })
+      .with_perf({{1024, 784}, {512, 784}, {512}, {10, 512}, {10}});
   // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows, the CPU's for
   // NCHW ones; elsewhere pool then dropout).
   auto pool_drop = [=](int C_last, double p) {

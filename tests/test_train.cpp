@@ -284,7 +284,9 @@ TEST(TrainGpu, MixedPrecisionLearnsAsFp32Does) {
     double acc = one_epoch_accuracy(kCUDA, "");
     std::printf("mnist_mlp one epoch on Fashion-MNIST: fp32 %.2f%%, %s %.2f%%\n", 100 * fp32, precision_name(p),
                 100 * acc);
-    EXPECT_NEAR(acc, fp32, 0.02);
+    // Not worse than fp32 by more than 2 points. Better is no failure: after one epoch the runs differ
+    // by chance by a point or two either way (fused MLP, H200: fp32 81.26 %, fp16 83.26 %, bf16 82.78 %).
+    EXPECT_GE(acc, fp32 - 0.02);
     EXPECT_GE(cifar_learnable_accuracy(kCUDA), 0.5);
     EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
   }

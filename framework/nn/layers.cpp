@@ -7,9 +7,12 @@
 #include "core/error.h"
 #include "core/knobs.h"
 #include "core/philox.h"
+#include "core/precision.h"
 #include "core/random.h"
 #include "ops/bias_act.h"
 #include "ops/linear_act.h"
+#include "ops/mlp.h"
+#include "core/nvtx.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -154,21 +157,70 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> m) 
   return *this;
 }
 
-Tensor Sequential::forward(const Tensor& x) {
+// The longest run of epilogue layers after layer i that it accepts; returns the layer after them.
+size_t Sequential::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
+  const auto& layers = children();
+  size_t j = i + 1;
+  for (; fuse && j < layers.size(); ++j) {
+    Epilogue next = e;
+    if (!layers[j].second->extend(next) || !layers[i].second->accepts(next)) break;
+    ++next.absorbed;
+    next.range_name += "+" + layers[j].second->range_name();
+    e = next;
+  }
+  return j;
+}
+
+// A stack from layer i that ops/mlp.h fuses (one to three Linear + ReLU (+ Dropout), then a Linear
+// with nothing folded into it), run as one op where its kernels take it: then h is its output and
+// the result the layer after it. Otherwise i, having run nothing (h may now be autocast, as the
+// stack's first Linear would have it).
+size_t Sequential::run_mlp(size_t i, Tensor& h) {
+  static const bool fuse = knobs::flag("LOUPE_FUSE") && knobs::flag("LOUPE_FUSE_MLP");
+  const auto& layers = children();
+  if (!fuse || !h.device().is_cuda() || compute_dtype() == DType::f32) return i;
+  std::vector<std::pair<Linear*, Epilogue>> run;
+  size_t j = i;
+  while (j < layers.size() && run.size() < size_t(kMlpMaxLayers)) {
+    auto* lin = dynamic_cast<Linear*>(layers[j].second.get());
+    if (!lin) break;
+    Epilogue e;
+    const size_t next = epilogue_after(j, e);
+    const bool hidden = e.act == Act::Relu, head = !e.act && !e.has_dropout;
+    if (!hidden && !head) break;
+    run.emplace_back(lin, e);
+    j = next;
+    if (head) break;
+  }
+  if (run.size() < 2 || run.back().second.act || run.front().first->out_features < 8) return i;
+  // Only now the 16-bit copies (views into the trainer's compute copy: no op) and the input's cast,
+  // which the first Linear would make anyway: nothing is cast for a model with no such stack.
+  std::vector<MlpLayer> stack;
+  std::string name;
+  for (const auto& [lin, e] : run) {
+    stack.push_back(MlpLayer{autocast(lin->weight), lin->bias.defined() ? autocast(lin->bias) : Tensor(),
+                             e.act.has_value(), e.dropout});
+    name += (name.empty() ? "" : "+") + lin->range_name() + e.range_name;
+  }
+  h = autocast(h);
+  if (!mlp_fused_fits(h, stack)) return i;
+  NvtxRange r(name.c_str(), RangeKind::Module);
+  h = mlp(h, stack, is_training());
+  return j;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const auto& layers = children();
   for (size_t i = 0; i < layers.size();) {
+    if (const size_t after = run_mlp(i, h); after != i) {
+      i = after;
+      continue;
+    }
     Module& m = *layers[i].second;
     Epilogue e;
-    size_t j = i + 1;
-    for (; fuse && j < layers.size(); ++j) {  // the longest run of epilogue layers m accepts
-      Epilogue next = e;
-      if (!layers[j].second->extend(next) || !m.accepts(next)) break;
-      ++next.absorbed;
-      next.range_name += "+" + layers[j].second->range_name();
-      e = next;
-    }
+    const size_t j = epilogue_after(i, e);
     h = e.absorbed ? m.call_fused(h, e) : m(h);  // each opens the layer's NVTX range
     i = j;
   }

@@ -109,7 +109,8 @@ class Reshape : public Module {
 
 // Runs its layers in order. A layer that accepts an epilogue gets the activation and dropout
 // layers that follow it folded into its own pass (Module::accepts; LOUPE_FUSE=0 turns this off,
-// for comparison).
+// for comparison). On CUDA a stack of Linear + ReLU (+ Dropout) layers ending in a narrow Linear
+// runs as one op, ops/mlp.h, where its kernels take it (LOUPE_FUSE_MLP=0 turns that off).
 class Sequential : public Module {
  public:
   Sequential() = default;
@@ -117,6 +118,10 @@ class Sequential : public Module {
   Sequential& add(const std::string& name, std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
+
+ private:
+  size_t epilogue_after(size_t i, Epilogue& e) const;
+  size_t run_mlp(size_t i, Tensor& h);
 };
 
 // Fills t (on the CPU) with U(-a, a), a = sqrt(6 / (fan_in + fan_out)), from the default generator.

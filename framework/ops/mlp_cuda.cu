@@ -1,0 +1,574 @@
+// The fused MLP on CUDA (ops/mlp.h): three kernels on tensor cores (mma.sync m16n8k16, core/mma.cuh).
+//
+// forward, one launch: a cluster of 8 blocks per 16 batch rows. Block c of a cluster owns columns
+// [c S, c S + S) of every hidden layer (S = width / 8): it computes its 16 x S slice from the
+// layer's whole input and its S rows of the weights, streamed through shared memory in chunks of
+// 128 along k, each of its 8 warps taking one k16 step of a chunk for all S columns (the rows are
+// one m16 tile, so k is what there is to split); the warps' partial sums are added in a fixed order,
+// then each thread applies bias, ReLU and dropout to four outputs (one Philox block) and writes them
+// into the block's shared-memory copy of the layer's output (and to global memory, saved for the
+// backward). After a cluster barrier each block copies the other seven slices from its peers'
+// shared memory (distributed shared memory), so the next layer reads its whole input on chip. The
+// narrow head takes 2 rows a block, each over four warps' quarters of k.
+// backward, two launches. The data gradients in clusters as the forward: dz of the last hidden
+// layer from gy and the head's weights (FMAs), masked by the saved output; then each layer down,
+// dz_l = mask(dz_{l+1} W_{l+1}) with dz_{l+1} gathered from the peers and W_{l+1}'s column slice
+// streamed; each dz written out. Then the weights' gradients, dW_l = dz_l^T in_l over the whole
+// batch, one 64 x 64 tile a block for every layer at once (and each bias as its tile row 0 blocks'
+// column sums), so no partial sums cross blocks and the result is the same every run.
+// A batch takes the fused kernels only if its clusters fit on the GPU at once (one block an SM:
+// 15 clusters, 240 rows, on an H200); past that a second wave doubled the time, and cuBLAS's
+// GEMMs over the whole GPU do better (mnist_mlp at 512 and 1024 rows).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <mutex>
+#include <type_traits>
+
+#include "core/cuda_runtime.h"
+#include "core/cuda_util.cuh"
+#include "core/dispatch.h"
+#include "core/mma.cuh"
+#include "core/philox.h"
+#include "ops/mlp.h"
+
+namespace loupe {
+namespace {
+
+namespace cg = cooperative_groups;
+using cuda::cp_async16;
+
+constexpr int kThreads = 256;  // 8 warps
+
+template <class T>
+__device__ __forceinline__ T rnd(float v) {
+  return cuda::from_float<T>(v);
+}
+template <class T>
+__device__ __forceinline__ float f(T v) {
+  return cuda::to_float(v);
+}
+
+// Copies the [nrows][8 SEGS] tile at src (leading dimension ld) to dst (leading dimension LD) in
+// 16-byte pieces, asynchronously; rows from `rows_valid` on and columns from `cols_valid` (a
+// multiple of 8) on read as zeros. Every thread of the block takes part.
+template <int SEGS, int LD, class T>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int nrows, int rows_valid, int cols_valid) {
+  for (int i = threadIdx.x; i < nrows * SEGS; i += kThreads) {
+    const int r = i / SEGS, s = (i % SEGS) * 8;
+    const bool ok = r < rows_valid && s < cols_valid;
+    cp_async16(dst + r * LD + s, ok ? src + int64_t(r) * ld + s : src, ok);
+  }
+}
+
+// ---- the weights' gradients: 64 x 64 tiles, a warp 16 rows x 32 columns --------------------------
+constexpr int kWKc = 64;                      // the k extent of a streamed chunk (batch rows)
+constexpr int kWLdc = kWKc + 8;               // a chunk's leading dimension, padded (ldmatrix rows in distinct banks)
+constexpr int kWStages = 3;                   // chunks in flight
+constexpr int kWStageElems = 2 * 64 * kWLdc;  // one stage: an A and a B chunk
+constexpr size_t kWeightSmem = size_t(kWStages) * kWStageElems * 2;
+
+// acc[j] += the warp's 16 rows x 8 columns (n tile j < 4) of A B over one chunk of kWKc along k,
+// both operands k-major: A [k][m] at a (the warp's rows from a_row), B [k][n] at b (its columns
+// from n0), leading dimension kWLdc.
+template <class T>
+__device__ __forceinline__ void mma_chunk_kmajor(float (&acc)[4][4], const T* a, int a_row, const T* b, int n0) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < kWKc; kk += 16) {
+    uint32_t af[4];
+    cuda::ldmatrix_trans(af, a + (kk + lane % 8 + 8 * (lane / 16)) * kWLdc + a_row + 8 * ((lane / 8) % 2));
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      uint32_t bf[4];
+      cuda::ldmatrix_trans(bf, b + (kk + lane % 8 + 8 * ((lane / 8) % 2)) * kWLdc + n0 + 16 * p + 8 * (lane / 16));
+      cuda::mma16816(acc[2 * p], af, bf[0], bf[1], T{});
+      cuda::mma16816(acc[2 * p + 1], af, bf[2], bf[3], T{});
+    }
+  }
+}
+
+// The weights' and biases' gradients: block t takes one 64 x 64 tile of one layer's dW = dz^T in
+// over the whole batch (dz: the head's gy or a hidden layer's dz; in: x or the previous layer's
+// output); a tile in column 0 also sums its 64 rows of the bias gradient.
+struct WeightTiles {
+  int first[kMlpMaxLayers + 1];  // each layer's first tile; first[layers] is the count
+  int across[kMlpMaxLayers];     // tiles along the layer's input
+};
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) mlp_weight_grad_kernel(MlpArgs a, WeightTiles t) {
+  cuda::pdl_entry();
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* stage = reinterpret_cast<T*>(smem);
+  int l = 0;
+  while (int(blockIdx.x) >= t.first[l + 1]) ++l;
+  const int tile = int(blockIdx.x) - t.first[l], m0 = (tile / t.across[l]) * 64, n0 = (tile % t.across[l]) * 64;
+  const int M = a.width[l], K = l ? a.width[l - 1] : a.in, head = l == a.layers - 1;
+  const T* dz = static_cast<const T*>(head ? a.gy : a.dz[l]);
+  const T* in = static_cast<const T*>(l ? a.h[l - 1] : a.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rg = warp % 4, ch = warp / 4;
+  float acc[4][4] = {};
+  // A column-0 tile's bias gradient: thread t sums column t % 64 of rows 16 (t / 64) .. + 15 of each
+  // chunk; the four partial sums are added in order at the end.
+  float bias = 0.f;
+  auto load = [&](int st, int k0) {
+    T* sa = stage + st * kWStageElems;
+    const int rows = min(kWKc, a.rows - k0);
+    if (M % 8 == 0) {
+      load_tile<8, kWLdc>(sa, dz + int64_t(k0) * M + m0, M, kWKc, rows, min(64, M - m0));
+    } else {  // the head's gy: rows not 16-byte aligned; plain stores, published by the next barrier
+      for (int i = threadIdx.x; i < kWKc * 64; i += kThreads) {
+        const int r = i / 64, m = i % 64;
+        sa[r * kWLdc + m] = r < rows && m0 + m < M ? dz[int64_t(k0 + r) * M + m0 + m] : rnd<T>(0.f);
+      }
+    }
+    load_tile<8, kWLdc>(sa + 64 * kWLdc, in + int64_t(k0) * K + n0, K, kWKc, rows, min(64, K - n0));
+  };
+  const int chunks = (a.rows + kWKc - 1) / kWKc;
+#pragma unroll
+  for (int st = 0; st < kWStages - 1; ++st) {
+    if (st < chunks) load(st, st * kWKc);
+    cuda::cp_async_commit();
+  }
+  for (int kc = 0; kc < chunks; ++kc) {
+    cuda::cp_async_wait<kWStages - 2>();
+    __syncthreads();  // chunk kc is in for every thread; chunk kc - 1's buffer is free again
+    if (kc + kWStages - 1 < chunks) load((kc + kWStages - 1) % kWStages, (kc + kWStages - 1) * kWKc);
+    cuda::cp_async_commit();
+    const T* sa = stage + (kc % kWStages) * kWStageElems;
+    if (n0 == 0)
+#pragma unroll
+      for (int r = 0; r < 16; ++r) bias += f(sa[(16 * (threadIdx.x / 64) + r) * kWLdc + threadIdx.x % 64]);
+    mma_chunk_kmajor<T>(acc, sa, 16 * rg, sa + 64 * kWLdc, 32 * ch);
+  }
+  cuda::cp_async_wait<0>();
+  __syncthreads();  // the stages are free for the bias's partial sums
+  T* gw = static_cast<T*>(a.gw[l]);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = n0 + 32 * ch + 8 * j + 2 * (lane % 4);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int m = m0 + 16 * rg + lane / 4 + 8 * e;
+      if (m < M && n < K)
+        *reinterpret_cast<uint32_t*>(gw + int64_t(m) * K + n) =
+            cuda::pack2(rnd<T>(acc[j][2 * e]), rnd<T>(acc[j][2 * e + 1]));
+    }
+  }
+  if (n0 == 0) {
+    float* part = reinterpret_cast<float*>(stage);  // [4][64]; the stages are free (product's last barrier)
+    part[threadIdx.x] = bias;
+    __syncthreads();
+    const int m = int(threadIdx.x);
+    if (m < 64 && m0 + m < M)
+      static_cast<T*>(a.gb[l])[m0 + m] = rnd<T>(part[m] + part[64 + m] + part[128 + m] + part[192 + m]);
+  }
+}
+
+// ---- the cluster kernels: 16 rows a cluster, k split across the warps ----------------------------
+constexpr int kCluster = 8;    // blocks a cluster: each owns an eighth of a hidden layer's columns
+constexpr int kRows = 16;      // batch rows a cluster: one m16 tile
+constexpr int kKc = 128;       // the k extent of a streamed chunk: one k16 step a warp
+constexpr int kLda = kKc + 8;  // a chunk of A [16][k], or of B [n][k], padded
+constexpr int kLdbT = 64 + 8;  // a chunk of B k-major [k][n <= 64], padded
+constexpr int kAElems = kRows * kLda;
+constexpr int kBnElems = 64 * kLda;    // B n-major: [64][kLda]
+constexpr int kBkElems = kKc * kLdbT;  // B k-major: [kKc][kLdbT]
+constexpr int kBElems = kBnElems > kBkElems ? kBnElems : kBkElems;
+constexpr int kStageElems = kAElems + kBElems;
+constexpr int kStages = 3;     // chunks in flight
+constexpr int kLdh = 512 + 8;  // the on-chip activations' [kRows][width <= 512], padded
+constexpr int kLdr = 64 + 8;   // the warps' partial sums [8][kRows][64], float32, padded
+constexpr size_t kClusterSmem =
+    (size_t(2) * kRows * kLdh + size_t(kStages) * kStageElems + 16 * kLdh) * 2 + size_t(8) * kRows * kLdr * 4;
+
+// Shared memory of a cluster kernel's block.
+template <class T>
+struct Smem {
+  T* buf;       // [2][kRows][kLdh]: a layer's whole output (forward) or dz (backward), alternating
+  T* stage;     // [kStages][kStageElems]
+  T* wh;        // [16][kLdh]: the head's weights (forward)
+  float* part;  // [8][kRows][kLdr]: each warp's partial sums
+  __device__ explicit Smem(unsigned char* p)
+      : buf(reinterpret_cast<T*>(p)),
+        stage(buf + 2 * kRows * kLdh),
+        wh(stage + kStages * kStageElems),
+        part(reinterpret_cast<float*>(wh + 16 * kLdh)) {}
+  __device__ T* layer(int l) const { return buf + (l % 2) * kRows * kLdh; }
+};
+
+// acc[j] += the block's 16 rows x 8 columns (n tile j < NT) of A B over warp w's k16 step of a
+// chunk (k = 16 w .. 16 w + 15). A: row-major [16][k] at a (leading dimension lda). B: n-major
+// [n][k] at b (kLda), or with B_T k-major [k][n] (kLdbT).
+template <class T, bool B_T>
+__device__ __forceinline__ void splitk_chunk(float (&acc)[8][4], const T* a, int lda, const T* b, int NT) {
+  const int lane = threadIdx.x % 32, kk = 16 * (threadIdx.x / 32);
+  uint32_t af[4];
+  cuda::ldmatrix<4>(af, a + (lane % 16) * lda + kk + 8 * (lane / 16));
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    if (2 * p >= NT) break;
+    uint32_t bf[4];
+    if constexpr (B_T)
+      cuda::ldmatrix_trans(bf, b + (kk + lane % 8 + 8 * ((lane / 8) % 2)) * kLdbT + 16 * p + 8 * (lane / 16));
+    else
+      cuda::ldmatrix<4>(bf, b + (16 * p + lane % 8 + 8 * (lane / 16)) * kLda + kk + 8 * ((lane / 8) % 2));
+    cuda::mma16816(acc[2 * p], af, bf[0], bf[1], T{});
+    if (2 * p + 1 < NT) cuda::mma16816(acc[2 * p + 1], af, bf[2], bf[3], T{});
+  }
+}
+
+// The warp's share of [16 rows] x [8 NT columns] = A B over K, k split across the warps: chunks of
+// kKc streamed through the stages by load(stage's A buffer, its B buffer, k0) (cp.async copies).
+// With a resident A (a_res: row-major, leading dimension kLdh) only B is streamed.
+template <class T, bool B_T, class Load>
+__device__ __forceinline__ void splitk_product(float (&acc)[8][4], int K, T* stage, const T* a_res, int NT, Load load) {
+  const int chunks = (K + kKc - 1) / kKc;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) load(stage + s * kStageElems, stage + s * kStageElems + kAElems, s * kKc);
+    cuda::cp_async_commit();
+  }
+  for (int kc = 0; kc < chunks; ++kc) {
+    cuda::cp_async_wait<kStages - 2>();
+    __syncthreads();  // chunk kc is in for every thread; chunk kc - 1's buffer is free again
+    const int nk = kc + kStages - 1;
+    if (nk < chunks) {
+      T* s = stage + (nk % kStages) * kStageElems;
+      load(s, s + kAElems, nk * kKc);
+    }
+    cuda::cp_async_commit();
+    const T* sa = stage + (kc % kStages) * kStageElems;
+    if (a_res)
+      splitk_chunk<T, B_T>(acc, a_res + kc * kKc, kLdh, sa + kAElems, NT);
+    else
+      splitk_chunk<T, B_T>(acc, sa, kLda, sa + kAElems, NT);
+  }
+  cuda::cp_async_wait<0>();
+}
+
+// Each warp's partial sums into part, then thread t's four sums of row t / 16, columns 4 (t % 16)
+// .. + 3, added over the warps in order (the same every run); false where those columns are past S.
+__device__ __forceinline__ bool sum_warps(const float (&acc)[8][4], float* part, int NT, int S, float (&v)[4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* mine = part + warp * kRows * kLdr;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    if (j >= NT) break;
+    const int col = 8 * j + 2 * (lane % 4);
+    *reinterpret_cast<float2*>(mine + (lane / 4) * kLdr + col) = make_float2(acc[j][0], acc[j][1]);
+    *reinterpret_cast<float2*>(mine + (lane / 4 + 8) * kLdr + col) = make_float2(acc[j][2], acc[j][3]);
+  }
+  __syncthreads();  // the stages are free too (the product's last reads were before this)
+  const int r = threadIdx.x / 16, c4 = 4 * (threadIdx.x % 16);
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  if (c4 >= S) return false;
+#pragma unroll
+  for (int w = 0; w < 8; ++w) {
+    const float4 q = *reinterpret_cast<const float4*>(part + (w * kRows + r) * kLdr + c4);
+    v[0] += q.x, v[1] += q.y, v[2] += q.z, v[3] += q.w;
+  }
+  return true;
+}
+
+// Four 16-bit values as 8 bytes, and back.
+template <class T>
+__device__ __forceinline__ uint2 pack4(const float (&v)[4]) {
+  return make_uint2(cuda::pack2(rnd<T>(v[0]), rnd<T>(v[1])), cuda::pack2(rnd<T>(v[2]), rnd<T>(v[3])));
+}
+template <class T>
+__device__ __forceinline__ void unpack4(uint2 u, float (&v)[4]) {
+  T t[4];
+  memcpy(t, &u, sizeof t);
+  for (int k = 0; k < 4; ++k) v[k] = f(t[k]);
+}
+
+// Copies the other blocks' slices [16][c' S, c' S + S) of buf (each block's own copy, [kRows][kLdh])
+// from their shared memory into this block's, after a cluster barrier that published them. Thread t
+// takes the 16-byte piece t % 8 of row (t / 8) % 16 from peers t / 128, + 2, + 4, + 6: its loads
+// all issued before the first store (one round trip to the peers).
+template <class T>
+__device__ __forceinline__ void gather(cg::cluster_group& cluster, T* buf, int S) {
+  static_assert(kThreads == 256 && kRows == 16, "the pieces below assume 256 threads and 16 rows");
+  const int c = int(cluster.block_rank()), s = (threadIdx.x % 8) * 8, r = (threadIdx.x / 8) % 16, g = threadIdx.x / 128;
+  if (s < S) {
+    uint4 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = g + 2 * i, p = q + (q >= c);
+      if (q < kCluster - 1)
+        v[i] = *reinterpret_cast<const uint4*>(cluster.map_shared_rank(buf + r * kLdh + p * S + s, p));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = g + 2 * i, p = q + (q >= c);
+      if (q < kCluster - 1) *reinterpret_cast<uint4*>(buf + r * kLdh + p * S + s) = v[i];
+    }
+  }
+  __syncthreads();
+}
+
+// The forward of hidden layer l's slice [16][c S, c S + S) from its input (x streamed, or the
+// previous layer's output on chip at in_buf) into out_buf and a.h[l]: product, then bias, ReLU and
+// dropout, rounding where the separate ops store (the product, the biased sum, the output).
+template <class T>
+__device__ void hidden_forward(const MlpArgs& a, int l, int c, int row0, const T* in_buf, T* out_buf,
+                               const Smem<T>& sm) {
+  const int K = l ? a.width[l - 1] : a.in, N = a.width[l], S = N / kCluster;
+  const T* W = static_cast<const T*>(a.w[l]) + int64_t(c) * S * K;
+  const T* x = static_cast<const T*>(a.x) + int64_t(row0) * a.in;
+  const int rows_valid = min(kRows, a.rows - row0);
+  float acc[8][4] = {};
+  auto load = [&](T* sa, T* sb, int k0) {
+    if (!in_buf) load_tile<16, kLda>(sa, x + k0, a.in, kRows, rows_valid, min(kKc, K - k0));
+    load_tile<16, kLda>(sb, W + k0, K, S, S, min(kKc, K - k0));
+  };
+  splitk_product<T, false>(acc, K, sm.stage, in_buf, S / 8, load);
+  float v[4];
+  if (!sum_warps(acc, sm.part, S / 8, S, v)) return;
+  const int r = threadIdx.x / 16, col = c * S + 4 * (threadIdx.x % 16);
+  float b[4];
+  unpack4<T>(*reinterpret_cast<const uint2*>(static_cast<const T*>(a.b[l]) + col), b);
+  Philox4 ph{};
+  const bool drop = a.p[l] > 0;
+  const int64_t i = int64_t(row0 + r) * N + col;  // i % 4 == 0: one Philox block for the four
+  if (drop) ph = philox(a.rng[l].seed, cuda::first_counter(a.rng[l]) + uint64_t(i / 4), 0);
+  const float scale = drop ? 1.f / (1.f - a.p[l]) : 1.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[k] = fmaxf(f(rnd<T>(f(rnd<T>(v[k])) + b[k])), 0.f);
+    if (drop) v[k] = uniform01(ph.v[k]) >= a.p[l] ? v[k] * scale : 0.f;
+  }
+  const uint2 out = pack4<T>(v);
+  *reinterpret_cast<uint2*>(out_buf + r * kLdh + col) = out;
+  if (row0 + r < a.rows) *reinterpret_cast<uint2*>(static_cast<T*>(a.h[l]) + i) = out;
+}
+
+// Stages the head's weights [NH][K] (NH <= 16) into wh with cp.async, a group of its own that the
+// first product's waits cover; K is a multiple of 128.
+template <class T>
+__device__ __forceinline__ void stage_head(const MlpArgs& a, T* wh) {
+  const int L = a.layers - 1, K = a.width[L - 1], NH = a.width[L], per_row = K / 8;
+  const T* W = static_cast<const T*>(a.w[L]);
+  for (int i = threadIdx.x; i < NH * per_row; i += kThreads) {
+    const int n = i / per_row, k = (i % per_row) * 8;
+    cp_async16(wh + n * kLdh + k, W + int64_t(n) * K + k, true);
+  }
+  cuda::cp_async_commit();
+}
+
+// The head on rows 2 c and 2 c + 1 of the cluster's: warp w takes row 2 c + w / 4 over a quarter of
+// k (lanes over pairs), reduced across the warp (butterfly), then the quarters added in order.
+template <class T>
+__device__ void head_forward(const MlpArgs& a, int c, int row0, const T* in_buf, const Smem<T>& sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, L = a.layers - 1;
+  const int K = a.width[L - 1], NH = a.width[L], r = 2 * c + warp / 4, k1 = (warp % 4 + 1) * (K / 4);
+  float acc[16] = {};
+  for (int k = (warp % 4) * (K / 4) + 2 * lane; k < k1; k += 64) {
+    const float h0 = f(in_buf[r * kLdh + k]), h1 = f(in_buf[r * kLdh + k + 1]);
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+      if (n < NH) acc[n] += h0 * f(sm.wh[n * kLdh + k]) + h1 * f(sm.wh[n * kLdh + k + 1]);
+  }
+#pragma unroll
+  for (int n = 0; n < 16; ++n) acc[n] = cuda::warp_sum(acc[n]);
+  if (lane < 16) {
+    float v = 0.f;
+#pragma unroll
+    for (int n = 0; n < 16; ++n)
+      if (n == lane) v = acc[n];
+    sm.part[warp * 16 + lane] = v;
+  }
+  __syncthreads();
+  const int t = int(threadIdx.x), rr = t / 16, n = t % 16;
+  if (t < 32 && n < NH && row0 + 2 * c + rr < a.rows) {
+    const float* q = sm.part + 4 * rr * 16 + n;
+    const float v = q[0] + q[16] + q[32] + q[48];
+    static_cast<T*>(a.y)[int64_t(row0 + 2 * c + rr) * NH + n] = rnd<T>(v + f(static_cast<const T*>(a.b[L])[n]));
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) mlp_forward_kernel(MlpArgs a) {
+  cuda::pdl_entry();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Smem<T> sm(smem);
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = int(cluster.block_rank()), row0 = int(blockIdx.x / kCluster) * kRows;
+  stage_head(a, sm.wh);  // in flight during the first layer
+  for (int l = 0; l < a.layers - 1; ++l) {
+    hidden_forward<T>(a, l, c, row0, l ? sm.layer(l - 1) : nullptr, sm.layer(l), sm);
+    cluster.sync();  // every slice of layer l is written (and every peer is done reading layer l - 2's)
+    gather(cluster, sm.layer(l), a.width[l] / kCluster);
+  }
+  head_forward<T>(a, c, row0, sm.layer(a.layers - 2), sm);
+  cluster.sync();  // no block leaves while a peer may still read its shared memory
+#endif
+}
+
+// dz of the last hidden layer's slice: gy [16][NH] times the head's weights [NH][c S, c S + S),
+// masked by the saved output; into out_buf and a.dz.
+template <class T>
+__device__ void head_backward(const MlpArgs& a, int c, int row0, T* out_buf, const Smem<T>& sm) {
+  const int L = a.layers - 1, NH = a.width[L], N = a.width[L - 1], S = N / kCluster, t = int(threadIdx.x);
+  float* gys = sm.part;              // [16][16]
+  float* ws = sm.part + kRows * 16;  // [16][64]
+  const T* gy = static_cast<const T*>(a.gy);
+  const T* W = static_cast<const T*>(a.w[L]);
+  const int r = t / 16, c4 = 4 * (t % 16), col = c * S + c4;
+  const bool mine = c4 < S && row0 + r < a.rows;
+  const int64_t i = int64_t(row0 + r) * N + col;
+  const uint2 y = mine ? *reinterpret_cast<const uint2*>(static_cast<const T*>(a.h[L - 1]) + i) : make_uint2(0, 0);
+  gys[t] = t % 16 < NH && row0 + t / 16 < a.rows ? f(gy[int64_t(row0 + t / 16) * NH + t % 16]) : 0.f;
+  for (int e = t; e < 16 * 64; e += kThreads)
+    ws[e] = e / 64 < NH && e % 64 < S ? f(W[int64_t(e / 64) * N + c * S + e % 64]) : 0.f;
+  __syncthreads();
+  if (c4 >= S) return;
+  float g[4] = {}, yv[4];
+  for (int n = 0; n < NH; ++n)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) g[k] += gys[r * 16 + n] * ws[n * 64 + c4 + k];
+  unpack4<T>(y, yv);
+  const float scale = a.p[L - 1] > 0 ? 1.f / (1.f - a.p[L - 1]) : 1.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) g[k] = yv[k] > 0.f ? f(rnd<T>(g[k])) * scale : 0.f;
+  const uint2 d = pack4<T>(g);
+  *reinterpret_cast<uint2*>(out_buf + r * kLdh + col) = d;
+  if (mine) *reinterpret_cast<uint2*>(static_cast<T*>(a.dz[L - 1]) + i) = d;
+}
+
+// dz of hidden layer l's slice: dz_{l+1} (all of it on chip at in_buf) times W_{l+1}'s columns
+// [c S, c S + S), masked by the saved output; into out_buf and a.dz[l].
+template <class T>
+__device__ void hidden_backward(const MlpArgs& a, int l, int c, int row0, const T* in_buf, T* out_buf,
+                                const Smem<T>& sm) {
+  const int K = a.width[l + 1], N = a.width[l], S = N / kCluster;
+  const T* W = static_cast<const T*>(a.w[l + 1]) + c * S;  // [K][N]: rows k, this block's columns
+  const int r = threadIdx.x / 16, col = c * S + 4 * (threadIdx.x % 16);
+  const bool mine = 4 * int(threadIdx.x % 16) < S && row0 + r < a.rows;
+  const int64_t i = int64_t(row0 + r) * N + col;
+  const uint2 y = mine ? *reinterpret_cast<const uint2*>(static_cast<const T*>(a.h[l]) + i) : make_uint2(0, 0);
+  float acc[8][4] = {};
+  auto load = [&](T*, T* sb, int k0) { load_tile<8, kLdbT>(sb, W + int64_t(k0) * N, N, kKc, K - k0, S); };
+  splitk_product<T, true>(acc, K, sm.stage, in_buf, S / 8, load);
+  float v[4], yv[4];
+  if (!sum_warps(acc, sm.part, S / 8, S, v)) return;
+  unpack4<T>(y, yv);
+  const float scale = a.p[l] > 0 ? 1.f / (1.f - a.p[l]) : 1.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[k] = yv[k] > 0.f ? f(rnd<T>(v[k])) * scale : 0.f;
+  const uint2 d = pack4<T>(v);
+  *reinterpret_cast<uint2*>(out_buf + r * kLdh + col) = d;
+  if (mine) *reinterpret_cast<uint2*>(static_cast<T*>(a.dz[l]) + i) = d;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads, 1) mlp_backward_data_kernel(MlpArgs a) {
+  cuda::pdl_entry();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Smem<T> sm(smem);
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = int(cluster.block_rank()), row0 = int(blockIdx.x / kCluster) * kRows, H = a.layers - 1;
+  head_backward<T>(a, c, row0, sm.layer(H - 1), sm);
+  for (int l = H - 2; l >= 0; --l) {
+    cluster.sync();  // every slice of dz_{l+1} is written (and every peer is done reading dz_{l+2}'s)
+    gather(cluster, sm.layer(l + 1), a.width[l + 1] / kCluster);
+    hidden_backward<T>(a, l, c, row0, sm.layer(l + 1), sm.layer(l), sm);
+  }
+  cluster.sync();  // no block leaves while a peer may still read its shared memory
+#endif
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+template <class T>
+void set_smem_limits() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LOUPE_CUDA_CHECK(
+        cudaFuncSetAttribute(mlp_forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kClusterSmem)));
+    LOUPE_CUDA_CHECK(cudaFuncSetAttribute(mlp_backward_data_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kClusterSmem)));
+    LOUPE_CUDA_CHECK(
+        cudaFuncSetAttribute(mlp_weight_grad_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWeightSmem)));
+  });
+}
+
+// How many clusters of the two cluster kernels the device holds at once (8 SMs with kClusterSmem
+// each; 0: none), asked once per dtype.
+template <class T>
+int resident_clusters() {
+  static const int most = [] {
+    set_smem_limits<T>();
+    int fewest = 1 << 30;
+    for (auto kernel : {mlp_forward_kernel<T>, mlp_backward_data_kernel<T>}) {
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(kCluster);
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = kClusterSmem;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();  // clear it: the stack runs unfused
+        n = 0;
+      }
+      fewest = std::min(fewest, n);
+    }
+    return fewest;
+  }();
+  return most;
+}
+
+// The batch must fit in one wave of clusters: a second wave doubles the kernels' time (an H200
+// holds 15 clusters, 960 rows), where cuBLAS's GEMMs over the whole GPU do better.
+bool fits(const ExecContext&, const MlpArgs& a) {
+  if (cuda_runtime()->compute_capability() < 90) return false;
+  const int clusters = (a.rows + kRows - 1) / kRows;
+  return clusters <= (a.dtype == DType::f16 ? resident_clusters<__half>() : resident_clusters<__nv_bfloat16>());
+}
+
+dim3 cluster_grid(const MlpArgs& a) { return dim3(unsigned((a.rows + kRows - 1) / kRows * kCluster)); }
+
+void forward(const ExecContext& ctx, const MlpArgs& a) {
+  const cudaStream_t s = cuda::stream(ctx);
+  cuda::dispatch_float(a.dtype, "mlp", [&](auto tv) {
+    using T = decltype(tv);
+    if constexpr (!std::is_same_v<T, float>) {
+      set_smem_limits<T>();
+      cuda::launch_clustered(mlp_forward_kernel<T>, kCluster, cluster_grid(a), dim3(kThreads), kClusterSmem, s, a);
+    }
+  });
+}
+
+void backward(const ExecContext& ctx, const MlpArgs& a) {
+  const cudaStream_t s = cuda::stream(ctx);
+  WeightTiles t{};
+  for (int l = 0; l < a.layers; ++l) {
+    const int K = l ? a.width[l - 1] : a.in;
+    t.across[l] = (K + 63) / 64;
+    t.first[l + 1] = t.first[l] + (a.width[l] + 63) / 64 * t.across[l];
+  }
+  for (int l = a.layers + 1; l <= kMlpMaxLayers; ++l) t.first[l] = t.first[a.layers];
+  cuda::dispatch_float(a.dtype, "mlp", [&](auto tv) {
+    using T = decltype(tv);
+    if constexpr (!std::is_same_v<T, float>) {
+      set_smem_limits<T>();
+      cuda::launch_clustered(mlp_backward_data_kernel<T>, kCluster, cluster_grid(a), dim3(kThreads), kClusterSmem, s,
+                             a);
+      cuda::launch(mlp_weight_grad_kernel<T>, dim3(unsigned(t.first[a.layers])), dim3(kThreads), kWeightSmem, s, a, t);
+    }
+  });
+}
+
+const MlpKernels table{fits, forward, backward};
+const RegisterBackend<MlpKernels> reg(DeviceType::CUDA, &table);
+
+}  // namespace
+}  // namespace loupe

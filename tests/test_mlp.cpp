@@ -1,0 +1,146 @@
+// The fused MLP (ops/mlp.h) on CUDA, in float16 and bfloat16, against the same stack in float32
+// (linear_act per layer, from the same 16-bit values): the output and every parameter's gradient,
+// to a few 16-bit half-ulps of the largest magnitude or twice the unfused 16-bit stack's own error,
+// whichever is larger. With dropout in training (the same draws give the same masks: a mask off by
+// one unit is an error of the order of the values) and without; batches that fill their clusters
+// and partial ones; one to three hidden layers, widths 128-512 (384: an odd number of 8-column
+// tiles a warp); heads of 1, 10 and 16 outputs. Each case must take the fused kernels.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "loupe.h"
+#include "ops/linear_act.h"
+#include "ops/mlp.h"
+
+using namespace loupe;
+
+namespace {
+
+struct Case {
+  int rows, in;
+  std::vector<int> widths;  // hidden layers, then the head
+  double p;
+  bool training;
+};
+
+struct Result {
+  std::vector<float> out;
+  std::vector<std::vector<float>> grads;  // w0, b0, w1, b1, ...
+};
+
+// Inputs of case c rounded to dt, on CUDA in `run_dt` (dt itself, or float32).
+struct Inputs {
+  Tensor x;
+  std::vector<Tensor> params;
+  Tensor r;  // the output's gradient
+};
+Inputs inputs(const Case& c, DType dt, DType run_dt) {
+  auto make = [&](Shape s, uint64_t seed, double lo, double hi, bool grad) {
+    std::vector<float> v(size_t(s.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(lo + (hi - lo) * philox_uniform(seed, 0, i));
+    Tensor t = to(to(to(from_vector(v, s), kCUDA), dt), run_dt).detach();
+    if (grad) t.requires_grad_(true);
+    return t;
+  };
+  Inputs in;
+  in.x = make(Shape{c.rows, c.in}, 1, 0.0, 1.0, false);
+  int64_t k = c.in;
+  for (size_t l = 0; l < c.widths.size(); ++l) {
+    const double a = std::sqrt(6.0 / double(k + c.widths[l]));
+    in.params.push_back(make(Shape{c.widths[l], k}, 10 + l, -a, a, true));
+    in.params.push_back(make(Shape{c.widths[l]}, 20 + l, -0.1, 0.1, true));
+    k = c.widths[l];
+  }
+  in.r = make(Shape{c.rows, c.widths.back()}, 3, -1.0, 1.0, false);
+  return in;
+}
+
+std::vector<MlpLayer> stack(const Case& c, const std::vector<Tensor>& p) {
+  std::vector<MlpLayer> s;
+  for (size_t l = 0; l < c.widths.size(); ++l) {
+    const bool head = l + 1 == c.widths.size();
+    s.push_back(MlpLayer{p[2 * l], p[2 * l + 1], !head, head ? 0.0 : c.p});
+  }
+  return s;
+}
+
+Result collect(const Tensor& out, const Inputs& in) {
+  backward(sum(mul(out, in.r)));
+  Result res{to(out, DType::f32).to_vector<float>(), {}};
+  for (const Tensor& t : in.params) res.grads.push_back(to(t.grad(), DType::f32).to_vector<float>());
+  return res;
+}
+
+enum class Path { Fused, Unfused };
+Result run(const Case& c, DType dt, DType run_dt, Path path) {
+  Inputs in = inputs(c, dt, run_dt);
+  const std::vector<MlpLayer> s = stack(c, in.params);
+  manual_seed(42);
+  if (path == Path::Fused) {
+    EXPECT_TRUE(mlp_fused_fits(in.x, s)) << "the fused kernels must take this case";
+    return collect(mlp(in.x, s, c.training), in);
+  }
+  Tensor y = in.x;
+  for (const MlpLayer& m : s)
+    y = linear_act(y, m.w, m.b, m.relu ? std::optional<Act>(Act::Relu) : std::nullopt, m.p, c.training);
+  return collect(y, in);
+}
+
+double rel_err(const std::vector<float>& got, const std::vector<float>& ref) {
+  double e = 0, m = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    e = std::max(e, double(std::fabs(got[i] - ref[i])));
+    m = std::max(m, double(std::fabs(ref[i])));
+  }
+  return m > 0 ? e / m : e;
+}
+
+void check(const Case& c) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)) + " rows " + std::to_string(c.rows));
+    const Result ref = run(c, dt, DType::f32, Path::Unfused);
+    const Result unfused = run(c, dt, dt, Path::Unfused);
+    const Result fused = run(c, dt, dt, Path::Fused);
+    const double ulps = dt == DType::f16 ? 1.0 / 2048 : 1.0 / 256;
+    std::vector<std::pair<std::string, std::pair<double, double>>> errs{
+        {"out", {rel_err(fused.out, ref.out), rel_err(unfused.out, ref.out)}}};
+    for (size_t k = 0; k < ref.grads.size(); ++k)
+      errs.push_back({(k % 2 ? "b" : "w") + std::to_string(k / 2),
+                      {rel_err(fused.grads[k], ref.grads[k]), rel_err(unfused.grads[k], ref.grads[k])}});
+    for (const auto& [name, e] : errs) {
+      std::printf("%s %s: fused %.2f half-ulps, unfused %.2f\n", dtype_name(dt), name.c_str(), e.first / ulps,
+                  e.second / ulps);
+      EXPECT_LE(e.first, std::max(4 * ulps, 2 * e.second)) << name;
+    }
+  }
+}
+
+#define REQUIRE_SM90()                                                                              \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build): fused MLP not run"; \
+  if (cuda_runtime()->compute_capability() < 90) GTEST_SKIP() << "the fused MLP needs compute capability 9.0"
+
+}  // namespace
+
+TEST(FusedMlp, MnistMlpTraining) {
+  REQUIRE_SM90();
+  check({128, 784, {512, 512, 10}, 0.2, true});
+  check({192, 784, {512, 512, 10}, 0.2, true});  // 12 clusters: the most that one wave holds is 15 on an H200
+}
+
+TEST(FusedMlp, PartialClusterAndSixteenWideHead) {
+  REQUIRE_SM90();
+  check({70, 24, {128, 16}, 0.5, true});
+}
+
+TEST(FusedMlp, ThreeHiddenLayersOddTilesAndOneOutput) {
+  REQUIRE_SM90();
+  check({200, 200, {384, 256, 128, 1}, 0.0, true});
+}
+
+TEST(FusedMlp, EvalModeDropsNothing) {
+  REQUIRE_SM90();
+  check({64, 1024, {256, 10}, 0.3, false});
+}
