@@ -49,13 +49,16 @@ __device__ __forceinline__ float f(T v) {
   return cuda::to_float(v);
 }
 
-// Copies the [nrows][8 SEGS] tile at src (leading dimension ld) to dst (leading dimension LD) in
+// Copies the [ROWS][8 SEGS] tile at src (leading dimension ld) to dst (leading dimension LD) in
 // 16-byte pieces, asynchronously; rows from `rows_valid` on and columns from `cols_valid` (a
-// multiple of 8) on read as zeros. Every thread of the block takes part.
-template <int SEGS, int LD, class T>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int nrows, int rows_valid, int cols_valid) {
-  for (int i = threadIdx.x; i < nrows * SEGS; i += kThreads) {
-    const int r = i / SEGS, s = (i % SEGS) * 8;
+// multiple of 8) on read as zeros. Every thread of the block takes the same number of pieces, so
+// the loop unrolls and its row offsets stay in registers across a product's chunks.
+template <int ROWS, int SEGS, int LD, class T>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows_valid, int cols_valid) {
+  static_assert(ROWS * SEGS % kThreads == 0, "whole pieces a thread");
+#pragma unroll
+  for (int q = 0; q < ROWS * SEGS / kThreads; ++q) {
+    const int i = int(threadIdx.x) + q * kThreads, r = i / SEGS, s = (i % SEGS) * 8;
     const bool ok = r < rows_valid && s < cols_valid;
     cp_async16(dst + r * LD + s, ok ? src + int64_t(r) * ld + s : src, ok);
   }
@@ -116,14 +119,17 @@ __global__ void __launch_bounds__(kThreads) mlp_weight_grad_kernel(MlpArgs a, We
     T* sa = stage + st * kWStageElems;
     const int rows = min(kWKc, a.rows - k0);
     if (M % 8 == 0) {
-      load_tile<8, kWLdc>(sa, dz + int64_t(k0) * M + m0, M, kWKc, rows, min(64, M - m0));
-    } else {  // the head's gy: rows not 16-byte aligned; plain stores, published by the next barrier
-      for (int i = threadIdx.x; i < kWKc * 64; i += kThreads) {
-        const int r = i / 64, m = i % 64;
-        sa[r * kWLdc + m] = r < rows && m0 + m < M ? dz[int64_t(k0 + r) * M + m0 + m] : rnd<T>(0.f);
-      }
+      load_tile<kWKc, 8, kWLdc>(sa, dz + int64_t(k0) * M + m0, M, rows, min(64, M - m0));
+    } else {  // the head's gy [rows][M <= 16], rows not 16-byte aligned: plain loads, each thread's
+              // four issued before its stores (published by the next barrier); columns past 16 unused
+      const int r = threadIdx.x / 4, m = 4 * (threadIdx.x % 4);
+      T v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = r < rows && m + k < M ? dz[int64_t(k0 + r) * M + m + k] : rnd<T>(0.f);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sa[r * kWLdc + m + k] = v[k];
     }
-    load_tile<8, kWLdc>(sa + 64 * kWLdc, in + int64_t(k0) * K + n0, K, kWKc, rows, min(64, K - n0));
+    load_tile<kWKc, 8, kWLdc>(sa + 64 * kWLdc, in + int64_t(k0) * K + n0, K, rows, min(64, K - n0));
   };
   const int chunks = (a.rows + kWKc - 1) / kWKc;
 #pragma unroll
@@ -177,7 +183,7 @@ constexpr int kBnElems = 64 * kLda;    // B n-major: [64][kLda]
 constexpr int kBkElems = kKc * kLdbT;  // B k-major: [kKc][kLdbT]
 constexpr int kBElems = kBnElems > kBkElems ? kBnElems : kBkElems;
 constexpr int kStageElems = kAElems + kBElems;
-constexpr int kStages = 3;     // chunks in flight
+constexpr int kStages = 4;     // chunks in flight
 constexpr int kLdh = 512 + 8;  // the on-chip activations' [kRows][width <= 512], padded
 constexpr int kLdr = 64 + 8;   // the warps' partial sums [8][kRows][64], float32, padded
 constexpr size_t kClusterSmem =
@@ -319,21 +325,27 @@ __device__ void hidden_forward(const MlpArgs& a, int l, int c, int row0, const T
   const T* W = static_cast<const T*>(a.w[l]) + int64_t(c) * S * K;
   const T* x = static_cast<const T*>(a.x) + int64_t(row0) * a.in;
   const int rows_valid = min(kRows, a.rows - row0);
+  // This thread's outputs: row r, columns col .. col + 3 (if col < c S + S). Their bias and the
+  // dropout's first counter (a device word inside a graph) are loaded before the product.
+  const int r = threadIdx.x / 16, col = c * S + 4 * (threadIdx.x % 16);
+  const bool drop = a.p[l] > 0;
+  const uint2 bias = 4 * int(threadIdx.x % 16) < S
+                         ? *reinterpret_cast<const uint2*>(static_cast<const T*>(a.b[l]) + col)
+                         : make_uint2(0, 0);
+  const uint64_t counter0 = drop ? cuda::first_counter(a.rng[l]) : 0;
   float acc[8][4] = {};
   auto load = [&](T* sa, T* sb, int k0) {
-    if (!in_buf) load_tile<16, kLda>(sa, x + k0, a.in, kRows, rows_valid, min(kKc, K - k0));
-    load_tile<16, kLda>(sb, W + k0, K, S, S, min(kKc, K - k0));
+    if (!in_buf) load_tile<kRows, 16, kLda>(sa, x + k0, a.in, rows_valid, min(kKc, K - k0));
+    load_tile<64, 16, kLda>(sb, W + k0, K, S, min(kKc, K - k0));  // rows past S: zeros
   };
   splitk_product<T, false>(acc, K, sm.stage, in_buf, S / 8, load);
   float v[4];
   if (!sum_warps(acc, sm.part, S / 8, S, v)) return;
-  const int r = threadIdx.x / 16, col = c * S + 4 * (threadIdx.x % 16);
   float b[4];
-  unpack4<T>(*reinterpret_cast<const uint2*>(static_cast<const T*>(a.b[l]) + col), b);
+  unpack4<T>(bias, b);
   Philox4 ph{};
-  const bool drop = a.p[l] > 0;
   const int64_t i = int64_t(row0 + r) * N + col;  // i % 4 == 0: one Philox block for the four
-  if (drop) ph = philox(a.rng[l].seed, cuda::first_counter(a.rng[l]) + uint64_t(i / 4), 0);
+  if (drop) ph = philox(a.rng[l].seed, counter0 + uint64_t(i / 4), 0);
   const float scale = drop ? 1.f / (1.f - a.p[l]) : 1.f;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -364,6 +376,8 @@ template <class T>
 __device__ void head_forward(const MlpArgs& a, int c, int row0, const T* in_buf, const Smem<T>& sm) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, L = a.layers - 1;
   const int K = a.width[L - 1], NH = a.width[L], r = 2 * c + warp / 4, k1 = (warp % 4 + 1) * (K / 4);
+  const int t = int(threadIdx.x), rr = t / 16, on = t % 16;  // thread t < 32: output on of row 2 c + rr
+  const float bias = t < 32 && on < NH ? f(static_cast<const T*>(a.b[L])[on]) : 0.f;  // loaded early
   float acc[16] = {};
   for (int k = (warp % 4) * (K / 4) + 2 * lane; k < k1; k += 64) {
     const float h0 = f(in_buf[r * kLdh + k]), h1 = f(in_buf[r * kLdh + k + 1]);
@@ -381,11 +395,10 @@ __device__ void head_forward(const MlpArgs& a, int c, int row0, const T* in_buf,
     sm.part[warp * 16 + lane] = v;
   }
   __syncthreads();
-  const int t = int(threadIdx.x), rr = t / 16, n = t % 16;
-  if (t < 32 && n < NH && row0 + 2 * c + rr < a.rows) {
-    const float* q = sm.part + 4 * rr * 16 + n;
+  if (t < 32 && on < NH && row0 + 2 * c + rr < a.rows) {
+    const float* q = sm.part + 4 * rr * 16 + on;
     const float v = q[0] + q[16] + q[32] + q[48];
-    static_cast<T*>(a.y)[int64_t(row0 + 2 * c + rr) * NH + n] = rnd<T>(v + f(static_cast<const T*>(a.b[L])[n]));
+    static_cast<T*>(a.y)[int64_t(row0 + 2 * c + rr) * NH + on] = rnd<T>(v + bias);
   }
 }
 
@@ -422,8 +435,14 @@ __device__ void head_backward(const MlpArgs& a, int c, int row0, T* out_buf, con
   const int64_t i = int64_t(row0 + r) * N + col;
   const uint2 y = mine ? *reinterpret_cast<const uint2*>(static_cast<const T*>(a.h[L - 1]) + i) : make_uint2(0, 0);
   gys[t] = t % 16 < NH && row0 + t / 16 < a.rows ? f(gy[int64_t(row0 + t / 16) * NH + t % 16]) : 0.f;
-  for (int e = t; e < 16 * 64; e += kThreads)
-    ws[e] = e / 64 < NH && e % 64 < S ? f(W[int64_t(e / 64) * N + c * S + e % 64]) : 0.f;
+  float wv[16 * 64 / kThreads];  // every load issued before the first store
+#pragma unroll
+  for (int q = 0; q < 16 * 64 / kThreads; ++q) {
+    const int e = t + q * kThreads;
+    wv[q] = e / 64 < NH && e % 64 < S ? f(W[int64_t(e / 64) * N + c * S + e % 64]) : 0.f;
+  }
+#pragma unroll
+  for (int q = 0; q < 16 * 64 / kThreads; ++q) ws[t + q * kThreads] = wv[q];
   __syncthreads();
   if (c4 >= S) return;
   float g[4] = {}, yv[4];
@@ -451,7 +470,7 @@ __device__ void hidden_backward(const MlpArgs& a, int l, int c, int row0, const 
   const int64_t i = int64_t(row0 + r) * N + col;
   const uint2 y = mine ? *reinterpret_cast<const uint2*>(static_cast<const T*>(a.h[l]) + i) : make_uint2(0, 0);
   float acc[8][4] = {};
-  auto load = [&](T*, T* sb, int k0) { load_tile<8, kLdbT>(sb, W + int64_t(k0) * N, N, kKc, K - k0, S); };
+  auto load = [&](T*, T* sb, int k0) { load_tile<kKc, 8, kLdbT>(sb, W + int64_t(k0) * N, N, K - k0, S); };
   splitk_product<T, true>(acc, K, sm.stage, in_buf, S / 8, load);
   float v[4], yv[4];
   if (!sum_warps(acc, sm.part, S / 8, S, v)) return;
