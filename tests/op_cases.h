@@ -469,6 +469,10 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(la_flops(Act::Relu, 0.3, true)).with_perf({{1024, 784}, {512, 784}, {512}});
   add("linear_act_odd_no_act", {{{5, 7}}, {{3, 7}}, {{3}}}, la(std::nullopt, 0.0))
       .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 512}, {10, 512}, {10}});
+  // A classifier head past 256 rows: on CUDA narrow_backward's row shares (10 of them, the last
+  // partial) and their fixed-order sums.
+  add("linear_act_narrow_300_rows", {{{300, 8}}, {{10, 8}}, {{10}}}, la(std::nullopt, 0.0))
+      .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 128}, {10, 128}, {10}});
   add("linear_act_tanh_no_bias", {{{4, 6}}, {{5, 6}}}, la(Act::Tanh, 0.0))
       .with_flops(la_flops(Act::Tanh, 0.0, false)).with_perf({{1024, 512}, {512, 512}});
   // A stack of Linear layers as one op (ops/mlp.h): on CUDA in 16 bits the fused kernels (x needs no
