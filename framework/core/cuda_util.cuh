@@ -214,20 +214,37 @@ __device__ __forceinline__ void pdl_entry() {
 // LOUPE_PDL not off.
 bool pdl_enabled();
 
-// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch where enabled; the
-// arguments convert to the kernel's parameter types as in a <<<>>> launch. Checked at once.
-template <class... P, class... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+// A launch's configuration for cudaLaunchKernelEx and the occupancy queries, its attributes in
+// `attrs`: thread-block clusters of `cluster` blocks along x (0: none), then programmatic
+// dependent launch (`pdl`).
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster, bool pdl,
+                                        cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attrs;
+  if (cluster) {
+    cudaLaunchAttribute& a = attrs[cfg.numAttrs++] = cudaLaunchAttribute{};
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = cluster;
+    a.val.clusterDim.y = a.val.clusterDim.z = 1;
+  }
+  if (pdl) {
+    cudaLaunchAttribute& a = attrs[cfg.numAttrs++] = cudaLaunchAttribute{};
+    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a.val.programmaticStreamSerializationAllowed = 1;
+  }
+  return cfg;
+}
+
+// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch where enabled; the
+// arguments convert to the kernel's parameter types as in a <<<>>> launch. Checked at once.
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, 0, pdl_enabled(), attrs);
   LOUPE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 
@@ -237,19 +254,8 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream
 template <class... P, class... A>
 void launch_clustered(void (*kernel)(P...), unsigned cluster, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                       A&&... args) {
-  cudaLaunchAttribute attr[2]{};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, cluster, pdl_enabled(), attrs);
   LOUPE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 

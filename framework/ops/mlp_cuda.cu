@@ -521,18 +521,13 @@ void set_smem_limits() {
 template <class T>
 int resident_clusters() {
   static const int most = [] {
+    if (cuda_runtime()->compute_capability() < 90) return 0;  // no clusters (nor these kernels' code)
     set_smem_limits<T>();
     int fewest = 1 << 30;
     for (auto kernel : {mlp_forward_kernel<T>, mlp_backward_data_kernel<T>}) {
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = kCluster, attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(kCluster);
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = kClusterSmem;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+      cudaLaunchAttribute attrs[2];
+      const cudaLaunchConfig_t cfg =
+          cuda::launch_config(dim3(kCluster), dim3(kThreads), kClusterSmem, nullptr, kCluster, false, attrs);
       int n = 0;
       if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();  // clear it: the stack runs unfused
@@ -546,9 +541,8 @@ int resident_clusters() {
 }
 
 // The batch must fit in one wave of clusters: a second wave doubles the kernels' time (an H200
-// holds 15 clusters, 960 rows), where cuBLAS's GEMMs over the whole GPU do better.
+// holds 15 clusters, 240 rows), where cuBLAS's GEMMs over the whole GPU do better.
 bool fits(const ExecContext&, const MlpArgs& a) {
-  if (cuda_runtime()->compute_capability() < 90) return false;
   const int clusters = (a.rows + kRows - 1) / kRows;
   return clusters <= (a.dtype == DType::f16 ? resident_clusters<__half>() : resident_clusters<__nv_bfloat16>());
 }
