@@ -1,6 +1,7 @@
 // `loupe peak`: what this GPU really reaches in fp32, by an FMA loop (arithmetic only) and by a
 // large cuBLAS SGEMM, timed with CUDA events.
 #include "core/cuda_util.cuh"
+#include "core/gpu_timer.h"
 #include "instrument/peak.h"
 
 namespace loupe::instrument {
@@ -24,20 +25,15 @@ __global__ void fma_loop(float* out, float a, float b) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// Milliseconds per call of f after one warm-up call, events around `reps` calls (no hold before
+// them: the launches are few and long).
 double time_ms(cudaStream_t s, const std::function<void()>& f, int reps) {
-  cudaEvent_t a, b;
-  LOUPE_CUDA_CHECK(cudaEventCreate(&a));
-  LOUPE_CUDA_CHECK(cudaEventCreate(&b));
   f();  // warm-up
-  LOUPE_CUDA_CHECK(cudaEventRecord(a, s));
-  for (int i = 0; i < reps; ++i) f();
-  LOUPE_CUDA_CHECK(cudaEventRecord(b, s));
-  LOUPE_CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  LOUPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return double(ms) / reps;
+  const auto queue = [&] {
+    f();
+    return true;
+  };
+  return cuda::time_on_gpu(s, reps, 0, queue) / 1000.0;
 }
 
 MeasuredPeak measure() {
@@ -63,9 +59,13 @@ MeasuredPeak measure() {
   LOUPE_CUDA_CHECK(cudaMemsetAsync(A, 0x3c, bytes, s));  // ~0.01 in every element: no denormals
   LOUPE_CUDA_CHECK(cudaMemsetAsync(B, 0x3c, bytes, s));
   float alpha = 1, beta = 0;
-  ms = time_ms(s, [&] {
-    LOUPE_CUBLAS_CHECK(cublasSgemm(cuda::cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, A, n, B, n, &beta, C, n));
-  }, 5);
+  ms = time_ms(
+      s,
+      [&] {
+        LOUPE_CUBLAS_CHECK(
+            cublasSgemm(cuda::cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, A, n, B, n, &beta, C, n));
+      },
+      5);
   p.sgemm_tflops = 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
   cudaFreeAsync(A, s);
   cudaFreeAsync(B, s);
