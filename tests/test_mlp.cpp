@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "loupe.h"
+#include "models/registry.h"
 #include "ops/linear_act.h"
 #include "ops/mlp.h"
 
@@ -145,22 +146,16 @@ TEST(FusedMlp, EvalModeDropsNothing) {
   check({64, 1024, {256, 10}, 0.3, false});
 }
 
-// nn::Sequential hands mnist_mlp's layers to the fused op in 16 bits (the output's node is
-// MlpBackward), and runs them one by one where the batch's clusters would not all be resident
-// (512 rows: 32 clusters, past one wave on an H100 or H200) and in float32.
+// The shipped mnist_mlp (its Keras file, models/keras/mnist_mlp.json) hands its layers to the fused
+// op in 16 bits (the output's node is MlpBackward), and runs them one by one where the batch's
+// clusters would not all be resident (512 rows: 32 clusters, past one wave on an H100 or H200) and
+// in float32.
 TEST(FusedMlp, SequentialRunsMnistMlpAsOneOpWhereItFits) {
   REQUIRE_SM90();
-  nn::Sequential m;
-  m.add("fc1", std::make_shared<nn::Linear>(784, 512))
-      .add("relu1", std::make_shared<nn::ReLU>())
-      .add("drop1", std::make_shared<nn::Dropout>(0.2))
-      .add("fc2", std::make_shared<nn::Linear>(512, 512))
-      .add("relu2", std::make_shared<nn::ReLU>())
-      .add("drop2", std::make_shared<nn::Dropout>(0.2))
-      .add("fc3", std::make_shared<nn::Linear>(512, 10));
-  m.to(kCUDA);
+  std::shared_ptr<nn::Module> m = models::find_model("mnist_mlp").build();
+  m->to(kCUDA);
   auto node = [&](int64_t rows) {
-    Tensor y = m(full(Shape{rows, 784}, 0.5, DType::f32, kCUDA));
+    Tensor y = (*m)(full(Shape{rows, 28, 28}, 0.5, DType::f32, kCUDA));
     return y.grad_fn() ? std::string(y.grad_fn()->name()) : std::string("none");
   };
   EXPECT_EQ(node(128), "LinearActBackward") << "float32: the unfused stack";
