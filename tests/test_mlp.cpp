@@ -4,7 +4,9 @@
 // whichever is larger. With dropout in training (the same draws give the same masks: a mask off by
 // one unit is an error of the order of the values) and without; batches that fill their clusters
 // and partial ones; one to three hidden layers, widths 128-512 (384: an odd number of 8-column
-// tiles a warp); heads of 1, 10 and 16 outputs. Each case must take the fused kernels.
+// tiles a warp); heads of 1, 10 and 16 outputs; wide inputs (the CNNs' dense heads, 2304 and 9216,
+// and 1088, whose eighth is not a whole chunk) with the input's gradient. Each case must take the
+// fused kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,11 +27,12 @@ struct Case {
   std::vector<int> widths;  // hidden layers, then the head
   double p;
   bool training;
+  bool x_grad = false;  // x needs a gradient (a dense head's input)
 };
 
 struct Result {
   std::vector<float> out;
-  std::vector<std::vector<float>> grads;  // w0, b0, w1, b1, ...
+  std::vector<std::vector<float>> grads;  // w0, b0, w1, b1, ..., then x's if it needs one
 };
 
 // Inputs of case c rounded to dt, on CUDA in `run_dt` (dt itself, or float32).
@@ -47,7 +50,7 @@ Inputs inputs(const Case& c, DType dt, DType run_dt) {
     return t;
   };
   Inputs in;
-  in.x = make(Shape{c.rows, c.in}, 1, 0.0, 1.0, false);
+  in.x = make(Shape{c.rows, c.in}, 1, 0.0, 1.0, c.x_grad);
   int64_t k = c.in;
   for (size_t l = 0; l < c.widths.size(); ++l) {
     const double a = std::sqrt(6.0 / double(k + c.widths[l]));
@@ -72,6 +75,7 @@ Result collect(const Tensor& out, const Inputs& in) {
   backward(sum(mul(out, in.r)));
   Result res{to(out, DType::f32).to_vector<float>(), {}};
   for (const Tensor& t : in.params) res.grads.push_back(to(t.grad(), DType::f32).to_vector<float>());
+  if (in.x.requires_grad()) res.grads.push_back(to(in.x.grad(), DType::f32).to_vector<float>());
   return res;
 }
 
@@ -109,7 +113,7 @@ void check(const Case& c) {
     std::vector<std::pair<std::string, std::pair<double, double>>> errs{
         {"out", {rel_err(fused.out, ref.out), rel_err(unfused.out, ref.out)}}};
     for (size_t k = 0; k < ref.grads.size(); ++k)
-      errs.push_back({(k % 2 ? "b" : "w") + std::to_string(k / 2),
+      errs.push_back({k == 2 * c.widths.size() ? std::string("x") : (k % 2 ? "b" : "w") + std::to_string(k / 2),
                       {rel_err(fused.grads[k], ref.grads[k]), rel_err(unfused.grads[k], ref.grads[k])}});
     for (const auto& [name, e] : errs) {
       std::printf("%s %s: fused %.2f half-ulps, unfused %.2f\n", dtype_name(dt), name.c_str(), e.first / ulps,
@@ -133,7 +137,16 @@ TEST(FusedMlp, MnistMlpTraining) {
 
 TEST(FusedMlp, PartialClusterAndSixteenWideHead) {
   REQUIRE_SM90();
-  check({70, 24, {128, 16}, 0.5, true});
+  check({70, 24, {128, 16}, 0.5, true, true});
+}
+
+// The CNNs' dense heads: k of the first layer split across the cluster, and the input's gradient.
+TEST(FusedMlp, WideInputHeads) {
+  REQUIRE_SM90();
+  check({128, 9216, {128, 10}, 0.5, true, true});     // mnist_cnn's
+  check({128, 2304, {512, 10}, 0.5, true, true});     // cifar10_cnn's
+  check({70, 1088, {256, 128, 3}, 0.0, true, true});  // a block's 136 columns: a chunk and 8
+  check({33, 2048, {384, 16}, 0.25, false, true});
 }
 
 TEST(FusedMlp, ThreeHiddenLayersOddTilesAndOneOutput) {
@@ -164,5 +177,37 @@ TEST(FusedMlp, SequentialRunsMnistMlpAsOneOpWhereItFits) {
     EXPECT_EQ(node(128), "MlpBackward") << precision_name(p);
     EXPECT_EQ(node(70), "MlpBackward") << precision_name(p) << ": a partial cluster";
     EXPECT_EQ(node(512), "LinearActBackward") << precision_name(p) << ": more clusters than one wave";
+  }
+}
+
+// The shipped CNNs hand their dense heads (Flatten's 9216 and 2304 features, Dense 128 or 512 ReLU,
+// Dropout .5, Dense 10) to the fused op in 16 bits where the batch's clusters are resident, and the
+// gradient goes on through it to the convolutions.
+TEST(FusedMlp, SequentialRunsTheCnnsDenseHeadsAsOneOp) {
+  REQUIRE_SM90();
+  for (const char* name : {"mnist_cnn", "cifar10_cnn"}) {
+    SCOPED_TRACE(name);
+    std::shared_ptr<nn::Module> m = models::find_model(name).build();
+    m->to(kCUDA);
+    const Shape sample = std::string(name) == "cifar10_cnn" ? Shape{3, 32, 32} : Shape{28, 28};
+    auto node = [&](int64_t rows) {
+      Shape s{rows};
+      for (int64_t d : sample) s.push_back(d);
+      Tensor y = (*m)(full(s, 0.5, DType::f32, kCUDA));
+      const std::string n = y.grad_fn() ? y.grad_fn()->name() : "none";
+      backward(sum(to(y, DType::f32)));
+      return n;
+    };
+    EXPECT_EQ(node(128), "LinearActBackward") << "float32: the unfused stack";
+    for (Precision p : {Precision::BF16, Precision::FP16}) {
+      PrecisionScope scope(p);
+      for (Tensor& t : m->parameters()) t.set_grad(Tensor());
+      EXPECT_EQ(node(128), "MlpBackward") << precision_name(p);
+      const Tensor g = m->parameters().front().grad();  // the first convolution's weight
+      ASSERT_TRUE(g.defined()) << precision_name(p);
+      const Tensor g32 = to(g, DType::f32);
+      EXPECT_GT(sum(mul(g32, g32)).item(), 0.0) << precision_name(p) << ": the gradient reached conv1";
+      EXPECT_EQ(node(512), "LinearActBackward") << precision_name(p) << ": more clusters than one wave";
+    }
   }
 }

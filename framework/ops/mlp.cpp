@@ -18,11 +18,13 @@ namespace {
 MlpArgs fused_form(const Tensor& x, const std::vector<MlpLayer>& layers) {
   MlpArgs a;
   const int L = int(layers.size());
-  if (L < 2 || L > kMlpMaxLayers || !x.device().is_cuda() || x.requires_grad() || x.dim() != 2 || !x.is_contiguous() ||
+  if (L < 2 || L > kMlpMaxLayers || !x.device().is_cuda() || x.dim() != 2 || !x.is_contiguous() ||
       (x.dtype() != DType::f16 && x.dtype() != DType::bf16))
     return a;
   int64_t in = x.size(1);
-  if (in < 8 || in > 1024 || in % 8 || x.size(0) < 1 || x.size(0) > (int64_t(1) << 30)) return a;
+  const bool streamed = in >= 8 && in <= kMlpStreamedInMax && in % 8 == 0;
+  const bool wide = in > kMlpStreamedInMax && in <= kMlpWideInMax && in % 64 == 0;
+  if ((!streamed && !wide) || x.size(0) < 1 || x.size(0) > (int64_t(1) << 30)) return a;
   for (int l = 0; l < L; ++l) {
     const MlpLayer& m = layers[size_t(l)];
     const bool head = l == L - 1;
@@ -65,6 +67,7 @@ double product_flops(const MlpArgs& a, int l) {
 
 struct MlpBackward : autograd::Node {
   MlpArgs a;
+  bool need_x = false;
   Tensor x;
   std::array<Tensor, kMlpMaxLayers> w;
   std::array<Tensor, kMlpMaxLayers - 1> h;  // the hidden layers' outputs
@@ -79,6 +82,11 @@ struct MlpBackward : autograd::Node {
     std::vector<Tensor> keep;  // the scratch, alive until the kernels are queued
     std::vector<Tensor> out(1 + 2 * kMlpMaxLayers);
     double flops = 0;
+    if (need_x) {  // the input's gradient, dz0 W0 (x is a dense head's input: no ReLU before it here)
+      out[0] = empty(Shape{a.rows, a.in}, x.dtype(), x.device());
+      b.gx = out[0].data_ptr();
+      flops += product_flops(a, 0);
+    }
     for (int l = 0; l < a.layers; ++l) {
       const int64_t in = l ? a.width[l - 1] : a.in;
       b.w[l] = w[size_t(l)].data_ptr();
@@ -146,9 +154,10 @@ Tensor mlp(const Tensor& x, const std::vector<MlpLayer>& layers, bool training) 
   a.y = y.data_ptr();
   kernels<MlpKernels>(x.device()).forward(current_context(), a);
   add_flops(flops);
-  if (autograd::needs_grad({&W[0], &B[0], &W[1], &B[1], &W[2], &B[2], &W[3], &B[3]})) {
+  if (autograd::needs_grad({&x, &W[0], &B[0], &W[1], &B[1], &W[2], &B[2], &W[3], &B[3]})) {
     auto n = std::make_shared<MlpBackward>();
     n->a = a;
+    n->need_x = x.requires_grad();
     n->x = x.detach();
     for (int l = 0; l < a.layers; ++l) {
       n->w[size_t(l)] = W[size_t(l)].detach();

@@ -3,8 +3,9 @@
 //
 // On CUDA (compute capability 9.0 or newer, 16-bit) where the shapes fit, the forward is one kernel
 // and the backward two, with the activations kept on chip between layers: a cluster of 8 blocks
-// takes 16 rows of the batch, each block an eighth of every hidden layer's columns, and the blocks
-// exchange their slices through distributed shared memory (ops/mlp_cuda.cu). Separately the same
+// takes 16 rows of the batch, each block an eighth of every hidden layer's columns (or, for a wide
+// input, an eighth of the first layer's k), and the blocks exchange their slices through
+// distributed shared memory (ops/mlp_cuda.cu). Separately the same
 // stack is a GEMM and an epilogue kernel per layer each way, each a kernel boundary and a round
 // trip of its activation through memory: on an H200, mnist_mlp's three layers took 34 us of a
 // 58 us step at batch 128 (docs/benchmarks.md). Elsewhere, and where the shapes do not fit, mlp
@@ -29,9 +30,12 @@ struct MlpLayer {
 // Whether the fused kernels take this stack: a CUDA backend with them (compute capability >= 9.0,
 // and the batch's clusters resident at once: up to 240 rows on an H200),
 // x [rows, in] and every w, b contiguous in float16 or bfloat16, 1-3 hidden layers with ReLU and
-// widths 128, 256, 384 or 512, a head of 1-16 outputs without activation or dropout, in a multiple
-// of 8 up to 1024, every bias defined, and x needing no gradient (the stack is the model's first).
+// widths 128, 256, 384 or 512, a head of 1-16 outputs without activation or dropout, every bias
+// defined, and `in` a multiple of 8 up to 1024 or, a wide input (a CNN's flattened features), a
+// multiple of 64 up to 16384. x may need a gradient (a dense head after convolutions).
 // LOUPE_FUSE_MLP=0 turns them off (for comparison).
+constexpr int kMlpStreamedInMax = 1024;  // wider inputs split the first layer's k across a cluster
+constexpr int kMlpWideInMax = 16384;
 bool mlp_fused_fits(const Tensor& x, const std::vector<MlpLayer>& layers);
 
 // The stack applied to x; dropout applies when `training`.
@@ -56,6 +60,7 @@ struct MlpArgs {
   void* dz[kMlpMaxLayers - 1] = {};
   void* gw[kMlpMaxLayers] = {};
   void* gb[kMlpMaxLayers] = {};
+  void* gx = nullptr;  // x's gradient [rows, in] out, = dz[0] W0 (null: x needs none)
 };
 
 struct MlpKernels {
