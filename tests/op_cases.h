@@ -475,9 +475,10 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 128}, {10, 128}, {10}});
   add("linear_act_tanh_no_bias", {{{4, 6}}, {{5, 6}}}, la(Act::Tanh, 0.0))
       .with_flops(la_flops(Act::Tanh, 0.0, false)).with_perf({{1024, 512}, {512, 512}});
-  // A stack of Linear layers as one op (ops/mlp.h): on CUDA in 16 bits the fused kernels (x needs no
-  // gradient: Targets01, values in [0, 1) as images'), elsewhere linear_act per layer; the counts are
-  // linear_act's. 3 rows: one cluster, partly empty.
+  // A stack of Linear layers as one op (ops/mlp.h): on CUDA in 16 bits the fused kernels (here x has
+  // no gradient, as a model's input: Targets01, values in [0, 1) as images'; an input with one, a
+  // dense head's, is test_mlp's), elsewhere linear_act per layer; the counts are linear_act's.
+  // 3 rows: one cluster, partly empty.
   auto stack = [](V x) {
     manual_seed(42);
     // x in the weights' dtype (the 16-bit tests keep an input without a gradient float32)
