@@ -32,5 +32,10 @@ else
   LOUPE_TEST_REQUIRE=gpu expect 0 "a pass beside a skip under the gpu label without a GPU" "$probe" --gtest_filter='Probe.Passes:Probe.Skips'
 fi
 LOUPE_TEST_REQUIRE=multigpu expect 0 "a pass under the multigpu label" "$probe" --gtest_filter=Probe.Passes
+# Under cpu (CI) a skip fails unless the case marked it as not for this machine (tests/skip.h).
+LOUPE_TEST_REQUIRE=cpu expect 1 "a plain skip under cpu" "$probe" --gtest_filter='Probe.Passes:Probe.Skips'
+LOUPE_TEST_REQUIRE=cpu expect 0 "a not-here skip beside a pass under cpu" "$probe" --gtest_filter='Probe.Passes:Probe.SkipsNotHere'
+LOUPE_TEST_REQUIRE=cpu expect 77 "only a not-here skip under cpu" "$probe" --gtest_filter=Probe.SkipsNotHere
+LOUPE_TEST_REQUIRE=cpu expect 1 "a plain skip beside a not-here one under cpu" "$probe" --gtest_filter='Probe.Skip*'
 LOUPE_TEST_REQUIRE=nonsense expect 1 "an unknown requirement" "$probe" --gtest_filter='Probe.Skips'
 exit $bad

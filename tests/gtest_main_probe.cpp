@@ -2,7 +2,10 @@
 // with --gtest_filter, to check the exit status of tests/gtest_main.cpp.
 #include <gtest/gtest.h>
 
+#include "skip.h"
+
 TEST(Probe, Passes) { SUCCEED(); }
 TEST(Probe, Skips) { GTEST_SKIP() << "on purpose"; }
 TEST(Probe, SkipsToo) { GTEST_SKIP() << "on purpose"; }
+TEST(Probe, SkipsNotHere) { LOUPE_SKIP_NOT_HERE << "on purpose"; }
 TEST(Probe, Fails) { ADD_FAILURE() << "on purpose"; }

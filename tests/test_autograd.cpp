@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "loupe.h"
 #include "two_round_op.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -122,6 +123,6 @@ TEST(FreshGrads, TheCpuZeroesBeforeItsFirstAddition) { expect_fresh_grads_are_ze
 // On a GPU the pass's additions are one launch at its end; covering every parameter, it writes them
 // and nothing zeroes; covering fewer, or no pass at all, the zeroing runs.
 TEST(CudaFreshGrads, APassOverEveryParameterWritesTheirGradients) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   expect_fresh_grads_are_zero_grad_and_the_pass(kCUDA, 0);
 }

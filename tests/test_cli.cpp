@@ -15,6 +15,7 @@
 #include "ops/conv_cpu.h"
 #include "test_util.h"
 #include "cli/options.h"
+#include "skip.h"
 
 namespace {
 
@@ -158,7 +159,7 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
 // A build without protobuf refuses --tensorboard in one sentence that names the packages, before any
 // data is loaded (--data names no directory); test_tensorboard covers the builds that have it.
 TEST(Cli, TensorBoardRefusedWhereNotBuilt) {
-  if (loupe::instrument::tensorboard_available()) GTEST_SKIP() << "this build writes TensorBoard files";
+  if (loupe::instrument::tensorboard_available()) LOUPE_SKIP_NOT_HERE << "this build writes TensorBoard files";
   auto [rc, out] = run_cli("train mnist_mlp --device cpu --plain --no-nvml --data /nonexistent/loupe --tensorboard tb");
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(out, "loupe: " + loupe::instrument::tensorboard_missing() + "\n");

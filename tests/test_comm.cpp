@@ -16,6 +16,7 @@
 #include "dist/comm.h"
 #include "dist/launch.h"
 #include "dist/peer_reduce.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -35,24 +36,24 @@ int run_ranks(int procs) {
 
 // A world of one on one GPU: NCCL's calls for real, where one GPU is all there is.
 TEST(Comm, OneRank) {
-  if (is_rank()) GTEST_SKIP() << "a rank runs CommRank.* only";
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs CommRank.* only";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
+  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
 // Two ranks, and where the host has more GPUs a world of all of them (up to 8).
 TEST(Comm, TwoRanksAndEveryGpu) {
-  if (is_rank()) GTEST_SKIP() << "a rank runs CommRank.* only";
-  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
-  if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs CommRank.* only";
+  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!cuda_available() || cuda_runtime()->device_count() < 2) LOUPE_SKIP_NOT_HERE << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
   const int all = std::min(cuda_runtime()->device_count(), 8);
   if (all > 2) EXPECT_EQ(run_ranks(all), 0) << "a rank of the world of " << all << " failed (its output is above)";
 }
 
 TEST(CommRank, AllReduceAndBroadcast) {
-  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
@@ -96,7 +97,7 @@ TEST(CommRank, AllReduceAndBroadcast) {
 // the result widened), in worlds of one and more; a wrong offset, a dropped chunk or an element
 // left unwidened is off by far more. Values of mixed sign and magnitude, as gradients are.
 TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
-  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;
@@ -136,7 +137,7 @@ TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
 // of one captured step: its waits count on the device, so a replay that reused a count would hang
 // or read a peer's previous step. Each step's values differ, so a stale inbox shows.
 TEST(CommPeers, CopyEnginesAverageEveryStep) {
-  if (!is_rank()) GTEST_SKIP() << "run by Comm.TwoRanksAndEveryGpu as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;

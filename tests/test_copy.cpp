@@ -14,6 +14,7 @@
 #include "core/copy_plan.h"
 #include "core/dispatch.h"
 #include "loupe.h"
+#include "skip.h"
 
 using namespace loupe;
 using Path = CopyPlan::Path;
@@ -146,7 +147,7 @@ TEST(CopyPlan, HugeOffsetsNeed64BitIndices) {
 // ---- the CUDA kernels against the CPU, bit for bit ------------------------------------------
 
 #define REQUIRE_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build): GPU copies not run"
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build): GPU copies not run"
 
 namespace {
 

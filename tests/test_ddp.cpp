@@ -31,6 +31,7 @@
 #include "dist/launch.h"
 #include "train/trainer.h"
 #include "two_round_op.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -451,18 +452,18 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 TEST(Ddp, OneRankMatchesOneProcessExactly) {
-  if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
+  if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs DdpRank.* only";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
+  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
 // Two ranks, and where the host has more GPUs a world of all of them (up to 8): a ring of more
 // than two ranks reduces in another order and splits each bucket into more chunks.
 TEST(Ddp, TwoRanksAndEveryGpuMatchOneGpuAtWorldTimesTheBatch) {
-  if (is_rank()) GTEST_SKIP() << "a rank runs DdpRank.* only";
-  if (!dist::nccl_built()) GTEST_SKIP() << "this loupe was built without NCCL";
-  if (!cuda_available() || cuda_runtime()->device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs DdpRank.* only";
+  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!cuda_available() || cuda_runtime()->device_count() < 2) LOUPE_SKIP_NOT_HERE << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
   const int all = std::min(cuda_runtime()->device_count(), 8);
   if (all > 2) EXPECT_EQ(run_ranks(all), 0) << "a rank of the world of " << all << " failed (its output is above)";
@@ -535,7 +536,7 @@ void expect_16bit_agrees(const std::function<std::shared_ptr<nn::Sequential>()>&
 // tight at 10 steps, where a rank on the wrong samples or a wrong average shows at once, and after
 // 50 only as close as tf32 is to float32. 16 bits: expect_16bit_agrees.
 TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
-  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);  // every step: the ranks' weights compared
   std::string why;
   auto comm = dist::join_world(&why);
@@ -588,7 +589,7 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
 // the averaged gradients), halve its scale, and end with the weights of one process at W*b, which
 // meets the same sample in the same step.
 TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
-  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);
   std::string why;
   auto comm = dist::join_world(&why);
@@ -627,7 +628,7 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
 // loupe's CLI after Ctrl-C (its signal watchdog), it aborts its communicator for at most 2 s and
 // exits with its verdict.
 TEST(DdpPeers, ARankAStepAheadAtCtrlCStopsToo) {
-  if (!is_rank()) GTEST_SKIP() << "run by Ddp.* as a rank";
+  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   std::string why;
   auto comm = dist::join_world(&why);
   ASSERT_TRUE(comm) << why;

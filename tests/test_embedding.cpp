@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "loupe.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -232,7 +233,7 @@ TEST(Cat, ErrorsNameTheShapes) {
 }
 
 TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   const int64_t V = 50;
   // E = 64, 50 and 51 move rows as float4, float2 and float (50 and 51 leave a partial last column
   // group); the long run spans many chunks of the backward.
@@ -296,7 +297,7 @@ TEST(EmbeddingCuda, DeterministicBackwardMatchesTheCpu) {
 // mean(..., 1) gives them ([N, T, E] with stride 0 along T, read in place). CUDA against float64
 // sums on the CPU, and bit-identical from run to run.
 TEST(EmbeddingCuda, OneHotMatchesTheCpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   const int64_t C = 57;
   std::vector<int32_t> ids(128 * 40);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(philox(5, i, 0).v[0] % uint32_t(C));
@@ -316,7 +317,7 @@ TEST(EmbeddingCuda, OneHotMatchesTheCpu) {
 }
 
 TEST(EmbeddingCuda, FastTextScaleBackwardMatchesTheCpuAndRepeats) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   const int64_t N = 1024, T = 400, V = 1200000, E = 50;
   std::vector<int32_t> ids(size_t(N * T));
   for (int64_t b = 0; b < N; ++b) {

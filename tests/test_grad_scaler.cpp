@@ -14,6 +14,7 @@
 
 #include "autograd/source_check.h"
 #include "loupe.h"
+#include "skip.h"
 
 using namespace loupe;
 using optim::GradScaler;
@@ -125,7 +126,7 @@ void seeded_backward_is_the_product(Device d) {
 TEST(GradScaler, BackwardSeededWithTheScaleIsTheProductsBackward) { seeded_backward_is_the_product(kCPU); }
 
 TEST(GradScalerCuda, BackwardSeededWithTheScaleIsTheProductsBackward) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
   seeded_backward_is_the_product(kCUDA);
 }
 
@@ -189,7 +190,7 @@ void check_skip(Device d) {
 TEST(GradScaler, OptimizersSkipTheOverflowedStepOnTheCpu) { check_skip(kCPU); }
 
 TEST(GradScalerCuda, FollowsTheRuleAndSkipsOnTheDevice) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   check_rule(kCUDA);
   check_skip(kCUDA);
 }
@@ -197,7 +198,7 @@ TEST(GradScalerCuda, FollowsTheRuleAndSkipsOnTheDevice) {
 // The device pass reads four elements a thread and the last n % 4 one a thread (one a thread where
 // the buffer is not 16-byte aligned): an inf in any part is seen, and nothing is written.
 TEST(GradScalerCuda, CheckCoversTheVectorPartTheTailAndUnalignedBuffers) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   for (int from : {0, 1}) {
     for (int bad_at : {-1, 1, 9}) {
       std::vector<float> g(11);
@@ -280,7 +281,7 @@ void check_optimizers_unscale(Device d) {
 TEST(GradScaler, OptimizersUnscaleTheGradientsOnTheCpu) { check_optimizers_unscale(kCPU); }
 
 TEST(GradScalerCuda, OptimizersUnscaleTheGradients) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   check_optimizers_unscale(kCUDA);
 }
 
@@ -557,7 +558,7 @@ void for_widths(const std::function<void(int64_t)>& f) {
 }
 
 #define REQUIRE_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)"
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)"
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "png_writer.h"
 #include "test_util.h"
 #include "cli/datasets.h"
+#include "skip.h"
 
 namespace fs = std::filesystem;
 using loupe::data::ImageFolderData;
@@ -454,7 +455,7 @@ TEST_F(ImageFolder, MnistFormatImagesOfTheWrongSizeAreRefusedWhenOpened) {
 }
 
 TEST_F(ImageFolder, WithoutStbTheErrorSaysHowToGetIt) {
-  if (loupe::data::image_folders_supported()) GTEST_SKIP() << "this build has stb_image";
+  if (loupe::data::image_folders_supported()) LOUPE_SKIP_NOT_HERE << "this build has stb_image";
   write_file(root / "c" / "a.png", grey_png(2, 2, 1));
   expect_error([&] { load_image_folder(root.string(), 1, 2, 2); }, "without stb_image", "libstb-dev");
 }

@@ -20,6 +20,7 @@
 #include "instrument/chrome_trace.h"
 #include "instrument/intervals.h"
 #include "instrument/monitor.h"
+#include "skip.h"
 
 namespace loupe::instrument {
 namespace {
@@ -30,7 +31,7 @@ constexpr uint64_t kAll = ~uint64_t(0);
 // threads took 0.3-0.6 ms at the epoch's edge): the wait of threads that queued for a core during
 // the epoch is still counted. Twice as many spinning threads as cores must wait.
 TEST(EpochMonitorGpu, CountsTheThreadsWaitReadOffTheMainThread) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   MonitorOptions o;
   o.nvml = false;
   EpochMonitor m(kCUDA, o);
@@ -90,7 +91,7 @@ TEST(UnionLength, LargeTimestamps) {
 // and the reason); a CUDA build's CUPTI fails in the factory's probe (nullptr and a reason) or in
 // start() (a loupe::Error). BusyTrackerGpu.* covers a machine with a GPU.
 TEST(BusyTracker, WithoutAGpuSaysWhy) {
-  if (cuda_available()) GTEST_SKIP() << "a GPU is here: BusyTrackerGpu.MeasuresTheKernelsItRan covers it";
+  if (cuda_available()) LOUPE_SKIP_NOT_HERE << "a GPU is here: BusyTrackerGpu.MeasuresTheKernelsItRan covers it";
   std::string why;
   std::unique_ptr<BusyTracker> t = make_busy_tracker(&why);
   if (!t) {
@@ -111,7 +112,7 @@ TEST(BusyTracker, WithoutAGpuSaysWhy) {
 // longer than the window, the records name a kernel, and one tracker lives at a time (CUPTI's
 // buffers are process-wide). A tracker that measured nothing used to pass here.
 TEST(BusyTrackerGpu, MeasuresTheKernelsItRan) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   std::string why;
   std::unique_ptr<BusyTracker> t = make_busy_tracker(&why);
   ASSERT_TRUE(t) << why;

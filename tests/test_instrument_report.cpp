@@ -18,6 +18,7 @@
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "instrument/run_stamp.h"
+#include "skip.h"
 
 using namespace loupe::instrument;
 using loupe::Precision;
@@ -511,7 +512,7 @@ TEST(ProgressBarTest, RedrawsStayInsideTheWidth) {
 
 // Where neither stdout nor stderr is a terminal, $COLUMNS, else 80.
 TEST(ProgressBarTest, TerminalColumnsFallBackToColumnsThen80) {
-  if (isatty(fileno(stderr))) GTEST_SKIP() << "stderr is a terminal: its width wins";
+  if (isatty(fileno(stderr))) LOUPE_SKIP_NOT_HERE << "stderr is a terminal: its width wins";
   std::FILE* f = std::tmpfile();
   const char* saved = std::getenv("COLUMNS");
   const std::string keep = saved ? saved : "";

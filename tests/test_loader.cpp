@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "skip.h"
 
 using namespace loupe;
 using namespace loupe::loader;
@@ -358,7 +359,7 @@ TEST(LoaderShard, BadShardIsAClearError) {
 }
 
 TEST(LoaderGpu, PinnedAndPageableGiveIdenticalBatches) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: pinned vs pageable not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: pinned vs pageable not run";
   auto run = [](bool pinned) {
     LoaderOptions o;
     o.batch = 64;

@@ -20,6 +20,7 @@
 #include "loupe.h"
 #include "op_cases.h"
 #include "test_util.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -320,7 +321,7 @@ TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
 // tied to the ops that captured them. Every replay counted, the kernels in rows named by ops (only
 // the graph's own bookkeeping unattributed), and the same ops as the eager profile of the step.
 TEST(ProfileGpu, TheGraphedStepNodeByNode) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only build)";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   const auto json = test::temp_path("gprofile.json"), csv = test::temp_path("gprofile.csv"),
              png = test::temp_path("gprofile.png");
   const std::string common = std::string(LOUPE_CLI) + " profile mnist_mlp --synthetic --resident --precision fp16 " +

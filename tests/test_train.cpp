@@ -34,6 +34,7 @@
 #include "train/divergence.h"
 #include "train/trainer.h"
 #include "test_util.h"
+#include "skip.h"
 
 using namespace loupe;
 
@@ -180,7 +181,7 @@ TEST(TrainCpu, MnistMlpOneEpochOnFashionMnist) {
 }
 
 TEST(TrainGpu, MnistMlpOneEpochOnFashionMnist) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   REQUIRE_MNIST_ON_GPU();
   EXPECT_GE(one_epoch_accuracy(kCUDA, ""), 0.80);
 }
@@ -228,7 +229,7 @@ double cifar_learnable_accuracy(Device d) {
 TEST(SlowCpu, Cifar10CnnLearnsSyntheticClasses) { EXPECT_GE(cifar_learnable_accuracy(kCPU), 0.5); }
 
 TEST(TrainGpu, Cifar10CnnLearnsSyntheticClasses) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   EXPECT_GE(cifar_learnable_accuracy(kCUDA), 0.5);
 }
 
@@ -266,7 +267,7 @@ TEST(SlowCpu, BiLstmLearnsSyntheticSentiment) {
 }
 
 TEST(TrainGpu, TextModelsLearnSyntheticSentiment) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   EXPECT_GE(sentiment_accuracy("imdb_fasttext", 2000, 400, 12, kCUDA), 0.8);
   EXPECT_GE(sentiment_accuracy("imdb_bilstm", 20000, 100, 3, kCUDA), 0.8);
 }
@@ -275,7 +276,7 @@ TEST(TrainGpu, TextModelsLearnSyntheticSentiment) {
 // (a trainer takes the precision of the scope it is made in).
 
 TEST(TrainGpu, MixedPrecisionLearnsAsFp32Does) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   REQUIRE_MNIST_ON_GPU();
   double fp32 = one_epoch_accuracy(kCUDA, "");
   for (Precision p : {Precision::FP16, Precision::BF16}) {
@@ -580,7 +581,7 @@ void divergence_stops_the_epoch(Device d) {
 TEST(TrainCpu, DivergenceStopsTheEpoch) { divergence_stops_the_epoch(kCPU); }
 
 TEST(TrainGpu, DivergenceStopsTheEpoch) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   divergence_stops_the_epoch(kCUDA);
 }
 
@@ -1009,7 +1010,7 @@ void learns_a_linear_regression(Device d) {
 TEST(TrainCpu, LearnsALinearRegressionWithMeanSquaredError) { learns_a_linear_regression(kCPU); }
 
 TEST(TrainGpu, LearnsALinearRegressionWithMeanSquaredError) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU training not run";
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device: GPU training not run";
   learns_a_linear_regression(kCUDA);
 }
 

@@ -195,10 +195,11 @@ std::vector<Knob> tool_knobs() {
                 "where fuzzing writes new inputs and findings (`docs/fuzzing.md`)"),
       text_knob("LOUPE_NVTX_LOG", "`tests/nvtx_recorder.cpp` (`test_nvtx`)", "a file", "nothing is recorded",
                 "where the NVTX recorder that `test_nvtx` injects writes the ranges"),
-      choice_knob("LOUPE_TEST_REQUIRE", "`tests/gtest_main.cpp` (every GoogleTest binary)", {"gpu", "multigpu"},
+      choice_knob("LOUPE_TEST_REQUIRE", "`tests/gtest_main.cpp` (every GoogleTest binary)", {"cpu", "gpu", "multigpu"},
                   "a skipped case is a skip",
                   "set by CTest for the `gpu` and `multigpu` labels: on a machine with the GPUs (one; two) a "
-                  "skipped case fails the test (docs/testing.md)"),
+                  "skipped case fails the test; `cpu` (CI) fails every skip but a case's not-here one "
+                  "(docs/testing.md)"),
       text_knob("LOUPE_CIFAR10_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at cs.toronto.edu",
                 "where `data/fetch.sh cifar10` gets CIFAR-10 (a mirror or a local copy)"),
       text_knob("LOUPE_IMDB_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at ai.stanford.edu",

@@ -18,6 +18,8 @@ if [ "$plot" = --plot ]; then
     if command -v "$cand" > /dev/null && "$cand" -c "import matplotlib" 2> /dev/null; then py=$cand; break; fi
   done
   if [ -z "$py" ]; then
+    # Under LOUPE_TEST_REQUIRE=cpu (CI, where tools/setup.sh installed it) a missing matplotlib fails.
+    [ "${LOUPE_TEST_REQUIRE:-}" = cpu ] && fail "no python3 with matplotlib under LOUPE_TEST_REQUIRE=cpu"
     echo "install_consumer: SKIPPED: no python3 with matplotlib (install python3-matplotlib; tools/setup.sh does)"
     exit 77
   fi
