@@ -145,7 +145,6 @@ std::vector<int64_t> input_shape(const json& root, const std::vector<Layer>& lay
   refuse(file, "the model's input shape is not in the file (an InputLayer, or input_shape on the first layer)");
 }
 
-
 // ---- checks every layer takes -----------------------------------------------------------------
 
 std::string lower(std::string s) {
@@ -365,7 +364,7 @@ class Parser {
     add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
     parameters(l, __int128(k) * k * cin * f + (bias ? f : 0), 0);
     const int64_t h = (shape_[0] + 2 * p - k) / stride + 1, w = (shape_[1] + 2 * p - k) / stride + 1;
-    if (h <= 0 || w <= 0) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    if (std::min(shape_[0], shape_[1]) + 2 * p < k) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
     shape_ = {h, w, f};
     activation(l, cfg(l).value("activation", "linear"), nullptr);
   }
@@ -377,7 +376,7 @@ class Parser {
     if (l.cls == "MaxPooling2D") add(l, [k, stride] { return std::make_shared<nn::MaxPool2d>(k, stride); });
     else add(l, [k, stride] { return std::make_shared<nn::AvgPool2d>(k, stride); });
     const int64_t h = (shape_[0] - k) / stride + 1, w = (shape_[1] - k) / stride + 1;
-    if (h <= 0 || w <= 0) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    if (std::min(shape_[0], shape_[1]) < k) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
     shape_ = {h, w, shape_[2]};
   }
 
@@ -481,7 +480,8 @@ class Parser {
 
   void bidirectional(const Layer& l) {
     const json& c = cfg(l);
-    need_value(l, "merge_mode", "concat", "loupe concatenates the two directions");
+    if (c.contains("merge_mode") && c.at("merge_mode") != "concat")  // null too: Keras's None keeps the two apart
+      fail(l, "has merge_mode " + c.at("merge_mode").dump() + "; loupe concatenates the two directions");
     if (c.contains("backward_layer") && !c.at("backward_layer").is_null())
       fail(l, "has a backward_layer of its own; loupe's runs the forward layer's twin");
     const json& inner = c.at("layer");

@@ -230,3 +230,29 @@ TEST(PoolCpu, OverlappingPaddedMaxTiesGoToTheFirst) {
     for (int j = 0; j < 3; ++j) want[size_t(std::max(0, 2 * i - 1) * 5 + std::max(0, 2 * j - 1))] += 1;
   EXPECT_EQ(x.grad().to_vector<float>(), want);
 }
+
+// A window that passes the (padded) input is refused, also by less than a stride: (6 - 7) / 2 + 1 is
+// 1 in C++ (division toward zero), which a check of the output size alone took for a 1x1 output and
+// the tiled kernel then read past the plane. A window that just fits gives one output.
+TEST(PoolCpu, AWindowPastTheInputIsRefused) {
+  auto refusal = [](int kernel, int stride, int pad, int64_t side) {
+    Pool2dParams p;
+    p.kernel_h = p.kernel_w = kernel;
+    p.stride_h = p.stride_w = stride;
+    p.pad_h = p.pad_w = pad;
+    try {
+      max_pool2d(zeros(Shape{1, 1, side, side}), p);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(7, 2, 0, 6).find("a 7x7 window does not fit a 6x6 input"), std::string::npos);
+  EXPECT_NE(refusal(7, 7, 0, 6).find("does not fit"), std::string::npos);
+  EXPECT_NE(refusal(4, 2, 1, 1).find("does not fit"), std::string::npos);  // 1 + 2 padding < 4
+  EXPECT_EQ(refusal(6, 2, 0, 6), "accepted");
+  EXPECT_EQ(refusal(3, 2, 1, 1), "accepted");
+  Pool2dParams fits;
+  fits.kernel_h = fits.kernel_w = 6;
+  EXPECT_EQ(max_pool2d(zeros(Shape{1, 1, 6, 6}), fits).shape(), (Shape{1, 1, 1, 1}));
+}

@@ -52,8 +52,9 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
               "pooling: bad kernel, stride or padding (padding must be smaller than the kernel)");
   int64_t P = (x.size(2) + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
   int64_t Q = (x.size(3) + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
-  LOUPE_CHECK(P > 0 && Q > 0, "pooling: a ", p.kernel_h, "x", p.kernel_w, " window does not fit a ", x.size(2), "x",
-              x.size(3), " input");
+  // Not P > 0: C++ divides toward zero, so a window past the input by less than a stride gave P = 1.
+  LOUPE_CHECK(x.size(2) + 2 * p.pad_h >= p.kernel_h && x.size(3) + 2 * p.pad_w >= p.kernel_w, "pooling: a ", p.kernel_h,
+              "x", p.kernel_w, " window does not fit a ", x.size(2), "x", x.size(3), " input");
   LOUPE_CHECK(drop >= 0 && drop < 1, "dropout probability must be in [0, 1), got ", drop);
   // The output keeps the input's memory format (NCHW or channels-last).
   MemoryFormat f = x.memory_format();

@@ -1,0 +1,551 @@
+// Keras model files (models/keras_json.h) as users write them: each option the reader takes or
+// refuses, in a crafted file of its own, against Keras's rules (docs/keras.md, "What is refused").
+// The reference models' own files are test_keras_json's.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "loupe.h"
+#include "models/keras_json.h"
+#include "models/registry.h"
+#include "models/session.h"
+#include "nn/layers.h"
+#include "optim/optimizer.h"
+#include "train/trainer.h"
+
+using namespace loupe;
+using json = nlohmann::json;
+
+namespace {
+// The error the file `j` is refused with ("" when it is read).
+std::string refusal(const json& j) {
+  try {
+    models::keras_model(j.dump(), "m.json");
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+Tensor uniform01(const Shape& s) {
+  Tensor t = empty(s);
+  nn::uniform_(t, 0, 1);
+  return t;
+}
+}  // namespace
+
+// The six reference files use few of the reader's options (no stride, no use_bias false, no
+// BatchNormalization, no return_sequences into another layer, no hidden softmax to refuse), so each
+// option has a file of its own here, as Keras 3's model.to_json() writes it (the keys the reader
+// looks at), built and run for one batch forward and backward. Keras's figures are computed here
+// from its published rules: output sizes ('valid': floor((in - k) / s) + 1, 'same': ceil(in / s))
+// and parameter counts; loupe's count differs where the README's table says (BatchNormalization's
+// moving statistics are buffers, cuDNN's LSTM has a second bias per gate).
+namespace {
+json layer(const std::string& cls, const std::string& name, json config = json::object()) {
+  config["name"] = name;
+  return {{"module", "keras.layers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+json input(const std::vector<int64_t>& shape) {
+  json s = json::array({nullptr});
+  for (int64_t d : shape) s.push_back(d);
+  return layer("InputLayer", "input_layer", {{"batch_shape", s}, {"dtype", "float32"}});
+}
+json dense(const std::string& name, int64_t units, const std::string& act = "linear", bool bias = true) {
+  return layer("Dense", name, {{"units", units}, {"activation", act}, {"use_bias", bias}});
+}
+json conv(const std::string& name, int64_t filters, int k, int stride, const std::string& padding, bool bias = true) {
+  return layer("Conv2D", name,
+               {{"filters", filters}, {"kernel_size", {k, k}}, {"strides", {stride, stride}}, {"padding", padding},
+                {"data_format", "channels_last"}, {"dilation_rate", {1, 1}}, {"groups", 1}, {"activation", "relu"},
+                {"use_bias", bias}});
+}
+json pool(const std::string& cls, int size, int stride) {
+  return layer(cls, "pool", {{"pool_size", {size, size}}, {"strides", {stride, stride}}, {"padding", "valid"},
+                             {"data_format", "channels_last"}});
+}
+json lstm(const std::string& name, int64_t units, bool sequences) {
+  return layer("LSTM", name, {{"units", units}, {"return_sequences", sequences}, {"activation", "tanh"},
+                              {"recurrent_activation", "sigmoid"}, {"use_bias", true}, {"go_backwards", false}});
+}
+json bidirectional(const std::string& name, int64_t units, bool sequences, const json& merge_mode = "concat") {
+  return layer("Bidirectional", name, {{"merge_mode", merge_mode}, {"layer", lstm("forward_" + name, units, sequences)}});
+}
+json flatten() { return layer("Flatten", "flatten", {{"data_format", "channels_last"}}); }
+json sequential(const std::vector<json>& layers) {
+  return {{"module", "keras"}, {"class_name", "Sequential"}, {"config", {{"name", "sequential"}, {"layers", layers}}}};
+}
+
+// Keras's rules.
+int64_t keras_size(int64_t in, int k, int stride, const std::string& padding) {
+  return padding == "same" ? (in + stride - 1) / stride : (in - k) / stride + 1;
+}
+int64_t keras_conv2d(int k, int64_t cin, int64_t filters, bool bias) { return int64_t(k) * k * cin * filters + (bias ? filters : 0); }
+int64_t keras_dense(int64_t in, int64_t units, bool bias = true) { return in * units + (bias ? units : 0); }
+int64_t keras_lstm(int64_t in, int64_t units) { return 4 * (units * (in + units) + units); }
+int64_t keras_batch_norm(int64_t channels) { return 4 * channels; }  // gamma, beta, moving mean and variance
+
+void expect_refusal(const json& j, const std::string& part) {
+  const std::string e = refusal(j);
+  EXPECT_NE(e.find(part), std::string::npos) << "want '" << part << "' in: " << (e.empty() ? "(accepted)" : e);
+}
+
+struct Ran {
+  models::ModelInfo info;
+  std::shared_ptr<nn::Module> net;
+  Tensor x, y;
+};
+
+// `model` read, built, and run for one batch of two random samples of its input's shape (in
+// [-1, 1)), forward and backward: it has the parameters it announced and each gets a gradient.
+Ran run_batch(const json& model) {
+  Ran r{models::keras_model(model.dump(), "crafted.json"), nullptr, Tensor(), Tensor()};
+  manual_seed(5);
+  r.net = r.info.build();
+  r.net->to(kCPU);
+  EXPECT_EQ(r.net->num_parameters(), r.info.expected_parameters);
+  Shape s{2};
+  for (int64_t d : r.info.input_shape) s.push_back(d);
+  r.x = uniform01(s) * 2.0 + (-1.0);
+  r.y = (*r.net)(r.x);
+  backward(sum(r.y * r.y + r.y));
+  for (const auto& [name, p] : r.net->named_parameters()) {
+    const std::vector<float> g = p.grad().defined() ? p.grad().to_vector<float>() : std::vector<float>{};
+    EXPECT_EQ(int64_t(g.size()), p.numel()) << name;
+    EXPECT_TRUE(std::any_of(g.begin(), g.end(), [](float v) { return v != 0; })) << name << " got no gradient";
+  }
+  return r;
+}
+
+// What the layer before a Dense named `fc` gives: fc's weight (square, no bias) set to the identity.
+std::vector<float> through_identity(const Ran& r) {
+  for (const auto& [name, p] : r.net->named_parameters()) {
+    if (name != "fc.weight") continue;
+    float* w = p.data<float>();
+    const int64_t n = p.size(0);
+    for (int64_t i = 0; i < n * n; ++i) w[i] = i % (n + 1) == 0 ? 1.f : 0.f;
+  }
+  NoGradGuard g;
+  return (*r.net)(r.x).to_vector<float>();
+}
+}  // namespace
+
+// Conv2D's strides, padding and use_bias: the output Keras's rules give (Flatten last shows it
+// whole) and the Dense after it built for that size, and Keras's parameter counts.
+TEST(KerasOptions, Conv2DStridesPaddingAndBiasAsKeras) {
+  struct Case {
+    int k, stride;
+    std::string padding;
+    bool bias;
+  };
+  for (const Case& c : std::vector<Case>{{3, 2, "valid", true}, {4, 2, "valid", false}, {2, 3, "valid", true},
+                                         {1, 2, "valid", false}, {3, 1, "same", true}, {5, 1, "same", false}}) {
+    SCOPED_TRACE("kernel " + std::to_string(c.k) + " stride " + std::to_string(c.stride) + " " + c.padding +
+                 (c.bias ? "" : " no bias"));
+    const int64_t side = keras_size(9, c.k, c.stride, c.padding);
+    const Ran whole = run_batch(sequential({input({9, 9, 2}), conv("conv", 4, c.k, c.stride, c.padding, c.bias), flatten()}));
+    EXPECT_EQ(whole.y.shape(), (Shape{2, side * side * 4}));
+    EXPECT_EQ(whole.info.keras_parameters, keras_conv2d(c.k, 2, 4, c.bias));
+    EXPECT_EQ(whole.info.expected_parameters, whole.info.keras_parameters);
+    EXPECT_EQ(whole.info.keras_parameters_why, "");
+    const Ran head = run_batch(sequential({input({9, 9, 2}), conv("conv", 4, c.k, c.stride, c.padding, c.bias), flatten(),
+                                           dense("fc", 3, "softmax", c.bias)}));
+    EXPECT_EQ(head.y.shape(), (Shape{2, 3}));
+    EXPECT_EQ(head.info.keras_parameters, keras_conv2d(c.k, 2, 4, c.bias) + keras_dense(side * side * 4, 3, c.bias));
+  }
+}
+
+TEST(KerasOptions, Conv2DOptionsLoupeLacksAreRefused) {
+  const json base = sequential({input({9, 9, 2}), conv("conv", 4, 3, 1, "valid"), flatten(), dense("fc", 3, "softmax")});
+  auto with = [&](const std::string& key, const json& value) {
+    json j = base;
+    j["config"]["layers"][1]["config"][key] = value;
+    return j;
+  };
+  // Keras pads an even kernel's 'same' unevenly (one pixel more after than before), and 'same' at
+  // a stride by what the stride leaves over: loupe's symmetric padding would be a pixel off.
+  const std::string same = "layer 'conv' (Conv2D) has padding 'same'; loupe has valid, and same at stride 1 with an odd kernel";
+  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 4, 1, "same"), flatten(), dense("fc", 3, "softmax")}), same);
+  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 2, 1, "same"), flatten(), dense("fc", 3, "softmax")}), same);
+  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 3, 2, "same"), flatten(), dense("fc", 3, "softmax")}), same);
+  expect_refusal(with("kernel_size", {3, 5}), "has kernel_size [3,5]; loupe's are square");
+  expect_refusal(with("strides", {1, 2}), "has strides [1,2]; loupe's are square");
+  expect_refusal(with("dilation_rate", {2, 2}), "has dilation_rate [2,2]; loupe's convolutions are not dilated");
+  expect_refusal(with("groups", 2), "has groups 2; loupe's convolutions are not grouped");
+  expect_refusal(with("data_format", "channels_first"), "has data_format \"channels_first\"; loupe reads Keras's default");
+  expect_refusal(with("kernel_initializer", "he_normal"), "has kernel_initializer 'henormal'; loupe initialises as Keras's default (glorotuniform)");
+  expect_refusal(with("bias_initializer", "ones"), "has bias_initializer 'ones'; loupe initialises as Keras's default (zeros)");
+  expect_refusal(with("filters", 0), "has filters 0; loupe takes a positive whole number up to 16777216");
+  expect_refusal(with("kernel_size", {11, 11}), "leaves no pixels of its 9x9 input");
+  // Past the input by less than the stride: Keras's floor((9 - 10) / 2) + 1 is 0 (C++'s division
+  // toward zero made it 1).
+  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 10, 2, "valid"), flatten(), dense("fc", 3, "softmax")}),
+                 "leaves no pixels of its 9x9 input");
+  expect_refusal(with("trainable", false), "layer 'conv' (Conv2D) is frozen (trainable: false); loupe trains every layer");
+  expect_refusal(with("bias_constraint", {{"class_name", "NonNeg"}}), "has a constraint (bias_constraint)");
+  expect_refusal(with("dtype", "float16"), "has dtype 'float16'; loupe's layers are float32");
+  expect_refusal(sequential({input({9, 2}), conv("conv", 4, 3, 1, "valid"), flatten(), dense("fc", 3, "softmax")}),
+                 "(Conv2D) needs an image [height, width, channels] per sample");
+}
+
+// Dense's use_bias, on a vector only; its activations: relu and linear anywhere, softmax or
+// sigmoid (one unit) on the last layer only, where the loss applies it. A hidden softmax cannot be
+// dropped silently: the model would compute something else than Keras's.
+TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
+  const Ran plain = run_batch(sequential({input({6}), dense("fc1", 16, "relu", false), dense("fc2", 3, "softmax", false)}));
+  EXPECT_EQ(plain.y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(plain.info.keras_parameters, keras_dense(6, 16, false) + keras_dense(16, 3, false));
+  EXPECT_EQ(plain.info.output_activation, "softmax");
+  // softmax in an Activation layer of its own after the last Dense (tf.keras 2's cifar10_cnn).
+  const Ran act = run_batch(sequential({input({6}), dense("fc1", 16), layer("Activation", "relu", {{"activation", "relu"}}),
+                                        dense("fc2", 3), layer("Activation", "softmax", {{"activation", "softmax"}})}));
+  EXPECT_EQ(act.info.keras_parameters, keras_dense(6, 16) + keras_dense(16, 3));
+  EXPECT_EQ(act.info.output_activation, "softmax");
+  EXPECT_EQ(act.info.recipe.loss, train::Loss::CrossEntropy);
+  const Ran one = run_batch(sequential({input({6}), dense("fc1", 16, "relu"), dense("fc2", 1, "sigmoid")}));
+  EXPECT_EQ(one.y.shape(), (Shape{2, 1}));
+  EXPECT_EQ(one.info.recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
+
+  expect_refusal(sequential({input({6}), dense("hidden", 5, "softmax"), dense("out", 3, "softmax")}),
+                 "layer 'hidden' (Dense) has activation 'softmax'; loupe has relu and linear, and softmax or sigmoid on the last layer");
+  expect_refusal(sequential({input({6}), dense("hidden", 5, "sigmoid"), dense("out", 3, "softmax")}),
+                 "layer 'hidden' (Dense) has activation 'sigmoid'");
+  expect_refusal(sequential({input({6}), dense("fc1", 5), layer("Activation", "act", {{"activation", "softmax"}}),
+                             dense("out", 3, "softmax")}),
+                 "layer 'act' (Activation) has activation 'softmax'");
+  expect_refusal(sequential({input({6}), dense("fc1", 5, "relu"), dense("out", 3, "softmax"), layer("Dropout", "d", {{"rate", 0.5}})}),
+                 "layer 'out' (Dense) has activation 'softmax'");
+  expect_refusal(sequential({input({4, 4, 1}), dense("fc", 3, "softmax")}),
+                 "layer 'fc' (Dense) takes an input of 3 dimensions per sample; loupe's takes a vector (Flatten before it)");
+  json he = sequential({input({6}), dense("fc", 3, "softmax")});
+  he["config"]["layers"][1]["config"]["kernel_initializer"] = {{"class_name", "HeUniform"}, {"config", {{"seed", nullptr}}}};
+  expect_refusal(he, "has kernel_initializer 'heuniform'");
+}
+
+// BatchNormalization: Keras counts 4 C (gamma, beta and the moving mean and variance; 2 C
+// trained), loupe 2 C and says why; Keras's momentum is the moving statistics' decay and its
+// epsilon is inside the root, over the channels of an image or the features of a vector.
+TEST(KerasOptions, BatchNormalizationAsKeras) {
+  const json bn = layer("BatchNormalization", "bn", {{"axis", -1}, {"momentum", 0.75}, {"epsilon", 0.21}, {"center", true}, {"scale", true}});
+  const Ran image = run_batch(sequential({input({2, 2, 3}), bn, flatten()}));
+  EXPECT_EQ(image.y.shape(), (Shape{2, 12}));
+  EXPECT_EQ(image.info.keras_parameters, keras_batch_norm(3));
+  EXPECT_EQ(image.info.expected_parameters, 2 * 3);
+  EXPECT_EQ(image.info.keras_parameters_why, "Keras counts BatchNormalization's moving mean and variance");
+  const auto buffers = image.net->named_buffers();
+  ASSERT_EQ(buffers.size(), 2u);
+  // Momentum 0.75 keeps three quarters of the moving mean (0): after the one batch, a quarter of
+  // its mean, per channel (x is [2, 2, 2, 3], channels last: 8 values a channel).
+  const std::vector<float> x = image.x.to_vector<float>(), mean = buffers[0].second.to_vector<float>();
+  for (int c = 0; c < 3; ++c) {
+    double m = 0;
+    for (int i = 0; i < 8; ++i) m += x[size_t(i * 3 + c)];
+    EXPECT_NEAR(mean[size_t(c)], 0.25 * m / 8, 1e-6) << "channel " << c;
+  }
+  // Evaluation: (x - moving mean) / sqrt(moving variance + 0.21), gamma 1 and beta 0; the Flatten
+  // after it takes the channels first (docs/keras.md, "Channels").
+  image.net->eval();
+  const std::vector<float> var = buffers[1].second.to_vector<float>();
+  const std::vector<float> y = [&] {
+    NoGradGuard g;
+    return (*image.net)(image.x).to_vector<float>();
+  }();
+  for (int n = 0; n < 2; ++n)
+    for (int p = 0; p < 4; ++p)
+      for (int c = 0; c < 3; ++c)
+        EXPECT_NEAR(y[size_t(n * 12 + c * 4 + p)], (x[size_t((n * 4 + p) * 3 + c)] - mean[size_t(c)]) / std::sqrt(var[size_t(c)] + 0.21), 1e-5);
+  // Keras 2 writes the axis as a list, and may count it from the batch's: the image's channels.
+  json listed = bn;
+  listed["config"]["axis"] = {3};
+  EXPECT_EQ(run_batch(sequential({input({2, 2, 3}), listed, flatten()})).info.keras_parameters, keras_batch_norm(3));
+  // A vector's features, between Dense layers.
+  const Ran vec = run_batch(sequential({input({5}), dense("fc1", 6, "relu"), layer("BatchNormalization", "bn"), dense("fc2", 3, "softmax")}));
+  EXPECT_EQ(vec.y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(vec.info.keras_parameters, keras_dense(5, 6) + keras_batch_norm(6) + keras_dense(6, 3));
+  EXPECT_EQ(vec.info.expected_parameters, vec.info.keras_parameters - 2 * 6);
+
+  auto with = [&](const std::string& key, const json& value) {
+    json l = bn;
+    l["config"][key] = value;
+    return sequential({input({2, 2, 3}), l, flatten()});
+  };
+  expect_refusal(with("axis", 1), "normalises axis 1 of a 3-D sample; loupe's normalises the channels of an image or the features of a vector (axis -1)");
+  expect_refusal(with("center", false), "has center false; loupe's has a shift (beta)");
+  expect_refusal(with("scale", false), "has scale false; loupe's has a scale (gamma)");
+  expect_refusal(with("renorm", true), "has renorm true; loupe's has no batch renormalisation");
+  expect_refusal(with("gamma_initializer", "zeros"), "has gamma_initializer 'zeros'; loupe initialises as Keras's default (ones)");
+  expect_refusal(sequential({input({4, 3}), layer("BatchNormalization", "bn"), flatten(), dense("fc", 2, "softmax")}),
+                 "normalises axis -1 of a 2-D sample");
+}
+
+// MaxPooling2D and AveragePooling2D: Keras's windows and strides (the pool size when none is
+// given), each output value against the window's maximum or mean.
+TEST(KerasOptions, PoolingWindowsAndStridesAsKeras) {
+  struct Case {
+    std::string cls;
+    int64_t side;
+    int size, stride;  // stride 0: none given
+  };
+  for (const Case& c : std::vector<Case>{{"MaxPooling2D", 7, 3, 2}, {"AveragePooling2D", 7, 3, 2}, {"AveragePooling2D", 3, 2, 1},
+                                         {"MaxPooling2D", 5, 2, 0}, {"AveragePooling2D", 5, 2, 0}}) {
+    SCOPED_TRACE(c.cls + " " + std::to_string(c.size) + " stride " + std::to_string(c.stride) + " on " + std::to_string(c.side));
+    json p = pool(c.cls, c.size, c.stride);
+    if (c.stride == 0) p["config"].erase("strides");
+    const int stride = c.stride ? c.stride : c.size;
+    const int64_t out = keras_size(c.side, c.size, stride, "valid");
+    const Ran r = run_batch(sequential({input({c.side, c.side, 1}), p, flatten(), dense("fc", out * out, "linear", false)}));
+    EXPECT_EQ(r.info.keras_parameters, keras_dense(out * out, out * out, false));
+    const std::vector<float> x = r.x.to_vector<float>(), y = through_identity(r);
+    ASSERT_EQ(int64_t(y.size()), 2 * out * out);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t i = 0; i < out; ++i)
+        for (int64_t j = 0; j < out; ++j) {
+          double max = -1e30, total = 0;
+          for (int64_t a = 0; a < c.size; ++a)
+            for (int64_t b = 0; b < c.size; ++b) {
+              const float v = x[size_t((n * c.side + i * stride + a) * c.side + j * stride + b)];
+              max = std::max(max, double(v));
+              total += v;
+            }
+          const double want = c.cls == "MaxPooling2D" ? max : total / (c.size * c.size);
+          EXPECT_NEAR(y[size_t((n * out + i) * out + j)], want, 1e-5) << "sample " << n << " at " << i << "," << j;
+        }
+  }
+  const json pooled = sequential({input({6, 6, 1}), pool("MaxPooling2D", 2, 2), flatten(), dense("fc", 3, "softmax")});
+  json same = pooled;
+  same["config"]["layers"][1]["config"]["padding"] = "same";
+  expect_refusal(same, "layer 'pool' (MaxPooling2D) has padding \"same\"; loupe's pooling has valid padding");
+  json oblong = pooled;
+  oblong["config"]["layers"][1]["config"]["pool_size"] = {2, 3};
+  expect_refusal(oblong, "has pool_size [2,3]; loupe's are square");
+  // A window past the input by less than its stride (7 on 6: Keras's size floor(-1 / 7) + 1 = 0).
+  expect_refusal(sequential({input({6, 6, 1}), pool("AveragePooling2D", 7, 7), flatten(), dense("fc", 3, "softmax")}),
+                 "(AveragePooling2D) leaves no pixels of its 6x6 input");
+  expect_refusal(sequential({input({6, 6, 1}), pool("MaxPooling2D", 7, 2), flatten(), dense("fc", 3, "softmax")}),
+                 "(MaxPooling2D) leaves no pixels of its 6x6 input");
+}
+
+// return_sequences: every step's output, both directions' side by side in a Bidirectional, into
+// the layer after it (a pooling over time, another LSTM, a Flatten) at its full width; Keras's
+// LSTM counts 4 (u (in + u) + u) a direction, loupe's 4 u more (cuDNN's second bias).
+TEST(KerasOptions, ReturnSequencesFeedsTheNextLayerAtItsWidth) {
+  const std::string why = "Keras's LSTM has one bias per gate where cuDNN's layout has two";
+  const Ran pooled = run_batch(sequential({input({5, 4}), bidirectional("bi", 3, true),
+                                           layer("GlobalAveragePooling1D", "mean", {{"data_format", "channels_last"}}),
+                                           dense("fc", 2, "softmax")}));
+  EXPECT_EQ(pooled.y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(pooled.info.keras_parameters, 2 * keras_lstm(4, 3) + keras_dense(6, 2));
+  EXPECT_EQ(pooled.info.expected_parameters, pooled.info.keras_parameters + 2 * 4 * 3);
+  EXPECT_EQ(pooled.info.keras_parameters_why, why);
+  const Ran stacked = run_batch(sequential({input({5, 4}), lstm("l1", 3, true), lstm("l2", 2, false), dense("fc", 2, "softmax")}));
+  EXPECT_EQ(stacked.y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(stacked.info.keras_parameters, keras_lstm(4, 3) + keras_lstm(3, 2) + keras_dense(2, 2));
+  EXPECT_EQ(stacked.info.expected_parameters, stacked.info.keras_parameters + 4 * 3 + 4 * 2);
+  const Ran both = run_batch(sequential({input({5, 4}), bidirectional("b1", 3, true), bidirectional("b2", 2, false),
+                                         dense("fc", 2, "softmax")}));
+  EXPECT_EQ(both.y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(both.info.keras_parameters, 2 * keras_lstm(4, 3) + 2 * keras_lstm(6, 2) + keras_dense(4, 2));
+  EXPECT_EQ(both.info.expected_parameters, both.info.keras_parameters + 2 * 4 * 3 + 2 * 4 * 2);
+  const Ran flat = run_batch(sequential({input({5, 4}), bidirectional("bi", 3, true), flatten(), dense("fc", 2, "softmax")}));
+  EXPECT_EQ(flat.y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(flat.info.keras_parameters, 2 * keras_lstm(4, 3) + keras_dense(5 * 6, 2));
+  // Reshape makes a vector a sequence.
+  const Ran reshaped = run_batch(sequential({input({12}), layer("Reshape", "r", {{"target_shape", {3, 4}}}), lstm("l", 2, false),
+                                             dense("fc", 2, "softmax")}));
+  EXPECT_EQ(reshaped.info.keras_parameters, keras_lstm(4, 2) + keras_dense(2, 2));
+
+  expect_refusal(sequential({input({5, 4}), lstm("l", 3, true)}), "the model's output is [5, 3] a sample; a classifier's is a vector");
+  expect_refusal(sequential({input({5, 4}), bidirectional("bi", 3, true)}), "the model's output is [5, 6] a sample");
+  expect_refusal(sequential({input({5, 4}), lstm("l1", 3, false), lstm("l2", 2, false), dense("fc", 2, "softmax")}),
+                 "layer 'l2' (LSTM) takes a sequence [time, features] per sample");
+  expect_refusal(sequential({input({5, 4}), lstm("l", 3, true), dense("fc", 2, "softmax")}),
+                 "layer 'fc' (Dense) takes an input of 2 dimensions per sample");
+  expect_refusal(sequential({input({5, 4}), layer("GlobalAveragePooling1D", "mean"), layer("GlobalAveragePooling1D", "m2"),
+                             dense("fc", 2, "softmax")}),
+                 "layer 'm2' (GlobalAveragePooling1D) takes a sequence [time, features] per sample");
+}
+
+namespace {
+// Keras's LSTM over one sample x [T, F], gates i, f, g, o from the flat weights of ops/lstm.h's
+// layout (W [4H, F], R [4H, H], b_W, b_R: b_W + b_R is Keras's bias) at `at`: the state after each
+// step, indexed by the step's time; `backwards` reads x from T-1 down to 0 (go_backwards).
+std::vector<std::vector<double>> keras_lstm_states(const std::vector<float>& w, size_t at, const float* x, int64_t T,
+                                                   int64_t F, int64_t H, bool backwards) {
+  const float *W = &w[at], *R = W + 4 * H * F, *bw = R + 4 * H * H, *br = bw + 4 * H;
+  auto sigmoid = [](double z) { return 1 / (1 + std::exp(-z)); };
+  std::vector<double> h(size_t(H), 0.0), c(size_t(H), 0.0);
+  std::vector<std::vector<double>> states(static_cast<size_t>(T));
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = backwards ? T - 1 - s : s;
+    std::vector<double> z(size_t(4 * H));
+    for (int64_t r = 0; r < 4 * H; ++r) {
+      double v = bw[r] + br[r];
+      for (int64_t k = 0; k < F; ++k) v += W[r * F + k] * x[t * F + k];
+      for (int64_t k = 0; k < H; ++k) v += R[r * H + k] * h[size_t(k)];
+      z[size_t(r)] = v;
+    }
+    for (int64_t u = 0; u < H; ++u) {
+      const size_t i = size_t(u);
+      c[i] = sigmoid(z[size_t(H + u)]) * c[i] + sigmoid(z[i]) * std::tanh(z[size_t(2 * H + u)]);
+      h[i] = sigmoid(z[size_t(3 * H + u)]) * std::tanh(c[i]);
+    }
+    states[size_t(t)] = h;
+  }
+  return states;
+}
+}  // namespace
+
+// Bidirectional's merge: loupe has Keras's 'concat' (and its default) and refuses 'sum', 'mul',
+// 'ave' and None by name. Concat's numbers: [forward's state after x_T-1, backward's after x_0]
+// for the last output; with return_sequences, at each time t the forward state after x_t beside
+// the backward one after reading x_T-1 down to x_t (Keras reverses the backward sequence back).
+TEST(KerasOptions, BidirectionalConcatIsTheTwoDirectionsSideBySide) {
+  const int64_t T = 3, F = 2, H = 2;
+  for (bool sequences : {false, true}) {
+    SCOPED_TRACE(sequences ? "return_sequences" : "last output");
+    std::vector<json> layers = {input({T, F}), bidirectional("bi", H, sequences)};
+    if (sequences) layers.push_back(flatten());
+    const Ran r = run_batch(sequential(layers));
+    const int64_t width = sequences ? T * 2 * H : 2 * H;
+    ASSERT_EQ(r.y.shape(), (Shape{2, width}));
+    EXPECT_EQ(r.info.keras_parameters, 2 * keras_lstm(F, H));
+    const std::vector<float> w = r.net->named_parameters().at(0).second.to_vector<float>(), x = r.x.to_vector<float>();
+    const std::vector<float> y = r.y.to_vector<float>();
+    const size_t backward_at = size_t(4 * H * F + 4 * H * H + 8 * H);
+    for (int64_t n = 0; n < 2; ++n) {
+      const auto fwd = keras_lstm_states(w, 0, &x[size_t(n * T * F)], T, F, H, false);
+      const auto bwd = keras_lstm_states(w, backward_at, &x[size_t(n * T * F)], T, F, H, true);
+      for (int64_t t = 0; t < (sequences ? T : 1); ++t) {
+        const int64_t base = n * width + t * 2 * H;
+        const std::vector<double>& f = sequences ? fwd[size_t(t)] : fwd[size_t(T - 1)];
+        const std::vector<double>& b = sequences ? bwd[size_t(t)] : bwd[0];
+        for (int64_t u = 0; u < H; ++u) {
+          EXPECT_NEAR(y[size_t(base + u)], f[size_t(u)], 1e-5) << "sample " << n << " time " << t << " forward " << u;
+          EXPECT_NEAR(y[size_t(base + H + u)], b[size_t(u)], 1e-5) << "sample " << n << " time " << t << " backward " << u;
+        }
+      }
+    }
+  }
+  json unsaid = sequential({input({T, F}), bidirectional("bi", H, false), dense("fc", 2, "softmax")});
+  unsaid["config"]["layers"][1]["config"].erase("merge_mode");  // Keras's default: concat
+  EXPECT_EQ(run_batch(unsaid).info.keras_parameters, 2 * keras_lstm(F, H) + keras_dense(2 * H, 2));
+  for (const json& mode : {json("sum"), json("mul"), json("ave"), json(nullptr)}) {
+    expect_refusal(sequential({input({T, F}), bidirectional("bi", H, false, mode), dense("fc", 2, "softmax")}),
+                   "layer 'bi' (Bidirectional) has merge_mode " + mode.dump() + "; loupe concatenates the two directions");
+  }
+  json own = sequential({input({T, F}), bidirectional("bi", H, false), dense("fc", 2, "softmax")});
+  own["config"]["layers"][1]["config"]["backward_layer"] = lstm("backward_bi", H, false);
+  expect_refusal(own, "has a backward_layer of its own; loupe's runs the forward layer's twin");
+}
+
+// GlobalAveragePooling1D is the mean over time, read through an identity Dense.
+TEST(KerasOptions, GlobalAveragePooling1DIsTheMeanOverTime) {
+  const json mean = layer("GlobalAveragePooling1D", "mean", {{"data_format", "channels_last"}, {"keepdims", false}});
+  const Ran r = run_batch(sequential({input({4, 3}), mean, dense("fc", 3, "linear", false)}));
+  EXPECT_EQ(r.info.keras_parameters, keras_dense(3, 3, false));
+  const std::vector<float> x = r.x.to_vector<float>(), y = through_identity(r);
+  ASSERT_EQ(y.size(), 6u);
+  for (int n = 0; n < 2; ++n)
+    for (int f = 0; f < 3; ++f) {
+      double m = 0;
+      for (int t = 0; t < 4; ++t) m += x[size_t((n * 4 + t) * 3 + f)];
+      EXPECT_NEAR(y[size_t(n * 3 + f)], m / 4, 1e-6) << "sample " << n << " feature " << f;
+    }
+  json keep = mean;
+  keep["config"]["keepdims"] = true;
+  expect_refusal(sequential({input({4, 3}), keep, dense("fc", 3, "softmax")}), "has keepdims true; loupe's drops the time axis");
+  json first = mean;
+  first["config"]["data_format"] = "channels_first";
+  expect_refusal(sequential({input({4, 3}), first, dense("fc", 3, "softmax")}), "has data_format \"channels_first\"; loupe averages over time");
+}
+
+// The options of the other layers that loupe cannot honour, each refused by name.
+TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
+  auto lstm_with = [](const std::string& key, const json& value) {
+    json l = lstm("l", 3, false);
+    l["config"][key] = value;
+    return sequential({input({5, 4}), l, dense("fc", 2, "softmax")});
+  };
+  expect_refusal(lstm_with("go_backwards", true), "layer 'l' (LSTM) has go_backwards true; loupe's LSTM has false");
+  expect_refusal(lstm_with("stateful", true), "has stateful true; loupe's LSTM has false");
+  expect_refusal(lstm_with("return_state", true), "has return_state true; loupe's LSTM has false");
+  expect_refusal(lstm_with("use_bias", false), "has use_bias false; loupe's LSTM has true");
+  expect_refusal(lstm_with("unit_forget_bias", false), "has unit_forget_bias false; loupe's LSTM has true");
+  expect_refusal(lstm_with("activation", "relu"), "has activation \"relu\"; loupe's LSTM has \"tanh\"");
+  expect_refusal(lstm_with("dropout", 0.1), "has dropout 0.1; loupe's LSTM has 0.0");
+  expect_refusal(lstm_with("recurrent_initializer", "glorot_uniform"),
+                 "has recurrent_initializer 'glorotuniform'; loupe initialises as Keras's default (orthogonal)");
+  json inner = bidirectional("bi", 3, false);
+  inner["config"]["layer"]["config"]["go_backwards"] = true;
+  expect_refusal(sequential({input({5, 4}), inner, dense("fc", 2, "softmax")}), "layer 'bi' (LSTM) has go_backwards true");
+  json frozen = bidirectional("bi", 3, false);
+  frozen["config"]["layer"]["config"]["trainable"] = false;
+  expect_refusal(sequential({input({5, 4}), frozen, dense("fc", 2, "softmax")}), "is frozen (trainable: false)");
+
+  expect_refusal(sequential({input({6}), dense("fc1", 5, "relu"), layer("Dropout", "d", {{"rate", 1.0}}), dense("fc2", 3, "softmax")}),
+                 "layer 'd' (Dropout) has rate 1.000000; a rate is in [0, 1)");
+  expect_refusal(sequential({input({6}), dense("fc1", 5, "relu"), layer("Dropout", "d", {{"rate", 0.5}, {"noise_shape", {nullptr, 1}}}),
+                             dense("fc2", 3, "softmax")}),
+                 "has noise_shape [null,1]; loupe's dropout draws every value");
+  const json emb = layer("Embedding", "e", {{"input_dim", 50}, {"output_dim", 4}});
+  expect_refusal(sequential({input({5}), dense("fc1", 5), emb, flatten(), dense("fc2", 2, "softmax")}),
+                 "layer 'e' (Embedding) is not the first layer over a sequence of token ids; loupe's Embedding comes first");
+  json uniform = emb;
+  uniform["config"]["embeddings_initializer"] = "glorot_uniform";
+  expect_refusal(sequential({input({5}), uniform, flatten(), dense("fc", 2, "softmax")}),
+                 "has embeddings_initializer 'glorotuniform'; loupe initialises as Keras's default (randomuniform)");
+  expect_refusal(sequential({input({6, 6, 1}), conv("conv", 2, 3, 1, "valid"), layer("Reshape", "r", {{"target_shape", {8, 4}}}),
+                             flatten(), dense("fc", 2, "softmax")}),
+                 "layer 'r' (Reshape) reshapes a channels-first image; loupe reshapes vectors and sequences");
+  json no_input = sequential({dense("fc1", 5, "relu"), dense("fc2", 3, "softmax")});
+  expect_refusal(no_input, "the model's input shape is not in the file");
+  no_input["build_config"] = {{"input_shape", {nullptr, 6}}};  // Keras 3 without an InputLayer
+  EXPECT_EQ(models::keras_model(no_input.dump(), "m.json").keras_parameters, keras_dense(6, 5) + keras_dense(5, 3));
+  no_input.erase("build_config");
+  no_input["config"]["build_input_shape"] = {nullptr, 7};  // tf.keras 2
+  EXPECT_EQ(models::keras_model(no_input.dump(), "m.json").keras_parameters, keras_dense(7, 5) + keras_dense(5, 3));
+}
+
+// compile_config's optimizer: its parameters read, Keras's defaults for the rest, and what loupe's
+// optimizers lack refused by name.
+TEST(KerasOptions, TheOptimizersOptionsAreReadOrRefused) {
+  const json model = sequential({input({6}), dense("fc", 3, "softmax")});
+  auto compiled = [&](const std::string& name, const json& config) {
+    json j = model;
+    j["compile_config"] = {{"optimizer", {{"class_name", name}, {"config", config}}}, {"loss", "categorical_crossentropy"}};
+    return j;
+  };
+  const models::Recipe adam = models::keras_model(compiled("Adam", {{"learning_rate", 0.02}, {"beta_1", 0.8}, {"beta_2", 0.99},
+                                                                    {"epsilon", 1e-4}}).dump(), "m.json").recipe;
+  EXPECT_EQ(adam.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(adam.lr, 0.02);
+  EXPECT_DOUBLE_EQ(adam.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(adam.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(adam.eps, 1e-4);
+  const models::Recipe sgd = models::keras_model(compiled("SGD", {{"lr", 0.05}, {"momentum", 0.9}, {"decay", 1e-3}}).dump(), "m.json").recipe;
+  EXPECT_EQ(sgd.optimizer, "sgd");
+  EXPECT_DOUBLE_EQ(sgd.lr, 0.05);  // Keras 2's name for it
+  EXPECT_DOUBLE_EQ(sgd.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(sgd.decay, 1e-3);
+  const models::Recipe rms = models::keras_model(compiled("RMSprop", {{"rho", 0.8}}).dump(), "m.json").recipe;
+  EXPECT_DOUBLE_EQ(rms.rho, 0.8);
+  EXPECT_DOUBLE_EQ(rms.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(rms.eps, 1e-7);
+
+  const json schedule = {{"class_name", "ExponentialDecay"}, {"config", {{"initial_learning_rate", 0.1}}}};
+  expect_refusal(compiled("Adam", {{"learning_rate", schedule}}), "the optimizer (adam) has a learning-rate schedule");
+  expect_refusal(compiled("Adam", {{"weight_decay", 0.01}}), "the optimizer (adam) has weight_decay; loupe's optimizers have none");
+  expect_refusal(compiled("Adam", {{"amsgrad", true}}), "the optimizer (adam) has amsgrad on; loupe's does not");
+  expect_refusal(compiled("SGD", {{"nesterov", true}}), "has nesterov on");
+  expect_refusal(compiled("Adam", {{"use_ema", true}}), "has use_ema on");
+  expect_refusal(compiled("RMSprop", {{"centered", true}}), "has centered on");
+  expect_refusal(compiled("RMSprop", {{"momentum", 0.9}}), "the optimizer (rmsprop) has momentum; loupe's RMSprop has none");
+  expect_refusal(compiled("SGD", {{"clipvalue", 0.5}}), "clips gradients (clipvalue)");
+}
