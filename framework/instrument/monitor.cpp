@@ -22,6 +22,18 @@ std::optional<double> percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
 }
 
+void derive_figures(EpochReport& r, double flops, double wall, double price_per_hour) {
+  if (r.samples > 0 && flops > 0) r.flops_per_sample = flops / double(r.samples);
+  if (wall > 0 && flops > 0) r.achieved_tflops = flops / wall / 1e12;
+  if (r.achieved_tflops && r.peak_tflops) r.mfu = *r.achieved_tflops / *r.peak_tflops;
+  if (r.energy_j && *r.energy_j > 0) r.samples_per_joule = double(r.samples) / *r.energy_j;
+  if (price_per_hour >= 0) {
+    r.cost_epoch = price_per_hour * r.epoch_seconds / 3600.0;
+    if (r.samples > 0 && r.train_seconds > 0)
+      r.cost_per_million_samples = price_per_hour * (r.train_seconds / 3600.0) * 1e6 / double(r.samples);
+  }
+}
+
 EpochMonitor::EpochMonitor(Device device, const MonitorOptions& opt) : device_(device), opt_(opt) {
   // The timeline's file first (an error there starts nothing); its t = 0 is before the first sample.
   const int own_label = opt.timeline_rank >= 0 ? opt.timeline_rank : device.is_cuda() ? device.index : 0;
@@ -226,8 +238,6 @@ void EpochMonitor::fill(EpochReport& r) {
   for (double w : wait_ms_) wait_total += w;
   if (wall > 0 && !wait_ms_.empty()) r.data_wait_share = wait_total / 1e3 / wall;
 
-  if (r.samples > 0 && flops_ > 0) r.flops_per_sample = flops_ / double(r.samples);
-  if (wall > 0 && flops_ > 0) r.achieved_tflops = flops_ / wall / 1e12;
   if (device_.is_cuda()) {
     std::string name = cuda_runtime()->device_name();
     if (auto p = datasheet_peak(name, opt_.precision)) {
@@ -241,7 +251,6 @@ void EpochMonitor::fill(EpochReport& r) {
   } else {
     r.peak_source = "no peak table for CPUs";
   }
-  if (r.achieved_tflops && r.peak_tflops) r.mfu = *r.achieved_tflops / *r.peak_tflops;
 
   r.nvml_why = nvml_why_;
   if (nvml_) {
@@ -259,7 +268,6 @@ void EpochMonitor::fill(EpochReport& r) {
     r.temp_max_c = g.temp_max_c;
     r.sm_clock_mean_mhz = g.sm_clock_mean_mhz;
     r.throttle = g.throttle;
-    if (g.energy_j && *g.energy_j > 0) r.samples_per_joule = double(r.samples) / *g.energy_j;
   }
   r.busy_why = busy_why_;
   if (busy_ && busy_t1_ > busy_t0_) fill_busy(r);
@@ -274,11 +282,7 @@ void EpochMonitor::fill(EpochReport& r) {
     const double peak = ps.rss_peak_bytes >= ps.rss_bytes ? ps.rss_peak_bytes : ps.rss_bytes;  // NaN: the RSS now
     if (peak > 0) r.host_rss_bytes = peak;
   }
-  if (opt_.price_per_hour >= 0) {
-    r.cost_epoch = opt_.price_per_hour * r.epoch_seconds / 3600.0;
-    if (r.samples > 0 && r.train_seconds > 0)
-      r.cost_per_million_samples = opt_.price_per_hour * (r.train_seconds / 3600.0) * 1e6 / double(r.samples);
-  }
+  derive_figures(r, flops_, wall, opt_.price_per_hour);
 }
 
 // The GPU's time split into busy, boundaries and idle (instrument/intervals.h), and its kernels per

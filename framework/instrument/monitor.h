@@ -96,4 +96,11 @@ class EpochMonitor {
 // The p-th percentile (0..100) of v by linear interpolation; empty for an empty v.
 std::optional<double> percentile(std::vector<double> v, double p);
 
+// What fill() derives from the epoch's FLOPs over `wall`, the monitor's seconds of training, and
+// from the record's own fields (docs/profiling.md): FLOPs per sample, the FLOP rate, MFU (that rate
+// over r.peak_tflops), samples per joule of r.energy_j, and at price_per_hour >= 0 the epoch's cost
+// and the cost per million samples. A figure without its inputs stays unset: n/a, never 0. Apart
+// from fill() so that each formula is tested with figures a CPU cannot measure (a peak, an energy).
+void derive_figures(EpochReport& r, double flops, double wall, double price_per_hour);
+
 }  // namespace loupe::instrument

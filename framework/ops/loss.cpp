@@ -86,7 +86,7 @@ Tensor cross_entropy_counted(const Tensor& logits, const Tensor& labels, const T
   if (!fused || logits.dtype() == DType::f64) {
     Tensor loss = cross_entropy(logits, labels);
     NoGradGuard no_record;
-    add_(loss_sum, loss, weight);
+    add_(loss_sum, to(loss, loss_sum.dtype()), weight);  // float64 logits' loss into the float32 sum
     count_correct_into(correct, logits.detach(), labels);
     return loss;
   }
