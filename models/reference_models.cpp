@@ -1,4 +1,4 @@
-// The six reference models of the 2017 Keras benchmarks (../shared/REFERENCE_MODELS.md): each one's
+// The six reference models of the 2017 Keras benchmarks (docs/reference-models.md): each one's
 // layers come from its Keras file, models/keras/NAME.json, built into the library, so that the
 // file loupe ships and the model it trains are one definition; here are their recipes, their data
 // sets and the parameter counts the files must give (KerasJson.TheReferenceModelsAsFilesAreTheModels).

@@ -1,4 +1,4 @@
-// The reference models by name, each with its recipe (../shared/REFERENCE_MODELS.md).
+// The reference models by name, each with its recipe (docs/reference-models.md).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,7 +1,8 @@
 // One table of ops, after ggml's test-backend-ops. Each case carries its inputs, the op, its
 // tolerances per dtype, its expected FLOP count and a larger shape for timing, and every test that
 // walks the table reads them from here:
-//   test_ops_grad   float64 gradient check on the CPU                      (tol.f64_*)
+//   test_ops_grad   float64 gradient check on the CPU                      (tol.f64_*), and a
+//                   float32 pass whose output and gradients must be finite
 //   test_ops_cuda   CPU-vs-CUDA parity in float32, output and gradients     (tol.f32_*)
 //   test_ops_half   float16 and bfloat16 on CUDA against float32 on CUDA    (tol.f16, tol.bf16)
 //   test_flops      the library's FLOP count, forward and backward, on the CPU (and test_ops_cuda
@@ -9,6 +10,7 @@
 //   ops_perf        time, GB/s and GFLOP/s per op, device and dtype at the `perf` shapes
 //                   (`bytes`: ggml's op_size, every input read once and the output written once)
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -72,6 +74,9 @@ struct OpCase {
   // Bytes one forward call moves at the given input shapes, output shape and element size; null:
   // every input read once and the output written once (op_bytes below).
   std::function<double(const Shapes&, const Shape& out, double elem)> bytes;
+  // Float inputs are drawn this many times larger (make_inputs): the large-magnitude variants at
+  // the end of op_cases().
+  double scale = 1;
 
   // Builders, for the table below.
   OpCase& with_flops(std::function<Flops(const Shapes&)> fn) { flops = std::move(fn); return *this; }
@@ -104,7 +109,8 @@ inline double op_bytes(const OpCase& c, const Shape& out, double elem) {
   return b;
 }
 
-// Random inputs, never zero: floats in +-[0.1, 1.1], positives in [0.5, 1.5].
+// Random inputs, never zero: floats in +-[0.1, 1.1] (times the case's scale), positives in
+// [0.5, 1.5].
 inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed) {
   std::vector<Tensor> xs;
   uint64_t off = 0;
@@ -119,7 +125,7 @@ inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed)
       for (int64_t i = 0; i < n; ++i) {
         double u = philox_uniform(seed, off, uint64_t(i));
         double sign = philox(seed, off + uint64_t(i), 9).v[1] & 1 ? 1.0 : -1.0;
-        v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) : s.kind == Kind::Positive ? 0.5 + u : u;
+        v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) * c.scale : s.kind == Kind::Positive ? 0.5 + u : u;
       }
       Tensor t = to(from_vector(v, s.shape), dt);
       if (s.kind != Kind::Targets01) t.requires_grad_(true);
@@ -577,6 +583,23 @@ inline std::vector<OpCase> op_cases() {
     if (nm == "cross_entropy" || nm == "bce_with_logits" || nm.rfind("mean_squared_error", 0) == 0 || nm == "mlp_chain" ||
         nm.rfind("embedding_", 0) == 0)
       k.tol.f16 = k.tol.bf16 = std::nullopt;
+  }
+  // The ops with a path for large inputs, again at +-[80, 880]: the log-sum-exp's shift by the
+  // row's max (softmax, log_softmax, cross_entropy), log(1 + e^-|x|) and a sigmoid through e^-x
+  // (bce_with_logits, sigmoid), saturation (sigmoid, tanh). e^x overflows float32 past 88 and
+  // float64 past 709: an exp the stable form avoids makes an inf or a NaN in test_ops_grad's
+  // float32 pass (OpFinite) and, for the largest inputs, its float64 gradient check. Central
+  // differences take a wider step, as outputs reach 10^3. float32 holds a log-sum-exp near 10^3
+  // to 2^-24 * 1024, which each probability carries relative to itself (and log_softmax's
+  // gradient times its row's sum of output gradients): 10 times the default rtol for the parity.
+  // The 16-bit cases stay as the ops' own (float16 and bfloat16 hold 880; the losses have none).
+  for (const char* name : {"softmax", "log_softmax", "cross_entropy", "bce_with_logits", "sigmoid", "tanh"}) {
+    OpCase k = *std::find_if(c.begin(), c.end(), [&](const OpCase& o) { return o.name == name; });
+    k.name += "_large";
+    k.scale = 800;
+    k.tol.f64_eps = 1e-4;
+    k.tol.f32_rtol *= 10;
+    c.push_back(std::move(k));
   }
   return c;
 }

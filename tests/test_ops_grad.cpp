@@ -1,5 +1,9 @@
-// Every op in the table: float64 gradient check on the CPU, to the case's float64 tolerances.
+// Every op in the table: float64 gradient check on the CPU, to the case's float64 tolerances, and
+// finite in float32; the gradient checker itself, and the count of correct predictions.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include "op_cases.h"
 
@@ -15,6 +19,28 @@ TEST_P(OpGrad, MatchesCentralDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpGrad, ::testing::ValuesIn(test::op_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Every op in float32 on the CPU: its output and its inputs' gradients are finite. float32's e^x
+// overflows past 88, float64's only past 709: at the large cases' magnitudes (op_cases.h, *_large)
+// an exp that the op's stable form avoids makes an inf or a NaN here, whatever the draw.
+class OpFinite : public ::testing::TestWithParam<test::OpCase> {};
+
+TEST_P(OpFinite, Float32OutputAndGradients) {
+  const test::OpCase& c = GetParam();
+  std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 7);
+  Tensor out = c.f(xs);
+  backward(out, full(out.shape(), 1.0, out.dtype(), kCPU));
+  auto finite = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
+  };
+  EXPECT_TRUE(finite(out.to_vector<float>())) << c.name << " output";
+  for (size_t k = 0; k < xs.size(); ++k)
+    if (xs[k].requires_grad() && xs[k].grad().defined())
+      EXPECT_TRUE(finite(xs[k].grad().to_vector<float>())) << c.name << " gradient of input " << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpFinite, ::testing::ValuesIn(test::op_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // The checker itself must be able to fail: a deliberately wrong backward is caught.
@@ -40,6 +66,17 @@ TEST(Gradcheck, CatchesAWrongGradient) {
   EXPECT_FALSE(autograd::gradcheck(f, {x}).ok);
 }
 
+// A NaN compares false with every tolerance: the checker fails it rather than letting it pass, on
+// either side (an overflowing forward pass makes the central differences inf - inf).
+TEST(Gradcheck, CatchesANaN) {
+  Tensor x = from_vector(std::vector<double>{0.3, -0.7, 1.1}, Shape{3});
+  x.requires_grad_(true);
+  auto nan_forward = [](const std::vector<Tensor>& in) { return in[0] * std::nan(""); };
+  EXPECT_FALSE(autograd::gradcheck(nan_forward, {x}).ok);
+  auto inf_forward = [](const std::vector<Tensor>& in) { return in[0] * 1e308 * 10.0; };
+  EXPECT_FALSE(autograd::gradcheck(inf_forward, {x}).ok);
+}
+
 // A running count of correct predictions: the count added to what the scalar held (classes and
 // binary outputs), and a count that is no float32 scalar refused.
 TEST(CountCorrect, IntoAddsToTheRunningCount) {
@@ -53,6 +90,26 @@ TEST(CountCorrect, IntoAddsToTheRunningCount) {
   count_correct_into(acc, binary, from_vector(std::vector<float>{1.f, 0.f, 0.f}, Shape{3}));
   EXPECT_EQ(acc.item(), 9.0);
   EXPECT_THROW(count_correct_into(zeros(Shape{2}, DType::f32, kCPU), logits, labels), Error);
+}
+
+// Tied logits: a row is correct when its label is the first of its largest values, the rule of the
+// library's argmax (ops/reduce.h), for float32 and float64, through count_correct and through
+// cross_entropy_counted (the trainer's loss and count in one). CUDA's count follows the same rule
+// (loss_cuda.cu's warp_correct: the first largest index per lane, the lower index on a tie between
+// lanes).
+TEST(CountCorrect, TiesGoToTheFirstLargestClassAsArgmax) {
+  // rows: a tie for the top between classes 0 and 1 (twice), between 1 and 2 (twice), all equal
+  const std::vector<double> v{1, 1, 0, 1, 1, 0, -2, 3, 3, -2, 3, 3, 5, 5, 5};
+  const Tensor labels = from_vector(std::vector<int32_t>{0, 1, 1, 2, 0}, Shape{5});
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor logits = to(from_vector(v, Shape{5, 3}), dt);
+    EXPECT_EQ(argmax(logits).to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 1, 1, 0}));
+    EXPECT_EQ(count_correct(logits, labels).item(), 3.0);  // rows 0, 2 and 4
+    Tensor loss_sum = zeros(Shape{}, DType::f32, kCPU), correct = zeros(Shape{}, DType::f32, kCPU);
+    cross_entropy_counted(logits, labels, loss_sum, correct, 1.0, Tensor());
+    EXPECT_EQ(correct.item(), 3.0);
+  }
 }
 
 // 16-bit logits are read as they come on CUDA only (test_ops_half's HalfLoss); the CPU says so

@@ -129,3 +129,17 @@ TEST(Optim, RmspropEpsilonOutsideTheRoot) {
   opt.step();
   EXPECT_NEAR(w.to_vector<float>()[0], w0 - 0.01f * 2 / (std::sqrt(0.4f) + 0.1f), 1e-6);
 }
+
+// Adam's epsilon is added outside the square root too (Keras, PyTorch): at 0.1 and a first step
+// with gradient 0.2 (mhat = 0.2, vhat = 0.04), 0.2 / (0.2 + 0.1) against 0.2 / sqrt(0.14), 25% apart.
+TEST(Optim, AdamEpsilonOutsideTheRoot) {
+  nn::Sequential m;
+  m.add("fc", std::make_shared<nn::Linear>(1, 1, false));
+  m.to(kCPU);
+  Tensor w = m.parameters()[0];
+  const float w0 = w.to_vector<float>()[0];
+  optim::Adam opt(m.arena(), 0.01, 0.9, 0.999, 0.1);
+  backward(sum(m(from_vector(std::vector<float>{0.2f}, Shape{1, 1}))));  // gradient 0.2
+  opt.step();
+  EXPECT_NEAR(w.to_vector<float>()[0], w0 - 0.01f * 0.2f / (0.2f + 0.1f), 1e-6);
+}

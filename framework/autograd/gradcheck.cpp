@@ -52,7 +52,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       double numeric = (fp - fm) / (2 * eps);
       double err = std::abs(analytic[size_t(i)] - numeric);
       res.max_abs_err = std::max(res.max_abs_err, err);
-      if (err > atol + rtol * std::abs(numeric) && res.ok) {
+      if (!(err <= atol + rtol * std::abs(numeric)) && res.ok) {  // a NaN on either side fails too
         res.ok = false;
         std::ostringstream s;
         s << "input " << k << " element " << i << ": analytic " << analytic[size_t(i)] << " vs numeric " << numeric;
