@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "instrument/tensorboard.h"
 #include "ops/conv_cpu.h"
@@ -154,6 +155,45 @@ TEST(Cli, OptionsAreCheckedPerSubcommand) {
     EXPECT_EQ(rc, 2) << args << "\n" << out;
     EXPECT_EQ(out, "loupe: " + message + "\n") << args;
   }
+}
+
+namespace {
+
+// `loupe WORDS...` through the parser.
+loupe::cli::Options parse(std::vector<std::string> words) {
+  words.insert(words.begin(), "loupe");
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return loupe::cli::parse_options(int(argv.size()), argv.data());
+}
+
+// The parser's verdict on `loupe WORDS...`: "" when it takes them, else its message.
+std::string parse_refusal(const std::vector<std::string>& words) {
+  try {
+    parse(words);
+  } catch (const loupe::cli::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// Hosts are numbered from 0: --node-rank must be below --nnodes (the last host is nnodes - 1), a
+// usage error before any work; the accepted values reach the options.
+TEST(Cli, NodeRankIsBelowNnodes) {
+  const std::vector<std::string> train = {"train", "mnist_mlp", "--device", "cpu"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), train.begin(), train.end());
+    return more;
+  };
+  EXPECT_EQ(parse_refusal(with({"--nnodes", "2", "--node-rank", "2"})),
+            "--node-rank 2 is outside --nnodes 2: hosts are numbered from 0");
+  EXPECT_EQ(parse_refusal(with({"--node-rank", "1"})), "--node-rank 1 is outside --nnodes 1: hosts are numbered from 0");
+  EXPECT_EQ(parse_refusal(with({"--nnodes", "2", "--node-rank", "1"})), "");
+  const loupe::cli::Options o = parse(with({"--nnodes", "3", "--node-rank", "2"}));
+  EXPECT_EQ(o.nnodes, 3);
+  EXPECT_EQ(o.node_rank, 2);
 }
 
 // A build without protobuf refuses --tensorboard in one sentence that names the packages, before any

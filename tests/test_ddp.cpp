@@ -274,6 +274,47 @@ TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
   EXPECT_EQ(m.arena().params()[1].grad().to_vector<float>()[0], 0.5f * 16 * 3) << "dw = x emb sum(d)";
 }
 
+// The pause right after the first gradient (the embedding's, before the weight's round): the
+// re-cut after the first step puts that gradient in a bucket of its own, which the second step
+// sends before the weight's gradient exists; without the pause the two would share one slice.
+TEST(Reducer, APauseAfterTheFirstGradientCutsTheBucketsThere) {
+  struct Net : nn::Module {
+    Tensor emb, w;
+    Net() {
+      emb = register_parameter("emb", ones(Shape{4096}));
+      w = register_parameter("w", full(Shape{4096}, 2.0));
+    }
+    Tensor forward(const Tensor& x) override { return sum(test_ops::two_round_mul(emb * x, w)); }
+    std::string type_name() const override { return "Net"; }
+  };
+  Net m;
+  m.to(kCPU);
+  Recorder rec;
+  rec.arena = &m.arena().grads();
+  dist::ReducerOptions ro;
+  ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
+  dist::GradReducer red(m.arena(), rec, ro);
+  ASSERT_EQ(red.buckets().size(), 1u);
+  const Tensor w_grad = m.arena().params()[1].grad();
+  std::vector<double> w_at_send;
+  rec.on_send = [&] { w_at_send.push_back(sum(mul(w_grad, w_grad)).item()); };
+  for (int step = 0; step < 2; ++step) {
+    m.arena().zero_grad();
+    red.begin();
+    backward(m(full(Shape{4096}, 0.5)));
+    red.end();
+    if (step == 0) {
+      ASSERT_EQ(red.buckets().size(), 2u) << red.describe();
+      EXPECT_EQ(red.buckets()[0].params, (std::vector<int>{0}));
+      EXPECT_EQ(red.buckets()[1].params, (std::vector<int>{1}));
+      w_at_send.clear();
+    }
+  }
+  ASSERT_EQ(w_at_send.size(), 2u);
+  EXPECT_EQ(w_at_send[0], 0.0) << "the embedding's bucket waited for the weight's gradient";
+  EXPECT_GT(w_at_send[1], 0.0);
+}
+
 // An embedding adds its gradient into .grad in place (only the rows a batch selects), so its
 // AccumulateGrad gets nothing: the embedding itself must say that its gradient is in, or its bucket
 // (imdb_bilstm's 9.8 MiB) waits for end() and overlaps nothing.

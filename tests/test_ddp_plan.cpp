@@ -135,3 +135,24 @@ TEST(DdpPlan, AnOrderSeenAndItsPausesCutTheBuckets) {
   EXPECT_THROW(dist::plan_buckets(slots, {3, 2, 2, 0}, {}, 4, mib, mib), Error) << "a parameter twice";
   EXPECT_THROW(dist::plan_buckets(slots, {3, 2, 0}, {}, 4, mib, mib), Error) << "a parameter missing";
 }
+
+// A pause right after the first gradient (an LSTM whose input's gradient is the first to come, the
+// weights' after its GEMMs): that gradient goes alone at once, and a pause after the last changes
+// nothing; pauses at every position give a bucket per parameter.
+TEST(DdpPlan, APauseAfterTheFirstGradientSendsItAlone) {
+  const std::vector<dist::ParamSlot> slots = arena_slots({100, 100, 100});
+  const int64_t big = 1LL << 40;
+  std::vector<dist::Bucket> b = dist::plan_buckets(slots, {2, 1, 0}, {1}, 4, big, big);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].params, (std::vector<int>{2}));
+  EXPECT_EQ(b[0].offset, slots[2].offset);
+  EXPECT_EQ(b[0].numel, 100);
+  EXPECT_EQ(b[1].params, (std::vector<int>{1, 0}));
+  EXPECT_EQ(b[1].offset, 0);
+  EXPECT_EQ(b[1].numel, slots[1].offset + 100);
+  EXPECT_EQ(dist::plan_buckets(slots, {2, 1, 0}, {}, 4, big, big).size(), 1u);
+  EXPECT_EQ(dist::plan_buckets(slots, {2, 1, 0}, {3}, 4, big, big).size(), 1u);
+  b = dist::plan_buckets(slots, {0, 1, 2}, {1, 2}, 4, big, big);
+  ASSERT_EQ(b.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b[size_t(i)].params, (std::vector<int>{i}));
+}

@@ -1,22 +1,30 @@
 // The NVML sampler and the host-process statistics: without a driver the sampler says why and
 // every figure stays empty (never 0); summaries of injected samples are right (means, maxima,
 // energy from the counter or from the power integral, throttle names); on a GPU machine a short
-// live run yields plausible readings; /proc CPU time and RSS move when we burn CPU and touch memory.
+// live run yields plausible readings; /proc CPU time and RSS move when we burn CPU and touch memory;
+// the cores the process may use (the thread count's default) follow a cgroup's CPU quota.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "core/thread_pool.h"
 #include "instrument/host_stats.h"
 #include "instrument/monitor.h"
 #include "instrument/report.h"
 #include "instrument/nvml_sampler.h"
 #include "skip.h"
+#include "test_util.h"
 
 using namespace loupe::instrument;
 
@@ -294,3 +302,60 @@ TEST(ProcessStats, CpuWaitShare) {
   EXPECT_FALSE(cpu_wait_share(0.0, 0.0));
   EXPECT_FALSE(cpu_wait_share(-1.0, 1.0));
 }
+
+namespace {
+
+// A made-up cgroup file system: `proc` is /proc/self/cgroup's text, `files` the files under the
+// root that stands in for /sys/fs/cgroup (path relative to it, text).
+struct CgroupTree {
+  std::filesystem::path root = loupe::test::temp_path("cgroup_tree");
+  CgroupTree(const std::string& proc, const std::vector<std::pair<std::string, std::string>>& files) {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root / "sys");
+    std::ofstream(root / "cgroup") << proc;
+    for (const auto& [path, text] : files) {
+      std::filesystem::create_directories((root / "sys" / path).parent_path());
+      std::ofstream(root / "sys" / path) << text << "\n";
+    }
+  }
+  ~CgroupTree() { std::filesystem::remove_all(root); }
+  int cores(int affinity) const {
+    return loupe::cores_within_cgroups(affinity, (root / "cgroup").string(), (root / "sys").string());
+  }
+};
+
+}  // namespace
+
+// cgroup v2 (a container's --cpus, a CI runner's limit): the process's cgroup's cpu.max lowers the
+// count, rounded up; a tighter quota in a cgroup above it wins; "max" is no limit; the affinity
+// mask binds where it is the smaller.
+TEST(UsableCores, ACgroupV2QuotaLowersTheCount) {
+  const std::string proc = "0::/ci.slice/job-7\n";
+  EXPECT_EQ(CgroupTree(proc, {{"ci.slice/job-7/cpu.max", "150000 100000"}}).cores(8), 2);
+  EXPECT_EQ(CgroupTree(proc, {{"ci.slice/job-7/cpu.max", "150000 100000"}}).cores(1), 1);
+  EXPECT_EQ(CgroupTree(proc, {{"ci.slice/job-7/cpu.max", "400000 100000"}, {"ci.slice/cpu.max", "300000 200000"}})
+                .cores(8), 2) << "the parent's 1.5 cores";
+  EXPECT_EQ(CgroupTree(proc, {{"ci.slice/job-7/cpu.max", "max 100000"}, {"cpu.max", "300000 100000"}}).cores(8), 3)
+      << "a quota at the root of the tree";
+  EXPECT_EQ(CgroupTree(proc, {{"ci.slice/job-7/cpu.max", "max 100000"}, {"ci.slice/cpu.max", "max 100000"}}).cores(6), 6);
+  EXPECT_EQ(CgroupTree(proc, {}).cores(5), 5) << "no cpu.max files (the controller not enabled)";
+  EXPECT_EQ(CgroupTree("0::/\n", {{"cpu.max", "200000 100000"}}).cores(4), 2) << "the root cgroup itself";
+}
+
+// cgroup v1: the cpu controller's line (here co-mounted with cpuacct) names the cgroup under
+// cpu/; its quota is cpu.cfs_quota_us over cpu.cfs_period_us, -1 for none; another controller's
+// cgroup (cpuset's too) and a v2 line without cpu.max change nothing.
+TEST(UsableCores, ACgroupV1QuotaLowersTheCount) {
+  const std::string proc = "4:cpu,cpuacct:/docker/abc\n0::/\n";
+  EXPECT_EQ(CgroupTree(proc, {{"cpu/docker/abc/cpu.cfs_quota_us", "250000"}, {"cpu/docker/abc/cpu.cfs_period_us", "100000"}})
+                .cores(16), 3);
+  EXPECT_EQ(CgroupTree(proc, {{"cpu/docker/abc/cpu.cfs_quota_us", "-1"}, {"cpu/docker/abc/cpu.cfs_period_us", "100000"},
+                              {"cpu/docker/cpu.cfs_quota_us", "100000"}, {"cpu/docker/cpu.cfs_period_us", "100000"}})
+                .cores(16), 1) << "the parent's quota";
+  EXPECT_EQ(CgroupTree("5:cpuset:/docker/other\n12:memory:/docker/other\n" + proc,
+                       {{"cpu/docker/other/cpu.cfs_quota_us", "100000"}, {"cpu/docker/other/cpu.cfs_period_us", "100000"}})
+                .cores(16), 16) << "the cpuset and memory controllers' cgroup is not the cpu controller's";
+  EXPECT_EQ(CgroupTree("", {}).cores(3), 3);
+  EXPECT_EQ(CgroupTree("", {}).cores(0), 1) << "at least one";
+}
+

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -227,6 +228,43 @@ TEST(NpyImages, RefusesWhatTheModelCannotTakeByName) {
   EXPECT_FALSE(loupe::data::has_npy_arrays(loupe::test::temp_path("npy_no_such_dir").string()));
 }
 
+// One-hot labels [N, classes]: each row exactly one 1 and the rest 0, in any dtype. A fraction, a
+// negative value, NaN, two ones or none is refused with the row it is in (here the second: the
+// first row is good), never read as a class; good rows give their 1's column.
+TEST(NpyImages, OneHotRowsAreExactlyOneOneTheRestZero) {
+  const Bytes img(2 * 4, 1);
+  const Bytes x = npy_bytes(dict("|u1", "(2, 2, 2)"), img), y = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 1}));
+  auto load = [&](const Bytes& labels) {
+    const fs::path dir = npy_set("npy_set_one_hot", x, labels, x, y);
+    std::string error;
+    Bytes got;
+    try {
+      got = loupe::data::load_npy_images(dir.string(), {2, 2}, 3).train_labels;
+    } catch (const loupe::Error& e) {
+      error = e.what();
+    }
+    fs::remove_all(dir);
+    return std::make_pair(got, error);
+  };
+  const float nan = std::nanf("");
+  const std::vector<std::vector<float>> bad = {
+      {0, 0.5f, 1}, {0, -1, 1}, {nan, 0, 1}, {0, 1, 1}, {0, 0, 0}, {1, 1, 1}, {0, 0, 2}, {0, 1, 0.5f}};
+  for (const std::vector<float>& row : bad) {
+    std::vector<float> rows = {0, 0, 1};
+    rows.insert(rows.end(), row.begin(), row.end());
+    const auto [labels, error] = load(npy_bytes(dict("<f4", "(2, 3)"), raw(rows)));
+    EXPECT_NE(error.find("y_train.npy: row 1 is not one-hot (exactly one 1, the rest 0)"), std::string::npos)
+        << "[" << row[0] << ", " << row[1] << ", " << row[2] << "]: '" << error << "'";
+    EXPECT_TRUE(labels.empty());
+  }
+  const auto [f32, f32_error] = load(npy_bytes(dict("<f4", "(2, 3)"), raw(std::vector<float>{0, 0, 1, 0, 1, 0})));
+  EXPECT_EQ(f32, (Bytes{2, 1})) << f32_error;
+  const auto [u8, u8_error] = load(npy_bytes(dict("|u1", "(2, 3)"), Bytes{1, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(u8, (Bytes{0, 2})) << u8_error;
+  const auto [i64, i64_error] = load(npy_bytes(dict("<i8", "(2, 3)"), raw(std::vector<int64_t>{0, 1, 0, 0, -1, 1})));
+  EXPECT_NE(i64_error.find("row 1 is not one-hot"), std::string::npos) << i64_error;
+}
+
 // The user's path: `loupe train mnist_mlp --data DIR` on Keras-layout arrays ([N, 28, 28, 1] uint8,
 // one-hot test labels) trains, and the data line says what it read.
 TEST(NpyImages, TheCommandTrainsOnThem) {
@@ -316,11 +354,27 @@ TEST(NpyFeatures, AnyDtypeAtTheModelsInputShape) {
   fs::remove_all(dir);
 }
 
+namespace {
+// The last epoch line's test loss and test accuracy (in %), as printed; NaN where missing.
+std::pair<double, double> last_test_figures(const std::string& out) {
+  const size_t loss = out.rfind("  test loss "), acc = out.rfind("  test acc ");
+  if (loss == std::string::npos || acc == std::string::npos || acc < loss) return {std::nan(""), std::nan("")};
+  try {
+    return {std::stod(out.substr(loss + 12)), std::stod(out.substr(acc + 11))};
+  } catch (const std::exception&) {
+    return {std::nan(""), std::nan("")};
+  }
+}
+}  // namespace
+
 // The user's path with their own model: `loupe train model.json --data DIR` on arrays of its
 // input's shape (float32 features, three classes, a test set held out by --val-split) trains and
-// says what it read.
+// says what it read. The class is which of three ranges the first feature falls in, which the model
+// learns: the printed test loss is finite, the test accuracy well above chance (38%, the largest
+// class) and a whole number of the 60 held-out samples, and both are those of the same split given
+// as test files (the held-out part is what was evaluated).
 TEST(NpyFeatures, AModelFileTrainsOnItsOwnArrays) {
-  const int64_t n = 300;
+  const int64_t n = 300, held = 60;
   std::vector<float> x(size_t(n * 5));
   std::vector<int64_t> y(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -335,13 +389,31 @@ TEST(NpyFeatures, AModelFileTrainsOnItsOwnArrays) {
   std::ofstream(model) << R"({"class_name": "Sequential", "config": [{"class_name": "Dense", "config": {"name": "h",
     "units": 8, "activation": "relu", "batch_input_shape": [null, 5]}}, {"class_name": "Dense", "config": {"name": "out",
     "units": 3, "activation": "softmax"}}], "keras_version": "2.2.4"})";
-  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() +
-                                            " --device cpu --plain --no-nvml --epochs 2 --val-split 0.2 --data " + dir.string());
+  const std::string train = std::string(LOUPE_CLI) + " train " + model.string() +
+                            " --device cpu --plain --no-nvml --epochs 20 --lr 0.01 --data ";
+  auto [rc, out] = loupe::test::run_command(train + dir.string() + " --val-split 0.2");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("data    NumPy arrays from " + dir.string() + " (240 train, 60 held out by --val-split; x float32 "
                      "[N, 5])"), std::string::npos) << out;
-  EXPECT_NE(out.find("epoch 2/2"), std::string::npos) << out;
-  EXPECT_NE(out.find("test loss"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch 20/20"), std::string::npos) << out;
+  const auto [loss, acc] = last_test_figures(out);
+  EXPECT_TRUE(std::isfinite(loss) && loss > 0) << out;
+  EXPECT_TRUE(acc >= 60 && acc <= 100) << "not learned (chance is 38%): " << out;
+  EXPECT_NEAR(acc * held / 100, std::round(acc * held / 100), 0.01) << "not a whole number of 60 samples: " << out;
+  // The same split as files: the first 240 samples train, the last 60 are the test set.
+  const size_t cut = size_t(n - held);
+  const std::vector<float> x_train(x.begin(), x.begin() + long(cut * 5)), x_test(x.begin() + long(cut * 5), x.end());
+  const std::vector<int64_t> y_train(y.begin(), y.begin() + long(cut)), y_test(y.begin() + long(cut), y.end());
+  const fs::path files = npy_set("npy_feat_cli_files", npy_bytes(dict("<f4", "(240, 5)"), raw(x_train)),
+                                 npy_bytes(dict("<i8", "(240,)"), raw(y_train)), npy_bytes(dict("<f4", "(60, 5)"), raw(x_test)),
+                                 npy_bytes(dict("<i8", "(60,)"), raw(y_test)));
+  auto [rc_files, out_files] = loupe::test::run_command(train + files.string());
+  EXPECT_EQ(rc_files, 0) << out_files;
+  EXPECT_NE(out_files.find("(240 train, 60 test; x float32 [N, 5])"), std::string::npos) << out_files;
+  const auto [loss_files, acc_files] = last_test_figures(out_files);
+  EXPECT_EQ(loss, loss_files) << "--val-split evaluated other samples than its last 60:\n" << out << "\n" << out_files;
+  EXPECT_EQ(acc, acc_files);
+  fs::remove_all(files);
   // Without arrays the model's data set is none of the reference ones: said, with what to give.
   auto [rc2, out2] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() + " --device cpu");
   EXPECT_NE(rc2, 0);

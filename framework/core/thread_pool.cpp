@@ -261,15 +261,18 @@ namespace {
 int limit(int cores, int quota) { return quota > 0 ? std::min(cores, quota) : cores; }
 }  // namespace
 
-int usable_cores() {
-  int cores = int(std::thread::hardware_concurrency());
+int affinity_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return int(std::thread::hardware_concurrency());
+}
+
+int cores_within_cgroups(int cores, const std::string& proc_cgroup, const std::string& cgroup_root) {
   // Its cgroup and each one above it may hold a CPU quota; the smallest binds. cgroup v2: "0::/path"
   // in /proc/self/cgroup, the quota in cpu.max; v1: the "cpu" controller's line, the quota in
   // cpu.cfs_quota_us over cpu.cfs_period_us (-1: none).
-  std::ifstream groups("/proc/self/cgroup");
+  std::ifstream groups(proc_cgroup);
   std::string line;
   while (std::getline(groups, line)) {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
@@ -278,7 +281,7 @@ int usable_cores() {
     const bool v2 = line.rfind("0::", 0) == 0, v1 = controllers.find(",cpu,") != std::string::npos;
     if (!v2 && !v1) continue;
     for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
-      const std::string dir = (v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") + path;
+      const std::string dir = (v2 ? cgroup_root : cgroup_root + "/cpu") + path;
       std::ifstream max(dir + "/cpu.max"), quota(dir + "/cpu.cfs_quota_us"), period(dir + "/cpu.cfs_period_us");
       std::string text, q, per;
       if (v2 && std::getline(max, text)) cores = limit(cores, cores_from_cpu_max(text));
@@ -288,5 +291,7 @@ int usable_cores() {
   }
   return std::max(1, cores);
 }
+
+int usable_cores() { return cores_within_cgroups(affinity_cores(), "/proc/self/cgroup", "/sys/fs/cgroup"); }
 
 }  // namespace loupe

@@ -12,10 +12,17 @@ namespace loupe {
 int num_threads();
 
 // The cores this process may run on: the CPUs of its affinity mask (taskset, a container's cpuset),
-// fewer where a cgroup v2 CPU quota (cpu.max: a container's --cpus, a CI runner's limit) allows
-// fewer, rounded up; at least 1. A machine's whole core count (hardware_concurrency) oversubscribed
-// such a process: threads past its share wait for a core at every barrier.
+// fewer where a cgroup CPU quota (v2's cpu.max, v1's cpu.cfs_quota_us: a container's --cpus, a CI
+// runner's limit) of its cgroup or one above it allows fewer, rounded up; at least 1. A machine's
+// whole core count (hardware_concurrency) oversubscribed such a process: threads past its share
+// wait for a core at every barrier.
 int usable_cores();
+// The CPUs of this process's affinity mask (the machine's count where it cannot be read).
+int affinity_cores();
+// usable_cores()'s walk with its inputs given (a test seam: docs/testing.md): `cores`, lowered by
+// the quota of each cgroup that /proc/self/cgroup's copy at `proc_cgroup` names, and of each one
+// above it, read under `cgroup_root` (/sys/fs/cgroup; cgroup v1's cpu controller in its cpu/).
+int cores_within_cgroups(int cores, const std::string& proc_cgroup, const std::string& cgroup_root);
 // The quota part, from the text of a cgroup v2 cpu.max file ("max 100000", "150000 100000"):
 // quota / period rounded up, or 0 when there is no limit or the text is not that.
 int cores_from_cpu_max(const std::string& text);
