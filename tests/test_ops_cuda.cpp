@@ -155,6 +155,37 @@ TEST(CudaLoss, CountedCrossEntropyIsTheSeparateOps) {
         }
 }
 
+// Ties for the largest logit count as the first largest class on the GPU, as argmax and the CPU
+// count do, in every precision and in the fused counted loss: ties within a warp's lanes and across
+// them (57 classes: classes 3 and 40), labelled with the first and with the second of the tied.
+TEST(CudaLoss, TiesGoToTheFirstLargestClassAsOnTheCpu) {
+  REQUIRE_GPU();
+  for (int64_t C : {3, 57}) {
+    const int64_t N = 6;
+    std::vector<float> v(size_t(N * C), -1.f);
+    std::vector<int32_t> lab(static_cast<size_t>(N));
+    const int64_t a = C == 3 ? 0 : 3, b = C == 3 ? 1 : 40;
+    for (int64_t i = 0; i < N; ++i) {
+      v[size_t(i * C + a)] = v[size_t(i * C + b)] = 2.f;  // rows 4 and 5: all equal instead
+      if (i >= 4) std::fill(v.begin() + i * C, v.begin() + (i + 1) * C, 0.5f);
+      lab[size_t(i)] = int32_t(i % 2 == 0 ? a : b);  // even rows right where the first tied class wins
+    }
+    lab[5] = 0;  // all equal: class 0 is the first
+    const Tensor labels_cpu = from_vector(lab, Shape{N});
+    const double want = count_correct(from_vector(v, Shape{N, C}), labels_cpu).item();
+    EXPECT_EQ(want, C == 3 ? 4.0 : 3.0) << "rows 0, 2 and 5, and 4 where its label is class 0";
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      SCOPED_TRACE(std::to_string(C) + " classes, " + dtype_name(dt));
+      const Tensor logits = to(to(from_vector(v, Shape{N, C}), kCUDA), dt), labels = to(labels_cpu, kCUDA);
+      EXPECT_EQ(count_correct(logits, labels).item(), want);
+      Tensor sums = zeros(Shape{2}, DType::f32, kCUDA);
+      Tensor loss_sum = as_strided(sums, Shape{}, Shape{}, 0), correct = as_strided(sums, Shape{}, Shape{}, 1);
+      cross_entropy_counted(logits, labels, loss_sum, correct, double(N), full(Shape{}, 1.0, DType::f32, kCUDA));
+      EXPECT_EQ(correct.item(), want);
+    }
+  }
+}
+
 // The reductions' split paths and the float4 paths only run on big tensors.
 TEST(CudaLarge, ReductionsAndVectorPathsAgree) {
   REQUIRE_GPU();
