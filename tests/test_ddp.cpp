@@ -228,48 +228,64 @@ TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
   EXPECT_EQ(rec.sent.size(), red.buckets().size());
 }
 
-// A layer whose backward pauses (two rounds, as the LSTM's on a GPU) between an embedding-like
-// parameter and its own weight: after the first step the buckets are cut where backward finished
-// them and paused (the dense parameter, the embedding, then the weight), so the second step sends
-// the embedding's bucket while the weight's gradient is still to come.
-TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
-  struct Net : nn::Module {
-    Tensor emb, w, d;
-    Net() {
-      emb = register_parameter("emb", ones(Shape{4096}));
-      w = register_parameter("w", full(Shape{4096}, 2.0));
-      d = register_parameter("d", full(Shape{16}, 3.0));
-    }
-    Tensor forward(const Tensor& x) override { return sum(test_ops::two_round_mul(emb * x, w)) * sum(d); }
-    std::string type_name() const override { return "Net"; }
-  };
-  Net m;
+namespace {
+// A net whose backward pauses (two rounds, as the LSTM's on a GPU) after its embedding-like
+// parameter and before its weight; with_dense adds a parameter whose gradient comes first.
+struct PausingNet : nn::Module {
+  Tensor emb, w, d;
+  explicit PausingNet(bool with_dense) {
+    emb = register_parameter("emb", ones(Shape{4096}));
+    w = register_parameter("w", full(Shape{4096}, 2.0));
+    if (with_dense) d = register_parameter("d", full(Shape{16}, 3.0));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = sum(test_ops::two_round_mul(emb * x, w));
+    return d.defined() ? y * sum(d) : y;
+  }
+  std::string type_name() const override { return "Net"; }
+};
+
+// Two steps through a reducer that starts with one bucket: the buckets the first step's re-cut
+// made, and the weight gradient's squared norm at each send of the second step.
+struct TwoSteps {
+  std::vector<std::vector<int>> buckets;
+  std::vector<double> w_at_send;
+};
+TwoSteps two_steps(PausingNet& m, Recorder& rec) {
   m.to(kCPU);
-  Recorder rec;
   rec.arena = &m.arena().grads();
   dist::ReducerOptions ro;
   ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
   dist::GradReducer red(m.arena(), rec, ro);
-  ASSERT_EQ(red.buckets().size(), 1u);
+  EXPECT_EQ(red.buckets().size(), 1u);
   const Tensor w_grad = m.arena().params()[1].grad();
-  std::vector<double> w_at_send;
-  rec.on_send = [&] { w_at_send.push_back(sum(mul(w_grad, w_grad)).item()); };
+  TwoSteps out;
+  rec.on_send = [&] { out.w_at_send.push_back(sum(mul(w_grad, w_grad)).item()); };
   for (int step = 0; step < 2; ++step) {
     m.arena().zero_grad();
     red.begin();
     backward(m(full(Shape{4096}, 0.5)));
     red.end();
     if (step == 0) {
-      ASSERT_EQ(red.buckets().size(), 3u) << red.describe();
-      EXPECT_EQ(red.buckets()[0].params, (std::vector<int>{2}));
-      EXPECT_EQ(red.buckets()[1].params, (std::vector<int>{0}));
-      EXPECT_EQ(red.buckets()[2].params, (std::vector<int>{1}));
-      w_at_send.clear();
+      for (const auto& bucket : red.buckets()) out.buckets.push_back(bucket.params);
+      out.w_at_send.clear();
     }
   }
-  ASSERT_EQ(w_at_send.size(), 3u);
-  EXPECT_EQ(w_at_send[1], 0.0) << "the embedding's bucket waited for the weight's gradient";
-  EXPECT_GT(w_at_send[2], 0.0);
+  return out;
+}
+}  // namespace
+
+// After the first step the buckets are cut where backward finished them and paused (the dense
+// parameter, the embedding, then the weight), so the second step sends the embedding's bucket
+// while the weight's gradient is still to come.
+TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
+  PausingNet m(true);
+  Recorder rec;
+  const TwoSteps s = two_steps(m, rec);
+  EXPECT_EQ(s.buckets, (std::vector<std::vector<int>>{{2}, {0}, {1}}));
+  ASSERT_EQ(s.w_at_send.size(), 3u);
+  EXPECT_EQ(s.w_at_send[1], 0.0) << "the embedding's bucket waited for the weight's gradient";
+  EXPECT_GT(s.w_at_send[2], 0.0);
   EXPECT_EQ(rec.sent.size(), 1u + 3u);
   EXPECT_EQ(m.arena().params()[1].grad().to_vector<float>()[0], 0.5f * 16 * 3) << "dw = x emb sum(d)";
 }
@@ -278,41 +294,13 @@ TEST(Reducer, CutsTheBucketsAgainWhereTheFirstBackwardPaused) {
 // re-cut after the first step puts that gradient in a bucket of its own, which the second step
 // sends before the weight's gradient exists; without the pause the two would share one slice.
 TEST(Reducer, APauseAfterTheFirstGradientCutsTheBucketsThere) {
-  struct Net : nn::Module {
-    Tensor emb, w;
-    Net() {
-      emb = register_parameter("emb", ones(Shape{4096}));
-      w = register_parameter("w", full(Shape{4096}, 2.0));
-    }
-    Tensor forward(const Tensor& x) override { return sum(test_ops::two_round_mul(emb * x, w)); }
-    std::string type_name() const override { return "Net"; }
-  };
-  Net m;
-  m.to(kCPU);
+  PausingNet m(false);
   Recorder rec;
-  rec.arena = &m.arena().grads();
-  dist::ReducerOptions ro;
-  ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
-  dist::GradReducer red(m.arena(), rec, ro);
-  ASSERT_EQ(red.buckets().size(), 1u);
-  const Tensor w_grad = m.arena().params()[1].grad();
-  std::vector<double> w_at_send;
-  rec.on_send = [&] { w_at_send.push_back(sum(mul(w_grad, w_grad)).item()); };
-  for (int step = 0; step < 2; ++step) {
-    m.arena().zero_grad();
-    red.begin();
-    backward(m(full(Shape{4096}, 0.5)));
-    red.end();
-    if (step == 0) {
-      ASSERT_EQ(red.buckets().size(), 2u) << red.describe();
-      EXPECT_EQ(red.buckets()[0].params, (std::vector<int>{0}));
-      EXPECT_EQ(red.buckets()[1].params, (std::vector<int>{1}));
-      w_at_send.clear();
-    }
-  }
-  ASSERT_EQ(w_at_send.size(), 2u);
-  EXPECT_EQ(w_at_send[0], 0.0) << "the embedding's bucket waited for the weight's gradient";
-  EXPECT_GT(w_at_send[1], 0.0);
+  const TwoSteps s = two_steps(m, rec);
+  EXPECT_EQ(s.buckets, (std::vector<std::vector<int>>{{0}, {1}}));
+  ASSERT_EQ(s.w_at_send.size(), 2u);
+  EXPECT_EQ(s.w_at_send[0], 0.0) << "the embedding's bucket waited for the weight's gradient";
+  EXPECT_GT(s.w_at_send[1], 0.0);
 }
 
 // An embedding adds its gradient into .grad in place (only the rows a batch selects), so its

@@ -24,6 +24,7 @@
 #include "optim/optimizer.h"
 #include "reference_definitions.h"
 #include "train/trainer.h"
+#include "keras_test.h"
 
 using namespace loupe;
 using json = nlohmann::json;
@@ -38,30 +39,15 @@ json read_json(const std::string& model) {
   return json::parse(ss.str());
 }
 
-// The error the file `j` is refused with ("" when it is read).
-std::string refusal(const json& j) {
-  try {
-    models::keras_model(j.dump(), "m.json");
-    return "";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
 // A random input of the data set's sample shape: images in [0, 1), token ids below the vocabulary.
-Tensor uniform01(const Shape& s) {
-  Tensor t = empty(s);
-  nn::uniform_(t, 0, 1);
-  return t;
-}
 Tensor input_for(const std::string& dataset) {
   manual_seed(7);
-  if (dataset == "mnist") return uniform01(Shape{4, 28, 28});
-  if (dataset == "cifar10") return uniform01(Shape{4, 3, 32, 32});
+  if (dataset == "mnist") return test::uniform01(Shape{4, 28, 28});
+  if (dataset == "cifar10") return test::uniform01(Shape{4, 3, 32, 32});
   // Token ids (the IMDb sets) or characters (char_lstm's windows of 40).
   const int64_t len = dataset == "imdb_bigrams" ? 400 : dataset == "chars" ? 40 : 100;
   const float ids = dataset == "imdb_bigrams" ? 1200000.0f : dataset == "chars" ? 57.0f : 20000.0f;
-  std::vector<float> v = uniform01(Shape{4, len}).to_vector<float>();
+  std::vector<float> v = test::uniform01(Shape{4, len}).to_vector<float>();
   for (float& x : v) x = float(int(x * ids));
   return from_vector(v, Shape{4, len});
 }
@@ -229,7 +215,7 @@ TEST(KerasJson, TheRecipeComesFromCompileConfigElseKerasDefaults) {
 TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   const json bil = read_json("imdb_bilstm"), cnn = read_json("mnist_cnn");
   auto expect = [](const json& j, const std::string& part) {
-    const std::string e = refusal(j);
+    const std::string e = test::keras_refusal(j);
     EXPECT_NE(e.find(part), std::string::npos) << "want '" << part << "' in: " << e;
   };
   json j = bil;
@@ -299,7 +285,7 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j = cnn;
   j["config"]["layers"][1]["config"]["strides"] = {0, 0};
   expect(j, "strides [0,0]; loupe takes 1 to 4096");
-  EXPECT_NE(refusal(json::object()).find("not a Keras model file"), std::string::npos);
+  EXPECT_NE(test::keras_refusal(json::object()).find("not a Keras model file"), std::string::npos);
   EXPECT_THROW(models::keras_model("{not json", "m.json"), Error);
 }
 

@@ -19,27 +19,10 @@
 #include "nn/layers.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
+#include "keras_test.h"
 
 using namespace loupe;
 using json = nlohmann::json;
-
-namespace {
-// The error the file `j` is refused with ("" when it is read).
-std::string refusal(const json& j) {
-  try {
-    models::keras_model(j.dump(), "m.json");
-    return "";
-  } catch (const Error& e) {
-    return e.what();
-  }
-}
-
-Tensor uniform01(const Shape& s) {
-  Tensor t = empty(s);
-  nn::uniform_(t, 0, 1);
-  return t;
-}
-}  // namespace
 
 // The six reference files use few of the reader's options (no stride, no use_bias false, no
 // BatchNormalization, no return_sequences into another layer, no hidden softmax to refuse), so each
@@ -93,7 +76,7 @@ int64_t keras_lstm(int64_t in, int64_t units) { return 4 * (units * (in + units)
 int64_t keras_batch_norm(int64_t channels) { return 4 * channels; }  // gamma, beta, moving mean and variance
 
 void expect_refusal(const json& j, const std::string& part) {
-  const std::string e = refusal(j);
+  const std::string e = test::keras_refusal(j);
   EXPECT_NE(e.find(part), std::string::npos) << "want '" << part << "' in: " << (e.empty() ? "(accepted)" : e);
 }
 
@@ -113,7 +96,7 @@ Ran run_batch(const json& model) {
   EXPECT_EQ(r.net->num_parameters(), r.info.expected_parameters);
   Shape s{2};
   for (int64_t d : r.info.input_shape) s.push_back(d);
-  r.x = uniform01(s) * 2.0 + (-1.0);
+  r.x = test::uniform01(s) * 2.0 + (-1.0);
   r.y = (*r.net)(r.x);
   backward(sum(r.y * r.y + r.y));
   for (const auto& [name, p] : r.net->named_parameters()) {
