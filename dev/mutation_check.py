@@ -14,6 +14,10 @@ again, so its build stays warm.
   dev/mutation_check.py                 # the whole list
   dev/mutation_check.py --only sampler-shard-offset,advice-data-bound
   dev/mutation_check.py --list          # the list, nothing run
+  dev/mutation_check.py --in-place build-asan --doc docs/testing.md   # CI (.ci/run): its own clone
+
+--in-place BUILD mutates the checkout itself and rebuilds in BUILD, an existing build of it (CI's
+disposable clone: no third build); --doc writes the whole list's summary and table into the doc.
 
 Exit status: 0 when every mutation was killed or is a listed expected survivor; 1 when one
 survived that is not listed as expected, or is STALE, or does not compile without its entry saying
@@ -322,8 +326,7 @@ def run_test(build, item, timeout):
 
 # ---- mutations ---------------------------------------------------------------------------------------
 
-def apply_and_test(m, work, jobs, first_kill):
-    src, build = os.path.join(work, "src"), os.path.join(work, "build")
+def apply_and_test(m, src, build, jobs, first_kill):
     path = os.path.join(src, m.file)
     if not os.path.isfile(path):
         m.result, m.killer = "STALE", f"{m.file} does not exist"
@@ -396,6 +399,23 @@ def table(ms, markdown=False):
     return "\n".join("  ".join(cut(c, w).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+DOC_BEGIN, DOC_END = "<!-- mutation-check: begin -->", "<!-- mutation-check: end -->"
+
+
+def write_doc(path, summary, md_table):
+    """The run's summary and table between the doc's two marker lines (docs/testing.md): the doc
+    shows what the current list gave, written by the check, never typed in."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    b, e = text.find(DOC_BEGIN), text.find(DOC_END)
+    if b < 0 or e < b:
+        die(f"--doc {path}: no '{DOC_BEGIN}' ... '{DOC_END}' block")
+    block = (f"{DOC_BEGIN}\n`dev/mutation_check.py --doc docs/testing.md`: {summary}.\n\n{md_table}\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text[:b] + block + text[e:])
+    log(f"wrote the table into {path}")
+
+
 def interrupt(signum, frame):
     raise KeyboardInterrupt()
 
@@ -414,6 +434,13 @@ def main():
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip running the named tests once unmutated first (a failing one would kill everything)")
     ap.add_argument("--markdown", metavar="FILE", help="also write the result table as Markdown to FILE")
+    ap.add_argument("--in-place", metavar="BUILD",
+                    help="mutate the --src tree itself and rebuild in BUILD, a build of that tree that exists "
+                         "(CI's clone and its build/): no copy, no configure; each file is restored after its "
+                         "mutation as in the copy")
+    ap.add_argument("--doc", metavar="FILE",
+                    help="after a run of the whole list, write its summary and table between FILE's "
+                         "'<!-- mutation-check: begin -->' and '<!-- mutation-check: end -->' lines")
     a = ap.parse_args()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `--list | head`
 
@@ -435,18 +462,30 @@ def main():
                 + (f"; expected survivor: {m.expect}" if m.expect else ""))
         return 0
 
+    if a.doc and a.only:
+        die("--doc writes the whole list's result: leave out --only")
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)  # also where started with SIGINT ignored (a background job)
     start = time.time()
-    work = os.path.abspath(a.work)
-    os.makedirs(os.path.join(work, "src"), exist_ok=True)
-    run_lock = open(os.path.join(work, "run.lock"), "a")  # held until exit
+    if a.in_place:
+        src, build = os.path.abspath(a.src), os.path.abspath(a.in_place)
+        if not os.path.exists(os.path.join(build, "build.ninja")):
+            die(f"--in-place {build}: not a configured Ninja build (no build.ninja)")
+        work = build
+    else:
+        work = os.path.abspath(a.work)
+        src, build = os.path.join(work, "src"), os.path.join(work, "build")
+        os.makedirs(src, exist_ok=True)
+    run_lock = open(os.path.join(work, "mutation-run.lock" if a.in_place else "run.lock"), "a")  # held until exit
     try:
         fcntl.flock(run_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         die(f"another mutation check is running in {work}; wait for it or pass another --work")
-    copied, removed, total = sync(os.path.abspath(a.src), os.path.join(work, "src"))
-    log(f"copy {work}/src: {total} files, {copied} copied, {removed} removed")
+    if a.in_place:
+        log(f"in place: mutating {src}, building in {build}")
+    else:
+        copied, removed, total = sync(os.path.abspath(a.src), src)
+        log(f"copy {src}: {total} files, {copied} copied, {removed} removed")
 
     # Mutations of one file run one after the other: the restored file is compiled again once.
     order = {}
@@ -457,13 +496,12 @@ def main():
     targets = sorted({t for m in ms for t in m.build})
     log(f"building {len(targets)} targets: {' '.join(targets)}")
     t0 = time.time()
-    rc, out = configure_and_build(work, targets, a.jobs)
+    rc, out = build_targets(build, targets, a.jobs) if a.in_place else configure_and_build(work, targets, a.jobs)
     if rc != 0:
         print(out[-6000:])
-        die("the unmutated copy does not build; nothing to measure")
+        die("the unmutated tree does not build; nothing to measure")
     log(f"  built in {time.time() - t0:.0f} s")
 
-    build = os.path.join(work, "build")
     bad_items = {}
     if not a.no_baseline:
         items = []
@@ -490,7 +528,7 @@ def main():
             if broken:
                 m.result, m.killer = "ERROR", f"fails unmutated: {bad_items[broken[0]]}"
             else:
-                apply_and_test(m, work, a.jobs, a.first_kill)
+                apply_and_test(m, src, build, a.jobs, a.first_kill)
             m.seconds = time.time() - t0
             note = m.killer if m.result != "SURVIVED" else (f"expected: {m.expect}" if m.expect else "")
             built = f", {m.steps} build steps" if m.steps else ""
@@ -509,9 +547,13 @@ def main():
     log("")
     log(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; {elapsed / 60:.1f} min in all "
         f"({datetime.date.today().isoformat()}, {platform.node()}, {os.cpu_count()} CPUs)")
+    summary = (", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
+               f"; {elapsed / 60:.1f} min on {os.cpu_count()} CPUs, {datetime.date.today().isoformat()}")
     if a.markdown:
         with open(a.markdown, "w", encoding="utf-8") as f:
             f.write(table(ms, markdown=True) + "\n")
+    if a.doc and not interrupted:
+        write_doc(a.doc, summary, table(ms, markdown=True))
     bad = [m for m in ms if (m.result == "SURVIVED" and not m.expect) or m.result in ("STALE", "BROKEN", "ERROR")]
     for m in bad:
         log(f"FAIL {m.id}: {m.result}" + (f": {m.killer}" if m.killer else " (no test caught it)"))

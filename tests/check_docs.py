@@ -7,7 +7,10 @@ usage: check_docs.py LOUPE ROOT [--write]
 - the README's library example is tests/consumer/main.cpp word for word (install_consumer builds
   and runs that file against the installed library);
 - docs/cli.md's command blocks are what `loupe help` and `loupe help COMMAND` print now. --write
-  regenerates those blocks in place (between their markers) instead of failing.
+  regenerates those blocks in place (between their markers) instead of failing;
+- docs/testing.md's mutation table (written by `dev/mutation_check.py --doc`) has a row for every
+  entry of dev/mutations.txt and no other, each KILLED or an expected survivor: a list that grew
+  or changed since the table was generated fails here until the check is run again.
 """
 import pathlib
 import re
@@ -77,17 +80,35 @@ def check_readme(root):
     return errors
 
 
+def check_mutation_table(root):
+    text = (root / "docs" / "testing.md").read_text()
+    m = re.search(r"<!-- mutation-check: begin -->\n(.*?)<!-- mutation-check: end -->", text, re.S)
+    if not m:
+        return ["docs/testing.md has no '<!-- mutation-check: begin -->' ... 'end' block"]
+    rows = [r.split(" | ") for r in re.findall(r"^\| (.*) \|$", m.group(1), re.M)]
+    rows = [r for r in rows if r[0] != "id" and not r[0].startswith("---")]
+    listed = re.findall(r"^id:\s*(\S+)", (root / "dev" / "mutations.txt").read_text(), re.M)
+    shown = [r[0] for r in rows]
+    errors = [f"docs/testing.md's mutation table lacks {i} (run dev/mutation_check.py --doc docs/testing.md)"
+              for i in listed if i not in shown]
+    errors += [f"docs/testing.md's mutation table has {i}, which dev/mutations.txt no longer lists" for i in shown
+               if i not in listed]
+    errors += [f"docs/testing.md's mutation table shows {r[0]} as {r[3]}" for r in rows
+               if len(r) > 3 and r[3] not in ("KILLED", "SURVIVED (expected)")]
+    return errors
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     loupe, root = sys.argv[1], pathlib.Path(sys.argv[2])
     write = "--write" in sys.argv[3:]
-    errors = check_readme(root) + check_cli(loupe, root, write)
+    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root)
     for e in errors:
         print("FAIL:", e)
     if errors:
         sys.exit(1)
-    print("docs: README.md and docs/cli.md agree with the tree")
+    print("docs: README.md, docs/cli.md and docs/testing.md's mutation table agree with the tree")
 
 
 if __name__ == "__main__":
