@@ -291,7 +291,7 @@ Data model_arrays(const DataRequest& req, Device dev) {
                 ", y_train.npy, x_test.npy and y_test.npy (or --val-split F without the test pair)");
   const bool regression = req.classes == 0;
   data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split,
-                                                req.outputs);
+                                                req.outputs, req.token_ids ? req.vocab : 0);
   Data d;
   // A regression's targets [N, outputs] as float32; a classifier's labels [N] as uint8.
   auto y = [&](bool train) {

@@ -2,6 +2,7 @@
 #include "data/npy.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,8 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/file_check.h"
+#include "data/paths.h"
 
 namespace loupe::data {
 
@@ -197,10 +200,10 @@ NpyArray assemble(const Header& h, const std::string& file, size_t available, co
   a.shape = h.shape;
   const size_t want = data_bytes(h, a.type, file);
   if (available < want)
-    throw Error(file + ": truncated: the shape needs " + std::to_string(want) + " bytes of data, the file has " +
-                std::to_string(available));
+    throw Error(file + ": truncated: the shape needs " + with_commas(want) + " bytes of data, the file has " +
+                with_commas(available));
   if (available > want)
-    throw Error(file + ": " + std::to_string(available - want) + " bytes after the " + std::to_string(want) +
+    throw Error(file + ": " + with_commas(available - want) + " bytes after the " + with_commas(want) +
                 " bytes of data the shape declares");
   if (data) a.bytes.assign(data, data + want);
   return a;
@@ -216,11 +219,28 @@ NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& f) {
   return assemble(parse_header(text, name), name, f.size() - end, f.data() + end);
 }
 
+size_t npy_header_bytes(const std::string& name, const uint8_t* p, size_t n) {
+  const Preamble pre = preamble(p, n, name);
+  return pre.header_start + pre.header_len;
+}
+
+NpyArray npy_declared(const std::string& name, const std::vector<uint8_t>& head, uint64_t size) {
+  const Preamble pre = preamble(head.data(), head.size(), name);
+  if (head.size() < pre.header_start + pre.header_len || size < head.size()) throw Error(name + ": truncated in the header");
+  const std::string text(reinterpret_cast<const char*>(head.data()) + pre.header_start, pre.header_len);
+  return assemble(parse_header(text, name), name, size_t(size - head.size()), nullptr);
+}
+
 NpyArray read_npy(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  // The type first (data/paths.h): opening a FIFO blocks, and a device reads without end.
+  const int fd = open_data_file(path, "a .npy file");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(fdopen(fd, "rb"), &std::fclose);
+  if (!f) {
+    ::close(fd);
+    throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  }
   struct stat st {};
-  if (fstat(fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) throw Error(path + ": not a regular file");
+  if (fstat(fileno(f.get()), &st) != 0) throw Error(path + ": cannot read its size: " + std::strerror(errno));
   const size_t size = size_t(st.st_size);
   uint8_t head[12] = {};
   const size_t got = std::fread(head, 1, sizeof head, f.get());
@@ -307,6 +327,30 @@ double value_at(const NpyArray& a, int64_t i) {
   return 0;
 }
 
+// Element i as the file holds it, for a message: integers exactly, floats as %g ("2.5", "1e+300", "nan").
+std::string value_text(const NpyArray& a, int64_t i) {
+  if (a.type == NpyType::I64) {
+    int64_t v;
+    std::memcpy(&v, &a.bytes[size_t(i) * 8], 8);
+    return std::to_string(v);
+  }
+  const double v = value_at(a, i);
+  if (a.type == NpyType::U8 || a.type == NpyType::I32) return std::to_string(int64_t(v));
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", v);
+  return s;
+}
+
+// Element i as float32 (times `scale`), refused by its row where float32 cannot hold it: a finite
+// float64 past 3.4e38 would become inf after any finiteness check on the double.
+float to_float32(const NpyArray& a, int64_t i, double scale, const std::string& file, int64_t row) {
+  const float f = float(value_at(a, i) * scale);
+  if (std::isinf(f) && std::isfinite(value_at(a, i)))
+    throw Error(file + ": row " + std::to_string(row) + " holds " + value_text(a, i) + ", outside float32's range (at "
+                "most 3.4e38 either side); scale the values, or save them as float32");
+  return f;
+}
+
 // A label's whole number, or -1 for anything else (a fraction, NaN, a negative or huge value):
 // labels_of refuses -1 as it refuses any value outside its classes.
 int64_t integer_at(const NpyArray& a, int64_t i) {
@@ -328,11 +372,11 @@ std::vector<float> targets_of(const NpyArray& a, const std::string& file, int64_
   std::vector<float> out(static_cast<size_t>(n * outputs));
   for (int64_t i = 0; i < n * outputs; ++i) {
     const double v = value_at(a, i);
-    if (!std::isfinite(v) || std::fabs(v) > 3.4e38)
+    if (!std::isfinite(v))
       throw Error(file + ": target " + std::to_string(i / outputs) + (outputs > 1 ? ", output " +
-                  std::to_string(i % outputs) : std::string()) + " is " + (std::isnan(v) ? "NaN" : "not finite in float32") +
+                  std::to_string(i % outputs) : std::string()) + " is " + (std::isnan(v) ? "NaN" : "infinite") +
                   "; a regression trains on finite values");
-    out[size_t(i)] = float(v);
+    out[size_t(i)] = to_float32(a, i, 1.0, file, i / outputs);
   }
   return out;
 }
@@ -360,9 +404,10 @@ std::vector<uint8_t> labels_of(const NpyArray& a, const std::string& file, int64
     } else {
       label = integer_at(a, i);
     }
-    if (label < 0 || label >= classes)
-      throw Error(file + ": label " + std::to_string(i) + " is not a whole number from 0 to " +
-                  std::to_string(classes - 1) + " (the model has " + std::to_string(classes) + " classes)");
+    if (label < 0 || label >= classes)  // (a one-hot row's label is in range: its column)
+      throw Error(file + ": row " + std::to_string(i) + " holds label " + value_text(a, i) + "; labels must be whole "
+                  "numbers from 0 to " + std::to_string(classes - 1) + " (the model has " + std::to_string(classes) +
+                  " classes)");
     out[size_t(i)] = uint8_t(label);
   }
   return out;
@@ -389,7 +434,7 @@ bool has_npy_arrays(const std::string& dir) {
   std::string missing;
   for (const char* f : kNpyFiles) {
     struct stat st {};
-    if (stat((dir + "/" + f).c_str(), &st) == 0) ++found;
+    if (lstat((dir + "/" + f).c_str(), &st) == 0) ++found;  // a link that leads nowhere: its reader says so
     else missing += std::string(missing.empty() ? "" : ", ") + f;
   }
   if (found > 0 && found < 4 && missing != "x_test.npy, y_test.npy")
@@ -434,7 +479,7 @@ class ArraySource {
   }
   bool has(const std::string& name) const {
     struct stat st {};
-    return npz_ ? npz_has(*npz_, name) : stat(file(name).c_str(), &st) == 0;
+    return npz_ ? npz_has(*npz_, name) : lstat(file(name).c_str(), &st) == 0;  // as has_npy_arrays
   }
   NpyArray read(const std::string& name) const {
     if (!npz_) return read_npy(file(name));
@@ -480,9 +525,22 @@ NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sa
 
 namespace {
 
-// The samples of one file as float32, checked against the model's input shape.
+// A token id's refusal, by row: not a whole number from 0, or past the Embedding's input_dim
+// (`vocab`; 0: none known, then 2^24, past which float32 holds no whole number exactly).
+void check_id(const NpyArray& a, int64_t i, int64_t vocab, const std::string& file, int64_t row) {
+  const double v = value_at(a, i);
+  const std::string at = file + ": row " + std::to_string(row) + " holds ";
+  if (!(v >= 0 && v < 16777216 && v == std::floor(v)))
+    throw Error(at + value_text(a, i) + ", not a token id (a whole number from 0) the model's Embedding can look up");
+  if (vocab > 0 && v >= double(vocab))
+    throw Error(at + "id " + value_text(a, i) + ", past the Embedding's input_dim " + std::to_string(vocab) + " (ids 0 to " +
+                std::to_string(vocab - 1) + "); give the model a larger input_dim, or map the ids below it");
+}
+
+// The samples of one file as float32, checked against the model's input shape; token ids against
+// the vocabulary, every one, here where the file and row can be named.
 std::vector<float> features_of(const NpyArray& a, const std::string& file, const std::vector<int64_t>& sample,
-                               bool ids, int64_t& n) {
+                               bool ids, int64_t vocab, int64_t& n) {
   const auto& d = a.shape;
   if (d.size() != sample.size() + 1 || !std::equal(sample.begin(), sample.end(), d.begin() + 1))
     throw Error(file + ": arrays of shape " + dims_text(d) + "; the model takes [N" +
@@ -490,13 +548,13 @@ std::vector<float> features_of(const NpyArray& a, const std::string& file, const
   n = d[0];
   std::vector<float> out(static_cast<size_t>(a.numel()));
   const double scale = a.type == NpyType::U8 && !ids ? 1.0 / 255 : 1.0;
+  const int64_t per = n ? a.numel() / n : 1;
   for (int64_t i = 0; i < a.numel(); ++i) {
-    const double v = value_at(a, i);
-    if (ids && !(v >= 0 && v < 16777216 && v == double(int64_t(v))))
-      throw Error(file + ": value " + std::to_string(i) + " is not a token id (a whole number from 0) the "
-                  "model's Embedding can look up");
-    if (!std::isfinite(v)) throw Error(file + ": value " + std::to_string(i) + " is not finite (NaN or infinity)");
-    out[size_t(i)] = float(v * scale);
+    if (ids) check_id(a, i, vocab, file, i / per);
+    if (!std::isfinite(value_at(a, i)))
+      throw Error(file + ": row " + std::to_string(i / per) + " holds " + value_text(a, i) + "; the values must be "
+                  "finite");
+    out[size_t(i)] = to_float32(a, i, scale, file, i / per);
   }
   return out;
 }
@@ -504,7 +562,7 @@ std::vector<float> features_of(const NpyArray& a, const std::string& file, const
 }  // namespace
 
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
-                              double val_split, int64_t outputs) {
+                              double val_split, int64_t outputs, int64_t vocab) {
   const bool regression = classes == 0;
   if (!regression && (classes < 2 || classes > 256))
     throw Error("the model has " + std::to_string(classes) + " classes; loupe reads NumPy labels for 2 to 256");
@@ -519,10 +577,10 @@ NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>
     if (regression) targets = targets_of(src.read(name), src.file(name), n, outputs);
     else labels = labels_of(src.read(name), src.file(name), n, classes);
   };
-  r.train_x = features_of(x, src.file("x_train"), sample, ids, r.n_train);
+  r.train_x = features_of(x, src.file("x_train"), sample, ids, vocab, r.n_train);
   read_y("y_train", r.n_train, r.train_targets, r.train_labels);
   if (has_test) {
-    r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, r.n_test);
+    r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, vocab, r.n_test);
     read_y("y_test", r.n_test, r.test_targets, r.test_labels);
   } else {
     hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples");

@@ -27,22 +27,34 @@ struct NpyArray {
 // .npy file, a version other than 1.0/2.0/3.0, a header that is not the dict literal of the format
 // (keys descr, fortran_order and shape, nothing else), a dtype other than uint8, int32, int64,
 // float16, float32 and float64 little-endian, fortran_order True, a negative or overflowing
-// shape, and data bytes other than the shape's (short or trailing). Memory is bounded by the
+// shape, and data bytes other than the shape's (short or trailing), and a path that is not a
+// regular file (before it is opened: data/paths.h's open_data_file). Memory is bounded by the
 // file: the header is read first and checked against the file's size, and only then the data.
 NpyArray read_npy(const std::string& path);
 
 // The same from bytes in memory (`name` for the messages): what read_npy does after reading.
 NpyArray parse_npy(const std::string& name, const std::vector<uint8_t>& file);
 
+// For a reader that streams the data (a .npz member) and allocates it only once its header is
+// known: npy_header_bytes says how many bytes the magic, version, length and header take, from the
+// file's first `n` bytes (12 are enough; refused as parse_npy refuses them); npy_declared reads
+// those bytes (`head`) as the header of a file of `size` bytes: the array's type and shape, its
+// bytes not yet read, a size other than the shape's data and the header refused as parse_npy does.
+size_t npy_header_bytes(const std::string& name, const uint8_t* p, size_t n);
+NpyArray npy_declared(const std::string& name, const std::vector<uint8_t>& head, uint64_t size);
+
 }  // namespace loupe::data
 
 namespace loupe::data {
 
 // A .npz file (np.savez, np.savez_compressed: a zip archive of NAME.npy members): the array NAME,
-// read as read_npy reads a file; an absent member is nullopt. Memory is bounded by what the member
-// really inflates to (read in pieces, never its declared size up front), at most 8 GiB; a member
-// whose bytes are not its declared size, or an archive that is not a zip, is refused in one
-// sentence naming the file and the member. Builds without libzip refuse every .npz (saying so).
+// read as read_npy reads a file; an absent member is nullopt. A member's .npy header is inflated
+// first: a size the archive declares other than the header's, more than 50 times the member's
+// compressed size (and 64 MiB), more than 8 GiB, or compressed bytes past the archive's size are
+// refused before its data are allocated; then they are allocated once and inflated into, and a
+// member holding more or fewer bytes is refused. An archive that is not a zip, or a path that is
+// not a regular file, is refused too; each in one sentence naming the file and the member. Builds
+// without libzip refuse every .npz (saying so).
 struct NpzFile;
 std::shared_ptr<NpzFile> open_npz(const std::string& path);
 std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name);
@@ -79,7 +91,9 @@ NpyImages load_npy_images(const std::string& dir, const std::vector<int64_t>& sa
 // as load_npy_images takes them (at most 256 classes; 2 for a sigmoid output: 0 or 1). The values
 // as float32: uint8 scaled by 1/255, as the reference models scale their images, unless `ids` (the
 // model starts with an Embedding: token ids, kept whole; any integer or whole float dtype); the
-// others as they are. Memory: the arrays and their float copy.
+// others as they are, every value within float32's range (refused by file, row and value). Token
+// ids are whole numbers from 0, below `vocab` (the Embedding's input_dim) when it is given. Memory:
+// the arrays and their float copy.
 // classes 0: a regression (mean squared error) of `outputs` values per sample: y as float32 targets
 // [N] or [N, outputs] (any of the six dtypes, every value finite) in train_targets / test_targets,
 // no labels.
@@ -92,6 +106,6 @@ struct NpyFeatures {
   bool split = false;
 };
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
-                              double val_split = 0, int64_t outputs = 1);
+                              double val_split = 0, int64_t outputs = 1, int64_t vocab = 0);
 
 }  // namespace loupe::data

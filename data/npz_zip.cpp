@@ -1,5 +1,8 @@
-// .npz archives through libzip (data/npy.h): members inflated in pieces, so memory follows what a
-// member really holds, never what its header declares (a zip bomb's few bytes declare gigabytes).
+// .npz archives through libzip (data/npy.h): a member's .npy header is inflated first, its size
+// checked against the archive's and against its compressed size (a zip bomb's few bytes declare
+// gigabytes), and only then is its data allocated, once, and inflated into it.
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <algorithm>
@@ -7,12 +10,15 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "data/npy.h"
+#include "data/paths.h"
 
 namespace loupe::data {
 
 struct NpzFile {
   std::string path;
+  uint64_t size = 0;  // the archive's bytes: no member's compressed bytes can be more
   zip_t* zip = nullptr;
   ~NpzFile() {
     if (zip) zip_discard(zip);
@@ -22,6 +28,14 @@ struct NpzFile {
 namespace {
 constexpr uint64_t kMaxMember = uint64_t(8) << 30;
 
+// What a member may inflate to, checked against its compressed size before its data are inflated:
+// a size over both the floor and the ratio times the compressed size is refused, as the gzip IDX
+// reader refuses one (data/idx.cpp; docs/reliability.md, "Bounded memory on hostile files"). The
+// arrays np.savez_compressed writes compress a few times (images, labels, ids); a member of zeros
+// compresses 1,000x (deflate) to a million times (bzip2). The floor lets any small array through.
+constexpr uint64_t kInflateFloor = uint64_t(64) << 20;
+constexpr uint64_t kInflateRatio = 50;
+
 std::string zip_message(int code) {
   zip_error_t e;
   zip_error_init_with_code(&e, code);
@@ -29,45 +43,98 @@ std::string zip_message(int code) {
   zip_error_fini(&e);
   return m;
 }
+
+using ZipFile = std::unique_ptr<zip_file_t, int (*)(zip_file_t*)>;
+
+// Up to `n` bytes of the member into `to`, fewer only at its end; how many.
+size_t read_member(zip_file_t* f, uint8_t* to, size_t n, const std::string& where) {
+  size_t have = 0;
+  while (have < n) {
+    const zip_int64_t got = zip_fread(f, to + have, std::min<size_t>(n - have, size_t(1) << 30));
+    if (got < 0) throw Error(where + ": cannot be inflated: " + zip_file_strerror(f));
+    if (got == 0) break;
+    have += size_t(got);
+  }
+  return have;
+}
+
+// The member's .npy header, inflated alone: its first 12 bytes, then the rest of the header.
+std::vector<uint8_t> read_header(zip_file_t* f, uint64_t size, const std::string& where) {
+  std::vector<uint8_t> head(size_t(std::min<uint64_t>(size, 12)));
+  head.resize(read_member(f, head.data(), head.size(), where));
+  if (head.size() < 12) return head;  // npy_declared refuses it (a header is 64 bytes or more)
+  const size_t want = npy_header_bytes(where, head.data(), head.size());
+  if (want > size) throw Error(where + ": truncated in the header");
+  const size_t had = head.size();
+  head.resize(want);
+  head.resize(had + read_member(f, head.data() + had, want - had, where));
+  return head;
+}
+
+// Why the member of `size` bytes and `compressed` bytes is not inflated, or "".
+std::string implausible(uint64_t size, uint64_t compressed) {
+  if (size <= kInflateFloor || size <= kInflateRatio * compressed) return "";
+  return with_commas(size) + " bytes from " + short_size(compressed) + " compressed (" +
+         with_commas(size / std::max<uint64_t>(compressed, 1)) + " times); loupe inflates a member to at most " +
+         std::to_string(kInflateRatio) + " times its compressed size (or 64 MiB): a damaged or hostile archive "
+         "(np.savez_compressed's arrays compress far less; np.savez stores them whole)";
+}
 }  // namespace
 
 std::shared_ptr<NpzFile> open_npz(const std::string& path) {
   auto z = std::make_shared<NpzFile>();
   z->path = path;
+  const int fd = open_data_file(path, "a .npz file");  // the type first: opening a FIFO blocks
+  struct stat st {};
+  if (fstat(fd, &st) == 0) z->size = uint64_t(st.st_size);
   int err = 0;
-  z->zip = zip_open(path.c_str(), ZIP_RDONLY, &err);
-  if (!z->zip) throw Error(path + ": not a .npz file (np.savez writes a zip archive): " + zip_message(err));
+  z->zip = zip_fdopen(fd, 0, &err);  // takes fd, but only when it succeeds
+  if (!z->zip) {
+    ::close(fd);
+    throw Error(path + ": not a .npz file (np.savez writes a zip archive): " + zip_message(err));
+  }
   return z;
 }
 
+// The member's header is inflated first and checked against the size the archive declares and its
+// compressed size; then its data are allocated once, at the header's size, and inflated into it,
+// stopping there: a member holding more (or less) than it declares is refused.
 std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
   const std::string member = name + ".npy", where = z.path + ": " + member;
   const zip_int64_t idx = zip_name_locate(z.zip, member.c_str(), 0);
   if (idx < 0) return std::nullopt;
   zip_stat_t st;
   zip_stat_init(&st);
-  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
+      !(st.valid & ZIP_STAT_COMP_SIZE))
     throw Error(where + ": the archive does not say its size");
+  if (st.comp_size > z.size)  // else a stored member's size is the archive's word alone
+    throw Error(where + ": " + with_commas(st.comp_size) + " compressed bytes declared, more than the archive's " +
+                with_commas(z.size) + ": a damaged archive");
   if (st.size > kMaxMember)
-    throw Error(where + ": " + std::to_string(st.size) + " bytes, more than loupe reads from one member (8 GiB)");
-  const std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
+    throw Error(where + ": " + with_commas(st.size) + " bytes, more than loupe reads from one member (8 GiB)");
+  const ZipFile f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
   if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
-  std::vector<uint8_t> bytes;
-  std::vector<uint8_t> piece(1 << 20);
-  for (;;) {
-    const zip_int64_t got = zip_fread(f.get(), piece.data(), piece.size());
-    if (got < 0) throw Error(where + ": cannot be inflated: " + zip_file_strerror(f.get()));
-    if (got == 0) break;
-    if (bytes.size() + uint64_t(got) > st.size)  // stopped before it grows further
-      throw Error(where + ": holds more bytes than the " + std::to_string(st.size) + " the archive declares");
-    bytes.insert(bytes.end(), piece.begin(), piece.begin() + got);
-    if (bytes.size() < 6 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
-      return parse_npy(where, bytes);  // not a .npy: its refusal, without inflating the rest
+  const std::vector<uint8_t> head = read_header(f.get(), st.size, where);
+  NpyArray a = npy_declared(where, head, st.size);
+  if (const std::string why = implausible(st.size, st.comp_size); !why.empty()) throw Error(where + ": " + why);
+  const size_t want = size_t(st.size) - head.size();
+  a.bytes.reserve(want);  // pages are touched only as the data arrive
+  size_t have = 0;
+  while (have < want) {
+    const size_t step = std::min(want - have, size_t(1) << 24);
+    a.bytes.resize(have + step);
+    const size_t got = read_member(f.get(), a.bytes.data() + have, step, where);
+    have += got;
+    if (got < step) break;  // its end
   }
-  if (bytes.size() != st.size)
-    throw Error(where + ": holds " + std::to_string(bytes.size()) + " bytes where the archive declares " +
-                std::to_string(st.size));
-  return parse_npy(where, bytes);
+  uint8_t more = 0;
+  if (have < want)
+    throw Error(where + ": holds " + with_commas(head.size() + have) + " bytes where the archive declares " +
+                with_commas(st.size));
+  if (read_member(f.get(), &more, 1, where) != 0)
+    throw Error(where + ": holds more bytes than the " + with_commas(st.size) + " the archive declares");
+  return a;
 }
 
 bool npz_has(NpzFile& z, const std::string& name) { return zip_name_locate(z.zip, (name + ".npy").c_str(), 0) >= 0; }

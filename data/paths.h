@@ -29,4 +29,12 @@ std::string list_places(const std::vector<std::string>& places);
 // "WHAT was not found (looked in A, B, C).\nHOW": the error when no place is usable.
 std::string not_found(const std::string& what, const std::vector<std::string>& places, const std::string& how);
 
+// An open descriptor of the data file `path`, for the readers that open a file themselves (the
+// .npy and .npz readers) rather than read it whole (core/file_check.h's read_capped): anything but
+// a regular file is refused in one sentence before it is opened ("PATH is a FIFO (named pipe), not
+// KIND; give a regular file"), since opening a FIFO blocks and a device reads without end; a loop
+// of symbolic links is named as one. The open itself does not block (O_NONBLOCK, against a FIFO
+// put there after the check) and what was opened is checked again. The caller closes it.
+int open_data_file(const std::string& path, const std::string& kind);
+
 }  // namespace loupe::data

@@ -2,11 +2,15 @@
 // (versions 1.0, 2.0 and 3.0, every dtype loupe reads), read back exactly; and every refusal the
 // reader promises, each in its sentence. No NumPy needed: the format is simple and published.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -209,9 +213,9 @@ TEST(NpyImages, RefusesWhatTheModelCannotTakeByName) {
       {npy_bytes(dict("<f4", "(2, 2, 2)"), Bytes(32, 0)), y, "x_train.npy: images of dtype float32; loupe reads uint8"},
       {npy_bytes(dict("|u1", "(2, 4)"), img), y, "x_train.npy: images of shape [2, 4]; the model takes [N, 2, 2]"},
       {x, npy_bytes(dict("<i8", "(3,)"), raw(std::vector<int64_t>{1, 2, 3})), "y_train.npy: labels of shape [3] for 2 images"},
-      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{1, 10})), "label 1 is not a whole number from 0 to 9"},
-      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{-1, 1})), "label 0 is not a whole number from 0 to 9"},
-      {x, npy_bytes(dict("<f8", "(2,)"), raw(std::vector<double>{0.5, 1})), "label 0 is not a whole number"},
+      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{1, 10})), "row 1 holds label 10; labels must be whole numbers from 0 to 9"},
+      {x, npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{-1, 1})), "row 0 holds label -1; labels must be whole numbers from 0 to 9"},
+      {x, npy_bytes(dict("<f8", "(2,)"), raw(std::vector<double>{0.5, 1})), "row 0 holds label 0.5; labels must be whole numbers"},
       {x, npy_bytes(dict("<f4", "(2, 10)"), Bytes(80, 0)), "row 0 is not one-hot"},
   };
   for (const Case& c : cases) {
@@ -346,11 +350,11 @@ TEST(NpyFeatures, AnyDtypeAtTheModelsInputShape) {
     return std::string();
   };
   EXPECT_NE(error({2}, 3, false).find("arrays of shape [2, 2, 1]; the model takes [N, 2]"), std::string::npos);
-  EXPECT_NE(error({2, 1}, 2, false).find("label 1 is not a whole number from 0 to 1"), std::string::npos);
+  EXPECT_NE(error({2, 1}, 2, false).find("row 1 holds label 2; labels must be whole numbers from 0 to 1"), std::string::npos);
   fs::remove_all(dir);
   const Bytes frac = npy_bytes(dict("<f4", "(2, 2)"), raw(std::vector<float>{1, 2.5f, 3, 4}));
   dir = npy_set("npy_feat_ids", frac, lab, frac, lab);
-  EXPECT_NE(error({2}, 3, true).find("value 1 is not a token id"), std::string::npos);
+  EXPECT_NE(error({2}, 3, true).find("row 0 holds 2.5, not a token id"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -557,5 +561,183 @@ TEST(NpyFeatures, NpzArchivesAsFolders) {
                                             (dir / "data.npz").string());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("(3 train, 1 held out by --val-split; x float32 [N, 6])"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
+
+namespace {
+// How `f` ends in a child process that may map 1 GiB more and is ended by an alarm after 10 s
+// (a reader that opens a FIFO blocks there): "error: <message>", "bad_alloc", or a status.
+template <class F>
+std::string in_child(F f) {
+  return loupe::test::run_with_memory_limit([&] {
+    alarm(10);
+    f();
+  });
+}
+}  // namespace
+
+// A data file that is not a regular file is named for what it is before it is opened: x_train.npy
+// as a FIFO blocked in fopen(), as a loop of symbolic links it was "not x_train.npy", and a FIFO
+// named .npz got libzip's "Operation not supported".
+TEST(NpyFiles, NotRegularFilesAreRefusedBeforeOpening) {
+  const Bytes x = npy_bytes(dict("<f4", "(2, 1)"), raw(std::vector<float>{1, 2}));
+  const Bytes y = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 1}));
+  const fs::path dir = npy_set("npy_fifo", x, y, x, y);
+  auto load = [&] { loupe::data::load_npy_features(dir.string(), {1}, 2, false); };
+  fs::remove(dir / "x_train.npy");
+  ASSERT_EQ(mkfifo((dir / "x_train.npy").c_str(), 0600), 0);
+  const std::string tail = ", not a .npy file; give a regular file";
+  EXPECT_EQ(in_child(load), "error: " + (dir / "x_train.npy").string() + " is a FIFO (named pipe)" + tail);
+  EXPECT_EQ(in_child([&] { loupe::data::read_npy((dir / "x_train.npy").string()); }),
+            "error: " + (dir / "x_train.npy").string() + " is a FIFO (named pipe)" + tail);
+  fs::remove(dir / "x_train.npy");
+  fs::create_symlink(dir / "x_train.npy", dir / "x_train.npy");
+  EXPECT_EQ(in_child(load), "error: " + (dir / "x_train.npy").string() + " is a loop of symbolic links" + tail);
+  fs::remove(dir / "x_test.npy");
+  fs::create_directory(dir / "x_test.npy");
+  EXPECT_EQ(in_child([&] { loupe::data::read_npy((dir / "x_test.npy").string()); }),
+            "error: " + (dir / "x_test.npy").string() + " is a directory" + tail);
+  if (loupe::data::npz_supported()) {
+    const fs::path npz = dir / "data.npz", loop = dir / "loop.npz";
+    ASSERT_EQ(mkfifo(npz.c_str(), 0600), 0);
+    fs::create_symlink(loop, loop);
+    const std::string npz_tail = ", not a .npz file; give a regular file";
+    EXPECT_EQ(in_child([&] { loupe::data::has_npy_arrays(npz.string()); }),
+              "error: " + npz.string() + " is a FIFO (named pipe)" + npz_tail);
+    EXPECT_EQ(in_child([&] { loupe::data::has_npy_arrays(loop.string()); }),
+              "error: " + loop.string() + " is a loop of symbolic links" + npz_tail);
+  }
+  fs::remove_all(dir);
+}
+
+// A .npz member's .npy header is read before the member is inflated: a size the archive declares
+// that is not the header's is refused at once (a 1 KB archive whose member's header declares
+// 12,800 bytes and which inflates to 1 GiB), and so is a member that would inflate to more than
+// 50 times its compressed size (and 64 MiB): a 1 KB bzip2 member of 1 GiB. Both used to be inflated
+// whole first, past the 1 GiB more that the child may map. A stored member that declares 4 GB in an
+// archive of 348 bytes is refused before its room is reserved.
+TEST(NpzMembers, ABombIsRefusedBeforeItInflates) {
+  if (!loupe::data::npz_supported()) GTEST_SKIP() << "built without libzip";
+  const fs::path corpus = fs::path(LOUPE_SOURCE_DIR) / "tests/fuzz/corpus/npz";
+  const std::string declared = (corpus / "header_12800_member_1gib").string();
+  EXPECT_EQ(in_child([&] {
+              const auto z = loupe::data::open_npz(declared);
+              loupe::data::npz_array(*z, "x_train");
+            }),
+            "error: " + declared + ": x_train.npy: 1,073,729,024 bytes after the 12,800 bytes of data the shape "
+            "declares");
+  const std::string bomb = (corpus / "bomb_bzip2_1gib").string();
+  const std::string got = in_child([&] {
+    const auto z = loupe::data::open_npz(bomb);
+    loupe::data::npz_array(*z, "x_train");
+  });
+  EXPECT_EQ(got.rfind("error: " + bomb + ": x_train.npy: 1,073,741,952 bytes from ", 0), 0u) << got;
+  const std::string stored = (corpus / "stored_past_the_end").string();
+  EXPECT_EQ(in_child([&] {
+              const auto z = loupe::data::open_npz(stored);
+              loupe::data::npz_array(*z, "x_train");
+            }),
+            "error: " + stored + ": x_train.npy: 4,000,000,128 compressed bytes declared, more than the archive's 348: "
+            "a damaged archive");
+  EXPECT_NE(got.find(" times); loupe inflates a member to at most 50 times its compressed size "
+                     "(or 64 MiB): a damaged or hostile archive (np.savez_compressed's arrays compress far less; "
+                     "np.savez stores them whole)"), std::string::npos) << got;
+}
+
+// float64 (and int64) values are converted to float32 with a range check, by row: 1e300 passed the
+// finiteness check on the double and trained as inf. float32's largest value is taken, as x and as
+// a regression's target; past it, either sign, x and targets are refused with the file, row and value.
+TEST(NpyFeatures, ValuesOutsideFloat32AreRefusedByRow) {
+  const Bytes lab = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 1}));
+  auto x_of = [](double v) { return npy_bytes(dict("<f8", "(2, 2)"), raw(std::vector<double>{1, 2, 3, v})); };
+  const double max = double(std::numeric_limits<float>::max());
+  fs::path dir = npy_set("npy_range", x_of(max), lab, x_of(-max), lab);
+  const loupe::data::NpyFeatures ok = loupe::data::load_npy_features(dir.string(), {2}, 2, false);
+  EXPECT_EQ(ok.train_x[3], std::numeric_limits<float>::max());
+  EXPECT_EQ(ok.test_x[3], -std::numeric_limits<float>::max());
+  auto error = [&](int classes) {
+    try {
+      loupe::data::load_npy_features(dir.string(), {2}, classes, false, 0, 2);
+    } catch (const loupe::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const double v : {1e300, -1e39}) {
+    std::ofstream(dir / "x_test.npy", std::ios::binary | std::ios::trunc) << std::string(
+        [&] { Bytes b = x_of(v); return std::string(b.begin(), b.end()); }());
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    EXPECT_EQ(error(2), (dir / "x_test.npy").string() + ": row 1 holds " + text + ", outside float32's range "
+              "(at most 3.4e38 either side); scale the values, or save them as float32");
+  }
+  // A regression's targets: the same bound, the same words.
+  std::ofstream(dir / "x_test.npy", std::ios::binary | std::ios::trunc) << std::string(
+      [&] { Bytes b = x_of(1); return std::string(b.begin(), b.end()); }());
+  std::ofstream(dir / "y_train.npy", std::ios::binary | std::ios::trunc) << std::string(
+      [&] { Bytes b = x_of(max); return std::string(b.begin(), b.end()); }());
+  std::ofstream(dir / "y_test.npy", std::ios::binary | std::ios::trunc) << std::string(
+      [&] { Bytes b = x_of(-1e300); return std::string(b.begin(), b.end()); }());
+  EXPECT_EQ(error(0), (dir / "y_test.npy").string() + ": row 1 holds -1e+300, outside float32's range "
+            "(at most 3.4e38 either side); scale the values, or save them as float32");
+  fs::remove_all(dir);
+}
+
+// A label out of range is reported by its row and its value, which the message once confused
+// ("label 0 is not a whole number from 0 to 4" where row 0 holds 9); any dtype's value as written.
+TEST(NpyImages, ABadLabelIsNamedByRowAndValue) {
+  const Bytes x = npy_bytes(dict("|u1", "(3, 2, 2)"), Bytes(12, 1));
+  auto error = [&](const Bytes& y) {
+    const fs::path dir = npy_set("npy_label_rows", x, y, x, y);
+    std::string got;
+    try {
+      loupe::data::load_npy_images(dir.string(), {2, 2}, 5);
+    } catch (const loupe::Error& e) {
+      got = e.what();
+    }
+    fs::remove_all(dir);
+    return got;
+  };
+  const std::string rest = "; labels must be whole numbers from 0 to 4 (the model has 5 classes)";
+  EXPECT_NE(error(npy_bytes(dict("<i8", "(3,)"), raw(std::vector<int64_t>{9, 1, 2}))).find(
+                "y_train.npy: row 0 holds label 9" + rest), std::string::npos);
+  EXPECT_NE(error(npy_bytes(dict("<i8", "(3,)"), raw(std::vector<int64_t>{1, 2, -3}))).find(
+                "y_train.npy: row 2 holds label -3" + rest), std::string::npos);
+  EXPECT_NE(error(npy_bytes(dict("<i8", "(3,)"), raw(std::vector<int64_t>{1, int64_t(1) << 62, 0}))).find(
+                "y_train.npy: row 1 holds label 4611686018427387904" + rest), std::string::npos);
+  EXPECT_NE(error(npy_bytes(dict("<f4", "(3, 1)"), raw(std::vector<float>{1, 2, 2.5f}))).find(
+                "y_train.npy: row 2 holds label 2.5" + rest), std::string::npos);
+  EXPECT_NE(error(npy_bytes(dict("<f8", "(3,)"), raw(std::vector<double>{std::nan(""), 2, 2}))).find(
+                "y_train.npy: row 0 holds label nan" + rest), std::string::npos);
+}
+
+// Token ids are checked against the Embedding's input_dim when they are loaded, every id of
+// x_train and x_test, by file, row and id: they were caught in the first batch only, at a shuffled
+// position, without the file. Through the command, the model file's input_dim is the bound.
+TEST(NpyFeatures, TokenIdsPastTheVocabularyAreRefusedAtLoad) {
+  const Bytes lab = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 1}));
+  const Bytes good = npy_bytes(dict("<i8", "(2, 3)"), raw(std::vector<int64_t>{0, 1, 2, 3, 4, 4}));
+  const Bytes past = npy_bytes(dict("<i4", "(2, 3)"), raw(std::vector<int32_t>{0, 1, 2, 3, 5, 4}));
+  const fs::path dir = npy_set("npy_vocab", good, lab, past, lab);
+  auto error = [&](int64_t vocab) {
+    try {
+      loupe::data::load_npy_features(dir.string(), {3}, 2, true, 0, 1, vocab);
+    } catch (const loupe::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error(6), "");
+  EXPECT_EQ(error(5), (dir / "x_test.npy").string() + ": row 1 holds id 5, past the Embedding's input_dim 5 (ids "
+            "0 to 4); give the model a larger input_dim, or map the ids below it");
+  const fs::path model = dir / "emb.json";
+  std::ofstream(model) << R"({"class_name": "Sequential", "config": [{"class_name": "Embedding", "config": {"name": "e",
+    "input_dim": 5, "output_dim": 2, "batch_input_shape": [null, 3]}}, {"class_name": "GlobalAveragePooling1D",
+    "config": {"name": "p"}}, {"class_name": "Dense", "config": {"name": "out", "units": 2, "activation": "softmax"}}]})";
+  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() +
+                                            " --device cpu --plain --no-nvml --epochs 1 --data " + dir.string());
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find((dir / "x_test.npy").string() + ": row 1 holds id 5, past the Embedding's input_dim 5"),
+            std::string::npos) << out;
   fs::remove_all(dir);
 }

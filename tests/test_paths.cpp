@@ -175,3 +175,39 @@ TEST(FileCheck, DirectoryProblemSaysWhatThePathIs) {
   EXPECT_EQ(loupe::directory_problem((root / "p").string(), "x"), "is a FIFO (named pipe), not a directory");
   fs::remove_all(root);
 }
+
+// The readers that open a data file themselves (.npy, .npz) open it only when it is a regular
+// file: a FIFO, a directory, a device or a loop of symbolic links is named, in one sentence,
+// before any open (opening a FIFO blocks until a writer comes: run in a child that an alarm ends,
+// so that a reader that opens it fails the test instead of hanging it). A regular file opens, and
+// its descriptor reads without O_NONBLOCK.
+TEST(DataFile, OnlyARegularFileIsOpened) {
+  const fs::path root = loupe::test::temp_path("data_files");
+  fs::remove_all(root);
+  fs::create_directories(root / "d");
+  std::ofstream(root / "f.npy") << "xyz";
+  fs::create_symlink(root / "b.npy", root / "a.npy");
+  fs::create_symlink(root / "a.npy", root / "b.npy");
+  ASSERT_EQ(mkfifo((root / "p.npy").c_str(), 0600), 0);
+  auto refusal = [&](const fs::path& p) {
+    return loupe::test::run_with_memory_limit([&] {
+      alarm(5);
+      ::close(loupe::data::open_data_file(p.string(), "a .npy file"));
+    });
+  };
+  const std::string tail = ", not a .npy file; give a regular file";
+  EXPECT_EQ(refusal(root / "p.npy"), "error: " + (root / "p.npy").string() + " is a FIFO (named pipe)" + tail);
+  EXPECT_EQ(refusal(root / "d"), "error: " + (root / "d").string() + " is a directory" + tail);
+  EXPECT_EQ(refusal("/dev/zero"), "error: /dev/zero is a character device" + tail);
+  EXPECT_EQ(refusal(root / "a.npy"), "error: " + (root / "a.npy").string() + " is a loop of symbolic links" + tail);
+  EXPECT_EQ(refusal(root / "none.npy"), "error: cannot read '" + (root / "none.npy").string() +
+                                            "': No such file or directory");
+  const int fd = loupe::data::open_data_file((root / "f.npy").string(), "a .npy file");
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+  char b[4] = {};
+  EXPECT_EQ(read(fd, b, sizeof b), 3);
+  EXPECT_EQ(std::string(b), "xyz");
+  close(fd);
+  fs::remove_all(root);
+}
