@@ -59,7 +59,8 @@ void read_cifar10_batch(const std::string& file, int64_t records, std::vector<ui
     bad(path, "file not found" + hint + "; run data/fetch.sh cifar10, or pass --data with the "
               "cifar-10-batches-bin folder of cifar-10-binary.tar.gz (or its parent)");
   }
-  if (fs::is_directory(path, ec)) bad(path, "is a directory, not a CIFAR-10 batch file");
+  // Before any open: a FIFO would block it and a device would read without end.
+  if (const std::string kind = what_else(path.string()); !kind.empty()) bad(path, "is " + kind + ", not a CIFAR-10 batch file");
   const uintmax_t size = fs::file_size(path, ec);
   if (ec) bad(path, "cannot read its size: " + ec.message());
   const uintmax_t want = uintmax_t(records) * kCifarRecordBytes;

@@ -2,6 +2,7 @@
 // files of 10,000 records: label byte, red plane, green plane, blue plane), every corruption we
 // promise to catch, and the Keras-style augmentation of CifarDataset.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -163,6 +164,18 @@ TEST_F(Cifar, LabelOutOfRange) {
   replace(d, "test_batch.bin", b);
   expect_error([&] { loupe::data::load_cifar10(d.string()); }, "test_batch.bin",
                "record 1234 (byte offset 3792082) has label 10");
+}
+
+// A FIFO in place of a batch file is refused by its kind before it is opened (an open would
+// block), as is a directory.
+TEST_F(Cifar, NotARegularFileIsRefusedBeforeOpening) {
+  fs::path d = copy_set();
+  fs::remove(d / "data_batch_4.bin");
+  ASSERT_EQ(mkfifo((d / "data_batch_4.bin").c_str(), 0600), 0);
+  expect_error([&] { loupe::data::load_cifar10(d.string()); }, "data_batch_4.bin", "FIFO");
+  fs::remove(d / "data_batch_4.bin");
+  fs::create_directory(d / "data_batch_4.bin");
+  expect_error([&] { loupe::data::load_cifar10(d.string()); }, "data_batch_4.bin", "directory");
 }
 
 TEST_F(Cifar, MissingFiles) {
