@@ -49,7 +49,8 @@ int32_t next_char(nn::Module& model, const std::vector<int32_t>& text, Device de
 // --data and a checkpoint that stores its table, the table alone (no corpus is read); else the
 // corpus, whose table load_weights compares with the checkpoint's.
 std::shared_ptr<const data::CharCorpus> characters(const Options& o, models::SessionOptions* so) {
-  const train::CheckpointMeta saved = train::read_checkpoint_meta(o.checkpoint, o.model);
+  const train::CheckpointMeta saved =
+      train::read_checkpoint_meta(o.checkpoint, models::find_model(o.model).checkpoint_name());
   if (!o.prompt || !o.data.empty() || o.synthetic || saved.chars.empty()) {
     Data data = load_data(data_request(o, models::find_model(o.model), false, true), so->device);
     so->vocab = data.vocab;

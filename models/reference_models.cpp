@@ -19,7 +19,9 @@ ModelInfo reference(const std::string& name, const std::string& description, Rec
   m.name = name;
   m.description = description;
   m.recipe = std::move(recipe);
-  m.build_for = keras_model(text, name, /*data_sized=*/true).build_for;
+  ModelInfo file = keras_model(text, name, /*data_sized=*/true);
+  m.build_for = std::move(file.build_for);
+  m.costs = std::move(file.costs);  // the memory check before the build (models/memory.h)
   return m;
 }
 

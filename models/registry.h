@@ -29,8 +29,21 @@ struct Recipe {
   std::string dataset;
 };
 
+// What one layer of a model costs before anything is built (docs/reliability.md, "Memory checked
+// first"): its parameters (loupe's count) and the values its output holds per sample.
+struct LayerCost {
+  std::string layer;  // the layer's name as the model file has it
+  int64_t parameters = 0;
+  int64_t activations = 0;
+};
+
 struct ModelInfo {
   std::string name, description;
+  // What a checkpoint of the model is tied to where it is not the name: a model file's is a hash of
+  // its architecture ("keras:" and 16 hex digits), so that another path to it, a copy or a
+  // re-indented file resumes its checkpoints and another architecture's are refused.
+  std::string identity;
+  const std::string& checkpoint_name() const { return identity.empty() ? name : identity; }
   Recipe recipe;
   // Some models take their input size from the data: fastText's vocabulary grows with the training
   // bigrams, char_lstm's with the corpus' characters. `vocab` is that size for the reference data
@@ -55,6 +68,9 @@ struct ModelInfo {
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   bool token_ids = false;
+  // Layer by layer, for the memory estimate made before build() (models/memory.h); empty where
+  // unknown. The parameters of a data-sized layer are those for `vocab`.
+  std::vector<LayerCost> costs;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "models/memory.h"
 
 namespace loupe::models {
 
@@ -88,6 +89,9 @@ Session::Session(const ModelInfo& info, SessionOptions o)
   options_.trainer.loss = info.recipe.loss;
   options_.trainer.precision = precision_;
   manual_seed(seed_);
+  // Before anything is allocated: a model past the machine's memory is refused by its largest layer
+  // and the batch, not met by the allocator half-way through the build (models/memory.h).
+  check_memory(info, options_.batch > 0 ? options_.batch : info.recipe.batch, precision_, options_.device);
   model_ = info.build_for(options_.vocab > 0 && info.vocab > 0 ? options_.vocab : info.vocab);
   model_->to(options_.device);
   channels_last_ = wants_channels_last(*model_, precision_, options_.channels_last);
@@ -120,9 +124,23 @@ void Session::check_vocabulary(const std::string& path, const train::CheckpointM
                  "whether it was trained with these word ids could not be checked";
 }
 
+// A model file's checkpoint is tied to its architecture (ModelInfo::identity); one written when a
+// model file was named by its path says so, rather than "holds model 'mlp.json'".
+void Session::check_model(const std::string& path, const train::CheckpointMeta& m) const {
+  const std::string& want = info_.checkpoint_name();
+  if (m.model == want) return;
+  if (!info_.identity.empty() && m.model.size() > 5 && m.model.compare(m.model.size() - 5, 5, ".json") == 0)
+    throw Error("checkpoint '" + path + "' names its model file by path ('" + m.model + "'), as loupe did before it "
+                "named a model file by its architecture (" + want + "): train it again with this loupe to resume it");
+  throw Error("checkpoint '" + path + "' holds model '" + m.model + "', not '" + want + "'" +
+              (info_.identity.empty() ? "" : " (a model file's architecture: a layer, its size or its name differs)"));
+}
+
 train::CheckpointMeta Session::resume(const std::string& path) {
-  train::CheckpointMeta m = train::load_checkpoint(path, *model_, &optimizer(), info_.name,
-                                                   [&](const train::CheckpointMeta& meta) { check_vocabulary(path, meta); });
+  train::CheckpointMeta m = train::load_checkpoint(path, *model_, &optimizer(), "", [&](const train::CheckpointMeta& meta) {
+    check_model(path, meta);
+    check_vocabulary(path, meta);
+  });
   resumed_epochs_ = m.epoch;
   seed_ = m.seed;
   default_generator().seed = m.seed;
@@ -131,13 +149,15 @@ train::CheckpointMeta Session::resume(const std::string& path) {
 }
 
 train::CheckpointMeta Session::load_weights(const std::string& path) {
-  return train::load_checkpoint(path, *model_, nullptr, info_.name,
-                                [&](const train::CheckpointMeta& meta) { check_vocabulary(path, meta); });
+  return train::load_checkpoint(path, *model_, nullptr, "", [&](const train::CheckpointMeta& meta) {
+    check_model(path, meta);
+    check_vocabulary(path, meta);
+  });
 }
 
 void Session::save(const std::string& path, int epochs_completed) {
   train::save_checkpoint(path, *model_, &optimizer(),
-                         {info_.name, epochs_completed, seed_, default_generator().offset, options_.chars, options_.words});
+                         {info_.checkpoint_name(), epochs_completed, seed_, default_generator().offset, options_.chars, options_.words});
 }
 
 void Session::continue_global_step(int64_t steps_per_epoch) {

@@ -28,6 +28,9 @@ struct SessionOptions {
   // characters); 0, or a model of fixed size: the model's reference size (ModelInfo::vocab).
   int64_t vocab = 0;
   bool channels_last = false;  // asked for (--channels-last): see wants_channels_last
+  // The batch the run steps at (--batch; 0: the recipe's): the memory check before the build
+  // (models/memory.h) counts the activations at it.
+  int64_t batch = 0;
   // What the data's token ids mean (tools' Data::chars, Data::words; CheckpointMeta's): saved with
   // the weights, and a checkpoint whose table differs is refused by resume() and load_weights().
   std::string chars, words;
@@ -92,6 +95,7 @@ class Session {
   uint64_t seed_;
   int resumed_epochs_ = 0;
   std::string unchecked_;
+  void check_model(const std::string& path, const train::CheckpointMeta& m) const;
   void check_vocabulary(const std::string& path, const train::CheckpointMeta& m);
   bool channels_last_ = false;
   std::shared_ptr<nn::Module> model_;

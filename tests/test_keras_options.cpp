@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -473,7 +474,7 @@ TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
   expect_refusal(sequential({input({5, 4}), frozen, dense("fc", 2, "softmax")}), "is frozen (trainable: false)");
 
   expect_refusal(sequential({input({6}), dense("fc1", 5, "relu"), layer("Dropout", "d", {{"rate", 1.0}}), dense("fc2", 3, "softmax")}),
-                 "layer 'd' (Dropout) has rate 1.000000; a rate is in [0, 1)");
+                 "layer 'd' (Dropout) has rate 1.0; loupe takes a number from 0 to below 1");
   expect_refusal(sequential({input({6}), dense("fc1", 5, "relu"), layer("Dropout", "d", {{"rate", 0.5}, {"noise_shape", {nullptr, 1}}}),
                              dense("fc2", 3, "softmax")}),
                  "has noise_shape [null,1]; loupe's dropout draws every value");
@@ -531,4 +532,208 @@ TEST(KerasOptions, TheOptimizersOptionsAreReadOrRefused) {
   expect_refusal(compiled("RMSprop", {{"centered", true}}), "has centered on");
   expect_refusal(compiled("RMSprop", {{"momentum", 0.9}}), "the optimizer (rmsprop) has momentum; loupe's RMSprop has none");
   expect_refusal(compiled("SGD", {{"clipvalue", 0.5}}), "clips gradients (clipvalue)");
+}
+
+// ---- hostile files (docs/keras.md, "Hostile files") -------------------------------------------
+
+namespace {
+// A small model whose Dense 'fc' has `units` as raw JSON text (any bytes, any depth).
+std::string with_units(const std::string& units) {
+  return R"({"class_name": "Sequential", "config": {"layers": [)"
+         R"({"class_name": "InputLayer", "config": {"name": "in", "batch_shape": [null, 6]}},)"
+         R"({"class_name": "Dense", "config": {"name": "fc", "activation": "softmax", "units": )" +
+         units + "}}]}}";
+}
+std::string refusal_of(const std::string& text) {
+  try {
+    models::keras_model(text, "m.json");
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+json compiled_with(const std::string& optimizer, const json& config) {
+  json j = sequential({input({6}), dense("fc", 3, "softmax")});
+  j["compile_config"] = {{"optimizer", {{"class_name", optimizer}, {"config", config}}}, {"loss", "categorical_crossentropy"}};
+  return j;
+}
+}  // namespace
+
+// Nesting past the parse-depth limit is refused while parsing: a value 10^5 deep (which once
+// overflowed the stack when echoed, or copied in the optimizer's config) and 16 MiB of '['.
+TEST(KerasHostile, DeepNestingIsRefusedWhileParsing) {
+  const int deep = 100000;
+  const std::string e = refusal_of(with_units(std::string(deep, '[') + "1" + std::string(deep, ']')));
+  EXPECT_NE(e.find("m.json: nested deeper than 32 levels"), std::string::npos) << e;
+  json opt = compiled_with("Adam", {{"learning_rate", 0.01}});
+  std::string text = opt.dump();
+  const std::string lr = "\"learning_rate\":0.01";
+  ASSERT_NE(text.find(lr), std::string::npos);
+  text.replace(text.find(lr), lr.size(), "\"x\":" + std::string(deep, '[') + std::string(deep, ']'));
+  EXPECT_NE(refusal_of(text).find("nested deeper than 32 levels"), std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(refusal_of(std::string(16 << 20, '[')).find("nested deeper than 32 levels"), std::string::npos);
+  EXPECT_LT(seconds_since(t0), 1.0);
+  // 32 levels are read: a Keras file nests fewer than 10 (an initializer's config inside a layer).
+  const std::string deepest = refusal_of(with_units(std::string(26, '[') + "1" + std::string(26, ']')));
+  EXPECT_NE(deepest.find("layer 'fc' (Dense) has units [[[["), std::string::npos) << deepest;
+}
+
+// A bad value is echoed as a short prefix, whatever its size.
+TEST(KerasHostile, ABadValueIsEchoedAsAShortPrefix) {
+  const std::string e = refusal_of(with_units("\"" + std::string(5000, 'x') + "\""));
+  EXPECT_NE(e.find("layer 'fc' (Dense) has units \"xxxxxxxx"), std::string::npos) << e;
+  EXPECT_NE(e.find("..."), std::string::npos) << e;
+  EXPECT_LT(e.size(), 200u) << e;
+  const std::string arr = refusal_of(with_units("[" + std::string(2000, '1') + "]"));
+  EXPECT_LT(arr.size(), 200u) << arr;
+}
+
+// The layer count is capped, and a file at the cap is read in well under a second per thousand
+// layers (names compared through a set, the layers parsed once).
+TEST(KerasHostile, ManyLayersAreReadQuicklyOrRefused) {
+  auto many = [](int n) {
+    std::vector<json> layers{input({6}), dense("d", 3, "relu")};
+    for (int i = 0; i < n; ++i) layers.push_back(layer("Dropout", "d", {{"rate", 0.1}}));
+    layers.push_back(dense("d", 3, "softmax"));  // every layer of one name: each step gets its own
+    return sequential(layers);
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(test::keras_refusal(many(12000)).find("m.json: 12003 layers; loupe reads at most 10000"), std::string::npos);
+  EXPECT_LT(seconds_since(t0), 2.0);
+  t0 = std::chrono::steady_clock::now();
+  const models::ModelInfo m = models::keras_model(many(9990).dump(), "m.json");
+  EXPECT_LT(seconds_since(t0), 2.0);
+  EXPECT_EQ(m.expected_parameters, keras_dense(6, 3) + keras_dense(3, 3));
+  std::vector<std::string> names;
+  for (const auto& [name, p] : m.build()->named_parameters()) names.push_back(name);
+  ASSERT_EQ(names.size(), 4u);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "two tensors share a name";
+}
+
+// Every number a model file gives is range-checked as the command line's is, and refused with
+// the file, the layer or optimizer, the key and the value.
+TEST(KerasHostile, EveryNumberIsRangeChecked) {
+  expect_refusal(compiled_with("Adam", {{"learning_rate", 0}}), "m.json: the optimizer (adam) has learning_rate 0; loupe takes a number above 0");
+  expect_refusal(compiled_with("SGD", {{"lr", -0.1}}), "has lr -0.1; loupe takes a number above 0");
+  expect_refusal(compiled_with("Adam", {{"learning_rate", 1e300}}), "has learning_rate 1e+300; loupe takes a number above 0 up to 1000");
+  expect_refusal(compiled_with("Adam", {{"beta_1", 1.0}}), "has beta_1 1.0; loupe takes a number from 0 to below 1");
+  expect_refusal(compiled_with("Adam", {{"beta_2", -0.5}}), "has beta_2 -0.5");
+  expect_refusal(compiled_with("RMSprop", {{"rho", 1.5}}), "has rho 1.5");
+  expect_refusal(compiled_with("Adam", {{"epsilon", 0}}), "has epsilon 0; loupe takes a number above 0");
+  expect_refusal(compiled_with("SGD", {{"momentum", -1}}), "has momentum -1; loupe takes a number from 0 to below 1");
+  expect_refusal(compiled_with("SGD", {{"decay", -1e-3}}), "has decay -0.001; loupe takes a number from 0");
+  expect_refusal(compiled_with("Adam", {{"beta_1", "0.9"}}), "has beta_1 \"0.9\"; loupe takes a number");
+  auto bn_with = [](const json& config) {
+    return sequential({input({2, 2, 3}), layer("BatchNormalization", "bn", config), flatten(), dense("fc", 2, "softmax")});
+  };
+  expect_refusal(bn_with({{"momentum", 7}}), "m.json: layer 'bn' (BatchNormalization) has momentum 7; loupe takes a number from 0 to below 1");
+  expect_refusal(bn_with({{"momentum", 1.0}}), "has momentum 1.0");
+  expect_refusal(bn_with({{"epsilon", 0.0}}), "has epsilon 0.0; loupe takes a number above 0");
+  expect_refusal(bn_with({{"epsilon", -1}}), "has epsilon -1");
+  auto dropout_with = [](const json& rate) {
+    return sequential({input({6}), dense("fc1", 5, "relu"), layer("Dropout", "d", {{"rate", rate}}), dense("fc2", 3, "softmax")});
+  };
+  expect_refusal(dropout_with(-0.1), "layer 'd' (Dropout) has rate -0.1; loupe takes a number from 0 to below 1");
+  expect_refusal(dropout_with("half"), "layer 'd' (Dropout) has rate \"half\"");
+  EXPECT_EQ(test::keras_refusal(dropout_with(0.5)), "");
+  EXPECT_EQ(test::keras_refusal(bn_with({{"momentum", 0.0}, {"epsilon", 1e-5}})), "");
+}
+
+// A wrong JSON type or a missing key is named with the file, the layer and the key.
+TEST(KerasHostile, AWrongTypeOrMissingKeyNamesTheFileLayerAndKey) {
+  json no_units = sequential({input({6}), layer("Dense", "fc", {{"activation", "softmax"}})});
+  expect_refusal(no_units, "m.json: layer 'fc' (Dense): key 'units' not found");
+  json bias = sequential({input({6}), dense("fc", 3, "softmax")});
+  bias["config"]["layers"][1]["config"]["use_bias"] = "yes";
+  expect_refusal(bias, "m.json: layer 'fc' (Dense) has use_bias \"yes\"; loupe takes true or false");
+  json act = sequential({input({6}), dense("fc", 3, "softmax")});
+  act["config"]["layers"][1]["config"]["activation"] = 3;
+  expect_refusal(act, "m.json: layer 'fc' (Dense) has activation 3; loupe takes a name");
+  json pad = sequential({input({6, 6, 1}), conv("c", 2, 3, 1, "valid"), flatten(), dense("fc", 2, "softmax")});
+  pad["config"]["layers"][1]["config"]["padding"] = true;
+  expect_refusal(pad, "m.json: layer 'c' (Conv2D) has padding true; loupe takes a name");
+  json target = sequential({input({6}), layer("Reshape", "r", {{"target_shape", 6}}), dense("fc", 2, "softmax")});
+  expect_refusal(target, "m.json: layer 'r' (Reshape) has target_shape 6; loupe takes a list of dimensions");
+  json inner = sequential({input({5, 4}), bidirectional("bi", 3, false), dense("fc", 2, "softmax")});
+  inner["config"]["layers"][1]["config"]["layer"]["config"].erase("units");
+  expect_refusal(inner, "m.json: layer 'bi' (Bidirectional): key 'units' not found");
+  json name = sequential({input({6}), dense("fc", 3, "softmax")});
+  name["config"]["layers"][1]["class_name"] = 5;
+  expect_refusal(name, "m.json: a layer's class_name is 5");
+  expect_refusal(compiled_with("Adam", {{"amsgrad", "yes"}}), "m.json: the optimizer (adam) has amsgrad \"yes\"; loupe takes true or false");
+}
+
+// A model file's checkpoint identity is its architecture: the same layers under another path or
+// spacing are the same model, other layers another.
+TEST(KerasHostile, TheCheckpointIdentityIsTheArchitecture) {
+  const json mlp = sequential({input({6}), dense("fc1", 5, "relu"), dense("fc2", 3, "softmax")});
+  const models::ModelInfo a = models::keras_model(mlp.dump(), "mlp.json");
+  const models::ModelInfo b = models::keras_model(mlp.dump(2), "./runs/copy of mlp.json");
+  EXPECT_EQ(a.checkpoint_name(), b.checkpoint_name());
+  EXPECT_EQ(a.checkpoint_name().rfind("keras:", 0), 0u) << a.checkpoint_name();
+  EXPECT_EQ(a.checkpoint_name().size(), 6u + 16u) << a.checkpoint_name();
+  EXPECT_EQ(a.name, "mlp.json");  // what the header and the records show
+  const json wider = sequential({input({6}), dense("fc1", 6, "relu"), dense("fc2", 3, "softmax")});
+  const json renamed = sequential({input({6}), dense("h", 5, "relu"), dense("fc2", 3, "softmax")});
+  const json linear = sequential({input({6}), dense("fc1", 5), dense("fc2", 3, "softmax")});
+  for (const json& other : {wider, renamed, linear})
+    EXPECT_NE(models::keras_model(other.dump(), "mlp.json").checkpoint_name(), a.checkpoint_name()) << other.dump();
+
+  // Resumed through a Session: the copy's checkpoint loads, another architecture's and one
+  // written under the old path name are refused with what to do.
+  const std::string dir = ::testing::TempDir();
+  const std::string ckpt = dir + "/keras_identity.ckpt", old = dir + "/keras_identity_old.ckpt";
+  models::Session(a, {}).save(ckpt, 1);
+  models::Session copy(b, {});
+  EXPECT_EQ(copy.resume(ckpt).epoch, 1);
+  models::ModelInfo w = models::keras_model(wider.dump(), "mlp.json");
+  models::Session other(w, {});
+  try {
+    other.resume(ckpt);
+    ADD_FAILURE() << "another architecture's checkpoint was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds model '" + a.checkpoint_name() + "', not '" + w.checkpoint_name()),
+              std::string::npos) << e.what();
+  }
+  models::ModelInfo by_path = a;
+  by_path.identity.clear();  // as a model file was named before: by its path
+  models::Session(by_path, {}).save(old, 1);
+  try {
+    models::Session(a, {}).resume(old);
+    ADD_FAILURE() << "a checkpoint named by path was loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("names its model file by path ('mlp.json')"), std::string::npos) << e.what();
+  }
+}
+
+// Layer by layer costs for the memory estimate: loupe's parameters and the values per sample.
+TEST(KerasHostile, EachLayerHasItsCost) {
+  const json cnn = sequential({input({6, 6, 1}), conv("c", 4, 3, 1, "valid"), pool("MaxPooling2D", 2, 2), flatten(),
+                               layer("BatchNormalization", "bn", {{"axis", -1}}), dense("fc", 3, "softmax")});
+  const models::ModelInfo m = models::keras_model(cnn.dump(), "m.json");
+  // Every layer, the input and those without parameters: a pooling's or a flatten's output is memory too.
+  ASSERT_EQ(m.costs.size(), 6u);
+  EXPECT_EQ(m.costs[0].parameters, 0);  // the input layer: the batch itself
+  EXPECT_EQ(m.costs[0].activations, 6 * 6 * 1);
+  EXPECT_EQ(m.costs[1].layer, "c");
+  EXPECT_EQ(m.costs[1].parameters, keras_conv2d(3, 1, 4, true));
+  EXPECT_EQ(m.costs[1].activations, 4 * 4 * 4);
+  EXPECT_EQ(m.costs[2].parameters, 0);
+  EXPECT_EQ(m.costs[2].activations, 2 * 2 * 4);
+  EXPECT_EQ(m.costs[3].parameters, 0);
+  EXPECT_EQ(m.costs[3].activations, 16);
+  EXPECT_EQ(m.costs[4].layer, "bn");
+  EXPECT_EQ(m.costs[4].parameters, 2 * 16);  // loupe's: gamma and beta (the moving statistics are buffers)
+  EXPECT_EQ(m.costs[4].activations, 16);
+  EXPECT_EQ(m.costs[5].layer, "fc");
+  EXPECT_EQ(m.costs[5].parameters, keras_dense(16, 3));
+  EXPECT_EQ(m.costs[5].activations, 3);
+  int64_t total = 0;
+  for (const models::LayerCost& c : m.costs) total += c.parameters;
+  EXPECT_EQ(total, m.expected_parameters);
 }

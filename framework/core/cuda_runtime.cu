@@ -265,6 +265,18 @@ class Runtime final : public CudaRuntime {
     LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
     return size_t(v);
   }
+  size_t free_bytes() override {
+    size_t free_b = 0, total = 0;
+    uint64_t reserved = 0, used = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    if (cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && reserved > used)
+      free_b += size_t(reserved - used);
+    return free_b;
+  }
   bool event_done(void* e) override {
     cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
     if (r == cudaErrorNotReady) return false;

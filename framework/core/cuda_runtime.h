@@ -50,6 +50,9 @@ class CudaRuntime {
   virtual size_t bytes_in_use() = 0;       // the pool's current usage
   virtual size_t peak_bytes_in_use() = 0;  // the pool's high-water mark since the last reset
   virtual void reset_peak() = 0;
+  // The current device's free memory: what the driver reports free plus what the pool holds
+  // unused (freed blocks it keeps for reuse); 0 when it cannot be read (models/memory.h).
+  virtual size_t free_bytes() { return 0; }
   // Streams, asynchronous copies and events (the loader's copy stream; the progress bar's loss read
   // through pinned memory). A null stream means the compute stream.
   virtual void* stream_create() = 0;  // non-blocking, lives until the process ends

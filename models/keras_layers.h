@@ -1,0 +1,100 @@
+// What the Keras model-file reader (models/keras_json.cpp) shares with its layer readers
+// (models/keras_layers.cpp): a layer of the file, the checked reading of a config's values, and
+// the layers read into the steps of a loupe Sequential. Internal to models/.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/registry.h"
+#include "nn/module.h"
+
+namespace loupe::models::keras {
+
+using json = nlohmann::json;
+
+// A hostile file must not make loupe allocate without bound or overflow a count: dimensions,
+// values per sample and parameters are capped (fastText's 60M parameters are well inside), and so
+// are the layers (a Keras model has tens to hundreds; each is checked against every earlier name).
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+constexpr int64_t kMaxValues = int64_t(1) << 31;
+constexpr int64_t kMaxParameters = 1000000000;
+constexpr int64_t kMaxLstmUnits = 2048;
+constexpr size_t kMaxLayers = 10000;
+
+struct Layer {
+  std::string cls, name;
+  const json* cfg;
+};
+
+[[noreturn]] void refuse(const std::string& file, const std::string& why);
+std::string layer_label(const Layer& l);
+// `s` cut to a short prefix with "..." (a name or key from the file, or a message that quotes it).
+std::string cut(const std::string& s, size_t prefix = 40);
+// A value as the file has it, cut to a short prefix with "..." (a message never echoes a whole
+// value: docs/reliability.md).
+std::string shown(const json& v);
+// A Keras class's name as one key: "glorot_uniform", "GlorotUniform" and {"class_name": ...} are
+// all "glorotuniform" (initializers, optimizers, losses).
+std::string class_key(const json& v);
+std::string shape_text(const std::vector<int64_t>& s);
+
+// The bounds of a number a file gives: lo < x (or lo <= x), x < hi (or x <= hi).
+struct Range {
+  double lo;
+  bool lo_in;
+  double hi = std::numeric_limits<double>::infinity();
+  bool hi_in = true;
+};
+constexpr Range kAboveZero{0, false};
+constexpr Range kFromZero{0, true};
+constexpr Range kFraction{0, true, 1, false};  // rates, momenta, decays of running averages: [0, 1)
+
+// One config object's values by type, each refused with `where`, the key and the value's prefix.
+struct Config {
+  const json& c;
+  std::string where;  // "m.json: layer 'fc' (Dense)", "m.json: the optimizer (adam)"
+  bool has(const char* key) const { return c.is_object() && c.contains(key) && !c.at(key).is_null(); }
+  bool flag(const char* key, bool fallback) const;
+  std::string text(const char* key, const std::string& fallback) const;
+  double real(const char* key, double fallback, Range r) const;
+  [[noreturn]] void fail(const std::string& why) const;
+};
+
+// A layer's output values per sample and its parameters (loupe's count), for the memory estimate.
+struct Step {
+  std::string name;
+  std::function<std::shared_ptr<nn::Module>()> make;
+};
+
+// The layers of a file read into loupe's steps, with what the rest of the reader needs.
+struct Parsed {
+  std::vector<Step> steps;
+  std::vector<int64_t> shape_;    // per sample, in Keras's (channels-last) layout
+  bool chw_ = false;              // the tensor is the channels-first form of a 3-D shape_
+  std::string output_activation;  // softmax, sigmoid, linear or relu: the last layer's
+  int64_t keras_parameters = 0, loupe_parameters = 0;
+  std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
+  bool embedding_input = false;   // the first layer takes token ids
+  int64_t vocab = 0;
+  // A reference model's size from its data (keras_model's data_sized): the Embedding's rows
+  // (imdb, imdb_bigrams), or char_lstm's output characters ("chars"; its input by parse()).
+  int64_t resize = 0;
+  std::string dataset;
+  std::vector<LayerCost> costs;  // each layer: its outputs cost memory too
+  std::string architecture;      // each layer's class, name, steps, output shape and parameters
+};
+
+// `layers` over samples of shape `input`, for `dataset` (its first steps adapt what the data set
+// delivers; "" for none); an Error naming the file, the layer and the key for what loupe cannot build.
+Parsed parse(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
+             const std::string& file, int64_t resize = 0);
+// The reference data set whose samples fit the model: its input shape and its output ("" for none).
+std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs);
+
+}  // namespace loupe::models::keras
