@@ -1,8 +1,10 @@
 #include "cli/bench.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "core/cuda_runtime.h"
@@ -163,14 +165,18 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   so.seed = o.seed;
   so.vocab = d.vocab;
   so.channels_last = o.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
+  so.batch = batch;
   models::Session session(info, so);
   train::Trainer& trainer = session.trainer();
   train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
                            d.train.x_scale};
-  trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true);  // algorithm choice, pool growth
+  trainer.hooks.stop = o.stop;  // between steps: Ctrl-C ends the measurement (its row is not written)
+  // The warm-up: algorithm choice, pool growth.
+  if (trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true).interrupted) throw train::Interrupted();
   int64_t steps = o.steps;
   if (min_seconds > 0) {  // ten more steps, timed, size the measurement
     train::EpochStats probe = trainer.train_epoch(set, batch, o.seed, 2, 10, true);
+    if (probe.interrupted) throw train::Interrupted();
     double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
     steps = std::max(steps, std::min<int64_t>(1000000, int64_t(std::ceil(min_seconds / per_step))));
   }
@@ -182,6 +188,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   instrument::EpochMonitor monitor(dev, mopt);
   trainer.hooks.monitor = &monitor;
   train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
+  if (st.interrupted) throw train::Interrupted();
   st.epoch = 1;
   if (st.diverged)
     std::fprintf(stderr, "note: %s batch %lld %s: the loss became NaN or infinite by step %lld of the timed run; "
@@ -239,11 +246,17 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
                           (long long)batch, (long long)d.train.size());
             continue;
           }
+          if (o.stop && o.stop->load()) throw train::Interrupted();
           instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
           print_row(r, cpu, cost);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
           ++slot;
+          if (o.on_row) {
+            std::vector<instrument::EpochReport> so_far;
+            for (const auto& b : best) so_far.push_back(*b);
+            o.on_row(so_far);
+          }
         }
       }
     }
@@ -256,6 +269,53 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
     for (const auto& r : reports) print_row(r, cpu, cost);
   }
   return reports;
+}
+
+BenchFiles::BenchFiles(std::string json, std::string csv, bool append_csv)
+    : json_(std::move(json)), csv_(std::move(csv)), append_csv_(append_csv) {}
+
+namespace {
+// The rows into PATH.tmp, renamed over PATH: a reader (or an interrupted run) sees the old file or
+// the new one, whole.
+void replace_whole(const std::string& path, const std::string& option, const std::vector<instrument::EpochReport>& rows,
+                   bool json) {
+  const std::string tmp = path + ".tmp";
+  if (json) {
+    instrument::JsonlWriter w(tmp, instrument::JsonlWriter::Mode::Truncate, option);
+    for (const auto& r : rows) w.write(r);
+  } else {
+    instrument::CsvWriter w(tmp, option);
+    for (const auto& r : rows) w.write(r);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error(option + ": cannot write '" + path + "': " + why);
+  }
+}
+}  // namespace
+
+void BenchFiles::write(const std::vector<instrument::EpochReport>& rows) {
+  if (!json_.empty()) replace_whole(json_, "--json", rows, true);
+  if (!csv_.empty() && !append_csv_) {
+    replace_whole(csv_, "--csv", rows, false);
+  } else if (!csv_.empty()) {
+    if (!csv_file_) csv_file_ = std::make_unique<instrument::CsvWriter>(csv_, "--csv");
+    for (size_t i = rows_; i < rows.size(); ++i) csv_file_->write(rows[i]);  // flushed, a line at a time
+  }
+  opened_ = true;
+  rows_ = rows.size();
+}
+
+std::string BenchFiles::names() const {
+  if (json_.empty() || csv_.empty()) return json_ + csv_;
+  return json_ + " and " + csv_;
+}
+
+void BenchFiles::say_written() const {
+  if (!opened_) return;
+  if (!json_.empty()) std::printf("wrote %s (JSON Lines, one record per row)\n", json_.c_str());
+  if (!csv_.empty()) std::printf("wrote %s\n", csv_.c_str());
 }
 
 std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {

@@ -2,12 +2,16 @@
 // of training steps on synthetic data of the model's shapes resident on the device, reported as
 // one epoch report each (the fields of docs/profiling.md's metrics table) and one table row.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "instrument/report.h"
+#include "instrument/report_io.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -26,6 +30,33 @@ struct BenchOptions {
   uint64_t seed = 1;
   double price_per_hour = -1;          // >= 0: each row's cost per million samples at this machine price
   std::string loss;                    // --loss: "" is each model's recipe's
+  // Read between steps and between combinations: once set, run_bench throws train::Interrupted.
+  const std::atomic<bool>* stop = nullptr;
+  // Called after each row, with the table so far (each combination's fastest round yet).
+  std::function<void(const std::vector<instrument::EpochReport>&)> on_row;
+};
+
+// bench's and sweep's --json and --csv, written as the rows come (docs/cli.md, "loupe bench"), so
+// that an interrupted run keeps every finished row: the CSV gains each row as it finishes
+// (append_csv; rounds that replace rows rewrite it whole instead), the JSON Lines are rewritten
+// whole into PATH.tmp and renamed over PATH. Either file is whole at every moment.
+class BenchFiles {
+ public:
+  BenchFiles(std::string json, std::string csv, bool append_csv);
+  // The table so far; the first call creates the files (also for no rows).
+  void write(const std::vector<instrument::EpochReport>& rows);
+  size_t rows() const { return rows_; }
+  // "a.jsonl and b.csv", "" when no file is asked for.
+  std::string names() const;
+  // What the end of a run prints: "wrote a.jsonl (JSON Lines, one record per row)" and "wrote b.csv".
+  void say_written() const;
+
+ private:
+  std::string json_, csv_;
+  bool append_csv_;
+  bool opened_ = false;
+  size_t rows_ = 0;
+  std::unique_ptr<instrument::CsvWriter> csv_file_;
 };
 
 // Runs every combination, printing the table as it goes; combinations that cannot run here (tf32 on

@@ -1,11 +1,13 @@
 // loupe bench and loupe sweep: cli/bench.h's measurements from the command line.
 #include <cstdio>
+#include <optional>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "cli/bench.h"
 #include "cli/bench_world.h"
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 
 namespace loupe::cli {
 
@@ -31,6 +33,33 @@ BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
   if (o.threads) set_num_threads(*o.threads);
   return b;
 }
+
+// The measurements, each row written to --json and --csv as it finishes; Ctrl-C (or SIGTERM) stops
+// between steps and keeps the rows finished (cli/bench.h's BenchFiles). nullopt when interrupted.
+std::optional<std::vector<instrument::EpochReport>> measure_and_write(BenchOptions b, const std::string& json,
+                                                                      const std::string& csv) {
+  install_interrupt_handlers();
+  BenchFiles files(json, csv, b.rounds == 1);
+  b.stop = &interrupt_requested();
+  b.on_row = [&files](const std::vector<instrument::EpochReport>& rows) {
+    CriticalSection whole;  // the watchdog waits: a file is written whole or not touched
+    files.write(rows);
+  };
+  try {
+    std::vector<instrument::EpochReport> reports = run_bench(b);
+    {
+      CriticalSection whole;
+      files.write(reports);
+    }
+    files.say_written();
+    return reports;
+  } catch (const train::Interrupted&) {
+    const std::string where = files.names();
+    std::fprintf(stderr, "loupe: interrupted; %zu finished row%s %s\n", files.rows(), files.rows() == 1 ? "" : "s",
+                 where.empty() ? "in the table above (no --json or --csv)" : ("written to " + where).c_str());
+    return std::nullopt;
+  }
+}
 }  // namespace
 
 int cmd_bench(const Options& o) {
@@ -42,8 +71,7 @@ int cmd_bench(const Options& o) {
   if (o.epochs)
     throw Error("loupe bench takes --epochs with --gpus LIST only (each world size is a training run); without it "
                 "--steps and --min-seconds set the timed stretch");
-  auto reports = run_bench(bench_options(o, models));
-  write_reports(reports, o.json, o.csv);
+  if (!measure_and_write(bench_options(o, models), o.json, o.csv)) return interrupt_exit_status();
   return 0;
 }
 
@@ -51,10 +79,10 @@ int cmd_sweep(const Options& o) {
   if (o.model.empty() || o.model.find(',') != std::string::npos)
     throw Error("loupe sweep takes one model, e.g. `loupe sweep mnist_mlp --batch 32,128,512,2048`");
   if (!o.has("batch")) throw Error("loupe sweep needs --batch LIST, e.g. --batch 32,128,512,2048");
-  auto reports = run_bench(bench_options(o, {o.model}));
   std::string csv = output_path(o, "csv"), png = output_path(o, "png");
-  write_reports(reports, o.json, csv);
-  std::printf("%s", sweep_summary(reports).c_str());
+  auto reports = measure_and_write(bench_options(o, {o.model}), o.json, csv);
+  if (!reports) return interrupt_exit_status();
+  std::printf("%s", sweep_summary(*reports).c_str());
   return plot("plot_sweep.py", csv, png);
 }
 

@@ -137,6 +137,7 @@ void make_session(Run& run) {
   so.chars = run.data.chars;  // saved with the weights; a --resume whose table differs is refused
   so.words = run.data.words;
   so.channels_last = run.o.channels_last;
+  so.batch = run.batch;  // the memory check counts the activations at it (models/memory.h)
   run.session = std::make_unique<models::Session>(run.info, so);
   const std::string& resume = run.o.resume;
   if (resume.empty()) return;

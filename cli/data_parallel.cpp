@@ -85,7 +85,11 @@ bool abort_within(dist::Communicator& comm, double seconds) {
 }  // namespace
 
 World::World(const Options& o) {
-  if (o.device == "cpu") throw Error("a data-parallel rank (WORLD_SIZE is set) trains on a GPU, not --device cpu");
+  if (o.device == "cpu") {  // name what made it a rank: srun's variables, or WORLD_SIZE
+    const std::string vars = dist::world_variables();
+    throw Error("a data-parallel rank (" + vars + (vars.find(" and ") == std::string::npos ? " is" : " are") +
+                " set) trains on a GPU, not --device cpu");
+  }
   std::string why;
   comm_ = dist::join_world(&why);
   if (!comm_) throw Error("this rank cannot join the world: " + why);

@@ -2,6 +2,8 @@
 #include "models/keras_json.h"
 #include "models/registry.h"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -14,6 +16,10 @@
 
 #include "core/error.h"
 #include "core/file_check.h"
+#include "data/char_corpus.h"
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/imdb.h"
 #include "cli/bench.h"
 #include "cli/cli_numbers.h"
 
@@ -195,7 +201,8 @@ options:
   "  --busy              GPU busy time from CUPTI activity records (adds overhead)\n" \
   "  --no-nvml           do not sample NVML (utilisation, memory and power become n/a)\n" \
   "  --price-per-hour X  the machine's price: adds each row's cost per million samples ($/M samples)\n" \
-  "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`)\n" \
+  "  --json FILE         the rows as JSON Lines (the fields of `loupe train --metrics`), rewritten\n" \
+  "                      whole as each row finishes: Ctrl-C keeps the rows finished\n" \
   "  --loss NAME         a model file's loss, as Keras names it (as loupe train)\n"
 
 const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n\n"
@@ -205,7 +212,7 @@ const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n
     "options:\n"
     "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
     LOUPE_BENCH_OPTIONS
-    "  --csv FILE          the rows as CSV\n"
+    "  --csv FILE          the rows as CSV, each row added as it finishes\n"
     "\ndata parallelism (NCCL, or the copy engines between GPUs of one host):\n"
     "  --gpus LIST         world sizes, e.g. 1,2: each one a `loupe train MODEL --synthetic --resident\n"
     "                      --gpus N` run; prints samples/s, per GPU, scaling efficiency against the\n"
@@ -372,7 +379,11 @@ constexpr const char* kBench = "bench sweep";
 
 // Each option: whether it is a flag, who takes it, and how its value is parsed and stored.
 const std::map<std::string, Spec> kSpecs = {
-    {"device", {false, kWhere, [](Options& o, const std::string& v) { o.device = v; }}},
+    {"device", {false, kWhere, [](Options& o, const std::string& v) {
+       if (v.empty())  // it meant the default silently
+         throw Error("--device needs cpu, cuda or cuda:N, got an empty value (leave --device out for the default)");
+       o.device = v;
+     }}},
     {"data", {false, "train eval generate profile", [](Options& o, const std::string& v) { o.data = v; }}},
     {"synthetic", {true, "train eval generate profile", [](Options& o, const std::string& v) {
        o.synthetic = true;
@@ -479,12 +490,16 @@ bool takes(const Spec& s, const std::string& command) {
   return list.find(" " + command + " ") != std::string::npos;
 }
 
-// One word of the command line that is not an option: the command, then the model.
-void positional(Options& o, const std::string& s) {
+// One word of the command line that is not an option: the command, then the model. `after_dashes`:
+// the word came after `--`, where a word that looks like an option is a positional all the same.
+void positional(Options& o, const std::string& s, bool after_dashes = false) {
   if (o.command.empty()) o.command = s;
   else if (o.command == "compare") o.files.push_back(s);
   else if (o.model.empty()) o.model = s;
-  else throw Error("unexpected argument '" + s + "' (see loupe --help)");
+  else if (after_dashes)
+    throw Error("unexpected argument '" + shown_value(s) + "': loupe " + o.command + " takes one model and it is '" +
+                shown_value(o.model) + "' (every word after -- is a positional; options go before it)");
+  else throw Error("unexpected argument '" + shown_value(s) + "' (see loupe --help)");
 }
 
 // Paths given as empty strings (--data "" used to mean the default silently), and outputs that
@@ -533,7 +548,111 @@ std::string output_path(const Options& o, const std::string& option) {
   return "";
 }
 
+namespace {
+
+// A file or folder the run reads, as the command line names it: the model file, --data (or the
+// data set's default folder), the checkpoint resumed or evaluated, compare's runs.
+struct Input {
+  std::string what, path;  // what: "the model file", "the --resume checkpoint", ...
+};
+
+// The default data folders (or file) of the model's data set, where --data is not given: a model
+// file may read MNIST's or CIFAR-10's (cli/datasets.cpp finds them). Also for synthetic data, which
+// reads none: a data set's folder holds no output either way.
+std::vector<std::string> default_data(const Options& o) {
+  std::string dataset;
+  for (const models::ModelInfo& m : models::all_models())
+    if (m.name == o.model) dataset = m.recipe.dataset;
+  std::vector<std::optional<std::string>> found;
+  if (dataset.empty() || dataset == "mnist") found.push_back(data::find_default_mnist_dir());
+  if (dataset.empty() || dataset == "cifar10") found.push_back(data::find_default_cifar10_dir());
+  if (dataset == "imdb" || dataset == "imdb_bigrams") found.push_back(data::find_default_imdb_dir());
+  if (dataset == "chars") {
+    const std::optional<std::string> text = data::find_default_nietzsche_path();
+    found.push_back(text ? *text : "/usr/share/common-licenses/GPL-3");
+  }
+  std::vector<std::string> dirs;
+  for (const auto& f : found)
+    if (f) dirs.push_back(*f);
+  return dirs;
+}
+
+std::vector<Input> inputs_of(const Options& o) {
+  std::vector<Input> in;
+  if (o.command == "bench" || o.command == "sweep") {
+    for (const std::string& m : parse_list(o.model)) in.push_back({"the model file", m});
+  } else if (!o.model.empty() && o.command != "compare") {
+    in.push_back({"the model file", o.model});
+  }
+  for (const std::string& f : o.files) in.push_back({"the input", f});
+  if (!o.resume.empty()) in.push_back({"the --resume checkpoint", o.resume});
+  if (!o.checkpoint.empty()) in.push_back({"the --checkpoint file", o.checkpoint});
+  const bool has_model = o.command != "compare" && o.command != "roofline";
+  if (!o.data.empty()) in.push_back({"the --data", o.data});
+  else if (has_model)
+    for (const std::string& d : default_data(o)) in.push_back({"the data", d});
+  return in;
+}
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool dir = false;
+  bool operator==(const FileId& b) const { return dev == b.dev && ino == b.ino; }
+};
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino, S_ISDIR(st.st_mode)};
+}
+
+// Whether the existing `path` lies inside `folder`: one of its real parents (symbolic links
+// resolved) is that folder, by device and inode.
+bool inside(const std::string& path, const FileId& folder) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) return false;
+  for (std::filesystem::path p = real.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (file_id(p.string()) == std::optional<FileId>(folder)) return true;
+    if (p == p.root_path()) break;
+  }
+  return false;
+}
+
+// Every output against every input, by device and inode (docs/cli.md, "Inputs and outputs"): an
+// output that exists may be no input, nor lie inside an input folder; one that does not exist yet
+// is no input. --save may name the checkpoint it resumes: the run continues it.
+void check_inputs_kept(const Options& o, const std::vector<std::pair<std::string, std::string>>& outputs) {
+  const std::vector<Input> inputs = inputs_of(o);
+  for (const auto& [option, path] : outputs) {
+    const std::optional<FileId> out = file_id(path);
+    if (!out) continue;
+    for (const Input& in : inputs) {
+      const std::optional<FileId> id = file_id(in.path);
+      if (!id || (option == "--save" && in.what == "the --resume checkpoint")) continue;
+      const bool data = in.what == "the --data" || in.what == "the data";
+      const std::string name = in.what + (!data ? "" : id->dir ? " folder" : " file") + " '" + in.path + "'";
+      std::string is;
+      if (*out == *id) is = name;
+      else if (id->dir && inside(path, *id)) is = "inside " + name;
+      if (!is.empty())
+        throw UsageError(option + " '" + path + "' is " + is + ": loupe does not write over its inputs; give " +
+                         option + " another path");
+    }
+  }
+}
+
+}  // namespace
+
 void check_outputs(const Options& o) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (takes(kSpecs.at("save"), o.command) && !o.save.empty()) outputs.emplace_back("--save", o.save);
+  for (const char* name : {"metrics", "csv", "json", "png", "plot", "trace", "timeline"})
+    if (takes(kSpecs.at(name), o.command) && !output_path(o, name).empty())
+      outputs.emplace_back("--" + std::string(name) + (o.has(name) ? "" : " (default)"), output_path(o, name));
+  if (o.has("tensorboard")) outputs.emplace_back("--tensorboard", o.tensorboard);
+  check_inputs_kept(o, outputs);
   // The paths given first, then the defaults: --plot P names P before the P.csv it implies.
   for (const bool given : {true, false})
     for (const char* name : {"metrics", "csv", "json", "png", "plot", "trace", "timeline"}) {
@@ -587,13 +706,28 @@ std::string unknown_option(const std::string& key, const std::string& command) {
 // The short forms: the ecosystem's (PyTorch's examples: -b batch, -j workers) and -e.
 const std::map<std::string, char> kShort{{"batch", 'b'}, {"epochs", 'e'}, {"workers", 'j'}};
 
+// The command line as CLI11 gets it, and what loupe keeps for itself.
+struct Words {
+  std::vector<std::string> cli11;         // the words before `--`, for CLI11
+  std::vector<std::string> after_dashes;  // the words after `--`: positionals, whatever they look like
+  std::map<std::string, bool> with_equals;  // by option: whether its last value was given as --X=VALUE
+};
+
 // argv for CLI11, with two of loupe's conventions spelt its way: `--synthetic KIND` as
 // `--synthetic=KIND` (a flag that may take a value), and `--X=` (an empty value, which CLI11
-// reads as none) as `--X ""`, so that the empty path is refused by name.
-std::vector<std::string> cli11_words(int argc, char** argv) {
-  std::vector<std::string> w;
+// reads as none) as `--X ""`, so that the empty path is refused by name. The first `--` ends the
+// options, as in CLI11 and getopt: CLI11 never sees it or what follows (docs/cli.md, "Values").
+Words cli11_words(int argc, char** argv) {
+  Words words;
+  std::vector<std::string>& w = words.cli11;
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
+    if (s == "--") {
+      words.after_dashes.assign(argv + i + 1, argv + argc);
+      break;
+    }
+    if (s.size() > 2 && s.rfind("--", 0) == 0 && s[2] != '-')
+      words.with_equals[s.substr(2, s.find('=') - 2)] = s.find('=') != std::string::npos;
     if (s == "--synthetic" && i + 1 < argc && (std::string(argv[i + 1]) == "random" || std::string(argv[i + 1]) == "learnable")) {
       w.push_back(s + "=" + argv[++i]);
     } else if (s.size() > 3 && s.rfind("--", 0) == 0 && s.back() == '=') {
@@ -603,7 +737,7 @@ std::vector<std::string> cli11_words(int argc, char** argv) {
       w.push_back(s);
     }
   }
-  return w;
+  return words;
 }
 
 // Every option on the named subcommand, so that CLI11 reads each as a flag or as taking a value
@@ -639,11 +773,25 @@ std::string option_in(const std::string& message) {
   return message.substr(at + 2, end - at - 2);
 }
 
+// A value that is itself an option: `--save --metrics` gave --save the value "--metrics" (CLI11 takes
+// the next word whatever it is); `--save=--metrics` says it is meant. A negative number has one dash.
+void check_values(const std::vector<std::pair<std::string, std::string>>& given, const Words& words) {
+  for (const auto& [key, val] : given) {
+    if (kSpecs.at(key).flag || val.rfind("--", 0) != 0) continue;
+    const auto eq = words.with_equals.find(key);
+    if (eq != words.with_equals.end() && eq->second) continue;
+    const std::string v = shown_value(val);
+    throw UsageError("--" + key + " needs a value, got the option '" + v +
+                     "'; a path that starts with -- is written --" + key + "=" + v + " or ./" + v);
+  }
+}
+
 // The command line parsed by CLI11 into (option, value) pairs in kSpecs' order and the positionals.
-std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int argc, char** argv) {
-  const std::vector<std::string> words = cli11_words(argc, argv);
+std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, const Words& all) {
+  const std::vector<std::string>& words = all.cli11;
   if (!words.empty() && words[0] == "help") {  // `loupe help COMMAND`: the COMMAND is a word, not a subcommand
     for (const std::string& w : words) positional(o, w);
+    for (const std::string& w : all.after_dashes) positional(o, w, true);
     return {};
   }
   // Options before the command (`loupe --device cpu train mnist_mlp`) are the command's: CLI11 reads
@@ -673,24 +821,30 @@ std::vector<std::pair<std::string, std::string>> parse_cli11(Options& o, int arg
   }
   for (const std::string& extra : app.remaining(true)) {
     if (extra.rfind("-", 0) == 0 && extra.size() > 1) {  // an option CLI11 did not know
-      const std::string key = extra.substr(extra.find_first_not_of('-'), extra.find('=') - extra.find_first_not_of('-'));
-      throw UsageError(unknown_option(key, command));
+      const size_t from = extra.find_first_not_of('-');
+      const std::string key = from == std::string::npos ? extra : extra.substr(from, extra.find('=') - from);
+      throw UsageError(unknown_option(shown_value(key), command));
     }
     positional(o, extra);  // the command CLI11 did not know ("unknown command", main says)
   }
   std::vector<std::pair<std::string, std::string>> given;
-  if (!sub) return given;
-  o.command = command;
+  if (sub) {
+    o.command = command;
+    for (const auto& [name, opt] : parsed.options)
+      if (opt.first->count() > 0)
+        given.emplace_back(name, kSpecs.at(name).flag && name != "synthetic" ? "1" : opt.second);
+    if (!o.help && !o.version) check_values(given, all);  // before the positionals: a value taken is one fewer
+  }
   for (const std::string& w : parsed.words) positional(o, w);
-  for (const auto& [name, opt] : parsed.options)
-    if (opt.first->count() > 0) given.emplace_back(name, kSpecs.at(name).flag && name != "synthetic" ? "1" : opt.second);
+  for (const std::string& w : all.after_dashes) positional(o, w, true);
   return given;
 }
 
 Options parse_words(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
-  const std::vector<std::pair<std::string, std::string>> given = parse_cli11(o, argc, argv);
+  const Words words = cli11_words(argc, argv);
+  const std::vector<std::pair<std::string, std::string>> given = parse_cli11(o, words);
   if (o.help || o.version || !kCommands.count(o.command)) return o;  // the usage, or "unknown command"
   for (const auto& [key, val] : given) {
     const Spec& spec = kSpecs.at(key);

@@ -5,12 +5,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "instrument/tensorboard.h"
 #include "ops/conv_cpu.h"
@@ -204,4 +209,141 @@ TEST(Cli, TensorBoardRefusedWhereNotBuilt) {
   EXPECT_EQ(rc, 1);
   EXPECT_EQ(out, "loupe: " + loupe::instrument::tensorboard_missing() + "\n");
   EXPECT_NE(out.find("libprotobuf-dev, protobuf-compiler and libboost-dev"), std::string::npos) << out;
+}
+
+// An option's value that is itself an option is refused by name: `--save --metrics` used to save
+// into a file named "--metrics" (docs/cli.md, "Values"). `--save=--metrics` says it is meant; a
+// negative number is a value, and keeps its range's message.
+TEST(Cli, AValueThatLooksLikeAnOptionIsRefused) {
+  const std::vector<std::string> train = {"train", "mnist_mlp", "--device", "cpu"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), train.begin(), train.end());
+    return more;
+  };
+  EXPECT_EQ(parse_refusal(with({"--save", "--metrics", "m.jsonl"})),
+            "--save needs a value, got the option '--metrics'; a path that starts with -- is written "
+            "--save=--metrics or ./--metrics");
+  EXPECT_EQ(parse_refusal({"train", "mnist_mlp", "--device", "--synthetic"}),
+            "--device needs a value, got the option '--synthetic'; a path that starts with -- is written "
+            "--device=--synthetic or ./--synthetic");
+  EXPECT_EQ(parse_refusal({"compare", "a.jsonl", "--labels", "--csv", "x.csv"}).rfind("--labels needs a value, got "
+                                                                                     "the option '--csv'", 0), 0u);
+  EXPECT_EQ(parse_refusal({"generate", "char_lstm", "--checkpoint", "c", "--prompt", "--length"}).rfind(
+                "--prompt needs a value, got the option '--length'", 0), 0u);
+  // A long value is echoed as a short prefix.
+  const std::string refusal = parse_refusal(with({"--metrics", "--" + std::string(5000, 'x')}));
+  EXPECT_EQ(refusal.rfind("--metrics needs a value, got the option '--xxxx", 0), 0u) << refusal;
+  EXPECT_LT(refusal.size(), 300u);
+  EXPECT_EQ(parse(with({"--save=--metrics"})).save, "--metrics");
+  EXPECT_EQ(parse(with({"--save", "./--metrics"})).save, "./--metrics");
+  EXPECT_EQ(parse_refusal(with({"--lr", "-1"})), "--lr must be a finite number above 0 and at most 1000, got '-1'");
+}
+
+// Numbers are decimal: strtod's hexadecimal ("0x10" was 16), infinity, NaN and overflow are
+// refused with the option named; an empty --device (it meant the default) too.
+TEST(Cli, NumbersAreDecimalOnly) {
+  auto refusal = [&](const std::string& option, const std::string& value) {
+    return parse_refusal({"train", "mnist_mlp", "--device", "cpu", option, value});
+  };
+  for (const char* v : {"0x10", "0X1p-3", "0x.8", "inf", "INFINITY", "nan", "1e400", "1e-400", "1,5", "1e", ".", "+1",
+                        "1_0", "0b1"})
+    EXPECT_EQ(refusal("--lr", v), "--lr must be a finite number above 0 and at most 1000, got '" + std::string(v) + "'")
+        << v;
+  EXPECT_EQ(refusal("--val-split", "0x.8p0"),
+            "--val-split must be a finite number above 0 and at most 0.9, got '0x.8p0'");
+  EXPECT_EQ(refusal("--epochs", "0x10"), "--epochs must be an integer from 1 to 1000000, got '0x10'");
+  const std::string long_value = refusal("--lr", "0x" + std::string(5000, '1'));
+  EXPECT_EQ(long_value.rfind("--lr must be a finite number above 0 and at most 1000, got '0x111", 0), 0u) << long_value;
+  EXPECT_LT(long_value.size(), 200u);
+  for (const char* v : {"0.001", "1e-3", "1E-3", ".5", "2.", "5", "1e+2", "0.5e1"})
+    EXPECT_EQ(refusal("--lr", v), "") << v;
+  EXPECT_DOUBLE_EQ(*parse({"train", "mnist_mlp", "--lr", "1e-3"}).lr, 1e-3);
+  EXPECT_DOUBLE_EQ(*parse({"train", "mnist_mlp", "--lr", "10"}).lr, 10);
+  EXPECT_EQ(parse_refusal({"train", "mnist_mlp", "--device", ""}),
+            "--device needs cpu, cuda or cuda:N, got an empty value (leave --device out for the default)");
+  EXPECT_EQ(parse_refusal({"train", "mnist_mlp", "--device="}),
+            "--device needs cpu, cuda or cuda:N, got an empty value (leave --device out for the default)");
+}
+
+// `--` ends the options, as in CLI11 and getopt: every word after it is a positional, the first the
+// model; a second one is refused by name. It used to end in std::string's out-of-range message.
+TEST(Cli, DoubleDashEndsTheOptions) {
+  loupe::cli::Options o = parse({"train", "--device", "cpu", "--", "mnist_mlp"});
+  EXPECT_EQ(o.command, "train");
+  EXPECT_EQ(o.model, "mnist_mlp");
+  EXPECT_EQ(o.device, "cpu");
+  o = parse({"train", "--", "--odd-name.json"});
+  EXPECT_EQ(o.model, "--odd-name.json");
+  EXPECT_FALSE(o.has("epochs"));
+  EXPECT_EQ(parse({"compare", "--csv", "t.csv", "--", "--a.jsonl", "-b.jsonl"}).files,
+            (std::vector<std::string>{"--a.jsonl", "-b.jsonl"}));
+  EXPECT_EQ(parse_refusal({"train", "--", "--epochs", "2"}),
+            "unexpected argument '2': loupe train takes one model and it is '--epochs' (every word after -- is a "
+            "positional; options go before it)");
+  EXPECT_EQ(parse_refusal({"train", "mnist_mlp", "--", "x"}),
+            "unexpected argument 'x': loupe train takes one model and it is 'mnist_mlp' (every word after -- is a "
+            "positional; options go before it)");
+  for (const char* args : {"train -- mnist_mlp --device cpu", "train -- --epochs 2", "train --- x"}) {
+    auto [rc, out] = run_cli_stderr(args);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_EQ(out.find("basic_string"), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(out.find("did you mean --epochs?"), std::string::npos) << args << "\n" << out;
+  }
+}
+
+// A Slurm task given --device cpu is told which variables made it a rank: srun's, not WORLD_SIZE,
+// which is not set.
+TEST(Cli, ARankOnTheCpuIsToldWhichVariablesMadeItOne) {
+  const std::string env = "env -u WORLD_SIZE -u RANK -u MASTER_PORT SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 ";
+  auto [rc, out] = loupe::test::run_command(env + LOUPE_CLI + " train mnist_mlp --device cpu --synthetic");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(out, "loupe: a data-parallel rank (SLURM_PROCID=1 and SLURM_STEP_NUM_TASKS=2 are set) trains on a "
+                 "GPU, not --device cpu\n");
+  std::tie(rc, out) = loupe::test::run_command("env WORLD_SIZE=2 RANK=1 " + std::string(LOUPE_CLI) +
+                                               " train mnist_mlp --device cpu --synthetic");
+  EXPECT_EQ(out, "loupe: a data-parallel rank (WORLD_SIZE=2 is set) trains on a GPU, not --device cpu\n");
+}
+
+// Ctrl-C (or SIGTERM) during `loupe bench` stops it within about a second, 130 (143), and keeps every
+// finished row: --json whole JSON Lines, --csv its header and the rows, both as the table printed
+// them (cli/bench.h's BenchFiles). It had no handler, and wrote both files only at the end.
+TEST(Cli, BenchStoppedBySignalKeepsTheFinishedRows) {
+  namespace fs = std::filesystem;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const fs::path json = loupe::test::temp_path("loupe_bench_sig.jsonl");
+    const fs::path csv = loupe::test::temp_path("loupe_bench_sig.csv");
+    fs::remove(json);
+    fs::remove(csv);
+    // batch 8's row takes about a second here, batch 512's many: the signal lands in the second.
+    loupe::test::CliChild run(std::string(LOUPE_CLI) + " bench mnist_mlp --device cpu --batch 8,512 --steps 200 "
+                              "--warmup 1 --json " + json.string() + " --csv " + csv.string());
+    ASSERT_TRUE(run.wait_for("\nmnist_mlp ", 120)) << run.text;  // the first row, printed as it finished
+    const double t0 = loupe::test::CliChild::now();
+    kill(run.pid, sig);
+    int status = 0;
+    while (loupe::test::CliChild::now() < t0 + 10 && waitpid(run.pid, &status, WNOHANG) != run.pid)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const double took = loupe::test::CliChild::now() - t0;
+    run.pid = -1;
+    run.drain();
+    ASSERT_TRUE(WIFEXITED(status)) << run.text;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << run.text;
+    EXPECT_LT(took, 2.0) << run.text;
+    EXPECT_NE(run.text.find("loupe: interrupted; 1 finished row written to " + json.string() + " and " + csv.string() +
+                            "\n"), std::string::npos) << run.text;
+    const std::string lines = loupe::test::slurp(json);
+    ASSERT_EQ(std::count(lines.begin(), lines.end(), '\n'), 1) << lines;
+    const nlohmann::json record = nlohmann::json::parse(lines);  // throws where it is not whole JSON
+    EXPECT_EQ(record.at("batch"), 8) << lines;
+    EXPECT_EQ(record.at("model"), "mnist_mlp") << lines;
+    const std::string table = loupe::test::slurp(csv);
+    ASSERT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << table;
+    EXPECT_EQ(table.rfind("run_id,", 0), 0u) << table;
+    const std::string header = table.substr(0, table.find('\n')), row = table.substr(header.size() + 1);
+    EXPECT_EQ(std::count(header.begin(), header.end(), ','), std::count(row.begin(), row.end(), ',')) << table;
+    EXPECT_NE(row.find(",mnist_mlp,cpu,CPU,fp32,8,"), std::string::npos) << table;
+    EXPECT_FALSE(fs::exists(json.string() + ".tmp"));
+    fs::remove(json);
+    fs::remove(csv);
+  }
 }

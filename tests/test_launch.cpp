@@ -279,3 +279,40 @@ TEST(Rendezvous, RankEnvironment) {
   setenv("RANK", "x", 1);
   EXPECT_THROW(dist::rank_env(), Error);
 }
+
+// A port out of range is said to be one (MASTER_PORT=99999 was told "needs MASTER_PORT"), and
+// world_variables names what made this process a rank: WORLD_SIZE, or srun's variables.
+TEST(RankEnv, MessagesNameTheVariablesSet) {
+  std::vector<std::unique_ptr<test::UnsetEnv>> clean;
+  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                        "LOUPE_RDZV_PORT", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NTASKS",
+                        "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "LOCAL_WORLD_SIZE"})
+    clean.push_back(std::make_unique<test::UnsetEnv>(v));
+  auto refusal = [] {
+    try {
+      dist::rank_env();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      return what.substr(0, what.find("  ["));  // without LOUPE_CHECK's source location
+    }
+    return std::string();
+  };
+  {
+    test::EnvVar w("WORLD_SIZE", "2"), r("RANK", "0");
+    EXPECT_EQ(refusal(), "a world of 2 needs MASTER_PORT (the port rank 0 listens on)");
+    EXPECT_EQ(dist::world_variables(), "WORLD_SIZE=2");
+    for (const char* port : {"99999", "65536"}) {
+      test::EnvVar p("MASTER_PORT", port);
+      EXPECT_EQ(refusal(), "MASTER_PORT=" + std::string(port) + " is out of range: a port is 1-65535");
+    }
+    test::EnvVar p("MASTER_PORT", "65535");
+    EXPECT_EQ(refusal(), "");
+  }
+  {
+    test::EnvVar id("SLURM_PROCID", "1"), n("SLURM_STEP_NUM_TASKS", "2"), nodes("SLURM_STEP_NODELIST", "n1");
+    EXPECT_EQ(dist::world_variables(), "SLURM_PROCID=1 and SLURM_STEP_NUM_TASKS=2");
+    test::EnvVar p("MASTER_PORT", "70000");
+    EXPECT_EQ(refusal(), "MASTER_PORT=70000 is out of range: a port is 1-65535");
+  }
+  EXPECT_EQ(dist::world_variables(), "");
+}

@@ -169,3 +169,105 @@ TEST(OutputCheck, MetricsWriteFailingMidRunIsOneSentence) {
   EXPECT_EQ(out.find("loupe:"), out.size() - said.size()) << "one sentence:\n" << out;
   fs::remove(metrics);
 }
+
+namespace {
+
+// An input of the run, as the command line names it, and how the refusal describes it.
+struct InputKind {
+  std::string args;   // the words that name it (a model, --data, --resume, compare's files)
+  std::string path;   // the input file (or a file inside the input folder)
+  std::string said;   // the refusal's words for it, after "is "
+};
+
+}  // namespace
+
+// No output may replace an input (docs/cli.md, "Inputs and outputs"): every output
+// option of every command that writes files, against every kind of input the command reads (the
+// model file, a --data file, a file in a --data folder, the default data folder, the --resume
+// checkpoint, compare's runs), compared by device and inode, not by spelling (a ./x/../ spelling, a
+// symbolic link, a hard link). Refused at start, status 2, naming both and the path; the input is
+// unchanged. `--save model.json` replaced the model file; `--csv data/x_train.npy` the data.
+TEST(OutputCheck, NoOutputNamesAnInput) {
+  const fs::path dir = test::temp_path("loupe_out_inputs");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "data");
+  fs::create_directories(dir / "home" / "mnist");
+  const std::string d = dir.string();
+  for (const char* f : {"model.json", "data.npz", "data/x_train.npy", "data/y_train.npy", "ck.ckpt", "a.jsonl",
+                        "b.jsonl", "home/mnist/train-images-idx3-ubyte", "home/mnist/train-labels-idx1-ubyte",
+                        "home/mnist/t10k-images-idx3-ubyte", "home/mnist/t10k-labels-idx1-ubyte"})
+    std::ofstream(dir / f) << "input " << f;
+  fs::create_symlink(dir / "model.json", dir / "link.json");
+  fs::create_hard_link(dir / "data.npz", dir / "hard.npz");
+  // Each kind, and the outputs that would replace it spelt three ways.
+  const InputKind model{"train " + d + "/model.json", d + "/model.json", "the model file '" + d + "/model.json'"};
+  const InputKind npz{"train mnist_mlp --data " + d + "/data.npz", d + "/data.npz",
+                      "the --data file '" + d + "/data.npz'"};
+  const InputKind folder{"train mnist_mlp --data " + d + "/data", d + "/data/x_train.npy",
+                         "inside the --data folder '" + d + "/data'"};
+  const InputKind fallback{"train mnist_mlp", d + "/home/mnist/train-images-idx3-ubyte",
+                           "inside the data folder '" + d + "/home/mnist'"};
+  const InputKind fallback_synthetic{"train mnist_mlp --synthetic", fallback.path, fallback.said};  // read or not
+  const InputKind resume{"train mnist_mlp --resume " + d + "/ck.ckpt", d + "/ck.ckpt",
+                         "the --resume checkpoint '" + d + "/ck.ckpt'"};
+  auto spelt = [&](const std::string& path, int i) {
+    if (path == d + "/model.json" && i % 3 == 1) return d + "/link.json";
+    if (path == d + "/data.npz" && i % 3 == 1) return d + "/hard.npz";
+    const std::string rest = path.substr(d.size());
+    return i % 3 == 0 ? path : d + "/data/.." + rest;
+  };
+  struct Case {
+    std::string command, option;
+    const InputKind* input;
+  };
+  std::vector<Case> cases;
+  for (const InputKind* in : {&model, &npz, &folder, &fallback, &fallback_synthetic, &resume})
+    for (const char* out : {"save", "metrics", "csv", "trace", "timeline", "tensorboard"})
+      if (!(in == &resume && std::string(out) == "save")) cases.push_back({"train", out, in});
+  const InputKind pmodel{"profile " + d + "/model.json", model.path, model.said};
+  const InputKind pfolder{"profile mnist_mlp --data " + d + "/data", folder.path, folder.said};
+  const InputKind pnpz{"profile mnist_mlp --data " + d + "/data.npz", npz.path, npz.said};
+  const InputKind pfallback{"profile mnist_mlp", fallback.path, fallback.said};
+  for (const InputKind* in : {&pmodel, &pfolder, &pnpz, &pfallback})
+    for (const char* out : {"csv", "json", "png"}) cases.push_back({"profile", out, in});
+  const InputKind bmodel{"bench " + d + "/model.json", model.path, model.said};
+  const InputKind bmodels{"bench mnist_mlp," + d + "/model.json", model.path, model.said};
+  const InputKind smodel{"sweep " + d + "/model.json --batch 8", model.path, model.said};
+  const InputKind bfallback{"bench mnist_mlp --batch 8", fallback.path, fallback.said};
+  for (const char* out : {"json", "csv"}) cases.push_back({"bench", out, out[0] == 'j' ? &bmodel : &bmodels});
+  cases.push_back({"bench", "csv", &bfallback});
+  for (const char* out : {"csv", "png"}) cases.push_back({"sweep", out, &smodel});
+  const InputKind runs{"compare " + d + "/a.jsonl " + d + "/b.jsonl", d + "/b.jsonl",
+                       "the input '" + d + "/b.jsonl'"};
+  for (const char* out : {"csv", "plot"}) cases.push_back({"compare", out, &runs});
+  const std::string env = "env LOUPE_DATA=" + d + "/home ";
+  int i = 0;
+  for (const Case& c : cases) {
+    const std::string target = spelt(c.input->path, i++);
+    const std::string args = c.input->args + (c.command == "compare" ? "" : " --device cpu") + " --" + c.option + " " +
+                             target;
+    auto [rc, out] = test::run_command("timeout 60 " + env + kCli + " " + args);
+    EXPECT_EQ(rc, 2) << args << "\n" << out;
+    EXPECT_EQ(out, "loupe: --" + c.option + " '" + target + "' is " + c.input->said +
+                       ": loupe does not write over its inputs; give --" + c.option + " another path\n")
+        << args;
+  }
+  // --tensorboard is a folder of new files: not the data folder either, nor inside it.
+  for (const std::string& tb : {d + "/data", d + "/data/tb"}) {
+    fs::create_directories(d + "/data/tb");
+    auto [rc, out] = test::run_command("timeout 60 " + kCli + " " + folder.args + " --device cpu --tensorboard " + tb);
+    EXPECT_EQ(rc, 2) << tb << "\n" << out;
+    EXPECT_EQ(out, "loupe: --tensorboard '" + tb + "' is " + (tb == d + "/data" ? "the --data folder '" + d + "/data'"
+                                                                                   : folder.said) +
+                       ": loupe does not write over its inputs; give --tensorboard another path\n");
+  }
+  for (const char* f : {"model.json", "data.npz", "data/x_train.npy", "ck.ckpt", "b.jsonl",
+                        "home/mnist/train-images-idx3-ubyte"})
+    EXPECT_EQ(test::slurp(dir / f), std::string("input ") + f) << f << " was changed";
+  // A new file beside the inputs is no input: it passes this check (and fails later, on the data).
+  auto [rc, out] = test::run_command("timeout 60 " + kCli + " " + folder.args + " --device cpu --plain --no-nvml "
+                                     "--metrics " + d + "/data/new.jsonl --save " + d + "/new.ckpt");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_EQ(out.find("does not write over"), std::string::npos) << out;
+  fs::remove_all(dir);
+}

@@ -340,6 +340,16 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 bool in_a_world() { return std::getenv("WORLD_SIZE") != nullptr || srun_world(); }
 
+std::string world_variables() {
+  auto named = [](const char* name) {
+    const std::string v = env_text(name);
+    return std::string(name) + "=" + (v.size() <= 16 ? v : v.substr(0, 16) + "...");
+  };
+  if (std::getenv("WORLD_SIZE")) return named("WORLD_SIZE");
+  if (srun_world()) return named("SLURM_PROCID") + " and " + named("SLURM_STEP_NUM_TASKS");
+  return "";
+}
+
 RankEnv rank_env() {
   RankEnv e;
   std::string addr = env_text("MASTER_ADDR");
@@ -367,8 +377,10 @@ RankEnv rank_env() {
   LOUPE_CHECK(e.world >= 1, "the world size must be at least 1 (WORLD_SIZE or SLURM_STEP_NUM_TASKS)");
   LOUPE_CHECK(e.rank < e.world, "rank ", e.rank, " of a world of ", e.world, " (RANK or SLURM_PROCID)");
   e.master_addr = addr.empty() ? "127.0.0.1" : addr;
-  LOUPE_CHECK(e.world == 1 || (e.master_port > 0 && e.master_port < 65536),
-              "a world of ", e.world, " needs MASTER_PORT (the port rank 0 listens on)");
+  LOUPE_CHECK(e.world == 1 || e.master_port > 0, "a world of ", e.world,
+              " needs MASTER_PORT (the port rank 0 listens on)");
+  LOUPE_CHECK(e.world == 1 || e.master_port < 65536, "MASTER_PORT=", e.master_port,
+              " is out of range: a port is 1-65535");
   // torchrun's agent hosts its store on MASTER_PORT: loupe's rendezvous takes the next port.
   e.rdzv_port = e.launcher == "torchrun" ? e.master_port + 1 : e.master_port;
   if (const std::optional<int64_t> p = knobs::integer("LOUPE_RDZV_PORT")) e.rdzv_port = int(*p);

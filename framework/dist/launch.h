@@ -89,6 +89,9 @@ struct RankEnv {
 RankEnv rank_env();
 // Whether this process is a rank of a world its launcher started (WORLD_SIZE set, or srun's tasks).
 bool in_a_world();
+// For a message, the variables that make this process a rank, with their values (each at most 16
+// characters): "WORLD_SIZE=2", "SLURM_PROCID=1 and SLURM_STEP_NUM_TASKS=2" (srun); "" when none.
+std::string world_variables();
 // The first host of a Slurm host list: "gpu-a[07-09,12],gpu-b3" -> "gpu-a07".
 std::string first_slurm_host(const std::string& nodelist);
 
