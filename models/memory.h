@@ -28,9 +28,10 @@ struct MemoryEstimate {
 };
 
 // Values kept per output value of a layer while a step runs: the output itself, kept for the
-// backward pass; the pre-activation or the mask the layer's backward needs beside it (an unfused
-// bias add, the activation's input, dropout's mask); and the gradient flowing back through it.
-constexpr double kActivationFactor = 3;
+// backward pass, and the pre-activation or the mask its backward needs beside it (an unfused bias
+// add, the activation's input, dropout's mask), each with the gradient flowing back through it
+// (docs/reliability.md, "Memory checked first", has the measurement behind it).
+constexpr double kActivationFactor = 4;
 
 // Float32 tensors the optimizer keeps per parameter (optim/optimizer.cpp): Adam 2 (exp_avg,
 // exp_avg_sq), Adadelta 2 (square_avg, acc_delta), RMSprop 1 (square_avg), SGD 1 (its momentum

@@ -54,9 +54,9 @@ TEST(ModelMemory, EstimateAddsTheParts) {
   EXPECT_DOUBLE_EQ(adam.parameters, 1650 * 4);
   EXPECT_DOUBLE_EQ(adam.gradients, 1650 * 4);
   EXPECT_DOUBLE_EQ(adam.optimizer_state, 1650 * 8);
-  EXPECT_DOUBLE_EQ(adam.activations_per_sample, 74 * 4 * 3);
-  EXPECT_DOUBLE_EQ(adam.activations, 74 * 4 * 3 * 8);
-  EXPECT_DOUBLE_EQ(adam.total(), 1650 * 16 + 74 * 4 * 3 * 8);
+  EXPECT_DOUBLE_EQ(adam.activations_per_sample, 74 * 4 * 4);
+  EXPECT_DOUBLE_EQ(adam.activations, 74 * 4 * 4 * 8);
+  EXPECT_DOUBLE_EQ(adam.total(), 1650 * 16 + 74 * 4 * 4 * 8);
   EXPECT_EQ(adam.optimizer, "Adam");
   EXPECT_EQ(adam.largest_layer, "dense_1");
   EXPECT_EQ(adam.largest_parameters, 1000);
@@ -68,8 +68,8 @@ TEST(ModelMemory, EstimateAddsTheParts) {
   const models::MemoryEstimate bf16 = models::estimate_memory(m, 8, Precision::BF16, "rmsprop");
   EXPECT_DOUBLE_EQ(bf16.parameters, 1650 * 6);
   EXPECT_DOUBLE_EQ(bf16.gradients, 1650 * 4);
-  EXPECT_DOUBLE_EQ(bf16.activations, 74 * 2 * 3 * 8);
-  EXPECT_DOUBLE_EQ(models::estimate_memory(m, 8, Precision::TF32, "sgd").activations, 74 * 4 * 3 * 8);
+  EXPECT_DOUBLE_EQ(bf16.activations, 74 * 2 * 4 * 8);
+  EXPECT_DOUBLE_EQ(models::estimate_memory(m, 8, Precision::TF32, "sgd").activations, 74 * 4 * 4 * 8);
 }
 
 // The refusal names the parts, the batch and the layer: the parameters' layer when they are what is
@@ -82,13 +82,13 @@ TEST(ModelMemory, TheRefusalNamesTheLayerAndTheBatch) {
   const std::string why = models::memory_refusal(m, e, 7.8e9, "this machine has free");
   EXPECT_EQ(why,
             "huge.json: the model needs about 12.6 GB at --batch 128 (parameters 3.1 GB, gradients 3.1 GB, Adam's "
-            "state 6.3 GB, activations 43 MB; the largest layer 'dense_1' has 784,000,000 parameters), more than "
+            "state 6.3 GB, activations 57 MB; the largest layer 'dense_1' has 784,000,000 parameters), more than "
             "the 7.8 GB this machine has free: a smaller layer (even --batch 1 would not fit)");
 
   // A 10^6-filter convolution: few parameters, outputs the batch cannot hold.
   const ModelInfo conv = hand_model({{"conv2d", 1000, 1000000 * 26 * 26}, {"dense", 100, 10}}, "rmsprop", 1, 1);
   const models::MemoryEstimate c = models::estimate_memory(conv, 128, Precision::FP32, "rmsprop");
-  const double per_sample = 676000010.0 * 4 * 3;
+  const double per_sample = 676000010.0 * 4 * 4;
   const double fixed = 1100 * 12;
   const std::string batch_helps = models::memory_refusal(conv, c, fixed + 5.5 * per_sample, "cuda:0 has free");
   EXPECT_NE(batch_helps.find("the largest layer 'conv2d' outputs 676,000,000 values per sample"), std::string::npos)
@@ -96,7 +96,7 @@ TEST(ModelMemory, TheRefusalNamesTheLayerAndTheBatch) {
   EXPECT_NE(batch_helps.find("cuda:0 has free: a smaller --batch helps: --batch 5 would fit"), std::string::npos)
       << batch_helps;
   const std::string nothing_fits = models::memory_refusal(conv, c, fixed + 0.5 * per_sample, "this machine has free");
-  EXPECT_NE(nothing_fits.find("'conv2d' outputs 676,000,000 values per sample), more than the 4.1 GB this machine "
+  EXPECT_NE(nothing_fits.find("'conv2d' outputs 676,000,000 values per sample), more than the 5.4 GB this machine "
                               "has free: a smaller layer (even --batch 1 would not fit)"),
             std::string::npos)
       << nothing_fits;
@@ -174,7 +174,7 @@ TEST(ModelMemory, ASessionRefusesBeforeTheBuild) {
     FAIL() << "the session was made";
   } catch (const Error& e) {
     const std::string why = e.what();
-    EXPECT_EQ(why.rfind("huge.json: the model needs about 16000.8 GB at --batch 64 (", 0), 0u) << why;
+    EXPECT_EQ(why.rfind("huge.json: the model needs about 16001.0 GB at --batch 64 (", 0), 0u) << why;
     EXPECT_NE(why.find("the largest layer 'dense_1' has 1,000,000,000,000 parameters"), std::string::npos) << why;
   }
   EXPECT_FALSE(built) << "the check runs before the model is built";
