@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/file_check.h"
 #include "data/paths.h"
 
@@ -114,6 +115,7 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
       declared = declared_size(out.data(), have);
       if (declared == SIZE_MAX) break;  // not an IDX header: parse() says what is wrong with it
       if (declared && !(err = implausible(out.data(), declared, in.size())).empty()) break;
+      if (declared && !(err = host_memory_shortfall(double(declared), "inflated, it", "")).empty()) break;
       if (declared) out.resize(declared + 1);
     }
     if (declared && have > declared) {

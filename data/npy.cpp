@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/file_check.h"
 #include "data/paths.h"
 
@@ -254,6 +255,7 @@ NpyArray read_npy(const std::string& path) {
   // Checked against the file's size before the data is allocated: the allocation is the file's.
   const size_t available = size - pre.header_start - pre.header_len;
   NpyArray a = assemble(h, path, available, nullptr);
+  require_host_memory(double(available), path, "its data do not fit in this machine's memory");
   a.bytes.resize(available);
   if (std::fread(a.bytes.data(), 1, available, f.get()) != available)
     throw Error(path + ": cannot read its data: " + std::strerror(errno));

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/file_check.h"
 #include "data/npy.h"
 #include "data/paths.h"
@@ -119,6 +120,7 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
   NpyArray a = npy_declared(where, head, st.size);
   if (const std::string why = implausible(st.size, st.comp_size); !why.empty()) throw Error(where + ": " + why);
   const size_t want = size_t(st.size) - head.size();
+  require_host_memory(double(want), where, "its data do not fit in this machine's memory");
   a.bytes.reserve(want);  // pages are touched only as the data arrive
   size_t have = 0;
   while (have < want) {

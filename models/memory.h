@@ -40,15 +40,7 @@ int optimizer_state_tensors(const std::string& optimizer);
 
 MemoryEstimate estimate_memory(const ModelInfo& info, int64_t batch, Precision precision, const std::string& optimizer);
 
-// Bytes this process can still allocate on the host: the least of /proc/meminfo's MemAvailable,
-// each enclosing cgroup's limit less its usage (its reclaimable page cache not counted as used),
-// and RLIMIT_AS less the address space mapped now. A negative value: none could be read.
-double host_memory_free();
-// The cgroup part, from a /proc/self/cgroup copy at `proc_cgroup` and a cgroup tree at
-// `cgroup_root` (a test seam, as cores_within_cgroups): cgroup v2's memory.max less memory.current
-// less memory.stat's inactive_file, v1's memory.limit_in_bytes less memory.usage_in_bytes less
-// total_inactive_file, the least over the cgroup and those above it; negative when none is set.
-double cgroup_memory_free(const std::string& proc_cgroup, const std::string& cgroup_root);
+// The host's free memory: core/host_memory.h.
 // The GPU's free memory (what the driver reports free plus what loupe's pool holds unused);
 // negative where it cannot be read (a CPU build, no GPU).
 double device_memory_free(Device d);

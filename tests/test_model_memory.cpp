@@ -11,6 +11,7 @@
 
 #include "loupe.h"
 #include "models/keras_json.h"
+#include "core/host_memory.h"
 #include "models/memory.h"
 #include "models/session.h"
 #include "nn/layers.h"
@@ -118,7 +119,7 @@ struct CgroupTree {
     }
   }
   ~CgroupTree() { std::filesystem::remove_all(root); }
-  double free() const { return models::cgroup_memory_free((root / "cgroup").string(), (root / "sys").string()); }
+  double free() const { return loupe::cgroup_memory_free((root / "cgroup").string(), (root / "sys").string()); }
 };
 
 }  // namespace
@@ -156,7 +157,7 @@ TEST(ModelMemory, AnAddressSpaceLimitLowersTheFreeMemory) {
   if (LOUPE_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
   const size_t limit = size_t(1) << 30;
   const std::string what = test::run_with_memory_limit(
-      [] { throw Error(std::to_string(int64_t(models::host_memory_free()))); }, limit);
+      [] { throw Error(std::to_string(int64_t(loupe::host_memory_free()))); }, limit);
   ASSERT_EQ(what.rfind("error: ", 0), 0u) << what;
   const double free = std::stod(what.substr(7));
   EXPECT_GT(free, 0.5 * double(limit)) << what;
@@ -246,7 +247,7 @@ TEST(ModelMemory, TheReferenceModelsAreNeverRefused) {
     EXPECT_EQ(params, m.expected_parameters) << m.name;
     const models::MemoryEstimate e = models::estimate_memory(m, m.recipe.batch, Precision::FP32, m.recipe.optimizer);
     EXPECT_LT(e.total(), 1e9) << m.name;
-    EXPECT_EQ(models::memory_refusal(m, e, models::host_memory_free(), "this machine has free"), "") << m.name;
+    EXPECT_EQ(models::memory_refusal(m, e, loupe::host_memory_free(), "this machine has free"), "") << m.name;
   }
   if (LOUPE_TEST_ASAN) return;  // no RLIMIT_AS under AddressSanitizer (tests/test_util.h)
   const ModelInfo& mlp = models::find_model("mnist_mlp");
