@@ -7,7 +7,11 @@
 // outcomes (every accepted() and rejected() of the target, in order) must match FILE's line for
 // it, so that a check that stops refusing a bad file fails the test (format: docs/fuzzing.md).
 // Every mismatch, input without a line and line without an input is one line of output and
-// makes the exit status 1.
+// makes the exit status 1; so does a peak resident size past 1 GiB, named by the first input that
+// took the process past it (docs/reliability.md: no hostile file up to 100 MB costs more; not under
+// AddressSanitizer, whose shadow and quarantine count too).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +30,24 @@ namespace fs = std::filesystem;
 using loupe::fuzz::Outcome;
 
 namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+#else
+constexpr bool kAsan = false;
+#endif
+constexpr long kPeakKiB = 1L << 20;  // 1 GiB
+
+long peak_kib() {
+  rusage ru{};
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0;
+}
 
 // One field of an expectation line: "accepted", "rejected REASON" (REASON a substring of the
 // Error's message), "*" (either), or "..." last (the outcomes after it, whatever they are).
@@ -179,6 +201,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> mismatches;
   double slowest = 0;
   std::string slowest_name;
+  bool past_peak = false;
   const auto start = std::chrono::steady_clock::now();
   for (const fs::path& p : files) {
     std::ifstream f(p, std::ios::binary);
@@ -191,6 +214,11 @@ int main(int argc, char** argv) {
     const std::string name = p.filename().string();
     if (s > slowest) slowest = s, slowest_name = name;
     if (expect_file.empty()) continue;
+    if (!kAsan && !past_peak && peak_kib() > kPeakKiB) {
+      past_peak = true;
+      mismatches.push_back(name + ": took the process to " + std::to_string(peak_kib() / 1024) +
+                           " MiB resident, past the 1 GiB any corpus file may take");
+    }
     const auto x = expect.find(name);
     if (x == expect.end()) {
       mismatches.push_back(name + ": no line in " + expect_file + "; its outcomes: " + as_line(name, got));
