@@ -107,35 +107,51 @@ std::optional<FileId> file_id(const std::string& path) {
   return FileId{st.st_dev, st.st_ino, S_ISDIR(st.st_mode)};
 }
 
-// Whether the existing `path` lies inside `folder`: one of its real parents (symbolic links
-// resolved) is that folder, by device and inode.
-bool inside(const std::string& path, const FileId& folder) {
+// How deep `path` lies inside `folder` (1: directly in it; 2 or more: in a folder of it), 0 when
+// it does not: its real parents (symbolic links resolved, also for a path not there yet) compared
+// with the folder by device and inode.
+int depth_inside(const std::string& path, const FileId& folder) {
   std::error_code ec;
-  const std::filesystem::path real = std::filesystem::canonical(path, ec);
-  if (ec) return false;
-  for (std::filesystem::path p = real.parent_path(); !p.empty(); p = p.parent_path()) {
-    if (file_id(p.string()) == std::optional<FileId>(folder)) return true;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) return 0;
+  int depth = 1;
+  for (std::filesystem::path p = real.parent_path(); !p.empty(); p = p.parent_path(), ++depth) {
+    if (file_id(p.string()) == std::optional<FileId>(folder)) return depth;
     if (p == p.root_path()) break;
   }
+  return 0;
+}
+
+// A name a data set's reader takes from the top of its folder: NumPy arrays, IDX files, CIFAR-10's
+// batches and meta (docs/data.md). Other files there (a checkpoint, a metrics file) are no input.
+bool read_as_data(const std::string& path) {
+  const std::string n = std::filesystem::path(path).filename().string();
+  for (const std::string ext : {".npy", ".npz", "-ubyte", "-ubyte.gz", ".bin", ".txt"})
+    if (n.size() >= ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0) return true;
   return false;
 }
 
-// Every output against every input, by device and inode (docs/cli.md, "Inputs and outputs"): an
-// output that exists may be no input, nor lie inside an input folder; one that does not exist yet
-// is no input. --save may name the checkpoint it resumes: the run continues it.
+// Every output against every input, by device and inode (docs/cli.md, "Inputs and outputs"): no
+// output is an input file; in an input folder, none is a file its reader takes, nor lies in a
+// folder of it (image classes, IMDb's reviews), nor is --tensorboard's folder of new files; the
+// same whether the output exists yet or not, so a second run is judged as the first. --save may
+// name the checkpoint it resumes: the run continues it.
 void check_inputs_kept(const Options& o, const std::vector<std::pair<std::string, std::string>>& outputs) {
   const std::vector<Input> inputs = inputs_of(o);
   for (const auto& [option, path] : outputs) {
     const std::optional<FileId> out = file_id(path);
-    if (!out) continue;
     for (const Input& in : inputs) {
       const std::optional<FileId> id = file_id(in.path);
       if (!id || (option == "--save" && in.what == "the --resume checkpoint")) continue;
       const bool data = in.what == "the --data" || in.what == "the data";
       const std::string name = in.what + (!data ? "" : id->dir ? " folder" : " file") + " '" + in.path + "'";
       std::string is;
-      if (*out == *id) is = name;
-      else if (id->dir && inside(path, *id)) is = "inside " + name;
+      if (out && *out == *id) {
+        is = name;
+      } else if (id->dir) {
+        const int depth = depth_inside(path, *id);
+        if (depth >= 2 || (depth == 1 && (option == "--tensorboard" || read_as_data(path)))) is = "inside " + name;
+      }
       if (!is.empty())
         throw UsageError(option + " '" + path + "' is " + is + ": loupe does not write over its inputs; give " +
                          option + " another path");

@@ -269,5 +269,19 @@ TEST(OutputCheck, NoOutputNamesAnInput) {
                                      "--metrics " + d + "/data/new.jsonl --save " + d + "/new.ckpt");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_EQ(out.find("does not write over"), std::string::npos) << out;
+  // The same files again, now that they exist: a second run is judged as the first. A data file's
+  // name in the folder, or a path in a folder of it, is refused whether it exists yet or not.
+  std::ofstream(d + "/data/new.jsonl") << "{}\n";
+  auto [rc2, out2] = test::run_command("timeout 60 " + kCli + " " + folder.args + " --device cpu --plain --no-nvml "
+                                       "--metrics " + d + "/data/new.jsonl");
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_EQ(out2.find("does not write over"), std::string::npos) << out2;
+  fs::create_directories(d + "/data/class_a");
+  for (const std::string& p : {d + "/data/x_test.npy", d + "/data/class_a/new.csv"}) {
+    auto [rc3, out3] = test::run_command("timeout 60 " + kCli + " " + folder.args + " --device cpu --csv " + p);
+    EXPECT_EQ(rc3, 2) << p << "\n" << out3;
+    EXPECT_EQ(out3, "loupe: --csv '" + p + "' is " + folder.said +
+                        ": loupe does not write over its inputs; give --csv another path\n");
+  }
   fs::remove_all(dir);
 }
