@@ -76,10 +76,14 @@ std::string memory_refusal(const ModelInfo& info, const MemoryEstimate& e, doubl
   const std::string more = "), more than the " + bytes_text(available) + " " + where + ": ";
   const std::string widest = "the largest layer '" + e.widest_layer + "' outputs " + grouped(e.widest_activations) +
                              " values per sample";
-  // Only the activations are past it: the largest batch that fits is named.
-  const int64_t fits = e.fixed() < available && e.activations_per_sample > 0
-                           ? int64_t(std::floor((available - e.fixed()) / e.activations_per_sample))
-                           : 0;
+  // Only the activations are past it: a batch that fits is named, with a tenth of the memory to
+  // spare (the estimate is no closer than that to a step's peak) and cut to two significant
+  // digits, a number a user would type.
+  const double room = 0.9 * available - e.fixed();
+  int64_t fits = room > 0 && e.activations_per_sample > 0 ? int64_t(std::floor(room / e.activations_per_sample)) : 0;
+  int64_t unit = 1;
+  while (fits / unit >= 100) unit *= 10;
+  fits = fits / unit * unit;
   if (fits >= 1) return why + widest + more + "a smaller --batch helps: --batch " + std::to_string(fits) + " would fit";
   const std::string what = e.activations > e.fixed() ? widest
                                                        : "the largest layer '" + e.largest_layer + "' has " +

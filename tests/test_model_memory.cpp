@@ -94,8 +94,13 @@ TEST(ModelMemory, TheRefusalNamesTheLayerAndTheBatch) {
   const std::string batch_helps = models::memory_refusal(conv, c, fixed + 5.5 * per_sample, "cuda:0 has free");
   EXPECT_NE(batch_helps.find("the largest layer 'conv2d' outputs 676,000,000 values per sample"), std::string::npos)
       << batch_helps;
-  EXPECT_NE(batch_helps.find("cuda:0 has free: a smaller --batch helps: --batch 5 would fit"), std::string::npos)
+  EXPECT_NE(batch_helps.find("cuda:0 has free: a smaller --batch helps: --batch 4 would fit"), std::string::npos)
       << batch_helps;
+  // The batch named keeps a tenth of the memory spare and is cut to two significant digits: 46,088
+  // samples fill 90% here.
+  const models::MemoryEstimate big = models::estimate_memory(conv, 60000, Precision::FP32, "rmsprop");
+  const std::string round = models::memory_refusal(conv, big, (fixed + 46088.5 * per_sample) / 0.9, "cuda:0 has free");
+  EXPECT_NE(round.find("a smaller --batch helps: --batch 46000 would fit"), std::string::npos) << round;
   const std::string nothing_fits = models::memory_refusal(conv, c, fixed + 0.5 * per_sample, "this machine has free");
   EXPECT_NE(nothing_fits.find("'conv2d' outputs 676,000,000 values per sample), more than the 5.4 GB this machine "
                               "has free: a smaller layer (even --batch 1 would not fit)"),
