@@ -313,6 +313,12 @@ class Runtime final : public CudaRuntime {
   void event_synchronize(void* e) override { LOUPE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
   void capture_begin() override {
     LOUPE_CHECK(!capturing_, "a CUDA graph capture is already under way");
+    // A captured step's tensors are the graph's own memory, not the pool's: the blocks the pool
+    // keeps cached from the eager steps before it would leave the graph a GPU already full, so the
+    // largest batch that fits would be the eager step's and the graph's together. The pool gives its
+    // unused blocks back first (the next eager step grows it again).
+    LOUPE_CUDA_CHECK(cudaDeviceSynchronize());
+    LOUPE_CUDA_CHECK(cudaMemPoolTrimTo(pool(), 0));
     LOUPE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
   }
