@@ -1,5 +1,5 @@
 // Where loupe looks for a data set when no --data is given: one search order for every reader
-// (issue 17, point 4; docs/design.md, "Knobs and paths").
+// (docs/design.md, "Knobs and paths").
 //
 // The places, in order, for a set stored under the relative path `rel` ("mnist", "cifar10",
 // "nietzsche/nietzsche.txt"):

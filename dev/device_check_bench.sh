@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 on a GPU machine: `loupe bench` beside PyTorch in the same call, per model and batch:
+# On a GPU machine: `loupe bench` beside PyTorch in the same call, per model and batch:
 # loupe fp32 against PyTorch eager strict fp32 and a CUDA-graphed step, loupe fp16 against
 # PyTorch autocast fp16 + GradScaler. Writes a markdown table to $OUT/compare.md.
 #   MODELS="mnist_mlp cifar10_cnn" BATCHES="128 1024" dev/device_check_bench.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5 checks on a GPU machine (logs under $OUT): loupe against PyTorch eager on the CNNs
+# Checks on a GPU machine (logs under $OUT): loupe against PyTorch eager on the CNNs
 # (synthetic data resident on the GPU, as compare_pytorch.py trains), in the same call:
 #   loupe fp32 vs PyTorch strict fp32 (--no-tf32)
 #   loupe tf32 vs PyTorch's default (TF32 convolutions, fp32 GEMMs) and vs PyTorch all-TF32

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 15's table on a GPU machine: loupe's fastest precision (fp32, tf32, fp16, bf16; the whole
-# step one CUDA graph) against PyTorch's strongest mode without hand-written kernels
-# (scripts/compare_pytorch.py --mode compiled: torch.compile + the whole step in a CUDA graph +
-# fp16 autocast), per model and batch, in one call on one GPU. Writes a markdown table to
+# docs/plans/cuda_graphs.md's table on a GPU machine: loupe's fastest precision (fp32, tf32, fp16,
+# bf16; the whole step one CUDA graph) against PyTorch's strongest mode without hand-written kernels
+# (scripts/compare_pytorch.py --mode compiled: torch.compile + the whole step in a CUDA graph + fp16
+# autocast), per model and batch, in one call on one GPU. Writes a markdown table to
 # $OUT/compiled.md and the logs beside it.
 #   MODELS="mnist_mlp mnist_cnn" BATCHES="128 1024" PRECISIONS=fp16,bf16 dev/device_check_compiled.sh
 # loupe: `loupe bench --rounds 2` (alternating rounds, the fastest kept; at least 100 steps and 2 s

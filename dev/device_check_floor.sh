@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 35's floor table on one GPU: the graphed profile of every reference model at batch 128 and
-# 1024 (fp16; the JSON that scripts/floor_table.py reads), tarred into $OUT/floor.tgz with a
-# summary of each step's line. PyTorch's compiled step comes from dev/device_check_compiled.sh in
-# the same or the next call on the same machine (torch.compile takes 20-60 s a model and batch);
-# then, here:
+# The floor table (docs/plans/toward_the_floor.md) on one GPU: the graphed profile of every
+# reference model at batch 128 and 1024 (fp16; the JSON that scripts/floor_table.py reads), tarred
+# into $OUT/floor.tgz with a summary of each step's line. PyTorch's compiled step comes from
+# dev/device_check_compiled.sh in the same or the next call on the same machine (torch.compile takes
+# 20-60 s a model and batch); then, here:
 #   scripts/floor_table.py mnist_mlp@128=profile-mnist_mlp@128.json ... --pytorch mnist_mlp@128=SPS ...
 #   MODELS="mnist_mlp mnist_cnn" BATCHES="128 1024" dev/device_check_floor.sh
 set -u

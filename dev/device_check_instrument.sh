@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 checks on a GPU machine (writes logs under $OUT): NVML agreement with nvidia-smi,
+# Checks on a GPU machine (writes logs under $OUT): NVML agreement with nvidia-smi,
 # instrumentation overhead, advice at batch 128 and 8192, ncu on an NVTX range, loupe peak.
 set -u
 L=./build-gpu/loupe

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 34 on the device: each Keras model file in models/keras beside the built-in model it
-# describes, on the GPU (step mode, graph kernels, samples/s of the last epoch), and a file trained
-# on real Fashion-MNIST as .npy arrays (made here from the carried IDX files, when numpy is there).
+# docs/plans/keras_and_numpy.md on the device: each Keras model file in models/keras beside the
+# built-in model it describes, on the GPU (step mode, graph kernels, samples/s of the last epoch),
+# and a file trained on real Fashion-MNIST as .npy arrays (made here from the carried IDX files,
+# when numpy is there).
 # usage: [MODELS="m1 m2"] dev/device_check_keras.sh [LOUPE] ; logs under $OUT (or /tmp/out).
 set -u
 L=${1:-build-gpu/loupe}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the `gpu` CTest tests (issue 16): each test's own command and environment,
-# from ctest's JSON, run under one tool. Usage: dev/device_check_sanitizer.sh TOOL [SECONDS]
+# compute-sanitizer over the `gpu` CTest tests (docs/sanitizers.md): each test's own command and
+# environment, from ctest's JSON, run under one tool. Usage: dev/device_check_sanitizer.sh TOOL [SECONDS]
 #   TOOL: memcheck, racecheck, synccheck or initcheck; SECONDS: the whole run's budget (default 500).
 #   EXCLUDE=Suite.*:Other.* leaves those GoogleTest cases out (racecheck makes cuDNN's algorithm
 #   search take minutes: CudaPrecision.* alone ran 197 s).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 36 on a host of 4 or 8 GPUs: the scaling curve. Parts by PARTS (default: build bench loader),
-# logs and a summary in $OUT (summary.txt, then the logs in one tarball: $OUT returns few files).
+# A host of 4 or 8 GPUs (docs/multi-gpu.md): the scaling curve. Parts by PARTS (default: build bench
+# loader), logs and a summary in $OUT (summary.txt, then the logs in one tarball: $OUT returns few
+# files).
 #   build     dev/gpu_configure.sh (build-gpu/, Release, sm_90)
 #   bench     loupe bench MODEL --gpus SIZES --batch 1024 --precision fp16 for each of MODELS
 #   loader    mnist_cnn fp16 at 1024 per GPU through the loader on real Fashion-MNIST, each size of

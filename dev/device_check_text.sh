@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 checks on a GPU machine (logs under $OUT): loupe against PyTorch eager fp32 on the text
+# Checks on a GPU machine (logs under $OUT): loupe against PyTorch eager fp32 on the text
 # models (synthetic ids resident on the GPU, as compare_pytorch.py trains) at the reference batch
 # and at 1024, best of ROUNDS alternating rounds; then char_lstm on the GPL-3 text and a sample.
 # By default strict fp32 on both sides; PREC=tf32 compares loupe --precision tf32 with PyTorch's

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""One-off rewrite (issue 17, point 1): Tensor's autograd-recording methods became free functions
-in ops/view.h (and backward() in autograd/), so that core/ depends on nothing above it.
+"""One-off rewrite (docs/design.md, "Layout"): Tensor's autograd-recording methods became free
+functions in ops/view.h (and backward() in autograd/), so that core/ depends on nothing above it.
 
     x.reshape(s)       -> reshape(x, s)          x.t()          -> transpose(x, 0, 1)
     f(a).contiguous()  -> contiguous(f(a))       loss.backward() -> backward(loss)

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Full-size stand-ins for the data sets this machine cannot download, in their published layouts,
-so that a whole recipe runs through loupe's real readers and loader (issue 32, item 6):
+so that a whole recipe runs through loupe's real readers and loader
+(docs/performance.md, "The six recipes on a 2-core CPU"):
 
   OUT/cifar10/cifar-10-batches-bin/{data_batch_1..5,test_batch}.bin   random pixels, 50,000 / 10,000
   OUT/imdb/aclImdb/{train,test}/{pos,neg}/ID_RATING.txt               12,500 reviews per folder

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The mutation check (issue 30, point 3; docs/testing.md).
+"""The mutation check (docs/testing.md).
 
 Applies each one-line mutation of a list (dev/mutations.txt) to a copy of the working tree,
 rebuilds only the test targets the mutation names, for the CPU, runs only the tests it names (all

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One markdown row per whole-recipe run, for docs/performance.md's CPU table (issue 32, item 6).
+"""One markdown row per whole-recipe run, for docs/performance.md's CPU table.
 
   dev/recipe_table.py RUN...
 

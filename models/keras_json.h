@@ -1,4 +1,4 @@
-// A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (issue 34;
+// A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (see
 // docs/plans/keras_and_numpy.md, step 3). Both layouts: Keras 2 (`config` a list of layers or
 // {"layers": [...]}, the input in `batch_input_shape`) and Keras 3 (`module` / `registered_name`,
 // an InputLayer with `batch_shape`, `build_config`, `compile_config`). The layers loupe has:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The CPU studies of issue 20 (docs/benchmarks.md): threads scaling against PyTorch, and the same
-training on one CPU thread, on all of them and on the GPU, with energy and cost.
+"""The CPU studies (docs/plans/cpu_backend.md, docs/benchmarks.md): threads scaling against PyTorch,
+and the same training on one CPU thread, on all of them and on the GPU, with energy and cost.
 
 usage: scripts/cpu_study.py scaling --loupe BIN [--models LIST] [--threads 1,2,4,8,16] [--batch 128]
                                   [--rounds 1] [--python PY] [--out DIR]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The step's floor against the step (issue 35, point 4): from `loupe profile MODEL --graph on
---json F` runs, per model and batch, the analytic floors at the ceilings the profile measured (a
-GEMM at the precision in use, a device copy) beside the measured graphed step, its busy time,
-its boundaries and its kernels, and, where given, PyTorch's step from its samples/s. With
---compiled (the compiled.md of dev/device_check_compiled.sh, from the same machine): PyTorch's
+"""The step's floor against the step (docs/plans/toward_the_floor.md, point 4): from `loupe profile
+MODEL --graph on --json F` runs, per model and batch, the analytic floors at the ceilings the
+profile measured (a GEMM at the precision in use, a device copy) beside the measured graphed step,
+its busy time, its boundaries and its kernels, and, where given, PyTorch's step from its samples/s.
+With --compiled (the compiled.md of dev/device_check_compiled.sh, from the same machine): PyTorch's
 compiled step and loupe's `bench` step (its fastest precision; the profile's step carries the
 profiler's own gaps) and their ratio, the issue's 1.5x target.
 

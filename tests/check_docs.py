@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The documentation against the tree it describes (issue 33, points 5 and 7).
+"""The documentation against the tree it describes (docs/plans/heart_on_one_screen.md, steps 5
+and 7).
 
 usage: check_docs.py LOUPE ROOT [--write]
 - README.md onboards in at most 250 lines, and its map of docs/ names every page there (and only

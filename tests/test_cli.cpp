@@ -1,4 +1,4 @@
-// The command's help and version (issue 17, point 11): every subcommand has its own --help naming
+// The command's help and version (docs/cli.md): every subcommand has its own --help naming
 // every option it takes, `loupe --version` says the version and the build, and an option is
 // refused by name where the subcommand does not take it, also as the last word.
 #include <gtest/gtest.h>

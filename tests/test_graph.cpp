@@ -200,9 +200,9 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   EXPECT_EQ(t2.step_mode(), "eager: --graph off");
 }
 
-// --busy's split of a graphed epoch (issue 35): the GPU ran the graph's kernels each step (and at
-// most the one-thread kernel that advances the dropout's random base, outside the graph), the gaps
-// between them are there and short, and busy + boundaries never exceed the window.
+// --busy's split of a graphed epoch (docs/plans/graph_profile.md): the GPU ran the graph's kernels
+// each step (and at most the one-thread kernel that advances the dropout's random base, outside the
+// graph), the gaps between them are there and short, and busy + boundaries never exceed the window.
 TEST(GraphGpu, BusySplitsAGraphedEpochIntoWorkAndBoundaries) {
   REQUIRE_GPU();
   models::SessionOptions so;

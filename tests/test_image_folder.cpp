@@ -252,7 +252,7 @@ TEST_F(ImageFolder, ErrorsNameThePath) {
   expect_error([&] { load_image_folder((root / "many").string(), 1, 28, 28); }, "257", "at most 256");
 }
 
-// ---- Integrity before decoding (issue 16, item 8): stb_image checks no CRC and no Adler-32, and
+// ---- Integrity before decoding (docs/data.md): stb_image checks no CRC and no Adler-32, and
 // allocates what a header declares. Every file below decoded, or was tried, on the old code.
 
 // The folder holds one good image and `bad` under cat/, read as grey 4x4.
@@ -313,10 +313,10 @@ TEST_F(ImageFolder, HugePngHeaderIsRefusedBeforeDecoding) {
   expect_refused(root, "wide.png", png_raw(20000, 1, 8, 0, 0, Bytes(20001, 0)), "20000x1 pixels, more than loupe decodes");
 }
 
-// Issue 32: an image file is read only when its size (stat) is within 288 MiB, the most a PNG of
-// the largest image loupe decodes takes; the reader read it whole first and refused it after. A
-// sparse file of a PNG's first bytes, one byte over, is refused naming it; one of 1.5 GB ends with
-// that error in a child allowed 1 GiB more address space.
+// docs/plans/cpu_real_machine.md, item 4: an image file is read only when its size (stat) is within
+// 288 MiB, the most a PNG of the largest image loupe decodes takes; the reader read it whole first
+// and refused it after. A sparse file of a PNG's first bytes, one byte over, is refused naming it;
+// one of 1.5 GB ends with that error in a child allowed 1 GiB more address space.
 TEST_F(ImageFolder, ImageFileOverItsCapIsRefusedBeforeReading) {
   SKIP_WITHOUT_STB();
   const fs::path dir = root / "set", huge = dir / "cat" / "huge.png";
@@ -432,7 +432,7 @@ void write_mnist_set(const fs::path& dir, uint32_t rows, uint32_t cols, uint32_t
 }
 
 // MNIST-format files are not resized: images of another size than the models take are refused
-// when the data is opened, naming the file, its size and the models' (issue 16, item 8: a 10x10
+// when the data is opened, naming the file, its size and the models' (a 10x10
 // set failed in the first step with "matmul: shapes [128, 100] and [784, 512] do not chain").
 TEST_F(ImageFolder, MnistFormatImagesOfTheWrongSizeAreRefusedWhenOpened) {
   write_mnist_set(root / "small", 10, 10);

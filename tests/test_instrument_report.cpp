@@ -856,9 +856,9 @@ TEST(Advice, CommBoundThreshold) {
   }, "", "communication-bound");
 }
 
-// A busy machine (issue 32): loupe's threads waited for a core 20% of their ready time or more; the
-// advice names the share and, where the process got at least half a core, --threads at the cores it
-// got. On a CPU run and a GPU run alike, first.
+// A busy machine (docs/plans/cpu_real_machine.md, item 2): loupe's threads waited for a core 20% of
+// their ready time or more; the advice names the share and, where the process got at least half a
+// core, --threads at the cores it got. On a CPU run and a GPU run alike, first.
 TEST(Advice, BusyHostThreshold) {
   expect_flips_at("busy host, waited >= 0.2", 0.2, [](double x) {
     EpochReport r = busy_report(0.6, 2.0, 0.5, 0.0);

@@ -1,5 +1,6 @@
 // core/knobs.h: the typed reads of the LOUPE_* environment variables refuse bad values, and the
-// table, docs/cli.md's table and the variables the tree reads cannot drift apart (issue 17, point 4).
+// table, docs/cli.md's table and the variables the tree reads cannot drift apart (docs/design.md,
+// "Knobs and paths").
 #include <gtest/gtest.h>
 
 #include <filesystem>

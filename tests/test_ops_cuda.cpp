@@ -718,7 +718,7 @@ TEST(CudaBatchNorm, RunningStatisticsAndEvalMatchCpu) {
   for (size_t k = 0; k < 3; ++k) expect_close(stats[0][k], stats[1][k], "batch_norm stats/eval " + std::to_string(k));
 }
 
-// The kernels go on the lane their context names (issue 33, core/exec_context.h), for loupe's own
+// The kernels go on the lane their context names (core/exec_context.h), for loupe's own
 // kernels, cuBLAS and cuDNN alike. The proof is the compute stream's capture: work on the default
 // lane is recorded into the graph and does not run; the same calls on a lane of their own are not
 // recorded and do run. The tables are called directly, on tensors allocated beforehand, so that

@@ -417,7 +417,7 @@ TEST(TrainCpu, CliRefusesBadNumbers) {
 }
 
 // A checkpoint destination that cannot be written fails before any data is loaded or step run, and
-// resuming a run that already did its epochs says so and exits 1 (issue 16, item 6).
+// resuming a run that already did its epochs says so and exits 1.
 TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
   const std::string train = "train mnist_mlp --device cpu --plain --no-nvml --synthetic --max-steps 1 --epochs 1 ";
   for (const auto& [dest, message] :
@@ -443,10 +443,11 @@ TEST(TrainCpu, CliFailsEarlyOnSaveAndFinishedResume) {
   std::remove(ck.c_str());
 }
 
-// A CPU run through the command (issue 17, points 12 and 13): the epoch report prints only what was
-// measured (no GPU line of n/a, no "eager (...)"), a piece of advice once and then "advice unchanged";
-// --metrics appends (two runs into one file: both runs' epochs, GPU fields null); --trace with a
-// window the run never reaches says so, naming the window, the run's steps and --profile-steps.
+// A CPU run through the command (docs/profiling.md, "The epoch report"): the epoch report prints
+// only what was measured (no GPU line of n/a, no "eager (...)"), a piece of advice once and then
+// "advice unchanged"; --metrics appends (two runs into one file: both runs' epochs, GPU fields
+// null); --trace with a window the run never reaches says so, naming the window, the run's steps
+// and --profile-steps.
 TEST(TrainCpu, CliCpuReportMetricsAndTrace) {
   const std::string metrics = test::temp_path("loupe_cli_report.jsonl").string(),
                     trace = test::temp_path("loupe_cli_report.json").string();
@@ -753,9 +754,10 @@ TEST(TrainCpu, CtrlCStopsWithin2sWhileTrainingAndEvaluating) {
 }
 
 // Paths that are not regular files are refused at once, in one sentence, and never replaced
-// (issue 32): a FIFO as the data (it blocked forever), /dev/zero as the char corpus (read until
-// 7.8 GB and bad_alloc), --save onto a device node (the rename replaced it), a FIFO as --metrics
-// (the open blocked). Each run has 20 s; a blocked one fails here instead of hanging the suite.
+// (docs/plans/cpu_real_machine.md, items 3 and 4): a FIFO as the data (it blocked forever),
+// /dev/zero as the char corpus (read until 7.8 GB and bad_alloc), --save onto a device node (the
+// rename replaced it), a FIFO as --metrics (the open blocked). Each run has 20 s; a blocked one
+// fails here instead of hanging the suite.
 TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
   const std::string fifo = test::temp_path("loupe_fifo").string();
   std::remove(fifo.c_str());
@@ -785,7 +787,7 @@ TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
 }
 
 // A file size limit below the checkpoint's size (ulimit -f): one sentence naming the file and the
-// reason, exit 1, instead of death by SIGXFSZ with no message (issue 32).
+// reason, exit 1, instead of death by SIGXFSZ with no message (docs/plans/cpu_real_machine.md).
 TEST(DataFiles, FileSizeLimitIsAnErrorNotASignal) {
   const std::string ck = test::temp_path("loupe_fsize.ckpt").string();
   auto [rc, out] = test::run_command("ulimit -f 64 && " + std::string(LOUPE_CLI) + " train mnist_mlp --device cpu --plain "
@@ -826,10 +828,10 @@ TEST(TrainCpu, InterruptSignalsReachOnlyTheSignalThread) {
   EXPECT_NE(c.text.find("interrupted in epoch 1 after"), std::string::npos) << c.text;
 }
 
-// A machine shared with other processes (issue 32): OpenMP's threads spin little before they sleep
-// (the command restarts itself once with GOMP_SPINCOUNT=3000 where oneDNN brings OpenMP, unless the
-// user set it), and the default thread count is the cores the process may use (its affinity mask
-// here; a cgroup quota likewise), not the machine's.
+// A machine shared with other processes (docs/plans/cpu_real_machine.md, item 2): OpenMP's threads
+// spin little before they sleep (the command restarts itself once with GOMP_SPINCOUNT=3000 where
+// oneDNN brings OpenMP, unless the user set it), and the default thread count is the cores the
+// process may use (its affinity mask here; a cgroup quota likewise), not the machine's.
 TEST(TrainCpu, ThreadsFitTheCoresTheProcessMayUse) {
   test::UnsetEnv spin("GOMP_SPINCOUNT"), policy("OMP_WAIT_POLICY"), threads("LOUPE_NUM_THREADS");
   {
@@ -916,7 +918,7 @@ TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
 }
 
 // The loss is the model's (its recipe's, through TrainerOptions::loss), not guessed from the
-// logits' shape (issue 17, item 3): a one-column model learns with the binary cross-entropy it is
+// logits' shape: a one-column model learns with the binary cross-entropy it is
 // given, and a loss that does not fit the logits is refused in one sentence naming both.
 TEST(TrainCpu, TrainerUsesTheLossItIsGiven) {
   EXPECT_EQ(models::find_model("imdb_fasttext").recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
@@ -1024,7 +1026,7 @@ TEST(TrainGpu, LearnsALinearRegressionWithMeanSquaredError) {
   learns_a_linear_regression(kCUDA);
 }
 
-// models::Session holds the policy the command and the tests share (issue 17, item 2): the
+// models::Session holds the policy the command and the tests share: the
 // channels-last rule (convolutions only; asked for, or 16-bit), the recipe's optimizer, lr and
 // loss, and the model sized by its data.
 TEST(Session, OwnsTheModelPolicy) {

@@ -1,5 +1,5 @@
 // Every LOUPE_* environment variable, in one table, and the only place the library reads them
-// (issue 17, point 4; docs/design.md, "Knobs and paths").
+// (docs/design.md, "Knobs and paths").
 //
 // A knob is read through a typed accessor named by the variable, e.g.
 //   static const bool fuse = knobs::flag("LOUPE_FUSE");
