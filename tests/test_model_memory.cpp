@@ -15,6 +15,7 @@
 #include "models/memory.h"
 #include "models/session.h"
 #include "nn/layers.h"
+#include "skip.h"
 #include "test_util.h"
 
 using namespace loupe;
@@ -159,7 +160,7 @@ TEST(ModelMemory, TheCgroupsLimitLowersTheFreeMemory) {
 
 // Tests run under RLIMIT_AS (tests/test_util.h): what the host can give counts it.
 TEST(ModelMemory, AnAddressSpaceLimitLowersTheFreeMemory) {
-  if (LOUPE_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
+  if (LOUPE_TEST_ASAN) LOUPE_SKIP_NOT_HERE << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
   const size_t limit = size_t(1) << 30;
   const std::string what = test::run_with_memory_limit(
       [] { throw Error(std::to_string(int64_t(loupe::host_memory_free()))); }, limit);
@@ -189,7 +190,7 @@ TEST(ModelMemory, ASessionRefusesBeforeTheBuild) {
 // A 784 M-parameter Dense under a 2 GiB address-space limit: the clear refusal, not the
 // allocator's "out of host memory" half-way through; a small model builds under the same limit.
 TEST(ModelMemory, AHugeDenseIsRefusedUnderALimit) {
-  if (LOUPE_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
+  if (LOUPE_TEST_ASAN) LOUPE_SKIP_NOT_HERE << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
   const size_t limit = size_t(2) << 30;
   const ModelInfo huge = hand_model({{"dense_1", 784000000, 28000}}, "adam", 28000, 28000);
   const std::string what = test::run_with_memory_limit([&] { models::Session s(huge); }, limit);
@@ -217,7 +218,7 @@ std::string keras_file(const std::string& input, const std::string& layer) {
 // Conv2D of 10^6 filters, whose output no batch holds, are refused by name under a 2 GiB limit
 // before a weight is allocated.
 TEST(ModelMemory, AKerasFilesHugeLayersAreRefusedUnderALimit) {
-  if (LOUPE_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
+  if (LOUPE_TEST_ASAN) LOUPE_SKIP_NOT_HERE << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
   const size_t limit = size_t(2) << 30;
   const ModelInfo dense = models::keras_model(
       keras_file("28000", R"({"class_name": "Dense", "config": {"name": "dense_1", "units": 28000,

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "data/npy.h"
+#include "skip.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -746,7 +747,7 @@ TEST(NpyFeatures, TokenIdsPastTheVocabularyAreRefusedAtLoad) {
 // before the data are allocated (core/host_memory.h), not met by the allocator: an 800 MB array (a
 // sparse file: nothing on disk) read in a child allowed 256 MiB more address space.
 TEST(NpyFiles, DataPastTheFreeMemoryAreRefusedBeforeTheyAreRead) {
-  if (LOUPE_TEST_ASAN) GTEST_SKIP() << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
+  if (LOUPE_TEST_ASAN) LOUPE_SKIP_NOT_HERE << "AddressSanitizer's shadow memory leaves no room for RLIMIT_AS (tests/test_util.h)";
   const Bytes head = npy_bytes(dict("<f4", "(200000, 1000)"), {});
   const fs::path p = write("npy_past_free_memory.npy", head);
   fs::resize_file(p, head.size() + uint64_t(200000) * 1000 * 4);
