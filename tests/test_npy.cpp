@@ -757,3 +757,20 @@ TEST(NpyFiles, DataPastTheFreeMemoryAreRefusedBeforeTheyAreRead) {
   EXPECT_NE(got.find(" this machine has free: its data do not fit in this machine's memory"), std::string::npos) << got;
   fs::remove(p);
 }
+
+// The same check with no limit set, so that it holds in every build (AddressSanitizer's too): a
+// sparse file declaring 2 TiB of data, more than any machine here has, is refused by its size
+// before anything is allocated or read.
+TEST(NpyFiles, DataPastAnyMachinesMemoryAreRefusedBeforeTheyAreRead) {
+  const Bytes head = npy_bytes(dict("<f4", "(536870912, 1024)"), {});
+  const fs::path p = write("npy_past_any_memory.npy", head);
+  fs::resize_file(p, head.size() + (uint64_t(1) << 41));
+  std::string got;
+  try {
+    loupe::data::read_npy(p.string());
+  } catch (const loupe::Error& e) {
+    got = e.what();
+  }
+  fs::remove(p);
+  EXPECT_EQ(got.rfind(p.string() + " needs about 2199.0 GB, more than the ", 0), 0u) << got;
+}
