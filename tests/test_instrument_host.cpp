@@ -305,23 +305,11 @@ TEST(ProcessStats, CpuWaitShare) {
 
 namespace {
 
-// A made-up cgroup file system: `proc` is /proc/self/cgroup's text, `files` the files under the
-// root that stands in for /sys/fs/cgroup (path relative to it, text).
-struct CgroupTree {
-  std::filesystem::path root = loupe::test::temp_path("cgroup_tree");
-  CgroupTree(const std::string& proc, const std::vector<std::pair<std::string, std::string>>& files) {
-    std::filesystem::remove_all(root);
-    std::filesystem::create_directories(root / "sys");
-    std::ofstream(root / "cgroup") << proc;
-    for (const auto& [path, text] : files) {
-      std::filesystem::create_directories((root / "sys" / path).parent_path());
-      std::ofstream(root / "sys" / path) << text << "\n";
-    }
-  }
-  ~CgroupTree() { std::filesystem::remove_all(root); }
-  int cores(int affinity) const {
-    return loupe::cores_within_cgroups(affinity, (root / "cgroup").string(), (root / "sys").string());
-  }
+// A made-up cgroup file system (tests/test_util.h) whose CPU quota cores_within_cgroups reads.
+struct CgroupTree : loupe::test::FakeCgroups {
+  CgroupTree(const std::string& proc, const std::vector<std::pair<std::string, std::string>>& files)
+      : FakeCgroups("cgroup_tree", proc, files) {}
+  int cores(int affinity) const { return loupe::cores_within_cgroups(affinity, proc(), sys()); }
 };
 
 }  // namespace

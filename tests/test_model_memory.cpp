@@ -114,21 +114,11 @@ TEST(ModelMemory, TheRefusalNamesTheLayerAndTheBatch) {
 
 namespace {
 
-// A made-up cgroup file system (as test_instrument_host's): `proc` is /proc/self/cgroup's text,
-// `files` the files under the root that stands in for /sys/fs/cgroup.
-struct CgroupTree {
-  std::filesystem::path root = test::temp_path("memory_cgroup_tree");
-  CgroupTree(const std::string& proc, const std::vector<std::pair<std::string, std::string>>& files) {
-    std::filesystem::remove_all(root);
-    std::filesystem::create_directories(root / "sys");
-    std::ofstream(root / "cgroup") << proc;
-    for (const auto& [path, text] : files) {
-      std::filesystem::create_directories((root / "sys" / path).parent_path());
-      std::ofstream(root / "sys" / path) << text << "\n";
-    }
-  }
-  ~CgroupTree() { std::filesystem::remove_all(root); }
-  double free() const { return loupe::cgroup_memory_free((root / "cgroup").string(), (root / "sys").string()); }
+// A made-up cgroup file system (tests/test_util.h) whose memory limits cgroup_memory_free reads.
+struct CgroupTree : test::FakeCgroups {
+  CgroupTree(const std::string& proc, const std::vector<std::pair<std::string, std::string>>& files)
+      : FakeCgroups("memory_cgroup_tree", proc, files) {}
+  double free() const { return loupe::cgroup_memory_free(proc(), sys()); }
 };
 
 }  // namespace

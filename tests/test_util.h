@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/knobs.h"
@@ -206,6 +207,27 @@ struct CliChild {
     }
     return {-1, 10};
   }
+};
+
+// A made-up cgroup file system under a temporary folder, for the cgroup readers' test seams
+// (cores_within_cgroups, cgroup_memory_free): proc() is a /proc/self/cgroup holding `proc`, sys()
+// the root that stands in for /sys/fs/cgroup, holding `files` (path relative to it, text).
+struct FakeCgroups {
+  std::filesystem::path root;
+  FakeCgroups(const std::string& name, const std::string& proc,
+              const std::vector<std::pair<std::string, std::string>>& files)
+      : root(temp_path(name)) {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root / "sys");
+    std::ofstream(root / "cgroup") << proc;
+    for (const auto& [path, text] : files) {
+      std::filesystem::create_directories((root / "sys" / path).parent_path());
+      std::ofstream(root / "sys" / path) << text << "\n";
+    }
+  }
+  ~FakeCgroups() { std::filesystem::remove_all(root); }
+  std::string proc() const { return (root / "cgroup").string(); }
+  std::string sys() const { return (root / "sys").string(); }
 };
 
 }  // namespace loupe::test
