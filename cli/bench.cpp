@@ -1,4 +1,5 @@
 #include "cli/bench.h"
+#include "train/observers.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -170,7 +171,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   train::Trainer& trainer = session.trainer();
   train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
                            d.train.x_scale};
-  trainer.hooks.stop = o.stop;  // between steps: Ctrl-C ends the measurement (its row is not written)
+  trainer.control().watch(o.stop);  // between steps: Ctrl-C ends the measurement (its row is not written)
   // The warm-up: algorithm choice, pool growth.
   if (trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true).interrupted) throw train::Interrupted();
   int64_t steps = o.steps;
@@ -186,7 +187,8 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
   mopt.precision = prec;
   mopt.price_per_hour = o.price_per_hour;
   instrument::EpochMonitor monitor(dev, mopt);
-  trainer.hooks.monitor = &monitor;
+  train::MonitorObserver timing(monitor);
+  trainer.observe(timing);
   train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
   if (st.interrupted) throw train::Interrupted();
   st.epoch = 1;

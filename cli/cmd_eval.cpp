@@ -24,7 +24,7 @@ int cmd_eval(const Options& o) {
   models::Session session(info, so);
   train::CheckpointMeta m = session.load_weights(o.checkpoint);
   note_unchecked_vocabulary(session.unchecked_vocabulary());
-  session.trainer().hooks.stop = &interrupt_requested();
+  session.trainer().control().watch(&interrupt_requested());
   double acc = 0;
   try {
     acc = session.trainer().evaluate(data.test);

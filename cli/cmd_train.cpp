@@ -34,6 +34,7 @@
 #include "dist/launch.h"
 #include "train/checkpoint_file.h"
 #include "train/divergence.h"
+#include "train/observers.h"
 #include "train/profile_window.h"
 #include "train/trace_window.h"
 
@@ -66,6 +67,8 @@ struct Run {
   train::EpochHistory history;  // the finished epochs, for judging the next (train/divergence.h)
   World* world = nullptr;  // a data-parallel rank's world (--gpus N), else null
   std::unique_ptr<CheckpointLock> save_lock;  // --save: this run's claim on the path
+  std::vector<std::unique_ptr<train::Observer>> observers;  // the trainer's (attach_observers)
+  train::TraceWindow* trace = nullptr;                      // --trace: one of them
 
   loader::Shard shard() const { return world ? loader::Shard{world->rank(), world->size()} : loader::Shard{}; }
   // The steps of one epoch, as the trainer runs them.
@@ -238,26 +241,38 @@ struct Reporting {
   }
 };
 
-// One epoch's training, with the progress bar where it is drawn.
-train::EpochStats run_training_epoch(Run& run, Reporting& rep, int e) {
+// The progress bar where it is drawn, and TensorBoard's per-step points. Neither reads the
+// device: the loss comes as the trainer has it.
+class StepProgress final : public train::Observer {
+ public:
+  StepProgress(Run& run, Reporting& rep) : run_(run), rep_(rep) {}
+  void epoch_begin(const train::StepInfo& info, train::Control&) override {
+    t0_ = train::now_seconds();
+    bar_.emplace(info.epoch, run_.epochs, info.epoch_steps, rep_.tty);
+    if (rep_.tb) rep_.tb->begin_epoch(t0_);
+  }
+  void step_end(const train::StepInfo& info, train::Control&) override {
+    if (!rep_.tty && !rep_.tb) return;
+    const double now = train::now_seconds();
+    bar_->update(info.epoch_step, now - t0_, info.samples, info.loss);
+    if (rep_.tb) rep_.tb->step(info.step, info.samples, now, info.loss);
+  }
+  void steps_end(const train::StepInfo&) override {
+    if (bar_) bar_->finish();
+  }
+
+ private:
+  Run& run_;
+  Reporting& rep_;
+  double t0_ = 0;
+  std::optional<instrument::ProgressBar> bar_;
+};
+
+// One epoch's training.
+train::EpochStats run_training_epoch(Run& run, int e) {
   train::Trainer& trainer = run.session->trainer();
-  instrument::ProgressBar bar(e, run.epochs, run.epoch_steps(), rep.tty);
-  double te = train::now_seconds();
-  // Only where the bar is drawn or TensorBoard gets the running loss: otherwise the step has no
-  // per-step host work for them at all. Neither reads the device: the loss comes as the trainer has it.
-  if (rep.tb) rep.tb->begin_epoch(te);
-  if (rep.tty || rep.tb)
-    trainer.hooks.on_step = [&](int64_t step, int64_t, int64_t samples, std::optional<double> loss) {
-      const double now = train::now_seconds();
-      bar.update(step, now - te, samples, loss);
-      if (rep.tb) rep.tb->step(trainer.global_step(), samples, now, loss);
-    };
-  train::EpochStats st = run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps, e < run.epochs)
-                                : trainer.train_epoch(run.data.train, run.batch, run.session->seed(), e,
-                                                      run.o.max_steps);
-  bar.finish();
-  trainer.hooks.on_step = nullptr;
-  return st;
+  return run.dl ? trainer.train_epoch(*run.dl, e, run.o.max_steps, e < run.epochs)
+                : trainer.train_epoch(run.data.train, run.batch, run.session->seed(), e, run.o.max_steps);
 }
 
 // The epoch's report line (and records), and its checkpoint.
@@ -303,31 +318,32 @@ void finish_epoch(Run& run, Reporting& rep, train::EpochStats& st, int e) {
 
 // On a terminal, a line while the evaluation runs (a CPU's takes seconds): "epoch 2/5  evaluating
 // 3/10 batches", redrawn at most ten times a second and cleared before anything else is printed.
-class EvalProgress {
+class EvalProgress final : public train::Observer {
  public:
-  EvalProgress(train::Trainer& t, bool tty, int epoch, int epochs) : t_(t) {
-    if (!tty) return;
-    t_.hooks.on_eval_batch = [this, epoch, epochs](int64_t done, int64_t total) {
-      const double now = train::now_seconds();
-      if (done < total && now - last_ < 0.1) return;
-      last_ = now;
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "epoch %d/%d  evaluating %lld/%lld batches", epoch, epochs, (long long)done,
-                    (long long)total);
-      std::printf("\r%s", buf);
-      std::fflush(stdout);
-      width_ = std::strlen(buf);
-    };
+  EvalProgress(train::Trainer& t, bool tty, int epoch, int epochs) : t_(t), epoch_(epoch), epochs_(epochs) {
+    if (tty) t_.observe(*this);
   }
-  ~EvalProgress() { finish(); }
+  ~EvalProgress() override { finish(); }
+  void eval_batch(int64_t done, int64_t total) override {
+    const double now = train::now_seconds();
+    if (done < total && now - last_ < 0.1) return;
+    last_ = now;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "epoch %d/%d  evaluating %lld/%lld batches", epoch_, epochs_, (long long)done,
+                  (long long)total);
+    std::printf("\r%s", buf);
+    std::fflush(stdout);
+    width_ = std::strlen(buf);
+  }
   void finish() {
-    t_.hooks.on_eval_batch = nullptr;
+    t_.unobserve(*this);
     if (width_) std::printf("\r%s\r", std::string(width_, ' ').c_str());
     width_ = 0;
   }
 
  private:
   train::Trainer& t_;
+  int epoch_, epochs_;
   double last_ = -1;
   size_t width_ = 0;
 };
@@ -335,7 +351,7 @@ class EvalProgress {
 // Epoch e: training, evaluation, report. Returns an exit status to stop with, or nothing to go on.
 std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
   rep.monitor.mark("epoch_start");
-  train::EpochStats st = run_training_epoch(run, rep, e);
+  train::EpochStats st = run_training_epoch(run, e);
   if (st.interrupted) {
     std::printf("interrupted in epoch %d after %lld steps; stopping cleanly (no checkpoint of the partial epoch)\n",
                 e, (long long)st.steps);
@@ -385,30 +401,47 @@ std::optional<int> run_epoch(Run& run, Reporting& rep, int e) {
 
 // LOUPE_DDP_FAULT=R:S: rank R throws at step S of an epoch, for the tests of a failure on one rank
 // (check_ddp): the error must be reported, naming the rank, and every rank must end within seconds.
-void inject_fault(Run& run) {
+class FaultInjection final : public train::Observer {
+ public:
+  explicit FaultInjection(int64_t step) : step_(step) {}
+  void step_end(const train::StepInfo& info, train::Control&) override {
+    if (info.epoch_step == step_) throw Error("a fault injected at step " + std::to_string(step_) + " (LOUPE_DDP_FAULT)");
+  }
+
+ private:
+  int64_t step_;
+};
+
+std::unique_ptr<train::Observer> inject_fault(const Run& run) {
   const std::optional<std::string> f = knobs::text("LOUPE_DDP_FAULT");
-  if (!f || !run.world) return;
+  if (!f || !run.world) return nullptr;
   int rank = -1;
   long long step = -1;
   if (std::sscanf(f->c_str(), "%d:%lld", &rank, &step) != 2 || rank < 0 || step < 1)
     throw Error("LOUPE_DDP_FAULT takes RANK:STEP (e.g. 1:20), got '" + *f + "'");
-  if (rank != run.world->rank()) return;
-  train::Trainer& trainer = run.session->trainer();
-  auto before = trainer.hooks.on_step;
-  trainer.hooks.on_step = [before, step](int64_t s, int64_t total, int64_t samples, std::optional<double> loss) {
-    if (before) before(s, total, samples, loss);
-    if (s == step) throw Error("a fault injected at step " + std::to_string(step) + " (LOUPE_DDP_FAULT)");
-  };
+  if (rank != run.world->rank()) return nullptr;
+  return std::make_unique<FaultInjection>(step);
 }
 
 // LOUPE_DDP_DELAY=R:MS: rank R sleeps MS ms as each training step begins, for the tests of a
 // straggler (check_ddp). The sleep comes before the batch is fetched, so the rank's data wait holds
 // it as a slow input pipeline's would: resident data's wait is the host's own time, which judges the
-// straggler without --busy too (in on_step it would fall outside every measured part of the step);
+// straggler without --busy too (after the step it would fall outside every measured part of it);
 // with --busy its peers' GPUs show the wait in NCCL.
-void inject_delay(Run& run) {
+class DelayInjection final : public train::Observer {
+ public:
+  explicit DelayInjection(double ms) : ms_(ms) {}
+  void fetch_begin(const train::StepInfo&) override {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms_));
+  }
+
+ private:
+  double ms_;
+};
+
+std::unique_ptr<train::Observer> inject_delay(const Run& run) {
   const std::optional<std::string> d = knobs::text("LOUPE_DDP_DELAY");
-  if (!d || !run.world) return;
+  if (!d || !run.world) return nullptr;
   int rank = -1;
   double ms = -1;
   char extra = 0;
@@ -418,26 +451,28 @@ void inject_delay(Run& run) {
   if (rank >= run.world->size())
     throw Error("LOUPE_DDP_DELAY names rank " + std::to_string(rank) + " of a world of " +
                 std::to_string(run.world->size()) + " (ranks 0.." + std::to_string(run.world->size() - 1) + ")");
-  if (rank != run.world->rank()) return;
-  run.session->trainer().hooks.before_batch = [ms] {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-  };
+  if (rank != run.world->rank()) return nullptr;
+  return std::make_unique<DelayInjection>(ms);
 }
 
-// The trainer's hooks: the monitor, Ctrl-C, the profiled steps and the trace of them, and the tests'
-// fault and delay.
-void attach_hooks(Run& run, Reporting& rep, std::optional<train::TraceWindow>& trace) {
+// The trainer's observers, in order: the profiler's range and the trace window, the monitor, the
+// progress, the tests' fault and delay; and Ctrl-C.
+void attach_observers(Run& run, Reporting& rep) {
   train::Trainer& trainer = run.session->trainer();
-  trainer.hooks.monitor = &rep.monitor;
-  trainer.hooks.stop = &interrupt_requested();
-  if (run.o.profile_steps.first > 0) trainer.hooks.profile_steps = run.o.profile_steps;
+  trainer.control().watch(&interrupt_requested());
+  const auto [first, last] = run.o.profile_steps;
+  if (first > 0) run.observers.push_back(std::make_unique<train::ProfilerRange>(run.dev, first, last));
   if (!run.o.trace.empty()) {
-    trace.emplace(run.o.trace, rep.monitor, run.dev);
-    trace->attach(trainer);
+    auto trace = std::make_unique<train::TraceWindow>(run.o.trace, rep.monitor, run.dev, first, last);
+    run.trace = trace.get();
+    run.observers.push_back(std::move(trace));
   }
+  run.observers.push_back(std::make_unique<train::MonitorObserver>(rep.monitor));
+  run.observers.push_back(std::make_unique<StepProgress>(run, rep));
   run.session->continue_global_step(run.epoch_steps());
-  inject_fault(run);
-  inject_delay(run);
+  if (auto f = inject_fault(run)) run.observers.push_back(std::move(f));
+  if (auto d = inject_delay(run)) run.observers.push_back(std::move(d));
+  for (const auto& o : run.observers) trainer.observe(*o);
 }
 
 // Everything up to the first step: options against the model, the device, data, model, header.
@@ -515,13 +550,12 @@ int cmd_train(const Options& o) {
     std::printf("timeline draw it: %s\n", timeline_plot_command(run).c_str());
   }
   std::fflush(stdout);
-  std::optional<train::TraceWindow> trace;
-  attach_hooks(run, rep, trace);
+  attach_observers(run, rep);
   const int64_t first_step = trainer.global_step();
   double t_start = train::now_seconds();
   std::optional<int> status;
   for (int e = run.session->resumed_epochs() + 1; e <= run.epochs && !status; ++e) status = run_epoch(run, rep, e);
-  if (trace) trace->finish(trainer, trainer.global_step() - first_step);
+  if (run.trace) run.trace->finish(trainer, trainer.global_step() - first_step);
   if (status) return *status;
   const std::string saved = o.save.empty() ? "" : "; checkpoint in " + o.save;
   if (run.best >= 0 && train::has_accuracy(run.info.recipe.loss))
@@ -535,7 +569,7 @@ int cmd_train(const Options& o) {
 
 // --counters: the step after the window, its kernels replayed by CUPTI's range profiler (which
 // serialises and re-runs them, so that step is never timed). CUPTI's activity tracing stops first.
-struct CounterPass {
+struct CounterPass final : train::Observer {
   bool asked;
   Device dev;
   instrument::EpochMonitor& monitor;
@@ -547,19 +581,19 @@ struct CounterPass {
     if (asked && !dev.is_cuda()) why = "hardware counters are read from a GPU; this run is on the CPU";
   }
   void attach(train::Trainer& trainer) {
-    if (!asked || !dev.is_cuda()) return;
-    trainer.hooks.on_step = [this](int64_t step, int64_t, int64_t, std::optional<double>) {
-      try {
-        if (step == last) begin();
-        else if (step == last + 1 && session) {
-          session->end();
-          kernels = session->read();
-        }
-      } catch (const std::exception& e) {
-        why = e.what();
-        session.reset();
+    if (asked && dev.is_cuda()) trainer.observe(*this);
+  }
+  void step_end(const train::StepInfo& info, train::Control&) override {
+    try {
+      if (info.step == last) begin();
+      else if (info.step == last + 1 && session) {
+        session->end();
+        kernels = session->read();
       }
-    };
+    } catch (const std::exception& e) {
+      why = e.what();
+      session.reset();
+    }
   }
   void begin() {
     if (instrument::BusyTracker* bt = monitor.busy_tracker()) bt->stop();
@@ -617,15 +651,18 @@ int cmd_profile(const Options& o) {
   if (run.dev.is_cuda() && !rep.monitor.busy_tracker())
     throw Error("loupe profile times a GPU's kernels with CUPTI, which cannot start here: " + rep.monitor.busy_why());
   train::Trainer& trainer = run.session->trainer();
-  trainer.hooks.monitor = &rep.monitor;
-  trainer.hooks.stop = &interrupt_requested();
-  trainer.hooks.profile_steps = po.profile_steps;
-  train::ProfileWindow window(rep.monitor, run.dev);
-  window.attach(trainer);
+  trainer.control().watch(&interrupt_requested());
+  const auto [first, last] = po.profile_steps;
+  train::ProfilerRange range(run.dev, first, last);
+  train::ProfileWindow window(rep.monitor, run.dev, first, last);
+  train::MonitorObserver timing(rep.monitor);
+  StepProgress progress(run, rep);
+  for (train::Observer* ob : std::initializer_list<train::Observer*>{&range, &window, &timing, &progress})
+    trainer.observe(*ob);
   CounterPass counters(o.counters, run.dev, rep.monitor, po.profile_steps.second);
   counters.attach(trainer);
   std::unique_ptr<instrument::GraphNodeMap> nodes = graphed ? graph_node_map(run) : nullptr;
-  train::EpochStats st = run_training_epoch(run, rep, 1);
+  train::EpochStats st = run_training_epoch(run, 1);
   op_records_enable(false);
   if (run.dl) run.dl->stop();
   if (st.interrupted) return interrupt_exit_status();

@@ -672,7 +672,7 @@ TEST(DdpPeers, ARankAStepAheadAtCtrlCStopsToo) {
   train::Trainer t(*m, opt, kCUDA, o);
   const train::TensorDataset data = synthetic(4096, kCPU).to(kCUDA);
   std::atomic<bool> stop{false};
-  t.hooks.stop = &stop;
+  t.control().watch(&stop);
   const int64_t steps = 8;
   const bool behind = comm->rank() == w - 1;
   // A hang fails in 20 s and says where, instead of holding the GPUs until ctest's timeout.
@@ -682,10 +682,15 @@ TEST(DdpPeers, ARankAStepAheadAtCtrlCStopsToo) {
     std::fprintf(stderr, "rank %d: still %s after 20 s: a rank waits for a peer that stopped\n", r, phase.load());
     std::_Exit(1);
   }).detach();
-  if (behind)
-    t.hooks.on_step = [&](int64_t step, int64_t, int64_t, std::optional<double>) {
-      if (step == steps - 1) stop = true;
-    };
+  struct StopAt final : train::Observer {
+    std::atomic<bool>& stop;
+    int64_t at;
+    StopAt(std::atomic<bool>& s, int64_t a) : stop(s), at(a) {}
+    void step_end(const train::StepInfo& info, train::Control&) override {
+      if (info.epoch_step == at) stop = true;
+    }
+  } stop_at(stop, steps - 1);
+  if (behind) t.observe(stop_at);
   std::thread late;  // the others' stop, a second later: they have run the last step by then
   if (!behind)
     late = std::thread([&] {

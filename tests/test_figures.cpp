@@ -21,6 +21,7 @@
 #include "loupe.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "train/observers.h"
 #include "train/trainer.h"
 #include "test_util.h"
 
@@ -312,7 +313,8 @@ TEST(Record, FlopRateOfACpuEpochIsItsFlopsOverItsSeconds) {
   const train::TensorDataset data{full(Shape{256, 28, 28}, 9, DType::u8), zeros(Shape{256}, DType::u8)};
   instrument::EpochMonitor mon(kCPU, {});
   train::Trainer& t = session.trainer();
-  t.hooks.monitor = &mon;
+  train::MonitorObserver timing(mon);
+  t.observe(timing);
   const double t0 = train::now_seconds();
   const train::EpochStats st = t.train_epoch(data, 64, 1, 1);
   const double outer = train::now_seconds() - t0;

@@ -14,6 +14,7 @@
 #include "models/registry.h"
 #include "models/session.h"
 #include "op_cases.h"
+#include "train/observers.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -96,7 +97,8 @@ TEST(Flops, EpochReportGivesFlopsPerSample) {
   train::TensorDataset data{full(Shape{256, 28, 28}, 9, DType::u8), zeros(Shape{256}, DType::u8)};
   instrument::EpochMonitor mon(kCPU, {});
   train::Trainer& t = session.trainer();
-  t.hooks.monitor = &mon;
+  train::MonitorObserver timing(mon);
+  t.observe(timing);
   train::EpochStats st = t.train_epoch(data, 128, 1, 1);
   instrument::EpochReport r;
   r.samples = st.samples;

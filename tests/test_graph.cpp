@@ -14,6 +14,7 @@
 #include "loupe.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "train/observers.h"
 #include "train/trainer.h"
 #include "skip.h"
 
@@ -213,7 +214,8 @@ TEST(GraphGpu, BusySplitsAGraphedEpochIntoWorkAndBoundaries) {
   mo.nvml = false;
   mo.busy = true;
   instrument::EpochMonitor mon(kCUDA, mo);
-  t.hooks.monitor = &mon;
+  train::MonitorObserver timing(mon);
+  t.observe(timing);
   train::TensorDataset set{zeros(Shape{128 * 40, 28, 28}, DType::u8, kCUDA), zeros(Shape{128 * 40}, DType::u8, kCUDA)};
   t.train_epoch(set, 128, 1, 1);  // captures the graph
   const train::EpochStats st = t.train_epoch(set, 128, 1, 2);

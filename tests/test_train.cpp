@@ -32,6 +32,7 @@
 #include "train/checkpoint_file.h"
 #include "train/checkpoint.h"
 #include "train/divergence.h"
+#include "train/observers.h"
 #include "train/trainer.h"
 #include "test_util.h"
 #include "skip.h"
@@ -158,15 +159,19 @@ TEST(TrainCpu, EvaluationBoundedByMaxBatchesIsTheFirstSamplesAccuracy) {
   const train::TensorDataset first{slice(all.x, 0, 0, 20), slice(all.y, 0, 0, 20), all.x_scale};
   EXPECT_EQ(t.evaluate(all, 10, 2), t.evaluate(first, 10));
   EXPECT_NE(t.evaluate(all, 10, 2), t.evaluate(all, 10)) << "the bound changed nothing";
-  std::vector<std::pair<int64_t, int64_t>> calls;  // the progress hook: batches done, in all
-  t.hooks.on_eval_batch = [&](int64_t done, int64_t total) { calls.emplace_back(done, total); };
+  struct EvalCalls final : train::Observer {  // the progress point: batches done, in all
+    std::vector<std::pair<int64_t, int64_t>> seen;
+    void eval_batch(int64_t done, int64_t total) override { seen.emplace_back(done, total); }
+  } observer;
+  std::vector<std::pair<int64_t, int64_t>>& calls = observer.seen;
+  t.observe(observer);
   t.evaluate(all, 10, 2);
   EXPECT_EQ(calls, (std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {2, 2}}));
   calls.clear();
   t.evaluate(all, 10);
   ASSERT_EQ(calls.size(), 10u);
   EXPECT_EQ(calls.back(), (std::pair<int64_t, int64_t>{10, 10}));
-  t.hooks.on_eval_batch = nullptr;
+  t.unobserve(observer);
   EXPECT_EQ(t.eval_samples(95, 10, 2), 20);
   EXPECT_EQ(t.eval_samples(15, 10, 2), 15);
   EXPECT_EQ(t.eval_samples(95, 10, -1), 95);
@@ -894,7 +899,7 @@ TEST(TrainCpu, AnOrderMadeAheadServesOnlyItsEpoch) {
         << n << " samples, seed " << seed << ", epoch " << epoch;
 }
 
-// hooks.before_batch runs as each step begins, before its batch is fetched, so the monitor counts
+// An observer's fetch_begin runs as each step begins, before its batch is fetched, so the monitor counts
 // what it takes as the step's data wait (LOUPE_DDP_DELAY's straggler; instrument/advice.h's rule
 // without --busy reads it there), not as time outside the step's measured parts.
 TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
@@ -903,14 +908,18 @@ TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
   models::Session session(models::find_model("mnist_mlp"));
   train::Trainer& t = session.trainer();
   instrument::EpochMonitor mon(kCPU, {});
-  t.hooks.monitor = &mon;
-  int calls = 0;
-  t.hooks.before_batch = [&] {
-    ++calls;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  };
+  train::MonitorObserver timing(mon);
+  struct Sleep final : train::Observer {
+    int calls = 0;
+    void fetch_begin(const train::StepInfo&) override {
+      ++calls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } sleep;
+  t.observe(timing);
+  t.observe(sleep);
   const train::EpochStats st = t.train_epoch(set, 2, 1, 1);
-  EXPECT_EQ(calls, st.steps);
+  EXPECT_EQ(sleep.calls, st.steps);
   instrument::EpochReport r;
   mon.fill(r);
   ASSERT_TRUE(r.data_wait_ms_p50 && r.step_ms_p50);

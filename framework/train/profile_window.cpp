@@ -5,10 +5,12 @@
 #include "core/op_record.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/monitor.h"
+#include "train/trainer.h"
 
 namespace loupe::train {
 
-ProfileWindow::ProfileWindow(instrument::EpochMonitor& monitor, Device device) : monitor_(monitor), device_(device) {}
+ProfileWindow::ProfileWindow(instrument::EpochMonitor& monitor, Device device, int64_t first, int64_t last)
+    : monitor_(monitor), device_(device), first_(first), last_(last) {}
 
 ProfileWindow::~ProfileWindow() {
   if (!open_) return;
@@ -22,12 +24,12 @@ ProfileWindow::~ProfileWindow() {
   }
 }
 
-void ProfileWindow::attach(Trainer& trainer) {
-  trainer_ = &trainer;
-  trainer.hooks.on_profile = [this](bool begin_window) {
-    if (begin_window) begin();
-    else end();
-  };
+void ProfileWindow::step_begin(const StepInfo& info, Control&) {
+  if (info.step == first_) begin();
+}
+
+void ProfileWindow::step_end(const StepInfo& info, Control&) {
+  if (info.step == last_ && open_) end();
 }
 
 void ProfileWindow::begin() {
@@ -50,7 +52,7 @@ void ProfileWindow::end() {
   complete_ = true;
   in_.ops = op_records_take(&in_.unscoped_flops);
   in_.counted_flops = flops_counted() - flops0_;
-  in_.steps = trainer_->hooks.profile_steps.second - trainer_->hooks.profile_steps.first + 1;
+  in_.steps = last_ - first_ + 1;
   in_.gpu = device_.is_cuda();
   in_.wall_seconds = now_seconds() - host_t0_;
   instrument::BusyTracker* bt = device_.is_cuda() ? monitor_.busy_tracker() : nullptr;

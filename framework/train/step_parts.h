@@ -1,5 +1,5 @@
 // What takes part in the training step itself, between the loss and the update: device work that
-// a captured step's graph holds, unlike the observers (train/step_observer.h), which watch steps
+// a captured step's graph holds, unlike the observers (train/observer.h), which watch steps
 // from outside. The trainer calls each part at named points, in order; a step with none is the
 // plain one (backward, optimizer). Built in: the data-parallel reducer (its buckets open before
 // backward, the averaged gradients joined after it) and the fp16 loss scaler (the scaled backward,

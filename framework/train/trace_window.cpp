@@ -13,14 +13,16 @@
 
 namespace loupe::train {
 
-TraceWindow::TraceWindow(std::string path, instrument::EpochMonitor& monitor, Device device)
-    : path_(std::move(path)), monitor_(monitor), device_(device) {}
+TraceWindow::TraceWindow(std::string path, instrument::EpochMonitor& monitor, Device device, int64_t first,
+                         int64_t last)
+    : path_(std::move(path)), monitor_(monitor), device_(device), first_(first), last_(last) {}
 
-void TraceWindow::attach(Trainer& trainer) {
-  trainer.hooks.on_profile = [this, &trainer](bool begin_window) {
-    if (begin_window) begin();
-    else end(trainer.hooks.profile_steps.first, trainer.hooks.profile_steps.second);
-  };
+void TraceWindow::step_begin(const StepInfo& info, Control&) {
+  if (info.step == first_) begin();
+}
+
+void TraceWindow::step_end(const StepInfo& info, Control&) {
+  if (info.step == last_ && open_) end(last_);
 }
 
 void TraceWindow::begin() {
@@ -33,7 +35,7 @@ void TraceWindow::begin() {
   open_ = true;
 }
 
-void TraceWindow::end(int64_t first, int64_t last, const std::string& note) {
+void TraceWindow::end(int64_t last, const std::string& note) {
   host_trace_enable(false);
   open_ = false;
   written_ = true;
@@ -50,16 +52,16 @@ void TraceWindow::end(int64_t first, int64_t last, const std::string& note) {
                     int(100 + r.stream), ""});
   }
   instrument::write_chrome_trace(path_, ev);
-  std::printf("trace of steps %lld..%lld written to %s (%zu events%s%s)\n", (long long)first, (long long)last,
+  std::printf("trace of steps %lld..%lld written to %s (%zu events%s%s)\n", (long long)first_, (long long)last,
               path_.c_str(), ev.size(), bt ? "" : "; host ranges only: add --busy for GPU activity", note.c_str());
 }
 
 void TraceWindow::finish(const Trainer& trainer, int64_t steps_run) {
-  const auto [first, last] = trainer.hooks.profile_steps;
+  const int64_t first = first_, last = last_;
   const int64_t end_step = trainer.global_step();
   if (open_) {  // the run stopped inside the window: what it saw
     if (device_.is_cuda()) cuda_runtime()->profiler_stop();
-    end(first, end_step, "; the run ended inside the window " + std::to_string(first) + ".." + std::to_string(last));
+    end(end_step, "; the run ended inside the window " + std::to_string(first) + ".." + std::to_string(last));
     return;
   }
   if (written_) return;

@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +16,6 @@
 #include "core/knobs.h"
 #include "core/nvtx.h"
 #include "core/op_record.h"
-#include "instrument/monitor.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
 #include "ops/elementwise.h"
@@ -24,7 +25,7 @@
 #include "ops/view.h"
 #include "dist/comm.h"
 #include "dist/ddp.h"
-#include "train/step_observer.h"
+#include "train/loss_peek.h"
 #include "train/step_parts.h"
 
 namespace loupe::train {
@@ -463,6 +464,21 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
   return true;
 }
 
+void Trainer::observe(Observer& o) {
+  if (std::find(observers_.begin(), observers_.end(), &o) == observers_.end()) observers_.push_back(&o);
+}
+
+void Trainer::unobserve(Observer& o) { observers_.erase(std::remove(observers_.begin(), observers_.end(), &o), observers_.end()); }
+
+void Trainer::apply_lr() {
+  const std::optional<Control::LrChange> c = control_.take_lr();
+  if (!c || c->lr == opt_.lr()) return;
+  char text[96];
+  std::snprintf(text, sizeof text, "lr %g -> %g", opt_.lr(), c->lr);
+  opt_.set_lr(c->lr);
+  control_.note(std::string(text) + (c->why.empty() ? "" : " (" + c->why + ")"));
+}
+
 EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   PrecisionScope precision_scope(precision_);
   FlopScope flop_scope(flops_);
@@ -471,50 +487,64 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   model_.train();
   model_.arena().refresh_compute_copy();  // the values may have changed since (a checkpoint)
   NvtxRange epoch_range("epoch");
-  if (hooks.monitor) hooks.monitor->begin_epoch();
+  StepInfo info;
+  info.epoch = epoch;
+  info.step = global_step_;
+  info.epoch_steps = total;
+  for (Observer* o : observers_) o->epoch_begin(info, control_);
   const double t0 = now_seconds();
   reset_sums(sums_, 3, {&loss_sum_, &correct_}, device_);
   if (device_.is_cuda() && !peek_buffer_.defined()) peek_buffer_ = empty_pinned(Shape{}, DType::f32);
-  ObserverSetup setup{device_, &loss_sum_, peek_buffer_, total, hooks.profile_steps, hooks.on_profile,
-                      options_.stop_on_divergence, shard_.world == 1,
-                      check_ranks_ ? std::function<void()>([this] { check_ranks_agree(); }) : nullptr, hooks.on_step};
-  const std::vector<std::unique_ptr<StepObserver>> observers = epoch_observers(setup);
+  LossPeek peek(device_, loss_sum_, peek_buffer_);
   while (st.steps < total) {
-    if (hooks.stop && hooks.stop->load()) {
+    if (control_.stopping()) {
       st.interrupted = true;
       break;
     }
     set_current_step(++global_step_);
-    for (const auto& o : observers) o->before_step(global_step_);
-    const int64_t b = step(src, st);
+    info.step = global_step_;
+    info.epoch_step = st.steps + 1;
+    info.flops = 0;
+    for (Observer* o : observers_) o->step_begin(info, control_);
+    apply_lr();
+    const int64_t b = step(src, st, info);
     if (b == 0) {  // the source ran out
       --global_step_;
       break;
     }
     st.steps++;
     st.samples += b;
-    bool stop = false;
-    for (auto o = observers.begin(); o != observers.end() && !stop; ++o) stop = (*o)->after_step(st, global_step_);
-    if (stop) break;
+    info.samples = st.samples;
+    peek.after_step(st.samples, global_step_);
+    info.loss = peek.loss();
+    // A non-finite running loss: the run diverged, and the epoch ends here with stop_on_divergence
+    // (one process only: ranks see their losses at different steps, and the world's sums are
+    // judged at the epoch's end).
+    if (info.loss && !std::isfinite(*info.loss) && !st.diverged && shard_.world == 1) {
+      st.diverged = true;
+      st.diverged_step = peek.step();
+      if (options_.stop_on_divergence) break;
+    }
+    if (check_ranks_) check_ranks_agree();
+    for (Observer* o : observers_) o->step_end(info, control_);
   }
   if (src.ahead && !st.interrupted) src.ahead();
-  for (const auto& o : observers) o->steps_end();
+  peek.end();
+  for (Observer* o : observers_) o->steps_end(info);
   set_current_step(-1);
   return end_epoch(st, t0);
 }
 
-int64_t Trainer::step(Source& src, EpochStats& st) {
-  instrument::EpochMonitor* mon = hooks.monitor;
+int64_t Trainer::step(Source& src, EpochStats& st, StepInfo& info) {
   NvtxRange step_range("step");
-  if (mon) mon->step_begin();
   std::vector<Tensor> raw;
   int64_t b = 0;
   {
     NvtxRange r("data");
-    if (hooks.before_batch) hooks.before_batch();
+    for (Observer* o : observers_) o->fetch_begin(info);
     if (!src.next(raw, b)) return 0;
   }
-  if (mon) mon->data_ready();
+  for (Observer* o : observers_) o->batch_ready(info);
   double flops = 0;
   bool graphed = false;
   if (graphs_ && b == src.full_batch) {
@@ -526,7 +556,8 @@ int64_t Trainer::step(Source& src, EpochStats& st) {
     train_step(raw, b, src.stage);
     flops = flops_counted() - f0;
   }
-  if (mon) mon->step_issued(flops);
+  info.flops = flops;
+  for (Observer* o : observers_) o->step_issued(info);
   src.done();
   return b;
 }
@@ -536,7 +567,7 @@ int64_t Trainer::step(Source& src, EpochStats& st) {
 // So the host polls instead of blocking, and gives up as soon as it is asked to stop (the caller
 // then aborts the communicator, which ends the collective left on the device).
 bool Trainer::device_done_or_stop() const {
-  if (!options_.comm || !hooks.stop || !device_.is_cuda()) return true;
+  if (!options_.comm || !device_.is_cuda()) return true;
   CudaRuntime* rt = cuda_runtime();
   void* e = rt->event_record_on(nullptr);
   bool done = false;
@@ -607,7 +638,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   precision_event_.clear();
   if (!graphs_) st.graph_why = eager_why_;
   st.train_seconds = now_seconds() - t0;
-  if (hooks.monitor) hooks.monitor->end_train();
+  for (Observer* o : observers_) o->train_end(st);
   return st;
 }
 
@@ -648,7 +679,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   for (int64_t i = 0; i < n; ++i) order[size_t(i)] = int32_t(lo + i);
   Tensor all = n ? from_vector(order, Shape{n}, device_) : Tensor();
   for (int64_t start = 0; start < n; start += batch) {
-    if (hooks.stop && hooks.stop->load()) {
+    if (control_.stopping()) {
       model_.train();
       throw Interrupted();
     }
@@ -661,7 +692,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
       graphed = graphed_step(eval_graph_, raw, [&] { eval_step(eval_graph_.raw[0], data); }, flops, nullptr);
     }
     if (!graphed) eval_step(raw[0], data);
-    if (hooks.on_eval_batch) hooks.on_eval_batch(start / batch + 1, (n + batch - 1) / batch);
+    for (Observer* o : observers_) o->eval_batch(start / batch + 1, (n + batch - 1) / batch);
   }
   model_.train();
   if (options_.comm) {  // as end_epoch: a peer stopped by Ctrl-C may never enter the sum

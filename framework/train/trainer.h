@@ -20,10 +20,10 @@
 #include "ops/view.h"
 #include "optim/optimizer.h"
 #include "train/loss.h"
+#include "train/observer.h"
 #include "train/step_graph.h"
 #include "train/step_parts.h"
 
-namespace loupe::instrument { class EpochMonitor; }
 namespace loupe::loader { class DataLoader; }
 namespace loupe::dist {  // data parallelism (framework/dist/)
 class Communicator;
@@ -44,55 +44,9 @@ struct TensorDataset {
   TensorDataset to(Device d) const { return {loupe::to(x, d), loupe::to(y, d), x_scale}; }
 };
 
-struct EpochStats {
-  int epoch = 0;
-  int64_t steps = 0, samples = 0;
-  bool interrupted = false;  // hooks.stop ended the epoch early
-  // The training loss became NaN or infinite (seen in the running sum, read without waiting for
-  // the device), or the weights did by the epoch's end: the run diverged. With
-  // TrainerOptions::stop_on_divergence the epoch ended at the step where it was seen.
-  bool diverged = false;
-  int64_t diverged_step = 0;  // the global step by which it was seen
-  double train_loss = 0, train_acc = 0, test_acc = -1;
-  double test_loss = -1;  // the mean loss over the test samples evaluated (the recipe's loss); -1: none
-  double train_seconds = 0, eval_seconds = 0;
-  std::optional<double> loss_scale;  // fp16: the GradScaler's scale at the epoch's end
-  int64_t skipped_steps = 0;         // and the steps it skipped in this epoch
-  int64_t graph_steps = 0;           // steps replayed from the captured CUDA graph
-  int graph_kernels = 0;             // kernels in that graph (0: none)
-  int graph_pdl_edges = 0;           // of them, launched during the kernel before (core/cuda_util.cuh)
-  std::string graph_event;           // "CUDA graph captured at step 3 (58 kernels, 30 launched during the one
-                                     // before: PDL)", or why a capture failed
-  std::string precision_event;       // fp16/bf16 where nothing computed in 16 bits: what was dropped
-  std::string graph_why;             // why full batches ran eagerly ("" when they went through a graph)
-  double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }
-};
-
-// Thrown by Trainer::evaluate when hooks.stop is set between its batches.
+// Thrown by Trainer::evaluate when a stop (Control::stopping) comes between its batches.
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
-};
-
-// Per-step observers; all optional.
-struct TrainHooks {
-  instrument::EpochMonitor* monitor = nullptr;
-  // Called after each step is issued: step (1-based), steps in the epoch, samples so far, and the
-  // running mean loss when a recent one has arrived from the device (read about every 0.2 s
-  // through pinned memory and an event, never by waiting for the GPU).
-  std::function<void(int64_t step, int64_t total, int64_t samples, std::optional<double> loss)> on_step;
-  // Called as each training step begins, before its batch is fetched: what it takes counts as the
-  // step's data wait (a test's slow input on one rank: LOUPE_DDP_DELAY).
-  std::function<void()> before_batch;
-  // Global steps [first, last] (counted from 1 across epochs) bracketed by cudaProfilerStart/Stop.
-  std::pair<int64_t, int64_t> profile_steps{-1, -1};
-  // Called with true before the first and false after the last profiled step (for traces).
-  std::function<void(bool)> on_profile;
-  // Checked before each step (e.g. set by a SIGINT handler): the epoch ends early, cleanly; and
-  // before each evaluation batch, where it throws Interrupted.
-  const std::atomic<bool>* stop = nullptr;
-  // Called after each evaluation batch is issued: batches done and in all (this rank's), for a
-  // progress line while a long evaluation runs.
-  std::function<void(int64_t done, int64_t total)> on_eval_batch;
 };
 
 // --graph: auto (a graph on the GPU where the capture succeeds, else eager, saying why), on (a
@@ -131,7 +85,14 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
   const optim::GradScaler* scaler() const { return scaler_.get(); }
-  TrainHooks hooks;
+  // Observers (train/observer.h), called in the order added; the trainer does not own them.
+  void observe(Observer& o);
+  void unobserve(Observer& o);
+  // What observers ask of the run; also the way to stop it from outside (Control::watch).
+  Control& control() { return control_; }
+  // A learning rate an observer asked for (Control::set_lr), applied now and noted in the
+  // control's notes ("lr 0.001 -> 0.0005 (why)"); the trainer calls it before each step.
+  void apply_lr();
   int64_t global_step() const { return global_step_; }
   // The classes the model tells apart (logits' columns; 2 for a binary classifier), known once a
   // step or an evaluation ran, else 0: what a model at chance scores (train/divergence.h).
@@ -206,12 +167,12 @@ class Trainer {
     // the graph already serves that.
     void prepare(const std::vector<Tensor>& in, const void* k, int64_t b);
   };
-  // The epoch: a loop over steps, with the observers (train/step_observer.h) around each.
+  // The epoch: a loop over steps, with the observers (train/observer.h) around each.
   EpochStats run_epoch(int epoch, int64_t total, Source& src);
   // One step of src's next batch: fetched (what that takes is the step's data wait), then issued
   // through the graph when one serves a full batch of this data set, else eagerly. The batch
   // size; 0 when the source is done.
-  int64_t step(Source& src, EpochStats& st);
+  int64_t step(Source& src, EpochStats& st, StepInfo& info);
   // After the steps: the world's sums, the epoch's one read-back, the scaler's figures.
   EpochStats end_epoch(EpochStats st, double t0);
   // The step itself, eager; every kernel argument is the same from step to step (graph-safe).
@@ -246,7 +207,7 @@ class Trainer {
   // A float32 one on the device: the backward pass's seed without a scaler, the same tensor every
   // step, so that the loss can make its gradient in its forward kernels (cross_entropy_counted).
   Tensor one_;
-  Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (step_observer.h says why)
+  Tensor peek_buffer_;          // pinned, for the loss peek: allocated once (loss_peek.h says why)
   Tensor readback_;             // pinned, for the epoch's one read-back: allocated once, as peek_buffer_
   // The resident path's order for an epoch, made and uploaded during the one before (Source::ahead).
   struct Order {
@@ -271,7 +232,9 @@ class Trainer {
   Tensor checksum_, checksums_;
   void check_ranks_agree();
   void broadcast_buffers();
-  bool stop_requested() const { return hooks.stop && hooks.stop->load(); }
+  std::vector<Observer*> observers_;
+  Control control_;
+  bool stop_requested() const { return control_.stopping(); }
   // Data parallelism: waits until the device has done what was issued (the collectives just
   // entered), or returns false as soon as a stop is requested meanwhile.
   bool device_done_or_stop() const;
