@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -87,15 +88,169 @@ const json& empty_object() {
   return e;
 }
 
+// ---- a learning-rate schedule (docs/keras.md, "Learning-rate schedules") ----------------------
+
+// Keras's schedules as its get_config writes them (keras/src/optimizers/schedules/
+// learning_rate_schedule.py; tf.keras 2's are the same, with name null by default): the keys of
+// each class loupe's LrSchedule has, the first `required` of them without a default in Keras.
+struct ScheduleClass {
+  const char* name;
+  train::LrSchedule::Kind kind;
+  std::vector<const char*> keys;
+  size_t required;
+};
+
+const std::vector<ScheduleClass>& schedule_classes() {
+  using K = train::LrSchedule::Kind;
+  static const std::vector<ScheduleClass> classes = {
+      {"ExponentialDecay", K::Exponential, {"initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name"}, 3},
+      {"InverseTimeDecay", K::InverseTime, {"initial_learning_rate", "decay_steps", "decay_rate", "staircase", "name"}, 3},
+      {"PiecewiseConstantDecay", K::Piecewise, {"boundaries", "values", "name"}, 2},
+      {"CosineDecay", K::Cosine, {"initial_learning_rate", "decay_steps", "alpha", "name", "warmup_target", "warmup_steps"}, 2}};
+  return classes;
+}
+
+// A Keras schedule has a handful of pieces; a hostile list is refused before it costs anything.
+constexpr size_t kMaxPieces = 1000;
+constexpr double kMaxSteps = 1e12;  // as --lr-schedule's counts (train/lr_schedule.cpp)
+constexpr Range kRate{0, false, 1000, true};  // as --lr (cli/options.cpp)
+
+std::string number_text(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
+
+// A list of numbers under `key`, each in `r` (refused by its index and value, never the whole list).
+std::vector<double> number_list(const Config& k, const char* key, Range r) {
+  const json& v = k.c.at(key);
+  if (!v.is_array() || v.empty() || v.size() > kMaxPieces)
+    k.fail("has " + std::string(key) + " " + shown(v) + "; loupe takes a list of 1 to " + std::to_string(kMaxPieces) +
+           " numbers");
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
+    if (!v[i].is_number()) k.fail("has " + item + " " + shown(v[i]) + "; loupe takes a number");
+    const json one = {{item, v[i]}};  // a number: a copy of one scalar
+    out.push_back(Config{one, k.where}.real(item.c_str(), 0, r));
+  }
+  return out;
+}
+
+// The keys of the schedule's config: each one its class has, the required ones present.
+void check_schedule_keys(const Config& k, const ScheduleClass& sc) {
+  for (auto it = k.c.begin(); it != k.c.end(); ++it)
+    if (std::none_of(sc.keys.begin(), sc.keys.end(), [&](const char* key) { return it.key() == key; }))
+      k.fail("has a key '" + cut(it.key()) + "' that Keras's " + sc.name + " does not have");
+  for (size_t i = 0; i < sc.required; ++i)
+    if (!k.has(sc.keys[i])) k.fail("has no " + std::string(sc.keys[i]) + "; Keras's " + sc.name + " needs one");
+  k.text("name", "");  // a name or null: a wrong type is refused
+}
+
+void piecewise_from(const Config& k, train::LrSchedule& s) {
+  s.boundaries = number_list(k, "boundaries", Range{0, true, kMaxSteps, true});
+  s.values = number_list(k, "values", kRate);
+  if (s.values.size() != s.boundaries.size() + 1)
+    k.fail("has " + std::to_string(s.values.size()) + " values for " + std::to_string(s.boundaries.size()) +
+           (s.boundaries.size() == 1 ? " boundary" : " boundaries") +
+           "; Keras's PiecewiseConstantDecay takes one value more than boundaries");
+  for (size_t i = 1; i < s.boundaries.size(); ++i)
+    if (s.boundaries[i] <= s.boundaries[i - 1])
+      k.fail("has boundaries[" + std::to_string(i) + "] " + number_text(s.boundaries[i]) + " after " +
+             number_text(s.boundaries[i - 1]) + "; Keras's boundaries increase");
+  s.initial = s.values.front();  // the rate of the first update (no initial_learning_rate in Keras's)
+}
+
+// The serialized schedule `v` (Keras 3's {"module", "class_name", "config", "registered_name"};
+// tf.keras 2's {"class_name", "config"}) as an LrSchedule, every key checked; `where` names the file,
+// the optimizer and its key ("m.json: the optimizer (adam)'s learning_rate").
+train::LrSchedule schedule_from(const json& v, const std::string& where) {
+  const Config outer{v, where};
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (it.key() != "module" && it.key() != "class_name" && it.key() != "config" && it.key() != "registered_name")
+      outer.fail("has a key '" + cut(it.key()) + "' that a serialized Keras schedule does not have");
+  const std::string cls = outer.text("class_name", "");
+  const std::string module = outer.text("module", "keras.optimizers.schedules");
+  if (v.contains("module") && v.at("module").is_null()) outer.fail("has module null; Keras's schedules name theirs");
+  const std::string registered = outer.text("registered_name", "");
+  if (!registered.empty())  // Keras writes null for its own classes (serialization_lib.py)
+    outer.fail("is a schedule of the model's own (registered_name '" + cut(registered) +
+               "'); loupe reads Keras's, from keras.optimizers.schedules");
+  if (module != "keras.optimizers.schedules")
+    outer.fail("has module '" + cut(module) + "'; loupe reads Keras's schedules, from keras.optimizers.schedules");
+  const auto& classes = schedule_classes();
+  const auto sc = std::find_if(classes.begin(), classes.end(), [&](const ScheduleClass& c) { return cls == c.name; });
+  if (sc == classes.end())
+    outer.fail("is " + (cls.empty() ? "a schedule without class_name" : "'" + cut(cls) + "'") +
+               (cls == "PolynomialDecay" || cls == "CosineDecayRestarts" ? ", which loupe's schedules do not have yet" : "") +
+               "; loupe reads ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay and CosineDecay");
+  if (!v.contains("config") || !v.at("config").is_object()) outer.fail("has no config object");
+  const Config k{v.at("config"), where + " " + sc->name};
+  check_schedule_keys(k, *sc);
+  train::LrSchedule s;
+  s.kind = sc->kind;
+  if (s.kind == train::LrSchedule::Kind::Piecewise) {
+    piecewise_from(k, s);
+    return s;
+  }
+  s.decay_steps = k.real("decay_steps", 0, Range{0, false, kMaxSteps, true});  // Keras refuses <= 0 too
+  if (s.kind == train::LrSchedule::Kind::Cosine) {
+    s.alpha = k.real("alpha", 0, Range{0, true, 1, true});
+    s.warmup_target = k.has("warmup_target") ? k.real("warmup_target", 0, kRate) : s.warmup_target;
+    s.warmup_steps = k.real("warmup_steps", 0, Range{0, true, kMaxSteps, true});
+    if (std::isnan(s.warmup_target)) s.warmup_steps = 0;  // Keras has no warm-up without a target
+  } else {
+    s.decay_rate = k.real("decay_rate", 1, s.kind == train::LrSchedule::Kind::Exponential ? Range{0, false, 1, true}
+                                                                                           : Range{0, true, 1e12, true});
+    s.staircase = k.flag("staircase", false);
+  }
+  // A warm-up may start from 0 (Keras's own example); any other schedule needs a rate above it.
+  const bool warm = !std::isnan(s.warmup_target);
+  s.initial = k.real("initial_learning_rate", 0, warm ? Range{0, true, 1000, true} : kRate);
+  return s;
+}
+
+// The schedule as the run header names it: its class and numbers (a long list cut to its ends).
+std::string schedule_text(const train::LrSchedule& s) {
+  using K = train::LrSchedule::Kind;
+  auto list = [](const std::vector<double>& xs) {
+    const bool cut_short = xs.size() > 6;
+    std::string t = "[";
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (cut_short && i == 3) {
+        t += ", ...";
+        i = xs.size() - 2;  // then the last
+        continue;
+      }
+      t += (i ? ", " : "") + number_text(xs[i]);
+    }
+    return t + "]" + (cut_short ? " (" + std::to_string(xs.size()) + " in all)" : "");
+  };
+  if (s.kind == K::Piecewise)
+    return "PiecewiseConstantDecay(boundaries " + list(s.boundaries) + ", values " + list(s.values) + ")";
+  std::string t = std::string(s.kind == K::Exponential ? "ExponentialDecay" : s.kind == K::InverseTime ? "InverseTimeDecay"
+                                                                                                        : "CosineDecay") +
+                  "(initial " + number_text(s.initial) + ", decay_steps " + number_text(s.decay_steps);
+  if (s.kind == K::Cosine) {
+    t += ", alpha " + number_text(s.alpha);
+    if (!std::isnan(s.warmup_target))
+      t += ", warm-up to " + number_text(s.warmup_target) + " over " + number_text(s.warmup_steps) + " steps";
+  } else {
+    t += ", decay_rate " + number_text(s.decay_rate) + (s.staircase ? ", staircase" : "");
+  }
+  return t + ")";
+}
+
 // The optimizer of compile_config, with Keras's defaults for what it does not say; its numbers in
-// the ranges the command line takes (cli/options.cpp: --lr above 0 up to 1000).
-void optimizer_from(const json& o, Recipe& r, const std::string& file) {
+// the ranges the command line takes (cli/options.cpp: --lr above 0 up to 1000). A learning rate
+// that is a schedule becomes r.schedule, its initial rate r.lr; what is returned names it ("" for
+// a number).
+std::string optimizer_from(const json& o, Recipe& r, const std::string& file) {
   const std::string name = cut(class_key(o));
   const json& c = o.is_object() && o.contains("config") && o.at("config").is_object() ? o.at("config") : empty_object();
   const Config k{c, file + ": the optimizer (" + name + ")"};
   auto why = [&](const std::string& w) { k.fail(w); };
   const char* lr_key = k.has("learning_rate") ? "learning_rate" : "lr";
-  if (k.has(lr_key) && c.at(lr_key).is_object()) why("has a learning-rate schedule; loupe takes a number (and Keras 2's decay)");
   for (const char* k : {"clipnorm", "clipvalue", "global_clipnorm"})
     if (c.contains(k) && !c.at(k).is_null()) why("clips gradients (" + std::string(k) + "); loupe does not");
   if (c.contains("weight_decay") && !c.at("weight_decay").is_null() && c.at("weight_decay") != 0)
@@ -109,9 +264,19 @@ void optimizer_from(const json& o, Recipe& r, const std::string& file) {
   r.rho = k.real("rho", r.rho, kFraction);
   r.momentum = k.real("momentum", 0.0, kFraction);
   if (name == "rmsprop" && r.momentum != 0) why("has momentum; loupe's RMSprop has none");
-  r.lr = k.real(lr_key, r.lr, Range{0, false, 1000, true});
   r.eps = k.real("epsilon", 1e-7, Range{0, false, 1, true});
   r.decay = k.real("decay", 0.0, kFromZero);
+  if (!k.has(lr_key) || !c.at(lr_key).is_object()) {
+    r.lr = k.real(lr_key, r.lr, kRate);
+    return "";
+  }
+  r.schedule = schedule_from(c.at(lr_key), k.where + "'s " + lr_key);
+  r.lr = r.schedule.initial;
+  // Keras 2 divides the schedule's rate by 1 + decay x updates as well; loupe runs one curve.
+  if (r.decay > 0)
+    why("has a learning-rate schedule and decay " + number_text(r.decay) +
+        " (Keras 2 divides the schedule's rate by 1 + decay x updates); loupe takes one or the other");
+  return schedule_text(r.schedule);
 }
 
 // The loss of compile_config, which must agree with the last layer's activation (the loss applies
@@ -160,8 +325,10 @@ train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, co
 void recipe_from(const json& root, const Parsed& p, int64_t outputs, ModelInfo& m, const std::string& file) {
   const json* cc = root.contains("compile_config") && root.at("compile_config").is_object() ? &root.at("compile_config") : nullptr;
   if (cc && cc->contains("optimizer") && !cc->at("optimizer").is_null()) {
-    optimizer_from(cc->at("optimizer"), m.recipe, file);
-    m.recipe_source = "the optimizer and loss from the file's compile_config";
+    const std::string schedule = optimizer_from(cc->at("optimizer"), m.recipe, file);
+    m.recipe_source = schedule.empty() ? "the optimizer and loss from the file's compile_config"
+                                       : "the optimizer, its learning rate " + schedule +
+                                             " and the loss from the file's compile_config";
   } else {
     m.recipe = with_optimizer(Recipe{}, "rmsprop");
     m.recipe_source = "the file has no compile_config: Keras's compile defaults, RMSprop and the loss its last layer implies";

@@ -27,7 +27,9 @@ std::string model_stem(const std::string& name);
 // The model in `json` (the text of a model file; `name` for messages and the model's name).
 // The recipe comes from the file's compile_config where it has one, else Keras's compile defaults
 // (RMSprop, learning rate 0.001) with the loss its last layer implies; batch 32 and 1 epoch, as
-// Keras's fit; ModelInfo::recipe_source says which. The data set is the reference one whose
+// Keras's fit; ModelInfo::recipe_source says which. An optimizer's learning rate that is a Keras
+// schedule (ExponentialDecay, InverseTimeDecay, PiecewiseConstantDecay, CosineDecay) is
+// recipe.schedule, its initial rate recipe.lr (docs/keras.md, "Learning-rate schedules"). The data set is the reference one whose
 // samples have the model's input shape and class count (MNIST's, CIFAR-10's, IMDb's), else none.
 // `data_sized`: the reference models' own files (models/registry.h), whose build_for takes the
 // data's vocabulary or alphabet in place of the file's size; a user's file refuses data that does

@@ -8,6 +8,7 @@
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "train/loss.h"
+#include "train/lr_schedule.h"
 
 namespace loupe::models {
 
@@ -18,6 +19,10 @@ struct Recipe {
   double beta1 = 0.9, beta2 = 0.999;    // Adam
   double momentum = 0;                  // SGD
   double decay = 0;                     // Keras' lr decay: lr / (1 + decay * updates so far)
+  // The rate as a function of the updates issued (train/lr_schedule.h): Constant (`lr` throughout)
+  // unless a model file's optimizer has a Keras schedule as its learning_rate (docs/keras.md), whose
+  // initial rate `lr` then is (a PiecewiseConstantDecay's first value). Never with `decay` > 0.
+  train::LrSchedule schedule;
   bool augment = false;                 // the data set's training augmentation
   // What the trainer minimises (train/loss.h): cross-entropy over the classes, or binary
   // cross-entropy with logits for a model with one output column (Keras' Dense(1, sigmoid)).

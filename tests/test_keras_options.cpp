@@ -523,8 +523,10 @@ TEST(KerasOptions, TheOptimizersOptionsAreReadOrRefused) {
   EXPECT_DOUBLE_EQ(rms.lr, 1e-3);
   EXPECT_DOUBLE_EQ(rms.eps, 1e-7);
 
+  // A schedule is read (test_keras_schedules), each of its keys checked.
   const json schedule = {{"class_name", "ExponentialDecay"}, {"config", {{"initial_learning_rate", 0.1}}}};
-  expect_refusal(compiled("Adam", {{"learning_rate", schedule}}), "the optimizer (adam) has a learning-rate schedule");
+  expect_refusal(compiled("Adam", {{"learning_rate", schedule}}),
+                 "the optimizer (adam)'s learning_rate ExponentialDecay has no decay_steps");
   expect_refusal(compiled("Adam", {{"weight_decay", 0.01}}), "the optimizer (adam) has weight_decay; loupe's optimizers have none");
   expect_refusal(compiled("Adam", {{"amsgrad", true}}), "the optimizer (adam) has amsgrad on; loupe's does not");
   expect_refusal(compiled("SGD", {{"nesterov", true}}), "has nesterov on");
