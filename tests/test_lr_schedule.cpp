@@ -107,4 +107,7 @@ TEST(LrSchedule, BadSpecsAreRefusedWithAnExample) {
             std::string::npos);
   EXPECT_NE(refusal("step:step_size=2.5,gamma=0.5").find("step_size must be a whole number"), std::string::npos);
   EXPECT_NE(refusal("cosine:decay_steps=100,warmup_target=0.1").find("it needs warmup_steps"), std::string::npos);
+  // The update kernels carry a piecewise schedule's boundaries as arguments (optim/lr_curve.h).
+  EXPECT_NE(refusal("piecewise:boundaries=1/2/3/4/5/6/7/8/9,values=1/1/1/1/1/1/1/1/1/1").find("at most 8 boundaries"),
+            std::string::npos);
 }

@@ -17,8 +17,9 @@ bool skipped(const UpdateArgs& a) { return a.scaler && a.scaler[kFoundInf] != 0.
 // (the one place the division happens; optim/grad_scaler.h).
 float inv_scale(const UpdateArgs& a) { return a.scaler ? 1.f / a.scaler[kScale] : 1.f; }
 
-// The update's learning rate, with Keras' decay over the updates issued before it.
-float lr_of(const UpdateArgs& a) { return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr); }
+// The update's learning rate: the curve at the updates issued before it, from the base rate
+// (optim/lr_curve.h; the count is there whenever the curve is not constant).
+float lr_of(const UpdateArgs& a) { return float(curve_rate(a.curve, *a.lr, a.count ? *a.count : 0.0)); }
 
 void sgd(const ExecContext&, const Tensor& p, const Tensor& g, const Tensor& buf, const UpdateArgs& a, float momentum,
          bool nesterov, float wd) {

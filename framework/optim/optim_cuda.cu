@@ -13,9 +13,10 @@ __device__ __forceinline__ bool skipped(const UpdateArgs& a) { return a.scaler &
 // (the one place the division happens; optim/grad_scaler.h).
 __device__ __forceinline__ float inv_scale(const UpdateArgs& a) { return a.scaler ? 1.f / a.scaler[kScale] : 1.f; }
 
-// The update's learning rate, with Keras' decay over the updates issued before it (device count).
+// The update's learning rate: the curve at the updates issued before it (the device count), from
+// the base rate on the device (optim/lr_curve.h; the count is there whenever the curve is not constant).
 __device__ __forceinline__ float lr_of(const UpdateArgs& a) {
-  return float(a.decay != 0 ? a.lr / (1.0 + a.decay * *a.count) : a.lr);
+  return float(curve_rate(a.curve, *a.lr, a.count ? *a.count : 0.0));
 }
 
 // Each optimizer's arithmetic on one element: its parameter, its gradient and up to two states

@@ -8,13 +8,15 @@
 #include "core/exec_context.h"
 #include "nn/arena.h"
 #include "optim/grad_scaler.h"
+#include "optim/lr_curve.h"
 
 namespace loupe::optim {
 
 // What every update kernel reads besides its tensors (all device pointers on the kernel's device).
 struct UpdateArgs {
-  double lr = 0, decay = 0;       // the update's lr is lr / (1 + decay * *count) (decay 0: lr)
-  const double* count = nullptr;  // updates issued before this one; read when decay != 0, and by Adam
+  const double* lr = nullptr;     // the base rate: the update's is curve_rate(curve, *lr, *count)
+  LrCurve curve;
+  const double* count = nullptr;  // updates issued before this one; read for a curve not constant, and by Adam
   // A GradScaler's state or null: skip everything while found_inf is set, else read each gradient
   // times 1 / state[kScale] (the gradients are still scaled: GradScaler divides nowhere else).
   const float* scaler = nullptr;
@@ -25,8 +27,8 @@ class Optimizer {
   explicit Optimizer(nn::ParameterArena& arena);
   virtual ~Optimizer() = default;
   // One update over the whole arena. Everything that changes from step to step (the step count
-  // behind Adam's bias corrections and the lr decay, the GradScaler's skip) is read on the device,
-  // so a captured step replays as the next eager step would run.
+  // behind Adam's bias corrections and the rate's curve, the base rate, the GradScaler's skip) is
+  // read on the device, so a captured step replays as the next eager step would run.
   virtual void step() = 0;
   virtual std::string name() const = 0;
   void zero_grad() { arena_.zero_grad(); }
@@ -36,11 +38,21 @@ class Optimizer {
   // arena's gradients stay scaled; optim/grad_scaler.h).
   void set_scaler(const GradScaler* s) { scaler_ = s; }
   double lr() const { return lr_; }  // the base learning rate
-  void set_lr(double lr) { lr_ = lr; }
-  // Keras' time-based decay: each update uses lr / (1 + decay * updates before it).
-  double decay() const { return decay_; }
+  // The base rate from the next update on, replays of a captured step included: the device's copy
+  // is written on the compute stream, after the work queued so far. Call it outside a step (inside
+  // a capture the write would be recorded, not run). A curve's piecewise values and cosine warm-up
+  // target are absolute rates, which it does not scale (optim/lr_curve.h).
+  void set_lr(double lr);
+  // The rate's curve over the updates (optim/lr_curve.h), from the base rate. It is part of every
+  // update kernel's arguments, so a captured step keeps the curve it was captured with: install it
+  // before the first update (after one, an Error). A per-epoch curve needs updates_per_epoch >= 1.
+  void set_schedule(const LrCurve& c);
+  const LrCurve& schedule() const { return curve_; }
+  // Keras' time-based decay: each update uses lr / (1 + decay * updates before it), the curve
+  // InverseTime with decay_steps 1 (0: constant). decay() is 0 for any other curve.
+  double decay() const;
   void set_decay(double d);
-  double current_lr() const { return lr_ / (1.0 + decay_ * double(steps_)); }  // for the next update
+  double current_lr() const { return curve_rate(curve_, lr_, double(steps_)); }  // for the next update
   int64_t steps() const { return steps_; }  // updates issued (skipped ones included)
   void set_steps(int64_t s);
   // The host's count alone, for updates that a CUDA graph replays: the graph's own kernels keep
@@ -58,14 +70,17 @@ class Optimizer {
   void end_update(double flops_per_parameter);
   nn::ParameterArena& arena_;
   const GradScaler* scaler_ = nullptr;
-  double lr_ = 1e-3, decay_ = 0;
+  double lr_ = 1e-3;
+  LrCurve curve_;
   int64_t steps_ = 0;
   std::vector<std::pair<std::string, Tensor>> state_;
 
  private:
   Tensor count_;              // float64 [1] on the arena's device: updates issued before the current one
+  Tensor lr_device_;          // float64 [1] on the arena's device: the base rate, lr_
   bool count_stale_ = false;  // the device count lags the host's (set_steps, or not kept up)
   bool count_this_step_ = false;
+  bool issued_ = false;       // an update has been issued (a schedule can no longer be installed)
 };
 
 // PyTorch's SGD: buf = momentum * buf + g; g' = nesterov ? g + momentum * buf : buf; p -= lr * g'.

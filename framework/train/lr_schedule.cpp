@@ -11,27 +11,6 @@
 namespace loupe::train {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
-
-// Keras's CosineDecay._decay_function: from `from` to alpha * from over decay_steps.
-double cosine(double t, double decay_steps, double from, double alpha) {
-  const double cosine_decayed = 0.5 * (1.0 + std::cos(kPi * (t / decay_steps)));
-  return from * ((1.0 - alpha) * cosine_decayed + alpha);
-}
-
-double cosine_lr(const LrSchedule& s, double t) {
-  if (std::isnan(s.warmup_target)) return cosine(std::min(t, s.decay_steps), s.decay_steps, s.initial, s.alpha);
-  t = std::min(t, s.decay_steps + s.warmup_steps);
-  if (t < s.warmup_steps) return (s.warmup_target - s.initial) * (t / s.warmup_steps) + s.initial;
-  return cosine(t - s.warmup_steps, s.decay_steps, s.warmup_target, s.alpha);
-}
-
-double piecewise_lr(const LrSchedule& s, double t) {
-  for (size_t i = 0; i < s.boundaries.size(); ++i)
-    if (t <= s.boundaries[i]) return s.values[i];
-  return s.values.back();
-}
-
 [[noreturn]] void bad(const std::string& spec, const std::string& why, const std::string& example) {
   throw Error("--lr-schedule '" + spec + "': " + why + " (e.g. --lr-schedule " + example + ")");
 }
@@ -123,6 +102,8 @@ void parse_piecewise(Keys& k, LrSchedule& s) {
   k.map.erase("values");
   if (s.values.size() != s.boundaries.size() + 1)
     bad(k.spec, "values must have one more entry than boundaries", k.example);
+  if (s.boundaries.size() > size_t(optim::LrCurve::kMaxBoundaries))
+    bad(k.spec, "it has at most " + std::to_string(optim::LrCurve::kMaxBoundaries) + " boundaries", k.example);
   for (size_t i = 1; i < s.boundaries.size(); ++i)
     if (s.boundaries[i] <= s.boundaries[i - 1]) bad(k.spec, "boundaries must increase", k.example);
   for (double x : s.values)
@@ -131,22 +112,39 @@ void parse_piecewise(Keys& k, LrSchedule& s) {
 
 }  // namespace
 
-double lr_at(const LrSchedule& s, double t) {
+optim::LrCurve lr_curve(const LrSchedule& s, double updates_per_epoch) {
+  using optim::LrCurve;
+  LrCurve c;
   switch (s.kind) {
-    case LrSchedule::Kind::Constant: return s.initial;
-    case LrSchedule::Kind::Exponential: {
-      const double p = s.staircase ? std::floor(t / s.decay_steps) : t / s.decay_steps;
-      return s.initial * std::pow(s.decay_rate, p);
-    }
-    case LrSchedule::Kind::InverseTime: {
-      const double p = s.staircase ? std::floor(t / s.decay_steps) : t / s.decay_steps;
-      return s.initial / (1.0 + s.decay_rate * p);
-    }
-    case LrSchedule::Kind::Piecewise: return piecewise_lr(s, t);
-    case LrSchedule::Kind::Cosine: return cosine_lr(s, t);
+    case LrSchedule::Kind::Constant: c.kind = LrCurve::kConstant; break;
+    case LrSchedule::Kind::Exponential: c.kind = LrCurve::kExponential; break;
+    case LrSchedule::Kind::InverseTime: c.kind = LrCurve::kInverseTime; break;
+    case LrSchedule::Kind::Piecewise: c.kind = LrCurve::kPiecewise; break;
+    case LrSchedule::Kind::Cosine: c.kind = LrCurve::kCosine; break;
   }
-  return s.initial;
+  c.staircase = s.staircase;
+  c.per_epoch = s.per_epoch;
+  c.updates_per_epoch = updates_per_epoch;
+  c.decay_steps = s.decay_steps;
+  c.decay_rate = s.decay_rate;
+  c.alpha = s.alpha;
+  c.warmup = !std::isnan(s.warmup_target);
+  c.warmup_target = c.warmup ? s.warmup_target : 0.0;
+  c.warmup_steps = s.warmup_steps;
+  if (s.kind == LrSchedule::Kind::Piecewise) {
+    const size_t n = s.boundaries.size();
+    if (n > size_t(LrCurve::kMaxBoundaries))
+      throw Error("a piecewise learning-rate schedule has at most " + std::to_string(LrCurve::kMaxBoundaries) +
+                  " boundaries (the update kernels carry them as arguments), got " + std::to_string(n));
+    LOUPE_CHECK(s.values.size() == n + 1, "a piecewise schedule has one more value than boundaries");
+    std::copy(s.boundaries.begin(), s.boundaries.end(), c.boundaries);
+    std::copy(s.values.begin(), s.values.end(), c.values);
+    c.boundaries_used = int32_t(n);
+  }
+  return c;
 }
+
+double lr_at(const LrSchedule& s, double t) { return optim::curve_rate(lr_curve(s), s.initial, t); }
 
 LrSchedule parse_lr_schedule(const std::string& spec, double initial) {
   std::map<std::string, std::string> map;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "optim/lr_curve.h"
+
 namespace loupe::train {
 
 struct LrSchedule {
@@ -24,8 +26,15 @@ struct LrSchedule {
   bool per_epoch = false;
 };
 
-// The rate at `t` (t >= 0).
+// The rate at `t` (t >= 0): optim::curve_rate of the schedule's curve from `initial`, the
+// function the update kernels evaluate.
 double lr_at(const LrSchedule& s, double t);
+
+// The curve that the update kernels evaluate (optim/lr_curve.h), from the optimizer's base rate,
+// which is `initial` (Optimizer::set_lr): t counts updates, or for a per-epoch schedule epochs of
+// `updates_per_epoch` updates. Piecewise values and the cosine's warm-up target are absolute rates
+// (Keras), which the base rate does not scale. More than LrCurve::kMaxBoundaries boundaries: an Error.
+optim::LrCurve lr_curve(const LrSchedule& s, double updates_per_epoch = 1);
 
 // `--lr-schedule SPEC`: KIND:key=value,... with the keys of Keras's (and for `step`, PyTorch's)
 // arguments; lists separated by '/'. `initial` is the run's --lr (or the recipe's):
