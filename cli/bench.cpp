@@ -20,7 +20,8 @@
 #include "models/session.h"
 #include "ops/view.h"
 #include "cli/cli_numbers.h"
-#include "cli/datasets.h"
+#include "run/data.h"
+#include "run/report.h"
 #include "models/keras_json.h"
 #include "train/trainer.h"
 
@@ -96,40 +97,6 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
 }
 }  // namespace
 
-instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
-                                     int epochs) {
-  instrument::EpochReport r;
-  const instrument::RunStamp& stamp = instrument::run_stamp();
-  r.run_id = stamp.run_id;
-  r.started_at = stamp.started_at;
-  r.cpu_model = stamp.cpu_model;
-  r.threads = num_threads();
-  r.model = model;
-  r.device = dev.str();
-  r.device_name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
-  r.batch = batch;
-  r.epoch = st.epoch;
-  r.epochs = epochs;
-  r.steps = st.steps;
-  r.samples = st.samples;
-  r.train_loss = st.train_loss;
-  r.train_acc = st.train_acc;
-  if (st.test_acc >= 0) r.test_acc = st.test_acc;
-  if (st.test_loss >= 0) r.test_loss = st.test_loss;
-  if (st.loss_scale) {
-    r.loss_scale = *st.loss_scale;
-    r.skipped_steps = double(st.skipped_steps);
-  }
-  r.train_seconds = st.train_seconds;
-  r.eval_seconds = st.eval_seconds;
-  r.graph_steps = double(st.graph_steps);
-  if (st.graph_kernels > 0) r.graph_kernels = double(st.graph_kernels);
-  r.graph_why = st.graph_why;
-  r.epoch_seconds = st.train_seconds + st.eval_seconds;
-  r.samples_per_sec = st.samples_per_sec();
-  return r;
-}
-
 std::vector<std::string> parse_list(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -154,7 +121,7 @@ namespace {
 // One combination: a fresh model, the warm-up, then the timed steps under a monitor. Full batches
 // only: a last, smaller batch has new shapes, and choosing their algorithms (cuDNN plans are timed
 // on first use) inside the timed steps cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
-instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const Data& d, int64_t batch,
+instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const run::Data& d, int64_t batch,
                                 Precision prec, double min_seconds) {
   const Device dev = o.device;
   const int64_t full = d.train.size() / batch;
@@ -196,7 +163,7 @@ instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& 
     std::fprintf(stderr, "note: %s batch %lld %s: the loss became NaN or infinite by step %lld of the timed run; "
                  "the time stands, but it is the time of non-finite arithmetic\n", info.name.c_str(),
                  (long long)batch, precision_name(prec), (long long)st.diverged_step);
-  instrument::EpochReport r = epoch_report(info.name, dev, batch, st, 1);
+  instrument::EpochReport r = run::epoch_report(info.name, dev, batch, st, 1);
   monitor.fill(r);
   return r;
 }
@@ -228,10 +195,10 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
       const models::ModelInfo& ref = models::find_model(o.models[mi]);
       const models::ModelInfo info = o.loss.empty() ? ref : models::with_loss(ref, o.loss);
       // Made again each round: the pool's peak, reported, holds one model's data set at a time.
-      DataRequest req = request_for(info);  // a model file's own arrays: synthetic ones of its input
+      run::DataRequest req = run::request_for(info);  // a model file's own arrays: synthetic ones of its input
       req.synthetic = true;
       req.resident = true;
-      const Data d = load_data(req, dev);
+      const run::Data d = run::load_data(req, dev);
       for (const std::string& prec_name : o.precisions) {
         Precision prec = parse_precision(prec_name);
         std::string why = precision_unsupported(prec, dev);

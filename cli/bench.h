@@ -65,10 +65,6 @@ class BenchFiles {
 // the table of each combination's fastest round. Returns one report per combination that ran.
 std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
 
-// The report's "what ran" and time fields from an epoch's statistics (the monitor fills the rest).
-instrument::EpochReport epoch_report(const std::string& model, Device dev, int64_t batch, const train::EpochStats& st,
-                                     int epochs);
-
 // What a sweep shows, in a few lines: the fastest setting; per precision, how throughput grew with
 // the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %, or
 // on the CPU its GFLOP/s and cores used at the smallest and largest batch; and each precision

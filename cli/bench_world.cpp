@@ -23,7 +23,7 @@
 #include "models/registry.h"
 #include "cli/compare.h"
 #include "cli/flat_json.h"
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 #include "dist/comm.h"
 #include "train/trainer.h"
 
@@ -129,7 +129,7 @@ int run_child(const std::vector<std::string>& args, const std::string& log) {
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::fflush(stdout);
-  SignalsUnblocked child_takes_ctrl_c;  // the child inherits this thread's signal mask
+  run::SignalsUnblocked child_takes_ctrl_c;  // the child inherits this thread's signal mask
   const pid_t pid = fork();
   if (pid < 0) throw Error(std::string("loupe bench --gpus: cannot start a run: ") + std::strerror(errno));
   if (pid == 0) {

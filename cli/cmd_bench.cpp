@@ -7,7 +7,7 @@
 #include "cli/bench.h"
 #include "cli/bench_world.h"
 #include "cli/commands.h"
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 
 namespace loupe::cli {
 
@@ -38,17 +38,17 @@ BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
 // between steps and keeps the rows finished (cli/bench.h's BenchFiles). nullopt when interrupted.
 std::optional<std::vector<instrument::EpochReport>> measure_and_write(BenchOptions b, const std::string& json,
                                                                       const std::string& csv) {
-  install_interrupt_handlers();
+  run::install_interrupt_handlers();
   BenchFiles files(json, csv, b.rounds == 1);
-  b.stop = &interrupt_requested();
+  b.stop = &run::interrupt_requested();
   b.on_row = [&files](const std::vector<instrument::EpochReport>& rows) {
-    CriticalSection whole;  // the watchdog waits: a file is written whole or not touched
+    run::CriticalSection whole;  // the watchdog waits: a file is written whole or not touched
     files.write(rows);
   };
   try {
     std::vector<instrument::EpochReport> reports = run_bench(b);
     {
-      CriticalSection whole;
+      run::CriticalSection whole;
       files.write(reports);
     }
     files.say_written();
@@ -71,7 +71,7 @@ int cmd_bench(const Options& o) {
   if (o.epochs)
     throw Error("loupe bench takes --epochs with --gpus LIST only (each world size is a training run); without it "
                 "--steps and --min-seconds set the timed stretch");
-  if (!measure_and_write(bench_options(o, models), o.json, o.csv)) return interrupt_exit_status();
+  if (!measure_and_write(bench_options(o, models), o.json, o.csv)) return run::interrupt_exit_status();
   return 0;
 }
 
@@ -81,7 +81,7 @@ int cmd_sweep(const Options& o) {
   if (!o.has("batch")) throw Error("loupe sweep needs --batch LIST, e.g. --batch 32,128,512,2048");
   std::string csv = output_path(o, "csv"), png = output_path(o, "png");
   auto reports = measure_and_write(bench_options(o, {o.model}), o.json, csv);
-  if (!reports) return interrupt_exit_status();
+  if (!reports) return run::interrupt_exit_status();
   std::printf("%s", sweep_summary(*reports).c_str());
   return plot("plot_sweep.py", csv, png);
 }

@@ -14,7 +14,7 @@
 #include "ops/gemm_cpu.h"
 #include "cli/commands.h"
 #include "models/keras_json.h"
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 #include "dist/comm.h"
 
 namespace loupe::cli {
@@ -46,8 +46,8 @@ models::ModelInfo model_with_flags(const std::string& name, const Options& o) {
   return info;
 }
 
-DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident) {
-  DataRequest r = request_for(info);
+run::DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident) {
+  run::DataRequest r = run::request_for(info);
   r.dir = o.data;
   r.synthetic = o.synthetic;
   r.synthetic_kind = o.synthetic_kind;
@@ -76,11 +76,6 @@ void note_unchecked_vocabulary(const std::string& unchecked) {
   if (!unchecked.empty()) std::fprintf(stderr, "loupe: note: %s\n", unchecked.c_str());
 }
 
-std::string device_description(Device d) {
-  if (d.is_cuda()) return d.str() + " (" + cuda_runtime()->device_name() + ")";
-  const int n = num_threads();
-  return "cpu (" + std::to_string(n) + (n == 1 ? " thread" : " threads") + ", GEMM: " + cpu::gemm_backend_name() + ")";
-}
 
 void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {
   if (!json.empty()) {
@@ -120,7 +115,7 @@ int plot(const std::string& name, const std::string& csv, const std::string& png
                 "installed in PREFIX/share/loupe); the table is in %s\n", script.c_str(), csv.c_str());
     return 1;
   }
-  SignalsUnblocked child_takes_ctrl_c;  // the children inherit this thread's signal mask
+  run::SignalsUnblocked child_takes_ctrl_c;  // the children inherit this thread's signal mask
   std::string python = std::system("/usr/bin/python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ? "/usr/bin/python3"
                                                                                                     : "python3";
   std::string cmd = python + " '" + script + "' '" + csv + "' '" + png + "'";

@@ -12,7 +12,7 @@
 #include "models/session.h"
 #include "ops/view.h"
 #include "cli/commands.h"
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 #include "train/checkpoint.h"
 
 namespace loupe::cli {
@@ -52,7 +52,7 @@ std::shared_ptr<const data::CharCorpus> characters(const Options& o, models::Ses
   const train::CheckpointMeta saved =
       train::read_checkpoint_meta(o.checkpoint, models::find_model(o.model).checkpoint_name());
   if (!o.prompt || !o.data.empty() || o.synthetic || saved.chars.empty()) {
-    Data data = load_data(data_request(o, models::find_model(o.model), false, true), so->device);
+    run::Data data = run::load_data(data_request(o, models::find_model(o.model), false, true), so->device);
     so->vocab = data.vocab;
     so->chars = data.chars;
     return data.corpus;
@@ -72,7 +72,7 @@ std::shared_ptr<const data::CharCorpus> characters(const Options& o, models::Ses
 int cmd_generate(const Options& o) {
   if (o.model != "char_lstm") throw Error("loupe generate works with char_lstm (a character model), got '" + o.model + "'");
   if (o.checkpoint.empty()) throw Error("loupe generate needs --checkpoint PATH (written by loupe train char_lstm --save PATH)");
-  install_interrupt_handlers();  // Ctrl-C ends the text where it got to, which is already printed
+  run::install_interrupt_handlers();  // Ctrl-C ends the text where it got to, which is already printed
   const models::ModelInfo& info = models::find_model(o.model);
   Device dev = pick_device(o);
   if (std::string why = precision_unsupported(o.precision, dev); !why.empty()) throw Error(why);
@@ -92,7 +92,7 @@ int cmd_generate(const Options& o) {
   NoGradGuard g;
   // Each character is printed as it comes, so an interrupted run has given all it made.
   int64_t i = 0;
-  for (; i < o.length && !interrupt_requested().load(); ++i) {
+  for (; i < o.length && !run::interrupt_requested().load(); ++i) {
     text.push_back(next_char(session.model(), text, dev, o.temperature, o.seed, i));
     std::fputs(corpus->decode({text.back()}).c_str(), stdout);
     std::fflush(stdout);
@@ -102,7 +102,7 @@ int cmd_generate(const Options& o) {
   if (i < o.length) {
     std::fprintf(stderr, "loupe: interrupted after %lld of %lld characters; the text above is all there is\n",
                  (long long)i, (long long)o.length);
-    return interrupt_exit_status();
+    return run::interrupt_exit_status();
   }
   return 0;
 }

@@ -1,6 +1,6 @@
-// loupe profile: the ceilings an op's rates are measured against, and the profile's report (the
-// table, the summary, the targets, CSV, JSON and the roofline plot). The training window itself
-// is run by cmd_train.cpp's cmd_profile, which shares `loupe train`'s setup.
+// loupe profile: one epoch of `loupe train`'s run (run/run.h) up to the end of a window of steps,
+// profiled; the ceilings an op's rates are measured against, and the profile's report (the table,
+// the summary, the targets, CSV, JSON and the roofline plot).
 #include <algorithm>
 #include <cstdio>
 
@@ -13,6 +13,16 @@
 #include "ops/view.h"
 #include "cli/commands.h"
 #include "cli/roofline/roofline.h"
+#include "core/op_record.h"
+#include "core/thread_pool.h"
+#include "instrument/counters.h"
+#include "instrument/graph_nodes.h"
+#include "instrument/monitor.h"
+#include "instrument/busy_tracker.h"
+#include "run/interrupt.h"
+#include "run/report.h"
+#include "run/run.h"
+#include "train/profile_window.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -116,6 +126,118 @@ int report_profile(const Options& o, const instrument::Profile& p) {
   const std::string device = p.gpu ? cuda_runtime()->device_name() : "the CPU";
   return plot("plot_profile.py", csv, png,
               "loupe profile: " + o.model + " on " + device + ", " + precision_name(o.precision));
+}
+
+namespace {
+// --counters: the step after the window, its kernels replayed by CUPTI's range profiler (which
+// serialises and re-runs them, so that step is never timed). CUPTI's activity tracing stops first.
+struct CounterPass final : train::Observer {
+  bool asked;
+  Device dev;
+  instrument::EpochMonitor& monitor;
+  int64_t last;  // the window's last step
+  std::unique_ptr<instrument::CounterSession> session;
+  std::vector<instrument::KernelCounters> kernels;
+  std::string why;
+  CounterPass(bool a, Device d, instrument::EpochMonitor& m, int64_t l) : asked(a), dev(d), monitor(m), last(l) {
+    if (asked && !dev.is_cuda()) why = "hardware counters are read from a GPU; this run is on the CPU";
+  }
+  void step_end(const train::StepInfo& info, train::Control&) override {
+    try {
+      if (info.step == last) begin();
+      else if (info.step == last + 1 && session) {
+        session->end();
+        kernels = session->read();
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+      session.reset();
+    }
+  }
+  void begin() {
+    if (instrument::BusyTracker* bt = monitor.busy_tracker()) bt->stop();
+    session = instrument::make_counter_session(&why);
+    if (session) session->begin();
+  }
+  void fill(instrument::ProfileInput& in) {
+    in.counters_asked = asked;
+    in.counters = kernels;
+    in.counters_why = kernels.empty() && why.empty() ? "the counter pass read no kernels" : why;
+    if (session) in.counter_names = session->names();
+  }
+};
+
+// loupe profile: `loupe train`'s run for one epoch that ends with the window (steps 20..39 by
+// default), eager, with CUPTI's activity records on a GPU; then the table.
+// --graph on|auto: the map from the graph's nodes to the ops that captured them, subscribed before
+// the first step, and op records on from there, so that the capture (whichever step makes it)
+// records its ops.
+std::unique_ptr<instrument::GraphNodeMap> graph_node_map(Device dev) {
+  if (!dev.is_cuda()) throw Error("--graph profiles a CUDA graph: a GPU run (--device cuda)");
+  std::string why;
+  std::unique_ptr<instrument::GraphNodeMap> nodes = instrument::make_graph_node_map(&why);
+  if (!nodes)
+    throw Error("loupe profile --graph cannot tie a graph's kernels to their ops here: " + why +
+                " (--graph off profiles the eager step)");
+  op_records_enable(true);
+  return nodes;
+}
+}  // namespace
+
+int cmd_profile(const Options& o) {
+  if (o.model.empty()) throw Error("loupe profile needs a model name, e.g. `loupe profile mnist_mlp` (see loupe models)");
+  Options po = o;
+  if (!o.has("profile-steps")) po.profile_steps = {20, 39};
+  const bool graphed = o.has("graph") && o.graph != train::GraphMode::Off;
+  if (graphed && o.counters)
+    throw Error("--counters reads the kernels of an eager step; profile the graph without them, or --graph off");
+  if (!graphed) po.graph = train::GraphMode::Off;
+  po.busy = true;
+  po.epochs = 1;
+  po.plain = true;
+  po.max_steps = po.profile_steps.second + (o.counters ? 1 : 0);  // the counter pass: one more step
+  if (po.threads) set_num_threads(*po.threads);
+  run::install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
+  run::Run run(run_config(po, model_with_flags(o.model, po), nullptr));
+  const Device dev = run.config().device;
+  run::ReportPrinter().run_begin(run.info());
+  const int64_t steps = run.epoch_steps();
+  if (steps < po.max_steps)
+    throw Error("the profile window ends at step " + std::to_string(po.max_steps) + " but an epoch of " + o.model +
+                " at batch " + std::to_string(run.config().batch) + " has " + std::to_string(steps) +
+                " steps: --profile-steps A:B with B <= " + std::to_string(steps - (o.counters ? 1 : 0)) +
+                ", or a smaller --batch");
+  instrument::Ceilings ceilings = measure_ceilings(dev, *run.config().trainer.precision);
+  instrument::EpochMonitor& monitor = run.monitor();
+  if (dev.is_cuda() && !monitor.busy_tracker())
+    throw Error("loupe profile times a GPU's kernels with CUPTI, which cannot start here: " + monitor.busy_why());
+  const auto [first, last] = po.profile_steps;
+  auto window = std::make_shared<train::ProfileWindow>(monitor, dev, first, last);
+  run.add(window);
+  auto counters = std::make_shared<CounterPass>(o.counters, dev, monitor, last);
+  if (o.counters && dev.is_cuda()) run.add(counters);
+  std::unique_ptr<instrument::GraphNodeMap> nodes = graphed ? graph_node_map(dev) : nullptr;
+  train::EpochStats st = run.train_epoch(1);
+  op_records_enable(false);
+  run.stop_feed();
+  if (st.interrupted) return run::interrupt_exit_status();
+  if (!window->complete()) throw Error("the training epoch ended before the profile window closed");
+  instrument::ProfileInput in = window->input();
+  in.ceilings = ceilings;
+  if (nodes) {
+    in.graph_replays = instrument::attribute_graph_nodes(in.activity, *nodes);
+    in.ops = instrument::graph_window_ops(std::move(in.ops), in.activity, po.profile_steps.first,
+                                          po.profile_steps.second, in.graph_replays);
+    // The trainer counts each replay's FLOPs outside any op scope (the capture's count, again), so
+    // what lies outside the rows is the count less the rows' (the capture's records, per replay).
+    double rows = 0;
+    for (const OpRecord& r : in.ops) rows += r.flops;
+    in.unscoped_flops = std::max(0.0, in.counted_flops - rows);
+    if (in.graph_replays == 0)
+      std::printf("note    no step of the window ran as a graph: %s\n", run.trainer().step_mode().c_str());
+  }
+  counters->fill(in);
+  return report_profile(po, instrument::build_profile(in));
 }
 
 }  // namespace loupe::cli

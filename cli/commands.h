@@ -7,7 +7,8 @@
 #include "instrument/op_profile.h"
 #include "instrument/report.h"
 #include "models/registry.h"
-#include "cli/datasets.h"
+#include "run/data.h"
+#include "run/run.h"
 #include "cli/options.h"
 #include "train/trainer.h"
 
@@ -23,7 +24,7 @@ int cmd_models(const Options& o);     // cli/cmd_misc.cpp
 int cmd_peak(const Options& o);       // cli/cmd_misc.cpp
 int cmd_copybench(const Options& o);  // cli/cmd_misc.cpp
 int cmd_compare(const Options& o);    // cli/cmd_compare.cpp
-int cmd_profile(const Options& o);    // cli/cmd_train.cpp (it shares train's setup), cli/cmd_profile.cpp
+int cmd_profile(const Options& o);    // cli/cmd_profile.cpp
 
 // loupe profile (cli/cmd_profile.cpp): the ceilings, measured on the device at the precision
 // (a GEMM and a device copy), and the report of a window's profile.
@@ -38,10 +39,11 @@ Device pick_device(const Options& o);
 // --loss where given; the run header's recipe_source says so.
 models::ModelInfo model_with_flags(const std::string& name, const Options& o);
 // The model's data set as --data and --synthetic ask for it.
-DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
+run::DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
+// The run the options describe (cli/cmd_train.cpp): train's, and profile's with its own options.
+run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::World* world);
 // --precision and --graph as the trainer takes them, checked against the device.
 train::TrainerOptions trainer_options(const Options& o, Device dev);
-std::string device_description(Device d);
 std::string fmt_g(double v);  // "%g"
 // After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked
 // (models::Session::unchecked_vocabulary), where that is so.

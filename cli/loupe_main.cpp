@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "ops/conv_cpu.h"
 #include "cli/commands.h"
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 #include "train/trainer.h"
 
 using namespace loupe;
@@ -34,7 +34,7 @@ void spin_less(char** argv) {
 
 int main(int argc, char** argv) {
   spin_less(argv);
-  cli::route_signals_to_one_thread();  // before any thread starts (cli/interrupt.h says why)
+  run::route_signals_to_one_thread();  // before any thread starts (run/interrupt.h says why)
   set_flush_denormals(true);  // float32 denormals to zero in every thread (core/denormals.h says why)
   // Past a file size limit (ulimit -f) a write fails with EFBIG, which every writer reports in one
   // sentence naming the file, instead of the kernel's SIGXFSZ ending the process without a word.
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const train::Interrupted&) {
     std::fprintf(stderr, "loupe: interrupted\n");
-    return cli::interrupt_exit_status();
+    return run::interrupt_exit_status();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loupe: %s\n", e.what());
     return 1;

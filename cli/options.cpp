@@ -16,6 +16,8 @@
 #include "core/file_check.h"
 #include "cli/bench.h"
 #include "cli/cli_numbers.h"
+#include "run/controls.h"
+#include "train/lr_schedule.h"
 
 namespace loupe::cli {
 
@@ -87,7 +89,20 @@ options (defaults come from the model's recipe):
                       arrays (above 0, at most 0.9) are the test set, as Keras's validation_split
   --seed N            seed for the weights, dropout and shuffling (default 1)
   --save PATH         write a checkpoint (model + optimizer) after every epoch
+  --save-best         with --save: write it only at an epoch that betters the best so far (by
+                      --early-stop's monitor, else the test loss): the file holds the best epoch
   --resume PATH       continue training from a checkpoint
+  --lr-schedule SPEC  the learning rate over the updates, as Keras's schedules (initial: --lr):
+                      exponential:decay_steps=1000,decay_rate=0.96[,staircase]
+                      inverse_time:decay_steps=1000,decay_rate=0.5[,staircase]
+                      cosine:decay_steps=10000[,alpha=0.01][,warmup_target=0.01,warmup_steps=500]
+                      piecewise:boundaries=1000/2000,values=0.1/0.01/0.001
+                      step:step_size=10,gamma=0.5 (per epoch, as PyTorch's StepLR)
+                      plateau:factor=0.5,patience=3[,min_delta=1e-4,cooldown=0,min_lr=0,mode=max]
+                      (Keras's ReduceLROnPlateau on the test loss; mode=max: the test accuracy)
+  --early-stop N[,monitor=test_acc][,min_delta=D]
+                      stop after N epochs without a better test loss (or accuracy); the best
+                      epoch's weights are restored at the end, stopped early or not
   --max-steps N       stop each epoch after N steps, and evaluate at most N batches of 1000
                       (for quick checks)
   --threads N         CPU threads for the CPU backend (default: all cores)
@@ -423,6 +438,16 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"channels-last", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.channels_last = true; }}},
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
+    {"save-best", {true, "train", [](Options& o, const std::string&) { o.save_best = true; }}},
+    {"lr-schedule", {false, "train", [](Options& o, const std::string& v) {
+       if (v.rfind("plateau", 0) == 0) train::parse_plateau(v);  // refused here, before any work
+       else train::parse_lr_schedule(v, 1e-3);
+       o.lr_schedule = v;
+     }}},
+    {"early-stop", {false, "train", [](Options& o, const std::string& v) {
+       run::parse_early_stop(v);
+       o.early_stop = v;
+     }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
     {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
     {"tensorboard", {false, "train", [](Options& o, const std::string& v) {
@@ -718,6 +743,8 @@ Options parse_words(int argc, char** argv) {
   }
   check_paths(o, given);
   if (!o.trace.empty() && !o.has("profile-steps")) o.profile_steps = profile_window("10:19");
+  if (o.save_best && o.save.empty())
+    throw Error("--save-best keeps the best epoch in --save's file: give --save PATH too");
   if (o.node_rank >= o.nnodes)
     throw Error("--node-rank " + std::to_string(o.node_rank) + " is outside --nnodes " + std::to_string(o.nnodes) +
                 ": hosts are numbered from 0");

@@ -48,6 +48,9 @@ struct Options {
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
   std::string save, resume, metrics, csv, trace, tensorboard;
+  bool save_best = false;   // --save-best
+  std::string lr_schedule;  // --lr-schedule SPEC (train/lr_schedule.h)
+  std::string early_stop;   // --early-stop SPEC (run/controls.h)
   std::string timeline;  // --timeline FILE.csv
   int sample_ms = 50;    // --sample-ms: NVML's period
   double price_per_hour = -1;                      // < 0: not given

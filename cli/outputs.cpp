@@ -57,7 +57,7 @@ struct Input {
 };
 
 // The default data folders (or file) of the model's data set, where --data is not given: a model
-// file may read MNIST's or CIFAR-10's (cli/datasets.cpp finds them). Also for synthetic data, which
+// file may read MNIST's or CIFAR-10's (run/data.cpp finds them). Also for synthetic data, which
 // reads none: a data set's folder holds no output either way.
 std::vector<std::string> default_data(const Options& o) {
   std::string dataset;

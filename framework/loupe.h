@@ -28,3 +28,8 @@
 #include "ops/softmax.h"
 #include "ops/view.h"
 #include "optim/optimizer.h"
+#include "run/controls.h"
+#include "run/report.h"
+#include "run/run.h"
+#include "train/observer.h"
+#include "train/trainer.h"

@@ -1,4 +1,5 @@
 #include "models/keras_json.h"
+#include "optim/lr_curve.h"
 
 #include <nlohmann/json.hpp>
 
@@ -110,8 +111,9 @@ const std::vector<ScheduleClass>& schedule_classes() {
   return classes;
 }
 
-// A Keras schedule has a handful of pieces; a hostile list is refused before it costs anything.
-constexpr size_t kMaxPieces = 1000;
+// A Keras schedule has a handful of pieces; the update kernels' curve holds at most
+// optim::LrCurve::kMaxBoundaries boundaries (and one value more).
+constexpr size_t kMaxPieces = optim::LrCurve::kMaxBoundaries + 1;
 constexpr double kMaxSteps = 1e12;  // as --lr-schedule's counts (train/lr_schedule.cpp)
 constexpr Range kRate{0, false, 1000, true};  // as --lr (cli/options.cpp)
 

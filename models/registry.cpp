@@ -36,6 +36,7 @@ const ModelInfo& find_model(const std::string& name) {
 Recipe with_optimizer(Recipe r, const std::string& name) {
   const Recipe keras;  // the defaults every optimizer shares: eps 1e-7, betas .9/.999, no momentum or decay
   r.beta1 = keras.beta1, r.beta2 = keras.beta2, r.eps = 1e-7, r.momentum = 0, r.decay = 0;
+  r.schedule = keras.schedule;  // a constant rate: the file's schedule was for its own optimizer
   if (name == "adam") r.lr = 1e-3;
   else if (name == "rmsprop") r.lr = 1e-3, r.rho = 0.9;
   else if (name == "sgd") r.lr = 0.01;

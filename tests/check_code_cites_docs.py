@@ -2,7 +2,7 @@
 """CTest code_cites_docs: comments in code cite what a reader can open (a page or section of
 docs/), never a number of the project's own tracker, which no reader of the tree can resolve.
 
-Scans cli/, framework/, data/, models/, tests/, tools/, scripts/, dev/, cmake/, .ci/ and the top
+Scans cli/, framework/, data/, models/, run/, tests/, tools/, scripts/, dev/, cmake/, .ci/ and the top
 CMakeLists.txt (C++, CUDA, Python, shell and CMake files; tests/data/ and tests/fuzz/corpus/ are
 data, not code) for the word "issue" or "issues" followed by a number. Allowed: another
 project's tracker, named right before the word (THIRD_PARTY, e.g. "oneDNN issue #4845"), and a
@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-FOLDERS = ["cli", "framework", "data", "models", "tests", "tools", "scripts", "dev", "cmake", ".ci"]
+FOLDERS = ["cli", "framework", "data", "models", "run", "tests", "tools", "scripts", "dev", "cmake", ".ci"]
 SUFFIXES = (".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".cmake")
 SKIP = {os.path.join("tests", "data"), os.path.join("tests", "fuzz", "corpus")}
 # Projects whose own trackers a comment may cite by number.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/bench.h"
+#include "run/report.h"
 #include "instrument/monitor.h"
 #include "instrument/report.h"
 #include "loader/sampler.h"
@@ -251,7 +252,7 @@ TEST(Record, TakesTheEpochsFiguresEachFromItsOwnSource) {
   st.test_acc = 0.6875;
   st.train_seconds = 2;
   st.eval_seconds = 0.5;
-  const instrument::EpochReport r = cli::epoch_report("mnist_mlp", kCPU, 125, st, 3);
+  const instrument::EpochReport r = run::epoch_report("mnist_mlp", kCPU, 125, st, 3);
   EXPECT_EQ(r.train_loss, 0.8125);
   EXPECT_EQ(r.train_acc, 0.75);
   ASSERT_TRUE(r.test_loss && r.test_acc);
@@ -263,7 +264,7 @@ TEST(Record, TakesTheEpochsFiguresEachFromItsOwnSource) {
   EXPECT_EQ(r.epoch_seconds, 2.5);
   EXPECT_EQ(r.samples_per_sec, 500);
   st.test_loss = st.test_acc = -1;
-  const instrument::EpochReport none = cli::epoch_report("mnist_mlp", kCPU, 125, st, 3);
+  const instrument::EpochReport none = run::epoch_report("mnist_mlp", kCPU, 125, st, 3);
   EXPECT_FALSE(none.test_loss);
   EXPECT_FALSE(none.test_acc);
 }
@@ -318,7 +319,7 @@ TEST(Record, FlopRateOfACpuEpochIsItsFlopsOverItsSeconds) {
   const double t0 = train::now_seconds();
   const train::EpochStats st = t.train_epoch(data, 64, 1, 1);
   const double outer = train::now_seconds() - t0;
-  instrument::EpochReport r = cli::epoch_report("mnist_mlp", kCPU, 64, st, 1);
+  instrument::EpochReport r = run::epoch_report("mnist_mlp", kCPU, 64, st, 1);
   mon.fill(r);
   ASSERT_TRUE(r.flops_per_sample && r.achieved_tflops);
   const double flops = *r.flops_per_sample * double(r.samples);

@@ -18,7 +18,7 @@
 #include "data/image_folder.h"
 #include "png_writer.h"
 #include "test_util.h"
-#include "cli/datasets.h"
+#include "run/data.h"
 #include "skip.h"
 
 namespace fs = std::filesystem;
@@ -436,11 +436,11 @@ void write_mnist_set(const fs::path& dir, uint32_t rows, uint32_t cols, uint32_t
 // set failed in the first step with "matmul: shapes [128, 100] and [784, 512] do not chain").
 TEST_F(ImageFolder, MnistFormatImagesOfTheWrongSizeAreRefusedWhenOpened) {
   write_mnist_set(root / "small", 10, 10);
-  loupe::cli::DataRequest r;
+  loupe::run::DataRequest r;
   r.dataset = "mnist";
   r.dir = (root / "small").string();
   try {
-    loupe::cli::load_data(r, loupe::kCPU);
+    loupe::run::load_data(r, loupe::kCPU);
     ADD_FAILURE() << "a 10x10 MNIST-format set was accepted for the 28x28 models";
   } catch (const loupe::Error& e) {
     const std::string msg = e.what();
@@ -451,7 +451,7 @@ TEST_F(ImageFolder, MnistFormatImagesOfTheWrongSizeAreRefusedWhenOpened) {
   // 28x28 loads, and so do image folders of any size (they are resized).
   write_mnist_set(root / "right", 28, 28);
   r.dir = (root / "right").string();
-  EXPECT_EQ(loupe::cli::load_data(r, loupe::kCPU).test.x.shape(), loupe::Shape({20, 28, 28}));
+  EXPECT_EQ(loupe::run::load_data(r, loupe::kCPU).test.x.shape(), loupe::Shape({20, 28, 28}));
 }
 
 TEST_F(ImageFolder, WithoutStbTheErrorSaysHowToGetIt) {

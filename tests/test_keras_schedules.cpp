@@ -154,12 +154,19 @@ TEST(KerasSchedules, PiecewiseConstantDecayInBothLayouts) {
     EXPECT_NE(m.recipe_source.find("PiecewiseConstantDecay(boundaries [1000, 2000], values [0.1, 0.01, 0.001])"),
               std::string::npos) << m.recipe_source;
   }
-  // A long list is named by its ends in the header.
+  // A long list is named by its ends in the header; past the device's 8 boundaries, refused.
   json many = {{"boundaries", json::array()}, {"values", {1.0}}};
-  for (int i = 1; i <= 20; ++i) many["boundaries"].push_back(100 * i), many["values"].push_back(1.0 / (i + 1));
+  for (int i = 1; i <= 8; ++i) many["boundaries"].push_back(100 * i), many["values"].push_back(1.0 / (i + 1));
   const models::ModelInfo m = read(compiled("PiecewiseConstantDecay", many));
-  EXPECT_EQ(m.recipe.schedule.boundaries.size(), 20u);
-  EXPECT_NE(m.recipe_source.find("boundaries [100, 200, 300, ..., 2000] (20 in all)"), std::string::npos) << m.recipe_source;
+  EXPECT_EQ(m.recipe.schedule.boundaries.size(), 8u);
+  EXPECT_NE(m.recipe_source.find("boundaries [100, 200, 300, ..., 800] (8 in all)"), std::string::npos) << m.recipe_source;
+  many["boundaries"].push_back(900), many["values"].push_back(0.01);
+  try {
+    read(compiled("PiecewiseConstantDecay", many));
+    ADD_FAILURE() << "9 boundaries were taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a list of 1 to 9 numbers"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KerasSchedules, CosineDecayWithAndWithoutWarmup) {
@@ -271,7 +278,7 @@ TEST(KerasSchedules, AWrongTypeIsRefused) {
   config["name"] = 7;
   expect_refusal(compiled("ExponentialDecay", config), "learning_rate ExponentialDecay has name 7; loupe takes a name");
   expect_refusal(compiled("PiecewiseConstantDecay", {{"boundaries", 1000}, {"values", {0.1, 0.01}}}),
-                 "learning_rate PiecewiseConstantDecay has boundaries 1000; loupe takes a list of 1 to 1000 numbers");
+                 "learning_rate PiecewiseConstantDecay has boundaries 1000; loupe takes a list of 1 to 9 numbers");
   expect_refusal(compiled("PiecewiseConstantDecay", {{"boundaries", {1000}}, {"values", {0.1, "0.01"}}}),
                  "learning_rate PiecewiseConstantDecay has values[1] \"0.01\"; loupe takes a number");
   json cls = compiled("ExponentialDecay", exponential());
@@ -346,7 +353,7 @@ TEST(KerasSchedules, BoundariesAndValuesMustAgree) {
   expect_refusal(compiled("PiecewiseConstantDecay", {{"boundaries", {1000}}, {"values", {0.1, 0.01, 0.001}}}),
                  "learning_rate PiecewiseConstantDecay has 3 values for 1 boundary; Keras's PiecewiseConstantDecay takes");
   expect_refusal(compiled("PiecewiseConstantDecay", {{"boundaries", json::array()}, {"values", {0.1}}}),
-                 "has boundaries []; loupe takes a list of 1 to 1000 numbers");
+                 "has boundaries []; loupe takes a list of 1 to 9 numbers");
   expect_refusal(compiled("PiecewiseConstantDecay", {{"boundaries", {2000, 1000}}, {"values", {0.1, 0.01, 0.001}}}),
                  "learning_rate PiecewiseConstantDecay has boundaries[1] 1000 after 2000; Keras's boundaries increase");
   // A hostile list: refused by its length, echoed as a short prefix.

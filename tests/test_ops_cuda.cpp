@@ -42,7 +42,7 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, cons
 
 // Runs f on one device: returns the output and the gradients of sum(out * r); stores the FLOPs the
 // library counted for f's forward and backward in *flops when given.
-std::vector<std::vector<float>> run(const test::OpCase& c, Device d, test::Flops* flops = nullptr) {
+std::vector<std::vector<float>> run_case(const test::OpCase& c, Device d, test::Flops* flops = nullptr) {
   std::vector<Tensor> xs = test::make_inputs(c, DType::f32, 11);
   std::vector<Tensor> on;
   for (Tensor& x : xs) {
@@ -73,7 +73,7 @@ TEST_P(OpParity, CpuAndCudaAgree) {
   REQUIRE_GPU();
   const test::OpCase& c = GetParam();
   test::Flops counted;
-  auto cpu = run(c, kCPU), gpu = run(c, kCUDA, &counted);
+  auto cpu = run_case(c, kCPU), gpu = run_case(c, kCUDA, &counted);
   ASSERT_EQ(cpu.size(), gpu.size());
   for (size_t k = 0; k < cpu.size(); ++k)
     expect_close(cpu[k], gpu[k], c.name + (k ? " grad " + std::to_string(k) : " output"), c.tol.f32_atol, c.tol.f32_rtol);

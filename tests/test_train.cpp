@@ -803,7 +803,7 @@ TEST(DataFiles, FileSizeLimitIsAnErrorNotASignal) {
 }
 
 // SIGINT and SIGTERM reach one thread of `loupe train`, one that runs no kernel: a handler run on
-// a thread inside oneDNN's float32 GEMM corrupts the heap (cli/interrupt.h; Ctrl-C crashed 3-7
+// a thread inside oneDNN's float32 GEMM corrupts the heap (run/interrupt.h; Ctrl-C crashed 3-7
 // CPU runs in 25 before). The main thread, the CPU pool's and the loader's block both; the
 // process still stops on Ctrl-C with status 130. (Threads a library started before main(), such
 // as OpenBLAS's idle pool, keep the mask they were born with: they run none of oneDNN's code.)

@@ -17,7 +17,7 @@ struct AdviceInputs {
   std::optional<Precision> precision;  // none: the report's
   int64_t batch = 0;          // 0: unknown
   // Data parallelism: the world's verdict on its slowest rank (judge_straggler over every rank's
-  // figures of the epoch, as cli/data_parallel.h's World::fill judged it once); none judged for
+  // figures of the epoch, as run/world.h's World::fill judged it once); none judged for
   // one process.
   Straggler straggler;
 };

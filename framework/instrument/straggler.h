@@ -1,6 +1,6 @@
 // Data parallelism (--gpus N): which rank the others wait for. The ranks of a step meet in NCCL's
 // all-reduce, so their step times come out nearly equal; the straggler is the rank whose peers'
-// GPUs wait in NCCL for it. Every rank gathers these figures at each epoch's end (cli/data_parallel.h);
+// GPUs wait in NCCL for it. Every rank gathers these figures at each epoch's end (run/world.h);
 // the rule that judges them is advice.h's judge_straggler, beside advice's other thresholds.
 #pragma once
 #include <optional>

@@ -46,8 +46,8 @@ class TensorBoardWriter {
   // lists the run with them beside its metrics. epoch() writes it at the first epoch.
   void hparams(const EpochReport& r);
 
-  // The per-step points, from TrainHooks::on_step. begin_epoch marks the start of an epoch's
-  // training (host seconds). step() writes one Event at global step `step` only when `loss`, the
+  // The per-step points, from the step_end observer point (run/report.h). begin_epoch marks the
+  // start of an epoch's training (host seconds). step() writes one Event at global step `step` only when `loss`, the
   // running mean loss, is new since its last call (the trainer reads it from the device about
   // every 0.2 s, without waiting): "step/loss", and "step/samples_per_sec" over the samples of
   // this epoch and the seconds since the last point (or the epoch's start). Otherwise it only

@@ -116,6 +116,8 @@ class Observer {
   // The run (run/run.h): before the first epoch, with what the header shows; at its end.
   virtual void run_begin(const run::RunInfo& info) { (void)info; }
   virtual void run_end(const run::RunResult& result) { (void)result; }
+  // A line the run says as it goes: a step or precision event, a learning-rate change, a stop.
+  virtual void note(const std::string& line) { (void)line; }
   // The trainer's points, in order. epoch_begin: before the epoch's first step (info: the epoch,
   // its steps, the last global step). step_begin: before the step. fetch_begin: its batch is about
   // to be fetched (time spent here counts as the step's data wait). batch_ready: fetched.

@@ -30,7 +30,17 @@ cmake --install "$build" --prefix "$work/prefix" > "$work.install.log" 2>&1 || {
 if [ "$plot" != --plot ]; then
   cmake -S "$src/tests/consumer" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
   cmake --build "$work/build" > /dev/null
-  "$work/build/consumer"
+  # The README's example: a model written in C++ gets loupe's report through the run. Its lines
+  # must come out: the header, each epoch's, the host's measurements; on a GPU the GPU's too.
+  "$work/build/consumer" --synthetic > "$work/consumer.out" 2>&1 || { cat "$work/consumer.out"; fail "the consumer failed"; }
+  cat "$work/consumer.out"
+  for line in '^model   my_mlp: MLP 784-256-10 written in C\+\+, 203,530 parameters$' '^recipe  Adam lr 0.001, batch 128, epochs 3' \
+              '^epoch 1/3  loss ' '^epoch 3/3  loss ' '^  step p50 ' '^  advice' '^consumer: test accuracy '; do
+    grep -qE "$line" "$work/consumer.out" || fail "the consumer's report has no line matching '$line'"
+  done
+  if grep -q '^device  cuda' "$work/consumer.out"; then
+    grep -qE '^  GPU util ' "$work/consumer.out" || fail "the consumer ran on a GPU but its report has no GPU line"
+  fi
 fi
 
 # The installed command, relocated: nothing may depend on the prefix it was installed to.

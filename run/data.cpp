@@ -1,4 +1,4 @@
-#include "cli/datasets.h"
+#include "run/data.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace loupe::cli {
+namespace loupe::run {
 
 namespace {
 // Images and labels as stored, whatever the source.
@@ -69,7 +69,7 @@ Raw mnist(const std::string& given) {
                 std::to_string(want[1]) + " set, or the images as image folders (DIR/train/<class>/*.png and "
                 "DIR/test/<class>/*.png), which are resized");
   return Raw{m.name, m.dir, Shape{m.rows, m.cols}, m.n_train, m.n_test, std::move(m.train_images),
-             std::move(m.train_labels), std::move(m.test_images), std::move(m.test_labels)};
+             std::move(m.train_labels), std::move(m.test_images), std::move(m.test_labels), ""};
 }
 
 Raw cifar10(const std::string& given) {
@@ -82,7 +82,7 @@ Raw cifar10(const std::string& given) {
   }
   data::CifarData c = data::load_cifar10(dir);
   return Raw{"CIFAR-10", c.dir, Shape{3, 32, 32}, c.n_train, c.n_test, std::move(c.train_images),
-             std::move(c.train_labels), std::move(c.test_images), std::move(c.test_labels)};
+             std::move(c.train_labels), std::move(c.test_images), std::move(c.test_labels), ""};
 }
 
 // --data DIR holding train/ and test/: image folders (one subfolder per class) in place of the
@@ -365,4 +365,4 @@ Data load_data(const DataRequest& req, Device dev) {
   return d;
 }
 
-}  // namespace loupe::cli
+}  // namespace loupe::run

@@ -1,4 +1,4 @@
-#include "cli/interrupt.h"
+#include "run/interrupt.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -10,7 +10,7 @@
 #include <ctime>
 #include <thread>
 
-namespace loupe::cli {
+namespace loupe::run {
 namespace {
 
 std::atomic<bool> g_requested{false};
@@ -107,4 +107,4 @@ SignalsUnblocked::~SignalsUnblocked() {
 CriticalSection::CriticalSection() { ++g_critical; }
 CriticalSection::~CriticalSection() { --g_critical; }
 
-}  // namespace loupe::cli
+}  // namespace loupe::run

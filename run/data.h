@@ -14,7 +14,7 @@
 #include "models/registry.h"
 #include "train/trainer.h"
 
-namespace loupe::cli {
+namespace loupe::run {
 
 struct DataRequest {
   std::string dataset;  // the recipe's: "mnist", "cifar10", "imdb", "imdb_bigrams" or "chars"
@@ -51,4 +51,4 @@ DataRequest request_for(const models::ModelInfo& info);
 
 Data load_data(const DataRequest& r, Device dev);
 
-}  // namespace loupe::cli
+}  // namespace loupe::run

@@ -17,7 +17,7 @@
 #pragma once
 #include <atomic>
 
-namespace loupe::cli {
+namespace loupe::run {
 
 // First thing in main(), before any other thread exists: blocks SIGINT and SIGTERM in the
 // calling thread, so in every thread started later, and starts the one thread that takes them.
@@ -35,7 +35,7 @@ class SignalsUnblocked {
   SignalsUnblocked(const SignalsUnblocked&) = delete;
   SignalsUnblocked& operator=(const SignalsUnblocked&) = delete;
 };
-// Set by the first signal; the trainer's hooks.stop.
+// Set by the first signal; what the run's Control watches (train/observer.h).
 const std::atomic<bool>& interrupt_requested();
 // 130 after SIGINT, 143 after SIGTERM (the shell's 128 + signal number).
 int interrupt_exit_status();
@@ -49,4 +49,4 @@ class CriticalSection {
   CriticalSection& operator=(const CriticalSection&) = delete;
 };
 
-}  // namespace loupe::cli
+}  // namespace loupe::run
