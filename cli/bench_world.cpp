@@ -24,7 +24,7 @@
 #include "cli/compare.h"
 #include "cli/flat_json.h"
 #include "run/interrupt.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "train/trainer.h"
 
 namespace loupe::cli {
@@ -222,7 +222,7 @@ std::string gpus_text(const std::vector<int>& g) {
 }
 
 void check_world_options(const Options& o) {
-  if (!dist::nccl_built() && *std::max_element(o.gpus_list.begin(), o.gpus_list.end()) > 1)
+  if (!parallel::nccl_built() && *std::max_element(o.gpus_list.begin(), o.gpus_list.end()) > 1)
     throw Error("--gpus " + gpus_text(o.gpus_list) + ": this loupe was built without NCCL (CMake prints loupe: NCCL: ON/OFF), so it "
                 "runs one GPU only");
   if (o.device == "cpu") throw Error("loupe bench --gpus measures data parallelism on GPUs; --device cpu runs none");

@@ -15,7 +15,7 @@
 #include "cli/commands.h"
 #include "models/keras_json.h"
 #include "run/interrupt.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace loupe::cli {
 
@@ -143,7 +143,7 @@ std::string version_text() {
   s += "oneDNN: " + (dnnl.empty() ? std::string("off (float32 CPU convolutions by im2col + GEMM)") : "on (" + dnnl + ")") + "\n";
   s += std::string("TensorBoard: ") +
        (instrument::tensorboard_available() ? "on" : "off (needs libprotobuf-dev, protobuf-compiler, libboost-dev)") + "\n";
-  s += std::string("NCCL: ") + (dist::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
+  s += std::string("NCCL: ") + (parallel::nccl_built() ? "on (--gpus N)" : "off (--gpus N needs it)") + "\n";
   s += "plot scripts: " + tools_dir() + "\n";
   return s;
 }

@@ -15,7 +15,7 @@
 #include "instrument/tensorboard.h"
 #include "cli/commands.h"
 #include "cli/data_parallel.h"
-#include "dist/launch.h"
+#include "parallel/launch.h"
 #include "run/controls.h"
 #include "run/interrupt.h"
 #include "run/report.h"
@@ -212,7 +212,7 @@ int cmd_train(const Options& o) {
   std::unique_ptr<run::World> world;
   if (is_rank()) {  // before any other CUDA work: the rank's GPU
     if (o.device == "cpu") {  // name what made it a rank: srun's variables, or WORLD_SIZE
-      const std::string vars = dist::world_variables();
+      const std::string vars = parallel::world_variables();
       throw Error("a data-parallel rank (" + vars + (vars.find(" and ") == std::string::npos ? " is" : " are") +
                   " set) trains on a GPU, not --device cpu");
     }

@@ -14,17 +14,17 @@
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "run/interrupt.h"
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 namespace loupe::cli {
 
-bool is_rank() { return dist::in_a_world(); }
+bool is_rank() { return parallel::in_a_world(); }
 
 bool wants_ranks(const Options& o) { return !is_rank() && (o.gpus > 1 || o.nnodes > 1); }
 
 namespace {
 // --master ADDR:PORT, else MASTER_ADDR and MASTER_PORT, else (one host) this host and a free port.
-void rendezvous_address(const Options& o, dist::LaunchOptions& lo) {
+void rendezvous_address(const Options& o, parallel::LaunchOptions& lo) {
   std::string m = o.master;
   if (m.empty() && std::getenv("MASTER_ADDR") && std::getenv("MASTER_PORT"))
     m = std::string(std::getenv("MASTER_ADDR")) + ":" + std::getenv("MASTER_PORT");
@@ -46,7 +46,7 @@ void rendezvous_address(const Options& o, dist::LaunchOptions& lo) {
 }  // namespace
 
 int launch_ranks(const Options& o) {
-  if (!dist::nccl_built())
+  if (!parallel::nccl_built())
     throw Error("--gpus " + std::to_string(o.gpus) + ": this loupe was built without NCCL (CMake looks for nccl.h "
                 "and libnccl and prints loupe: NCCL: ON/OFF); one GPU needs no --gpus");
   if (o.device == "cpu") throw Error("--gpus trains on GPUs; --device cpu runs one process");
@@ -54,7 +54,7 @@ int launch_ranks(const Options& o) {
   if (have < o.gpus)
     throw Error("--gpus " + std::to_string(o.gpus) + ": this host shows " + std::to_string(have) +
                 " GPU(s) (nvidia-smi; CUDA_VISIBLE_DEVICES)");
-  dist::LaunchOptions lo;
+  parallel::LaunchOptions lo;
   lo.exe = "/proc/self/exe";
   lo.args = o.args;
   lo.procs = o.gpus;
@@ -64,14 +64,14 @@ int launch_ranks(const Options& o) {
   std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpus, o.gpus - 1,
               o.node_rank, o.nnodes, o.gpus * o.nnodes);
   std::fflush(stdout);
-  return dist::launch(lo);
+  return parallel::launch(lo);
 }
 
 namespace {
 // ncclCommAbort, waited for at most `seconds`: over sockets, with the peer gone, it did not return
 // (two H200s, check_ddp's lost peer: the rank said it was ending and trained on). The process ends
 // soon after either way, and its end frees what the abort would have.
-bool abort_within(dist::Communicator& comm, double seconds) {
+bool abort_within(parallel::Communicator& comm, double seconds) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread([&comm, done] {
     comm.abort();

@@ -10,8 +10,8 @@
 #include "instrument/report.h"
 #include "instrument/straggler.h"
 #include "cli/options.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "parallel/comm.h"
+#include "parallel/ddp.h"
 
 namespace loupe::cli {
 

@@ -7,7 +7,7 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/nvtx.h"
-#include "dist/launch.h"
+#include "parallel/launch.h"
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
@@ -33,11 +33,11 @@ std::string fmt_g(double v) {
 }
 
 // A data-parallel rank 0's timeline samples every GPU of its host, labelled by rank. Local rank k
-// runs on CUDA device k (dist::join_world's rule), and loupe's launcher and torchrun number a
+// runs on CUDA device k (parallel::join_world's rule), and loupe's launcher and torchrun number a
 // host's ranks in a row, so on rank 0's host it is rank k; other hosts' GPUs are not in the file.
 void timeline_peers(const RunConfig& c, instrument::MonitorOptions& m) {
   if (!c.world || c.world->rank() != 0 || m.timeline.empty() || !c.device.is_cuda()) return;
-  const dist::RankEnv env = dist::rank_env();
+  const parallel::RankEnv env = parallel::rank_env();
   m.timeline_rank = env.rank;
   for (int k = 0; k < env.local_world; ++k)
     if (k != env.local_rank) m.timeline_peers.push_back({k, env.rank - env.local_rank + k});

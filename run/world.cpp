@@ -18,7 +18,7 @@ namespace {
 // ncclCommAbort, waited for at most `seconds`: over sockets, with the peer gone, it did not return
 // (two H200s, check_ddp's lost peer: the rank said it was ending and trained on). The process ends
 // soon after either way, and its end frees what the abort would have.
-bool abort_within(dist::Communicator& comm, double seconds) {
+bool abort_within(parallel::Communicator& comm, double seconds) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread([&comm, done] {
     comm.abort();
@@ -33,7 +33,7 @@ bool abort_within(dist::Communicator& comm, double seconds) {
 
 World::World(const std::atomic<bool>* interrupted) : interrupted_(interrupted) {
   std::string why;
-  comm_ = dist::join_world(&why);
+  comm_ = parallel::join_world(&why);
   if (!comm_) throw Error("this rank cannot join the world: " + why);
   watchdog_ = std::thread([this] {
     while (!stop_.load()) {
@@ -93,7 +93,7 @@ double or_nan(const std::optional<double>& v) { return v ? *v : std::numeric_lim
 std::optional<double> if_measured(double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; }
 
 // Rank 0's world line: samples/s (the ranks'), scaling efficiency, bytes and NCCL's time per step.
-std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, const dist::GradReducer& red) {
+std::string world_line(const instrument::EpochReport& r, const std::vector<double>& v, const parallel::GradReducer& red) {
   std::string line = "  world " + std::to_string(r.world_size) + " GPUs: " +
                      (r.world_samples_per_sec ? instrument::thousands(*r.world_samples_per_sec) : "n/a") +
                      " samples/s (ranks";
@@ -119,7 +119,7 @@ std::string world_line(const instrument::EpochReport& r, const std::vector<doubl
 }
 }  // namespace
 
-std::string World::fill(instrument::EpochReport& r, const dist::GradReducer& red, std::optional<double> baseline,
+std::string World::fill(instrument::EpochReport& r, const parallel::GradReducer& red, std::optional<double> baseline,
                         bool data_wait_host_time) {
   // One all-gather of every rank's figures, on the device.
   Tensor mine = from_vector(std::vector<double>{double(r.samples), r.train_seconds, r.samples_per_sec,

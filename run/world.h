@@ -10,8 +10,8 @@
 
 #include "instrument/report.h"
 #include "instrument/straggler.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "parallel/comm.h"
+#include "parallel/ddp.h"
 
 namespace loupe::run {
 
@@ -24,7 +24,7 @@ class World {
   // `interrupted`: a stop asked from outside (Ctrl-C), after which a peer that ended first is no news.
   explicit World(const std::atomic<bool>* interrupted = nullptr);
   ~World();
-  dist::Communicator& comm() { return *comm_; }
+  parallel::Communicator& comm() { return *comm_; }
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->world(); }
   // Ctrl-C or an error: end without a collective and without waiting for peers.
@@ -33,14 +33,14 @@ class World {
   // 0, the lines that say them ("" on the others): the world's, then its slowest rank beside the
   // others (instrument/straggler.h). data_wait_host_time: a step's data wait is its host's own time
   // (resident data), so the straggler may be judged from it without --busy (instrument/advice.h).
-  std::string fill(instrument::EpochReport& r, const dist::GradReducer& reducer, std::optional<double> baseline,
+  std::string fill(instrument::EpochReport& r, const parallel::GradReducer& reducer, std::optional<double> baseline,
                    bool data_wait_host_time);
   // The verdict on the slowest rank that the last fill judged (for advice).
   const instrument::Straggler& straggler() const { return straggler_; }
 
  private:
   void stop_watchdog();
-  std::unique_ptr<dist::Communicator> comm_;
+  std::unique_ptr<parallel::Communicator> comm_;
   std::atomic<bool> stop_{false};
   const std::atomic<bool>* interrupted_ = nullptr;
   bool aborted_ = false;  // abort() ran: no goodbye at the end

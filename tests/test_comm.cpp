@@ -1,7 +1,7 @@
 // NCCL collectives between real processes: the test starts itself through the launcher
-// (dist/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
+// (parallel/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
 // checks an all-reduce (sum and average), a broadcast, and the copy engines' all-reduce
-// (dist/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two ranks
+// (parallel/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two ranks
 // and, on a host of more, every GPU (label multigpu); each skips, saying why, without GPUs or NCCL.
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 
 #include "core/cuda_runtime.h"
 #include "loupe.h"
-#include "dist/comm.h"
-#include "dist/launch.h"
-#include "dist/peer_reduce.h"
+#include "parallel/comm.h"
+#include "parallel/launch.h"
+#include "parallel/peer_reduce.h"
 #include "skip.h"
 
 using namespace loupe;
@@ -26,26 +26,26 @@ bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 
 // The parent: `procs` ranks of this same binary running only CommRank.* (and CommPeers.*).
 int run_ranks(int procs) {
-  dist::LaunchOptions o;
+  parallel::LaunchOptions o;
   o.exe = "/proc/self/exe";
   // CommPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
   o.args = {procs > 1 ? "--gtest_filter=CommRank.*:CommPeers.*" : "--gtest_filter=CommRank.*"};
   o.procs = procs;
-  return dist::launch(o);
+  return parallel::launch(o);
 }
 
 // A world of one on one GPU: NCCL's calls for real, where one GPU is all there is.
 TEST(Comm, OneRank) {
   if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs CommRank.* only";
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
-  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!parallel::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
 // Two ranks, and where the host has more GPUs a world of all of them (up to 8).
 TEST(Comm, TwoRanksAndEveryGpu) {
   if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs CommRank.* only";
-  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!parallel::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) LOUPE_SKIP_NOT_HERE << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
   const int all = std::min(cuda_runtime()->device_count(), 8);
@@ -55,7 +55,7 @@ TEST(Comm, TwoRanksAndEveryGpu) {
 TEST(CommRank, AllReduceAndBroadcast) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int r = comm->rank(), w = comm->world();
   ASSERT_EQ(w, std::atoi(std::getenv("WORLD_SIZE")));
@@ -80,10 +80,10 @@ TEST(CommRank, AllReduceAndBroadcast) {
   };
   for (int64_t n : {int64_t(1) << 20, int64_t(7), int64_t(1000003)}) {
     Tensor t = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
-    comm->all_reduce(t, dist::ReduceOp::Sum);
+    comm->all_reduce(t, parallel::ReduceOp::Sum);
     expect_all(t, per_element(n, w * (w + 1) / 2.0), "sum");
     Tensor a = to(from_vector(per_element(n, r + 1), Shape{n}), kCUDA);
-    comm->all_reduce(a, dist::ReduceOp::Avg);
+    comm->all_reduce(a, parallel::ReduceOp::Avg);
     expect_all(a, per_element(n, (w + 1) / 2.0), "average");
     Tensor b = to(from_vector(per_element(n, r == 0 ? 1 : -(r + 1)), Shape{n}), kCUDA);
     comm->broadcast(b, 0);
@@ -99,7 +99,7 @@ TEST(CommRank, AllReduceAndBroadcast) {
 TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int r = comm->rank(), w = comm->world();
   auto value = [](int64_t i, int rank) {
@@ -116,7 +116,7 @@ TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
       }
       Tensor t = to(from_vector(mine, Shape{n}), kCUDA);
       Tensor buf = empty(Shape{n}, wire, kCUDA);
-      comm->all_reduce_async_16(t, buf, dist::ReduceOp::Avg);
+      comm->all_reduce_async_16(t, buf, parallel::ReduceOp::Avg);
       comm->join();
       const std::vector<float> got = t.to_vector<float>();
       int64_t bad = 0, first = -1;
@@ -132,20 +132,20 @@ TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
   EXPECT_EQ(comm->async_error(), "");
 }
 
-// The copy-engine all-reduce (dist/peer_reduce.h) against the exact average, over the buckets of
+// The copy-engine all-reduce (parallel/peer_reduce.h) against the exact average, over the buckets of
 // one arena (a float4-aligned one, an odd one, a tiny one), for eager steps and then for replays
 // of one captured step: its waits count on the device, so a replay that reused a count would hang
 // or read a peer's previous step. Each step's values differ, so a stale inbox shows.
 TEST(CommPeers, CopyEnginesAverageEveryStep) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int r = comm->rank(), w = comm->world();
   ASSERT_GE(w, 2) << "run in worlds of two or more";
   const int64_t n = 1000003;
   Tensor grads = zeros(Shape{n}, DType::f32, kCUDA);
-  auto peer = dist::make_peer_reduce(grads, 4, *comm, &why);
+  auto peer = parallel::make_peer_reduce(grads, 4, *comm, &why);
   ASSERT_TRUE(peer) << why;
   const std::vector<std::pair<int64_t, int64_t>> buckets = {{0, 1 << 18}, {1 << 18, 7}, {(1 << 18) + 7, n - (1 << 18) - 7}};
   auto issue = [&] {

@@ -26,9 +26,9 @@
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "optim/optimizer.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
-#include "dist/launch.h"
+#include "parallel/comm.h"
+#include "parallel/ddp.h"
+#include "parallel/launch.h"
 #include "train/trainer.h"
 #include "two_round_op.h"
 #include "skip.h"
@@ -41,7 +41,7 @@ bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 
 // A communicator of `world` ranks that all hold what this one holds (a mirror): Sum multiplies by
 // the world, Avg changes nothing. It records the asynchronous all-reduces as arena offsets.
-struct Recorder : dist::Communicator {
+struct Recorder : parallel::Communicator {
   int r = 0, w = 1;
   const Tensor* arena = nullptr;  // the gradient arena, to turn slices into offsets
   std::vector<std::pair<int64_t, int64_t>> sent;
@@ -49,15 +49,15 @@ struct Recorder : dist::Communicator {
   int joins = 0, sent_at_join = -1;
   int rank() const override { return r; }
   int world() const override { return w; }
-  void all_reduce(const Tensor& t, dist::ReduceOp op) override {
-    if (op == dist::ReduceOp::Sum) copy_(t, mul(t, double(w)));
+  void all_reduce(const Tensor& t, parallel::ReduceOp op) override {
+    if (op == parallel::ReduceOp::Sum) copy_(t, mul(t, double(w)));
   }
   void broadcast(const Tensor&, int) override {}
   void all_gather(const Tensor& in, const Tensor& out) override {
     for (int i = 0; i < w; ++i) copy_(slice(out, 0, i * in.numel(), (i + 1) * in.numel()), in);
   }
-  void all_reduce_async(const Tensor& t, dist::ReduceOp op) override {
-    EXPECT_EQ(op, dist::ReduceOp::Avg);
+  void all_reduce_async(const Tensor& t, parallel::ReduceOp op) override {
+    EXPECT_EQ(op, parallel::ReduceOp::Avg);
     const int64_t off = (static_cast<const float*>(t.data_ptr()) - static_cast<const float*>(arena->data_ptr()));
     sent.emplace_back(off, t.numel());
     if (on_send) on_send();
@@ -95,7 +95,7 @@ std::shared_ptr<nn::Sequential> cnn() {
 // An image's 28 rows as a sequence: Dense 28 -> 32 on each row, a bidirectional LSTM 32, Dense 10
 // on both directions' final states. Under data parallelism its LSTM hands on its input's gradient
 // first and its weight gradient after a pause (two rounds, autograd/node.h), so the reducer cuts
-// its buckets again after the first step (dist/ddp.h): the world must still match one process.
+// its buckets again after the first step (parallel/ddp.h): the world must still match one process.
 class RowBiLstm : public nn::Module {
  public:
   RowBiLstm() {
@@ -155,10 +155,10 @@ TEST(Reducer, SendsEveryBucketOnceInPlanOrderWhileBackwardRuns) {
   const Tensor& grads = m->arena().grads();
   Recorder rec;
   rec.arena = &grads;
-  dist::ReducerOptions ro;
+  parallel::ReducerOptions ro;
   ro.bucket_cap_bytes = 16 << 10;  // 784*64 floats (200 KiB) alone, 64*64 + 64*10 ... together
   ro.first_bucket_bytes = 1 << 10;
-  dist::GradReducer red(m->arena(), rec, ro);
+  parallel::GradReducer red(m->arena(), rec, ro);
   ASSERT_GE(red.buckets().size(), 3u) << red.describe();
   // The first parameter's gradient (fc1.weight) is the last backward computes: when the first
   // bucket goes, it must still be zero, or nothing overlapped.
@@ -211,10 +211,10 @@ TEST(Reducer, ParametersWithoutGradientsGoAtTheEnd) {
   m.to(kCPU);
   Recorder rec;
   rec.arena = &m.arena().grads();
-  dist::ReducerOptions ro;
+  parallel::ReducerOptions ro;
   ro.bucket_cap_bytes = 1;  // every parameter a bucket of its own
   ro.first_bucket_bytes = 1;
-  dist::GradReducer red(m.arena(), rec, ro);
+  parallel::GradReducer red(m.arena(), rec, ro);
   ASSERT_EQ(red.buckets().size(), m.arena().params().size());
   // Only fc2 takes part: the unused layer's buckets (the last two to go) get no gradient.
   m.arena().zero_grad();
@@ -254,9 +254,9 @@ struct TwoSteps {
 TwoSteps two_steps(PausingNet& m, Recorder& rec) {
   m.to(kCPU);
   rec.arena = &m.arena().grads();
-  dist::ReducerOptions ro;
+  parallel::ReducerOptions ro;
   ro.bucket_cap_bytes = ro.first_bucket_bytes = 1 << 20;  // one bucket, before the first step
-  dist::GradReducer red(m.arena(), rec, ro);
+  parallel::GradReducer red(m.arena(), rec, ro);
   EXPECT_EQ(red.buckets().size(), 1u);
   const Tensor w_grad = m.arena().params()[1].grad();
   TwoSteps out;
@@ -315,9 +315,9 @@ TEST(Reducer, AnEmbeddingsInPlaceGradientSendsItsBucketDuringBackward) {
   m.to(kCPU);
   Recorder rec;
   rec.arena = &m.arena().grads();
-  dist::ReducerOptions ro;
+  parallel::ReducerOptions ro;
   ro.bucket_cap_bytes = ro.first_bucket_bytes = 1;  // every parameter a bucket of its own
-  dist::GradReducer red(m.arena(), rec, ro);
+  parallel::GradReducer red(m.arena(), rec, ro);
   std::vector<int32_t> ids(32), labels(8);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(37 * i % 1000);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
@@ -439,18 +439,18 @@ TEST(TrainerShard, EachRankTrainsOnItsOwnPartOfTheGlobalStep) {
 
 namespace {
 int run_ranks(int procs) {
-  dist::LaunchOptions o;
+  parallel::LaunchOptions o;
   o.exe = "/proc/self/exe";
   // DdpPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
   o.args = {procs > 1 ? "--gtest_filter=DdpRank.*:DdpPeers.*" : "--gtest_filter=DdpRank.*"};
   o.procs = procs;
-  return dist::launch(o);
+  return parallel::launch(o);
 }
 
 // `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given. With
 // `poison` >= 0, that sample of the data set holds an infinity, so the step that trains on it
 // overflows on the rank that holds it and on no other.
-std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, dist::Communicator* comm,
+std::vector<float> trained(const std::function<std::shared_ptr<nn::Sequential>()>& make, parallel::Communicator* comm,
                            int64_t batch, Precision p, int steps, train::EpochStats* stats = nullptr,
                            int64_t poison = -1) {
   manual_seed(1);
@@ -483,7 +483,7 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(Ddp, OneRankMatchesOneProcessExactly) {
   if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs DdpRank.* only";
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
-  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!parallel::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   EXPECT_EQ(run_ranks(1), 0) << "the rank failed (its output is above)";
 }
 
@@ -491,7 +491,7 @@ TEST(Ddp, OneRankMatchesOneProcessExactly) {
 // than two ranks reduces in another order and splits each bucket into more chunks.
 TEST(Ddp, TwoRanksAndEveryGpuMatchOneGpuAtWorldTimesTheBatch) {
   if (is_rank()) LOUPE_SKIP_NOT_HERE << "a rank runs DdpRank.* only";
-  if (!dist::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
+  if (!parallel::nccl_built()) LOUPE_SKIP_NOT_HERE << "this loupe was built without NCCL";
   if (!cuda_available() || cuda_runtime()->device_count() < 2) LOUPE_SKIP_NOT_HERE << "needs 2 GPUs";
   EXPECT_EQ(run_ranks(2), 0) << "a rank of the world of 2 failed (its output is above)";
   const int all = std::min(cuda_runtime()->device_count(), 8);
@@ -505,7 +505,7 @@ namespace {
 // in one run of three on two H200s, the conv algorithms timed afresh each run). So: at most 1 % of
 // the weights past 1e-4 of the largest, none past 1e-2. A rank training on the wrong samples moves
 // nearly all of them.
-void expect_fp32_agrees_early(const std::function<std::shared_ptr<nn::Sequential>()>& make, dist::Communicator* comm,
+void expect_fp32_agrees_early(const std::function<std::shared_ptr<nn::Sequential>()>& make, parallel::Communicator* comm,
                               int64_t b) {
   std::vector<float> ddp = trained(make, comm, b, Precision::FP32, 10);
   if (comm->rank() != 0) return;
@@ -533,7 +533,7 @@ void expect_fp32_agrees_early(const std::function<std::shared_ptr<nn::Sequential
 // rounding: data parallelism adds no more error than the precision does (a wrong average, scale or
 // shard is 10-100x outside it from the first step). After 50 steps, where all such distances are
 // the runs' spread, it may be at most twice that: a run that diverged is not.
-void expect_16bit_agrees(const std::function<std::shared_ptr<nn::Sequential>()>& make, dist::Communicator* comm,
+void expect_16bit_agrees(const std::function<std::shared_ptr<nn::Sequential>()>& make, parallel::Communicator* comm,
                          int64_t b, Precision p, bool exact, const char* name) {
   const int64_t wb = b * comm->world();
   const Precision other = p == Precision::BF16 ? Precision::FP16 : Precision::BF16;
@@ -568,10 +568,10 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);  // every step: the ranks' weights compared
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
-  const bool wire16 = w > 1 && dist::reducer_options_from_knobs().wire != DType::f32;  // LOUPE_DDP_GRAD_DTYPE
+  const bool wire16 = w > 1 && parallel::reducer_options_from_knobs().wire != DType::f32;  // LOUPE_DDP_GRAD_DTYPE
   struct Case {
     const char* name;
     std::function<std::shared_ptr<nn::Sequential>()> make;
@@ -621,7 +621,7 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   setenv("LOUPE_DDP_CHECK", "1", 1);
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
   const int64_t b = 64;
@@ -659,7 +659,7 @@ TEST(DdpRank, AnOverflowOnOneRankIsSkippedByAll) {
 TEST(DdpPeers, ARankAStepAheadAtCtrlCStopsToo) {
   if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Ddp.* as a rank";
   std::string why;
-  auto comm = dist::join_world(&why);
+  auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
   ASSERT_GE(w, 2) << "run in worlds of two or more";

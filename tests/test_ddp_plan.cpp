@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "loader/sampler.h"
-#include "dist/ddp_plan.h"
+#include "parallel/ddp_plan.h"
 
 using namespace loupe;
 
@@ -59,8 +59,8 @@ TEST(Shard, EvaluationPartsCoverEverySampleOnce) {
 // larger than the cap alone.
 namespace {
 // Parameters of these sizes laid out as the gradient arena lays them: each aligned to 64 elements.
-std::vector<dist::ParamSlot> arena_slots(const std::vector<int64_t>& sizes) {
-  std::vector<dist::ParamSlot> slots;
+std::vector<parallel::ParamSlot> arena_slots(const std::vector<int64_t>& sizes) {
+  std::vector<parallel::ParamSlot> slots;
   int64_t at = 0;
   for (int64_t n : sizes) {
     slots.push_back({at, n});
@@ -73,9 +73,9 @@ std::vector<dist::ParamSlot> arena_slots(const std::vector<int64_t>& sizes) {
 TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
   // mnist_mlp-like: W1 784x512, b1, W2 512x512, b2, W3 512x10, b3, each aligned to 64 elements.
   std::vector<int64_t> sizes{784 * 512, 512, 512 * 512, 512, 512 * 10, 10};
-  const std::vector<dist::ParamSlot> slots = arena_slots(sizes);
+  const std::vector<parallel::ParamSlot> slots = arena_slots(sizes);
   const int64_t mib = 1 << 20;
-  std::vector<dist::Bucket> b = dist::plan_buckets(slots, 4, 1 * mib, 16 * 1024);
+  std::vector<parallel::Bucket> b = parallel::plan_buckets(slots, 4, 1 * mib, 16 * 1024);
   std::vector<int> seen;
   for (const auto& k : b) {
     ASSERT_FALSE(k.params.empty());
@@ -96,10 +96,10 @@ TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
   EXPECT_EQ(b[1].params, (std::vector<int>{3, 2}));
   EXPECT_EQ(b[2].params, (std::vector<int>{1, 0}));
   // One bucket for everything when the cap is large; one per parameter when it is tiny.
-  EXPECT_EQ(dist::plan_buckets(slots, 4, 1LL << 40, 1LL << 40).size(), 1u);
-  EXPECT_EQ(dist::plan_buckets(slots, 4, 1, 1).size(), sizes.size());
-  EXPECT_TRUE(dist::plan_buckets({}, 4, mib, mib).empty());
-  EXPECT_THROW(dist::plan_buckets({{100, 10}, {50, 10}}, 4, mib, mib), Error) << "out of arena order";
+  EXPECT_EQ(parallel::plan_buckets(slots, 4, 1LL << 40, 1LL << 40).size(), 1u);
+  EXPECT_EQ(parallel::plan_buckets(slots, 4, 1, 1).size(), sizes.size());
+  EXPECT_TRUE(parallel::plan_buckets({}, 4, mib, mib).empty());
+  EXPECT_THROW(parallel::plan_buckets({{100, 10}, {50, 10}}, 4, mib, mib), Error) << "out of arena order";
 }
 
 // imdb_bilstm's shape, in the order its backward finishes when the LSTM hands on its input's
@@ -108,9 +108,9 @@ TEST(DdpPlan, BucketsAreContiguousSlicesFromTheLastParameter) {
 // waiting in one 10.1 MiB bucket with the LSTM; every bucket stays one slice of the arena.
 TEST(DdpPlan, AnOrderSeenAndItsPausesCutTheBuckets) {
   std::vector<int64_t> sizes{20000 * 128, 99328, 128, 1};
-  const std::vector<dist::ParamSlot> slots = arena_slots(sizes);
+  const std::vector<parallel::ParamSlot> slots = arena_slots(sizes);
   const int64_t mib = 1 << 20;
-  std::vector<dist::Bucket> b = dist::plan_buckets(slots, {3, 2, 0, 1}, {3}, 4, 25 * mib, mib);
+  std::vector<parallel::Bucket> b = parallel::plan_buckets(slots, {3, 2, 0, 1}, {3}, 4, 25 * mib, mib);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0].params, (std::vector<int>{3, 2}));  // the embedding does not extend the dense layer's slice
   EXPECT_EQ(b[1].params, (std::vector<int>{0}));     // closed by the pause
@@ -120,29 +120,29 @@ TEST(DdpPlan, AnOrderSeenAndItsPausesCutTheBuckets) {
   EXPECT_EQ(b[1].offset, 0);
   EXPECT_EQ(b[1].numel, sizes[0]);
   // Without the pause the LSTM extends the embedding's slice upward and joins it.
-  b = dist::plan_buckets(slots, {3, 2, 0, 1}, {}, 4, 25 * mib, mib);
+  b = parallel::plan_buckets(slots, {3, 2, 0, 1}, {}, 4, 25 * mib, mib);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[1].params, (std::vector<int>{0, 1}));
   EXPECT_EQ(b[1].numel, slots[1].offset + sizes[1]);
   // The plain order (last parameter first, no pauses) is plan_buckets without an order.
-  auto same = [](const std::vector<dist::Bucket>& x, const std::vector<dist::Bucket>& y) {
+  auto same = [](const std::vector<parallel::Bucket>& x, const std::vector<parallel::Bucket>& y) {
     if (x.size() != y.size()) return false;
     for (size_t i = 0; i < x.size(); ++i)
       if (x[i].params != y[i].params || x[i].offset != y[i].offset || x[i].numel != y[i].numel) return false;
     return true;
   };
-  EXPECT_TRUE(same(dist::plan_buckets(slots, {3, 2, 1, 0}, {}, 4, mib, 1024), dist::plan_buckets(slots, 4, mib, 1024)));
-  EXPECT_THROW(dist::plan_buckets(slots, {3, 2, 2, 0}, {}, 4, mib, mib), Error) << "a parameter twice";
-  EXPECT_THROW(dist::plan_buckets(slots, {3, 2, 0}, {}, 4, mib, mib), Error) << "a parameter missing";
+  EXPECT_TRUE(same(parallel::plan_buckets(slots, {3, 2, 1, 0}, {}, 4, mib, 1024), parallel::plan_buckets(slots, 4, mib, 1024)));
+  EXPECT_THROW(parallel::plan_buckets(slots, {3, 2, 2, 0}, {}, 4, mib, mib), Error) << "a parameter twice";
+  EXPECT_THROW(parallel::plan_buckets(slots, {3, 2, 0}, {}, 4, mib, mib), Error) << "a parameter missing";
 }
 
 // A pause right after the first gradient (an LSTM whose input's gradient is the first to come, the
 // weights' after its GEMMs): that gradient goes alone at once, and a pause after the last changes
 // nothing; pauses at every position give a bucket per parameter.
 TEST(DdpPlan, APauseAfterTheFirstGradientSendsItAlone) {
-  const std::vector<dist::ParamSlot> slots = arena_slots({100, 100, 100});
+  const std::vector<parallel::ParamSlot> slots = arena_slots({100, 100, 100});
   const int64_t big = 1LL << 40;
-  std::vector<dist::Bucket> b = dist::plan_buckets(slots, {2, 1, 0}, {1}, 4, big, big);
+  std::vector<parallel::Bucket> b = parallel::plan_buckets(slots, {2, 1, 0}, {1}, 4, big, big);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].params, (std::vector<int>{2}));
   EXPECT_EQ(b[0].offset, slots[2].offset);
@@ -150,9 +150,9 @@ TEST(DdpPlan, APauseAfterTheFirstGradientSendsItAlone) {
   EXPECT_EQ(b[1].params, (std::vector<int>{1, 0}));
   EXPECT_EQ(b[1].offset, 0);
   EXPECT_EQ(b[1].numel, slots[1].offset + 100);
-  EXPECT_EQ(dist::plan_buckets(slots, {2, 1, 0}, {}, 4, big, big).size(), 1u);
-  EXPECT_EQ(dist::plan_buckets(slots, {2, 1, 0}, {3}, 4, big, big).size(), 1u);
-  b = dist::plan_buckets(slots, {0, 1, 2}, {1, 2}, 4, big, big);
+  EXPECT_EQ(parallel::plan_buckets(slots, {2, 1, 0}, {}, 4, big, big).size(), 1u);
+  EXPECT_EQ(parallel::plan_buckets(slots, {2, 1, 0}, {3}, 4, big, big).size(), 1u);
+  b = parallel::plan_buckets(slots, {0, 1, 2}, {1, 2}, 4, big, big);
   ASSERT_EQ(b.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(b[size_t(i)].params, (std::vector<int>{i}));
 }

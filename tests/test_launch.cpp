@@ -14,13 +14,13 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 using namespace loupe;
 
 namespace {
-dist::LaunchOptions sh(const std::string& script, int procs) {
-  dist::LaunchOptions o;
+parallel::LaunchOptions sh(const std::string& script, int procs) {
+  parallel::LaunchOptions o;
   o.exe = "/bin/sh";
   o.args = {"-c", script};
   o.procs = procs;
@@ -35,7 +35,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 TEST(Launch, EachRankGetsTorchrunsEnvironment) {
   const auto dir = test::temp_path("launch_env");
   std::filesystem::create_directories(dir);
-  const int rc = dist::launch(sh("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $NCCL_NVLS_ENABLE\" > " +
+  const int rc = parallel::launch(sh("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $NCCL_NVLS_ENABLE\" > " +
                                   dir.string() + "/rank$RANK; echo $MASTER_PORT > " + dir.string() + "/port$RANK", 3));
   EXPECT_EQ(rc, 0);
   std::string port;
@@ -53,16 +53,16 @@ TEST(Launch, EachRankGetsTorchrunsEnvironment) {
 // The first rank to fail ends the run with its status, the others stopped within the grace period.
 TEST(Launch, AFailingRankStopsTheOthers) {
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(dist::launch(sh("if [ $RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 60", 3)), 3);
+  EXPECT_EQ(parallel::launch(sh("if [ $RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 60", 3)), 3);
   EXPECT_LT(seconds_since(t0), 10) << "the sleeping ranks were not stopped";
   t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(dist::launch(sh("if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60", 2)), 128 + 9) << "killed by SIGKILL";
+  EXPECT_EQ(parallel::launch(sh("if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60", 2)), 128 + 9) << "killed by SIGKILL";
   EXPECT_LT(seconds_since(t0), 10);
   // A rank that ignores SIGTERM is killed after the grace period.
   t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(dist::launch(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
+  EXPECT_EQ(parallel::launch(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
   EXPECT_LT(seconds_since(t0), 10);
-  EXPECT_EQ(dist::launch(sh("exit 0", 4)), 0);
+  EXPECT_EQ(parallel::launch(sh("exit 0", 4)), 0);
 }
 
 // Ctrl-C on the launcher reaches every rank; their exits (130, as loupe's on SIGINT) are the run's
@@ -74,7 +74,7 @@ TEST(Launch, CtrlCStopsEveryRankQuietly) {
   });
   const auto t0 = std::chrono::steady_clock::now();
   testing::internal::CaptureStderr();
-  const int rc = dist::launch(sh("trap 'exit 130' INT; while true; do sleep 0.05; done", 3));
+  const int rc = parallel::launch(sh("trap 'exit 130' INT; while true; do sleep 0.05; done", 3));
   const std::string err = testing::internal::GetCapturedStderr();
   ctrl_c.join();
   EXPECT_EQ(rc, 130);
@@ -83,16 +83,16 @@ TEST(Launch, CtrlCStopsEveryRankQuietly) {
 }
 
 TEST(Rendezvous, EveryRankGetsRankZerosId) {
-  const int port = dist::free_port(), world = 4;
+  const int port = parallel::free_port(), world = 4;
   std::string id(128, '\0');
   for (size_t i = 0; i < id.size(); ++i) id[i] = char(i * 7);
   std::vector<std::string> got(world);
   std::vector<std::thread> ts;
   for (int r = world - 1; r >= 0; --r)  // the others first: they wait for rank 0
     ts.emplace_back([&, r] {
-      dist::RendezvousOptions o;
+      parallel::RendezvousOptions o;
       o.port = port, o.rank = r, o.world = world, o.timeout_seconds = 20;
-      got[size_t(r)] = dist::rendezvous(o, r == 0 ? id : std::string());
+      got[size_t(r)] = parallel::rendezvous(o, r == 0 ? id : std::string());
     });
   for (auto& t : ts) t.join();
   for (int r = 0; r < world; ++r) EXPECT_EQ(got[size_t(r)], id) << "rank " << r;
@@ -102,22 +102,22 @@ TEST(Rendezvous, EveryRankGetsRankZerosId) {
 // whose connection closes without it ended otherwise (here its Lifelines are destroyed, as a killed
 // process's sockets are closed), and the survivors name it at their next look.
 TEST(Rendezvous, LifelinesTellAnEndFromADeath) {
-  const int port = dist::free_port(), world = 3;
-  std::vector<std::unique_ptr<dist::Lifelines>> lines;
-  for (int r = 0; r < world; ++r) lines.push_back(std::make_unique<dist::Lifelines>());
+  const int port = parallel::free_port(), world = 3;
+  std::vector<std::unique_ptr<parallel::Lifelines>> lines;
+  for (int r = 0; r < world; ++r) lines.push_back(std::make_unique<parallel::Lifelines>());
   std::vector<std::thread> ts;
   for (int r = world - 1; r >= 0; --r)
     ts.emplace_back([&, r] {
-      dist::RendezvousOptions o;
+      parallel::RendezvousOptions o;
       o.port = port, o.rank = r, o.world = world, o.timeout_seconds = 20;
-      dist::rendezvous(o, r == 0 ? "id" : "", lines[size_t(r)].get());
+      parallel::rendezvous(o, r == 0 ? "id" : "", lines[size_t(r)].get());
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(lines[0]->size(), 2u);
   EXPECT_EQ(lines[1]->size(), 1u);
   for (auto& l : lines) EXPECT_EQ(l->lost(), "");
   // The first look that sees a change: a closed socket reaches the other end within milliseconds.
-  auto settle = [](dist::Lifelines& l) {
+  auto settle = [](parallel::Lifelines& l) {
     std::string why;
     for (int i = 0; i < 200 && why.empty(); ++i) {
       why = l.lost();
@@ -137,21 +137,21 @@ TEST(Rendezvous, LifelinesTellAnEndFromADeath) {
 
 // MASTER_ADDR may be a host name (torchrun and clusters give names): "localhost" is resolved.
 TEST(Rendezvous, ByHostName) {
-  const int port = dist::free_port();
+  const int port = parallel::free_port();
   std::string got[2];
   std::vector<std::thread> ts;
   for (int r = 1; r >= 0; --r)
     ts.emplace_back([&, r] {
-      dist::RendezvousOptions o;
+      parallel::RendezvousOptions o;
       o.addr = "localhost", o.port = port, o.rank = r, o.world = 2, o.timeout_seconds = 20;
-      got[r] = dist::rendezvous(o, r == 0 ? "id" : "");
+      got[r] = parallel::rendezvous(o, r == 0 ? "id" : "");
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(got[1], "id");
-  dist::RendezvousOptions bad;
+  parallel::RendezvousOptions bad;
   bad.addr = "no-such-host.invalid", bad.port = port, bad.rank = 1, bad.world = 2, bad.timeout_seconds = 1;
   try {
-    dist::rendezvous(bad);
+    parallel::rendezvous(bad);
     FAIL() << "an unresolvable host joined";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot resolve the host 'no-such-host.invalid' (MASTER_ADDR)"),
@@ -167,13 +167,13 @@ TEST(RankEnv, SrunTasks) {
                         "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID", "LOCAL_WORLD_SIZE",
                         "SLURM_STEP_TASKS_PER_NODE"})
     clean.push_back(std::make_unique<test::UnsetEnv>(v));
-  EXPECT_FALSE(dist::in_a_world());
-  EXPECT_EQ(dist::rank_env().world, 1);
+  EXPECT_FALSE(parallel::in_a_world());
+  EXPECT_EQ(parallel::rank_env().world, 1);
   {  // srun: the step's tasks; the master is the node list's first host, the port from the job id
     test::EnvVar id("SLURM_PROCID", "3"), n("SLURM_STEP_NUM_TASKS", "8"), l("SLURM_LOCALID", "1"),
         nodes("SLURM_STEP_NODELIST", "gpu-a[07-09,12],gpu-b3"), job("SLURM_JOB_ID", "4123456");
-    EXPECT_TRUE(dist::in_a_world());
-    dist::RankEnv e = dist::rank_env();
+    EXPECT_TRUE(parallel::in_a_world());
+    parallel::RankEnv e = parallel::rank_env();
     EXPECT_EQ(e.launcher, "srun");
     EXPECT_EQ(e.world, 8);
     EXPECT_EQ(e.rank, 3);
@@ -183,38 +183,38 @@ TEST(RankEnv, SrunTasks) {
     EXPECT_EQ(e.master_port, 15000 + 4123456 % 20000);
     EXPECT_EQ(e.rdzv_port, e.master_port);
     test::EnvVar a("MASTER_ADDR", "10.0.0.5"), p("MASTER_PORT", "12345");
-    EXPECT_EQ(dist::rank_env().master_addr, "10.0.0.5");
-    EXPECT_EQ(dist::rank_env().rdzv_port, 12345);
+    EXPECT_EQ(parallel::rank_env().master_addr, "10.0.0.5");
+    EXPECT_EQ(parallel::rank_env().rdzv_port, 12345);
     test::EnvVar tpn("SLURM_STEP_TASKS_PER_NODE", "4(x2)");  // the first host's count: rank 0's
-    EXPECT_EQ(dist::rank_env().local_world, 4);
+    EXPECT_EQ(parallel::rank_env().local_world, 4);
   }
   {  // a batch script's own step: one task, not a rank (its SLURM_PROCID is 0 all the same)
     test::EnvVar id("SLURM_PROCID", "0"), n("SLURM_STEP_NUM_TASKS", "1");
-    EXPECT_FALSE(dist::in_a_world());
+    EXPECT_FALSE(parallel::in_a_world());
   }
-  EXPECT_EQ(dist::first_slurm_host("node01"), "node01");
-  EXPECT_EQ(dist::first_slurm_host("n[1-3]"), "n1");
-  EXPECT_EQ(dist::first_slurm_host("a[007-010],b"), "a007");
-  EXPECT_EQ(dist::first_slurm_host("x,y[1-2]"), "x");
-  EXPECT_EQ(dist::first_slurm_host("gpu-[3,5]"), "gpu-3");
-  EXPECT_THROW(dist::first_slurm_host("bad["), Error);
+  EXPECT_EQ(parallel::first_slurm_host("node01"), "node01");
+  EXPECT_EQ(parallel::first_slurm_host("n[1-3]"), "n1");
+  EXPECT_EQ(parallel::first_slurm_host("a[007-010],b"), "a007");
+  EXPECT_EQ(parallel::first_slurm_host("x,y[1-2]"), "x");
+  EXPECT_EQ(parallel::first_slurm_host("gpu-[3,5]"), "gpu-3");
+  EXPECT_THROW(parallel::first_slurm_host("bad["), Error);
 }
 
 TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
-  int port = dist::free_port();
+  int port = parallel::free_port();
   std::string why;
   std::thread peer([&] {
-    dist::RendezvousOptions o;
+    parallel::RendezvousOptions o;
     o.port = port, o.rank = 1, o.world = 3, o.timeout_seconds = 5;
     try {
-      dist::rendezvous(o);
+      parallel::rendezvous(o);
     } catch (const Error&) {
     }
   });
-  dist::RendezvousOptions o;
+  parallel::RendezvousOptions o;
   o.port = port, o.rank = 0, o.world = 3, o.timeout_seconds = 1;
   try {
-    dist::rendezvous(o, "id");
+    parallel::rendezvous(o, "id");
   } catch (const Error& e) {
     why = e.what();
   }
@@ -223,21 +223,21 @@ TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
             std::string::npos)
       << why;
 
-  port = dist::free_port();
+  port = parallel::free_port();
   why.clear();
   std::vector<std::thread> twins;
   for (int k = 0; k < 2; ++k)
     twins.emplace_back([&] {
-      dist::RendezvousOptions p;
+      parallel::RendezvousOptions p;
       p.port = port, p.rank = 1, p.world = 3, p.timeout_seconds = 5;
       try {
-        dist::rendezvous(p);
+        parallel::rendezvous(p);
       } catch (const Error&) {
       }
     });
   o.port = port, o.timeout_seconds = 5;
   try {
-    dist::rendezvous(o, "id");
+    parallel::rendezvous(o, "id");
   } catch (const Error& e) {
     why = e.what();
   }
@@ -248,36 +248,36 @@ TEST(Rendezvous, SaysWhoNeverCameAndRefusesADuplicate) {
 TEST(Rendezvous, RankEnvironment) {
   test::UnsetEnv a("WORLD_SIZE"), b("RANK"), c("LOCAL_RANK"), d("MASTER_ADDR"), e("MASTER_PORT"),
       f("TORCHELASTIC_RUN_ID"), g("LOUPE_RDZV_PORT"), h("LOCAL_WORLD_SIZE");
-  EXPECT_EQ(dist::rank_env().world, 1) << "not a rank: world 1";
+  EXPECT_EQ(parallel::rank_env().world, 1) << "not a rank: world 1";
   setenv("WORLD_SIZE", "4", 1);
   setenv("RANK", "6", 1);
   setenv("MASTER_PORT", "29500", 1);
-  EXPECT_THROW(dist::rank_env(), Error) << "RANK >= WORLD_SIZE";
+  EXPECT_THROW(parallel::rank_env(), Error) << "RANK >= WORLD_SIZE";
   setenv("RANK", "3", 1);
   setenv("LOCAL_RANK", "1", 1);
-  dist::RankEnv env = dist::rank_env();
+  parallel::RankEnv env = parallel::rank_env();
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.world, 4);
   EXPECT_EQ(env.local_world, 1) << "unknown without LOCAL_WORLD_SIZE";
   {
     test::EnvVar lw("LOCAL_WORLD_SIZE", "2");
-    EXPECT_EQ(dist::rank_env().local_world, 2);
+    EXPECT_EQ(parallel::rank_env().local_world, 2);
   }
   EXPECT_EQ(env.master_addr, "127.0.0.1");
   EXPECT_EQ(env.master_port, 29500);
   EXPECT_EQ(env.rdzv_port, 29500) << "loupe's rendezvous on MASTER_PORT";
-  EXPECT_TRUE(dist::in_a_world());
+  EXPECT_TRUE(parallel::in_a_world());
   {  // a host name, and torchrun: its agent's store holds MASTER_PORT, so the rendezvous takes the next
     test::EnvVar a("MASTER_ADDR", "node7"), t("TORCHELASTIC_RUN_ID", "none");
-    EXPECT_EQ(dist::rank_env().master_addr, "node7");
-    EXPECT_EQ(dist::rank_env().launcher, "torchrun");
-    EXPECT_EQ(dist::rank_env().rdzv_port, 29501);
+    EXPECT_EQ(parallel::rank_env().master_addr, "node7");
+    EXPECT_EQ(parallel::rank_env().launcher, "torchrun");
+    EXPECT_EQ(parallel::rank_env().rdzv_port, 29501);
     test::EnvVar own("LOUPE_RDZV_PORT", "31000");
-    EXPECT_EQ(dist::rank_env().rdzv_port, 31000);
+    EXPECT_EQ(parallel::rank_env().rdzv_port, 31000);
   }
   setenv("RANK", "x", 1);
-  EXPECT_THROW(dist::rank_env(), Error);
+  EXPECT_THROW(parallel::rank_env(), Error);
 }
 
 // A port out of range is said to be one (MASTER_PORT=99999 was told "needs MASTER_PORT"), and
@@ -290,7 +290,7 @@ TEST(RankEnv, MessagesNameTheVariablesSet) {
     clean.push_back(std::make_unique<test::UnsetEnv>(v));
   auto refusal = [] {
     try {
-      dist::rank_env();
+      parallel::rank_env();
     } catch (const Error& e) {
       const std::string what = e.what();
       return what.substr(0, what.find("  ["));  // without LOUPE_CHECK's source location
@@ -300,7 +300,7 @@ TEST(RankEnv, MessagesNameTheVariablesSet) {
   {
     test::EnvVar w("WORLD_SIZE", "2"), r("RANK", "0");
     EXPECT_EQ(refusal(), "a world of 2 needs MASTER_PORT (the port rank 0 listens on)");
-    EXPECT_EQ(dist::world_variables(), "WORLD_SIZE=2");
+    EXPECT_EQ(parallel::world_variables(), "WORLD_SIZE=2");
     for (const char* port : {"99999", "65536"}) {
       test::EnvVar p("MASTER_PORT", port);
       EXPECT_EQ(refusal(), "MASTER_PORT=" + std::string(port) + " is out of range: a port is 1-65535");
@@ -310,9 +310,9 @@ TEST(RankEnv, MessagesNameTheVariablesSet) {
   }
   {
     test::EnvVar id("SLURM_PROCID", "1"), n("SLURM_STEP_NUM_TASKS", "2"), nodes("SLURM_STEP_NODELIST", "n1");
-    EXPECT_EQ(dist::world_variables(), "SLURM_PROCID=1 and SLURM_STEP_NUM_TASKS=2");
+    EXPECT_EQ(parallel::world_variables(), "SLURM_PROCID=1 and SLURM_STEP_NUM_TASKS=2");
     test::EnvVar p("MASTER_PORT", "70000");
     EXPECT_EQ(refusal(), "MASTER_PORT=70000 is out of range: a port is 1-65535");
   }
-  EXPECT_EQ(dist::world_variables(), "");
+  EXPECT_EQ(parallel::world_variables(), "");
 }

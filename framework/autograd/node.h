@@ -54,7 +54,7 @@ struct AccumulateGrad : Node {
 // Told when a leaf's gradient for this backward pass is complete (its AccumulateGrad has run),
 // with that .grad (for a parameter, its view into the gradient arena; a 16-bit compute view's
 // .grad is the same view): data parallelism starts a bucket's all-reduce as soon as its last
-// gradient is in (dist/ddp.h). Per thread, like grad mode; null (the default) costs one test.
+// gradient is in (parallel/ddp.h). Per thread, like grad mode; null (the default) costs one test.
 struct GradReadyHook {
   virtual ~GradReadyHook() = default;
   virtual void ready(const Tensor& grad) = 0;

@@ -62,7 +62,7 @@ inline cublasHandle_t cublas(const ExecContext& c) { return lane(c).cublas; }
 
 // The SMs that the gradient all-reduce of data parallelism holds while backward runs beside it:
 // NCCL's 24 collective channels between NVLink-4 GPUs by default, none once the copy engines
-// carry it (dist/peer_reduce.cu sets 0). LOUPE_DDP_SM_CARVEOUT, where set, wins.
+// carry it (parallel/peer_reduce.cu sets 0). LOUPE_DDP_SM_CARVEOUT, where set, wins.
 int comm_sms();
 void set_comm_sms(int sms);
 

@@ -306,7 +306,7 @@ void EpochMonitor::fill_busy(EpochReport& r) {
 }
 
 // The all-reduce's work: NCCL's kernels, or the copy engines' peer copies and the kernels of
-// dist/peer_reduce.cu (named loupe_peer_*).
+// parallel/peer_reduce.cu (named loupe_peer_*).
 static bool all_reduce_work(const ActivityRecord& a) {
   if (a.kind == 1) return a.name == "memcpy PtoP";
   return a.kind == 0 && (a.name.rfind("nccl", 0) == 0 || a.name.find("loupe_peer_") != std::string::npos);

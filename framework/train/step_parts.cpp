@@ -1,7 +1,7 @@
 #include "train/step_parts.h"
 
 #include "core/op_record.h"
-#include "dist/ddp.h"
+#include "parallel/ddp.h"
 #include "nn/arena.h"
 #include "optim/grad_scaler.h"
 
@@ -10,7 +10,7 @@ namespace {
 
 class ReducerPart final : public StepPart {
  public:
-  ReducerPart(dist::GradReducer& r, optim::GradScaler* s) : reducer_(r), scaler_(s) {}
+  ReducerPart(parallel::GradReducer& r, optim::GradScaler* s) : reducer_(r), scaler_(s) {}
   void before_backward() override { reducer_.begin(); }
   void after_backward() override {
     reducer_.end();  // the compute stream now waits for the averaged gradients
@@ -18,7 +18,7 @@ class ReducerPart final : public StepPart {
   }
 
  private:
-  dist::GradReducer& reducer_;
+  parallel::GradReducer& reducer_;
   optim::GradScaler* scaler_;
 };
 
@@ -49,7 +49,7 @@ class ScalerPart final : public StepPart {
 
 }  // namespace
 
-std::unique_ptr<StepPart> reducer_part(dist::GradReducer& reducer, optim::GradScaler* scaler) {
+std::unique_ptr<StepPart> reducer_part(parallel::GradReducer& reducer, optim::GradScaler* scaler) {
   return std::make_unique<ReducerPart>(reducer, scaler);
 }
 

@@ -11,7 +11,7 @@
 
 namespace loupe::nn { class ParameterArena; }
 namespace loupe::optim { class GradScaler; }
-namespace loupe::dist { class GradReducer; }
+namespace loupe::parallel { class GradReducer; }
 
 namespace loupe::train {
 
@@ -32,7 +32,7 @@ class StepPart {
 
 // The reducer's part; `scaler` (or null) is told when the all-reduce has made its checks at the
 // gradients' source stale.
-std::unique_ptr<StepPart> reducer_part(dist::GradReducer& reducer, optim::GradScaler* scaler);
+std::unique_ptr<StepPart> reducer_part(parallel::GradReducer& reducer, optim::GradScaler* scaler);
 std::unique_ptr<StepPart> scaler_part(optim::GradScaler& scaler, nn::ParameterArena& arena);
 
 }  // namespace loupe::train

@@ -23,8 +23,8 @@
 #include "ops/loss.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "parallel/comm.h"
+#include "parallel/ddp.h"
 #include "train/loss_peek.h"
 #include "train/step_parts.h"
 
@@ -80,7 +80,7 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& opt, Device device, Traine
   LOUPE_CHECK(o.graph_warmup >= 1, "a CUDA graph needs at least one eager warm-up step before its capture");
   if (o.comm) {
     shard_ = {o.comm->rank(), o.comm->world()};
-    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, dist::reducer_options_from_knobs());
+    reducer_ = std::make_unique<GradReducer>(model_.arena(), *o.comm, parallel::reducer_options_from_knobs());
     check_ranks_ = knobs::flag("LOUPE_DDP_CHECK");
     broadcast_weights();
   }
@@ -611,7 +611,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   // when this rank's loop ran to the epoch's end before it saw the stop.
   bool stopped = options_.comm && (st.interrupted || stop_requested());
   if (options_.comm && !stopped)  // the world's loss and accuracy: every rank ran as many steps
-    options_.comm->all_reduce(slice(sums_, 0, 0, 2), dist::ReduceOp::Sum);  // the loss and the correct count
+    options_.comm->all_reduce(slice(sums_, 0, 0, 2), parallel::ReduceOp::Sum);  // the loss and the correct count
   const std::vector<float> v = stopped ? std::vector<float>() : read_epoch_sums();
   if (v.empty()) {
     st.interrupted = true;
@@ -697,7 +697,7 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   model_.train();
   if (options_.comm) {  // as end_epoch: a peer stopped by Ctrl-C may never enter the sum
     if (stop_requested()) throw Interrupted();
-    options_.comm->all_reduce(eval_sums_, dist::ReduceOp::Sum);
+    options_.comm->all_reduce(eval_sums_, parallel::ReduceOp::Sum);
     if (!device_done_or_stop()) throw Interrupted();
   }
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);

@@ -25,15 +25,15 @@
 #include "train/step_parts.h"
 
 namespace loupe::loader { class DataLoader; }
-namespace loupe::dist {  // data parallelism (framework/dist/)
+namespace loupe::parallel {  // data parallelism (framework/parallel/)
 class Communicator;
 class GradReducer;
-}  // namespace loupe::dist
+}  // namespace loupe::parallel
 
 namespace loupe::train {
 
-using dist::Communicator;
-using dist::GradReducer;
+using parallel::Communicator;
+using parallel::GradReducer;
 
 // Samples and labels held in one tensor each (uint8 images, uint8 or int32 labels) on a device;
 // batches are gathered from it by index and converted to float (x * x_scale) on that device.
@@ -71,7 +71,7 @@ struct TrainerOptions {
   bool stop_on_divergence = true;
   // Data parallelism (docs/plans/data_parallel.md): this process is one rank of comm's world. The
   // weights start as rank 0's, each rank trains on its shard of every global step (the batch is
-  // per rank), the gradients are averaged in buckets during backward (dist/ddp.h), the epoch's
+  // per rank), the gradients are averaged in buckets during backward (parallel/ddp.h), the epoch's
   // loss and accuracy and the evaluation are the whole world's. Null: one process, as ever.
   Communicator* comm = nullptr;
 };

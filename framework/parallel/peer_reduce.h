@@ -11,9 +11,9 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 class PeerReduce {
  public:
@@ -36,4 +36,4 @@ std::unique_ptr<PeerReduce> make_peer_reduce(const Tensor& grads, int slots, Com
 using PeerReduceFactory = std::unique_ptr<PeerReduce> (*)(const Tensor&, int, Communicator&, std::string*);
 void register_peer_reduce_factory(PeerReduceFactory f);
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

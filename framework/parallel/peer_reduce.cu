@@ -1,4 +1,4 @@
-// The copy-engine all-reduce (dist/peer_reduce.h). Per bucket, on rank r's communication stream
+// The copy-engine all-reduce (parallel/peer_reduce.h). Per bucket, on rank r's communication stream
 // (two, by the bucket's parity, so that a small bucket never waits behind a large one):
 //   1. wait until every peer has consumed r's previous copy of this bucket (counter `consumed`);
 //   2. copy the bucket into each peer's inbox: a copy engine (cudaMemcpyAsync), or for a bucket of
@@ -20,9 +20,9 @@
 
 #include "core/cuda_util.cuh"
 #include "core/error.h"
-#include "dist/peer_reduce.h"
+#include "parallel/peer_reduce.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 namespace {
 
 constexpr int kMaxRanks = 8;
@@ -349,4 +349,4 @@ struct Registrar {
 } g_registrar;
 
 }  // namespace
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

@@ -7,7 +7,7 @@
 
 #include "core/tensor.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 enum class ReduceOp { Sum, Avg };
 
@@ -22,7 +22,7 @@ class Communicator {
   // out = the ranks' `in`s concatenated in rank order (out.numel() == world * in.numel()), on the
   // compute stream.
   virtual void all_gather(const Tensor& in, const Tensor& out) = 0;
-  // Overlapping the backward pass (dist/ddp.h): an all-reduce on the communication stream, after
+  // Overlapping the backward pass (parallel/ddp.h): an all-reduce on the communication stream, after
   // the work issued so far on the compute stream, which does not wait for it...
   virtual void all_reduce_async(const Tensor& t, ReduceOp op) = 0;
   // The same, carried in 16 bits (LOUPE_DDP_GRAD_DTYPE): t (float32) is rounded into `wire`
@@ -35,7 +35,7 @@ class Communicator {
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.
   virtual std::string async_error() = 0;
   // A peer whose process ended without saying goodbye ("" when none): the rendezvous's connections,
-  // kept as lifelines (dist/launch.h), for the same watchdog; NCCL alone did not notice a peer
+  // kept as lifelines (parallel/launch.h), for the same watchdog; NCCL alone did not notice a peer
   // lost across hosts. And the goodbye a rank says when it ends normally.
   virtual std::string lost_peer() { return ""; }
   virtual void goodbye() {}
@@ -43,11 +43,11 @@ class Communicator {
   // others may still be in a collective (an error, Ctrl-C) must never hang in a clean teardown.
   virtual void abort() = 0;
   // A word the GPU can read (mapped host memory) that abort() sets to 1: kernels that wait for a
-  // peer outside NCCL (dist/peer_reduce.h) poll it and give up. nullptr where there is none.
+  // peer outside NCCL (parallel/peer_reduce.h) poll it and give up. nullptr where there is none.
   virtual const int* abort_word() { return nullptr; }
 };
 
-// Joins the world this process's environment describes (dist/launch.h's rank_env): makes the
+// Joins the world this process's environment describes (parallel/launch.h's rank_env): makes the
 // GPU LOCAL_RANK current (call it before any other CUDA work of the process), then rank 0 makes
 // NCCL's unique id, the rendezvous hands it to the others, and every rank creates its
 // communicator. nullptr with *why set where NCCL is not built in or the world cannot be joined.
@@ -59,4 +59,4 @@ bool nccl_built();
 using CommunicatorFactory = std::unique_ptr<Communicator> (*)(std::string* why);
 void register_communicator_factory(CommunicatorFactory f);
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

@@ -1,4 +1,4 @@
-#include "dist/ddp.h"
+#include "parallel/ddp.h"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 #include "core/nvtx.h"
 #include "ops/view.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
@@ -157,4 +157,4 @@ std::string GradReducer::describe() const {
          (wire_.defined() ? wire_.dtype() == DType::bf16 ? " in bfloat16" : " in float16" : "");
 }
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

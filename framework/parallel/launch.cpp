@@ -1,4 +1,4 @@
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "core/knobs.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 namespace {
 
@@ -387,4 +387,4 @@ RankEnv rank_env() {
   return e;
 }
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

@@ -1,6 +1,6 @@
 // Communicator with NCCL (built where CMake finds it: LOUPE_WITH_NCCL). Each rank's GPU is its
 // LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
-// (dist/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
+// (parallel/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
 #if LOUPE_WITH_NCCL
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,10 +14,10 @@
 
 #include "core/cuda_util.cuh"
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "parallel/comm.h"
+#include "parallel/launch.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 namespace {
 
 #define LOUPE_NCCL_CHECK(call)                                                                         \
@@ -193,5 +193,5 @@ struct Registrar {
 } g_registrar;
 
 }  // namespace
-}  // namespace loupe::dist
+}  // namespace loupe::parallel
 #endif  // LOUPE_WITH_NCCL

@@ -1,9 +1,9 @@
-#include "dist/comm.h"
-#include "dist/peer_reduce.h"
+#include "parallel/comm.h"
+#include "parallel/peer_reduce.h"
 
 #include "core/error.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 namespace {
 CommunicatorFactory& factory() {
@@ -41,4 +41,4 @@ std::unique_ptr<PeerReduce> make_peer_reduce(const Tensor& grads, int slots, Com
   return peer_factory()(grads, slots, comm, why);
 }
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 struct ParamSlot {
   int64_t offset = 0, numel = 0;  // in the gradient arena, in elements
@@ -36,4 +36,4 @@ std::vector<Bucket> plan_buckets(const std::vector<ParamSlot>& slots, const std:
                                  const std::vector<size_t>& pauses, int64_t elem_bytes, int64_t cap_bytes,
                                  int64_t first_cap_bytes);
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

@@ -1,10 +1,10 @@
-#include "dist/ddp_plan.h"
+#include "parallel/ddp_plan.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 std::vector<Bucket> plan_buckets(const std::vector<ParamSlot>& slots, int64_t elem_bytes, int64_t cap_bytes,
                                  int64_t first_cap_bytes) {
@@ -54,4 +54,4 @@ std::vector<Bucket> plan_buckets(const std::vector<ParamSlot>& slots, const std:
   return out;
 }
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

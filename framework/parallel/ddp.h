@@ -1,5 +1,5 @@
 // Data parallelism's gradient all-reduce (docs/plans/data_parallel.md, step 3): the gradient
-// arena cut into buckets (dist/ddp_plan.h), each all-reduced (averaged) in place on the
+// arena cut into buckets (parallel/ddp_plan.h), each all-reduced (averaged) in place on the
 // communication stream as soon as backward has finished its last gradient, so communication
 // overlaps the rest of the backward pass as in PyTorch's DDP. Buckets go strictly in plan order
 // (NCCL needs every rank to issue its collectives in one order); a bucket that is ready before
@@ -13,14 +13,14 @@
 
 #include "autograd/node.h"
 #include "nn/arena.h"
-#include "dist/comm.h"
-#include "dist/ddp_plan.h"
-#include "dist/peer_reduce.h"
+#include "parallel/comm.h"
+#include "parallel/ddp_plan.h"
+#include "parallel/peer_reduce.h"
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 // Who averages the buckets: NCCL's collectives, or the copy engines between GPUs of one host
-// (dist/peer_reduce.h; no faster on two H200s for imdb_bilstm, slower for cifar10_cnn:
+// (parallel/peer_reduce.h; no faster on two H200s for imdb_bilstm, slower for cifar10_cnn:
 // docs/benchmarks.md, so not the default).
 enum class Transport { Nccl, CopyEngines };
 
@@ -93,4 +93,4 @@ class GradReducer final : public autograd::GradReadyHook {
   std::unique_ptr<PeerReduce> peer_;  // the copy engines, where they carry the buckets
 };
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel

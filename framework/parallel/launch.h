@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace loupe::dist {
+namespace loupe::parallel {
 
 struct LaunchOptions {
   std::string exe;                 // the program each rank runs (loupe itself: /proc/self/exe)
@@ -95,4 +95,4 @@ std::string world_variables();
 // The first host of a Slurm host list: "gpu-a[07-09,12],gpu-b3" -> "gpu-a07".
 std::string first_slurm_host(const std::string& nodelist);
 
-}  // namespace loupe::dist
+}  // namespace loupe::parallel
