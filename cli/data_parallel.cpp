@@ -1,19 +1,12 @@
 #include "cli/data_parallel.h"
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
-#include <limits>
-#include <memory>
-#include <vector>
+#include <string>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
-#include "instrument/advice.h"
-#include "instrument/report_io.h"
-#include "run/interrupt.h"
+#include "parallel/comm.h"
 #include "parallel/launch.h"
 
 namespace loupe::cli {
@@ -66,22 +59,5 @@ int launch_ranks(const Options& o) {
   std::fflush(stdout);
   return parallel::launch(lo);
 }
-
-namespace {
-// ncclCommAbort, waited for at most `seconds`: over sockets, with the peer gone, it did not return
-// (two H200s, check_ddp's lost peer: the rank said it was ending and trained on). The process ends
-// soon after either way, and its end frees what the abort would have.
-bool abort_within(parallel::Communicator& comm, double seconds) {
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread([&comm, done] {
-    comm.abort();
-    done->store(true);
-  }).detach();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done->load() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return done->load();
-}
-}  // namespace
 
 }  // namespace loupe::cli

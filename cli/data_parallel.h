@@ -1,17 +1,7 @@
 // `loupe train --gpus N` (docs/plans/data_parallel.md): the launcher, a process that starts the
 // ranks. A rank's side (joining the world, the world's line per epoch) is run/world.h's.
 #pragma once
-#include <atomic>
-#include <memory>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include "instrument/report.h"
-#include "instrument/straggler.h"
 #include "cli/options.h"
-#include "parallel/comm.h"
-#include "parallel/ddp.h"
 
 namespace loupe::cli {
 
