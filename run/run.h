@@ -16,6 +16,7 @@
 #include "instrument/monitor.h"
 #include "instrument/report.h"
 #include "models/registry.h"
+#include "models/session.h"
 #include "run/controls.h"
 #include "run/data.h"
 #include "train/lr_schedule.h"
@@ -23,7 +24,6 @@
 #include "train/trainer.h"
 
 namespace loupe::loader { class DataLoader; }
-namespace loupe::models { class Session; }
 namespace loupe::train {
 class TraceWindow;
 struct EpochHistory;

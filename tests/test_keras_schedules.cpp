@@ -7,11 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "models/keras_json.h"
 #include "models/registry.h"
+#include "run/run.h"
 #include "train/lr_schedule.h"
 #include "keras_test.h"
 
@@ -396,4 +399,40 @@ TEST(KerasSchedules, AScheduleWithKeras2DecayIsRefused) {
   EXPECT_EQ(read(lr).recipe.schedule.kind, Kind::Exponential);
   config["lr"]["config"]["decay_steps"] = 0;
   expect_refusal(lr, "the optimizer (sgd)'s lr ExponentialDecay has decay_steps 0");
+}
+
+// A Keras 3 file's ExponentialDecay drives the training: each epoch's record shows the rate of the
+// next update by Keras's formula, and the weights are those of the same schedule given as
+// --lr-schedule to the model at a constant rate (the file's schedule installed on the optimizer).
+TEST(KerasSchedules, AKeras3FilesExponentialDecayDrivesTheTraining) {
+  const json decay = {{"initial_learning_rate", 0.1}, {"decay_steps", 4}, {"decay_rate", 0.5}, {"staircase", false},
+                      {"name", "ExponentialDecay"}};
+  auto train = [](const models::ModelInfo& m, std::optional<train::LrSchedule> s) {
+    run::RunConfig c;
+    c.model = m;
+    c.data = run::request_for(m);
+    c.data.synthetic = true;
+    c.feed.resident = true;
+    c.epochs = 2;
+    c.batch = 16;
+    c.max_steps = 4;
+    c.monitor.nvml = false;
+    c.lr_schedule = s;
+    run::Run r(c);
+    const run::RunResult res = r.run();
+    return std::make_pair(res, r.session().model().arena().values().to_vector<float>());
+  };
+  const models::ModelInfo file = read(compiled("ExponentialDecay", decay));
+  const auto [scheduled, weights] = train(file, std::nullopt);
+  ASSERT_EQ(scheduled.reports.size(), 2u);
+  EXPECT_DOUBLE_EQ(*scheduled.reports[0].lr, 0.1 * std::pow(0.5, 4.0 / 4));   // after 4 updates
+  EXPECT_DOUBLE_EQ(*scheduled.reports[1].lr, 0.1 * std::pow(0.5, 8.0 / 4));   // after 8
+  json constant = compiled("ExponentialDecay", decay);
+  constant["compile_config"]["optimizer"]["config"]["learning_rate"] = 0.1;
+  const auto [flat, flat_weights] = train(read(constant), std::nullopt);
+  EXPECT_DOUBLE_EQ(*flat.reports[1].lr, 0.1);
+  EXPECT_NE(weights, flat_weights) << "the schedule changed nothing";
+  const auto [given, given_weights] =
+      train(read(constant), train::parse_lr_schedule("exponential:decay_steps=4,decay_rate=0.5", 0.1));
+  EXPECT_EQ(weights, given_weights);
 }
