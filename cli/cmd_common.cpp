@@ -66,12 +66,6 @@ train::TrainerOptions trainer_options(const Options& o, Device dev) {
   return t;
 }
 
-std::string fmt_g(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-
 void note_unchecked_vocabulary(const std::string& unchecked) {
   if (!unchecked.empty()) std::fprintf(stderr, "loupe: note: %s\n", unchecked.c_str());
 }

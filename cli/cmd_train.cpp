@@ -156,7 +156,7 @@ void add_observers(run::Run& run, const Options& o) {
   if (o.has("metrics"))
     run.add(std::make_shared<run::RecordFile>(o.metrics, run::RecordFile::Format::JsonLines, "--metrics"));
   if (o.has("csv")) run.add(std::make_shared<run::RecordFile>(o.csv, run::RecordFile::Format::Csv, "--csv"));
-  if (o.lr_schedule.rfind("plateau", 0) == 0) run.add(std::make_shared<run::LrPlateau>(train::parse_plateau(o.lr_schedule)));
+  if (train::is_plateau(o.lr_schedule)) run.add(std::make_shared<run::LrPlateau>(train::parse_plateau(o.lr_schedule)));
   if (!o.early_stop.empty()) run.add(std::make_shared<run::EarlyStopping>(run::parse_early_stop(o.early_stop)));
   if (auto f = inject_fault(run.config().world)) run.add(std::move(f));
   if (auto d = inject_delay(run.config().world)) run.add(std::move(d));
@@ -174,7 +174,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   c.epochs = o.epochs.value_or(0);
   c.batch = o.batch.value_or(0);
   c.lr = o.lr;
-  const bool plateau = o.lr_schedule.rfind("plateau", 0) == 0;
+  const bool plateau = train::is_plateau(o.lr_schedule);
   if (!o.lr_schedule.empty() && !plateau) {
     c.lr_schedule = train::parse_lr_schedule(o.lr_schedule, o.lr.value_or(info.recipe.lr));
     c.lr_schedule_text = o.lr_schedule;

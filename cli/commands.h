@@ -44,7 +44,6 @@ run::DataRequest data_request(const Options& o, const models::ModelInfo& info, b
 run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::World* world);
 // --precision and --graph as the trainer takes them, checked against the device.
 train::TrainerOptions trainer_options(const Options& o, Device dev);
-std::string fmt_g(double v);  // "%g"
 // After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked
 // (models::Session::unchecked_vocabulary), where that is so.
 void note_unchecked_vocabulary(const std::string& unchecked);

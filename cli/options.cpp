@@ -440,7 +440,7 @@ const std::map<std::string, Spec> kSpecs = {
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"save-best", {true, "train", [](Options& o, const std::string&) { o.save_best = true; }}},
     {"lr-schedule", {false, "train", [](Options& o, const std::string& v) {
-       if (v.rfind("plateau", 0) == 0) train::parse_plateau(v);  // refused here, before any work
+       if (train::is_plateau(v)) train::parse_plateau(v);  // refused here, before any work
        else train::parse_lr_schedule(v, 1e-3);
        o.lr_schedule = v;
      }}},

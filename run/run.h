@@ -150,7 +150,6 @@ class Run {
   void carry_out(int e);
   std::string divergence_message(const train::EpochStats& st, int e, const std::string* finite) const;
   void note(const std::string& line);
-  void attach(train::Observer& o);
 
   RunConfig c_;
   Data data_;
@@ -162,7 +161,6 @@ class Run {
   train::TraceWindow* trace_ = nullptr;
   RunInfo info_;
   std::unique_ptr<train::EpochHistory> history_;
-  std::vector<std::string> warnings_;
   int saved_epoch_ = 0;
   bool scheduled_ = false;  // a schedule drives the rate (the report's lr is the current one)
   // Control::keep_weights: the weights and buffers (BatchNormalization's statistics) of kept_epoch_,

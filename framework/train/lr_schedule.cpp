@@ -232,4 +232,6 @@ PlateauOptions parse_plateau(const std::string& spec) {
   return o;
 }
 
+bool is_plateau(const std::string& spec) { return spec.rfind("plateau", 0) == 0; }
+
 }  // namespace loupe::train

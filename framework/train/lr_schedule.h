@@ -73,5 +73,7 @@ class Plateau {
 
 // `plateau:factor=0.5,patience=3[,min_delta=1e-4][,cooldown=0][,min_lr=1e-5][,mode=max]`.
 PlateauOptions parse_plateau(const std::string& spec);
+// Whether an --lr-schedule spec is the plateau kind (parse_plateau's) rather than a curve.
+bool is_plateau(const std::string& spec);
 
 }  // namespace loupe::train
