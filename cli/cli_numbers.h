@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -70,6 +71,28 @@ inline double parse_double(const std::string& text, const std::string& flag, dou
     throw Error(flag + " must be a finite number " + (lo_inclusive ? "from " : "above ") + num(lo) + " " +
                 (lo_inclusive ? "to " : "and at most ") + num(hi) + ", got '" + shown_value(text) + "'");
   return v;
+}
+
+// "fp32,tf32" -> {"fp32", "tf32"}; empty items are dropped.
+inline std::vector<std::string> parse_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// "32,128,512" -> {32, 128, 512}, each an integer in [lo, hi]. Errors name the bad item.
+inline std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  for (const std::string& item : parse_list(s)) out.push_back(parse_int(item, flag, lo, hi));
+  if (out.empty()) throw Error(flag + " needs a comma-separated list, e.g. 32,128,512");
+  return out;
 }
 
 }  // namespace loupe::cli

@@ -1,22 +1,23 @@
-// loupe bench and loupe sweep: cli/bench.h's measurements from the command line.
+// loupe bench and loupe sweep: the bench of run/bench.h from the command line.
 #include <cstdio>
 #include <optional>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "cli/bench.h"
 #include "cli/bench_world.h"
+#include "cli/cli_numbers.h"
 #include "cli/commands.h"
+#include "run/bench.h"
 #include "run/interrupt.h"
 
 namespace loupe::cli {
 
 namespace {
-BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
-  BenchOptions b;
+run::BenchConfig bench_config(const Options& o, std::vector<std::string> models) {
+  run::BenchConfig b;
   b.models = std::move(models);
-  b.batches = o.batches;
-  b.precisions = o.precisions;
+  b.batches = o.batch;
+  b.precisions = o.precision;
   b.steps = o.steps;
   b.warmup = o.warmup;
   b.min_seconds = o.min_seconds.value_or(-1);
@@ -35,18 +36,18 @@ BenchOptions bench_options(const Options& o, std::vector<std::string> models) {
 }
 
 // The measurements, each row written to --json and --csv as it finishes; Ctrl-C (or SIGTERM) stops
-// between steps and keeps the rows finished (cli/bench.h's BenchFiles). nullopt when interrupted.
-std::optional<std::vector<instrument::EpochReport>> measure_and_write(BenchOptions b, const std::string& json,
+// between steps and keeps the rows finished (run/bench.h's BenchFiles). nullopt when interrupted.
+std::optional<std::vector<instrument::EpochReport>> measure_and_write(run::BenchConfig b, const std::string& json,
                                                                       const std::string& csv) {
   run::install_interrupt_handlers();
-  BenchFiles files(json, csv, b.rounds == 1);
+  run::BenchFiles files(json, csv, b.rounds == 1);
   b.stop = &run::interrupt_requested();
   b.on_row = [&files](const std::vector<instrument::EpochReport>& rows) {
     run::CriticalSection whole;  // the watchdog waits: a file is written whole or not touched
     files.write(rows);
   };
   try {
-    std::vector<instrument::EpochReport> reports = run_bench(b);
+    std::vector<instrument::EpochReport> reports = run::run_bench(b);
     {
       run::CriticalSection whole;
       files.write(reports);
@@ -67,11 +68,11 @@ int cmd_bench(const Options& o) {
   if (models.empty())
     for (const auto& m : models::all_models()) models.push_back(m.name);
   for (const std::string& m : models) model_with_flags(m, o);  // unknown names and losses fail before any run
-  if (!o.gpus_list.empty()) return bench_world(o, models);
+  if (!o.gpus.empty()) return bench_world(o, models);
   if (o.epochs)
     throw Error("loupe bench takes --epochs with --gpus LIST only (each world size is a training run); without it "
                 "--steps and --min-seconds set the timed stretch");
-  if (!measure_and_write(bench_options(o, models), o.json, o.csv)) return run::interrupt_exit_status();
+  if (!measure_and_write(bench_config(o, models), o.json, o.csv)) return run::interrupt_exit_status();
   return 0;
 }
 
@@ -80,9 +81,9 @@ int cmd_sweep(const Options& o) {
     throw Error("loupe sweep takes one model, e.g. `loupe sweep mnist_mlp --batch 32,128,512,2048`");
   if (!o.has("batch")) throw Error("loupe sweep needs --batch LIST, e.g. --batch 32,128,512,2048");
   std::string csv = output_path(o, "csv"), png = output_path(o, "png");
-  auto reports = measure_and_write(bench_options(o, {o.model}), o.json, csv);
+  auto reports = measure_and_write(bench_config(o, {o.model}), o.json, csv);
   if (!reports) return run::interrupt_exit_status();
-  std::printf("%s", sweep_summary(*reports).c_str());
+  std::printf("%s", run::sweep_summary(*reports).c_str());
   return plot("plot_sweep.py", csv, png);
 }
 

@@ -59,8 +59,8 @@ run::DataRequest data_request(const Options& o, const models::ModelInfo& info, b
 
 train::TrainerOptions trainer_options(const Options& o, Device dev) {
   train::TrainerOptions t;
-  if (std::string why = precision_unsupported(o.precision, dev); !why.empty()) throw Error(why);
-  t.precision = o.precision;
+  if (std::string why = precision_unsupported(o.precision[0], dev); !why.empty()) throw Error(why);
+  t.precision = o.precision[0];
   t.graph = o.graph;
   if (std::string why = train::graph_unsupported(t.graph, dev); !why.empty()) throw Error(why);  // before loading data
   return t;
@@ -68,20 +68,6 @@ train::TrainerOptions trainer_options(const Options& o, Device dev) {
 
 void note_unchecked_vocabulary(const std::string& unchecked) {
   if (!unchecked.empty()) std::fprintf(stderr, "loupe: note: %s\n", unchecked.c_str());
-}
-
-
-void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv) {
-  if (!json.empty()) {
-    instrument::JsonlWriter w(json, instrument::JsonlWriter::Mode::Truncate, "--json");
-    for (const auto& r : rs) w.write(r);
-    std::printf("wrote %s (JSON Lines, one record per row)\n", json.c_str());
-  }
-  if (!csv.empty()) {
-    instrument::CsvWriter w(csv, "--csv");
-    for (const auto& r : rs) w.write(r);
-    std::printf("wrote %s\n", csv.c_str());
-  }
 }
 
 // The installed command finds its scripts beside itself: PREFIX/bin/loupe reads PREFIX/share/loupe

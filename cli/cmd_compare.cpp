@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "cli/commands.h"
-#include "cli/compare.h"
+#include "instrument/compare.h"
 
 namespace loupe::cli {
 
@@ -25,12 +25,12 @@ std::vector<std::string> run_labels(const Options& o) {
   return out;
 }
 
-void write_csv(const std::vector<CompareSection>& sections, const std::string& path) {
+void write_csv(const std::vector<instrument::CompareSection>& sections, const std::string& path) {
   std::ofstream out(path);
   if (!out) throw Error("cannot open '" + path + "' for writing (--csv); check that its directory exists and is writable");
-  out << compare_csv_header() << "\n";
-  for (const CompareSection& s : sections)
-    for (const std::string& line : compare_csv_rows(s)) out << line << "\n";
+  out << instrument::compare_csv_header() << "\n";
+  for (const instrument::CompareSection& s : sections)
+    for (const std::string& line : instrument::compare_csv_rows(s)) out << line << "\n";
   out.flush();
   if (!out) throw Error("cannot write '" + path + "' (--csv): " + std::strerror(errno));
   std::printf("wrote %s\n", path.c_str());
@@ -46,16 +46,16 @@ int cmd_compare(const Options& o) {
     throw Error("--price-per-hour has " + std::to_string(o.prices.size()) + " prices for " +
                 std::to_string(o.files.size()) + " runs; give one per run, in the order of the files");
   const std::vector<std::string> labels = run_labels(o);
-  std::vector<std::vector<RunSummary>> runs;
+  std::vector<std::vector<instrument::RunSummary>> runs;
   for (size_t i = 0; i < o.files.size(); ++i) {
     std::optional<double> price;
     if (!o.prices.empty()) price = o.prices[i];
-    runs.push_back(summarize_run(read_run(o.files[i]), labels[i], price));
+    runs.push_back(instrument::summarize_run(instrument::read_run(o.files[i]), labels[i], price));
   }
   std::string warning;
-  const std::vector<CompareSection> sections = compare_sections(runs, &warning);
+  const std::vector<instrument::CompareSection> sections = instrument::compare_sections(runs, &warning);
   if (!warning.empty()) std::fprintf(stderr, "loupe compare: warning: %s\n", warning.c_str());
-  for (size_t i = 0; i < sections.size(); ++i) std::printf("%s%s", i ? "\n" : "", format_section(sections[i]).c_str());
+  for (size_t i = 0; i < sections.size(); ++i) std::printf("%s%s", i ? "\n" : "", instrument::format_section(sections[i]).c_str());
   std::fflush(stdout);
   const std::string csv = output_path(o, "csv");  // with --plot alone, PLOT.csv: the plot reads the table
   if (!csv.empty()) write_csv(sections, csv);

@@ -75,8 +75,8 @@ int cmd_generate(const Options& o) {
   run::install_interrupt_handlers();  // Ctrl-C ends the text where it got to, which is already printed
   const models::ModelInfo& info = models::find_model(o.model);
   Device dev = pick_device(o);
-  if (std::string why = precision_unsupported(o.precision, dev); !why.empty()) throw Error(why);
-  PrecisionScope precision_scope(o.precision);
+  if (std::string why = precision_unsupported(o.precision[0], dev); !why.empty()) throw Error(why);
+  PrecisionScope precision_scope(o.precision[0]);
   models::SessionOptions so;
   so.device = dev;
   std::shared_ptr<const data::CharCorpus> corpus = characters(o, &so);

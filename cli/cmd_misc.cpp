@@ -27,7 +27,7 @@ int cmd_models(const Options&) {
 int cmd_copybench(const Options& o) {
   Device dev = pick_device(o);
   if (!dev.is_cuda()) throw Error("loupe copybench measures host-to-device copies; it needs --device cuda");
-  int64_t batch = o.batch.value_or(128);
+  int64_t batch = o.batch.empty() ? 128 : o.batch[0];
   CudaRuntime* rt = cuda_runtime();
   void* stream = rt->stream_create();
   std::printf("device  %s\n", rt->device_name().c_str());

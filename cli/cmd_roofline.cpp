@@ -12,6 +12,7 @@
 #include "instrument/peak.h"
 #include "cli/commands.h"
 #include "cli/roofline/roofline.h"
+#include "instrument/host_stats.h"
 
 namespace loupe::cli {
 
@@ -54,7 +55,7 @@ void print_table(const std::vector<cli::GemvRow>& rows) {
   if (marked)
     std::printf("* A (4n^2 bytes) fits in the CPU's %.0f MiB last-level cache: read from there, not from memory, "
                 "so it may pass 100 %% of the memory roof\n",
-                double(cli::last_level_cache_bytes()) / (1 << 20));
+                double(instrument::last_level_cache_bytes()) / (1 << 20));
   // OpenBLAS's sgemv (AVX-512 loads, its own prefetching) out-streamed the load stream by about 15 %.
   if (past)
     std::printf("a CPU row above 100 %% out of cache read faster than the load stream the roof is (wider loads, "

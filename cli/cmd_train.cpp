@@ -172,7 +172,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   c.device = pick_device(o);
   c.trainer = trainer_options(o, c.device);
   c.epochs = o.epochs.value_or(0);
-  c.batch = o.batch.value_or(0);
+  c.batch = o.batch.empty() ? 0 : o.batch[0];
   c.lr = o.lr;
   const bool plateau = train::is_plateau(o.lr_schedule);
   if (!o.lr_schedule.empty() && !plateau) {

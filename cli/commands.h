@@ -26,11 +26,6 @@ int cmd_copybench(const Options& o);  // cli/cmd_misc.cpp
 int cmd_compare(const Options& o);    // cli/cmd_compare.cpp
 int cmd_profile(const Options& o);    // cli/cmd_profile.cpp
 
-// loupe profile (cli/cmd_profile.cpp): the ceilings, measured on the device at the precision
-// (a GEMM and a device copy), and the report of a window's profile.
-instrument::Ceilings measure_ceilings(Device dev, Precision prec);
-int report_profile(const Options& o, const instrument::Profile& p);
-
 // Shared (cli/cmd_common.cpp).
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and
 // this build or machine has none.
@@ -47,8 +42,6 @@ train::TrainerOptions trainer_options(const Options& o, Device dev);
 // After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked
 // (models::Session::unchecked_vocabulary), where that is so.
 void note_unchecked_vocabulary(const std::string& unchecked);
-// Writes the rows as JSON Lines and CSV where a path is given, saying so.
-void write_reports(const std::vector<instrument::EpochReport>& rs, const std::string& json, const std::string& csv);
 // Where the plotting scripts are: $LOUPE_TOOLS_DIR, else the installed command's share/loupe
 // (PREFIX/bin/loupe -> PREFIX/share/loupe), else the source tree's scripts/.
 std::string tools_dir();

@@ -13,7 +13,7 @@ namespace loupe::cli {
 
 bool is_rank() { return parallel::in_a_world(); }
 
-bool wants_ranks(const Options& o) { return !is_rank() && (o.gpus > 1 || o.nnodes > 1); }
+bool wants_ranks(const Options& o) { return !is_rank() && (o.gpu_count() > 1 || o.nnodes > 1); }
 
 namespace {
 // --master ADDR:PORT, else MASTER_ADDR and MASTER_PORT, else (one host) this host and a free port.
@@ -40,22 +40,22 @@ void rendezvous_address(const Options& o, parallel::LaunchOptions& lo) {
 
 int launch_ranks(const Options& o) {
   if (!parallel::nccl_built())
-    throw Error("--gpus " + std::to_string(o.gpus) + ": this loupe was built without NCCL (CMake looks for nccl.h "
+    throw Error("--gpus " + std::to_string(o.gpu_count()) + ": this loupe was built without NCCL (CMake looks for nccl.h "
                 "and libnccl and prints loupe: NCCL: ON/OFF); one GPU needs no --gpus");
   if (o.device == "cpu") throw Error("--gpus trains on GPUs; --device cpu runs one process");
   const int have = cuda_runtime() ? cuda_runtime()->device_count() : 0;
-  if (have < o.gpus)
-    throw Error("--gpus " + std::to_string(o.gpus) + ": this host shows " + std::to_string(have) +
+  if (have < o.gpu_count())
+    throw Error("--gpus " + std::to_string(o.gpu_count()) + ": this host shows " + std::to_string(have) +
                 " GPU(s) (nvidia-smi; CUDA_VISIBLE_DEVICES)");
   parallel::LaunchOptions lo;
   lo.exe = "/proc/self/exe";
   lo.args = o.args;
-  lo.procs = o.gpus;
+  lo.procs = o.gpu_count();
   lo.nnodes = o.nnodes;
   lo.node_rank = o.node_rank;
   rendezvous_address(o, lo);
-  std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpus, o.gpus - 1,
-              o.node_rank, o.nnodes, o.gpus * o.nnodes);
+  std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpu_count(), o.gpu_count() - 1,
+              o.node_rank, o.nnodes, o.gpu_count() * o.nnodes);
   std::fflush(stdout);
   return parallel::launch(lo);
 }

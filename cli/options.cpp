@@ -14,7 +14,6 @@
 
 #include "core/error.h"
 #include "core/file_check.h"
-#include "cli/bench.h"
 #include "cli/cli_numbers.h"
 #include "run/controls.h"
 #include "train/lr_schedule.h"
@@ -400,11 +399,11 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"precision", {false, "train eval generate bench sweep profile", [](Options& o, const std::string& v) {
        if (!is_list_command(o.command)) {
-         o.precision = parse_precision(v);
+         o.precision = {parse_precision(v)};
          return;
        }
-       o.precisions = parse_list(v);
-       for (const std::string& p : o.precisions) parse_precision(p);  // unknown or unimplemented ones first
+       o.precision.clear();
+       for (const std::string& p : parse_list(v)) o.precision.push_back(parse_precision(p));
      }}},
     {"graph", {false, "train eval bench sweep profile", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
     {"threads", {false, "train bench sweep profile", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
@@ -412,8 +411,8 @@ const std::map<std::string, Spec> kSpecs = {
     {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},
     {"epochs", {false, "train bench", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
     {"batch", {false, "train copybench bench sweep profile", [](Options& o, const std::string& v) {
-       if (is_list_command(o.command)) o.batches = parse_int_list(v, "--batch", 1, 1 << 20);
-       else o.batch = in(v, "--batch", 1, 1 << 20);
+       if (is_list_command(o.command)) o.batch = parse_int_list(v, "--batch", 1, 1 << 20);
+       else o.batch = {in(v, "--batch", 1, 1 << 20)};
      }}},
     {"lr", {false, "train profile", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
     {"optimizer", {false, "train profile", [](Options& o, const std::string& v) {
@@ -475,11 +474,9 @@ const std::map<std::string, Spec> kSpecs = {
     {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
     {"gpus", {false, "train bench", [](Options& o, const std::string& v) {
-       if (o.command != "bench") {
-         o.gpus = int(in(v, "--gpus", 1, 64));
-         return;
-       }
-       for (int64_t g : parse_int_list(v, "--gpus", 1, 64)) o.gpus_list.push_back(int(g));
+       o.gpus.clear();
+       if (o.command != "bench") o.gpus = {int(in(v, "--gpus", 1, 64))};
+       else for (int64_t g : parse_int_list(v, "--gpus", 1, 64)) o.gpus.push_back(int(g));
      }}},
     {"nnodes", {false, "train", [](Options& o, const std::string& v) { o.nnodes = int(in(v, "--nnodes", 1, 4096)); }}},
     {"node-rank", {false, "train", [](Options& o, const std::string& v) { o.node_rank = int(in(v, "--node-rank", 0, 4095)); }}},

@@ -24,6 +24,7 @@ struct Options {
   std::set<std::string> given;  // the options on the command line, by name
   std::vector<std::string> args;  // argv[1..], as given (the launcher hands them to each rank)
   bool has(const std::string& name) const { return given.count(name) > 0; }
+  int gpu_count() const { return gpus.empty() ? 1 : gpus[0]; }
 
   // Where and how (most subcommands).
   std::string device;  // --device: "" = a GPU when present
@@ -31,8 +32,7 @@ struct Options {
   double val_split = 0;  // --val-split F: NumPy arrays without test arrays hold out their last F
   bool synthetic = false;
   data::SyntheticKind synthetic_kind = data::SyntheticKind::Random;  // --synthetic[=KIND]
-  Precision precision = Precision::FP32;                         // --precision (train, eval, generate)
-  std::vector<std::string> precisions{"fp32"};                    // --precision LIST (bench, sweep)
+  std::vector<Precision> precision{Precision::FP32};  // --precision: one; a LIST for bench and sweep
   train::GraphMode graph = train::GraphMode::Auto;
   std::optional<int> threads;
   uint64_t seed = 1;
@@ -40,7 +40,7 @@ struct Options {
 
   // train (unset: the model's recipe)
   std::optional<int> epochs;
-  std::optional<int64_t> batch;  // also copybench
+  std::vector<int64_t> batch;  // --batch: one (also copybench), a LIST for bench and sweep; empty: the recipe's
   std::optional<double> lr;
   std::string optimizer;  // --optimizer: "" is the recipe's
   std::string loss;       // --loss: "" is the recipe's (a model file's compile_config or last activation)
@@ -58,10 +58,11 @@ struct Options {
   bool busy = false, nvml = true, plain = false;
   bool counters = false;  // profile: hardware counters of one more step
   // Data parallelism (train): GPUs on this host, hosts, this host's place, rank 0's address.
-  int gpus = 1, nnodes = 1, node_rank = 0;
+  // --gpus: train's one count (empty: 1, gpu_count()), bench's LIST of world sizes (empty: none).
+  std::vector<int> gpus;
+  int nnodes = 1, node_rank = 0;
   std::string master;            // --master ADDR:PORT ("" : MASTER_ADDR/MASTER_PORT, else this host)
   std::optional<double> baseline;  // --baseline: one GPU's samples/s at this per-GPU batch
-  std::vector<int> gpus_list;      // bench --gpus LIST: world sizes to measure (empty: one GPU in process)
 
   // generate
   std::optional<std::string> prompt;
@@ -69,7 +70,6 @@ struct Options {
   double temperature = 0.5;
 
   // bench, sweep, roofline
-  std::vector<int64_t> batches;  // --batch LIST (bench, sweep)
   int64_t steps = 100, warmup = 10;
   int rounds = 1;
   std::optional<double> min_seconds;

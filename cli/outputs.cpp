@@ -17,7 +17,7 @@
 #include "data/cifar.h"
 #include "data/idx.h"
 #include "data/imdb.h"
-#include "cli/bench.h"
+#include "cli/cli_numbers.h"
 #include "cli/options.h"
 #include "models/keras_json.h"
 #include "models/registry.h"

@@ -79,7 +79,7 @@ int64_t Run::epoch_steps() const {
 void Run::load_input() {
   DataRequest r = c_.data;
   r.resident = c_.feed.resident;
-  data_ = load_data(r, c_.device);
+  data_ = c_.loaded ? *c_.loaded : load_data(r, c_.device);
   pipeline_ = "whole training set resident on " + c_.device.str() + ", batches gathered by index";
   if (c_.feed.resident || !data_.host) return;  // no host set: a regression's targets stay resident
   loader::LoaderOptions lo;

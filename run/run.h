@@ -1,7 +1,7 @@
 // A training run end to end (docs/design.md, "The run"): the model and its recipe, the data and
 // how it is fed, the data-parallel world, the epochs with their evaluation, the divergence guard,
 // checkpoints, and one EpochReport per epoch with its advice, handed to the observers
-// (train/observer.h). `loupe train` and `loupe profile` are configurations of it; a C++ user gets
+// (train/observer.h). `loupe train`, `profile`, `bench` and `sweep` are configurations of it; a C++ user gets
 // the same report from the same objects (README, "As a library").
 #pragma once
 #include <cstdint>
@@ -47,6 +47,9 @@ struct RunConfig {
   models::ModelInfo model;
   // Its data: request_for(model) with the choices a run may make (--data, --synthetic, ...).
   DataRequest data;
+  // Set: this data set, loaded already, instead of `data` (the bench: one data set of a model for
+  // all its combinations). It is used as it is: resident where it lies, or fed by the loader.
+  std::shared_ptr<const Data> loaded;
   Feed feed;
   Device device = kCPU;
   train::TrainerOptions trainer;  // precision, graph mode; the loss is the recipe's

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "cli/bench_world.h"
+#include "instrument/scaling.h"
 
-namespace loupe::cli {
+namespace loupe::instrument {
 namespace {
 
 const char* kTwoRanks =
@@ -86,4 +86,4 @@ TEST(BenchWorld, TheCommandRefusesWhatItCannotMeasure) {
 }
 
 }  // namespace
-}  // namespace loupe::cli
+}  // namespace loupe::instrument

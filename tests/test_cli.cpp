@@ -306,7 +306,7 @@ TEST(Cli, ARankOnTheCpuIsToldWhichVariablesMadeItOne) {
 
 // Ctrl-C (or SIGTERM) during `loupe bench` stops it within about a second, 130 (143), and keeps every
 // finished row: --json whole JSON Lines, --csv its header and the rows, both as the table printed
-// them (cli/bench.h's BenchFiles). It had no handler, and wrote both files only at the end.
+// them (run/bench.h's BenchFiles). It had no handler, and wrote both files only at the end.
 TEST(Cli, BenchStoppedBySignalKeepsTheFinishedRows) {
   namespace fs = std::filesystem;
   for (const int sig : {SIGINT, SIGTERM}) {

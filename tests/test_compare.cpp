@@ -11,11 +11,11 @@
 
 #include "core/error.h"
 #include "test_util.h"
-#include "cli/compare.h"
-#include "cli/flat_json.h"
+#include "instrument/compare.h"
+#include "instrument/flat_json.h"
 
 using namespace loupe;
-using namespace loupe::cli;
+using namespace loupe::instrument;
 
 namespace {
 

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench.h"
 #include "run/report.h"
 #include "instrument/monitor.h"
 #include "instrument/report.h"

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "instrument/host_stats.h"
 #include "core/thread_pool.h"
 #include "instrument/peak.h"
 #include "ops/gemm_cpu.h"
@@ -72,7 +73,7 @@ uint64_t or_words(const uint64_t* a, int64_t words) {
 // is the CPU's roof for y = A x; a memcpy measured less than the GEMV itself reads (its stores
 // cost reads too).
 double host_read_bandwidth(double min_seconds) {
-  const double llc = double(last_level_cache_bytes());
+  const double llc = double(instrument::last_level_cache_bytes());
   const int64_t bytes = int64_t(std::clamp(2 * llc, 512.0 * (1 << 20), 2048.0 * (1 << 20)));
   const int64_t words = bytes / 8;
   std::vector<uint64_t> a(static_cast<size_t>(words), 1);
@@ -102,14 +103,6 @@ double max_rel_error(const std::vector<float>& y, const std::vector<double>& ref
 
 void register_gpu_roofline(GpuRooflineFn f) { g_gpu = f; }
 
-int64_t last_level_cache_bytes() {
-  for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
-    long v = sysconf(name);
-    if (v > 0) return v;
-  }
-  return 0;
-}
-
 std::vector<GemvRow> run_roofline(const RooflineOptions& o) {
   for (int64_t n : o.sizes) LOUPE_CHECK(n >= 1 && n <= 65536, "roofline sizes must be in [1, 65536], got ", n);
   std::optional<GpuRoofline> gpu;
@@ -123,7 +116,7 @@ std::vector<GemvRow> run_roofline(const RooflineOptions& o) {
   }
   double cpu_bw = o.cpu ? host_read_bandwidth(o.min_seconds) : 0;
   const std::string cpu_name = "CPU (" + std::to_string(num_threads()) + " threads)";
-  const double llc = double(last_level_cache_bytes());
+  const double llc = double(instrument::last_level_cache_bytes());
   std::vector<GemvRow> rows;
   for (int64_t n : o.sizes) {
     // The same random A and x for every implementation; the reference in float64.

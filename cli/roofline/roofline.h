@@ -34,9 +34,6 @@ struct RooflineOptions {
   double min_seconds = 0.05;  // repeat each measurement for at least this long
 };
 
-// The largest CPU cache's size in bytes (sysconf; 0 when unknown).
-int64_t last_level_cache_bytes();
-
 // Runs every available implementation at every size (the GPU ones only with CUDA).
 std::vector<GemvRow> run_roofline(const RooflineOptions& o);
 

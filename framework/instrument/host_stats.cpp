@@ -77,4 +77,12 @@ std::optional<double> cpu_wait_share(double ran_seconds, double waited_seconds) 
   return waited_seconds / (ran_seconds + waited_seconds);
 }
 
+int64_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    long v = sysconf(name);
+    if (v > 0) return v;
+  }
+  return 0;
+}
+
 }  // namespace loupe::instrument

@@ -1,6 +1,7 @@
 // The host process's own CPU time and resident memory (Linux). The epoch report turns CPU seconds
 // over wall seconds into host CPU utilisation (1.0 = one core busy).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -34,5 +35,8 @@ std::map<int, double> read_thread_run_delays();
 // Of the time threads were ready to run (the CPU time they got plus the run delay), the share they
 // waited: waited / (ran + waited); nothing when neither is positive.
 std::optional<double> cpu_wait_share(double ran_seconds, double waited_seconds);
+
+// The largest CPU cache's size in bytes (sysconf; 0 when unknown).
+int64_t last_level_cache_bytes();
 
 }  // namespace loupe::instrument

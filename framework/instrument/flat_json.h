@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace loupe::cli {
+namespace loupe::instrument {
 
 struct JsonScalar {
   enum class Kind { Null, Bool, Number, String, Skipped } kind = Kind::Null;
@@ -25,4 +25,4 @@ std::optional<double> number_of(const FlatRecord& r, const std::string& key);
 // A field's string ("" when absent or not a string).
 std::string text_of(const FlatRecord& r, const std::string& key);
 
-}  // namespace loupe::cli
+}  // namespace loupe::instrument

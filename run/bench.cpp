@@ -1,5 +1,4 @@
-#include "cli/bench.h"
-#include "train/observers.h"
+#include "run/bench.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,21 +10,16 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/precision.h"
-#include "core/random.h"
 #include "core/thread_pool.h"
-#include "instrument/monitor.h"
 #include "instrument/report_io.h"
-#include "instrument/run_stamp.h"
+#include "models/keras_json.h"
 #include "models/registry.h"
-#include "models/session.h"
 #include "ops/view.h"
-#include "cli/cli_numbers.h"
 #include "run/data.h"
 #include "run/report.h"
-#include "models/keras_json.h"
-#include "train/trainer.h"
+#include "run/run.h"
 
-namespace loupe::cli {
+namespace loupe::run {
 
 namespace {
 std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
@@ -97,80 +91,58 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
 }
 }  // namespace
 
-std::vector<std::string> parse_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) out.push_back(item);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi) {
-  std::vector<int64_t> out;
-  for (const std::string& item : parse_list(s)) out.push_back(parse_int(item, flag, lo, hi));
-  if (out.empty()) throw Error(flag + " needs a comma-separated list, e.g. 32,128,512");
-  return out;
-}
-
 namespace {
-// One combination: a fresh model, the warm-up, then the timed steps under a monitor. Full batches
-// only: a last, smaller batch has new shapes, and choosing their algorithms (cuDNN plans are timed
-// on first use) inside the timed steps cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
-instrument::EpochReport measure(const BenchOptions& o, const models::ModelInfo& info, const run::Data& d, int64_t batch,
-                                Precision prec, double min_seconds) {
-  const Device dev = o.device;
-  const int64_t full = d.train.size() / batch;
-  models::SessionOptions so;
-  so.device = dev;
-  so.trainer.precision = prec;
-  so.trainer.graph = o.graph;
-  so.trainer.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
-  so.seed = o.seed;
-  so.vocab = d.vocab;
-  so.channels_last = o.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
-  so.batch = batch;
-  models::Session session(info, so);
-  train::Trainer& trainer = session.trainer();
-  train::TensorDataset set{slice(d.train.x, 0, 0, full * batch), slice(d.train.y, 0, 0, full * batch),
-                           d.train.x_scale};
-  trainer.control().watch(o.stop);  // between steps: Ctrl-C ends the measurement (its row is not written)
+// One combination: a run of the model on the data set already loaded (resident), its warm-up, then
+// the timed steps measured by the run's monitor. Full batches only: a last, smaller batch has new
+// shapes, and choosing their algorithms (cuDNN plans are timed on first use) inside the timed steps
+// cost cifar10_cnn at batch 1024 a factor of 3 in ms/step.
+instrument::EpochReport time_combination(const BenchConfig& c, const models::ModelInfo& info,
+                                const std::shared_ptr<const Data>& d, int64_t batch, Precision prec,
+                                double min_seconds) {
+  RunConfig rc;
+  rc.model = info;
+  rc.loaded = d;
+  rc.feed.resident = true;
+  rc.device = c.device;
+  rc.trainer.precision = prec;
+  rc.trainer.graph = c.graph;
+  rc.trainer.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
+  rc.seed = c.seed;
+  rc.channels_last = c.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
+  rc.batch = batch;
+  rc.monitor.nvml = c.nvml;
+  rc.monitor.busy = c.busy;
+  rc.monitor.price_per_hour = c.price_per_hour;
+  rc.interrupt = c.stop;  // between steps: Ctrl-C ends the measurement (its row is not written)
+  Run run(std::move(rc));
+  train::Trainer& trainer = run.trainer();
+  const int64_t full = d->train.size() / batch;
+  train::TensorDataset set{slice(d->train.x, 0, 0, full * batch), slice(d->train.y, 0, 0, full * batch),
+                           d->train.x_scale};
   // The warm-up: algorithm choice, pool growth.
-  if (trainer.train_epoch(set, batch, o.seed, 1, o.warmup, true).interrupted) throw train::Interrupted();
-  int64_t steps = o.steps;
+  if (trainer.train_epoch(set, batch, c.seed, 1, c.warmup, true).interrupted) throw train::Interrupted();
+  int64_t steps = c.steps;
   if (min_seconds > 0) {  // ten more steps, timed, size the measurement
-    train::EpochStats probe = trainer.train_epoch(set, batch, o.seed, 2, 10, true);
+    train::EpochStats probe = trainer.train_epoch(set, batch, c.seed, 2, 10, true);
     if (probe.interrupted) throw train::Interrupted();
     double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
     steps = std::max(steps, std::min<int64_t>(1000000, int64_t(std::ceil(min_seconds / per_step))));
   }
-  instrument::MonitorOptions mopt;
-  mopt.nvml = o.nvml;
-  mopt.busy = o.busy;
-  mopt.precision = prec;
-  mopt.price_per_hour = o.price_per_hour;
-  instrument::EpochMonitor monitor(dev, mopt);
-  train::MonitorObserver timing(monitor);
-  trainer.observe(timing);
-  train::EpochStats st = trainer.train_epoch(set, batch, o.seed, 3, steps, true);
+  train::EpochStats st = trainer.train_epoch(set, batch, c.seed, 3, steps, true);
   if (st.interrupted) throw train::Interrupted();
   st.epoch = 1;
   if (st.diverged)
     std::fprintf(stderr, "note: %s batch %lld %s: the loss became NaN or infinite by step %lld of the timed run; "
                  "the time stands, but it is the time of non-finite arithmetic\n", info.name.c_str(),
                  (long long)batch, precision_name(prec), (long long)st.diverged_step);
-  instrument::EpochReport r = run::epoch_report(info.name, dev, batch, st, 1);
-  monitor.fill(r);
+  instrument::EpochReport r = epoch_report(info.name, c.device, batch, st, 1);
+  run.monitor().fill(r);
   return r;
 }
 
 }  // namespace
 
-std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
+std::vector<instrument::EpochReport> run_bench(const BenchConfig& o) {
   const Device dev = o.device;
   const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
   const double min_seconds = o.min_seconds >= 0 ? o.min_seconds : dev.is_cuda() ? 2.0 : 0.0;
@@ -195,28 +167,27 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o) {
       const models::ModelInfo& ref = models::find_model(o.models[mi]);
       const models::ModelInfo info = o.loss.empty() ? ref : models::with_loss(ref, o.loss);
       // Made again each round: the pool's peak, reported, holds one model's data set at a time.
-      run::DataRequest req = run::request_for(info);  // a model file's own arrays: synthetic ones of its input
+      DataRequest req = request_for(info);  // a model file's own arrays: synthetic ones of its input
       req.synthetic = true;
       req.resident = true;
-      const run::Data d = run::load_data(req, dev);
-      for (const std::string& prec_name : o.precisions) {
-        Precision prec = parse_precision(prec_name);
+      const auto d = std::make_shared<const Data>(load_data(req, dev));
+      for (Precision prec : o.precisions) {
         std::string why = precision_unsupported(prec, dev);
         if (!why.empty()) {
           if (round == 1)
-            std::printf("%-*s skipped %s: %s\n", model_width, shown(info.name).c_str(), prec_name.c_str(), why.c_str());
+            std::printf("%-*s skipped %s: %s\n", model_width, shown(info.name).c_str(), precision_name(prec), why.c_str());
           continue;
         }
         std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
         for (int64_t batch : batches) {
-          if (d.train.size() < batch) {
+          if (d->train.size() < batch) {
             if (round == 1)
               std::printf("%-*s skipped batch %lld: the data set holds %lld samples\n", model_width, shown(info.name).c_str(),
-                          (long long)batch, (long long)d.train.size());
+                          (long long)batch, (long long)d->train.size());
             continue;
           }
           if (o.stop && o.stop->load()) throw train::Interrupted();
-          instrument::EpochReport r = measure(o, info, d, batch, prec, min_seconds);
+          instrument::EpochReport r = time_combination(o, info, d, batch, prec, min_seconds);
           print_row(r, cpu, cost);
           if (slot == best.size()) best.emplace_back();
           if (!best[slot] || r.samples_per_sec > best[slot]->samples_per_sec) best[slot] = r;
@@ -354,4 +325,4 @@ std::string sweep_summary(const std::vector<instrument::EpochReport>& rows) {
   return out;
 }
 
-}  // namespace loupe::cli
+}  // namespace loupe::run

@@ -1,10 +1,10 @@
 // The records' reader on nlohmann-json (Debian's nlohmann-json3-dev), the ecosystem's JSON library:
 // the line is parsed whole by it, then its top-level scalars kept. flat_json.h.
-#include "cli/flat_json.h"
+#include "instrument/flat_json.h"
 
 #include <nlohmann/json.hpp>
 
-namespace loupe::cli {
+namespace loupe::instrument {
 
 std::optional<FlatRecord> parse_flat_json(const std::string& line, std::string* error) {
   nlohmann::json j;
@@ -70,4 +70,4 @@ std::string text_of(const FlatRecord& r, const std::string& key) {
   return it == r.end() || it->second.kind != JsonScalar::Kind::String ? "" : it->second.text;
 }
 
-}  // namespace loupe::cli
+}  // namespace loupe::instrument

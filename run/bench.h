@@ -1,6 +1,7 @@
-// loupe bench and loupe sweep: for each (model, batch, precision) a warm-up, then a timed stretch
-// of training steps on synthetic data of the model's shapes resident on the device, reported as
-// one epoch report each (the fields of docs/profiling.md's metrics table) and one table row.
+// The bench (`loupe bench`, `loupe sweep`; docs/cli.md): for each (model, batch, precision) a run
+// (run/run.h) on synthetic data of the model's shapes resident on the device, whose warm-up steps
+// are followed by a timed stretch, reported as one epoch report each (the fields of
+// docs/profiling.md's metrics table) and one table row.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -14,12 +15,12 @@
 #include "instrument/report_io.h"
 #include "train/trainer.h"
 
-namespace loupe::cli {
+namespace loupe::run {
 
-struct BenchOptions {
+struct BenchConfig {
   std::vector<std::string> models;
   std::vector<int64_t> batches;        // empty: each model's recipe batch
-  std::vector<std::string> precisions{"fp32"};
+  std::vector<Precision> precisions{Precision::FP32};
   int64_t warmup = 10, steps = 100;    // at least `steps` timed steps per measurement (cycling through the
   double min_seconds = -1;             // data), and at least min_seconds of them: < 0 means 2 s on a GPU
                                        // (NVML's utilisation is a coarse average: short runs misread it), 0 on the CPU
@@ -63,7 +64,7 @@ class BenchFiles {
 // the CPU) are listed as skipped with the reason. With rounds > 1 it runs the whole list that many
 // times (the host's speed drifts: alternating rounds spread the drift over all rows) and ends with
 // the table of each combination's fastest round. Returns one report per combination that ran.
-std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
+std::vector<instrument::EpochReport> run_bench(const BenchConfig& c);
 
 // What a sweep shows, in a few lines: the fastest setting; per precision, how throughput grew with
 // the batch and from which batch the GPU was busy (CUPTI with --busy, else NVML) at least 90 %, or
@@ -71,9 +72,4 @@ std::vector<instrument::EpochReport> run_bench(const BenchOptions& o);
 // against the first one at every batch both ran.
 std::string sweep_summary(const std::vector<instrument::EpochReport>& rows);
 
-// "32,128,512" -> {32, 128, 512}, each an integer in [lo, hi] (cli/cli_numbers.h); "fp32,tf32" ->
-// {"fp32", "tf32"}. Errors name the bad item.
-std::vector<int64_t> parse_int_list(const std::string& s, const std::string& flag, int64_t lo, int64_t hi);
-std::vector<std::string> parse_list(const std::string& s);
-
-}  // namespace loupe::cli
+}  // namespace loupe::run

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/flat_json.h"
+#include "instrument/flat_json.h"
 
-namespace loupe::cli {
+namespace loupe::instrument {
 
 // The records of one file, in order. Throws loupe::Error for an unreadable file ("cannot read
 // 'F': ..."), a line that is not a JSON object ("F:LINE: not a JSON object: ...") or a record
@@ -62,4 +62,4 @@ std::string format_section(const CompareSection& s);
 std::string compare_csv_header();
 std::vector<std::string> compare_csv_rows(const CompareSection& s);
 
-}  // namespace loupe::cli
+}  // namespace loupe::instrument

@@ -1,4 +1,4 @@
-#include "cli/compare.h"
+#include "instrument/compare.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "instrument/report_io.h"
 
-namespace loupe::cli {
+namespace loupe::instrument {
 
 namespace {
 // A record is a few KiB (about 90 fields and the advice); a file of runs, a few thousand of them.
@@ -360,4 +360,4 @@ std::vector<std::string> compare_csv_rows(const CompareSection& s) {
   return out;
 }
 
-}  // namespace loupe::cli
+}  // namespace loupe::instrument
