@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The layering of framework/ (docs/design.md, "Layout"): core/ includes nothing from the other
 folders, and the folders' include graph has no cycle (so no two folders include each other).
-Also: the roofline study is a tool (cli/roofline/), not instrumentation.
+Also: the roofline study is a tool (cli/roofline/), not instrumentation. And the command stays
+thin (docs/design.md, "The run"): cli/'s own files (cli/roofline/ aside) hold at most 2,500 lines
+and include nothing that drives a model (autograd/, nn/, optim/, loader/, models/session.h): the
+run (run/) does.
 
 Usage: check_layers.py SOURCE_DIR     exit 0 when the rules hold, else 1 with every breach listed.
 """
@@ -54,6 +57,29 @@ def find_cycle(edges):
     return None
 
 
+CLI_LINES = 2500
+DRIVES_A_MODEL = ("autograd/", "nn/", "optim/", "loader/", "models/session.h")
+
+
+def thin_command(src):
+    """Breaches of the command's rules: its size, and includes of what drives a model."""
+    errors, lines = [], 0
+    cli = os.path.join(src, "cli")
+    for name in sorted(os.listdir(cli)):
+        if not name.endswith((".h", ".cpp")):
+            continue
+        with open(os.path.join(cli, name), encoding="utf-8") as fh:
+            text = fh.read()
+        lines += text.count("\n")
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            if inc.startswith(DRIVES_A_MODEL):
+                errors.append(f"cli/{name} includes {inc}: the command drives no model, the run (run/) does")
+    if lines > CLI_LINES:
+        errors.append(f"cli/ holds {lines} lines, over {CLI_LINES}: the command parses, configures and prints; "
+                      "what it measures or drives belongs in the library")
+    return errors
+
+
 def main():
     src = sys.argv[1]
     framework = os.path.join(src, "framework")
@@ -68,6 +94,7 @@ def main():
     for name in os.listdir(os.path.join(framework, "instrument")):
         if name.startswith("roofline"):
             errors.append(f"instrument/{name}: the roofline study belongs in cli/roofline/")
+    errors += thin_command(src)
     for f in sorted(edges):
         print(f"{f:11s} includes {', '.join(sorted(edges[f])) or '(nothing)'}")
     for e in errors:
