@@ -319,8 +319,9 @@ void Run::finish_epoch(train::EpochStats& st, int e, RunResult& result) {
   const double figure = result.accuracy ? st.test_acc : st.test_loss;
   if (result.accuracy || st.test_loss >= 0) {
     result.last = figure;
-    const bool better = result.accuracy ? figure > result.best : result.best < 0 || figure < result.best;
-    if (better) {
+    const Monitor m = result.accuracy ? Monitor::TestAccuracy : Monitor::TestLoss;
+    const std::optional<double> best = result.best_epoch > 0 ? std::optional<double>(result.best) : std::nullopt;
+    if (figure >= 0 && improves(m, figure, best, 0)) {
       result.best = figure;
       result.best_epoch = e;
     }
