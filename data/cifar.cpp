@@ -26,11 +26,6 @@ const char* kRefetch = "delete it and run data/fetch.sh cifar10 to download it a
 // 60 bytes in CIFAR-10's; 64 KiB is a thousand times that.
 constexpr uint64_t kMaxMetaBytes = uint64_t(64) << 10;
 
-// Every message starts with the file: with six similar names, the user must know which one.
-[[noreturn]] void bad(const fs::path& path, const std::string& msg) {
-  throw Error(path.string() + ": " + msg);
-}
-
 // The folder holding the batch files: `dir` itself, or its cifar-10-batches-bin child.
 fs::path batch_dir(const std::string& dir) {
   std::error_code ec;
@@ -49,39 +44,39 @@ fs::path batch_dir(const std::string& dir) {
 void read_cifar10_batch(const std::string& file, int64_t records, std::vector<uint8_t>* images,
                         std::vector<uint8_t>* labels) {
   const fs::path path(file);
-  if (records < 1) bad(path, "a batch file holds at least one record, not " + std::to_string(records));
+  if (records < 1) refuse_file(path, "a batch file holds at least one record, not " + std::to_string(records));
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     std::string hint;
     if (fs::exists(path.parent_path() / path.stem(), ec))  // data_batch_1 without .bin
       hint = " (the folder holds the Python version, cifar-10-python.tar.gz; loupe reads the "
              "binary version)";
-    bad(path, "file not found" + hint + "; run data/fetch.sh cifar10, or pass --data with the "
+    refuse_file(path, "file not found" + hint + "; run data/fetch.sh cifar10, or pass --data with the "
               "cifar-10-batches-bin folder of cifar-10-binary.tar.gz (or its parent)");
   }
   // Before any open: a FIFO would block it and a device would read without end.
-  if (const std::string kind = what_else(path.string()); !kind.empty()) bad(path, "is " + kind + ", not a CIFAR-10 batch file");
+  if (const std::string kind = what_else(path.string()); !kind.empty()) refuse_file(path, "is " + kind + ", not a CIFAR-10 batch file");
   const uintmax_t size = fs::file_size(path, ec);
-  if (ec) bad(path, "cannot read its size: " + ec.message());
+  if (ec) refuse_file(path, "cannot read its size: " + ec.message());
   const uintmax_t want = uintmax_t(records) * kCifarRecordBytes;
   if (size % kCifarRecordBytes != 0)
-    bad(path, "truncated record: the file has " + std::to_string(size) + " bytes, " +
+    refuse_file(path, "truncated record: the file has " + std::to_string(size) + " bytes, " +
                   std::to_string(size / kCifarRecordBytes) + " whole records of 3073 bytes and " +
                   std::to_string(size % kCifarRecordBytes) + " bytes left over (expected " +
                   std::to_string(want) + " bytes); " + kRefetch);
   if (size != want)
-    bad(path, "holds " + std::to_string(size / kCifarRecordBytes) +
+    refuse_file(path, "holds " + std::to_string(size / kCifarRecordBytes) +
                   " records of 3073 bytes, but every CIFAR-10 batch file holds exactly " + std::to_string(records) + "; " +
                   kRefetch);
   std::vector<uint8_t> b(size);
   std::ifstream f(path, std::ios::binary);
-  if (!f) bad(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!f) refuse_file(path, std::string("cannot open: ") + std::strerror(errno));
   if (!f.read(reinterpret_cast<char*>(b.data()), std::streamsize(size)))
-    bad(path, "read error after " + std::to_string(f.gcount()) + " bytes");
+    refuse_file(path, "read error after " + std::to_string(f.gcount()) + " bytes");
   for (int64_t r = 0; r < records; ++r) {
     const uint8_t* rec = b.data() + r * kCifarRecordBytes;
     if (rec[0] > 9)
-      bad(path, "record " + std::to_string(r) + " (byte offset " +
+      refuse_file(path, "record " + std::to_string(r) + " (byte offset " +
                     std::to_string(r * kCifarRecordBytes) + ") has label " +
                     std::to_string(rec[0]) + ", but CIFAR-10 labels are 0 to 9 (is this a "
                     "CIFAR-100 file?); " + kRefetch);
@@ -93,11 +88,11 @@ void read_cifar10_batch(const std::string& file, int64_t records, std::vector<ui
 // The names in batches.meta.txt (one per line; blank lines, such as the trailing ones, skipped).
 std::vector<std::string> read_cifar10_meta(const std::string& file) {
   const fs::path path(file);
-  if (const std::string kind = what_else(file); !kind.empty()) bad(path, "is " + kind + ", not a text file");
+  if (const std::string kind = what_else(file); !kind.empty()) refuse_file(path, "is " + kind + ", not a text file");
   std::string text;
   uint64_t size = 0;
   if (!read_capped(file, kMaxMetaBytes, &text, &size))
-    bad(path, with_commas(size) + " bytes, more than the " + with_commas(kMaxMetaBytes) + " (64 KiB) loupe reads "
+    refuse_file(path, with_commas(size) + " bytes, more than the " + with_commas(kMaxMetaBytes) + " (64 KiB) loupe reads "
               "for a list of class names (CIFAR-10's is about 60 bytes): not a batches.meta.txt; " + kRefetch +
               ", or delete it to use the standard names");
   std::istringstream f(text);
@@ -107,7 +102,7 @@ std::vector<std::string> read_cifar10_meta(const std::string& file) {
     if (!line.empty()) names.push_back(line);
   }
   if (names.size() != 10)
-    bad(path, "holds " + std::to_string(names.size()) + " class names, expected 10 (one per "
+    refuse_file(path, "holds " + std::to_string(names.size()) + " class names, expected 10 (one per "
               "line); " + kRefetch + ", or delete it to use the standard names");
   return names;
 }

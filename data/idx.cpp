@@ -23,11 +23,6 @@ const char* kFiles[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
 const char* kRefetch = "delete it and fetch it again (data/fetch.sh)";
 
-// Every message starts with the file: with four similar names, the user must know which one.
-[[noreturn]] void bad(const std::string& path, const std::string& msg) {
-  throw Error(path + ": " + msg);
-}
-
 std::string hex(unsigned v) {
   char s[8];
   std::snprintf(s, sizeof s, "0x%02x", v & 0xffu);
@@ -54,20 +49,20 @@ constexpr uint64_t kInflateRatio = 50;
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) bad(path, "file not found");
-  if (fs::is_directory(path, ec)) bad(path, "is a directory, not an IDX file");
-  if (const std::string kind = what_else(path); !kind.empty()) bad(path, "is " + kind + ", not an IDX file");
+  if (!fs::exists(path, ec)) refuse_file(path, "file not found");
+  if (fs::is_directory(path, ec)) refuse_file(path, "is a directory, not an IDX file");
+  if (const std::string kind = what_else(path); !kind.empty()) refuse_file(path, "is " + kind + ", not an IDX file");
   std::vector<uint8_t> b;
   uint64_t size = 0;
   if (!read_capped(path, kMaxFileBytes, &b, &size))
-    bad(path, with_commas(size) + " bytes, more than the " + with_commas(kMaxFileBytes) +
+    refuse_file(path, with_commas(size) + " bytes, more than the " + with_commas(kMaxFileBytes) +
                   " an IDX file can take (2^31 elements, the most loupe reads, and a header): not an MNIST-format "
                   "file; check the path, or " + kRefetch);
   return b;
 }
 
 // The size an IDX file's header declares (header + data), once `have` bytes of it are known: 0
-// while the header is incomplete, SIZE_MAX when it is no valid header (parse() then says why).
+// while the header is incomplete, SIZE_MAX when it is no valid header (parse_idx() then says why).
 size_t declared_size(const uint8_t* b, size_t have) {
   if (have < 4) return 0;
   if (b[0] != 0 || b[1] != 0 || b[2] != 0x08 || b[3] < 1 || b[3] > 4) return SIZE_MAX;
@@ -85,7 +80,7 @@ size_t declared_size(const uint8_t* b, size_t have) {
 
 // Why a gzip IDX file whose header declares `declared` bytes (header included) is refused before
 // anything is inflated for it, or "" when that size is plausible for its compressed size.
-std::string implausible(const uint8_t* header, uint64_t declared, uint64_t compressed) {
+std::string implausible_idx(const uint8_t* header, uint64_t declared, uint64_t compressed) {
   if (declared <= kInflateFloor || declared <= kInflateRatio * compressed) return "";
   const unsigned ndim = header[3];
   const char* what = ndim == 3 ? "images" : ndim == 1 ? "labels" : "data";
@@ -97,14 +92,14 @@ std::string implausible(const uint8_t* header, uint64_t declared, uint64_t compr
 
 // Inflates a whole gzip file in memory (inflate rather than gzread: gzread silently returns a
 // short count for a truncated stream and ignores trailing garbage, and we want both as errors).
-// The IDX header comes out first, alone: its size is checked (implausible()) before the rest is
+// The IDX header comes out first, alone: its size is checked (implausible_idx()) before the rest is
 // given room, all at once. Then never past that size: the output may grow to it and one byte
 // more, and that byte is an error. (A 1 MB file that inflated to 1 GiB took 3.3 GB and 14 s before
 // its trailing bytes were refused; a 2.1 MB one declaring 2 GiB took 3.4 GB and was accepted.)
 std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>& in) {
   static_assert(kMaxFileBytes <= 0xffffffffu, "zlib takes a 32-bit input size");
   z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) bad(path, "zlib could not start inflating");
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) refuse_file(path, "zlib could not start inflating");
   zs.next_in = const_cast<Bytef*>(in.data());
   zs.avail_in = static_cast<uInt>(in.size());
   std::vector<uint8_t> out(4 + 4 * 4);  // the largest IDX header
@@ -113,8 +108,8 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
   for (;;) {
     if (!declared) {
       declared = declared_size(out.data(), have);
-      if (declared == SIZE_MAX) break;  // not an IDX header: parse() says what is wrong with it
-      if (declared && !(err = implausible(out.data(), declared, in.size())).empty()) break;
+      if (declared == SIZE_MAX) break;  // not an IDX header: parse_idx() says what is wrong with it
+      if (declared && !(err = implausible_idx(out.data(), declared, in.size())).empty()) break;
       if (declared && !(err = host_memory_shortfall(double(declared), "inflated, it", "")).empty()) break;
       if (declared) out.resize(declared + 1);
     }
@@ -154,13 +149,9 @@ std::vector<uint8_t> gunzip(const std::string& path, const std::vector<uint8_t>&
     }
   }
   inflateEnd(&zs);
-  if (!err.empty()) bad(path, err);
+  if (!err.empty()) refuse_file(path, err);
   out.resize(have);
   return out;
-}
-
-uint32_t be32(const uint8_t* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
 }
 
 const char* type_name(unsigned t) {
@@ -174,24 +165,24 @@ const char* type_name(unsigned t) {
   }
 }
 
-IdxArray parse(const std::string& path, std::vector<uint8_t> b, bool gz) {
+IdxArray parse_idx(const std::string& path, std::vector<uint8_t> b, bool gz) {
   const std::string after = gz ? " (after decompression)" : "";
   if (b.size() < 4)
-    bad(path, "too short to be an IDX file (" + std::to_string(b.size()) + " bytes" + after +
+    refuse_file(path, "too short to be an IDX file (" + std::to_string(b.size()) + " bytes" + after +
                   "); " + kRefetch);
   if (b[0] != 0 || b[1] != 0)
-    bad(path, "not an IDX file: the first two bytes must be 0x00 0x00, found " + hex(b[0]) + " " +
+    refuse_file(path, "not an IDX file: the first two bytes must be 0x00 0x00, found " + hex(b[0]) + " " +
                   hex(b[1]) + after + "; check the path, or " + kRefetch);
   if (b[2] != 0x08)
-    bad(path, "IDX type byte is " + hex(b[2]) + " (" + type_name(b[2]) +
+    refuse_file(path, "IDX type byte is " + hex(b[2]) + " (" + type_name(b[2]) +
                   "), but loupe reads only unsigned-byte IDX files (0x08), the type MNIST uses");
   const unsigned ndim = b[3];
   if (ndim < 1 || ndim > 4)
-    bad(path, "IDX header says " + std::to_string(ndim) +
+    refuse_file(path, "IDX header says " + std::to_string(ndim) +
                   " dimensions; expected 1 to 4 (images have 3, labels 1); " + kRefetch);
   const size_t header = 4 + 4 * size_t(ndim);
   if (b.size() < header)
-    bad(path, "truncated: the header needs " + std::to_string(header) + " bytes, found " +
+    refuse_file(path, "truncated: the header needs " + std::to_string(header) + " bytes, found " +
                   std::to_string(b.size()) + after + "; " + kRefetch);
   IdxArray a;
   uint64_t total = 1;
@@ -199,19 +190,19 @@ IdxArray parse(const std::string& path, std::vector<uint8_t> b, bool gz) {
   for (unsigned i = 0; i < ndim; ++i) {
     uint32_t d = be32(&b[4 + 4 * i]);
     shape += (i ? " x " : "") + std::to_string(d);
-    if (d == 0) bad(path, "dimension " + std::to_string(i) + " is 0 in the IDX header; " + kRefetch);
+    if (d == 0) refuse_file(path, "dimension " + std::to_string(i) + " is 0 in the IDX header; " + kRefetch);
     total *= d;  // cannot overflow: total <= 2^31 before, d < 2^32
     if (total > kMaxElements)
-      bad(path, "IDX header declares dimensions " + shape + "..., more than the 2^31 elements "
+      refuse_file(path, "IDX header declares dimensions " + shape + "..., more than the 2^31 elements "
                 "loupe accepts; the header is corrupt, " + kRefetch);
     a.dims.push_back(d);
   }
   const size_t found = b.size() - header;
   if (found < total)
-    bad(path, "truncated: expected " + std::to_string(total) + " bytes of data, found " +
+    refuse_file(path, "truncated: expected " + std::to_string(total) + " bytes of data, found " +
                   std::to_string(found) + after + " (shape " + shape + "); " + kRefetch);
   if (found > total)
-    bad(path, std::to_string(found - total) + " bytes of trailing garbage after the " +
+    refuse_file(path, std::to_string(found - total) + " bytes of trailing garbage after the " +
                   std::to_string(total) + " bytes of data the header declares (shape " + shape +
                   ")" + after + "; " + kRefetch);
   b.erase(b.begin(), b.begin() + header);
@@ -249,7 +240,7 @@ IdxArray read_idx(const std::string& path) {
   std::vector<uint8_t> b = read_bytes(path);
   const bool gz = b.size() >= 2 && b[0] == 0x1f && b[1] == 0x8b;
   if (gz) b = gunzip(path, b);
-  return parse(path, std::move(b), gz);
+  return parse_idx(path, std::move(b), gz);
 }
 
 MnistData load_mnist(const std::string& dir) {
@@ -274,22 +265,22 @@ MnistData load_mnist(const std::string& dir) {
     const std::string &ip = paths[2 * s], &lp = paths[2 * s + 1];
     IdxArray &im = arr[2 * s], &lb = arr[2 * s + 1];
     if (im.dims.size() != 3)
-      bad(ip, "expected a 3-D image array (count x rows x cols), found " +
+      refuse_file(ip, "expected a 3-D image array (count x rows x cols), found " +
                   std::to_string(im.dims.size()) + "-D; is this an images file?");
     if (lb.dims.size() != 1)
-      bad(lp, "expected a 1-D label array, found " + std::to_string(lb.dims.size()) +
+      refuse_file(lp, "expected a 1-D label array, found " + std::to_string(lb.dims.size()) +
                   "-D; is this a labels file?");
     if (lb.dims[0] != im.dims[0])
-      bad(lp, "holds " + std::to_string(lb.dims[0]) + " labels but " + ip + " holds " +
+      refuse_file(lp, "holds " + std::to_string(lb.dims[0]) + " labels but " + ip + " holds " +
                   std::to_string(im.dims[0]) + " images; the two files come from different sets");
     for (size_t k = 0; k < lb.data.size(); ++k)
       if (lb.data[k] >= 10)
-        bad(lp, "label " + std::to_string(lb.data[k]) + " at index " + std::to_string(k) +
+        refuse_file(lp, "label " + std::to_string(lb.data[k]) + " at index " + std::to_string(k) +
                     " is out of range (MNIST labels are 0 to 9); " + kRefetch);
     if (s == 0) {
       m.rows = im.dims[1], m.cols = im.dims[2];
     } else if (im.dims[1] != m.rows || im.dims[2] != m.cols) {
-      bad(ip, "images are " + std::to_string(im.dims[1]) + "x" + std::to_string(im.dims[2]) +
+      refuse_file(ip, "images are " + std::to_string(im.dims[1]) + "x" + std::to_string(im.dims[2]) +
                   " but the training images in " + paths[0] + " are " + std::to_string(m.rows) +
                   "x" + std::to_string(m.cols) + "; train and test must come from one set");
     }

@@ -7,15 +7,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_check.h"
 
 namespace loupe::data {
 namespace {
 
 const char* kReplace = "the file is damaged: replace or remove it";
-
-uint32_t be32(const uint8_t* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
-}
 
 std::string hex32(uint32_t v) {
   char s[16];

@@ -23,8 +23,6 @@ const char* kClasses[2] = {"neg", "pos"};  // label = index: 0 negative, 1 posit
 const char* kFetch = "run data/fetch.sh imdb (it fills ~/.cache/loupe/imdb), or pass --data with the aclImdb "
                      "folder of aclImdb_v1.tar.gz or its parent";
 
-[[noreturn]] void bad(const fs::path& path, const std::string& msg) { throw Error(path.string() + ": " + msg); }
-
 bool has_review_folders(const fs::path& d) {
   std::error_code ec;
   for (const char* s : kSplits)
@@ -65,10 +63,10 @@ std::string review_too_large(uint64_t size) {
          "the folder";
 }
 
-std::string read_text(const fs::path& path) {
+std::string read_review(const fs::path& path) {
   std::string s;
   uint64_t size = 0;
-  if (!read_capped(path.string(), kMaxReviewBytes, &s, &size)) bad(path, review_too_large(size));  // it grew
+  if (!read_capped(path.string(), kMaxReviewBytes, &s, &size)) refuse_file(path, review_too_large(size));  // it grew
   return s;
 }
 
@@ -76,14 +74,14 @@ std::string read_text(const fs::path& path) {
 std::vector<fs::path> list_folder(const fs::path& folder) {
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
-    bad(folder, "folder not found; an aclImdb folder holds train/pos, train/neg, test/pos and test/neg; " +
+    refuse_file(folder, "folder not found; an aclImdb folder holds train/pos, train/neg, test/pos and test/neg; " +
                     std::string(kFetch));
   std::vector<std::string> names;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().extension() == ".txt" && it->is_regular_file(ec)) names.push_back(it->path().filename().string());
-  if (ec) bad(folder, "cannot list: " + ec.message());
+  if (ec) refuse_file(folder, "cannot list: " + ec.message());
   if (names.empty())
-    bad(folder, "holds no .txt review files (aclImdb has 12500 in each folder); the download or extraction "
+    refuse_file(folder, "holds no .txt review files (aclImdb has 12500 in each folder); the download or extraction "
                 "was cut short: delete the aclImdb folder and run data/fetch.sh imdb again");
   std::sort(names.begin(), names.end());
   std::vector<fs::path> files;
@@ -96,15 +94,15 @@ std::vector<fs::path> list_folder(const fs::path& folder) {
 void check_sizes(const fs::path& top, const std::vector<fs::path>& files) {
   uint64_t total = 0;
   for (const fs::path& f : files) {
-    if (const std::string kind = what_else(f.string()); !kind.empty()) bad(f, "is " + kind + ", not a review file");
+    if (const std::string kind = what_else(f.string()); !kind.empty()) refuse_file(f, "is " + kind + ", not a review file");
     std::error_code ec;
     const uint64_t size = fs::file_size(f, ec);
-    if (ec) bad(f, "cannot read its size: " + ec.message());
-    if (size > kMaxReviewBytes) bad(f, review_too_large(size));
+    if (ec) refuse_file(f, "cannot read its size: " + ec.message());
+    if (size > kMaxReviewBytes) refuse_file(f, review_too_large(size));
     total += size;
   }
   if (total > kMaxImdbBytes)
-    bad(top, "its four review folders hold " + with_commas(total) + " bytes, more than the " +
+    refuse_file(top, "its four review folders hold " + with_commas(total) + " bytes, more than the " +
                  with_commas(kMaxImdbBytes) + " (128 MiB) loupe reads (aclImdb's 50,000 reviews are about 65 MB): "
                  "not the IMDb reviews; pass --data with the aclImdb folder");
 }
@@ -125,7 +123,7 @@ ImdbText load_aclimdb(const std::string& dir) {
   for (int s = 0; s < 2; ++s)
     for (int label : {0, 1})
       for (const fs::path& f : folders[s][label]) {
-        (s == 0 ? t.train_text : t.test_text).push_back(read_text(f));
+        (s == 0 ? t.train_text : t.test_text).push_back(read_review(f));
         (s == 0 ? t.train_labels : t.test_labels).push_back(uint8_t(label));
       }
   return t;
@@ -173,7 +171,7 @@ void SequenceDataset::get(int64_t i, float* x, int32_t* y, uint64_t) const {
 namespace {
 uint32_t crc_of(uint32_t crc, const void* p, size_t n) { return uint32_t(crc32(crc, static_cast<const Bytef*>(p), uInt(n))); }
 
-std::string hex32(uint32_t v) {
+std::string crc_hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%08x", v);
   return buf;
@@ -188,7 +186,7 @@ std::string fingerprint(const Vocabulary& vocab) {
     crc = crc_of(crc, w.data(), w.size());
     if (id < Vocabulary::kFirstWord + 3) first += "'" + vocab.word(id) + "', ";
   }
-  return std::to_string(vocab.size() - Vocabulary::kFirstWord) + " words (" + first + "...), crc32 " + hex32(crc);
+  return std::to_string(vocab.size() - Vocabulary::kFirstWord) + " words (" + first + "...), crc32 " + crc_hex(crc);
 }
 
 // The bigrams in id order (their two word ids each), so their numbering is checked too.
@@ -203,7 +201,7 @@ std::string bigram_fingerprint(const Bigrams& b) {
     for (int i = 0; i < 8; ++i) le[i] = uint8_t(key >> (8 * i));
     crc = crc_of(crc, le, sizeof le);
   }
-  return ", " + std::to_string(by_id.size()) + " bigrams, crc32 " + hex32(crc);
+  return ", " + std::to_string(by_id.size()) + " bigrams, crc32 " + crc_hex(crc);
 }
 }  // namespace
 

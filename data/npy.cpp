@@ -13,9 +13,11 @@
 #include <limits>
 #include <memory>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/file_check.h"
+#include "core/shape.h"
 #include "data/paths.h"
 
 namespace loupe::data {
@@ -269,12 +271,6 @@ namespace {
 
 const char* const kNpyFiles[] = {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"};
 
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
-  return s + "]";
-}
-
 // The images of one file as [N, C, H, W] bytes; `layout` says how they were stored.
 std::vector<uint8_t> images_of(const NpyArray& a, const std::string& file, const std::vector<int64_t>& sample,
                                int64_t& n, std::string& layout) {
@@ -298,23 +294,6 @@ std::vector<uint8_t> images_of(const NpyArray& a, const std::string& file, const
         for (int64_t c = 0; c < C; ++c)
           out[size_t(((i * C + c) * H + y) * W + x)] = a.bytes[size_t(((i * H + y) * W + x) * C + c)];
   return out;
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) bits = sign | 0x7f800000 | (man << 13);  // inf, NaN
-  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
-  else if (man == 0) bits = sign;
-  else {  // subnormal: normalise
-    int e = -1;
-    uint32_t m = man;
-    do { ++e; m <<= 1; } while (!(m & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 double value_at(const NpyArray& a, int64_t i) {

@@ -73,7 +73,7 @@ std::vector<uint8_t> read_header(zip_file_t* f, uint64_t size, const std::string
 }
 
 // Why the member of `size` bytes and `compressed` bytes is not inflated, or "".
-std::string implausible(uint64_t size, uint64_t compressed) {
+std::string implausible_member(uint64_t size, uint64_t compressed) {
   if (size <= kInflateFloor || size <= kInflateRatio * compressed) return "";
   return with_commas(size) + " bytes from " + short_size(compressed) + " compressed (" +
          with_commas(size / std::max<uint64_t>(compressed, 1)) + " times); loupe inflates a member to at most " +
@@ -118,7 +118,7 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
   if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
   const std::vector<uint8_t> head = read_header(f.get(), st.size, where);
   NpyArray a = npy_declared(where, head, st.size);
-  if (const std::string why = implausible(st.size, st.comp_size); !why.empty()) throw Error(where + ": " + why);
+  if (const std::string why = implausible_member(st.size, st.comp_size); !why.empty()) throw Error(where + ": " + why);
   const size_t want = size_t(st.size) - head.size();
   require_host_memory(double(want), where, "its data do not fit in this machine's memory");
   a.bytes.reserve(want);  // pages are touched only as the data arrive

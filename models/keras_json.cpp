@@ -30,22 +30,22 @@ using namespace keras;
 // The layers of a Sequential model in either layout; anything else refused by name.
 std::vector<Layer> sequential_layers(const json& root, const std::string& file) {
   if (!root.is_object() || !root.contains("class_name"))
-    refuse(file, "not a Keras model file (no class_name at the top: what model.to_json() writes)");
+    refuse_file(file, "not a Keras model file (no class_name at the top: what model.to_json() writes)");
   const std::string cls = root.at("class_name").is_string() ? root.at("class_name").get<std::string>() : shown(root.at("class_name"));
   if (cls != "Sequential")
-    refuse(file, "a " + cut(cls) + " model; loupe reads Sequential models (a functional Model's graph is not supported yet)");
+    refuse_file(file, "a " + cut(cls) + " model; loupe reads Sequential models (a functional Model's graph is not supported yet)");
   const json& cfg = root.at("config");
   const json* list = cfg.is_array() ? &cfg : (cfg.is_object() && cfg.contains("layers") ? &cfg.at("layers") : nullptr);
-  if (!list || !list->is_array() || list->empty()) refuse(file, "its Sequential model has no layers");
+  if (!list || !list->is_array() || list->empty()) refuse_file(file, "its Sequential model has no layers");
   if (list->size() > kMaxLayers)
-    refuse(file, std::to_string(list->size()) + " layers; loupe reads at most " + std::to_string(kMaxLayers) +
+    refuse_file(file, std::to_string(list->size()) + " layers; loupe reads at most " + std::to_string(kMaxLayers) +
                      " (a Keras model has tens to hundreds)");
   std::vector<Layer> out;
   for (const json& l : *list) {
     if (!l.is_object() || !l.contains("class_name") || !l.contains("config") || !l.at("config").is_object())
-      refuse(file, "a layer without class_name and config");
+      refuse_file(file, "a layer without class_name and config");
     if (!l.at("class_name").is_string())
-      refuse(file, "a layer's class_name is " + shown(l.at("class_name")) + "; a Keras layer's is its class's name");
+      refuse_file(file, "a layer's class_name is " + shown(l.at("class_name")) + "; a Keras layer's is its class's name");
     const json& name = l.at("config").contains("name") ? l.at("config").at("name") : json();
     out.push_back({l.at("class_name").get<std::string>(), name.is_string() ? name.get<std::string>() : "layer", &l.at("config")});
   }
@@ -79,7 +79,7 @@ std::vector<int64_t> input_shape(const json& root, const std::vector<Layer>& lay
     return sample_shape(cfg.at("build_input_shape"), file + ": build_input_shape");
   if (root.contains("build_config") && root.at("build_config").contains("input_shape"))
     return sample_shape(root.at("build_config").at("input_shape"), file + ": build_config.input_shape");
-  refuse(file, "the model's input shape is not in the file (an InputLayer, or input_shape on the first layer)");
+  refuse_file(file, "the model's input shape is not in the file (an InputLayer, or input_shape on the first layer)");
 }
 
 // ---- the recipe -------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ std::string optimizer_from(const json& o, Recipe& r, const std::string& file) {
   for (const char* key : {"use_ema", "amsgrad", "nesterov", "centered"})
     if (k.flag(key, false)) why("has " + std::string(key) + " on; loupe's does not");
   if (name != "adam" && name != "rmsprop" && name != "sgd" && name != "adadelta")
-    refuse(file, "the optimizer '" + name + "' is not one loupe has (adam, rmsprop, sgd, adadelta)");
+    refuse_file(file, "the optimizer '" + name + "' is not one loupe has (adam, rmsprop, sgd, adadelta)");
   r = with_optimizer(Recipe{}, name);
   r.beta1 = k.real("beta_1", r.beta1, kFraction), r.beta2 = k.real("beta_2", r.beta2, kFraction);
   r.rho = k.real("rho", r.rho, kFraction);
@@ -292,14 +292,14 @@ train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, co
   const Config k{c, file + ": the loss " + name};
   const bool logits = k.flag("from_logits", false);
   if (c.contains("label_smoothing") && c.at("label_smoothing") != 0 && !c.at("label_smoothing").is_null())
-    refuse(file, "the loss " + name + " smooths its labels (label_smoothing " + shown(c.at("label_smoothing")) +
+    refuse_file(file, "the loss " + name + " smooths its labels (label_smoothing " + shown(c.at("label_smoothing")) +
                      "); loupe's does not");
   const std::string reduction = k.text("reduction", "sum_over_batch_size");
   if (reduction != "sum_over_batch_size" && reduction != "auto")
-    refuse(file, "the loss " + name + " has reduction '" + cut(reduction) + "'; loupe's is the mean over the batch");
+    refuse_file(file, "the loss " + name + " has reduction '" + cut(reduction) + "'; loupe's is the mean over the batch");
   if (name == "categoricalcrossentropy" || name == "sparsecategoricalcrossentropy") {
     if (act != (logits ? "linear" : "softmax"))
-      refuse(file, "the loss " + name + " needs a last layer with " + (logits ? "no activation" : "softmax") + ", not " + act);
+      refuse_file(file, "the loss " + name + " needs a last layer with " + (logits ? "no activation" : "softmax") + ", not " + act);
     return train::Loss::CrossEntropy;
   }
   if (name == "binarycrossentropy") {
@@ -308,17 +308,17 @@ train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, co
       return train::Loss::CrossEntropy;
     }
     if (act != (logits ? "linear" : "sigmoid"))
-      refuse(file, "the loss binary_crossentropy needs a last layer of one unit with " +
+      refuse_file(file, "the loss binary_crossentropy needs a last layer of one unit with " +
                        std::string(logits ? "no activation" : "sigmoid") + " (or a softmax of two), not " + act);
     return train::Loss::BinaryCrossEntropyWithLogits;
   }
   if (name == "meansquarederror" || name == "mse") {
     if (act != "linear")
-      refuse(file, "the loss mean_squared_error needs a last layer with no activation (a regression's outputs), not " +
+      refuse_file(file, "the loss mean_squared_error needs a last layer with no activation (a regression's outputs), not " +
                        act);
     return train::Loss::MeanSquaredError;
   }
-  refuse(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary "
+  refuse_file(file, "the loss '" + name + "' is not one loupe trains (categorical, sparse categorical or binary "
                "cross-entropy, mean squared error)");
 }
 
@@ -349,7 +349,7 @@ void recipe_from(const json& root, const Parsed& p, int64_t outputs, ModelInfo& 
   }
   m.output_activation = act;
   if (m.loss_missing.empty() && m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
-    refuse(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
+    refuse_file(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
   m.recipe.batch = 32;
   m.recipe.epochs = 1;
   m.recipe_source += "; batch 32 and 1 epoch as Keras's fit unless --batch, --epochs";
@@ -359,11 +359,11 @@ void recipe_from(const json& root, const Parsed& p, int64_t outputs, ModelInfo& 
 // (`vocab`: its largest id + 1, or its distinct characters) must fit the file's (`sized`).
 void check_data_vocabulary(const std::string& file, const std::string& dataset, int64_t sized, int64_t vocab) {
   if (dataset == "chars" && vocab != sized)
-    refuse(file, "the text has " + std::to_string(vocab) + " distinct characters, but the model's one-hot input and "
+    refuse_file(file, "the text has " + std::to_string(vocab) + " distinct characters, but the model's one-hot input and "
                  "its output take " + std::to_string(sized) + ": a model for this text has input [40, " +
                  std::to_string(vocab) + "] and Dense(" + std::to_string(vocab) + ")");
   if ((dataset == "imdb" || dataset == "imdb_bigrams") && vocab > sized)
-    refuse(file, "the data has token ids up to " + std::to_string(vocab - 1) + ", but the Embedding's input_dim is " +
+    refuse_file(file, "the data has token ids up to " + std::to_string(vocab - 1) + ", but the Embedding's input_dim is " +
                  std::to_string(sized) + ": a model for this data has input_dim " + std::to_string(vocab) + " or more");
 }
 }  // namespace
@@ -399,9 +399,9 @@ std::function<std::shared_ptr<nn::Module>(int64_t)> data_sized_builder(json root
   return [doc, input, dataset, file, sized, steps](int64_t vocab) {
     if (vocab == sized) return sequential_of(steps);
     if (vocab < 1 || (dataset == "chars" && vocab > kCharLstmMaxChars))
-      refuse(file, (dataset == "chars" ? "texts of 1 to " + std::to_string(kCharLstmMaxChars) + " distinct characters, not "
+      refuse_file(file, (dataset == "chars" ? "texts of 1 to " + std::to_string(kCharLstmMaxChars) + " distinct characters, not "
                                        : std::string("a vocabulary of at least 1 token, not ")) + std::to_string(vocab));
-    return sequential_of(parse(sequential_layers(*doc, file), input, dataset, file, vocab).steps);
+    return sequential_of(parse_layers(sequential_layers(*doc, file), input, dataset, file, vocab).steps);
   };
 }
 }  // namespace
@@ -420,9 +420,9 @@ json parse_text(const std::string& text, const std::string& file) {
       return true;
     });
   } catch (const TooDeep&) {
-    refuse(file, "nested deeper than " + std::to_string(kMaxDepth) + " levels; a Keras model file nests fewer than 10");
+    refuse_file(file, "nested deeper than " + std::to_string(kMaxDepth) + " levels; a Keras model file nests fewer than 10");
   } catch (const json::exception& e) {
-    refuse(file, "not JSON: " + cut(e.what(), 160));  // nlohmann's message quotes the token it read, whole
+    refuse_file(file, "not JSON: " + cut(e.what(), 160));  // nlohmann's message quotes the token it read, whole
   }
 }
 
@@ -455,14 +455,14 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
   try {
     const std::vector<Layer> layers = sequential_layers(root, file);
     const std::vector<int64_t> input = input_shape(root, layers, file);
-    Parsed p = parse(layers, input, "", file);  // what the model outputs, to pick the data set
+    Parsed p = parse_layers(layers, input, "", file);  // what the model outputs, to pick the data set
     const int64_t outputs = p.shape_[0];
     ModelInfo m;
     recipe_from(root, p, outputs, m, file);  // the loss first: a regression's data are its own arrays
     const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
     const std::string dataset = regression ? "" : dataset_for(input, p, outputs);
     // Read again only for a reference data set, whose first steps adapt what it delivers.
-    if (!dataset.empty()) p = parse(layers, input, dataset, file);
+    if (!dataset.empty()) p = parse_layers(layers, input, dataset, file);
     m.recipe.dataset = dataset.empty() ? "arrays" : dataset;
     m.input_shape = input;
     m.classes = regression ? 0 : m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;
@@ -480,7 +480,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.expected_parameters = p.loupe_parameters;  // counted, not built: a file's sizes are checked first
     return m;
   } catch (const json::exception& e) {  // a key missing or of the wrong type
-    refuse(file, std::string("not a model file loupe can read: ") + e.what());
+    refuse_file(file, std::string("not a model file loupe can read: ") + e.what());
   }
 }
 

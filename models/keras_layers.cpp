@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/file_check.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "ops/embedding.h"
@@ -75,8 +76,6 @@ class KerasLstm : public nn::LSTM {
 }  // namespace
 
 // ---- checked values --------------------------------------------------------------------------
-
-[[noreturn]] void refuse(const std::string& file, const std::string& why) { throw Error(file + ": " + why); }
 
 std::string layer_label(const Layer& l) { return "layer '" + cut(l.name) + "' (" + cut(l.cls) + ")"; }
 
@@ -223,7 +222,7 @@ class Parser : public Parsed {
   void note(const std::string& why) {
     if (std::find(count_differs.begin(), count_differs.end(), why) == count_differs.end()) count_differs.push_back(why);
   }
-  [[noreturn]] void fail(const Layer& l, const std::string& why) const { refuse(file_, layer_label(l) + " " + why); }
+  [[noreturn]] void fail(const Layer& l, const std::string& why) const { refuse_file(file_, layer_label(l) + " " + why); }
 
   // A module named after its Keras layer (the profile and the trace show these names), `suffix`
   // for the parts a layer brings ("conv2d_relu"); a name taken already gets its position (looked
@@ -535,8 +534,8 @@ std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int6
   return "";
 }
 
-Parsed parse(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
-             const std::string& file, int64_t resize) {
+Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
+                    const std::string& file, int64_t resize) {
   if (resize && dataset == "chars") input[1] = resize;  // windows of one-hot characters: [40, C]
   Parser p(file, input);
   p.resize = resize;
@@ -546,12 +545,12 @@ Parsed parse(const std::vector<Layer>& layers, std::vector<int64_t> input, const
     try {
       p.layer(layers[i], i + 1 == layers.size());
     } catch (const json::exception& e) {  // a key missing or of another type than the layer reads
-      refuse(file, layer_label(layers[i]) + ": " + untagged(e.what()));
+      refuse_file(file, layer_label(layers[i]) + ": " + untagged(e.what()));
     }
   }
-  if (p.shape_.size() != 1) refuse(file, "the model's output is " + shape_text(p.shape_) + " a sample; a classifier's is a vector");
+  if (p.shape_.size() != 1) refuse_file(file, "the model's output is " + shape_text(p.shape_) + " a sample; a classifier's is a vector");
   if (p.loupe_parameters == 0)
-    refuse(file, "the model has no weights to train (no Dense, Conv2D, BatchNormalization, Embedding or LSTM layer)");
+    refuse_file(file, "the model has no weights to train (no Dense, Conv2D, BatchNormalization, Embedding or LSTM layer)");
   return std::move(p);
 }
 

@@ -32,7 +32,6 @@ struct Layer {
   const json* cfg;
 };
 
-[[noreturn]] void refuse(const std::string& file, const std::string& why);
 std::string layer_label(const Layer& l);
 // `s` cut to a short prefix with "..." (a name or key from the file, or a message that quotes it).
 std::string cut(const std::string& s, size_t prefix = 40);
@@ -83,7 +82,7 @@ struct Parsed {
   bool embedding_input = false;   // the first layer takes token ids
   int64_t vocab = 0;
   // A reference model's size from its data (keras_model's data_sized): the Embedding's rows
-  // (imdb, imdb_bigrams), or char_lstm's output characters ("chars"; its input by parse()).
+  // (imdb, imdb_bigrams), or char_lstm's output characters ("chars"; its input by parse_layers()).
   int64_t resize = 0;
   std::string dataset;
   std::vector<LayerCost> costs;  // each layer: its outputs cost memory too
@@ -92,8 +91,8 @@ struct Parsed {
 
 // `layers` over samples of shape `input`, for `dataset` (its first steps adapt what the data set
 // delivers; "" for none); an Error naming the file, the layer and the key for what loupe cannot build.
-Parsed parse(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
-             const std::string& file, int64_t resize = 0);
+Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
+                    const std::string& file, int64_t resize = 0);
 // The reference data set whose samples fit the model: its input shape and its output ("" for none).
 std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs);
 

@@ -55,11 +55,25 @@ def blank(text):
 
 
 SCOPE = re.compile(r"\b(namespace|class|struct|union|enum)\b|extern\s*$")
+# Parenthesised specifiers before a function's name, which are not its name.
+SPECIFIER = re.compile(r"\b(__launch_bounds__|__align__|alignas|__attribute__|__declspec)\s*\((?:[^()]|\([^()]*\))*\)")
 
 
-def functions(text):
-    """(name, first line, last line) of each function body at namespace or class level."""
-    src = blank(text)
+def function_name(header):
+    """The name in a function's header: the word before its parameter list (`A::f` for a member)."""
+    m = re.search(r"([~\w:]+)\s*\(", header)
+    return m.group(1) if m else "?"
+
+
+DIRECTIVE = re.compile(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", re.M)
+
+
+def bodies(text):
+    """(name, first line, last line, enclosing) of each function body at namespace or class level;
+    enclosing is the kind of each brace around it, outermost first: "namespace" (extern blocks
+    too) or "class" (class, struct, union, enum). Preprocessor lines are skipped: a macro's braces
+    are not a function's."""
+    src = DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), blank(text))
     stack = []  # per open brace: (kind, line, name)
     header_start = 0
     line = 1
@@ -68,26 +82,29 @@ def functions(text):
             line += 1
         elif c in ";{}":
             if c == "{":
-                header = src[header_start:i]
-                at_scope = all(kind == "scope" for kind, _, _ in stack)
+                header = SPECIFIER.sub(" ", src[header_start:i])
+                at_scope = all(kind in ("namespace", "class") for kind, _, _ in stack)
+                scope = SCOPE.search(header)
                 if not at_scope:
                     kind = "inner"
-                elif SCOPE.search(header) and "(" not in header.split("{")[0]:
-                    kind = "scope"
+                elif scope and "(" not in header.split("{")[0]:
+                    kind = "namespace" if scope.group(1) in (None, "namespace") else "class"
                 elif "(" in header and "=" not in header.split("(")[0]:
                     kind = "function"
                 else:
                     kind = "inner"
-                name = ""
-                if kind == "function":
-                    m = re.search(r"([~\w:]+)\s*\(", header)
-                    name = m.group(1) if m else "?"
-                stack.append((kind, line, name))
+                stack.append((kind, line, function_name(header) if kind == "function" else ""))
             elif c == "}" and stack:
                 kind, first, name = stack.pop()
                 if kind == "function":
-                    yield name, first, line
+                    yield name, first, line, tuple(k for k, _, _ in stack)
             header_start = i + 1
+
+
+def functions(text):
+    """(name, first line, last line) of each function body at namespace or class level."""
+    for name, first, last, _ in bodies(text):
+        yield name, first, last
 
 
 # Known and bounded: functions allowed past the limit, each at most its length here, until split.

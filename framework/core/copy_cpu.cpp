@@ -77,7 +77,7 @@ void fill(const ExecContext&, const Tensor& dst, double v) {
   for (int64_t i = 0; i < dst.numel(); ++i) store(t, d, i, v);
 }
 
-void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b) {
+void add_into(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b) {
   DType t = dst.dtype(), tb = b.dtype();
   void* d = dst.data_ptr();
   const void *x = a.data_ptr(), *y = b.data_ptr();
@@ -94,10 +94,10 @@ void add(const ExecContext&, const Tensor& dst, const Tensor& a, const Tensor& b
 }
 
 void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs, bool write) {
-  for (const auto& [dst, src] : pairs) write ? cast(ctx, dst, src) : add(ctx, dst, dst, src);
+  for (const auto& [dst, src] : pairs) write ? cast(ctx, dst, src) : add_into(ctx, dst, dst, src);
 }
 
-const CopyKernels table{copy_strided, cast, fill, add, add_many};
+const CopyKernels table{copy_strided, cast, fill, add_into, add_many};
 const RegisterBackend<CopyKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

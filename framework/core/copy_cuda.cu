@@ -303,7 +303,7 @@ void with_floating(DType t, F&& f) {
   }
 }
 
-void add(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b) {
+void add_into(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b) {
   const cudaStream_t s = cuda::stream(ctx);
   int64_t n = dst.numel();
   with_floating(dst.dtype(), [&](auto tv) {
@@ -362,7 +362,7 @@ void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor
     const DType t = src.dtype();
     if (dst.dtype() != DType::f32 || (t != DType::f32 && t != DType::f16 && t != DType::bf16)) {
       // float64 (CPU checks), or another pairing: one launch of its own
-      write ? cast(ctx, dst, src) : add(ctx, dst, dst, src);
+      write ? cast(ctx, dst, src) : add_into(ctx, dst, dst, src);
       continue;
     }
     if (p.n == kManyPairs) launch_many(p, s);
@@ -376,7 +376,7 @@ void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor
   launch_many(p, s);
 }
 
-const CopyKernels table{copy_strided, cast, fill, add, add_many};
+const CopyKernels table{copy_strided, cast, fill, add_into, add_many};
 const RegisterBackend<CopyKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -72,7 +72,7 @@ ExecLane& state() {
   return s;
 }
 
-cudaMemPool_t pool() {
+cudaMemPool_t mem_pool() {
   cudaMemPool_t p;
   int dev = 0;
   LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
@@ -97,6 +97,7 @@ void fail_cublas(cublasStatus_t s, const char* call, const char* file, int line)
 }
 
 cudaStream_t stream() { return state().stream; }
+cudaStream_t stream(const ExecContext& c) { return lane(c).stream; }
 ExecLane& default_lane() { return state(); }
 ExecLane* new_lane() {
   state();  // the runtime (device, memory pool) first
@@ -125,6 +126,7 @@ bool pdl_enabled() {
   return on;
 }
 cublasHandle_t cublas() { return state().cublas; }
+cublasHandle_t cublas(const ExecContext& c) { return lane(c).cublas; }
 
 namespace {
 __global__ void u64_set_kernel(uint64_t* w, uint64_t v) {
@@ -257,12 +259,12 @@ class Runtime final : public CudaRuntime {
   }
   size_t bytes_in_use() override {
     uint64_t v = 0;
-    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemCurrent, &v));
+    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(mem_pool(), cudaMemPoolAttrUsedMemCurrent, &v));
     return size_t(v);
   }
   size_t peak_bytes_in_use() override {
     uint64_t v = 0;
-    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v));
+    LOUPE_CUDA_CHECK(cudaMemPoolGetAttribute(mem_pool(), cudaMemPoolAttrUsedMemHigh, &v));
     return size_t(v);
   }
   size_t free_bytes() override {
@@ -272,8 +274,8 @@ class Runtime final : public CudaRuntime {
       cudaGetLastError();
       return 0;
     }
-    if (cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
-        cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && reserved > used)
+    if (cudaMemPoolGetAttribute(mem_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(mem_pool(), cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && reserved > used)
       free_b += size_t(reserved - used);
     return free_b;
   }
@@ -318,7 +320,7 @@ class Runtime final : public CudaRuntime {
     // largest batch that fits would be the eager step's and the graph's together. The pool gives its
     // unused blocks back first (the next eager step grows it again).
     LOUPE_CUDA_CHECK(cudaDeviceSynchronize());
-    LOUPE_CUDA_CHECK(cudaMemPoolTrimTo(pool(), 0));
+    LOUPE_CUDA_CHECK(cudaMemPoolTrimTo(mem_pool(), 0));
     LOUPE_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
   }
@@ -389,7 +391,7 @@ class Runtime final : public CudaRuntime {
   void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
   void reset_peak() override {
     uint64_t zero = 0;
-    LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero));
+    LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(mem_pool(), cudaMemPoolAttrUsedMemHigh, &zero));
     int dev = 0;
     LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
     LOUPE_CUDA_CHECK(cudaDeviceSetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemHigh, &zero));

@@ -57,8 +57,9 @@ ExecLane& default_lane();
 // It lives until the process ends.
 ExecLane* new_lane();
 inline ExecLane& lane(const ExecContext& c) { return c.lane ? *c.lane : default_lane(); }
-inline cudaStream_t stream(const ExecContext& c) { return lane(c).stream; }
-inline cublasHandle_t cublas(const ExecContext& c) { return lane(c).cublas; }
+// Defined beside stream() and cublas() (core/cuda_runtime.cu): a name lives in one file (docs/design.md).
+cudaStream_t stream(const ExecContext& c);
+cublasHandle_t cublas(const ExecContext& c);
 
 // The SMs that the gradient all-reduce of data parallelism holds while backward runs beside it:
 // NCCL's 24 collective channels between NVLink-4 GPUs by default, none once the copy engines

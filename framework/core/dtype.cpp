@@ -47,11 +47,11 @@ Device parse_device(const std::string& s) {
   throw Error("unknown device '" + s + "': use --device cpu or --device cuda");
 }
 
-static uint32_t bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-static float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+static uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static float float_from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
 uint16_t float_to_half(float f) {
-  uint32_t x = bits(f);
+  uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t mant = x & 0x7fffffu;
   int32_t exp = int32_t((x >> 23) & 0xff);
@@ -76,22 +76,22 @@ uint16_t float_to_half(float f) {
 float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-  if (exp == 0x1f) return from_bits(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0x1f) return float_from_bits(sign | 0x7f800000u | (mant << 13));
   if (exp == 0) {
-    if (mant == 0) return from_bits(sign);
+    if (mant == 0) return float_from_bits(sign);
     float v = float(mant) / 16777216.0f;  // mant * 2^-24
     return sign ? -v : v;
   }
-  return from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+  return float_from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
 uint16_t float_to_bf16(float f) {
-  uint32_t x = bits(f);
+  uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);  // keep NaN a NaN
   x += 0x7fffu + ((x >> 16) & 1);
   return uint16_t(x >> 16);
 }
 
-float bf16_to_float(uint16_t h) { return from_bits(uint32_t(h) << 16); }
+float bf16_to_float(uint16_t h) { return float_from_bits(uint32_t(h) << 16); }
 
 }  // namespace loupe

@@ -73,7 +73,7 @@ std::string kind_of(const std::string& path) {
   return kind.empty() ? "a regular file" : kind;
 }
 
-[[noreturn]] void refuse(const std::string& option, const std::string& path, const std::string& why) {
+[[noreturn]] void refuse_output(const std::string& option, const std::string& path, const std::string& why) {
   throw Error(option + ": cannot write '" + path + "': " + why);
 }
 
@@ -104,19 +104,21 @@ std::string refused_directory(const std::string& dir, const std::string& path) {
 
 }  // namespace
 
+void refuse_file(const std::string& file, const std::string& why) { throw Error(file + ": " + why); }
+
 void check_output_file(const std::string& path, const std::string& option) {
   if (const std::string kind = what_else(path); !kind.empty())
-    refuse(option, path, "it is " + kind + "; give the path of a regular file (it is created or replaced)");
+    refuse_output(option, path, "it is " + kind + "; give the path of a regular file (it is created or replaced)");
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
     // No O_TRUNC: the check changes nothing; O_NONBLOCK against a FIFO put there meanwhile.
     const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) refuse(option, path, std::strerror(errno));
+    if (fd < 0) refuse_output(option, path, std::strerror(errno));
     ::close(fd);
     return;
   }
-  if (errno != ENOENT && errno != ENOTDIR) refuse(option, path, std::strerror(errno));
-  if (const std::string why = refused_directory(parent_dir(path), path); !why.empty()) refuse(option, path, why);
+  if (errno != ENOENT && errno != ENOTDIR) refuse_output(option, path, std::strerror(errno));
+  if (const std::string why = refused_directory(parent_dir(path), path); !why.empty()) refuse_output(option, path, why);
 }
 
 void check_output_directory(const std::string& dir, const std::string& option) {
@@ -124,17 +126,17 @@ void check_output_directory(const std::string& dir, const std::string& option) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
   if (stat(d.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) refuse(option, dir, "it is " + kind_of(d) + ", not a directory");
+    if (!S_ISDIR(st.st_mode)) refuse_output(option, dir, "it is " + kind_of(d) + ", not a directory");
     const int err = probe_new_file(d, d + "/.loupe.probe." + std::to_string(getpid()));
-    if (err != 0) refuse(option, dir, std::string("the directory takes no new file (") + std::strerror(err) + ")");
+    if (err != 0) refuse_output(option, dir, std::string("the directory takes no new file (") + std::strerror(err) + ")");
     return;
   }
   // Missing: the writer creates it and its missing parents, in the nearest ancestor that exists.
   const std::string up = nearest_existing(d);
-  if (stat(up.c_str(), &st) != 0) refuse(option, dir, "'" + up + "': " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) refuse(option, dir, "'" + up + "' is " + kind_of(up) + ", not a directory");
+  if (stat(up.c_str(), &st) != 0) refuse_output(option, dir, "'" + up + "': " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) refuse_output(option, dir, "'" + up + "' is " + kind_of(up) + ", not a directory");
   const int err = probe_new_file(up, up + "/.loupe.probe." + std::to_string(getpid()));
-  if (err != 0) refuse(option, dir, "it cannot be created in '" + up + "' (" + std::strerror(err) + ")");
+  if (err != 0) refuse_output(option, dir, "it cannot be created in '" + up + "' (" + std::strerror(err) + ")");
 }
 
 namespace {

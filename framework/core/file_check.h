@@ -56,9 +56,18 @@ void check_output_directory(const std::string& dir, const std::string& option);
 bool read_capped(const std::string& path, uint64_t cap, std::string* out, uint64_t* size);
 bool read_capped(const std::string& path, uint64_t cap, std::vector<uint8_t>* out, uint64_t* size);
 
+// Throws "<file>: <why>": a reader's refusal names the file first (a data set has several of
+// similar names, a model file is one of many).
+[[noreturn]] void refuse_file(const std::string& file, const std::string& why);
+
 // Writes `text` as the whole of the file `path` (created or replaced); a failure, at the open, the
 // write or the flush (a full disk shows there), throws "cannot write 'PATH': <why>".
 void write_whole_file(const std::string& path, const std::string& text);
+
+// The big-endian 32-bit word at p, as file formats store theirs (IDX, PNG).
+inline uint32_t be32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
 
 // Sizes in the readers' messages: 2147483648 -> "2,147,483,648".
 std::string with_commas(uint64_t v);

@@ -35,7 +35,7 @@ double headroom(double limit, double usage, double inactive_file) {
 }
 
 
-double least(double a, double b) { return a < 0 ? b : b < 0 ? a : std::min(a, b); }
+double least_known(double a, double b) { return a < 0 ? b : b < 0 ? a : std::min(a, b); }
 
 
 double address_space_free() {
@@ -70,11 +70,11 @@ double cgroup_memory_free(const std::string& proc_cgroup, const std::string& cgr
     for (std::string path = line.substr(b + 1);; path = path.substr(0, path.rfind('/'))) {
       const std::string dir = (v2 ? cgroup_root : cgroup_root + "/memory") + path + "/";
       if (v2)
-        free = least(free, headroom(read_number(dir + "memory.max"), read_number(dir + "memory.current"),
-                                    read_number(dir + "memory.stat", "inactive_file")));
+        free = least_known(free, headroom(read_number(dir + "memory.max"), read_number(dir + "memory.current"),
+                                          read_number(dir + "memory.stat", "inactive_file")));
       else  // v1 writes "no limit" as a number near 2^63, larger than any machine: no special case
-        free = least(free, headroom(read_number(dir + "memory.limit_in_bytes"), read_number(dir + "memory.usage_in_bytes"),
-                                    read_number(dir + "memory.stat", "total_inactive_file")));
+        free = least_known(free, headroom(read_number(dir + "memory.limit_in_bytes"), read_number(dir + "memory.usage_in_bytes"),
+                                          read_number(dir + "memory.stat", "total_inactive_file")));
       if (path.empty() || path == "/") break;
     }
   }
@@ -84,8 +84,8 @@ double cgroup_memory_free(const std::string& proc_cgroup, const std::string& cgr
 double host_memory_free() {
   const double kb = read_number("/proc/meminfo", "MemAvailable:");
   double free = kb < 0 ? -1 : kb * 1024;
-  free = least(free, cgroup_memory_free("/proc/self/cgroup", "/sys/fs/cgroup"));
-  return least(free, address_space_free());  // tests and `ulimit -v` set RLIMIT_AS
+  free = least_known(free, cgroup_memory_free("/proc/self/cgroup", "/sys/fs/cgroup"));
+  return least_known(free, address_space_free());  // tests and `ulimit -v` set RLIMIT_AS
 }
 
 

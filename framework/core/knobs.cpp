@@ -50,7 +50,7 @@ struct Reading {
 };
 
 std::mutex g_mutex;
-std::map<std::string, Reading>& cache() {
+std::map<std::string, Reading>& readings_cache() {
   static auto* c = new std::map<std::string, Reading>;  // never destroyed: read by static destructors
   return *c;
 }
@@ -65,7 +65,7 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
-Reading parse(const Knob& k) {
+Reading parse_knob(const Knob& k) {
   Reading r;
   const char* env = std::getenv(k.name);
   if (!env || !*env) return r;  // unset or empty: the default
@@ -101,8 +101,8 @@ std::optional<std::string> read(const std::string& name, Kind want) {
     throw Error(name + " is " + kind_name(k.kind) + " knob, read as " + kind_name(want) +
                 "; use the accessor of its kind (framework/core/knobs.h)");
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = cache().find(name);
-  if (it == cache().end()) it = cache().emplace(name, parse(k)).first;
+  auto it = readings_cache().find(name);
+  if (it == readings_cache().end()) it = readings_cache().emplace(name, parse_knob(k)).first;
   if (!it->second.error.empty()) throw Error(it->second.error);
   return it->second.value;
 }
@@ -263,7 +263,7 @@ std::optional<std::string> text(const std::string& name) { return read(name, Kin
 
 void reload() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  cache().clear();
+  readings_cache().clear();
 }
 
 std::string markdown_table() {

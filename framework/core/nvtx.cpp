@@ -1,11 +1,11 @@
 #include "core/nvtx.h"
 
 #include <atomic>
-#include <chrono>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "core/clock.h"
 #include "nvtx3/nvToolsExt.h"
 
 namespace loupe {
@@ -54,7 +54,6 @@ thread_local int g_depth = 0;
 thread_local int g_gen = 0;  // bumped by host_trace_take, so ranges still open then do not write into the next window
 thread_local std::vector<HostRange> g_trace;
 thread_local std::vector<const char*> g_phases, g_modules;  // open Phase and Module ranges
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 void host_trace_enable(bool on) { g_trace_on = on; }

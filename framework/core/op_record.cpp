@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/nvtx.h"
 
 namespace loupe {
@@ -33,10 +33,6 @@ struct Sites {
 Sites& sites() {
   static Sites* s = new Sites;
   return *s;
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double tensor_bytes(const Tensor& t) { return t.defined() ? double(t.nbytes()) : 0; }

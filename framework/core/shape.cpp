@@ -30,11 +30,13 @@ bool Shape::operator==(const Shape& o) const {
   return true;
 }
 
-std::string Shape::str() const {
+std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "[";
-  for (int i = 0; i < n_; ++i) s += (i ? ", " : "") + std::to_string(d_[i]);
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
   return s + "]";
 }
+
+std::string Shape::str() const { return dims_text(vec()); }
 
 Shape contiguous_strides(const Shape& s) {
   Shape st = s;

@@ -32,6 +32,9 @@ class Shape {
   int n_ = 0;
 };
 
+// "[2, 3]", as Shape::str writes it, for any list of dimensions: one read from a file too (a Shape
+// refuses a bad one with a sentence that does not name the file).
+std::string dims_text(const std::vector<int64_t>& d);
 // Row-major strides of a contiguous tensor of this shape.
 Shape contiguous_strides(const Shape& s);
 // Normalises a possibly negative dimension index; throws if out of range.

@@ -173,7 +173,7 @@ class Pool {
 
 // Deliberately never destroyed: joining workers during static destruction could deadlock (exit()
 // called from a worker) or race with other statics still using the pool.
-Pool& pool() {
+Pool& worker_pool() {
   static Pool* p = new Pool(initial_threads());
   return *p;
 }
@@ -227,12 +227,12 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   if (error) std::rethrow_exception(error);
 }
 #else
-int num_threads() { return pool().size(); }
+int num_threads() { return worker_pool().size(); }
 
 void set_num_threads(int n) {
   LOUPE_CHECK(n >= 1, "set_num_threads needs n >= 1, got ", n);
   LOUPE_CHECK(!t_inside, "set_num_threads cannot be called from inside parallel_for");
-  Pool& p = pool();
+  Pool& p = worker_pool();
   std::lock_guard<std::mutex> own(p.call_mutex);
   p.resize(n);
 }
@@ -240,7 +240,7 @@ void set_num_threads(int n) {
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   if (begin >= end) return;
   const int64_t n = end - begin;
-  Pool& p = pool();
+  Pool& p = worker_pool();
   const int64_t nchunks = std::min<int64_t>(p.size(), n / std::max<int64_t>(grain, 1));
   if (nchunks <= 1 || t_inside) return fn(begin, end);
   // Another thread's call owns the pool: run inline rather than queue behind it.

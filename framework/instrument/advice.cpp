@@ -29,7 +29,7 @@ constexpr double kStragglerDataWait = 0.2;
 constexpr double kStragglerRatio = 2.0;
 constexpr double kStragglerFloorMs = 0.05;
 
-std::string pct(double share) {
+std::string pct_whole(double share) {
   char b[16];
   std::snprintf(b, sizeof b, "%.0f%%", share * 100);
   return b;
@@ -103,7 +103,7 @@ std::string busy_host(const EpochReport& r) {
   if (r.host_cpu_util && *r.host_cpu_util >= 0.5)
     fewer = "; --threads " + std::to_string(std::max<int64_t>(1, int64_t(*r.host_cpu_util + 0.5))) +
             " (the cores it got)";
-  return "the machine is busy: loupe's threads waited for a core " + pct(*r.host_cpu_wait_share) +
+  return "the machine is busy: loupe's threads waited for a core " + pct_whole(*r.host_cpu_wait_share) +
          " of the time they were ready to run (other processes hold the cores)" + fewer + ", or a quieter machine";
 }
 
@@ -112,9 +112,9 @@ std::string straggler(const Straggler& s) {
   if (!s.holds_back || !s.rank) return "";
   std::string o = "straggler: rank " + std::to_string(*s.rank) + " holds the others back: ";
   if (s.basis == Straggler::Basis::Nccl)
-    o += "the other GPUs ran only NCCL, waiting for its all-reduces, " + pct(*s.share) +
-         " of the training time more than its GPU did (unhidden NCCL time " + pct(*s.others.nccl_exposed_share) +
-         " against its " + pct(*s.slowest.nccl_exposed_share) + ")";
+    o += "the other GPUs ran only NCCL, waiting for its all-reduces, " + pct_whole(*s.share) +
+         " of the training time more than its GPU did (unhidden NCCL time " + pct_whole(*s.others.nccl_exposed_share) +
+         " against its " + pct_whole(*s.slowest.nccl_exposed_share) + ")";
   else
     o += "its steps waited " + ms3(*s.slowest.data_wait_ms_p50) + " ms of " + ms3(*s.slowest.step_ms_p50) +
          " ms for their batches, the others' " + ms3(*s.others.data_wait_ms_p50) +
@@ -224,7 +224,7 @@ void advise_world(const EpochReport& r, const AdviceInputs& in, std::vector<std:
                                                       (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) +
                                                       " (less communication per sample), or ";
   if (r.world_size > 1 && exposed && *exposed >= kCommBound)
-    out.push_back("communication-bound: for " + pct(*exposed) + " of the training time " + whose +
+    out.push_back("communication-bound: for " + pct_whole(*exposed) + " of the training time " + whose +
                   " only ran NCCL's all-reduces; " + larger_batch + "fewer and larger buckets (LOUPE_DDP_BUCKET_MB) "
                   "where a link's latency dominates" +
                   (r.bus_gbps ? "; the all-reduces moved " + fmt1(*r.bus_gbps) + " GB/s on the bus" : std::string()));
@@ -255,15 +255,15 @@ void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bound
                   (in.batch > 1 ? " than " + std::to_string(in.batch) : std::string()) + ")");
     return;
   }
-  if (b.gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct(*util) + "): the host and the input pipeline keep up");
+  if (b.gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct_whole(*util) + "): the host and the input pipeline keep up");
   if (b.data_bound)
-    out.push_back("input pipeline: the step waited for data " + pct(*wait) + " of the time" +
-                  (r.gpu_busy_share ? " (GPU busy " + pct(*r.gpu_busy_share) + ")"
-                   : util ? " (NVML utilisation " + pct(*util) + ", which over-reads short steps)"
+    out.push_back("input pipeline: the step waited for data " + pct_whole(*wait) + " of the time" +
+                  (r.gpu_busy_share ? " (GPU busy " + pct_whole(*r.gpu_busy_share) + ")"
+                   : util ? " (NVML utilisation " + pct_whole(*util) + ", which over-reads short steps)"
                           : std::string()) +
                   "; more --workers / --prefetch, or keep the data set on the GPU");
   if (b.launch_bound)
-    out.push_back("launch-bound: the GPU was busy only " + pct(*util) +
+    out.push_back("launch-bound: the GPU was busy only " + pct_whole(*util) +
                   " while the host spent most of each step issuing work; try a larger --batch" +
                   (in.batch > 0 ? " than " + std::to_string(in.batch) : std::string()) + " (or CUDA graphs)");
 
@@ -273,8 +273,8 @@ void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bound
   const bool host_issuing = wait && *wait < kDataBound && r.issue_ms_p50 && r.step_ms_p50 && *r.step_ms_p50 > 0 &&
                             *r.issue_ms_p50 >= kIssueShare * *r.step_ms_p50;
   if (!b.graphed && !r.gpu_busy_share && util && *util >= kLaunchBound && !b.gpu_bound && host_issuing)
-    out.push_back("probably launch-bound: the host spent " + pct(*r.issue_ms_p50 / *r.step_ms_p50) +
-                  " of each step issuing work and NVML saw the GPU busy only " + pct(*util) +
+    out.push_back("probably launch-bound: the host spent " + pct_whole(*r.issue_ms_p50 / *r.step_ms_p50) +
+                  " of each step issuing work and NVML saw the GPU busy only " + pct_whole(*util) +
                   " (an upper bound); --busy measures the GPU's busy time exactly; a larger --batch or CUDA graphs "
                   "would help");
 
@@ -283,7 +283,7 @@ void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bound
   if (b.graphed && util && !b.gpu_bound && !b.data_bound)
     out.push_back("the step is one CUDA graph" +
                   (r.graph_kernels ? " of " + std::to_string(int64_t(*r.graph_kernels)) + " kernels" : std::string()) +
-                  ", so the host does not bound it; the GPU was busy " + pct(*util) +
+                  ", so the host does not bound it; the GPU was busy " + pct_whole(*util) +
                   (r.gpu_busy_share ? "" : " (NVML, an upper bound; --busy measures it)") +
                   " and the rest is the gaps around small kernels: a larger --batch, or fewer and fused kernels, would "
                   "help");
@@ -328,7 +328,7 @@ std::vector<std::string> advise(const EpochReport& r, const AdviceInputs& in) {
     // Waiting for data is device-independent; everything GPU-related is simply unmeasurable here.
     const Opt& wait = r.data_wait_share;
     if (wait && *wait >= kDataBound)
-      out.push_back("input pipeline: the step waited for data " + pct(*wait) +
+      out.push_back("input pipeline: the step waited for data " + pct_whole(*wait) +
                     " of the time; more --workers / --prefetch");
     out.push_back("CPU run: no GPU figures (utilisation, busy, memory, power: null in --metrics/--csv)");
     return out;

@@ -5,7 +5,6 @@
 // (methods), never a crash. Link: CUDA::cupti (and CUDA::cudart, for the driver hint).
 #include <cuda_runtime.h>
 #include <cupti.h>
-#include <cxxabi.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -41,7 +40,7 @@ std::string driver_hint() {
 }
 
 // "call failed: CUPTI_ERROR_X (n)" plus a hint for the failures a user can do something about.
-std::string cupti_error(CUptiResult r, const char* call) {
+std::string tracker_cupti_error(CUptiResult r, const char* call) {
   const std::string msg = cupti_failed(r, call);
   switch (r) {
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
@@ -54,10 +53,10 @@ std::string cupti_error(CUptiResult r, const char* call) {
   }
 }
 
-#define LOUPE_CUPTI_CHECK(call)                                  \
-  do {                                                           \
-    CUptiResult r_ = (call);                                     \
-    if (r_ != CUPTI_SUCCESS) LOUPE_FAIL(cupti_error(r_, #call)); \
+#define LOUPE_CUPTI_CHECK(call)                                          \
+  do {                                                                   \
+    CUptiResult r_ = (call);                                             \
+    if (r_ != CUPTI_SUCCESS) LOUPE_FAIL(tracker_cupti_error(r_, #call)); \
   } while (0)
 
 struct Rec {
@@ -80,15 +79,9 @@ struct State {
   bool callbacks_registered = false;
   bool tracker_alive = false;
 };
-State& state() {
+State& tracker_state() {
   static State* s = new State;
   return *s;
-}
-
-std::string demangle(const char* raw) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(raw, nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) : std::string(raw);
 }
 
 uint32_t intern(State& s, const char* raw) {  // under s.mu
@@ -119,7 +112,7 @@ struct BufferPool {
   std::mutex mu;  // not State::mu: a launch must not wait while a full buffer is parsed
   std::vector<uint8_t*> spare;
 };
-BufferPool& pool() {
+BufferPool& buffer_pool() {
   static BufferPool* p = new BufferPool;
   return *p;
 }
@@ -127,7 +120,7 @@ BufferPool& pool() {
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   uint8_t* b = nullptr;
   {
-    BufferPool& p = pool();
+    BufferPool& p = buffer_pool();
     std::lock_guard<std::mutex> lock(p.mu);
     if (!p.spare.empty()) {
       b = p.spare.back();
@@ -142,7 +135,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 void recycle(uint8_t* buffer) {
   std::memset(buffer, 0, kBufferBytes);
-  BufferPool& p = pool();
+  BufferPool& p = buffer_pool();
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.spare.size() < kSpareBuffers) {
     p.spare.push_back(buffer);
@@ -152,7 +145,7 @@ void recycle(uint8_t* buffer) {
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  State& s = state();
+  State& s = tracker_state();
   std::lock_guard<std::mutex> lock(s.mu);
   CUpti_Activity* a = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS) {
@@ -192,7 +185,7 @@ bool enable_all(std::string* why) {
     CUptiResult r = cuptiActivityEnable(kKinds[i]);
     if (r != CUPTI_SUCCESS) {
       disable_all();
-      *why = cupti_error(r, (std::string("cuptiActivityEnable(") + kKindNames[i] + ")").c_str());
+      *why = tracker_cupti_error(r, (std::string("cuptiActivityEnable(") + kKindNames[i] + ")").c_str());
       return false;
     }
   }
@@ -221,7 +214,7 @@ class CuptiTracker final : public BusyTracker {
       cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       disable_all();
     }
-    State& s = state();
+    State& s = tracker_state();
     std::lock_guard<std::mutex> lock(s.mu);
     s.recs.clear();
     s.recs.shrink_to_fit();
@@ -239,7 +232,7 @@ class CuptiTracker final : public BusyTracker {
     started_ = false;
     CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     disable_all();
-    if (r != CUPTI_SUCCESS) LOUPE_FAIL(cupti_error(r, "cuptiActivityFlushAll(FORCED)"));
+    if (r != CUPTI_SUCCESS) LOUPE_FAIL(tracker_cupti_error(r, "cuptiActivityFlushAll(FORCED)"));
   }
   void flush() override { LOUPE_CUPTI_CHECK(cuptiActivityFlushAll(0)); }
   uint64_t now_ns() override {
@@ -250,7 +243,7 @@ class CuptiTracker final : public BusyTracker {
   uint64_t busy_ns(uint64_t t0, uint64_t t1) override {
     std::vector<Interval> v;
     {
-      State& s = state();
+      State& s = tracker_state();
       std::lock_guard<std::mutex> lock(s.mu);
       v.reserve(s.recs.size());
       for (const Rec& r : s.recs)
@@ -261,7 +254,7 @@ class CuptiTracker final : public BusyTracker {
   std::vector<ActivityRecord> records(uint64_t t0, uint64_t t1) override {
     std::vector<ActivityRecord> out;
     {
-      State& s = state();
+      State& s = tracker_state();
       std::lock_guard<std::mutex> lock(s.mu);
       for (const Rec& r : s.recs)
         if (r.end > t0 && r.begin < t1) {
@@ -275,7 +268,7 @@ class CuptiTracker final : public BusyTracker {
     return out;
   }
   void discard_before(uint64_t t) override {
-    State& s = state();
+    State& s = tracker_state();
     std::lock_guard<std::mutex> lock(s.mu);
     s.recs.erase(std::remove_if(s.recs.begin(), s.recs.end(), [t](const Rec& r) { return r.end < t; }),
                  s.recs.end());
@@ -292,7 +285,7 @@ class CuptiTracker final : public BusyTracker {
     correlating_ = on;
   }
   uint64_t dropped_records() override {
-    State& s = state();
+    State& s = tracker_state();
     std::lock_guard<std::mutex> lock(s.mu);
     return s.dropped;
   }
@@ -302,7 +295,7 @@ class CuptiTracker final : public BusyTracker {
 };
 
 std::unique_ptr<BusyTracker> make_cupti_tracker(std::string* why) {
-  State& s = state();
+  State& s = tracker_state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.tracker_alive) {
@@ -321,9 +314,9 @@ std::unique_ptr<BusyTracker> make_cupti_tracker(std::string* why) {
     size_t bytes = sizeof(uint8_t);
     uint8_t zeroed = 1;
     CUptiResult r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zeroed);
-    if (r != CUPTI_SUCCESS) return fail(cupti_error(r, "cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)"));
+    if (r != CUPTI_SUCCESS) return fail(tracker_cupti_error(r, "cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)"));
     r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-    if (r != CUPTI_SUCCESS) return fail(cupti_error(r, "cuptiActivityRegisterCallbacks"));
+    if (r != CUPTI_SUCCESS) return fail(tracker_cupti_error(r, "cuptiActivityRegisterCallbacks"));
     s.callbacks_registered = true;
   }
   // Probe now, so that a missing driver or GPU, or a profiler holding CUPTI, is a reason here
@@ -332,7 +325,7 @@ std::unique_ptr<BusyTracker> make_cupti_tracker(std::string* why) {
   if (!enable_all(&reason)) return fail(reason);
   disable_all();
   uint64_t t = 0;
-  if (CUptiResult r = cuptiGetTimestamp(&t); r != CUPTI_SUCCESS) return fail(cupti_error(r, "cuptiGetTimestamp"));
+  if (CUptiResult r = cuptiGetTimestamp(&t); r != CUPTI_SUCCESS) return fail(tracker_cupti_error(r, "cuptiGetTimestamp"));
   std::lock_guard<std::mutex> lock(s.mu);
   s.recs.clear();
   s.external.clear();

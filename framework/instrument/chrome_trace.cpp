@@ -15,7 +15,7 @@ std::string json_quote(const std::string& s) { return json_text(s); }
 
 namespace {
 // Microseconds to the nanosecond: what the viewers resolve.
-nlohmann::ordered_json number(double us) { return json_number(std::round(us * 1e3) / 1e3); }
+nlohmann::ordered_json us_json(double us) { return json_number(std::round(us * 1e3) / 1e3); }
 }  // namespace
 
 void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events) {
@@ -37,7 +37,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   for (size_t i = 0; i < events.size(); ++i) {
     const TraceEvent& e = events[i];
     nlohmann::ordered_json j{{"ph", "X"},           {"name", e.name}, {"cat", e.category},
-                             {"ts", number(e.ts_us)}, {"dur", number(e.dur_us)}, {"pid", e.pid}, {"tid", e.tid}};
+                             {"ts", us_json(e.ts_us)}, {"dur", us_json(e.dur_us)}, {"pid", e.pid}, {"tid", e.tid}};
     if (!e.args_json.empty()) j["args"] = nlohmann::ordered_json::parse(e.args_json);
     f << (i ? ",\n" : "\n") << json_text(j);
   }

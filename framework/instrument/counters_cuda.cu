@@ -11,8 +11,6 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
-#include <cxxabi.h>
-
 #include <cstdlib>
 #include <memory>
 #include <set>
@@ -28,7 +26,7 @@ namespace {
 
 constexpr size_t kMaxRanges = 8192;  // kernels one pass can hold (a training step of any reference model)
 
-std::string cupti_error(CUptiResult r, const char* call) {
+std::string counter_cupti_error(CUptiResult r, const char* call) {
   std::string msg = cupti_failed(r, call);
   if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES || r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES)
     msg += "; reading GPU counters is restricted to admin users on this machine (NVreg_RestrictProfilingToAdminUsers=1)";
@@ -36,22 +34,15 @@ std::string cupti_error(CUptiResult r, const char* call) {
   return msg;
 }
 
-#define CK(call)                                                 \
-  do {                                                           \
-    CUptiResult r_ = (call);                                     \
-    if (r_ != CUPTI_SUCCESS) LOUPE_FAIL(cupti_error(r_, #call)); \
+#define CK(call)                                                         \
+  do {                                                                   \
+    CUptiResult r_ = (call);                                             \
+    if (r_ != CUPTI_SUCCESS) LOUPE_FAIL(counter_cupti_error(r_, #call)); \
   } while (0)
 
 // The tensor pipe's name differs by chip; the first the chip lists is read.
 const char* const kTensorCandidates[] = {"sm__pipe_tensor_cycles_active", "sm__pipe_tensor_op_hmma_cycles_active",
                                          "sm__inst_executed_pipe_tensor"};
-
-// Range names are the kernels' names as launched; the activity records' are demangled.
-std::string demangle(const char* raw) {
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(raw, nullptr, nullptr, &status), std::free);
-  return status == 0 && d ? std::string(d.get()) : std::string(raw);
-}
 
 class CuptiCounters final : public CounterSession {
  public:
@@ -167,6 +158,7 @@ class CuptiCounters final : public CounterSession {
       ep.pMetricValues = v.data();
       CK(cuptiProfilerHostEvaluateToGpuValues(&ep));
       KernelCounters k;
+      // The kernel's name as launched; the activity records' are demangled.
       k.name = demangle(rp.rangeName ? rp.rangeName : "");
       k.fma_pct = v[0];
       k.tensor_pct = v[1];

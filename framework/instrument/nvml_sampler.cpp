@@ -53,7 +53,7 @@ struct NvmlSampler::Api {
 
 namespace {
 template <class F>
-bool load(void* lib, const char* sym, F& f) {
+bool load_symbol(void* lib, const char* sym, F& f) {
   f = reinterpret_cast<F>(dlsym(lib, sym));
   return f != nullptr;
 }
@@ -69,10 +69,10 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
   }
   auto* a = new Api;
   a->lib = lib;
-  load(lib, "nvmlErrorString", a->error_string);
+  load_symbol(lib, "nvmlErrorString", a->error_string);
   // Required entry points; a driver without them is too old to be worth sampling.
   const char* missing = nullptr;
-  auto need = [&](const char* sym, auto& f) { if (!load(lib, sym, f) && !missing) missing = sym; };
+  auto need = [&](const char* sym, auto& f) { if (!load_symbol(lib, sym, f) && !missing) missing = sym; };
   need("nvmlInit_v2", a->init);
   need("nvmlShutdown", a->shutdown);
   need("nvmlDeviceGetCount_v2", a->count);
@@ -84,17 +84,17 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
     return;
   }
   // Optional queries: a missing one leaves its field unmeasured.
-  load(lib, "nvmlDeviceGetName", a->name);
-  load(lib, "nvmlDeviceGetUtilizationRates", a->util);
-  load(lib, "nvmlDeviceGetMemoryInfo", a->memory);
-  load(lib, "nvmlDeviceGetMemoryInfo_v2", a->memory_v2);
-  load(lib, "nvmlDeviceGetPowerUsage", a->power);
-  load(lib, "nvmlDeviceGetTotalEnergyConsumption", a->energy);
-  load(lib, "nvmlDeviceGetTemperature", a->temp);
-  load(lib, "nvmlDeviceGetClockInfo", a->clock);
+  load_symbol(lib, "nvmlDeviceGetName", a->name);
+  load_symbol(lib, "nvmlDeviceGetUtilizationRates", a->util);
+  load_symbol(lib, "nvmlDeviceGetMemoryInfo", a->memory);
+  load_symbol(lib, "nvmlDeviceGetMemoryInfo_v2", a->memory_v2);
+  load_symbol(lib, "nvmlDeviceGetPowerUsage", a->power);
+  load_symbol(lib, "nvmlDeviceGetTotalEnergyConsumption", a->energy);
+  load_symbol(lib, "nvmlDeviceGetTemperature", a->temp);
+  load_symbol(lib, "nvmlDeviceGetClockInfo", a->clock);
   // Renamed "clocks event reasons" in CUDA 12.2; the old name remains as a deprecated alias.
-  if (!load(lib, "nvmlDeviceGetCurrentClocksEventReasons", a->reasons))
-    load(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", a->reasons);
+  if (!load_symbol(lib, "nvmlDeviceGetCurrentClocksEventReasons", a->reasons))
+    load_symbol(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", a->reasons);
 
   if (nvmlReturn_t r = a->init(); r != NVML_SUCCESS) {
     why_ = "nvmlInit failed: " + a->err(r);
@@ -116,7 +116,7 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
   nvmlDevice_t dev = nullptr;
   using ByPci = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
   ByPci by_pci = nullptr;
-  if (!pci_bus_id.empty() && load(lib, "nvmlDeviceGetHandleByPciBusId_v2", by_pci) &&
+  if (!pci_bus_id.empty() && load_symbol(lib, "nvmlDeviceGetHandleByPciBusId_v2", by_pci) &&
       by_pci(pci_bus_id.c_str(), &dev) == NVML_SUCCESS) {
     device_ = dev;
     available_ = true;

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/text.h"
 #include "instrument/intervals.h"
 #include "instrument/json_out.h"
 
@@ -16,12 +17,6 @@ namespace loupe::instrument {
 
 namespace {
 using Key = std::tuple<std::string, std::string, std::string>;  // module, op, phase
-
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 // The bound and the share of its ceiling from the row's rates.
 void classify(ProfileRow& r, const Ceilings& c) {
@@ -333,7 +328,7 @@ std::string profile_csv(const Profile& p) {
 namespace {
 using Json = nlohmann::ordered_json;
 // A percentage or a time that was not measured is negative in the profile: null here.
-Json measured(double v) { return v >= 0 ? json_number(v) : Json(nullptr); }
+Json measured_json(double v) { return v >= 0 ? json_number(v) : Json(nullptr); }
 
 // --counters: the metric names, the time-weighted figures, and every kernel of the pass (for
 // comparing with ncu kernel by kernel); null when not asked for.
@@ -342,12 +337,12 @@ Json counters_json(const Profile& p) {
   const CounterNames& n = p.counter_names;
   Json kernels = Json::array();
   for (const CountedKernel& k : p.kernels)
-    kernels.push_back({{"name", k.counters.name}, {"row", k.row}, {"fma_pct", measured(k.counters.fma_pct)},
-                       {"tensor_pct", measured(k.counters.tensor_pct)}, {"dram_pct", measured(k.counters.dram_pct)},
-                       {"duration_ns", measured(k.counters.duration_ns)}});
+    kernels.push_back({{"name", k.counters.name}, {"row", k.row}, {"fma_pct", measured_json(k.counters.fma_pct)},
+                       {"tensor_pct", measured_json(k.counters.tensor_pct)}, {"dram_pct", measured_json(k.counters.dram_pct)},
+                       {"duration_ns", measured_json(k.counters.duration_ns)}});
   return {{"why", p.counters_why},          {"metrics", {n.fma, n.tensor, n.dram, n.duration}},
-          {"fma_pct", measured(p.fma_pct)}, {"tensor_pct", measured(p.tensor_pct)},
-          {"dram_pct", measured(p.dram_pct)}, {"kernels_counted", p.counted_kernels},
+          {"fma_pct", measured_json(p.fma_pct)}, {"tensor_pct", measured_json(p.tensor_pct)},
+          {"dram_pct", measured_json(p.dram_pct)}, {"kernels_counted", p.counted_kernels},
           {"kernels_matched", p.matched_kernels}, {"kernels", kernels}};
 }
 
@@ -364,11 +359,11 @@ Json row_json(const ProfileRow& r) {
           {"bytes_per_step", json_number(r.bytes)},
           {"tflops", json_number(r.flop_rate / 1e12)},
           {"gbs", json_number(r.byte_rate / 1e9)},
-          {"pct_ceiling", measured(r.pct_ceiling)},
+          {"pct_ceiling", measured_json(r.pct_ceiling)},
           {"bound", r.bound},
-          {"fma_pct", measured(r.fma_pct)},
-          {"tensor_pct", measured(r.tensor_pct)},
-          {"dram_pct", measured(r.dram_pct)}};
+          {"fma_pct", measured_json(r.fma_pct)},
+          {"tensor_pct", measured_json(r.tensor_pct)},
+          {"dram_pct", measured_json(r.dram_pct)}};
 }
 }  // namespace
 

@@ -14,7 +14,7 @@ struct Row {
   double fp32, tf32, fp16;  // dense TFLOP/s (fp16 and bf16 alike, fp32 accumulation)
 };
 // NVIDIA datasheets, dense (no sparsity). More specific names first.
-const std::vector<Row>& table() {
+const std::vector<Row>& datasheet_table() {
   static const std::vector<Row> rows{
       {"H200", "NVIDIA H200 SXM", 67, 494.7, 989.4},
       {"H100 PCIe", "NVIDIA H100 PCIe", 51, 378, 756},
@@ -42,7 +42,7 @@ MeasurePeakFn& measurer() {
 }  // namespace
 
 std::optional<Peak> datasheet_peak(const std::string& name, Precision precision) {
-  for (const Row& r : table()) {
+  for (const Row& r : datasheet_table()) {
     if (name.find(r.match) == std::string::npos) continue;
     const double v = precision == Precision::TF32 ? r.tf32 : is_16bit(precision) ? r.fp16 : r.fp32;
     return Peak{v, std::string("datasheet: ") + r.label + ", " + precision_name(precision)};

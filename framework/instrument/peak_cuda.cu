@@ -36,7 +36,7 @@ double time_ms(cudaStream_t s, const std::function<void()>& f, int reps) {
   return cuda::time_on_gpu(s, reps, 0, queue) / 1000.0;
 }
 
-MeasuredPeak measure() {
+MeasuredPeak measure_peak() {
   const cudaStream_t s = cuda::stream();
   int sms = 0, dev = 0;
   LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
@@ -75,7 +75,7 @@ MeasuredPeak measure() {
 }
 
 struct Registrar {
-  Registrar() { register_gpu_peak_measurer(measure); }
+  Registrar() { register_gpu_peak_measurer(measure_peak); }
 } g_registrar;
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace loupe::instrument {
 namespace {
@@ -61,20 +62,6 @@ std::string num(double v) {
 }
 
 
-// RFC 4180: quote a cell holding a separator, quote or line break; double the quotes inside.
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string o;
-  for (size_t i = 0; i < v.size(); ++i) o += (i ? sep : "") + v[i];
-  return o;
-}
-
 // The text of one field for CSV: an empty cell where unmeasured; "nan"/"inf" kept (a diverged loss
 // is a measured fact; JSON, which has neither, writes null: to_json).
 template <class T>
@@ -92,12 +79,6 @@ std::string field_text(const T& v) {
 }
 
 // ---- console formatting -------------------------------------------------------------------
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 
 // About three significant digits; whole numbers with thousands separators from 100 up.

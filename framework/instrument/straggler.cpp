@@ -15,7 +15,7 @@ std::string ms(const Opt& v) {
   return b;
 }
 
-std::string pct(const Opt& v) {
+std::string pct_or_na(const Opt& v) {
   if (!v || !std::isfinite(*v)) return "n/a";
   char b[32];
   std::snprintf(b, sizeof b, "%.1f%%", 100 * *v);
@@ -55,7 +55,7 @@ std::string straggler_line(const std::vector<RankFigures>& ranks, const Straggle
   if (!nccl) return o;
   o += "; NCCL not hidden:";
   for (size_t k = 0; k < ranks.size(); ++k)
-    o += (k ? ", rank " : " rank ") + std::to_string(ranks[k].rank) + " " + pct(ranks[k].nccl_exposed_share);
+    o += (k ? ", rank " : " rank ") + std::to_string(ranks[k].rank) + " " + pct_or_na(ranks[k].nccl_exposed_share);
   return o;
 }
 

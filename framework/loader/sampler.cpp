@@ -21,20 +21,20 @@ std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch) {
 }
 
 namespace {
-void check(const Shard& s) {
+void check_rank_in_world(const Shard& s) {
   LOUPE_CHECK(s.world >= 1 && s.rank >= 0 && s.rank < s.world, "rank ", s.rank, " of a world of ", s.world,
               ": the rank must be from 0 to world - 1");
 }
 }  // namespace
 
 int64_t shard_steps(int64_t n, int64_t batch, Shard s) {
-  check(s);
+  check_rank_in_world(s);
   LOUPE_CHECK(batch >= 1 && n >= 0, "shard_steps: batch ", batch, ", n ", n);
   return n / (int64_t(s.world) * batch);
 }
 
 int64_t shard_offset(int64_t step, int64_t batch, Shard s) {
-  check(s);
+  check_rank_in_world(s);
   return (step * s.world + s.rank) * batch;
 }
 
@@ -46,7 +46,7 @@ std::vector<int32_t> shard_batch(const std::vector<int32_t>& order, int64_t step
 }
 
 std::pair<int64_t, int64_t> shard_part(int64_t n, Shard s) {
-  check(s);
+  check_rank_in_world(s);
   const int64_t q = n / s.world, r = n % s.world;  // the first r parts hold one more
   const int64_t first = s.rank * q + std::min<int64_t>(s.rank, r);
   return {first, first + q + (s.rank < r ? 1 : 0)};

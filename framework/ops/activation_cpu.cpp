@@ -7,7 +7,7 @@
 namespace loupe {
 namespace {
 
-void forward(const ExecContext&, Act a, const Tensor& y, const Tensor& x) {
+void activation_forward(const ExecContext&, Act a, const Tensor& y, const Tensor& x) {
   cpu::dispatch_floating(x.dtype(), "activation", [&](auto tag) {
     using T = decltype(tag);
     T* py = y.data<T>();
@@ -22,7 +22,7 @@ void forward(const ExecContext&, Act a, const Tensor& y, const Tensor& x) {
   });
 }
 
-void backward(const ExecContext&, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
+void activation_backward(const ExecContext&, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cpu::dispatch_floating(y.dtype(), "activation backward", [&](auto tag) {
     using T = decltype(tag);
     T* pg = gx.data<T>();
@@ -38,7 +38,7 @@ void backward(const ExecContext&, Act a, const Tensor& gx, const Tensor& y, cons
   });
 }
 
-const ActivationKernels table{forward, backward};
+const ActivationKernels table{activation_forward, activation_backward};
 const RegisterBackend<ActivationKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -83,7 +83,7 @@ __global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack
   }
 }
 
-void forward(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x) {
+void activation_forward(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x) {
   cuda::require_float(x, "activation");
   const cudaStream_t s = cuda::stream(ctx);
   int64_t n = x.numel();
@@ -106,7 +106,7 @@ void forward(const ExecContext& ctx, Act a, const Tensor& y, const Tensor& x) {
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
+void activation_backward(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, const Tensor& gy) {
   cuda::require_float(y, "activation backward");
   const cudaStream_t s = cuda::stream(ctx);
   int64_t n = y.numel();
@@ -132,7 +132,7 @@ void backward(const ExecContext& ctx, Act a, const Tensor& gx, const Tensor& y, 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const ActivationKernels table{forward, backward};
+const ActivationKernels table{activation_forward, activation_backward};
 const RegisterBackend<ActivationKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace loupe {
 namespace {
 
 template <class T>
-T act_fwd(int act, T v) {
+T act_or_identity_fwd(int act, T v) {
   switch (act) {
     case int(Act::Relu): return v > T(0) ? v : T(0);
     case int(Act::Sigmoid): return T(1) / (T(1) + std::exp(-v));
@@ -23,7 +23,7 @@ T act_fwd(int act, T v) {
 
 // From the activation's output y.
 template <class T>
-T act_bwd(int act, T y, T g) {
+T act_or_identity_bwd(int act, T y, T g) {
   switch (act) {
     case int(Act::Relu): return y > T(0) ? g : T(0);
     case int(Act::Sigmoid): return g * y * (T(1) - y);
@@ -57,7 +57,7 @@ void forward_as(const Tensor& y, const Tensor& x, const Tensor& b, const BiasAct
     DropoutMask m(a.rng.seed, a.rng.offset, a.p);
     for (int64_t j = 0; j < len; ++j) {
       const T bias = !pb ? T(0) : c >= 0 ? pb[c] : pb[j];
-      const T v = act_fwd(ACT, px[i0 + j] + bias);
+      const T v = act_or_identity_fwd(ACT, px[i0 + j] + bias);
       py[i0 + j] = DROP ? (m.keep(uint64_t(i0 + j)) ? v * scale : T(0)) : v;
     }
   });
@@ -76,7 +76,7 @@ void backward_as(const Tensor& gx, const Tensor& y, const Tensor& gy, const Bias
       if (DROP)  // relu or none: the kept output is positive exactly where relu passed
         pgx[i] = m.keep(uint64_t(i)) && (ACT < 0 || py[i] > T(0)) ? pgy[i] * scale : T(0);
       else
-        pgx[i] = act_bwd(ACT, py[i], pgy[i]);
+        pgx[i] = act_or_identity_bwd(ACT, py[i], pgy[i]);
     }
   });
 }
@@ -96,7 +96,7 @@ void with_act(const BiasActArgs& a, F&& f) {
   }
 }
 
-void forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+void bias_act_forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(x.dtype(), "bias_act", [&](auto tag) {
     using T = decltype(tag);
@@ -104,8 +104,8 @@ void forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor&
   });
 }
 
-void backward(const ExecContext&, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
-              const BiasActArgs& a) {
+void bias_act_backward(const ExecContext&, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
+                       const BiasActArgs& a) {
   LOUPE_CHECK(!a.rng.base, "bias_act on the CPU: a draw relative to a device word (CUDA graphs are GPU-only)");
   cpu::dispatch_floating(y.dtype(), "bias_act backward", [&](auto tag) {
     using T = decltype(tag);
@@ -124,7 +124,7 @@ void backward(const ExecContext&, const Tensor& gx, const Tensor& gb, const Tens
   });
 }
 
-const BiasActKernels table{forward, backward};
+const BiasActKernels table{bias_act_forward, bias_act_backward};
 const RegisterBackend<BiasActKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -20,14 +20,14 @@ struct alignas(4 * sizeof(T)) Pack4 {
   T v[4];
 };
 
-__device__ __forceinline__ float act_fwd(int act, float v) {
+__device__ __forceinline__ float act_or_identity_fwd(int act, float v) {
   return act == int(Act::Relu)      ? fmaxf(v, 0.f)
          : act == int(Act::Sigmoid) ? 1.f / (1.f + expf(-v))
          : act == int(Act::Tanh)    ? tanhf(v)
                                     : v;
 }
 
-__device__ __forceinline__ float act_bwd(int act, float y, float g) {
+__device__ __forceinline__ float act_or_identity_bwd(int act, float y, float g) {
   return act == int(Act::Relu)      ? (y > 0.f ? g : 0.f)
          : act == int(Act::Sigmoid) ? g * y * (1.f - y)
          : act == int(Act::Tanh)    ? g * (1.f - y * y)
@@ -60,7 +60,7 @@ __device__ __forceinline__ void fwd4(T (&v)[4], const T* b, int64_t i, const Bia
       int64_t c = packed ? (a.inner == 1 ? c0 + k : c0) : channel_of(i + k, a.C, a.inner);
       z = cuda::to_float(round_to<T>(z + cuda::to_float(b[c])));
     }
-    float y = cuda::to_float(round_to<T>(act_fwd(a.act, z)));
+    float y = cuda::to_float(round_to<T>(act_or_identity_fwd(a.act, z)));
     if (a.dropout) y = uniform01(r.v[k]) >= a.p ? y * scale : 0.f;
     v[k] = round_to<T>(y);
   }
@@ -106,7 +106,7 @@ __device__ __forceinline__ void bwd4(T (&g)[4], const T (&y)[4], int64_t i, cons
     if (a.dropout)  // relu or none: a kept output is positive exactly where relu passed
       g[k] = uniform01(r.v[k]) >= a.p && (a.act < 0 || yk > 0.f) ? round_to<T>(gk * scale) : round_to<T>(0.f);
     else
-      g[k] = round_to<T>(act_bwd(a.act, yk, gk));
+      g[k] = round_to<T>(act_or_identity_bwd(a.act, yk, gk));
   }
 }
 
@@ -250,21 +250,21 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
+void bias_act_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a) {
   cuda::require_float(x, "bias_act");
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "bias_act", [&](auto tag) { forward_t<decltype(tag)>(y, x, b, a, s); });
 }
 
-void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
-              const BiasActArgs& a) {
+void bias_act_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gb, const Tensor& y, const Tensor& gy,
+                       const BiasActArgs& a) {
   cuda::require_float(y, "bias_act backward");
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(y.dtype(), "bias_act backward",
                        [&](auto tag) { backward_t<decltype(tag)>(gx, gb, y, gy, a, s); });
 }
 
-const BiasActKernels table{forward, backward};
+const BiasActKernels table{bias_act_forward, bias_act_backward};
 const RegisterBackend<BiasActKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -113,7 +113,7 @@ void run_path(const Run& run) {
   if (path == ConvPath::Im2col || !run(path)) run(ConvPath::Im2col);  // no oneDNN, or it refused
 }
 
-void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void conv_forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   if (x.dtype() != DType::f32) return im2col_forward(y, x, w, p);
   run_path([&](ConvPath path) {
     if (path == ConvPath::Im2col) return im2col_forward(y, x, w, p), true;
@@ -121,8 +121,8 @@ void forward_nchw(const Tensor& y, const Tensor& x, const Tensor& w, const Conv2
   });
 }
 
-void backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-                   const Conv2dParams& p) {
+void conv_backward_nchw(const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                        const Conv2dParams& p) {
   if (x.dtype() != DType::f32) return im2col_backward(gx, gw, x, w, gy, p);
   run_path([&](ConvPath path) {
     if (path == ConvPath::Im2col) return im2col_backward(gx, gw, x, w, gy, p), true;
@@ -138,27 +138,27 @@ void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && !dst.same(src)) copy_(dst, src);
 }
 
-void forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  if (y.is_contiguous() && x.is_contiguous() && w.is_contiguous()) return forward_nchw(y, x, w, p);
+void conv_forward(const ExecContext&, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  if (y.is_contiguous() && x.is_contiguous() && w.is_contiguous()) return conv_forward_nchw(y, x, w, p);
   NoGradGuard g;
   Tensor yc = nchw_like(y);
-  forward_nchw(yc, nchw(x), nchw(w), p);
+  conv_forward_nchw(yc, nchw(x), nchw(w), p);
   copy_back(y, yc);
 }
 
-void backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-              const Conv2dParams& p) {
+void conv_backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
+                   const Conv2dParams& p) {
   auto ok = [](const Tensor& t) { return !t.defined() || t.is_contiguous(); };
-  if (ok(gx) && ok(gw) && ok(x) && ok(w) && ok(gy)) return backward_nchw(gx, gw, x, w, gy, p);
+  if (ok(gx) && ok(gw) && ok(x) && ok(w) && ok(gy)) return conv_backward_nchw(gx, gw, x, w, gy, p);
   NoGradGuard g;
   Tensor gxc = gx.defined() && !gx.is_contiguous() ? nchw_like(gx) : gx;
   Tensor gwc = gw.defined() && !gw.is_contiguous() ? nchw_like(gw) : gw;
-  backward_nchw(gxc, gwc, nchw(x), nchw(w), nchw(gy), p);
+  conv_backward_nchw(gxc, gwc, nchw(x), nchw(w), nchw(gy), p);
   copy_back(gx, gxc);
   copy_back(gw, gwc);
 }
 
-const ConvKernels table{forward, backward};
+const ConvKernels table{conv_forward, conv_backward};
 const RegisterBackend<ConvKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

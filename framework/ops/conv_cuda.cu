@@ -579,7 +579,7 @@ void filter_gemm(const ExecContext& ctx, const Tensor& gw, const Tensor& x, cons
   copy_cols(gw.data_ptr(), RSC, gp.data_ptr(), g.Kc, RSC, K, w.dtype(), stream);
 }
 
-void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void conv_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   check_dtypes(x, w, y, "conv2d");
   const cudaStream_t s = cuda::stream(ctx);
   if (small_filter(x, w, y)) return forward_gemm(ctx, y, x, w, p, s);
@@ -592,8 +592,8 @@ void forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Ten
                                             pl.conv, pl.fwd, ws.data_ptr(), pl.ws_fwd, &zero, pl.y->d, y.data_ptr()));
 }
 
-void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
-              const Tensor& gy, const Conv2dParams& p) {
+void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
+                   const Tensor& gy, const Conv2dParams& p) {
   check_dtypes(x, w, gy, "conv2d backward");
   LOUPE_CHECK((!gx.defined() || gx.dtype() == x.dtype()) && (!gw.defined() || gw.dtype() == x.dtype()),
               "conv2d backward on CUDA: the gradients must have x's dtype");
@@ -627,7 +627,7 @@ void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const 
   }
 }
 
-const ConvKernels table{forward, backward};
+const ConvKernels table{conv_forward, conv_backward};
 const RegisterBackend<ConvKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -28,7 +28,7 @@ dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
-dnnl::stream& stream() {
+dnnl::stream& dnnl_stream() {
   static dnnl::stream s(engine());
   return s;
 }
@@ -51,10 +51,10 @@ struct Staged {
     return internal ? *internal : user;
   }
   void in() {
-    if (reorder) reorder->execute(stream(), user, *internal);
+    if (reorder) reorder->execute(dnnl_stream(), user, *internal);
   }
   void out() {
-    if (reorder) reorder->execute(stream(), *internal, user);
+    if (reorder) reorder->execute(dnnl_stream(), *internal, user);
   }
 };
 
@@ -207,10 +207,10 @@ bool conv_forward_dnnl(const Tensor& y, const Tensor& x, const Tensor& w, const 
   memory& ym = f.y.bind(y);
   f.x.in();
   f.w.in();
-  f.prim.execute(stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym},
-                            {DNNL_ARG_SCRATCHPAD, f.scratch}});
+  f.prim.execute(dnnl_stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym},
+                                 {DNNL_ARG_SCRATCHPAD, f.scratch}});
   f.y.out();
-  stream().wait();
+  dnnl_stream().wait();
   return true;
 }
 
@@ -234,8 +234,8 @@ bool conv_backward_dnnl(const Tensor& gx, const Tensor& gw, const Tensor& x, con
     memory& gxm = b.gx->bind(gx);
     b.gy_data->in();
     b.w->in();
-    b.data_prim->execute(stream(), {{DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm},
-                                    {DNNL_ARG_SCRATCHPAD, *b.data_scratch}});
+    b.data_prim->execute(dnnl_stream(), {{DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm},
+                                         {DNNL_ARG_SCRATCHPAD, *b.data_scratch}});
     b.gx->out();
   }
   if (need_gw) {
@@ -249,11 +249,11 @@ bool conv_backward_dnnl(const Tensor& gx, const Tensor& gw, const Tensor& x, con
     memory& xm = b.x->bind(x);
     memory& gwm = b.gw->bind(gw);
     b.x->in();
-    b.weights_prim->execute(stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, *gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm},
-                                       {DNNL_ARG_SCRATCHPAD, *b.weights_scratch}});
+    b.weights_prim->execute(dnnl_stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, *gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm},
+                                            {DNNL_ARG_SCRATCHPAD, *b.weights_scratch}});
     b.gw->out();
   }
-  stream().wait();
+  dnnl_stream().wait();
   return true;
 }
 

@@ -56,7 +56,7 @@ std::vector<int64_t> checked_rows(const Tensor& ids, int64_t V) {
   }
 }
 
-void forward(const ExecContext&, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
+void embedding_forward(const ExecContext&, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E) {
   std::vector<int64_t> rows = checked_rows(ids, weight.size(0));
   cpu::dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
@@ -68,8 +68,8 @@ void forward(const ExecContext&, const Tensor& out, const Tensor& ids, const Ten
   });
 }
 
-void backward(const ExecContext&, const Tensor& gw, const Tensor& ids, const Tensor& gy,
-              const EmbeddingGradRows& rows_of_gy, int64_t n, int64_t E, bool accumulate, float* found_inf) {
+void embedding_backward(const ExecContext&, const Tensor& gw, const Tensor& ids, const Tensor& gy,
+                        const EmbeddingGradRows& rows_of_gy, int64_t n, int64_t E, bool accumulate, float* found_inf) {
   int64_t V = gw.size(0);
   std::vector<int64_t> rows = checked_rows(ids, V);
   // Positions grouped by row, in position order (a stable counting sort): each row of gw then
@@ -125,7 +125,7 @@ void one_hot(const ExecContext&, const Tensor& out, const Tensor& ids, int64_t n
   });
 }
 
-const EmbeddingKernels table{forward, backward, one_hot};
+const EmbeddingKernels table{embedding_forward, embedding_backward, one_hot};
 const RegisterBackend<EmbeddingKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -119,7 +119,7 @@ struct GyRows {
 // holds off, the offset of the chunk's k-th row. All B loads are issued before the first add (the
 // ones past cnt re-read row cnt - 1 and are dropped), so they are in flight together.
 template <int B, class Vec>
-__device__ __forceinline__ void add_rows(Vec& acc, const Vec* g, int64_t off, int k0, int cnt, int j) {
+__device__ __forceinline__ void accumulate_rows(Vec& acc, const Vec* g, int64_t off, int k0, int cnt, int j) {
   Vec v[B];
 #pragma unroll
   for (int t = 0; t < B; ++t) v[t] = g[__shfl_sync(0xffffffffu, off, min(k0 + t, cnt - 1)) + j];
@@ -145,9 +145,9 @@ __device__ __forceinline__ void sum_chunk(Vec* out, const Vec* g, GyRows gr, con
     Vec acc{};
     if (cnt == kChunk) {
 #pragma unroll 1  // one batch at a time: unrolled, the compiler hoists every load and spills
-      for (int k0 = 0; k0 < kChunk; k0 += kFull) add_rows<kFull>(acc, g, off, k0, cnt, jr);
+      for (int k0 = 0; k0 < kChunk; k0 += kFull) accumulate_rows<kFull>(acc, g, off, k0, cnt, jr);
     } else {
-      for (int k0 = 0; k0 < cnt; k0 += kPart) add_rows<kPart>(acc, g, off, k0, cnt, jr);
+      for (int k0 = 0; k0 < cnt; k0 += kPart) accumulate_rows<kPart>(acc, g, off, k0, cnt, jr);
     }
     if (j >= EV) continue;
     if (add) vadd(acc, out[j]);
@@ -290,8 +290,8 @@ void launch_forward_t(const Tensor& out, const Tensor& ids, const Tensor& weight
 }
 
 template <class I>
-void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E,
-                    cudaStream_t stream) {
+void launch_embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n, int64_t E,
+                              cudaStream_t stream) {
   if (weight.dtype() == DType::f16) return launch_forward_t<I, __half>(out, ids, weight, n, E, stream);
   if (weight.dtype() == DType::bf16) return launch_forward_t<I, __nv_bfloat16>(out, ids, weight, n, E, stream);
   int64_t V = weight.size(0);
@@ -305,14 +305,14 @@ void launch_forward(const Tensor& out, const Tensor& ids, const Tensor& weight, 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void forward(const ExecContext& ctx, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n,
-             int64_t E) {
+void embedding_forward(const ExecContext& ctx, const Tensor& out, const Tensor& ids, const Tensor& weight, int64_t n,
+                       int64_t E) {
   cuda::require_float(weight, "embedding");
   const cudaStream_t s = cuda::stream(ctx);
   switch (ids.dtype()) {
-    case DType::i32: launch_forward<int32_t>(out, ids, weight, n, E, s); break;
-    case DType::f32: launch_forward<float>(out, ids, weight, n, E, s); break;
-    case DType::f64: launch_forward<double>(out, ids, weight, n, E, s); break;
+    case DType::i32: launch_embedding_forward<int32_t>(out, ids, weight, n, E, s); break;
+    case DType::f32: launch_embedding_forward<float>(out, ids, weight, n, E, s); break;
+    case DType::f64: launch_embedding_forward<double>(out, ids, weight, n, E, s); break;
     default: LOUPE_FAIL("embedding on CUDA: ids of type ", dtype_name(ids.dtype()), " are not supported");
   }
 }
@@ -323,8 +323,8 @@ void launch_keys(int32_t* keys, int32_t* pos, const Tensor& ids, int64_t n, int6
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const Tensor& gy,
-              const EmbeddingGradRows& rows, int64_t n, int64_t E, bool accumulate, float* found_inf) {
+void embedding_backward(const ExecContext& ctx, const Tensor& gw, const Tensor& ids, const Tensor& gy,
+                        const EmbeddingGradRows& rows, int64_t n, int64_t E, bool accumulate, float* found_inf) {
   LOUPE_CHECK(gw.dtype() != DType::f16 && gw.dtype() != DType::bf16, "embedding backward on CUDA is float32 only, ",
               "got a ", dtype_name(gw.dtype()), " table: keep the table float32 and cast the embedding's output");
   cuda::require_f32(gw, "embedding backward");
@@ -426,7 +426,7 @@ void one_hot(const ExecContext& ctx, const Tensor& out, const Tensor& ids, int64
   }
 }
 
-const EmbeddingKernels table{forward, backward, one_hot};
+const EmbeddingKernels table{embedding_forward, embedding_backward, one_hot};
 const RegisterBackend<EmbeddingKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

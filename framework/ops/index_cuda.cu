@@ -29,8 +29,8 @@ __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t 
 }
 
 template <class S, class D>
-void launch(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
-            cudaStream_t stream) {
+void launch_gather(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
+                   cudaStream_t stream) {
   cuda::launch(gather_kernel<S, D>, cuda::blocks_for(n * row), cuda::kThreads, 0, stream, out.data<D>(), src.data<S>(),
                idx.data<int32_t>(), n, row, float(scale));
   LOUPE_CUDA_LAUNCH_CHECK();
@@ -41,12 +41,12 @@ template <class S>
 bool launch_from(const Tensor& out, const Tensor& src, const Tensor& idx, int64_t n, int64_t row, double scale,
                  cudaStream_t stream) {
   switch (out.dtype()) {
-    case DType::f32: launch<S, float>(out, src, idx, n, row, scale, stream); return true;
-    case DType::f16: launch<S, __half>(out, src, idx, n, row, scale, stream); return true;
-    case DType::bf16: launch<S, __nv_bfloat16>(out, src, idx, n, row, scale, stream); return true;
+    case DType::f32: launch_gather<S, float>(out, src, idx, n, row, scale, stream); return true;
+    case DType::f16: launch_gather<S, __half>(out, src, idx, n, row, scale, stream); return true;
+    case DType::bf16: launch_gather<S, __nv_bfloat16>(out, src, idx, n, row, scale, stream); return true;
     case DType::i32:
       if constexpr (std::is_integral_v<S>) {
-        launch<S, int32_t>(out, src, idx, n, row, scale, stream);  // labels, token ids
+        launch_gather<S, int32_t>(out, src, idx, n, row, scale, stream);  // labels, token ids
         return true;
       } else {
         return false;

@@ -29,8 +29,8 @@ bool bias_gemm(bool (*call)(const ExecContext&, const BiasGemmArgs&), const Tens
 // A narrow layer's whole backward in the backend's one pass (a classifier's head: LinalgKernels::
 // narrow_backward), for the products needed (x and w undefined where not); counts their FLOPs.
 // False, having done nothing, where the backend has none or the case does not fit it.
-bool narrow_backward(const Tensor& gy, const Tensor& x, const Tensor& w, bool need_b, Tensor& gx, Tensor& gw,
-                     Tensor& gb) {
+bool try_narrow_backward(const Tensor& gy, const Tensor& x, const Tensor& w, bool need_b, Tensor& gx, Tensor& gw,
+                         Tensor& gb) {
   const LinalgKernels& k = kernels<LinalgKernels>(gy.device());
   if (!k.narrow_backward || (!x.defined() && !w.defined()) || gy.dim() != 2 ||
       !narrow_backward_fits(gy.size(0), x.defined() ? x.size(1) : w.size(1), gy.size(1)) ||
@@ -63,7 +63,7 @@ struct LinearActBackward : autograd::Node {
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
     const LinalgKernels& k = kernels<LinalgKernels>(g[0].device());
     Tensor gx, gw, gb;
-    if (!epilogue && narrow_backward(g[0], need_w ? x : Tensor(), need_x ? w : Tensor(), need_b, gx, gw, gb))
+    if (!epilogue && try_narrow_backward(g[0], need_w ? x : Tensor(), need_x ? w : Tensor(), need_b, gx, gw, gb))
       return {gx, gw, gb};
     // The bias gradient from the weight-gradient GEMM's epilogue, if the backend can.
     const bool in_gemm = need_b && need_w && k.weight_grad_bias;

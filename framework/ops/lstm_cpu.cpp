@@ -121,8 +121,8 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
   }
 }
 
-Tensor forward(const ExecContext&, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
-               const Tensor& c, bool training, uint64_t seed, uint64_t offset) {
+Tensor lstm_forward(const ExecContext&, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                    const Tensor& c, bool training, uint64_t seed, uint64_t offset) {
   Plan q = make_plan(p, x, training);
   Tensor buf = empty(Shape{q.total()}, x.dtype(), x.device());
   cpu::dispatch_floating(x.dtype(), "lstm", [&](auto tag) {
@@ -205,9 +205,9 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
   }
 }
 
-void backward(const ExecContext&, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-              const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
-              const Tensor& dw, uint64_t seed, uint64_t offset, bool weights_later) {
+void lstm_backward(const ExecContext&, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                   const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+                   const Tensor& dw, uint64_t seed, uint64_t offset, bool weights_later) {
   LOUPE_CHECK(!weights_later, "lstm backward on the CPU has one round only");
   Plan q = make_plan(p, x, true);
   LOUPE_CHECK(saved.defined() && saved.numel() == q.total(), "lstm backward: no saved forward state of the ",
@@ -222,7 +222,7 @@ void backward(const ExecContext&, const LstmParams& p, const Tensor& x, const Te
   });
 }
 
-const LstmKernels table{forward, backward, nullptr};  // one round: no DDP on the CPU
+const LstmKernels table{lstm_forward, lstm_backward, nullptr};  // one round: no DDP on the CPU
 const RegisterBackend<LstmKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -59,7 +59,7 @@ struct Choice {
 // reference shape, dev/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
 // force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
 bool forced_first = false;  // take the first supported choice, untimed
-const std::vector<Choice>& candidates() {
+const std::vector<Choice>& lstm_candidates() {
   static const std::vector<Choice> c = [] {
     std::vector<cudnnRNNAlgo_t> algos{CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD};
     std::vector<bool> layouts{false, true};
@@ -231,10 +231,10 @@ std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int
   return pl;
 }
 
-Tensor bytes(size_t n) { return empty(Shape{int64_t(std::max<size_t>(n, 1))}, DType::u8, kCUDA); }
+Tensor byte_buffer(size_t n) { return empty(Shape{int64_t(std::max<size_t>(n, 1))}, DType::u8, kCUDA); }
 
 constexpr size_t kAlign = 256;
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 using lstm_persist::swap01_into;
 using lstm_persist::typed_view;
@@ -249,25 +249,25 @@ Saved make_saved(const Plan& pl, const Tensor& x) {
   Saved s;
   s.reserve = pl.reserve_train;
   const size_t xbytes = pl.choice.seq_major ? x.nbytes() : 0;
-  s.buf = bytes(aligned(s.reserve) + xbytes);
-  if (xbytes) s.xs = typed_view(s.buf, aligned(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
+  s.buf = byte_buffer(align_up(s.reserve) + xbytes);
+  if (xbytes) s.xs = typed_view(s.buf, align_up(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
   return s;
 }
 Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
   Saved s;
   s.buf = buf;
   s.reserve = pl.reserve_train;
-  if (pl.choice.seq_major) s.xs = typed_view(buf, aligned(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
+  if (pl.choice.seq_major) s.xs = typed_view(buf, align_up(s.reserve), Shape{x.size(1), x.size(0), x.size(2)}, x.dtype());
   return s;
 }
 
 // Sequence-major, y becomes a transposed view of cuDNN's [T, N, D*H] output: no copy (the models
 // read the final states h, not y, so none is made later either). ctx: the caller's (its lane), and
 // the plan's precision. stream: ctx's.
-Tensor run_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
-                   const Tensor& c, bool training, cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::forward(ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
-  Tensor work = bytes(training ? pl.work_train : pl.work_infer);
+Tensor run_plan_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                        const Tensor& c, bool training, cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::persist_forward(ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
+  Tensor work = byte_buffer(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
   Tensor ws = pl.to_cudnn.defined() ? permuted(w, pl.to_cudnn) : w;
@@ -289,11 +289,11 @@ Tensor run_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x, cons
 }
 
 // The weight gradient (every layer's) from cuDNN, or loupe's kernels' first layer's (the rest came
-// with the input gradient, run_backward).
-void run_backward_weights(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& y,
-                          const Tensor& saved_buf, const Tensor& dw, cudaStream_t stream) {
-  if (pl.choice.own) return lstm_persist::backward_weights(ctx, pl.params, x, y, saved_buf, dw, stream);
-  Tensor work = bytes(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
+// with the input gradient, run_plan_backward).
+void run_plan_backward_weights(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& y,
+                               const Tensor& saved_buf, const Tensor& dw, cudaStream_t stream) {
+  if (pl.choice.own) return lstm_persist::persist_backward_weights(ctx, pl.params, x, y, saved_buf, dw, stream);
+  Tensor work = byte_buffer(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
   Tensor dws = permute ? empty(dw.shape(), dw.dtype(), kCUDA) : dw;
@@ -312,15 +312,15 @@ void run_backward_weights(const ExecContext& ctx, const Plan& pl, const Tensor& 
 
 // dy undefined: zero, made in the layout cuDNN reads; dx undefined: not needed (cuDNN computes it
 // anyway, into a scratch buffer, and it is not transposed back). With `weights_later` the weight
-// gradient (cuDNN: all of it; loupe's kernels: the first layer's W and R) is run_backward_weights'.
-void run_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y,
-                  const Tensor& saved_buf, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
-                  const Tensor& dw, bool weights_later, cudaStream_t stream) {
+// gradient (cuDNN: all of it; loupe's kernels: the first layer's W and R) is run_plan_backward_weights'.
+void run_plan_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, const Tensor& y,
+                       const Tensor& saved_buf, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+                       const Tensor& dw, bool weights_later, cudaStream_t stream) {
   if (pl.choice.own)
-    return lstm_persist::backward(ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
-                                  weights_later, stream);
+    return lstm_persist::persist_backward(ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
+                                          weights_later, stream);
   cudnnHandle_t h = cuda::cudnn(ctx);
-  Tensor work = bytes(pl.work_train);
+  Tensor work = byte_buffer(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
   Tensor ws = permute ? permuted(w, pl.to_cudnn) : w;
@@ -346,7 +346,7 @@ void run_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const
       dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
       pl.reserve_train, saved.buf.data_ptr()));
   if (sm && dx.defined()) swap01_into(dx, dxs);
-  if (!weights_later) run_backward_weights(ctx, pl, x, y, saved_buf, dw, stream);
+  if (!weights_later) run_plan_backward_weights(ctx, pl, x, y, saved_buf, dw, stream);
 }
 
 // Milliseconds of GPU time for a training forward and backward with this plan, on scratch buffers
@@ -354,7 +354,7 @@ void run_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const
 // run (plans, workspaces, the pool's first blocks), three in a row behind a hold (core/gpu_timer.h),
 // as a CUDA graph replays them. Timed one at a time, the host's launches were in the figure, which
 // counts against a choice of many kernels (loupe's, with its GEMMs and transposes) in a close call.
-double time_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
+double time_lstm_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& p, int64_t N, int64_t T, cudaStream_t s) {
   const int64_t DH = p.directions() * p.hidden_size, LD = int64_t(p.num_layers) * p.directions();
   auto z = [&](const Shape& s) { return zeros(s, pl.dtype, kCUDA); };
   Tensor x = z(Shape{N, T, p.input_size}), w = z(Shape{lstm_weight_count(p)}), y = z(Shape{N, T, DH});
@@ -362,9 +362,9 @@ double time_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& p, in
   Tensor dx = z(x.shape()), dw = z(w.shape());
   auto run = [&] {
     Tensor yi = y;
-    Tensor saved = run_forward(ctx, pl, x, w, yi, h, c, true, s);
+    Tensor saved = run_plan_forward(ctx, pl, x, w, yi, h, c, true, s);
     // The models read h: dy is zero.
-    run_backward(ctx, pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);
+    run_plan_backward(ctx, pl, x, w, yi, saved, Tensor(), Tensor(), Tensor(), dx, dw, false, s);
     return true;
   };
   run();
@@ -386,13 +386,13 @@ const char* choice_name(const Choice& ch) {
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
 
 // The fastest supported choice for this problem, timed once and cached.
-Plan& plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype,
-               cudaStream_t stream) {
+Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype,
+                    cudaStream_t stream) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
   Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(ctx.precision), int(dtype)};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
-  const std::vector<Choice>& cands = candidates();
+  const std::vector<Choice>& cands = lstm_candidates();
   std::unique_ptr<Plan> best;
   double best_ms = 0;
   std::string why;  // the last refusal, reported if every choice is refused
@@ -401,7 +401,7 @@ Plan& plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
-      double ms = cands.size() > 1 && !forced_first ? time_plan(ctx, *pl, p, N, T, stream) : 0;
+      double ms = cands.size() > 1 && !forced_first ? time_lstm_plan(ctx, *pl, p, N, T, stream) : 0;
       if (verbose)
         std::fprintf(stderr, "lstm N=%lld T=%lld in=%lld H=%lld %s: %s %s-major %.3f ms\n", (long long)N, (long long)T,
                      (long long)p.input_size, (long long)p.hidden_size, dtype_name(dtype), name,
@@ -419,7 +419,7 @@ Plan& plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T
 }
 
 // x, the weights and every other tensor in one dtype that cuDNN's RNNs take.
-void check_dtypes(const char* op, const LstmParams& p, std::initializer_list<const Tensor*> ts) {
+void check_lstm_dtypes(const char* op, const LstmParams& p, std::initializer_list<const Tensor*> ts) {
   const Tensor& x = **ts.begin();
   cuda::require_float(x, op);
   for (const Tensor* t : ts)
@@ -432,35 +432,35 @@ void check_dtypes(const char* op, const LstmParams& p, std::initializer_list<con
                "; use float16 (--precision fp16) or a newer cuDNN");
 }
 
-Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
-               const Tensor& c, bool training, uint64_t seed, uint64_t) {
-  check_dtypes("lstm", p, {&x, &w, &y, &h, &c});
+Tensor lstm_forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                    const Tensor& c, bool training, uint64_t seed, uint64_t) {
+  check_lstm_dtypes("lstm", p, {&x, &w, &y, &h, &c});
   // Dropout (p.dropout is 0 unless the op is training) needs cuDNN's training mode even when no
   // backward follows, since its inference mode never drops.
   training = training || (p.dropout > 0 && p.num_layers > 1);
   const cudaStream_t s = cuda::stream(ctx);
-  return run_forward(ctx, plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
+  return run_plan_forward(ctx, lstm_plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, h, c, training, s);
 }
 
-void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-              const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
-              const Tensor& dw, uint64_t seed, uint64_t, bool weights_later) {
-  check_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
+void lstm_backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                   const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+                   const Tensor& dw, uint64_t seed, uint64_t, bool weights_later) {
+  check_lstm_dtypes("lstm backward", p, {&x, &w, &y, &dy, &dh, &dc, &dx, &dw});
   LOUPE_CHECK(saved.defined(), "lstm backward without a training-mode forward");
   const cudaStream_t s = cuda::stream(ctx);
-  run_backward(ctx, plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
-               weights_later, s);
+  run_plan_backward(ctx, lstm_plan_for(ctx, p, x.size(0), x.size(1), seed, x.dtype(), s), x, w, y, saved, dy, dh, dc, dx, dw,
+                    weights_later, s);
 }
 
-void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-                      const Tensor& saved, const Tensor& dw) {
-  check_dtypes("lstm backward", p, {&x, &w, &y, &dw});
+void lstm_backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                           const Tensor& saved, const Tensor& dw) {
+  check_lstm_dtypes("lstm backward", p, {&x, &w, &y, &dw});
   const cudaStream_t s = cuda::stream(ctx);
   // The plan the first round used (cached by shape; dropout's seed only matters to a new plan).
-  run_backward_weights(ctx, plan_for(ctx, p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
+  run_plan_backward_weights(ctx, lstm_plan_for(ctx, p, x.size(0), x.size(1), 0, x.dtype(), s), x, y, saved, dw, s);
 }
 
-const LstmKernels table{forward, backward, backward_weights};
+const LstmKernels table{lstm_forward, lstm_backward, lstm_backward_weights};
 const RegisterBackend<LstmKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -44,7 +44,7 @@ LOUPE_INLINE float exp_of(float x) { return exp_poly(x); }
 LOUPE_INLINE double exp_of(double x) { return std::exp(x); }
 
 template <class T>
-LOUPE_INLINE T sigmoid(T a) { return T(1) / (T(1) + exp_of(-a)); }
+LOUPE_INLINE T sigmoid_of(T a) { return T(1) / (T(1) + exp_of(-a)); }
 // Through exp: glibc's tanhf (via expm1f) took about a quarter of a CPU training step; this loses
 // only relative accuracy near 0 (absolute error a few ulps of 1), and saturates at exactly +-1.
 template <class T>
@@ -59,10 +59,10 @@ LOUPE_INLINE void forward_loop(T* g, const T* bias, const T* cp, T* c, T* h, int
   T* go = g + 3 * H;
 #pragma GCC ivdep  // the four gate blocks, c and h never overlap
   for (int64_t j = 0; j < H; ++j) {
-    const T i = sigmoid(gi[j] + bias[j]);
-    const T f = sigmoid(gf[j] + bias[H + j]);
+    const T i = sigmoid_of(gi[j] + bias[j]);
+    const T f = sigmoid_of(gf[j] + bias[H + j]);
     const T u = tanh_(gg[j] + bias[2 * H + j]);
-    const T o = sigmoid(go[j] + bias[3 * H + j]);
+    const T o = sigmoid_of(go[j] + bias[3 * H + j]);
     gi[j] = i;
     gf[j] = f;
     gg[j] = u;

@@ -25,14 +25,14 @@ bool supports(const LstmParams& p, DType dtype, int rows, std::string* why);
 // the returned buffer is what the backward needs (undefined unless training). The backward takes
 // the forward's `rows`.
 // `ctx`: the op's (ops/lstm.cpp), for the GEMMs around the recurrence.
-Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
-               const Tensor& c, bool training, int rows, cudaStream_t stream);
-void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
-              const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
-              bool weights_later, cudaStream_t stream);
+Tensor persist_forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                       const Tensor& c, bool training, int rows, cudaStream_t stream);
+void persist_backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
+                      const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx, const Tensor& dw, int rows,
+                      bool weights_later, cudaStream_t stream);
 // The first layer's W and R gradients, which backward left out with `weights_later`.
-void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
-                      cudaStream_t stream);
+void persist_backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
+                              cudaStream_t stream);
 
 // Shared with ops/lstm_cuda.cu's cuDNN path, which keeps its buffers the same way:
 // A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).

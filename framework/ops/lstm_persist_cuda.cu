@@ -38,8 +38,8 @@ using cuda::pack2;
 // Activations in float32 from the hardware's exp2 and reciprocal (a few instructions instead of
 // expf's and tanhf's dozens: the pointwise part is most of a step's instructions). tanh as
 // 2 sigmoid(2v) - 1 is accurate to ~1e-7 absolute, far below 16-bit storage's rounding.
-__device__ __forceinline__ float sigmoid(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
-__device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid(2.f * v) - 1.f; }
+__device__ __forceinline__ float sigmoid_fast(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
+__device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid_fast(2.f * v) - 1.f; }
 
 // Leading dimensions (in elements) of the kernels' shared-memory tiles, padded so that ldmatrix's
 // rows and the partial sums' stores fall into different banks. The kernels and their
@@ -121,10 +121,10 @@ __device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float (&
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int row = nt * 8 + 2 * q + e, n = n0 + row;
-      const float gi = sigmoid(acc[0][nt][e] + cuda::to_float(cur[nt][e][0]) + bias[0]);
-      const float gf = sigmoid(acc[0][nt][2 + e] + cuda::to_float(cur[nt][e][1]) + bias[1]);
+      const float gi = sigmoid_fast(acc[0][nt][e] + cuda::to_float(cur[nt][e][0]) + bias[0]);
+      const float gf = sigmoid_fast(acc[0][nt][2 + e] + cuda::to_float(cur[nt][e][1]) + bias[1]);
       const float gg = tanh_fast(acc[1][nt][e] + cuda::to_float(cur[nt][e][2]) + bias[2]);
-      const float go = sigmoid(acc[1][nt][2 + e] + cuda::to_float(cur[nt][e][3]) + bias[3]);
+      const float go = sigmoid_fast(acc[1][nt][2 + e] + cuda::to_float(cur[nt][e][3]) + bias[3]);
       c[nt][e] = gf * c[nt][e] + gi * gg;
       h[nt][e] = go * tanh_fast(c[nt][e]);
       const T ht = cuda::from_float<T>(h[nt][e]);
@@ -518,8 +518,8 @@ bool supports(const LstmParams& p, DType dtype, int rows, std::string* why) {
   return true;
 }
 
-Tensor forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
-               const Tensor& c, bool training, int rows, cudaStream_t stream) {
+Tensor persist_forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
+                       const Tensor& c, bool training, int rows, cudaStream_t stream) {
   std::string why;
   LOUPE_CHECK(supports(p, x.dtype(), rows, &why), "lstm: ", why);
   const DType t = x.dtype();
@@ -630,8 +630,8 @@ class SmCarveout {
   bool on_ = false;
 };
 
-void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved,
-                      const Tensor& dw, cudaStream_t stream) {
+void persist_backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved,
+                              const Tensor& dw, cudaStream_t stream) {
   const SmCarveout carve(cuda::cublas(ctx));
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1);
@@ -643,9 +643,9 @@ void backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor&
     weight_gemms(ctx, p, lay, base, layer_output(lay, base, ytop, 0, p.num_layers), 0, dir, N, T, t, dw, stream);
 }
 
-void backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-              const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
-              const Tensor& dw, int rows, bool weights_later, cudaStream_t stream) {
+void persist_backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                      const Tensor& saved, const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dx,
+                      const Tensor& dw, int rows, bool weights_later, cudaStream_t stream) {
   const DType t = x.dtype();
   const int64_t N = x.size(0), T = x.size(1), H = p.hidden_size, D = p.directions(), L = p.num_layers, G = 4 * H;
   const int64_t DH = D * H, blocks = (N + rows - 1) / rows;

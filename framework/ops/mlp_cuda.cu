@@ -364,7 +364,7 @@ __device__ __forceinline__ void unpack4(uint2 u, float (&v)[4]) {
 // takes the 16-byte piece t % 8 of row (t / 8) % 16 from peers t / 128, + 2, + 4, + 6: its loads
 // all issued before the first store (one round trip to the peers).
 template <class T>
-__device__ __forceinline__ void gather(cg::cluster_group& cluster, T* buf, int S) {
+__device__ __forceinline__ void gather_from_peers(cg::cluster_group& cluster, T* buf, int S) {
   static_assert(kThreads == 256 && kRows == 16, "the pieces below assume 256 threads and 16 rows");
   const int c = int(cluster.block_rank()), s = (threadIdx.x % 8) * 8, r = (threadIdx.x / 8) % 16, g = threadIdx.x / 128;
   if (s < S) {
@@ -584,7 +584,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_forward_kernel(MlpArgs a) {
     else
       hidden_forward<T>(a, l, c, row0, l ? sm.layer(l - 1) : nullptr, sm.layer(l), sm);
     cluster.sync();  // every slice of layer l is written (and every peer is done reading layer l - 2's)
-    gather(cluster, sm.layer(l), a.width[l] / kCluster);
+    gather_from_peers(cluster, sm.layer(l), a.width[l] / kCluster);
   }
   head_forward<T>(a, c, row0, sm.layer(a.layers - 2), sm);
   cluster.sync();  // no block leaves while a peer may still read its shared memory
@@ -664,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_backward_data_kernel(MlpArgs 
   head_backward<T>(a, c, row0, sm.layer(H - 1), sm);
   for (int l = H - 2; l >= 0; --l) {
     cluster.sync();  // every slice of dz_{l+1} is written (and every peer is done reading dz_{l+2}'s)
-    gather(cluster, sm.layer(l + 1), a.width[l + 1] / kCluster);
+    gather_from_peers(cluster, sm.layer(l + 1), a.width[l + 1] / kCluster);
     hidden_backward<T>(a, l, c, row0, sm.layer(l + 1), sm.layer(l), sm);
   }
   cluster.sync();  // no block leaves while a peer may still read its shared memory
@@ -687,7 +687,7 @@ void set_smem_limits() {
 }
 
 // The forward's shared memory: more for a wide first layer's stages.
-size_t forward_smem(const MlpArgs& a) { return a.in > kMlpStreamedInMax ? kWideSmem : kClusterSmem; }
+size_t mlp_forward_smem(const MlpArgs& a) { return a.in > kMlpStreamedInMax ? kWideSmem : kClusterSmem; }
 
 // How many clusters of the two cluster kernels the device holds at once (8 SMs with their shared
 // memory each; 0: none), asked once per dtype and forward size.
@@ -720,24 +720,24 @@ int resident_clusters(size_t fwd_smem) {
 // holds 15 clusters, 240 rows), where cuBLAS's GEMMs over the whole GPU do better.
 bool fits(const ExecContext&, const MlpArgs& a) {
   const int clusters = (a.rows + kRows - 1) / kRows;
-  const size_t smem = forward_smem(a);
+  const size_t smem = mlp_forward_smem(a);
   return clusters <= (a.dtype == DType::f16 ? resident_clusters<__half>(smem) : resident_clusters<__nv_bfloat16>(smem));
 }
 
 dim3 cluster_grid(const MlpArgs& a) { return dim3(unsigned((a.rows + kRows - 1) / kRows * kCluster)); }
 
-void forward(const ExecContext& ctx, const MlpArgs& a) {
+void mlp_forward(const ExecContext& ctx, const MlpArgs& a) {
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(a.dtype, "mlp", [&](auto tv) {
     using T = decltype(tv);
     if constexpr (!std::is_same_v<T, float>) {
       set_smem_limits<T>();
-      cuda::launch_clustered(mlp_forward_kernel<T>, kCluster, cluster_grid(a), dim3(kThreads), forward_smem(a), s, a);
+      cuda::launch_clustered(mlp_forward_kernel<T>, kCluster, cluster_grid(a), dim3(kThreads), mlp_forward_smem(a), s, a);
     }
   });
 }
 
-void backward(const ExecContext& ctx, const MlpArgs& a) {
+void mlp_backward(const ExecContext& ctx, const MlpArgs& a) {
   const cudaStream_t s = cuda::stream(ctx);
   WeightTiles t{};
   for (int l = 0; l < a.layers; ++l) {
@@ -760,7 +760,7 @@ void backward(const ExecContext& ctx, const MlpArgs& a) {
   });
 }
 
-const MlpKernels table{fits, forward, backward};
+const MlpKernels table{fits, mlp_forward, mlp_backward};
 const RegisterBackend<MlpKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

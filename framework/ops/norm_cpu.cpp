@@ -60,9 +60,9 @@ void forward_eval(const ExecContext&, const Tensor& y, const Tensor& x, const Te
 }
 
 // gx = w invstd (gy - mean(gy) - xhat mean(gy xhat)); gw = sum(gy xhat); gb = sum(gy).
-void backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
-              const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double, int64_t N,
-              int64_t C, int64_t HW) {
+void norm_backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+                   const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double, int64_t N,
+                   int64_t C, int64_t HW) {
   cpu::dispatch_floating(x.dtype(), "batch_norm backward", [&](auto tag) {
     using T = decltype(tag);
     parallel_for(0, C, 1, [&](int64_t cb, int64_t ce) {
@@ -94,7 +94,7 @@ void backward(const ExecContext&, const Tensor& gx, const Tensor& gw, const Tens
   });
 }
 
-const NormKernels table{forward_train, forward_eval, backward};
+const NormKernels table{forward_train, forward_eval, norm_backward};
 const RegisterBackend<NormKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -48,9 +48,9 @@ void forward_eval(const ExecContext& ctx, const Tensor& y, const Tensor& x, cons
                                                             rvar.data_ptr(), eps));
 }
 
-void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
-              const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps,
-              int64_t N, int64_t C, int64_t HW) {
+void norm_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+                   const Tensor& w, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& gy, double eps,
+                   int64_t N, int64_t C, int64_t HW) {
   check_types(x, {&gw, &gb, &w, &save_mean, &save_invstd}, "batch_norm backward");
   LOUPE_CHECK(gy.dtype() == x.dtype(), "batch_norm backward on CUDA: gradient ", dtype_name(gy.dtype()), " for ",
               dtype_name(x.dtype()), " input");
@@ -62,7 +62,7 @@ void backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const 
                                                     save_mean.data_ptr(), save_invstd.data_ptr()));
 }
 
-const NormKernels table{forward_train, forward_eval, backward};
+const NormKernels table{forward_train, forward_eval, norm_backward};
 const RegisterBackend<NormKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

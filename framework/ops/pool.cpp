@@ -44,7 +44,7 @@ struct MaxPoolFusedBackward : autograd::Node {
   void release() override { x = Tensor(); }
 };
 
-Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop = 0, bool training = false) {
+Tensor pool2d(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop = 0, bool training = false) {
   OpScope scope_(mode == PoolMode::Max ? "max_pool2d" : "avg_pool2d", {&x});
   LOUPE_CHECK(x.dim() == 4, "pooling needs x [N, C, H, W], got ", x.shape().str());
   LOUPE_CHECK(p.kernel_h > 0 && p.kernel_w > 0 && p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 && p.pad_w >= 0 &&
@@ -98,11 +98,11 @@ Tensor pool(PoolMode mode, const Tensor& x, const Pool2dParams& p, double drop =
 }
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode::Max, x, p); }
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) { return pool2d(PoolMode::Max, x, p); }
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, double drop, bool training) {
-  return pool(PoolMode::Max, x, p, drop, training);
+  return pool2d(PoolMode::Max, x, p, drop, training);
 }
-Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) { return pool(PoolMode::Avg, x, p); }
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) { return pool2d(PoolMode::Avg, x, p); }
 
 Tensor global_avg_pool(const Tensor& x) {
   OpScope scope_("global_avg_pool", {&x});

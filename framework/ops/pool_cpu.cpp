@@ -173,7 +173,7 @@ bool max_backward_fused(const ExecContext&, const Tensor& gx, const Tensor& x, c
   return true;
 }
 
-void forward_nchw(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+void pool_forward_nchw(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   if (m == PoolMode::Max && tiles(p)) return max_tiled_forward(y, x, p, PoolDropout{});
   cpu::dispatch_floating(x.dtype(), "pooling", [&](auto tag) {
     using T = decltype(tag);
@@ -198,7 +198,7 @@ void forward_nchw(PoolMode m, const Tensor& y, const Tensor& x, const Pool2dPara
   });
 }
 
-void backward_nchw(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+void pool_backward_nchw(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
               const Pool2dParams& p) {
   if (m == PoolMode::Max && tiles(p)) return max_tiled_backward(gx, x, gy, p, PoolDropout{});
   cpu::dispatch_floating(x.dtype(), "pooling backward", [&](auto tag) {
@@ -234,25 +234,25 @@ void backward_nchw(PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& 
 }
 
 // Channels-last: the loops above read NCHW, so convert in and out.
-void forward(const ExecContext&, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
-  if (y.is_contiguous() && x.is_contiguous()) return forward_nchw(m, y, x, p);
+void pool_forward(const ExecContext&, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  if (y.is_contiguous() && x.is_contiguous()) return pool_forward_nchw(m, y, x, p);
   NoGradGuard g;
   Tensor yc = empty(y.shape(), y.dtype(), y.device());
-  forward_nchw(m, yc, contiguous(x), p);
+  pool_forward_nchw(m, yc, contiguous(x), p);
   copy_(y, yc);
 }
 
-void backward(const ExecContext&, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
-              const Pool2dParams& p) {
+void pool_backward(const ExecContext&, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+                   const Pool2dParams& p) {
   if (gx.is_contiguous() && x.is_contiguous() && y.is_contiguous() && gy.is_contiguous())
-    return backward_nchw(m, gx, x, y, gy, p);
+    return pool_backward_nchw(m, gx, x, y, gy, p);
   NoGradGuard g;
   Tensor gxc = empty(gx.shape(), gx.dtype(), gx.device());
-  backward_nchw(m, gxc, contiguous(x), contiguous(y), contiguous(gy), p);
+  pool_backward_nchw(m, gxc, contiguous(x), contiguous(y), contiguous(gy), p);
   copy_(gx, gxc);
 }
 
-const PoolKernels table{forward, backward, max_forward_fused, max_backward_fused};
+const PoolKernels table{pool_forward, pool_backward, max_forward_fused, max_backward_fused};
 const RegisterBackend<PoolKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -40,7 +40,7 @@ cuda::TensorDesc desc(const Tensor& t) {
   return d;
 }
 
-void forward(const ExecContext& ctx, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
+void pool_forward(const ExecContext& ctx, PoolMode m, const Tensor& y, const Tensor& x, const Pool2dParams& p) {
   cuda::require_float(x, "pooling");
   PoolDesc pd(m, p);
   cuda::TensorDesc xd = desc(x), yd = desc(y);
@@ -162,8 +162,8 @@ void max_backward(const Tensor& gx, const Tensor& x, const Tensor& y, const Tens
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const ExecContext& ctx, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
-              const Pool2dParams& p) {
+void pool_backward(const ExecContext& ctx, PoolMode m, const Tensor& gx, const Tensor& x, const Tensor& y, const Tensor& gy,
+                   const Pool2dParams& p) {
   cuda::require_float(x, "pooling backward");
   const cudaStream_t s = cuda::stream(ctx);
   if (m == PoolMode::Max) return max_backward(gx, x, y, gy, p, s);
@@ -295,7 +295,7 @@ bool fusable(const Tensor& x, const std::initializer_list<const void*>& ptrs, co
          cuda::vec4_ok(4, ptrs);
 }
 
-FusedGeometry geometry(const Tensor& x, const Pool2dParams& p) {
+FusedGeometry fused_geometry(const Tensor& x, const Pool2dParams& p) {
   FusedGeometry g;
   g.N = uint32_t(x.size(0));
   g.C = uint32_t(x.size(1));
@@ -312,7 +312,7 @@ bool max_forward_fused(const ExecContext& ctx, const Tensor& y, const Tensor& x,
                        const PoolDropout& d) {
   if (!fusable(x, {x.data_ptr(), y.data_ptr()}, p) || y.memory_format() != MemoryFormat::ChannelsLast) return false;
   const cudaStream_t s = cuda::stream(ctx);
-  FusedGeometry g = geometry(x, p);
+  FusedGeometry g = fused_geometry(x, p);
   bool ok = true;
   cuda::dispatch_float(x.dtype(), "max pooling", [&](auto tag) {
     using T = decltype(tag);
@@ -330,7 +330,7 @@ bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& 
       gy.memory_format() != MemoryFormat::ChannelsLast)
     return false;
   const cudaStream_t s = cuda::stream(ctx);
-  FusedGeometry g = geometry(x, p);
+  FusedGeometry g = fused_geometry(x, p);
   // Rows and columns no window covers (an odd H or W) get no gradient.
   if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
     LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
@@ -345,7 +345,7 @@ bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& 
   return true;
 }
 
-const PoolKernels table{forward, backward, max_forward_fused, max_backward_fused};
+const PoolKernels table{pool_forward, pool_backward, max_forward_fused, max_backward_fused};
 const RegisterBackend<PoolKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -7,7 +7,7 @@
 namespace loupe {
 namespace {
 
-void forward(const ExecContext&, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
+void softmax_forward(const ExecContext&, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
   cpu::dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
@@ -31,8 +31,8 @@ void forward(const ExecContext&, bool log, const Tensor& y, const Tensor& x, int
   });
 }
 
-void backward(const ExecContext&, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
-              int64_t cols) {
+void softmax_backward(const ExecContext&, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
+                      int64_t cols) {
   cpu::dispatch_floating(y.dtype(), "softmax backward", [&](auto tag) {
     using T = decltype(tag);
     const T* py = y.data<T>();
@@ -56,7 +56,7 @@ void backward(const ExecContext&, bool log, const Tensor& gx, const Tensor& y, c
   });
 }
 
-const SoftmaxKernels table{forward, backward};
+const SoftmaxKernels table{softmax_forward, softmax_backward};
 const RegisterBackend<SoftmaxKernels> reg(DeviceType::CPU, &table);
 
 }  // namespace

@@ -54,7 +54,7 @@ __global__ void softmax_bwd(bool log, T* gx, const T* y, const T* gy, int64_t ro
 
 unsigned warp_blocks(int64_t rows) { return unsigned((rows * 32 + cuda::kThreads - 1) / cuda::kThreads); }
 
-void forward(const ExecContext& ctx, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
+void softmax_forward(const ExecContext& ctx, bool log, const Tensor& y, const Tensor& x, int64_t rows, int64_t cols) {
   cuda::require_float(x, "softmax");
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "softmax", [&](auto tag) {
@@ -64,8 +64,8 @@ void forward(const ExecContext& ctx, bool log, const Tensor& y, const Tensor& x,
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-void backward(const ExecContext& ctx, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
-              int64_t cols) {
+void softmax_backward(const ExecContext& ctx, bool log, const Tensor& gx, const Tensor& y, const Tensor& gy, int64_t rows,
+                      int64_t cols) {
   cuda::require_float(y, "softmax backward");
   const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(y.dtype(), "softmax backward", [&](auto tag) {
@@ -76,7 +76,7 @@ void backward(const ExecContext& ctx, bool log, const Tensor& gx, const Tensor& 
   LOUPE_CUDA_LAUNCH_CHECK();
 }
 
-const SoftmaxKernels table{forward, backward};
+const SoftmaxKernels table{softmax_forward, softmax_backward};
 const RegisterBackend<SoftmaxKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

@@ -41,12 +41,12 @@ ncclDataType_t nccl_type(DType t) {
 __device__ inline void store16(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ inline void store16(__half* p, float v) { *p = __float2half_rn(v); }
 template <typename H>
-__global__ void narrow(const float* x, H* w, int64_t n) {
+__global__ void narrow_kernel(const float* x, H* w, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     store16(w + i, x[i]);
 }
 template <typename H>
-__global__ void widen(const H* w, float* x, int64_t n) {
+__global__ void widen_kernel(const H* w, float* x, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     x[i] = float(w[i]);
 }
@@ -109,9 +109,9 @@ class NcclCommunicator final : public Communicator {
     const int threads = 256, blocks = int(std::min<int64_t>((n + threads - 1) / threads, 1024));
     float* x = static_cast<float*>(t.data_ptr());
     auto carry = [&](auto* w) {  // w: the wire's element type, bfloat16 or half
-      narrow<<<blocks, threads, 0, side_>>>(x, w, n);
+      narrow_kernel<<<blocks, threads, 0, side_>>>(x, w, n);
       reduce_on(wire, op, side_);
-      widen<<<blocks, threads, 0, side_>>>(w, x, n);
+      widen_kernel<<<blocks, threads, 0, side_>>>(w, x, n);
     };
     if (wire.dtype() == DType::bf16) carry(static_cast<__nv_bfloat16*>(wire.data_ptr()));
     else carry(static_cast<__half*>(wire.data_ptr()));

@@ -21,6 +21,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/knobs.h"
 
@@ -29,11 +30,7 @@ namespace loupe::parallel {
 namespace {
 
 std::atomic<int> g_forward_signal{0};  // set by the launcher's handler, read by its wait loop
-void on_signal(int sig) { g_forward_signal.store(sig); }
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+void on_launcher_signal(int sig) { g_forward_signal.store(sig); }
 
 int status_of(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1; }
 
@@ -97,7 +94,7 @@ int launch(const LaunchOptions& o) {
   const int world = o.procs * o.nnodes;
   const int port = o.master_port > 0 ? o.master_port : free_port();
   struct sigaction sa {}, old_int{}, old_term{};
-  sa.sa_handler = on_signal;
+  sa.sa_handler = on_launcher_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
@@ -178,7 +175,7 @@ sockaddr_in address(const std::string& addr, int port) {
 }
 
 // Reads exactly n bytes before the deadline; false on a closed socket or the deadline.
-bool read_all(int fd, char* p, size_t n, double deadline) {
+bool read_exactly(int fd, char* p, size_t n, double deadline) {
   while (n > 0) {
     pollfd pf{fd, POLLIN, 0};
     int ms = int(std::max(0.0, deadline - now_s()) * 1000);
@@ -221,7 +218,7 @@ void serve(const RendezvousOptions& o, const std::string& blob, double deadline,
     c.fd = accept(s.fd, nullptr, nullptr);
     if (c.fd < 0) continue;
     char hello[12];
-    if (!read_all(c.fd, hello, sizeof hello, deadline) || std::memcmp(hello, kHello, 8) != 0) continue;
+    if (!read_exactly(c.fd, hello, sizeof hello, deadline) || std::memcmp(hello, kHello, 8) != 0) continue;
     int32_t r = 0;
     std::memcpy(&r, hello + 8, 4);
     LOUPE_CHECK(r >= 1 && r < o.world, "rendezvous: a peer says it is rank ", r, ", but the world has ranks 0..",
@@ -235,7 +232,7 @@ void serve(const RendezvousOptions& o, const std::string& blob, double deadline,
   }
 }
 
-std::string join(const RendezvousOptions& o, double deadline, Lifelines* keep) {
+std::string join_rendezvous(const RendezvousOptions& o, double deadline, Lifelines* keep) {
   sockaddr_in a = address(o.addr, o.port);
   for (;;) {
     Fd c;
@@ -246,9 +243,9 @@ std::string join(const RendezvousOptions& o, double deadline, Lifelines* keep) {
       int32_t r = o.rank;
       std::memcpy(hello + 8, &r, 4);
       uint32_t n = 0;
-      if (write_all(c.fd, hello, sizeof hello) && read_all(c.fd, reinterpret_cast<char*>(&n), 4, deadline)) {
+      if (write_all(c.fd, hello, sizeof hello) && read_exactly(c.fd, reinterpret_cast<char*>(&n), 4, deadline)) {
         std::string blob(n, '\0');
-        LOUPE_CHECK(read_all(c.fd, blob.data(), n, deadline), "rendezvous: rank ", o.rank,
+        LOUPE_CHECK(read_exactly(c.fd, blob.data(), n, deadline), "rendezvous: rank ", o.rank,
                     " got a cut reply from rank 0 at ", o.addr, ":", o.port);
         if (keep) keep->add(0, std::exchange(c.fd, -1));
         return blob;
@@ -293,7 +290,7 @@ std::string rendezvous(const RendezvousOptions& o, const std::string& blob, Life
     serve(o, blob, deadline, keep);
     return blob;
   }
-  return join(o, deadline, keep);
+  return join_rendezvous(o, deadline, keep);
 }
 
 Lifelines::~Lifelines() {

@@ -7,6 +7,7 @@
 
 #include "autograd/node.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "ops/view.h"
 
 namespace loupe::train {
@@ -21,14 +22,6 @@ CheckpointRecord to_record(const std::string& name, const Tensor& t) {
   r.bytes.resize(h.nbytes());
   if (!r.bytes.empty()) std::memcpy(r.bytes.data(), h.data_ptr(), r.bytes.size());
   return r;
-}
-
-// "[2, 3]" for any list of dimensions read from a file (a Shape refuses a bad one with a sentence
-// that does not name the file).
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
 }
 
 // NaN and infinite values among the n elements of a floating tensor's bytes (0 for other dtypes).

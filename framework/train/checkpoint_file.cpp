@@ -150,7 +150,7 @@ class Reader {
   const std::string& who_;
 };
 
-std::vector<uint8_t> read_all(const std::string& path) {
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
   if (const std::string kind = what_else(path); !kind.empty())
     throw Error("checkpoint '" + path + "' is " + kind + ", not a checkpoint file");
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -314,7 +314,7 @@ void write_checkpoint_file(const std::string& path, const CheckpointFile& ckpt) 
 }
 
 CheckpointFile read_checkpoint_file(const std::string& path) {
-  const std::vector<uint8_t> data = read_all(path);
+  const std::vector<uint8_t> data = read_file_bytes(path);
   const std::string who = "checkpoint '" + path + "'";
   const size_t n = data.size();
 

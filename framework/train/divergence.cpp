@@ -1,19 +1,14 @@
 #include "train/divergence.h"
 
 #include <cmath>
-#include <cstdio>
+
+#include "core/text.h"
 
 namespace loupe::train {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
-std::string pct(double v) { return fmt("%.1f%%", 100 * v); }
+std::string pct1(double v) { return fmt("%.1f%%", 100 * v); }
 
 }  // namespace
 
@@ -51,8 +46,8 @@ EpochJudgment judge_epoch(const EpochHistory& earlier, double loss, double test_
     const double at = chance + kAtChance * (1 - chance), above = chance + kAboveChance * (1 - chance);
     if (test_acc <= at && earlier.best_acc >= above) {
       j = {Divergence::AccuracyFellToChance, test_acc, at, ""};
-      j.what = "its test accuracy " + pct(test_acc) + " is at chance (1 in " + c + "; at most " + pct(at) +
-               ") after " + pct(earlier.best_acc) + " in epoch " + std::to_string(earlier.best_acc_epoch);
+      j.what = "its test accuracy " + pct1(test_acc) + " is at chance (1 in " + c + "; at most " + pct1(at) +
+               ") after " + pct1(earlier.best_acc) + " in epoch " + std::to_string(earlier.best_acc_epoch);
     }
   }
   return j;

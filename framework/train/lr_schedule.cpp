@@ -2,16 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace loupe::train {
 namespace {
 
-[[noreturn]] void bad(const std::string& spec, const std::string& why, const std::string& example) {
+[[noreturn]] void bad_spec(const std::string& spec, const std::string& why, const std::string& example) {
   throw Error("--lr-schedule '" + spec + "': " + why + " (e.g. --lr-schedule " + example + ")");
 }
 
@@ -33,12 +33,13 @@ std::string split_spec(const std::string& spec, std::map<std::string, std::strin
 }
 
 // A decimal number (as the command line's numbers: no hexadecimal, inf or nan).
-double number(const std::string& spec, const std::string& key, const std::string& text, const std::string& example) {
+double schedule_number(const std::string& spec, const std::string& key, const std::string& text,
+                       const std::string& example) {
   const bool decimal = !text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos;
   char* end = nullptr;
   const double v = decimal ? std::strtod(text.c_str(), &end) : NAN;
   if (!decimal || end != text.c_str() + text.size() || !std::isfinite(v))
-    bad(spec, key + " must be a number, got '" + text + "'", example);
+    bad_spec(spec, key + " must be a number, got '" + text + "'", example);
   return v;
 }
 
@@ -48,16 +49,10 @@ std::vector<double> numbers(const std::string& spec, const std::string& key, con
   for (size_t a = 0; a <= text.size();) {
     size_t b = text.find('/', a);
     if (b == std::string::npos) b = text.size();
-    out.push_back(number(spec, key, text.substr(a, b - a), example));
+    out.push_back(schedule_number(spec, key, text.substr(a, b - a), example));
     a = b + 1;
   }
   return out;
-}
-
-std::string shown(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 constexpr double kBig = 1e12;
@@ -70,44 +65,44 @@ struct Keys {
   double get(const std::string& key, double lo, double hi, bool lo_in, const double* fallback = nullptr) {
     const auto it = map.find(key);
     if (it == map.end()) {
-      if (!fallback) bad(spec, "it needs " + key, example);
+      if (!fallback) bad_spec(spec, "it needs " + key, example);
       return *fallback;
     }
     const std::string text = it->second;
     map.erase(it);
-    const double v = number(spec, key, text, example);
+    const double v = schedule_number(spec, key, text, example);
     if (v < lo || (v == lo && !lo_in) || v > hi)
-      bad(spec, key + " " + text + " is out of range (" + (lo_in ? "from " : "above ") + shown(lo) + " up to " +
-                    shown(hi) + ")", example);
+      bad_spec(spec, key + " " + text + " is out of range (" + (lo_in ? "from " : "above ") + fmt("%g", lo) +
+                         " up to " + fmt("%g", hi) + ")", example);
     return v;
   }
   // A whole number (patience, cooldown, step_size), from `lo`.
   int64_t whole(const std::string& key, double lo, const double* fallback = nullptr) {
     const double v = get(key, lo, kBig, true, fallback);
-    if (v != std::floor(v)) bad(spec, key + " must be a whole number", example);
+    if (v != std::floor(v)) bad_spec(spec, key + " must be a whole number", example);
     return int64_t(v);
   }
   bool flag(const std::string& key) { return map.erase(key) > 0; }
   void done() {
-    if (!map.empty()) bad(spec, "it has no key '" + map.begin()->first + "'", example);
+    if (!map.empty()) bad_spec(spec, "it has no key '" + map.begin()->first + "'", example);
   }
 };
 
 void parse_piecewise(Keys& k, LrSchedule& s) {
   const auto b = k.map.find("boundaries"), v = k.map.find("values");
-  if (b == k.map.end() || v == k.map.end()) bad(k.spec, "it needs boundaries and values", k.example);
+  if (b == k.map.end() || v == k.map.end()) bad_spec(k.spec, "it needs boundaries and values", k.example);
   s.boundaries = numbers(k.spec, "boundaries", b->second, k.example);
   s.values = numbers(k.spec, "values", v->second, k.example);
   k.map.erase("boundaries");
   k.map.erase("values");
   if (s.values.size() != s.boundaries.size() + 1)
-    bad(k.spec, "values must have one more entry than boundaries", k.example);
+    bad_spec(k.spec, "values must have one more entry than boundaries", k.example);
   if (s.boundaries.size() > size_t(optim::LrCurve::kMaxBoundaries))
-    bad(k.spec, "it has at most " + std::to_string(optim::LrCurve::kMaxBoundaries) + " boundaries", k.example);
+    bad_spec(k.spec, "it has at most " + std::to_string(optim::LrCurve::kMaxBoundaries) + " boundaries", k.example);
   for (size_t i = 1; i < s.boundaries.size(); ++i)
-    if (s.boundaries[i] <= s.boundaries[i - 1]) bad(k.spec, "boundaries must increase", k.example);
+    if (s.boundaries[i] <= s.boundaries[i - 1]) bad_spec(k.spec, "boundaries must increase", k.example);
   for (double x : s.values)
-    if (!(x > 0 && x <= 1000)) bad(k.spec, "each value is a learning rate above 0 up to 1000", k.example);
+    if (!(x > 0 && x <= 1000)) bad_spec(k.spec, "each value is a learning rate above 0 up to 1000", k.example);
 }
 
 }  // namespace
@@ -157,8 +152,8 @@ LrSchedule parse_lr_schedule(const std::string& spec, double initial) {
       {"step", "step:step_size=10,gamma=0.5"}};
   const auto ex = kExamples.find(kind);
   if (ex == kExamples.end())
-    bad(spec, "no schedule '" + kind + "'; loupe has exponential, inverse_time, cosine, piecewise and step",
-        "cosine:decay_steps=10000");
+    bad_spec(spec, "no schedule '" + kind + "'; loupe has exponential, inverse_time, cosine, piecewise and step",
+             "cosine:decay_steps=10000");
   Keys k{spec, ex->second, map};
   LrSchedule s;
   s.initial = initial;
@@ -212,19 +207,19 @@ PlateauOptions parse_plateau(const std::string& spec) {
   std::map<std::string, std::string> map;
   const std::string kind = split_spec(spec, &map);
   const std::string example = "plateau:factor=0.5,patience=3";
-  if (kind != "plateau") bad(spec, "a plateau schedule starts 'plateau:'", example);
+  if (kind != "plateau") bad_spec(spec, "a plateau schedule starts 'plateau:'", example);
   Keys k{spec, example, map};
   PlateauOptions o;
   const double factor = o.factor, patience = o.patience, delta = o.min_delta, cooldown = 0, min_lr = 0;
   o.factor = k.get("factor", 0, 1, false, &factor);
-  if (o.factor == 1) bad(spec, "factor must be below 1", example);
+  if (o.factor == 1) bad_spec(spec, "factor must be below 1", example);
   o.patience = int(k.whole("patience", 0, &patience));
   o.min_delta = k.get("min_delta", 0, kBig, true, &delta);
   o.cooldown = int(k.whole("cooldown", 0, &cooldown));
   o.min_lr = k.get("min_lr", 0, 1000, true, &min_lr);
   const auto mode = k.map.find("mode");
   if (mode != k.map.end()) {
-    if (mode->second != "min" && mode->second != "max") bad(spec, "mode is min or max", example);
+    if (mode->second != "min" && mode->second != "max") bad_spec(spec, "mode is min or max", example);
     o.maximize = mode->second == "max";
     k.map.erase(mode);
   }
