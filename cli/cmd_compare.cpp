@@ -25,7 +25,7 @@ std::vector<std::string> run_labels(const Options& o) {
   return out;
 }
 
-void write_csv(const std::vector<instrument::CompareSection>& sections, const std::string& path) {
+void write_compare_csv(const std::vector<instrument::CompareSection>& sections, const std::string& path) {
   std::ofstream out(path);
   if (!out) throw Error("cannot open '" + path + "' for writing (--csv); check that its directory exists and is writable");
   out << instrument::compare_csv_header() << "\n";
@@ -58,7 +58,7 @@ int cmd_compare(const Options& o) {
   for (size_t i = 0; i < sections.size(); ++i) std::printf("%s%s", i ? "\n" : "", instrument::format_section(sections[i]).c_str());
   std::fflush(stdout);
   const std::string csv = output_path(o, "csv");  // with --plot alone, PLOT.csv: the plot reads the table
-  if (!csv.empty()) write_csv(sections, csv);
+  if (!csv.empty()) write_compare_csv(sections, csv);
   if (o.plot.empty()) return 0;
   if (plot("plot_compare.py", csv, o.plot) != 0) return 1;
   std::printf("wrote %s\n", o.plot.c_str());

@@ -62,7 +62,7 @@ void print_table(const std::vector<cli::GemvRow>& rows) {
                 "deeper prefetching): the roof is a measured stream, not the memory's limit\n");
 }
 
-void write_csv(const std::vector<cli::GemvRow>& rows, const std::string& csv) {
+void write_roofline_csv(const std::vector<cli::GemvRow>& rows, const std::string& csv) {
   FILE* f = std::fopen(csv.c_str(), "w");
   if (!f) throw Error("cannot write '" + csv + "': " + std::strerror(errno));
   std::fprintf(f, "device_name,impl,n,seconds,gflops,bytes_per_s,roofline_fraction,bandwidth_bytes_per_s,peak_gflops,"
@@ -89,7 +89,7 @@ int cmd_roofline(const Options& o) {
   print_yardsticks(rows);
   print_table(rows);
   std::string csv = output_path(o, "csv"), png = output_path(o, "png");
-  write_csv(rows, csv);
+  write_roofline_csv(rows, csv);
   std::printf("table in %s\n", csv.c_str());
   return plot("plot_roofline.py", csv, png);
 }

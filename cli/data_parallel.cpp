@@ -25,7 +25,7 @@ void rendezvous_address(const Options& o, parallel::LaunchOptions& lo) {
     if (o.nnodes > 1)
       throw Error("--nnodes " + std::to_string(o.nnodes) + " needs --master ADDR:PORT (rank 0's host and a free "
                   "port there), the same on every host");
-    return;  // 127.0.0.1 and a free port (launch() picks it)
+    return;  // 127.0.0.1 and a free port (run_ranks() picks it)
   }
   const size_t colon = m.rfind(':');
   char* end = nullptr;
@@ -57,7 +57,7 @@ int launch_ranks(const Options& o) {
   std::printf("launch  %d rank(s) on GPUs 0..%d of this host (host %d of %d, world %d)\n", o.gpu_count(), o.gpu_count() - 1,
               o.node_rank, o.nnodes, o.gpu_count() * o.nnodes);
   std::fflush(stdout);
-  return parallel::launch(lo);
+  return parallel::run_ranks(lo);
 }
 
 }  // namespace loupe::cli

@@ -22,7 +22,7 @@
 namespace loupe::run {
 
 namespace {
-std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
+std::string fmt_or_na(const instrument::Opt& v, const char* f, double scale = 1) {
   if (!v) return "n/a";
   char b[32];
   std::snprintf(b, sizeof b, f, *v * scale);
@@ -33,7 +33,7 @@ std::string fmt(const instrument::Opt& v, const char* f, double scale = 1) {
 // The model column: 14 wide, or as wide as the run's longest name (run_bench sets it); a model file
 // by its base name ("my_cnn.json"), so that it stays apart from a reference model of the same stem.
 int model_width = 14;
-std::string shown(const std::string& model) {
+std::string model_column(const std::string& model) {
   return models::is_model_file(model) ? models::model_stem(model) + ".json" : model;
 }
 
@@ -50,9 +50,9 @@ void print_header(bool cpu, bool cost) {
                 "ms/step", "busy%", "util%", "MFU", "peak mem", "power W", "samples/J", "step", c);
 }
 
-std::string mib(const instrument::Opt& bytes) {
+std::string mib_or_na(const instrument::Opt& bytes) {
   if (!bytes) return "n/a";
-  return fmt(bytes, "%.0f", 1.0 / double(1 << 20)) + " MiB";
+  return fmt_or_na(bytes, "%.0f", 1.0 / double(1 << 20)) + " MiB";
 }
 
 // The CPU's row: the pool's threads (the run's, set by --threads), the cores the process kept busy
@@ -61,18 +61,18 @@ std::string mib(const instrument::Opt& bytes) {
 void print_cpu_row(const instrument::EpochReport& r, const std::string& ms, const std::string& cost) {
   instrument::Opt gflops;
   if (r.achieved_tflops) gflops = *r.achieved_tflops * 1e3;
-  std::printf("%-*s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", model_width, shown(r.model).c_str(), (long long)r.batch,
+  std::printf("%-*s %6lld %5s %11s %8s %7d %5s %6s %8s %10s%s\n", model_width, model_column(r.model).c_str(), (long long)r.batch,
               precision_name(r.precision), instrument::thousands(r.samples_per_sec).c_str(), ms.c_str(), num_threads(),
-              fmt(r.host_cpu_util, "%.1f").c_str(), fmt(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
-              fmt(gflops, "%.1f").c_str(), mib(r.host_rss_bytes).c_str(), cost.c_str());
+              fmt_or_na(r.host_cpu_util, "%.1f").c_str(), fmt_or_na(r.host_cpu_wait_share, "%.0f%%", 100).c_str(),
+              fmt_or_na(gflops, "%.1f").c_str(), mib_or_na(r.host_rss_bytes).c_str(), cost.c_str());
 }
 
 void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
   instrument::Opt ms;
   if (r.steps > 0) ms = 1e3 * r.train_seconds / double(r.steps);
-  const std::string c = cost ? "  " + fmt(r.cost_per_million_samples, "%12.4g") : "";
+  const std::string c = cost ? "  " + fmt_or_na(r.cost_per_million_samples, "%12.4g") : "";
   if (cpu) {
-    print_cpu_row(r, fmt(ms, "%.3f"), c);
+    print_cpu_row(r, fmt_or_na(ms, "%.3f"), c);
     std::fflush(stdout);
     return;
   }
@@ -80,12 +80,12 @@ void print_row(const instrument::EpochReport& r, bool cpu, bool cost) {
   if (r.alloc_peak_bytes) pool_mib = *r.alloc_peak_bytes / double(1 << 20);
   // "graph" when the timed steps were replayed from a CUDA graph, else "eager".
   const char* step = r.graph_steps && *r.graph_steps >= r.steps && r.steps > 0 ? "graph" : "eager";
-  std::printf("%-*s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", model_width, shown(r.model).c_str(),
+  std::printf("%-*s %6lld %5s %11s %8s %6s %6s %6s %10s %7s %10s %5s%s\n", model_width, model_column(r.model).c_str(),
               (long long)r.batch,
-              precision_name(r.precision), instrument::thousands(r.samples_per_sec).c_str(), fmt(ms, "%.3f").c_str(),
-              fmt(r.gpu_busy_share, "%.0f", 100).c_str(), fmt(r.gpu_util_mean, "%.0f").c_str(),
-              fmt(r.mfu, "%.1f%%", 100).c_str(), (fmt(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
-              fmt(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
+              precision_name(r.precision), instrument::thousands(r.samples_per_sec).c_str(), fmt_or_na(ms, "%.3f").c_str(),
+              fmt_or_na(r.gpu_busy_share, "%.0f", 100).c_str(), fmt_or_na(r.gpu_util_mean, "%.0f").c_str(),
+              fmt_or_na(r.mfu, "%.1f%%", 100).c_str(), (fmt_or_na(pool_mib, "%.0f") + (pool_mib ? " MiB" : "")).c_str(),
+              fmt_or_na(r.power_mean_w, "%.0f").c_str(), r.samples_per_joule ? instrument::thousands(*r.samples_per_joule).c_str() : "n/a",
               step, c.c_str());
   std::fflush(stdout);
 }
@@ -147,7 +147,7 @@ std::vector<instrument::EpochReport> run_bench(const BenchConfig& o) {
   const std::string name = dev.is_cuda() ? cuda_runtime()->device_name() : "CPU";
   const double min_seconds = o.min_seconds >= 0 ? o.min_seconds : dev.is_cuda() ? 2.0 : 0.0;
   const int rounds = std::max(1, o.rounds);
-  for (const std::string& m : o.models) model_width = std::max(model_width, int(shown(m).size()));
+  for (const std::string& m : o.models) model_width = std::max(model_width, int(model_column(m).size()));
   std::printf("device  %s; synthetic data resident on it; %lld warm-up steps, then at least %lld timed steps",
               dev.is_cuda() ? (dev.str() + " (" + name + ")").c_str() : "cpu", (long long)o.warmup,
               (long long)o.steps);
@@ -175,14 +175,14 @@ std::vector<instrument::EpochReport> run_bench(const BenchConfig& o) {
         std::string why = precision_unsupported(prec, dev);
         if (!why.empty()) {
           if (round == 1)
-            std::printf("%-*s skipped %s: %s\n", model_width, shown(info.name).c_str(), precision_name(prec), why.c_str());
+            std::printf("%-*s skipped %s: %s\n", model_width, model_column(info.name).c_str(), precision_name(prec), why.c_str());
           continue;
         }
         std::vector<int64_t> batches = o.batches.empty() ? std::vector<int64_t>{info.recipe.batch} : o.batches;
         for (int64_t batch : batches) {
           if (d->train.size() < batch) {
             if (round == 1)
-              std::printf("%-*s skipped batch %lld: the data set holds %lld samples\n", model_width, shown(info.name).c_str(),
+              std::printf("%-*s skipped batch %lld: the data set holds %lld samples\n", model_width, model_column(info.name).c_str(),
                           (long long)batch, (long long)d->train.size());
             continue;
           }

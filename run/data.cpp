@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/philox.h"
 #include "data/cifar.h"
 #include "data/cifar_dataset.h"
@@ -96,11 +97,6 @@ bool has_image_folders(const std::string& dir) {
   return train;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 
 Raw image_folders(const std::string& dataset, const std::string& dir) {
   const bool grey = dataset == "mnist";
@@ -114,7 +110,7 @@ Raw image_folders(const std::string& dataset, const std::string& dir) {
   const std::vector<std::string> classes = data::image_folder_classes(train_dir);
   if (classes != data::image_folder_classes(test_dir))
     throw Error(dir + ": train/ and test/ must hold the same class subfolders (their sorted names are the labels); "
-                "train/ has " + join(classes) + "; test/ has " + join(data::image_folder_classes(test_dir)));
+                "train/ has " + join(classes, ", ") + "; test/ has " + join(data::image_folder_classes(test_dir), ", "));
   if (classes.size() > 10)
     throw Error(train_dir + ": " + std::to_string(classes.size()) + " classes, but the reference models have "
                 "10 outputs, so an image folder may hold at most 10 classes");
@@ -122,7 +118,7 @@ Raw image_folders(const std::string& dataset, const std::string& dir) {
   data::ImageFolderData te = data::load_image_folder(test_dir, c, side, side);
   Raw r{"image folder", dir, sample, tr.n, te.n, std::move(tr.images),
         std::move(tr.labels), std::move(te.images), std::move(te.labels), ""};
-  r.note = "; " + std::to_string(classes.size()) + " classes (" + join(classes) + "), read as " +
+  r.note = "; " + std::to_string(classes.size()) + " classes (" + join(classes, ", ") + "), read as " +
            (grey ? "grey " : "RGB ") + std::to_string(side) + "x" + std::to_string(side);
   if (tr.resized + te.resized > 0) r.note += ", " + std::to_string(tr.resized + te.resized) + " images resized";
   return r;
@@ -146,7 +142,7 @@ Shape with_batch(int64_t n, const Shape& sample) {
   return s;
 }
 
-std::vector<int32_t> widen(const std::vector<uint8_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
+std::vector<int32_t> labels_as_ids(const std::vector<uint8_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 
 // Sequences for the text models: x int32 [n, len], labels int32, and the loader's or the resident copy.
 Data sequences(std::vector<int32_t> train_x, std::vector<int32_t> train_y, std::vector<int32_t> test_x,
@@ -172,7 +168,7 @@ Data imdb(const DataRequest& req, Device dev) {
     // the real data); the synthetic set draws from that many.
     int64_t vocab = bigrams ? 1200000 : num_words;
     data::SyntheticSequences s = data::synthetic_sequences(req.synthetic_kind, 25000, 25000, maxlen, vocab);
-    Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+    Data d = sequences(std::move(s.train_x), labels_as_ids(s.train_y), std::move(s.test_x), labels_as_ids(s.test_y), maxlen,
                        req.resident, dev);
     d.vocab = vocab;
     d.description = std::string("synthetic ") + (req.synthetic_kind == data::SyntheticKind::Learnable ? "learnable " : "") +
@@ -188,7 +184,7 @@ Data imdb(const DataRequest& req, Device dev) {
     dir = *found;
   }
   data::ImdbSequences s = data::make_imdb_sequences(data::load_aclimdb(dir), num_words, maxlen, bigrams);
-  Data d = sequences(std::move(s.train_x), widen(s.train_y), std::move(s.test_x), widen(s.test_y), maxlen,
+  Data d = sequences(std::move(s.train_x), labels_as_ids(s.train_y), std::move(s.test_x), labels_as_ids(s.test_y), maxlen,
                      req.resident, dev);
   d.vocab = s.vocab_size;
   d.words = s.vocab_fingerprint;

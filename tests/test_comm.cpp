@@ -31,7 +31,7 @@ int run_ranks(int procs) {
   // CommPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
   o.args = {procs > 1 ? "--gtest_filter=CommRank.*:CommPeers.*" : "--gtest_filter=CommRank.*"};
   o.procs = procs;
-  return parallel::launch(o);
+  return parallel::run_ranks(o);
 }
 
 // A world of one on one GPU: NCCL's calls for real, where one GPU is all there is.

@@ -444,7 +444,7 @@ int run_ranks(int procs) {
   // DdpPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
   o.args = {procs > 1 ? "--gtest_filter=DdpRank.*:DdpPeers.*" : "--gtest_filter=DdpRank.*"};
   o.procs = procs;
-  return parallel::launch(o);
+  return parallel::run_ranks(o);
 }
 
 // `steps` steps of model `make` (seed 1, SGD) at `batch` per rank, through comm when given. With

@@ -35,7 +35,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 TEST(Launch, EachRankGetsTorchrunsEnvironment) {
   const auto dir = test::temp_path("launch_env");
   std::filesystem::create_directories(dir);
-  const int rc = parallel::launch(sh("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $NCCL_NVLS_ENABLE\" > " +
+  const int rc = parallel::run_ranks(sh("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $NCCL_NVLS_ENABLE\" > " +
                                   dir.string() + "/rank$RANK; echo $MASTER_PORT > " + dir.string() + "/port$RANK", 3));
   EXPECT_EQ(rc, 0);
   std::string port;
@@ -53,16 +53,16 @@ TEST(Launch, EachRankGetsTorchrunsEnvironment) {
 // The first rank to fail ends the run with its status, the others stopped within the grace period.
 TEST(Launch, AFailingRankStopsTheOthers) {
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(parallel::launch(sh("if [ $RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 60", 3)), 3);
+  EXPECT_EQ(parallel::run_ranks(sh("if [ $RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 60", 3)), 3);
   EXPECT_LT(seconds_since(t0), 10) << "the sleeping ranks were not stopped";
   t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(parallel::launch(sh("if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60", 2)), 128 + 9) << "killed by SIGKILL";
+  EXPECT_EQ(parallel::run_ranks(sh("if [ $RANK = 0 ]; then kill -9 $$; fi; sleep 60", 2)), 128 + 9) << "killed by SIGKILL";
   EXPECT_LT(seconds_since(t0), 10);
   // A rank that ignores SIGTERM is killed after the grace period.
   t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(parallel::launch(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
+  EXPECT_EQ(parallel::run_ranks(sh("trap '' TERM; if [ $RANK = 1 ]; then exit 5; fi; sleep 60", 2)), 5);
   EXPECT_LT(seconds_since(t0), 10);
-  EXPECT_EQ(parallel::launch(sh("exit 0", 4)), 0);
+  EXPECT_EQ(parallel::run_ranks(sh("exit 0", 4)), 0);
 }
 
 // Ctrl-C on the launcher reaches every rank; their exits (130, as loupe's on SIGINT) are the run's
@@ -74,7 +74,7 @@ TEST(Launch, CtrlCStopsEveryRankQuietly) {
   });
   const auto t0 = std::chrono::steady_clock::now();
   testing::internal::CaptureStderr();
-  const int rc = parallel::launch(sh("trap 'exit 130' INT; while true; do sleep 0.05; done", 3));
+  const int rc = parallel::run_ranks(sh("trap 'exit 130' INT; while true; do sleep 0.05; done", 3));
   const std::string err = testing::internal::GetCapturedStderr();
   ctrl_c.join();
   EXPECT_EQ(rc, 130);

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "instrument/report_io.h"
 
 namespace loupe::instrument {
@@ -78,7 +79,7 @@ std::string group_key(const FlatRecord& r) { return section_key(r) + "\n" + text
 
 // The median of f over the records, skipping those where f is unmeasured.
 template <class F>
-std::optional<double> median_of(const std::vector<const FlatRecord*>& rs, F f) {
+std::optional<double> median_over(const std::vector<const FlatRecord*>& rs, F f) {
   std::vector<double> v;
   for (const FlatRecord* r : rs)
     if (std::optional<double> x = f(*r); x && std::isfinite(*x)) v.push_back(*x);
@@ -130,18 +131,18 @@ RunSummary summarize_group(const std::vector<const FlatRecord*>& all, const std:
   s.cpu = text_of(first, "device").rfind("cpu", 0) == 0;
   std::vector<const FlatRecord*> rs = chosen_records(all, &s.note);
   s.records = int(rs.size());
-  s.samples_per_sec = median_of(rs, [](const FlatRecord& r) { return number_of(r, "samples_per_sec"); });
-  s.busy_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "gpu_busy_share", 100); });
-  s.mfu_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "mfu", 100); });
-  s.j_per_sample = median_of(rs, joules_per_sample);
-  s.gflops = median_of(rs, [](const FlatRecord& r) { return scaled(r, "achieved_tflops", 1e3); });
-  s.cpu_cores = median_of(rs, [](const FlatRecord& r) { return number_of(r, "host_cpu_util"); });
-  s.rss_mib = median_of(rs, [](const FlatRecord& r) { return scaled(r, "host_rss_bytes", 1.0 / (1 << 20)); });
-  s.cpu_wait_pct = median_of(rs, [](const FlatRecord& r) { return scaled(r, "host_cpu_wait_share", 100); });
+  s.samples_per_sec = median_over(rs, [](const FlatRecord& r) { return number_of(r, "samples_per_sec"); });
+  s.busy_pct = median_over(rs, [](const FlatRecord& r) { return scaled(r, "gpu_busy_share", 100); });
+  s.mfu_pct = median_over(rs, [](const FlatRecord& r) { return scaled(r, "mfu", 100); });
+  s.j_per_sample = median_over(rs, joules_per_sample);
+  s.gflops = median_over(rs, [](const FlatRecord& r) { return scaled(r, "achieved_tflops", 1e3); });
+  s.cpu_cores = median_over(rs, [](const FlatRecord& r) { return number_of(r, "host_cpu_util"); });
+  s.rss_mib = median_over(rs, [](const FlatRecord& r) { return scaled(r, "host_rss_bytes", 1.0 / (1 << 20)); });
+  s.cpu_wait_pct = median_over(rs, [](const FlatRecord& r) { return scaled(r, "host_cpu_wait_share", 100); });
   if (price && s.samples_per_sec && *s.samples_per_sec > 0)
     s.cost_per_million = *price / 3600.0 * 1e6 / *s.samples_per_sec;
   else if (!price)
-    s.cost_per_million = median_of(rs, [](const FlatRecord& r) { return number_of(r, "cost_per_million_samples"); });
+    s.cost_per_million = median_over(rs, [](const FlatRecord& r) { return number_of(r, "cost_per_million_samples"); });
   return s;
 }
 
@@ -177,11 +178,6 @@ std::optional<double> ratio(std::optional<double> value, std::optional<double> r
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string batch_text(double b) { return fmt("%.0f", b); }
 
@@ -239,7 +235,7 @@ namespace {
 std::string three(double v) { return std::fabs(v) >= 99.5 ? instrument::thousands(v) : fmt("%.3g", v); }
 std::string percent(double v) { return fmt(std::fabs(v) >= 1 || v == 0 ? "%.1f%%" : "%.2f%%", v); }
 std::string dollars(double v) { return "$" + fmt("%.4g", v); }
-std::string mib(double v) { return fmt("%.0f MiB", v); }
+std::string mib_text(double v) { return fmt("%.0f MiB", v); }
 std::string cores(double v) { return fmt("%.2f", v); }
 // A ratio: two decimals, or two significant digits below 0.1 (0.0073x, not 0.01x).
 std::string times(double k) { return fmt(std::fabs(k) >= 0.1 || k == 0 ? "%.2fx" : "%.2gx", k); }
@@ -263,7 +259,7 @@ const Metric kMetrics[] = {
 const Metric kCsvOnlyMetrics[] = {
     {"GFLOP/s", "gflops", &RunSummary::gflops, three},
     {"cores", "cpu_cores", &RunSummary::cpu_cores, cores},
-    {"peak RSS", "rss_mib", &RunSummary::rss_mib, mib},
+    {"peak RSS", "rss_mib", &RunSummary::rss_mib, mib_text},
 };
 // The console's only: how long the threads waited for a core (not in the CSV, whose columns are fixed).
 const Metric kWaited = {"waited", "", &RunSummary::cpu_wait_pct, percent};
@@ -291,13 +287,6 @@ std::vector<const Metric*> table_metrics(const std::vector<RunSummary>& rows) {
   return out;
 }
 
-// RFC 4180: quote a cell holding a separator, quote or line break.
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
 
 std::string csv_number(std::optional<double> v) { return v ? fmt("%.6g", *v) : ""; }
 

@@ -88,7 +88,7 @@ void stop_all(std::vector<pid_t>& pids, double grace) {
 
 }  // namespace
 
-int launch(const LaunchOptions& o) {
+int run_ranks(const LaunchOptions& o) {
   LOUPE_CHECK(o.procs >= 1 && o.nnodes >= 1 && o.node_rank >= 0 && o.node_rank < o.nnodes,
               "launch: ", o.procs, " processes on host ", o.node_rank, " of ", o.nnodes);
   const int world = o.procs * o.nnodes;

@@ -23,7 +23,7 @@ struct LaunchOptions {
 // SIGINT and SIGTERM to them, and waits. Returns 0 when every rank exits 0; otherwise the first
 // failing rank's status (128 + signal when it was killed), after stopping the others and printing
 // one line on stderr naming that rank.
-int launch(const LaunchOptions& o);
+int run_ranks(const LaunchOptions& o);
 
 // A free TCP port on 127.0.0.1 (bound and released: a later bind may race, the rendezvous says so).
 int free_port();
