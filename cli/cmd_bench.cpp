@@ -28,7 +28,7 @@ run::BenchConfig bench_config(const Options& o, std::vector<std::string> models)
   b.channels_last = o.channels_last;
   b.seed = o.seed;
   b.graph = o.graph;
-  b.price_per_hour = o.price_per_hour;
+  b.price_per_hour = o.price_per_hour.empty() ? -1 : o.price_per_hour[0];
   b.loss = o.loss;
   if (std::string why = train::graph_unsupported(b.graph, b.device); !why.empty()) throw Error(why);
   if (o.threads) set_num_threads(*o.threads);

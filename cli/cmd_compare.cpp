@@ -42,14 +42,14 @@ int cmd_compare(const Options& o) {
   if (o.files.size() < 2)
     throw Error("loupe compare needs at least two runs, e.g. `loupe compare a.jsonl b.jsonl` (the JSONL of "
                 "loupe train --metrics or loupe bench --json); got " + std::to_string(o.files.size()));
-  if (!o.prices.empty() && o.prices.size() != o.files.size())
-    throw Error("--price-per-hour has " + std::to_string(o.prices.size()) + " prices for " +
+  if (!o.price_per_hour.empty() && o.price_per_hour.size() != o.files.size())
+    throw Error("--price-per-hour has " + std::to_string(o.price_per_hour.size()) + " prices for " +
                 std::to_string(o.files.size()) + " runs; give one per run, in the order of the files");
   const std::vector<std::string> labels = run_labels(o);
   std::vector<std::vector<instrument::RunSummary>> runs;
   for (size_t i = 0; i < o.files.size(); ++i) {
     std::optional<double> price;
-    if (!o.prices.empty()) price = o.prices[i];
+    if (!o.price_per_hour.empty()) price = o.price_per_hour[i];
     runs.push_back(instrument::summarize_run(instrument::read_run(o.files[i]), labels[i], price));
   }
   std::string warning;

@@ -192,7 +192,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   c.resume = o.resume;
   c.monitor.nvml = o.nvml;
   c.monitor.busy = o.busy;
-  c.monitor.price_per_hour = o.price_per_hour;
+  c.monitor.price_per_hour = o.price_per_hour.empty() ? -1 : o.price_per_hour[0];
   c.monitor.nvml_period_ms = o.sample_ms;
   c.monitor.timeline = o.timeline;
   if (o.profile_steps.first > 0) c.profile_steps = o.profile_steps;

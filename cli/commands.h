@@ -20,9 +20,9 @@ int cmd_generate(const Options& o);   // cli/cmd_generate.cpp
 int cmd_bench(const Options& o);      // cli/cmd_bench.cpp
 int cmd_sweep(const Options& o);      // cli/cmd_bench.cpp
 int cmd_roofline(const Options& o);   // cli/cmd_roofline.cpp
-int cmd_models(const Options& o);     // cli/cmd_misc.cpp
-int cmd_peak(const Options& o);       // cli/cmd_misc.cpp
-int cmd_copybench(const Options& o);  // cli/cmd_misc.cpp
+int cmd_models(const Options& o);     // cli/cmd_models.cpp
+int cmd_peak(const Options& o);       // cli/cmd_peak.cpp
+int cmd_copybench(const Options& o);  // cli/cmd_copybench.cpp
 int cmd_compare(const Options& o);    // cli/cmd_compare.cpp
 int cmd_profile(const Options& o);    // cli/cmd_profile.cpp
 

@@ -463,11 +463,9 @@ const std::map<std::string, Spec> kSpecs = {
     {"plot", {false, "compare", [](Options& o, const std::string& v) { o.plot = v; }}},
     {"profile-steps", {false, "train profile", [](Options& o, const std::string& v) { o.profile_steps = profile_window(v); }}},
     {"price-per-hour", {false, "train bench sweep compare", [](Options& o, const std::string& v) {
-       if (o.command != "compare") {
-         o.price_per_hour = above(v, "--price-per-hour", 0, 1e6);
-         return;
-       }
-       for (const std::string& p : parse_list(v)) o.prices.push_back(above(p, "--price-per-hour", 0, 1e6));
+       o.price_per_hour.clear();
+       if (o.command != "compare") o.price_per_hour = {above(v, "--price-per-hour", 0, 1e6)};
+       else for (const std::string& p : parse_list(v)) o.price_per_hour.push_back(above(p, "--price-per-hour", 0, 1e6));
      }}},
     {"counters", {true, "profile", [](Options& o, const std::string&) { o.counters = true; }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},

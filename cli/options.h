@@ -53,7 +53,8 @@ struct Options {
   std::string early_stop;   // --early-stop SPEC (run/controls.h)
   std::string timeline;  // --timeline FILE.csv
   int sample_ms = 50;    // --sample-ms: NVML's period
-  double price_per_hour = -1;                      // < 0: not given
+  // --price-per-hour: one price (train, bench, sweep), compare's one per run; empty: not given.
+  std::vector<double> price_per_hour;
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
   bool counters = false;  // profile: hardware counters of one more step
@@ -78,7 +79,6 @@ struct Options {
 
   // compare
   std::vector<std::string> labels;   // --labels a,b,...
-  std::vector<double> prices;        // --price-per-hour P1,P2,... (one per run)
   std::string plot;                  // --plot FILE.png
 };
 

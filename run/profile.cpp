@@ -30,10 +30,10 @@ double best_time(Device dev, int reps, F f) {
   if (dev.is_cuda()) cuda_runtime()->synchronize();
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
-    double t0 = train::now_seconds();
+    double t0 = now_s();
     f();
     if (dev.is_cuda()) cuda_runtime()->synchronize();
-    best = std::min(best, train::now_seconds() - t0);
+    best = std::min(best, now_s() - t0);
   }
   return best;
 }

@@ -76,12 +76,12 @@ void ProgressLine::run_begin(const RunInfo& info) { epochs_ = info.epochs; }
 
 void ProgressLine::epoch_begin(const train::StepInfo& info, train::Control&) {
   epoch_ = info.epoch;
-  t0_ = train::now_seconds();
+  t0_ = now_s();
   bar_.emplace(info.epoch, epochs_, info.epoch_steps, tty_);
 }
 
 void ProgressLine::step_end(const train::StepInfo& info, train::Control&) {
-  if (tty_) bar_->update(info.epoch_step, train::now_seconds() - t0_, info.samples, info.loss);
+  if (tty_) bar_->update(info.epoch_step, now_s() - t0_, info.samples, info.loss);
 }
 
 void ProgressLine::steps_end(const train::StepInfo&) {
@@ -91,7 +91,7 @@ void ProgressLine::steps_end(const train::StepInfo&) {
 
 void ProgressLine::eval_batch(int64_t done, int64_t total) {
   if (!tty_) return;
-  const double now = train::now_seconds();
+  const double now = now_s();
   if (done < total && now - last_ < 0.1) return;  // redrawn at most ten times a second
   last_ = now;
   char buf[96];
@@ -131,10 +131,10 @@ void TensorBoardEvents::run_begin(const RunInfo&) {
   if (out_) std::fprintf(out_, "events  %s (tensorboard --logdir %s)\n", tb_->path().c_str(), dir_.c_str());
 }
 
-void TensorBoardEvents::epoch_begin(const train::StepInfo&, train::Control&) { tb_->begin_epoch(train::now_seconds()); }
+void TensorBoardEvents::epoch_begin(const train::StepInfo&, train::Control&) { tb_->begin_epoch(now_s()); }
 
 void TensorBoardEvents::step_end(const train::StepInfo& info, train::Control&) {
-  tb_->step(info.step, info.samples, train::now_seconds(), info.loss);
+  tb_->step(info.step, info.samples, now_s(), info.loss);
 }
 
 void TensorBoardEvents::epoch_end(const instrument::EpochReport& r, train::Control&) {

@@ -228,7 +228,7 @@ RunResult Run::run() {
   result.accuracy = train::has_accuracy(c_.model.recipe.loss);
   for (const auto& o : observers_) o->run_begin(info_);
   const int64_t first_step = trainer().global_step();
-  const double t0 = train::now_seconds();
+  const double t0 = now_s();
   for (int e = info_.first_epoch; e <= c_.epochs; ++e) {
     if (std::optional<RunResult::End> end = epoch(e, result)) {
       result.end = *end;
@@ -255,7 +255,7 @@ RunResult Run::run() {
       where = " (" + c_.save + " holds epoch " + std::to_string(saved_epoch_) + "'s; --save-best keeps the best epoch's)";
     if (kept_epoch_ != result.epochs_done) note("restored epoch " + std::to_string(kept_epoch_) + "'s weights" + where);
   }
-  result.seconds = train::now_seconds() - t0;
+  result.seconds = now_s() - t0;
   for (const auto& o : observers_) o->run_end(result);
   return result;
 }
@@ -285,7 +285,7 @@ std::optional<RunResult::End> Run::epoch(int e, RunResult& result) {
   }
   if (!st.graph_event.empty()) note("step    " + st.graph_event);
   if (!st.precision_event.empty()) note("precision " + st.precision_event);
-  const double t0 = train::now_seconds();
+  const double t0 = now_s();
   monitor_->mark("eval_start");
   try {
     st.test_acc = trainer().evaluate(data_.test, kEvalBatch, c_.max_steps);
@@ -296,7 +296,7 @@ std::optional<RunResult::End> Run::epoch(int e, RunResult& result) {
     if (c_.world) c_.world->abort();
     return RunResult::End::Interrupted;
   }
-  st.eval_seconds = train::now_seconds() - t0;
+  st.eval_seconds = now_s() - t0;
   monitor_->mark("eval_end");
   // A finite divergence, judged before the report and the checkpoint: neither holds the epoch. Every
   // rank judges the world's loss and accuracy alike, so all stop here, none in a collective.

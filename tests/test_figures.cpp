@@ -315,9 +315,9 @@ TEST(Record, FlopRateOfACpuEpochIsItsFlopsOverItsSeconds) {
   train::Trainer& t = session.trainer();
   train::MonitorObserver timing(mon);
   t.observe(timing);
-  const double t0 = train::now_seconds();
+  const double t0 = now_s();
   const train::EpochStats st = t.train_epoch(data, 64, 1, 1);
-  const double outer = train::now_seconds() - t0;
+  const double outer = now_s() - t0;
   instrument::EpochReport r = run::epoch_report("mnist_mlp", kCPU, 64, st, 1);
   mon.fill(r);
   ASSERT_TRUE(r.flops_per_sample && r.achieved_tflops);

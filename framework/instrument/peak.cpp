@@ -3,7 +3,9 @@
 #include <cstring>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/cuda_runtime.h"
+#include "core/tensor.h"
 
 namespace loupe::instrument {
 
@@ -62,6 +64,34 @@ std::optional<MeasuredPeak> measure_gpu_peak(std::string* why) {
     return std::nullopt;
   }
   return measurer()();
+}
+
+std::vector<CopyRate> measure_host_to_device(Device dev, int64_t batch) {
+  CudaRuntime* rt = cuda_runtime();
+  void* stream = rt->stream_create();
+  auto wait = [&] {
+    void* e = rt->event_record_on(stream);
+    rt->event_synchronize(e);
+    rt->event_destroy(e);
+  };
+  std::vector<CopyRate> out;
+  for (int64_t bytes : {(batch * 784 + batch) * 4, int64_t(64) << 20}) {
+    Tensor dst = empty(Shape{bytes / 4}, DType::f32, dev);
+    for (bool pinned : {true, false}) {
+      Tensor src = pinned ? empty_pinned(Shape{bytes / 4}, DType::f32) : empty(Shape{bytes / 4}, DType::f32, kCPU);
+      fill_(src, 1.0);
+      CopyRate r{pinned, bytes, bytes < (1 << 24) ? 2000 : 50, 0};
+      rt->copy_async_on(stream, dst.data_ptr(), src.data_ptr(), size_t(bytes), CopyKind::HostToDevice);  // warm-up
+      wait();
+      const double t0 = now_s();
+      for (int k = 0; k < r.reps; ++k)
+        rt->copy_async_on(stream, dst.data_ptr(), src.data_ptr(), size_t(bytes), CopyKind::HostToDevice);
+      wait();
+      r.seconds = now_s() - t0;
+      out.push_back(r);
+    }
+  }
+  return out;
 }
 
 }  // namespace loupe::instrument

@@ -1,8 +1,11 @@
 // Arithmetic peaks: a table of known GPUs' dense datasheet peaks, and measurement (`loupe peak`).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "core/dtype.h"
 #include "core/precision.h"
 
 namespace loupe::instrument {
@@ -24,5 +27,16 @@ struct MeasuredPeak {
 std::optional<MeasuredPeak> measure_gpu_peak(std::string* why);
 using MeasurePeakFn = MeasuredPeak (*)();
 void register_gpu_peak_measurer(MeasurePeakFn f);
+
+// Host-to-device copies as the loader makes them (`loupe copybench`): one batch of MNIST-shaped
+// float32 samples and 64 MiB, each from page-locked and from pageable memory, timed on the host
+// around `reps` copies on one stream and a wait for the last (after one untimed copy).
+struct CopyRate {
+  bool pinned = false;
+  int64_t bytes = 0;
+  int reps = 0;
+  double seconds = 0;  // all reps
+};
+std::vector<CopyRate> measure_host_to_device(Device dev, int64_t batch);
 
 }  // namespace loupe::instrument

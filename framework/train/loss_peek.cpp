@@ -7,12 +7,12 @@
 namespace loupe::train {
 
 LossPeek::LossPeek(Device device, const Tensor& loss_sum, Tensor buffer)
-    : device_(device), sum_(loss_sum), peek_(std::move(buffer)), time_(now_seconds()) {
+    : device_(device), sum_(loss_sum), peek_(std::move(buffer)), time_(now_s()) {
   LOUPE_CHECK(!device.is_cuda() || peek_.defined(), "the loss peek needs the trainer's pinned buffer");
 }
 
 void LossPeek::after_step(int64_t samples, int64_t step) {
-  const double now = now_seconds();
+  const double now = now_s();
   if (!device_.is_cuda()) {
     if (now - time_ > 0.2) {
       loss_ = sum_.item() / double(samples);

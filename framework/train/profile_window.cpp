@@ -39,7 +39,7 @@ void ProfileWindow::begin() {
     bt->correlate(true);
     gpu_t0_ = bt->now_ns();
   }
-  host_t0_ = now_seconds();
+  host_t0_ = now_s();
   flops0_ = flops_counted();
   op_records_enable(true);
   open_ = true;
@@ -54,7 +54,7 @@ void ProfileWindow::end() {
   in_.counted_flops = flops_counted() - flops0_;
   in_.steps = last_ - first_ + 1;
   in_.gpu = device_.is_cuda();
-  in_.wall_seconds = now_seconds() - host_t0_;
+  in_.wall_seconds = now_s() - host_t0_;
   instrument::BusyTracker* bt = device_.is_cuda() ? monitor_.busy_tracker() : nullptr;
   if (bt) {
     const uint64_t t1 = bt->now_ns();

@@ -29,7 +29,7 @@ void TraceWindow::begin() {
   instrument::BusyTracker* bt = monitor_.busy_tracker();
   // Once, at the window's start: GPU work of earlier steps must not land in the window.
   if (bt && device_.is_cuda()) cuda_runtime()->synchronize();
-  host_t0_ = now_seconds();
+  host_t0_ = now_s();
   if (bt) gpu_t0_ = bt->now_ns();
   host_trace_enable(true);
   open_ = true;

@@ -30,11 +30,6 @@
 
 namespace loupe::train {
 
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
 GraphMode parse_graph_mode(const std::string& s) {
   if (s == "auto") return GraphMode::Auto;
   if (s == "on") return GraphMode::On;
@@ -492,7 +487,7 @@ EpochStats Trainer::run_epoch(int epoch, int64_t total, Source& src) {
   info.step = global_step_;
   info.epoch_steps = total;
   for (Observer* o : observers_) o->epoch_begin(info, control_);
-  const double t0 = now_seconds();
+  const double t0 = now_s();
   reset_sums(sums_, 3, {&loss_sum_, &correct_}, device_);
   if (device_.is_cuda() && !peek_buffer_.defined()) peek_buffer_ = empty_pinned(Shape{}, DType::f32);
   LossPeek peek(device_, loss_sum_, peek_buffer_);
@@ -615,7 +610,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   const std::vector<float> v = stopped ? std::vector<float>() : read_epoch_sums();
   if (v.empty()) {
     st.interrupted = true;
-    st.train_seconds = now_seconds() - t0;
+    st.train_seconds = now_s() - t0;
     return st;
   }
   const double world_samples = double(st.samples) * shard_.world;
@@ -637,7 +632,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   st.precision_event = std::move(precision_event_);
   precision_event_.clear();
   if (!graphs_) st.graph_why = eager_why_;
-  st.train_seconds = now_seconds() - t0;
+  st.train_seconds = now_s() - t0;
   for (Observer* o : observers_) o->train_end(st);
   return st;
 }

@@ -14,6 +14,7 @@
 
 #include "core/flops.h"
 #include "core/precision.h"
+#include "core/clock.h"
 #include "core/tensor.h"
 #include "loader/sampler.h"
 #include "nn/module.h"
@@ -239,8 +240,5 @@ class Trainer {
   // entered), or returns false as soon as a stop is requested meanwhile.
   bool device_done_or_stop() const;
 };
-
-// Host wall-clock seconds.
-double now_seconds();
 
 }  // namespace loupe::train
