@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/spec.h"
 
 namespace loupe::run {
 
@@ -28,47 +29,20 @@ bool improves(Monitor m, double figure, std::optional<double> best, double min_d
   return m == Monitor::TestLoss ? figure < *best - min_delta : figure > *best + min_delta;
 }
 
-namespace {
-[[noreturn]] void bad(const std::string& spec, const std::string& why) {
-  throw Error("--early-stop '" + spec + "': " + why + " (e.g. --early-stop 3 or --early-stop 5,monitor=test_acc,min_delta=0.001)");
-}
-
-double number(const std::string& spec, const std::string& text, const std::string& key) {
-  const bool decimal = !text.empty() && text.find_first_not_of("0123456789.eE+-") == std::string::npos;
-  char* end = nullptr;
-  const double v = decimal ? std::strtod(text.c_str(), &end) : NAN;
-  if (!decimal || end != text.c_str() + text.size() || !std::isfinite(v)) bad(spec, key + " must be a number, got '" + text + "'");
-  return v;
-}
-}  // namespace
-
 EarlyStopOptions parse_early_stop(const std::string& spec) {
+  OptionSpec s("--early-stop", spec, "3 or --early-stop 5,monitor=test_acc,min_delta=0.001", "patience");
   EarlyStopOptions o;
-  size_t a = 0;
-  bool first = true;
-  while (a <= spec.size()) {
-    size_t b = spec.find(',', a);
-    if (b == std::string::npos) b = spec.size();
-    const std::string item = spec.substr(a, b - a);
-    a = b + 1;
-    const size_t eq = item.find('=');
-    const std::string key = first && eq == std::string::npos ? "patience" : item.substr(0, eq);
-    const std::string value = first && eq == std::string::npos ? item : eq == std::string::npos ? "" : item.substr(eq + 1);
-    first = false;
-    if (key == "patience") {
-      const double p = number(spec, value, "patience");
-      if (p < 0 || p > 1000000 || p != std::floor(p)) bad(spec, "patience is a whole number of epochs >= 0");
-      o.patience = int(p);
-    } else if (key == "monitor") {
-      if (value != "test_loss" && value != "test_acc") bad(spec, "monitor is test_loss or test_acc, got '" + value + "'");
-      o.monitor = value == "test_acc" ? Monitor::TestAccuracy : Monitor::TestLoss;
-    } else if (key == "min_delta") {
-      o.min_delta = number(spec, value, "min_delta");
-      if (o.min_delta < 0) bad(spec, "min_delta must be >= 0");
-    } else {
-      bad(spec, "unknown key '" + key + "' (patience, monitor, min_delta)");
-    }
+  const double three = o.patience;
+  const double p = s.number("patience", 0, 1000000, true, &three);
+  if (p != std::floor(p)) s.bad("patience is a whole number of epochs");
+  o.patience = int(p);
+  if (const std::optional<std::string> m = s.text("monitor")) {
+    if (*m != "test_loss" && *m != "test_acc") s.bad("monitor is test_loss or test_acc, got '" + *m + "'");
+    o.monitor = *m == "test_acc" ? Monitor::TestAccuracy : Monitor::TestLoss;
   }
+  const double no_delta = 0;
+  o.min_delta = s.number("min_delta", 0, 1e12, true, &no_delta);
+  s.done("patience, monitor, min_delta");
   return o;
 }
 
