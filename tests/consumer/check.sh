@@ -7,8 +7,10 @@
 #    are (PREFIX/share/loupe) and trains one short epoch;
 # 3. with --plot (CTest install_consumer_plot), instead of 1 and the epoch: draws a plot with the
 #    installed script. That test alone exits 77, a skip, where no python3 has matplotlib (decided
-#    before anything runs), so the rest is never reported as passed beside a skipped half.
-#   check.sh BUILD_DIR SOURCE_DIR [--plot]
+#    before anything runs), so the rest is never reported as passed beside a skipped half;
+# 4. with --gpu (CTest install_consumer_gpu, label gpu): 1 alone, which must run on the GPU and
+#    print its GPU line; exit 77, a skip, where no GPU is visible (nvidia-smi).
+#   check.sh BUILD_DIR SOURCE_DIR [--plot | --gpu]
 set -euo pipefail
 build=$(cd "$1" && pwd) src=$2 plot=${3:-}
 fail() { echo "install_consumer: FAIL: $*"; exit 1; }
@@ -24,7 +26,11 @@ if [ "$plot" = --plot ]; then
     exit 77
   fi
 fi
-work="$build/consumer-check${plot:+-plot}"
+if [ "$plot" = --gpu ] && ! nvidia-smi -L > /dev/null 2>&1; then
+  echo "install_consumer: SKIPPED: no GPU visible (nvidia-smi)"
+  exit 77
+fi
+work="$build/consumer-check${plot:+-${plot#--}}"
 rm -rf "$work"
 cmake --install "$build" --prefix "$work/prefix" > "$work.install.log" 2>&1 || { cat "$work.install.log"; exit 1; }
 if [ "$plot" != --plot ]; then
@@ -40,6 +46,12 @@ if [ "$plot" != --plot ]; then
   done
   if grep -q '^device  cuda' "$work/consumer.out"; then
     grep -qE '^  GPU util ' "$work/consumer.out" || fail "the consumer ran on a GPU but its report has no GPU line"
+  elif [ "$plot" = --gpu ]; then
+    fail "a GPU is visible but the consumer ran on the CPU (a loupe built without CUDA?)"
+  fi
+  if [ "$plot" = --gpu ]; then
+    echo "install_consumer: the consumer's report on the GPU has its GPU line"
+    exit 0
   fi
 fi
 
