@@ -352,8 +352,10 @@ void Run::carry_out(int e) {
   if (control.take_keep()) {
     NoGradGuard no_grad;
     nn::Module& m = session_->model();
-    kept_ = {clone(loupe::to(m.arena().values(), kCPU))};
-    for (auto& [name, b] : m.named_buffers()) kept_.push_back(clone(loupe::to(b, kCPU)));
+    // A copy on the host: from a GPU the transfer is one; on the CPU it must be cloned.
+    auto host_copy = [&](const Tensor& x) { return c_.device.is_cuda() ? loupe::to(x, kCPU) : clone(x); };
+    kept_ = {host_copy(m.arena().values())};
+    for (auto& [name, b] : m.named_buffers()) kept_.push_back(host_copy(b));
     kept_epoch_ = e;
   }
   std::vector<std::string> saves = control.take_saves();

@@ -17,6 +17,7 @@
 #include "run/controls.h"
 #include "run/report.h"
 #include "run/run.h"
+#include "skip.h"
 #include "train/checkpoint.h"
 #include "test_util.h"
 
@@ -242,7 +243,9 @@ TEST(Controls, PlateauLowersTheRateAfterPatience) {
 
 // End to end: the weights at the run's end are those of the best epoch by test loss (compared
 // with a copy taken at that epoch's end), not the last epoch's.
-TEST(Controls, EarlyStoppingRestoresTheBestEpochsWeights) {
+namespace {
+// Early stopping on `dev`: the weights at the run's end are the best epoch's, bit for bit.
+void expect_best_weights_restored(Device dev) {
   struct Snapshots final : train::Observer {
     run::Run* run = nullptr;
     std::vector<std::vector<float>> weights;
@@ -251,6 +254,7 @@ TEST(Controls, EarlyStoppingRestoresTheBestEpochsWeights) {
     }
   };
   run::RunConfig c = overfitting_config();
+  c.device = dev;
   run::Run r(c);
   auto es = std::make_shared<run::EarlyStopping>(run::parse_early_stop("10"));
   auto snaps = std::make_shared<Snapshots>();
@@ -266,6 +270,15 @@ TEST(Controls, EarlyStoppingRestoresTheBestEpochsWeights) {
   EXPECT_EQ(es->best_epoch(), best);
   EXPECT_EQ(r.session().model().arena().values().to_vector<float>(), snaps->weights[size_t(best - 1)]);
   EXPECT_NE(snaps->weights[size_t(best - 1)], snaps->weights[3]);
+}
+}  // namespace
+
+TEST(Controls, EarlyStoppingRestoresTheBestEpochsWeights) { expect_best_weights_restored(kCPU); }
+
+// The kept weights travel to the host and back: on a GPU too (CTest test_run_gpu).
+TEST(ControlsGpu, EarlyStoppingRestoresTheBestEpochsWeights) {
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
+  expect_best_weights_restored(kCUDA);
 }
 
 // --save-best: the file holds the epoch with the best test loss, whatever came after.
