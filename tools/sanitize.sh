@@ -27,7 +27,7 @@ mkdir -p "$logs"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:log_path=$logs/report"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/report"
 rc=0
-ctest --test-dir "$dir" -L cpu -LE slow --output-on-failure "$@" || rc=$?
+ctest --test-dir "$dir" -L cpu -LE slow -j "$(nproc)" --output-on-failure "$@" || rc=$?
 
 reports=("$logs"/report.*)
 if [ -e "${reports[0]}" ]; then
