@@ -10,6 +10,7 @@
 #include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/precision.h"
+#include "core/text.h"
 #include "core/thread_pool.h"
 #include "instrument/report_io.h"
 #include "models/keras_json.h"
@@ -23,12 +24,8 @@ namespace loupe::run {
 
 namespace {
 std::string fmt_or_na(const instrument::Opt& v, const char* f, double scale = 1) {
-  if (!v) return "n/a";
-  char b[32];
-  std::snprintf(b, sizeof b, f, *v * scale);
-  return b;
+  return v ? fmt(f, *v * scale) : "n/a";
 }
-
 
 // The model column: 14 wide, or as wide as the run's longest name (run_bench sets it); a model file
 // by its base name ("my_cnn.json"), so that it stays apart from a reference model of the same stem.
