@@ -370,6 +370,25 @@ def apply_and_test(m, src, build, jobs, first_kill):
         os.chmod(path, st.st_mode)
 
 
+def check_list(ms, src):
+    """The STALE test of apply_and_test without the build: a change to a mutated line fails here,
+    in the test suite, rather than in CI's mutation check an hour later."""
+    stale = 0
+    for m in ms:
+        path = os.path.join(src, m.file)
+        if not os.path.isfile(path):
+            log(f"STALE {m.id}: {m.file} does not exist")
+            stale += 1
+            continue
+        with open(path, "rb") as f:
+            count = f.read().count(m.orig.encode())
+        if count != 1:
+            log(f"STALE {m.id}: its from: text occurs {count} times in {m.file}, not once")
+            stale += 1
+    log(f"{len(ms)} mutations, {stale} stale")
+    return 1 if stale else 0
+
+
 def first_error(out):
     for line in out.splitlines():
         if "error:" in line:
@@ -425,6 +444,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="ID[,ID...]: only these mutations")
     ap.add_argument("--list", action="store_true", help="print the list and exit")
+    ap.add_argument("--check-list", action="store_true",
+                    help="only check that every entry still applies (its file exists, its original text "
+                         "occurs there once); nothing is built or run (CTest mutation_list)")
     ap.add_argument("--src", default=DEFAULT_SRC, help="the tree to copy (default: this checkout)")
     ap.add_argument("--work", default=DEFAULT_WORK, help="scratch directory, reused (default %(default)s)")
     ap.add_argument("--jobs", type=int, default=2, help="build jobs (default %(default)s)")
@@ -462,6 +484,8 @@ def main():
                 + (f"; expected survivor: {m.expect}" if m.expect else ""))
         return 0
 
+    if a.check_list:
+        return check_list(ms, os.path.abspath(a.src))
     if a.doc and a.only:
         die("--doc writes the whole list's result: leave out --only")
     signal.signal(signal.SIGTERM, interrupt)
