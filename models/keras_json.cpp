@@ -476,6 +476,8 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.keras_parameters = p.keras_parameters;
     for (const std::string& w : p.count_differs) m.keras_parameters_why += (m.keras_parameters_why.empty() ? "" : "; ") + w;
     m.costs = p.costs;
+    for (const Step& st : p.steps)
+      if (st.weights) m.keras_weights.emplace_back(st.name, st.weights);
     set_builder(m, std::move(root), input, dataset, file, p, data_sized);
     m.expected_parameters = p.loupe_parameters;  // counted, not built: a file's sizes are checked first
     return m;

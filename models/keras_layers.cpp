@@ -176,7 +176,7 @@ class Parser : public Parsed {
   // A step of the data set's adaptation (adapt_input), before any layer's.
   void push(const std::string& name, std::function<std::shared_ptr<nn::Module>()> make) {
     names_.insert(name);
-    steps.push_back({name, std::move(make)});
+    steps.push_back({name, std::move(make), nullptr});
   }
 
   void dispatch(const Layer& l) {
@@ -233,8 +233,10 @@ class Parser : public Parsed {
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
     while (names_.count(n)) n += "_" + std::to_string(steps.size());
     names_.insert(n);
-    steps.push_back({n, std::move(make)});
+    steps.push_back({n, std::move(make), nullptr});
   }
+  // The Keras variables the step just added holds.
+  void own(KerasWeights w) { steps.back().weights = std::make_shared<const KerasWeights>(std::move(w)); }
 
   // Options no layer of loupe's honours: refused wherever they are set.
   void common(const Layer& l) {
@@ -307,6 +309,8 @@ class Parser : public Parsed {
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     add(l, [in, units, bias] { return std::make_shared<nn::Linear>(in, units, bias); });
+    own(dense_weights(l.name, in, units, bias, flat_chw_));
+    flat_chw_.clear();
     parameters(l, __int128(in) * units + (bias ? units : 0), 0);
     shape_ = {units};
     activation(l, conf(l).text("activation", "linear"), &units);
@@ -347,6 +351,7 @@ class Parser : public Parsed {
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
+    own(conv_weights(l.name, k, cin, f, bias));
     parameters(l, __int128(k) * k * cin * f + (bias ? f : 0), 0);
     const int64_t h = (shape_[0] + 2 * p - k) / stride + 1, w = (shape_[1] + 2 * p - k) / stride + 1;
     if (std::min(shape_[0], shape_[1]) + 2 * p < k) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
@@ -385,6 +390,7 @@ class Parser : public Parsed {
     // Keras's momentum is the running statistics' decay (0.99); loupe's, PyTorch's, its complement.
     const double momentum = 1.0 - conf(l).real("momentum", 0.99, kFraction), eps = conf(l).real("epsilon", 1e-3, kAboveZero);
     add(l, [ch, momentum, eps] { return std::make_shared<nn::BatchNorm2d>(ch, momentum, eps); });
+    own(batch_norm_weights(l.name, ch, shape_.size() == 1 ? flat_chw_ : std::vector<int64_t>{}));
     parameters(l, 4 * __int128(ch), -2 * __int128(ch));  // Keras counts the moving mean and variance too
     note("Keras counts BatchNormalization's moving mean and variance");
   }
@@ -400,6 +406,7 @@ class Parser : public Parsed {
     int64_t n = 1;
     for (int64_t d : shape_) n *= d;
     add(l, [] { return std::make_shared<nn::Flatten>(); });
+    if (chw_) flat_chw_ = {shape_[2], shape_[0], shape_[1]};
     shape_ = {n};
     chw_ = false;
   }
@@ -417,6 +424,8 @@ class Parser : public Parsed {
     for (int64_t d : shape_) n *= d;
     if (n != m) fail(l, "reshapes " + std::to_string(n) + " values per sample into " + std::to_string(m));
     if (chw_ && target.size() != 1) fail(l, "reshapes a channels-first image; loupe reshapes vectors and sequences");
+    if (!flat_chw_.empty() && target.size() != 1)
+      fail(l, "reshapes a flattened image, which loupe flattens channel by channel where Keras goes pixel by pixel");
     Shape t;
     for (int64_t d : target) t.push_back(d);
     add(l, [t] { return std::make_shared<nn::Reshape>(t); });
@@ -432,6 +441,7 @@ class Parser : public Parsed {
     const int64_t e = count(l, cfg(l), "output_dim");
     const int64_t v = resize && (dataset == "imdb" || dataset == "imdb_bigrams") ? resize : count(l, cfg(l), "input_dim");
     add(l, [v, e] { return std::make_shared<nn::Embedding>(v, e); });
+    own(embedding_weights(l.name, v, e));
     parameters(l, __int128(v) * e, 0);
     shape_ = {shape_[0], e};
     embedding_input = true;
@@ -440,7 +450,8 @@ class Parser : public Parsed {
 
   // LSTM(units) as Keras's defaults have it (the ones loupe's kernels compute), alone or inside
   // Bidirectional; the others are refused by name.
-  void lstm(const Layer& l, const json& c, bool bidirectional) {
+  // `inner_name`: a Bidirectional's LSTM's own name (its variables' prefix).
+  void lstm(const Layer& l, const json& c, bool bidirectional, const std::string& inner_name = "") {
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
     const json want = {{"activation", "tanh"},       {"recurrent_activation", "sigmoid"}, {"use_bias", true},
                        {"unit_forget_bias", true},   {"dropout", 0.0},                    {"recurrent_dropout", 0.0},
@@ -459,6 +470,7 @@ class Parser : public Parsed {
     const int64_t in = shape_[1], units = count(l, c, "units", kMaxLstmUnits);
     const bool seq = Config{c, file_ + ": " + layer_label(l)}.flag("return_sequences", false);
     add(l, [in, units, bidirectional, seq] { return std::make_shared<KerasLstm>(in, units, bidirectional, seq); });
+    own(lstm_weights(l.name, inner_name, in, units, bidirectional));
     const int64_t dirs = bidirectional ? 2 : 1;
     parameters(l, dirs * 4 * (__int128(units) * (in + units) + units), dirs * 4 * __int128(units));
     note("Keras's LSTM has one bias per gate where cuDNN's layout has two");
@@ -478,7 +490,7 @@ class Parser : public Parsed {
     // inner one "forward_" + it).
     const Layer lstm_layer{"LSTM", l.name, &inner.at("config")};
     common(lstm_layer);
-    lstm(lstm_layer, inner.at("config"), true);
+    lstm(lstm_layer, inner.at("config"), true, Config{inner.at("config"), file_ + ": " + layer_label(l)}.text("name", "lstm"));
   }
 
   void global_average(const Layer& l) {
@@ -491,6 +503,7 @@ class Parser : public Parsed {
 
   std::string file_;
   bool last_ = false;
+  std::vector<int64_t> flat_chw_;  // the [C, H, W] image a Flatten made the vector of, until a Dense
   std::unordered_set<std::string> names_;  // the steps' names
 };
 

@@ -65,11 +65,33 @@ struct Config {
   [[noreturn]] void fail(const std::string& why) const;
 };
 
-// A layer's output values per sample and its parameters (loupe's count), for the memory estimate.
+// A layer's trained variables as Keras keeps them (docs/keras.md, "Weights"), and how they become
+// the tensors of the step that holds them.
+struct KerasWeights {
+  std::string layer;                          // the Keras layer's name
+  std::vector<std::string> names;             // its variables in Keras's order ("kernel", "bias")
+  std::vector<std::vector<int64_t>> shapes;   // their shapes as Keras has them
+  // Keras's arrays (float32 on the CPU, those shapes) -> the step's parameters and buffers by
+  // their own names ("weight", "running_mean"), in loupe's layouts.
+  std::function<std::vector<std::pair<std::string, Tensor>>(const std::vector<Tensor>&)> convert;
+};
+
+// A step of the loupe model: a module named `name`, and the Keras weights it holds (none for most).
 struct Step {
   std::string name;
   std::function<std::shared_ptr<nn::Module>()> make;
+  std::shared_ptr<const KerasWeights> weights;
 };
+
+// The converters of Keras's variables into loupe's layouts (models/keras_weights.cpp). `chw`: the
+// [C, H, W] image a Flatten made the input of, channel by channel where Keras goes pixel by pixel
+// (empty when the input is not one), so that the rows of a kernel are taken in loupe's order.
+KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, bool bias, const std::vector<int64_t>& chw);
+KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64_t filters, bool bias);
+KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, const std::vector<int64_t>& chw);
+KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t dim);
+// `inner`: the LSTM's own name; a Bidirectional's variables are "forward_<inner>/kernel", ...
+KerasWeights lstm_weights(const std::string& layer, const std::string& inner, int64_t in, int64_t units, bool bidirectional);
 
 // The layers of a file read into loupe's steps, with what the rest of the reader needs.
 struct Parsed {

@@ -11,6 +11,9 @@
 #include "train/lr_schedule.h"
 
 namespace loupe::models {
+namespace keras {
+struct KerasWeights;
+}
 
 struct Recipe {
   std::string optimizer;  // "rmsprop", "adam", "sgd", "adadelta"
@@ -76,6 +79,9 @@ struct ModelInfo {
   // Layer by layer, for the memory estimate made before build() (models/memory.h); empty where
   // unknown. The parameters of a data-sized layer are those for `vocab`.
   std::vector<LayerCost> costs;
+  // A model file's layers that hold trained variables: the module each is (its name in the built
+  // model) and Keras's variables for it (models/keras_weights.h). Empty for the reference models.
+  std::vector<std::pair<std::string, std::shared_ptr<const keras::KerasWeights>>> keras_weights;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

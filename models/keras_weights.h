@@ -1,0 +1,36 @@
+// Weights trained in Keras, into a model read from its Keras file (models/keras_json.h): each
+// layer's variables as Keras keeps them (a Dense's kernel [in, units] and bias, a Conv2D's kernel
+// [kh, kw, in, filters], BatchNormalization's gamma, beta, moving mean and variance, an
+// Embedding's table, an LSTM's kernel, recurrent kernel and single bias) converted to loupe's
+// layouts (docs/keras.md, "Weights"). The files that hold them are read elsewhere; this is the
+// mapping both directions share.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "models/registry.h"
+#include "nn/module.h"
+
+namespace loupe::models {
+
+// One variable as Keras names it: the layer's name and the variable's ("kernel", "bias";
+// "forward_lstm/kernel" inside a Bidirectional), and its shape.
+struct KerasVariable {
+  std::string layer, name;
+  std::vector<int64_t> shape;
+};
+
+// Every variable of `info`'s layers, layer by layer, each layer's in Keras's order (the order of
+// Keras's `layer.weights` and of a .keras file's vars/0, vars/1, ...).
+std::vector<KerasVariable> keras_variables(const ModelInfo& info);
+
+// Sets `model` (built from `info`, on any device) to the arrays `get` gives for each of
+// keras_variables(info): float32 CPU tensors of the variable's shape. An Error naming the layer
+// and the variable for an array of another shape or type.
+void load_keras_weights(nn::Module& model, const ModelInfo& info,
+                        const std::function<Tensor(const KerasVariable&)>& get);
+
+}  // namespace loupe::models

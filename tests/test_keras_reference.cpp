@@ -1,0 +1,122 @@
+// The golden check of Keras's maths without Keras (docs/keras.md, "Weights"): each model file that
+// tests/keras_reference.py writes, with its weights as Keras names them, gives on its input what
+// NumPy computes from Keras's published formulas (tests/keras_reference.py's y.npy).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/npy.h"
+#include "loupe.h"
+#include "models/keras_json.h"
+#include "models/keras_weights.h"
+
+using namespace loupe;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path g_dir;
+bool g_written = false;
+
+// The reference's files, written once for the process (Debian's python3 with NumPy, as the
+// scripts/ use it).
+class ReferenceFiles : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_dir = fs::temp_directory_path() / ("loupe_keras_reference_" + std::to_string(::getpid()));
+    fs::create_directories(g_dir);
+    const std::string cmd = "/usr/bin/python3 '" + std::string(LOUPE_SOURCE_DIR) + "/tests/keras_reference.py' '" + g_dir.string() + "'";
+    g_written = std::system(cmd.c_str()) == 0;
+  }
+  void TearDown() override { fs::remove_all(g_dir); }
+};
+const auto* const g_files = ::testing::AddGlobalTestEnvironment(new ReferenceFiles);
+
+class KerasReference : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!g_written) GTEST_SKIP() << "tests/keras_reference.py did not run (/usr/bin/python3 with NumPy: tools/setup.sh installs it)";
+  }
+};
+class KerasWeights : public KerasReference {};
+
+Tensor tensor_of(const data::NpyArray& a) {
+  const Shape s{std::vector<int64_t>(a.shape)};
+  if (a.type == data::NpyType::I32) {
+    Tensor t = empty(s, DType::i32);
+    std::copy(a.bytes.begin(), a.bytes.end(), static_cast<uint8_t*>(t.data_ptr()));
+    return t;
+  }
+  EXPECT_EQ(a.type, data::NpyType::F32);
+  Tensor t = empty(s);
+  std::copy(a.bytes.begin(), a.bytes.end(), static_cast<uint8_t*>(t.data_ptr()));
+  return t;
+}
+
+std::string file_name(const models::KerasVariable& v) {
+  std::string n = v.layer + "__" + v.name;
+  for (size_t p; (p = n.find('/')) != std::string::npos;) n.replace(p, 1, "__");
+  return n + ".npy";
+}
+
+// The case's model with its weights, in evaluation mode.
+std::shared_ptr<nn::Module> built(const fs::path& dir, models::ModelInfo& info) {
+  info = models::load_keras_model((dir / "model.json").string());
+  auto model = info.build();
+  models::load_keras_weights(*model, info, [&](const models::KerasVariable& v) {
+    return tensor_of(data::read_npy((dir / file_name(v)).string()));
+  });
+  model->eval();
+  return model;
+}
+}  // namespace
+
+TEST_P(KerasReference, OutputIsNumPysFromKerasFormulas) {
+  const fs::path dir = g_dir / GetParam();
+  models::ModelInfo info;
+  auto model = built(dir, info);
+  const Tensor x = tensor_of(data::read_npy((dir / "x.npy").string()));
+  const Tensor want = tensor_of(data::read_npy((dir / "y.npy").string()));
+  NoGradGuard no_grad;
+  const Tensor got = model->forward(x);
+  ASSERT_EQ(got.shape(), want.shape());
+  const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-4 * std::max(1.0f, std::fabs(w[i]))) << "output " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, KerasReference,
+                         ::testing::Values("mlp", "cnn", "average_pool", "lstm", "bidirectional"));
+
+// The variables a model file's layers hold, in Keras's order, with Keras's shapes.
+TEST_F(KerasWeights, VariablesAreKerasNamesAndShapes) {
+  const models::ModelInfo info = models::load_keras_model((g_dir / "bidirectional" / "model.json").string());
+  std::vector<std::string> names;
+  for (const auto& v : models::keras_variables(info)) names.push_back(v.layer + "/" + v.name + dims_text(v.shape));
+  const std::vector<std::string> want = {
+      "bi1/forward_lstm_1/kernel[3, 16]",  "bi1/forward_lstm_1/recurrent_kernel[4, 16]",  "bi1/forward_lstm_1/bias[16]",
+      "bi1/backward_lstm_1/kernel[3, 16]", "bi1/backward_lstm_1/recurrent_kernel[4, 16]", "bi1/backward_lstm_1/bias[16]",
+      "bi2/forward_lstm_2/kernel[8, 8]",   "bi2/forward_lstm_2/recurrent_kernel[2, 8]",   "bi2/forward_lstm_2/bias[8]",
+      "bi2/backward_lstm_2/kernel[8, 8]",  "bi2/backward_lstm_2/recurrent_kernel[2, 8]",  "bi2/backward_lstm_2/bias[8]",
+      "out/kernel[4, 2]",                  "out/bias[2]"};
+  EXPECT_EQ(names, want);
+}
+
+// An array of another shape than the layer's is refused naming the layer and the variable.
+TEST_F(KerasWeights, AWeightOfAnotherShapeNamesTheLayer) {
+  const models::ModelInfo info = models::load_keras_model((g_dir / "mlp" / "model.json").string());
+  auto model = info.build();
+  try {
+    models::load_keras_weights(*model, info, [](const models::KerasVariable& v) {
+      return zeros(v.name == "bias" && v.layer == "out" ? Shape{4} : Shape{v.shape});
+    });
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'out': its weight bias is [4] float32; the model's is [3] float32"), std::string::npos)
+        << e.what();
+  }
+}
