@@ -190,6 +190,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   c.save_best = o.save_best;
   if (!o.early_stop.empty()) c.save_monitor = run::parse_early_stop(o.early_stop).monitor;
   c.resume = o.resume;
+  c.keras_weights = o.weights;
   c.monitor.nvml = o.nvml;
   c.monitor.busy = o.busy;
   c.monitor.price_per_hour = o.price_per_hour.empty() ? -1 : o.price_per_hour[0];

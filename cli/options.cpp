@@ -91,6 +91,8 @@ options (defaults come from the model's recipe):
   --save-best         with --save: write it only at an epoch that betters the best so far (by
                       --early-stop's monitor, else the test loss): the file holds the best epoch
   --resume PATH       continue training from a checkpoint
+  --weights FILE      start from weights trained in Keras (a model file's model): a .h5 file of
+                      Keras 2 or tf.keras (model.save, save_weights) or Keras 3's .weights.h5
   --lr-schedule SPEC  the learning rate over the updates, as Keras's schedules (initial: --lr):
                       exponential:decay_steps=1000,decay_rate=0.96[,staircase]
                       inverse_time:decay_steps=1000,decay_rate=0.5[,staircase]
@@ -161,11 +163,15 @@ namespace {
 // The other subcommands' `--help` (train's is kTrainUsage). Every option a subcommand takes
 // (kSpecs below) is in its text: test_cli checks it.
 const char* const kEvalUsage = R"(usage: loupe eval MODEL --checkpoint PATH [options]
+       loupe eval MODEL.json --weights FILE [options]
 
-The test accuracy of a model saved by `loupe train MODEL --save PATH`.
+The test accuracy of a model saved by `loupe train MODEL --save PATH`, or of a model file with
+weights trained in Keras.
 
 options:
-  --checkpoint PATH   the checkpoint to evaluate (required)
+  --checkpoint PATH   the checkpoint to evaluate
+  --weights FILE      or Keras's weights for a model file: a .h5 (Keras 2, tf.keras) or .weights.h5
+                      (Keras 3) file
   --device cpu|cuda   where to evaluate (default: cuda when a GPU is present, else cpu)
   --data DIR          the model's data set, as for loupe train (default: the same lookup)
   --val-split F       NumPy arrays without test arrays: the last F of the training ones (as train)
@@ -448,6 +454,7 @@ const std::map<std::string, Spec> kSpecs = {
        o.early_stop = v;
      }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
+    {"weights", {false, "train eval", [](Options& o, const std::string& v) { o.weights = v; }}},
     {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
     {"tensorboard", {false, "train", [](Options& o, const std::string& v) {
        if (v.empty()) throw Error("--tensorboard needs a directory for the event files, e.g. --tensorboard runs/mlp");
@@ -519,7 +526,7 @@ void positional(Options& o, const std::string& s, bool after_dashes = false) {
 // Paths given as empty strings (--data "" used to mean the default silently), and outputs that
 // name the same file (--save X --metrics X: the checkpoint's rename took the metrics' place).
 void check_paths(const Options& o, const std::vector<std::pair<std::string, std::string>>& given) {
-  static const std::set<std::string> kPaths{"data", "checkpoint", "save", "resume", "metrics", "tensorboard", "csv",
+  static const std::set<std::string> kPaths{"data", "checkpoint", "save", "resume", "weights", "metrics", "tensorboard", "csv",
                                             "json", "png", "trace", "timeline"};
   for (const auto& [key, val] : given)
     if (kPaths.count(key) && val.empty()) throw Error("--" + key + " needs a path, got an empty one");

@@ -48,6 +48,7 @@ struct Options {
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
   std::string save, resume, metrics, csv, trace, tensorboard;
+  std::string weights;      // --weights FILE: Keras's weights (.h5, .weights.h5)
   bool save_best = false;   // --save-best
   std::string lr_schedule;  // --lr-schedule SPEC (train/lr_schedule.h)
   std::string early_stop;   // --early-stop SPEC (run/controls.h)

@@ -51,7 +51,7 @@ std::string output_path(const Options& o, const std::string& option) {
 namespace {
 
 // A file or folder the run reads, as the command line names it: the model file, --data (or the
-// data set's default folder), the checkpoint resumed or evaluated, compare's runs.
+// data set's default folder), the checkpoint resumed or evaluated, the Keras weights, compare's runs.
 struct Input {
   std::string what, path;  // what: "the model file", "the --resume checkpoint", ...
 };
@@ -87,6 +87,7 @@ std::vector<Input> inputs_of(const Options& o) {
   for (const std::string& f : o.files) in.push_back({"the input", f});
   if (!o.resume.empty()) in.push_back({"the --resume checkpoint", o.resume});
   if (!o.checkpoint.empty()) in.push_back({"the --checkpoint file", o.checkpoint});
+  if (!o.weights.empty()) in.push_back({"the --weights file", o.weights});
   const bool has_model = o.command != "compare" && o.command != "roofline";
   if (!o.data.empty()) in.push_back({"the --data", o.data});
   else if (has_model)

@@ -29,6 +29,8 @@
 #include "ops/view.h"
 #include "optim/optimizer.h"
 #include "instrument/compare.h"
+#include "models/keras_json.h"
+#include "models/keras_weights.h"
 #include "run/bench.h"
 #include "run/controls.h"
 #include "run/evaluate.h"

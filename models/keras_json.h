@@ -9,8 +9,8 @@
 // Keras's layout is channels-last; loupe's convolutions are channels-first, so an image is
 // transposed once before the first layer that needs it (or arrives channels-first from loupe's
 // data sets, which deliver CIFAR-10 that way). A Flatten after convolutions then takes the
-// values in channel-first order: the Dense after it sees its inputs permuted, which changes
-// nothing for a model trained from its initialisation (weights are not imported).
+// values in channel-first order; Keras's weights for the layer after it are taken in that order
+// when they are loaded (models/keras_weights.h).
 #pragma once
 #include <string>
 

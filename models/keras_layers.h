@@ -69,8 +69,10 @@ struct Config {
 // the tensors of the step that holds them.
 struct KerasWeights {
   std::string layer;                          // the Keras layer's name
+  std::string cls;                            // its class ("Dense"): Keras 3 files name it so
   std::vector<std::string> names;             // its variables in Keras's order ("kernel", "bias")
   std::vector<std::vector<int64_t>> shapes;   // their shapes as Keras has them
+  std::vector<std::string> paths;             // where Keras 3 keeps each in the layer's group ("vars/0")
   // Keras's arrays (float32 on the CPU, those shapes) -> the step's parameters and buffers by
   // their own names ("weight", "running_mean"), in loupe's layouts.
   std::function<std::vector<std::pair<std::string, Tensor>>(const std::vector<Tensor>&)> convert;

@@ -3,9 +3,13 @@
 #include "models/keras_weights.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
+#include "core/file_check.h"
+#include "data/h5.h"
 #include "models/keras_layers.h"
 #include "ops/lstm.h"
 #include "ops/view.h"
@@ -40,20 +44,22 @@ Tensor permuted_vector(const Tensor& a, const std::vector<int64_t>& chw) {
   return t;
 }
 
-}  // namespace
+void add_bias(KerasWeights& w, int64_t n) {
+  w.names.push_back("bias");
+  w.shapes.push_back({n});
+  w.paths.push_back("vars/1");
+}
 
 Tensor copied(const Tensor& a) {
   Tensor t = empty(a.shape());
   copy_(t, a);
   return t;
 }
+}  // namespace
 
 KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, bool bias, const std::vector<int64_t>& chw) {
-  KerasWeights w{layer, {"kernel"}, {{in, units}}, nullptr};
-  if (bias) {
-    w.names.push_back("bias");
-    w.shapes.push_back({units});
-  }
+  KerasWeights w{layer, "Dense", {"kernel"}, {{in, units}}, {"vars/0"}, nullptr};
+  if (bias) add_bias(w, units);
   w.convert = [in, units, bias, chw](const std::vector<Tensor>& a) {
     Named out{{"weight", transposed(a[0], units, in, chw)}};
     if (bias) out.emplace_back("bias", copied(a[1]));
@@ -63,11 +69,8 @@ KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, 
 }
 
 KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64_t filters, bool bias) {
-  KerasWeights w{layer, {"kernel"}, {{k, k, in, filters}}, nullptr};
-  if (bias) {
-    w.names.push_back("bias");
-    w.shapes.push_back({filters});
-  }
+  KerasWeights w{layer, "Conv2D", {"kernel"}, {{k, k, in, filters}}, {"vars/0"}, nullptr};
+  if (bias) add_bias(w, filters);
   w.convert = [k, in, filters, bias](const std::vector<Tensor>& a) {
     // Keras's [kh, kw, in, out] to loupe's (cuDNN's, PyTorch's) [out, in, kh, kw].
     Tensor t = empty(Shape{filters, in, k, k});
@@ -85,7 +88,8 @@ KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64
 }
 
 KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, const std::vector<int64_t>& chw) {
-  KerasWeights w{layer, {"gamma", "beta", "moving_mean", "moving_variance"}, {{channels}, {channels}, {channels}, {channels}}, nullptr};
+  KerasWeights w{layer, "BatchNormalization", {"gamma", "beta", "moving_mean", "moving_variance"},
+                 {{channels}, {channels}, {channels}, {channels}}, {"vars/0", "vars/1", "vars/2", "vars/3"}, nullptr};
   w.convert = [chw](const std::vector<Tensor>& a) {
     return Named{{"weight", permuted_vector(a[0], chw)},
                  {"bias", permuted_vector(a[1], chw)},
@@ -96,16 +100,20 @@ KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, cons
 }
 
 KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t dim) {
-  return {layer, {"embeddings"}, {{rows, dim}}, [](const std::vector<Tensor>& a) { return Named{{"weight", copied(a[0])}}; }};
+  return {layer, "Embedding", {"embeddings"}, {{rows, dim}}, {"vars/0"},
+          [](const std::vector<Tensor>& a) { return Named{{"weight", copied(a[0])}}; }};
 }
 
 KerasWeights lstm_weights(const std::string& layer, const std::string& inner, int64_t in, int64_t units, bool bidirectional) {
-  KerasWeights w{layer, {}, {}, nullptr};
+  KerasWeights w{layer, bidirectional ? "Bidirectional" : "LSTM", {}, {}, {}, nullptr};
   const int dirs = bidirectional ? 2 : 1;
   for (int d = 0; d < dirs; ++d) {
     const std::string prefix = !bidirectional ? "" : (d == 0 ? "forward_" : "backward_") + inner + "/";
     w.names.insert(w.names.end(), {prefix + "kernel", prefix + "recurrent_kernel", prefix + "bias"});
     w.shapes.insert(w.shapes.end(), {{in, 4 * units}, {units, 4 * units}, {4 * units}});
+    // Keras 3: the LSTM's cell holds them; a Bidirectional's two copies are its attributes.
+    const std::string group = !bidirectional ? "cell/vars/" : d == 0 ? "forward_layer/cell/vars/" : "backward_layer/cell/vars/";
+    w.paths.insert(w.paths.end(), {group + "0", group + "1", group + "2"});
   }
   w.convert = [in, units, bidirectional, dirs](const std::vector<Tensor>& a) {
     LstmParams p;
@@ -158,6 +166,121 @@ void load_keras_weights(nn::Module& model, const ModelInfo& info, const std::fun
       copy_(it->second, loupe::to(t, it->second.device()));
     }
   }
+}
+
+namespace {
+// A variable's own name: "fc1/kernel:0" -> "kernel", "bi/forward_lstm_1/kernel:0" -> "kernel".
+std::string last_part(const std::string& n) {
+  const size_t slash = n.rfind('/');
+  std::string t = slash == std::string::npos ? n : n.substr(slash + 1);
+  const size_t colon = t.rfind(':');
+  return colon == std::string::npos ? t : t.substr(0, colon);
+}
+
+// An attribute of Keras 2's list of names: whole, or, past HDF5's 64 KiB for an object's header,
+// in chunks NAME0, NAME1, ... (save_attributes_to_hdf5_group).
+std::optional<std::vector<std::string>> keras2_names(data::H5File& f, const std::string& path, const std::string& group,
+                                                     const std::string& name) {
+  if (auto whole = data::h5_strings(f, group, name)) return whole;
+  std::optional<std::vector<std::string>> out;
+  for (int k = 0;; ++k) {
+    const auto chunk = data::h5_strings(f, group, name + std::to_string(k));
+    if (!chunk) return out;
+    if (!out) out.emplace();
+    if (int64_t(out->size() + chunk->size()) > data::kMaxH5Strings) 
+      refuse_file(path, "'/" + group + "' lists more than " + std::to_string(data::kMaxH5Strings) + " " + name);
+    out->insert(out->end(), chunk->begin(), chunk->end());
+  }
+}
+
+// Keras 2's and tf.keras's layout: the groups layer_names lists, each with its weight_names.
+Tensor keras2_array(data::H5File& f, const std::string& path, const std::string& root, const KerasVariable& v,
+                    size_t index, size_t count) {
+  const std::string group = root.empty() ? v.layer : root + "/" + v.layer;
+  const auto names = keras2_names(f, path, group, "weight_names");
+  if (!names) refuse_file(path, "holds no weights for layer '" + keras::cut(v.layer) + "'");
+  if (names->size() != count)
+    refuse_file(path, "holds " + std::to_string(names->size()) + " weights for layer '" + keras::cut(v.layer) + "' where the model's has " +
+                          std::to_string(count));
+  const std::string& name = (*names)[index];
+  if (last_part(name) != last_part(v.name))
+    refuse_file(path, "layer '" + keras::cut(v.layer) + "''s weight " + std::to_string(index + 1) + " is " + keras::cut(name) + " where the model's is " + v.name);
+  Tensor t = empty(Shape(v.shape));
+  const std::vector<float> a = data::h5_floats(f, group + "/" + name, v.shape);
+  std::copy(a.begin(), a.end(), t.data<float>());
+  return t;
+}
+// keras.src.utils.naming.to_snake_case: "Conv2D" -> "conv2d", "BatchNormalization" ->
+// "batch_normalization", "SimpleRNN" -> "simple_rnn".
+std::string snake_case(const std::string& cls) {
+  std::string out;
+  for (size_t i = 0; i < cls.size(); ++i) {
+    const auto up = [&](size_t k) { return k < cls.size() && std::isupper(static_cast<unsigned char>(cls[k])); };
+    const auto low = [&](size_t k) { return k < cls.size() && std::islower(static_cast<unsigned char>(cls[k])); };
+    // A capital that starts a word ("Normalization") or follows a small letter ("eR" in SimpleRNN).
+    if (i > 0 && up(i) && (low(i + 1) || low(i - 1))) out += '_';
+    out += char(std::tolower(static_cast<unsigned char>(cls[i])));
+  }
+  return out;
+}
+
+// Keras 3's layout (saving_lib.py): the model's layers under layers/, each group named for its
+// class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
+// variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
+// and backward_layer/).
+void load_keras3(nn::Module& model, const ModelInfo& info, data::H5File& f, const std::string& path) {
+  std::map<std::string, int> seen;
+  std::map<std::string, std::string> group;  // Keras layer name -> its group
+  for (const auto& [step, w] : info.keras_weights) {
+    const std::string base = "layers/" + snake_case(w->cls);
+    const int k = seen[base]++;
+    group[w->layer] = k ? base + "_" + std::to_string(k) : base;
+    if (!data::h5_has(f, group[w->layer]))
+      refuse_file(path, "has no " + group[w->layer] + " for layer '" + keras::cut(w->layer) + "' (" + w->cls + ")");
+  }
+  for (const auto& [base, n] : seen)
+    if (data::h5_has(f, base + "_" + std::to_string(n)))
+      refuse_file(path, "holds " + base + "_" + std::to_string(n) + ", a layer more than the model's " + std::to_string(n) + " of its class");
+  std::map<std::string, size_t> next;
+  load_keras_weights(model, info, [&](const KerasVariable& v) {
+    const keras::KerasWeights* w = nullptr;
+    for (const auto& kw : info.keras_weights)
+      if (kw.second->layer == v.layer) w = kw.second.get();
+    const size_t i = next[v.layer]++;
+    const std::string at = group[v.layer] + "/" + w->paths[i];
+    // After the last variable of a vars group, Keras refuses a group holding more, and so does loupe.
+    const auto dir = [](const std::string& p) { return p.substr(0, p.rfind('/')); };
+    if (i + 1 == w->paths.size() || dir(w->paths[i + 1]) != dir(w->paths[i])) {
+      const std::string more = group[v.layer] + "/" + dir(w->paths[i]) + "/" +
+                               std::to_string(std::stoi(w->paths[i].substr(w->paths[i].rfind('/') + 1)) + 1);
+      if (data::h5_has(f, more)) refuse_file(path, "holds " + more + ", more variables than layer '" + keras::cut(v.layer) + "' has");
+    }
+    Tensor t = empty(Shape(v.shape));
+    const std::vector<float> a = data::h5_floats(f, at, v.shape);
+    std::copy(a.begin(), a.end(), t.data<float>());
+    return t;
+  });
+}
+}  // namespace
+
+void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+  auto f = data::open_h5(path);
+  const std::string root = data::h5_has(*f, "model_weights") ? "model_weights" : "";
+  const auto layers = keras2_names(*f, path, root, "layer_names");
+  if (!layers && data::h5_has(*f, "layers")) return load_keras3(model, info, *f, path);
+  if (!layers) refuse_file(path, "is HDF5 but not Keras weights (neither Keras 2's layer_names nor Keras 3's layers/)");
+  // Keras saves a group for every layer, one without weights holding none: those must match too.
+  std::map<std::string, size_t> wanted;
+  for (const auto& [step, w] : info.keras_weights) wanted[w->layer] = w->names.size();
+  for (const std::string& l : *layers) {
+    const auto names = keras2_names(*f, path, root.empty() ? l : root + "/" + l, "weight_names");
+    if (names && !names->empty() && !wanted.count(l))
+      refuse_file(path, "holds weights for layer '" + keras::cut(l) + "', which the model does not have");
+  }
+  std::map<std::string, size_t> next;  // each layer's next variable
+  load_keras_weights(model, info, [&](const KerasVariable& v) {
+    return keras2_array(*f, path, root, v, next[v.layer]++, wanted[v.layer]);
+  });
 }
 
 }  // namespace loupe::models

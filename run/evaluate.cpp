@@ -1,5 +1,6 @@
 #include "run/evaluate.h"
 
+#include "models/keras_weights.h"
 #include "models/session.h"
 #include "train/checkpoint.h"
 
@@ -15,7 +16,8 @@ Evaluation evaluate(const RunConfig& c, const std::string& checkpoint) {
   so.words = data.words;
   models::Session session(c.model, so);
   Evaluation e;
-  e.epochs = session.load_weights(checkpoint).epoch;
+  if (checkpoint.empty()) models::load_keras_weights_file(session.model(), c.model, c.keras_weights);
+  else e.epochs = session.load_weights(checkpoint).epoch;
   e.data = data.description;
   e.unchecked_vocabulary = session.unchecked_vocabulary();
   e.accuracy = train::has_accuracy(c.model.recipe.loss);

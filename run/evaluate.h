@@ -11,12 +11,14 @@ struct Evaluation {
   bool interrupted = false;  // stopped by RunConfig::interrupt: no figure (a partial one would mislead)
   bool accuracy = true;      // the loss has an accuracy; a regression's figure is its loss alone
   double test_accuracy = 0, test_loss = 0;
-  int epochs = 0;            // the epochs the checkpoint had completed
+  int epochs = 0;            // the epochs the checkpoint had completed (0 for Keras's weights)
   std::string data;          // the data set's description
   std::string unchecked_vocabulary;  // a checkpoint whose vocabulary could not be checked: what to say
 };
 
-// Throws loupe::Error for a checkpoint that is not this model's, or data that cannot be read.
+// The weights are the checkpoint's, or, with `checkpoint` "", those of c.keras_weights (a Keras
+// weights file). Throws loupe::Error for weights that are not this model's, or data that cannot
+// be read.
 Evaluation evaluate(const RunConfig& c, const std::string& checkpoint);
 
 }  // namespace loupe::run

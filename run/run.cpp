@@ -11,6 +11,7 @@
 #include "instrument/advice.h"
 #include "instrument/report_io.h"
 #include "loader/loader.h"
+#include "models/keras_weights.h"
 #include "models/session.h"
 #include "ops/view.h"
 #include "run/interrupt.h"
@@ -112,8 +113,16 @@ void Run::make_session() {
   session_ = std::make_unique<models::Session>(c_.model, so);
   history_ = std::make_unique<train::EpochHistory>();
   trainer().control().watch(c_.interrupt);
+  if (!c_.keras_weights.empty()) {
+    if (!c_.resume.empty()) throw Error("--weights and --resume both give the weights: give one");
+    models::load_keras_weights_file(session_->model(), c_.model, c_.keras_weights);
+    session_->model().arena().refresh_compute_copy();  // the trainer's 16-bit copy was made from the old ones
+    trainer().broadcast_weights();
+    info_.header.push_back({"", "weights from " + c_.keras_weights + " (Keras)"});
+  }
   if (c_.resume.empty()) return install_schedule();
   train::CheckpointMeta m = session_->resume(c_.resume);
+  session_->model().arena().refresh_compute_copy();
   trainer().broadcast_weights();  // data parallelism: rank 0's, though all read one file
   if (m.epoch >= c_.epochs)
     throw Error("checkpoint '" + c_.resume + "' has already completed " + std::to_string(m.epoch) + " of the " +

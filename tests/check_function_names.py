@@ -35,6 +35,7 @@ EXEMPT = {"main"}
 # with a library or without it, so their functions never meet in one build.
 ALTERNATIVES = [
     ({"data/npz_zip.cpp", "data/npz_none.cpp"}, "NumPy .npz with libzip or without (LOUPE_WITH_ZIP)"),
+    ({"data/h5_hdf5.cpp", "data/h5_none.cpp"}, "HDF5 with libhdf5 or without (LOUPE_WITH_HDF5)"),
     ({"data/image_decode_stb.cpp", "data/image_decode_none.cpp"},
      "image folders with stb_image or without (LOUPE_WITH_STB)"),
     ({"framework/instrument/tensorboard.cpp", "framework/instrument/tensorboard_none.cpp"},

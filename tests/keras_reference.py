@@ -3,7 +3,8 @@
 
 For each case, writes into OUTDIR/CASE/ a Keras 2.2 model file (model.json, as `model.to_json()`
 writes it), its weights as Keras names them (one .npy per variable: LAYER__NAME.npy, a '/' in
-the name as '__'), an input batch (x.npy) and the model's output on it (y.npy), computed here with
+the name as '__'; and in Keras 2's .h5 layouts, model.h5 as `model.save` writes it and weights.h5
+as `save_weights` does; model.weights.h5 as Keras 3 writes it), an input batch (x.npy) and the model's output on it (y.npy), computed here with
 NumPy from Keras's published formulas: the last layer's output before its softmax or sigmoid,
 which loupe's losses apply. test_keras_reference builds the model from the file, loads the
 weights and compares its output with y.npy.
@@ -12,9 +13,15 @@ weights and compares its output with y.npy.
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
+
+try:
+    import h5py
+except ImportError:  # the .h5 files are left out; test_keras_reference says so
+    h5py = None
 
 rng = np.random.default_rng(20171105)
 
@@ -195,6 +202,158 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "bidirectional": case_bidirectional}
 
 
+def save_keras2_h5(path, model, layers, w, names, under_model_weights):
+    """Keras 2.2.4's layout (keras/engine/saving.py): `model.save` puts the weights under
+    model_weights/ beside the model_config attribute, `save_weights` at the root. Every layer gets
+    a group listed in layer_names; its weight_names are "LAYER/VAR:0", a layer without weights an
+    empty float array (np.asarray([]), as save_attributes_to_hdf5_group writes it)."""
+    with h5py.File(path, "w") as f:
+        if under_model_weights:
+            f.attrs["keras_version"] = b"2.2.4"
+            f.attrs["backend"] = b"tensorflow"
+            f.attrs["model_config"] = json.dumps(model).encode("utf8")
+            g = f.create_group("model_weights")
+        else:
+            g = f
+        g.attrs["layer_names"] = np.asarray([l["config"]["name"].encode("utf8") for l in layers])
+        g.attrs["backend"] = b"tensorflow"
+        g.attrs["keras_version"] = b"2.2.4"
+        for l in layers:
+            name = l["config"]["name"]
+            lg = g.create_group(name)
+            full = [f"{name}/{v}:0".encode("utf8") for v in names.get(name, [])]
+            lg.attrs["weight_names"] = np.asarray(full)
+            for n, a in zip(full, w.get(name, [])):
+                lg.create_dataset(n.decode(), data=a.astype(np.float32))
+
+
+def snake_case(name):
+    """keras.src.utils.naming.to_snake_case."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def save_keras3_h5(path, layers, w):
+    """Keras 3's layout (keras/src/saving/saving_lib.py, H5IOStore): the root's vars/, then each
+    layer of the Sequential under layers/, named for its class in snake case and numbered from the
+    second of a class on; variables at vars/0, 1, ... in creation order; an LSTM's in its cell,
+    a Bidirectional's in forward_layer/ and backward_layer/; each vars group named in an
+    attribute."""
+    with h5py.File(path, "w") as f:
+        f.create_group("vars").attrs["name"] = "sequential_1"
+        seen = {}
+        for l in layers:
+            cls, name = l["class_name"], l["config"]["name"]
+            base = snake_case(cls)
+            k = seen.get(base, 0)
+            seen[base] = k + 1
+            group = f"layers/{base}" + (f"_{k}" if k else "")
+            f.create_group(group + "/vars").attrs["name"] = name
+            arrays = w.get(name, [])
+            if cls == "LSTM":
+                parts = [("cell", arrays)]
+            elif cls == "Bidirectional":
+                parts = [("forward_layer/cell", arrays[:3]), ("backward_layer/cell", arrays[3:])]
+            else:
+                parts = [("", arrays)]
+            for sub, values in parts:
+                vars_group = f"{group}/{sub}/vars" if sub else f"{group}/vars"
+                g = f.require_group(vars_group)
+                for i, a in enumerate(values):
+                    g.create_dataset(str(i), data=a.astype(np.float32))
+
+
+def hostile_files(d, layers, w, names):
+    """Weight files that are not what the mlp model needs, each with the sentence loupe refuses it
+    with (hostile/NAME.h5 and NAME.txt): test_keras_reference reads them all."""
+    os.makedirs(d, exist_ok=True)
+    model = model_file(layers)
+
+    def keras2(name, said, edit, under_model_weights=True):
+        path = os.path.join(d, name + ".h5")
+        save_keras2_h5(path, model, layers, w, names, under_model_weights)
+        with h5py.File(path, "a") as f:
+            edit(f["model_weights"] if under_model_weights else f)
+        with open(os.path.join(d, name + ".txt"), "w") as f:
+            f.write(said)
+
+    def delete(path):
+        return lambda g: g.__delitem__(path)
+
+    def replace(path, data):
+        def edit(g):
+            del g[path]
+            g.create_dataset(path, data=data)
+        return edit
+
+    def huge(g):  # 10^12 floats declared, none written: refused by its shape, never allocated
+        del g["fc1/fc1/kernel:0"]
+        g.create_dataset("fc1/fc1/kernel:0", shape=(10**6, 10**6), dtype="f4", chunks=(1, 1000))
+
+    keras2("layer_missing", "holds no weights for layer 'out'", delete("out"))
+    keras2("shape", "'/model_weights/fc1/fc1/kernel:0' is [5, 7] where the model's is [7, 5]",
+           replace("fc1/fc1/kernel:0", np.zeros((5, 7), np.float32)))
+    keras2("huge", "'/model_weights/fc1/fc1/kernel:0' is [1000000, 1000000] where the model's is [7, 5]", huge)
+    keras2("text_data", "'/fc1/fc1/bias:0' does not hold numbers",
+           replace("fc1/fc1/bias:0", np.array([b"abc"] * 5)), under_model_weights=False)
+
+    def extra_layer(g):
+        g.attrs["layer_names"] = np.asarray([b"fc1", b"out", b"extra"])
+        e = g.create_group("extra")
+        e.attrs["weight_names"] = np.asarray([b"extra/kernel:0"])
+        e.create_dataset("extra/kernel:0", data=np.zeros((2, 2), np.float32))
+    keras2("extra_layer", "holds weights for layer 'extra', which the model does not have", extra_layer)
+
+    def renamed(g):
+        g["fc1"].attrs["weight_names"] = np.asarray([b"fc1/bias:0", b"fc1/kernel:0"])
+    keras2("order", "layer 'fc1''s weight 1 is fc1/bias:0 where the model's is kernel", renamed)
+
+    def numbers(g):
+        g.attrs["layer_names"] = np.arange(3)
+    keras2("names_not_text", "the attribute layer_names of '/model_weights' is not text", numbers)
+
+    def three_weights(g):
+        g["out"].attrs["weight_names"] = np.asarray([b"out/kernel:0", b"out/bias:0", b"out/x:0"])
+    keras2("count", "holds 3 weights for layer 'out' where the model's has 2", three_weights)
+
+    def keras3(name, said, edit):
+        path = os.path.join(d, name + ".h5")
+        save_keras3_h5(path, layers, w)
+        with h5py.File(path, "a") as f:
+            edit(f)
+        with open(os.path.join(d, name + ".txt"), "w") as f:
+            f.write(said)
+
+    keras3("k3_missing", "has no layers/dense_1 for layer 'out' (Dense)", delete("layers/dense_1"))
+    keras3("k3_extra_layer", "holds layers/dense_2, a layer more than the model's 2 of its class",
+           lambda f: f.create_group("layers/dense_2/vars"))
+    keras3("k3_extra_var", "holds layers/dense/vars/2, more variables than layer 'fc1' has",
+           lambda f: f.create_dataset("layers/dense/vars/2", data=np.zeros(3, np.float32)))
+
+    with h5py.File(os.path.join(d, "not_keras.h5"), "w") as f:
+        f.create_dataset("x", data=np.zeros(3))
+    with open(os.path.join(d, "not_keras.txt"), "w") as f:
+        f.write("is HDF5 but not Keras weights")
+    with open(os.path.join(d, "not_hdf5.h5"), "w") as f:
+        f.write("{}")
+    with open(os.path.join(d, "not_hdf5.txt"), "w") as f:
+        f.write("is not an HDF5 file")
+
+
+def labelled_arrays(d, w):
+    """NumPy arrays for `loupe eval model.json --weights`: labels that the mlp's weights predict
+    for 150 of the 200 test samples and miss for 50, so the accuracy they imply is 75.00 %."""
+    os.makedirs(d, exist_ok=True)
+    for split, n in (("train", 60), ("test", 200)):
+        x = weights(n, 7, scale=1)
+        pred = np.argmax(np.maximum(x @ w["fc1"][0] + w["fc1"][1], 0) @ w["out"][0] + w["out"][1], 1)
+        y = pred.copy()
+        y[:n // 4] = (pred[:n // 4] + 1) % 3
+        np.save(os.path.join(d, f"x_{split}.npy"), x)
+        np.save(os.path.join(d, f"y_{split}.npy"), y.astype(np.int64))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -208,6 +367,14 @@ def main():
             assert len(arrays) == len(names[layer_name]), layer_name
             for var, a in zip(names[layer_name], arrays):
                 np.save(os.path.join(d, f"{layer_name}__{var.replace('/', '__')}.npy"), a.astype(np.float32))
+        if h5py is not None:
+            save_keras2_h5(os.path.join(d, "model.h5"), model_file(layers), layers, w, names, True)
+            save_keras2_h5(os.path.join(d, "weights.h5"), model_file(layers), layers, w, names, False)
+            save_keras3_h5(os.path.join(d, "model.weights.h5"), layers, w)
+            if name == "mlp":
+                hostile_files(os.path.join(sys.argv[1], "hostile"), layers, w, names)
+        if name == "mlp":
+            labelled_arrays(os.path.join(d, "data"), w)
         np.save(os.path.join(d, "x.npy"), x)
         np.save(os.path.join(d, "y.npy"), y.astype(np.float32))
 

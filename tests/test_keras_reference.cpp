@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "loupe.h"
 #include "models/keras_json.h"
 #include "models/keras_weights.h"
+#include "test_util.h"
 
 using namespace loupe;
 namespace fs = std::filesystem;
@@ -89,6 +94,24 @@ TEST_P(KerasReference, OutputIsNumPysFromKerasFormulas) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-4 * std::max(1.0f, std::fabs(w[i]))) << "output " << i;
 }
 
+// The same weights from Keras 2's .h5 files, as `model.save` writes them (under model_weights/)
+// and as `save_weights` does (at the root), and from Keras 3's .weights.h5.
+TEST_P(KerasReference, KerasWeightFilesGiveTheSameOutput) {
+  const fs::path dir = g_dir / GetParam();
+  ASSERT_TRUE(fs::exists(dir / "model.h5")) << "tests/keras_reference.py wrote no .h5 (python3-h5py: tools/setup.sh installs it)";
+  models::ModelInfo info;
+  auto want = built(dir, info);
+  NoGradGuard no_grad;
+  const Tensor x = tensor_of(data::read_npy((dir / "x.npy").string()));
+  const std::vector<float> expected = want->forward(x).to_vector<float>();
+  for (const char* file : {"model.h5", "weights.h5", "model.weights.h5"}) {
+    auto model = info.build();
+    models::load_keras_weights_file(*model, info, (dir / file).string());
+    model->eval();
+    EXPECT_EQ(model->forward(x).to_vector<float>(), expected) << file;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, KerasReference,
                          ::testing::Values("mlp", "cnn", "average_pool", "lstm", "bidirectional"));
 
@@ -119,4 +142,70 @@ TEST_F(KerasWeights, AWeightOfAnotherShapeNamesTheLayer) {
     EXPECT_NE(std::string(e.what()).find("layer 'out': its weight bias is [4] float32; the model's is [3] float32"), std::string::npos)
         << e.what();
   }
+}
+
+// Weight files that are not what the model needs (tests/keras_reference.py's hostile_files): each
+// refused with its sentence, naming the file; a dataset of 10^12 declared floats without
+// allocating them.
+TEST_F(KerasWeights, WrongFilesAreRefusedInOneSentence) {
+  const fs::path dir = g_dir / "hostile";
+  ASSERT_TRUE(fs::exists(dir)) << "tests/keras_reference.py wrote no .h5 (python3-h5py: tools/setup.sh installs it)";
+  const models::ModelInfo info = models::load_keras_model((g_dir / "mlp" / "model.json").string());
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".h5") continue;
+    ++files;
+    fs::path said = e.path();
+    std::ifstream in(said.replace_extension(".txt"));
+    const std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto model = info.build();
+    try {
+      models::load_keras_weights_file(*model, info, e.path().string());
+      ADD_FAILURE() << e.path() << ": loaded";
+    } catch (const Error& err) {
+      EXPECT_EQ(std::string(err.what()).rfind(e.path().string() + ": ", 0), 0u) << err.what();
+      EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_EQ(files, 13);
+}
+
+// Not a regular file: refused before it is opened (a FIFO would block the open).
+TEST_F(KerasWeights, AFifoIsRefusedBeforeItIsOpened) {
+  const fs::path fifo = g_dir / "weights.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const models::ModelInfo info = models::load_keras_model((g_dir / "mlp" / "model.json").string());
+  auto model = info.build();
+  try {
+    models::load_keras_weights_file(*model, info, fifo.string());
+    FAIL() << "opened";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("FIFO"), std::string::npos) << err.what();
+  }
+}
+
+// As a user: `loupe eval` of a model file with Keras's weights gives the accuracy they imply
+// (150 of 200 labels are the NumPy forward's predictions), and `loupe train` starts from them.
+TEST_F(KerasWeights, TheCommandEvaluatesAndTrainsFromKerasWeights) {
+  const fs::path dir = g_dir / "mlp";
+  const std::string model = (dir / "model.json").string(), data = " --data " + (dir / "data").string() + " --device cpu";
+  for (const char* file : {"model.h5", "model.weights.h5"}) {
+    const std::string weights = (dir / file).string();
+    auto [rc, out] = test::run_command(std::string(LOUPE_CLI) + " eval " + model + " --weights " + weights + data);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("with the weights of " + weights + ", on "), std::string::npos) << out;
+    EXPECT_NE(out.find("test accuracy 75.00%"), std::string::npos) << out;
+  }
+  const std::string weights = (dir / "model.h5").string();
+  auto [rc, out] = test::run_command(std::string(LOUPE_CLI) + " train " + model + " --weights " + weights + data +
+                                     " --epochs 1 --plain --no-nvml");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("weights from " + weights + " (Keras)"), std::string::npos) << out;
+  auto [rc2, out2] = test::run_command(std::string(LOUPE_CLI) + " eval " + model + data);
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("--weights FILE"), std::string::npos) << out2;
+  auto [rc3, out3] = test::run_command(std::string(LOUPE_CLI) + " train " + model + " --weights " + weights + data +
+                                       " --save " + weights);
+  EXPECT_NE(rc3, 0);
+  EXPECT_NE(out3.find("the --weights file"), std::string::npos) << out3;
 }

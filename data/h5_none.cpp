@@ -1,0 +1,22 @@
+// HDF5 in a build without libhdf5 (CMake: loupe: HDF5 (libhdf5): OFF): every file refused, saying why.
+#include "core/error.h"
+#include "data/h5.h"
+
+namespace loupe::data {
+
+struct H5File {};
+
+std::shared_ptr<H5File> open_h5(const std::string& path) {
+  throw Error(path + ": this loupe was built without libhdf5, so it reads no HDF5 (.h5) file; install libhdf5-dev "
+              "and rebuild");
+}
+
+bool h5_supported() { return false; }
+
+bool h5_has(H5File&, const std::string&) { return false; }
+
+std::optional<std::vector<std::string>> h5_strings(H5File&, const std::string&, const std::string&) { return std::nullopt; }
+
+std::vector<float> h5_floats(H5File&, const std::string&, const std::vector<int64_t>&) { return {}; }
+
+}  // namespace loupe::data
