@@ -47,7 +47,7 @@ std::shared_ptr<H5File> open_h5(const std::string& path) {
   auto f = std::make_shared<H5File>();
   f->path = path;
   f->id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f->id < 0) refuse_file(path, "is not an HDF5 file (Keras's .h5 and .weights.h5 files are)");
+  if (f->id < 0) refuse_file(path, "is not a readable HDF5 file (not HDF5 at all, or truncated or damaged; Keras's .h5 and .weights.h5 files are HDF5)");
   return f;
 }
 
@@ -119,6 +119,37 @@ std::optional<std::vector<std::string>> h5_strings(H5File& f, const std::string&
   return read_strings(f, a, what, n);
 }
 
+namespace {
+// How the dataset is stored, checked before libhdf5 reads it, since a damaged layout message can
+// make it read past its buffers: compact (in the object header) or contiguous (as h5py writes
+// Keras's weights) of exactly the shape's `bytes`, the contiguous ones inside the file; or in
+// chunks of at most kMaxChunk bytes (libhdf5 allocates a whole chunk to read any of it); never a
+// virtual dataset, whose data lie in other files.
+constexpr uint64_t kMaxChunk = uint64_t(64) << 20;
+
+void check_layout(H5File& f, hid_t d, const std::string& path, size_t element, uint64_t bytes) {
+  const Id plist(H5Dget_create_plist(d), H5Pclose);
+  const H5D_layout_t layout = H5Pget_layout(plist);
+  const std::string where = "'/" + path + "' ";
+  if (layout == H5D_COMPACT || layout == H5D_CONTIGUOUS) {
+    const hsize_t stored = H5Dget_storage_size(d);
+    if (stored != bytes) refuse_file(f.path, where + "stores " + std::to_string(stored) + " bytes for its shape's " + std::to_string(bytes));
+    hsize_t file_size = 0;
+    const haddr_t at = layout == H5D_CONTIGUOUS ? H5Dget_offset(d) : 0;
+    if (layout == H5D_CONTIGUOUS && (H5Fget_filesize(f.id, &file_size) < 0 || at == HADDR_UNDEF || at > file_size || bytes > file_size - at))
+      refuse_file(f.path, where + "lies past the end of the file");
+    return;
+  }
+  if (layout != H5D_CHUNKED) refuse_file(f.path, where + "is stored in another file or an unknown layout");
+  hsize_t chunk[H5S_MAX_RANK];
+  const int rank = H5Pget_chunk(plist, H5S_MAX_RANK, chunk);
+  uint64_t chunk_bytes = element;
+  for (int i = 0; i < rank; ++i) chunk_bytes = chunk[i] > kMaxChunk / chunk_bytes ? kMaxChunk + 1 : chunk_bytes * chunk[i];
+  if (rank < 1 || chunk_bytes > kMaxChunk)
+    refuse_file(f.path, where + "is stored in chunks of more than " + std::to_string(kMaxChunk >> 20) + " MiB");
+}
+}  // namespace
+
 std::vector<float> h5_floats(H5File& f, const std::string& path, const std::vector<int64_t>& shape) {
   if (!h5_has(f, path)) refuse_file(f.path, "has no dataset '/" + path + "'");
   const Id d(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
@@ -126,6 +157,11 @@ std::vector<float> h5_floats(H5File& f, const std::string& path, const std::vect
   const Id type(H5Dget_type(d), H5Tclose);
   const H5T_class_t c = H5Tget_class(type);
   if (c != H5T_FLOAT && c != H5T_INTEGER) refuse_file(f.path, "'/" + path + "' does not hold numbers");
+  // A damaged type can claim elements of gigabytes, which libhdf5 would convert through buffers of
+  // that size: numbers are 1 to 8 bytes.
+  const size_t element = H5Tget_size(type);
+  if (element != 1 && element != 2 && element != 4 && element != 8)
+    refuse_file(f.path, "'/" + path + "' holds numbers of " + std::to_string(element) + " bytes; Keras's are 1 to 8");
   const Id space(H5Dget_space(d), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(size_t(std::max(rank, 0)));
@@ -135,6 +171,7 @@ std::vector<float> h5_floats(H5File& f, const std::string& path, const std::vect
   if (got != shape) refuse_file(f.path, "'/" + path + "' is " + dims_text(got) + " where the model's is " + dims_text(shape));
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
+  check_layout(f, d, path, element, uint64_t(n) * element);
   std::vector<float> out(static_cast<size_t>(n));
   if (n > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     refuse_file(f.path, "'/" + path + "' cannot be read (a damaged file, or a filter this libhdf5 lacks)");

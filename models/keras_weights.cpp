@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_check.h"
 #include "data/h5.h"
+#include "data/isolated.h"
 #include "models/keras_layers.h"
 #include "ops/lstm.h"
 #include "ops/view.h"
@@ -228,7 +229,17 @@ std::string snake_case(const std::string& cls) {
 // class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
 // variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
 // and backward_layer/).
-void load_keras3(nn::Module& model, const ModelInfo& info, data::H5File& f, const std::string& path) {
+using Get = std::function<Tensor(const KerasVariable&)>;
+
+// Each variable's array into `out`, one after the other in keras_variables' order.
+void read_each(const ModelInfo& info, const Get& get, float* out) {
+  for (const KerasVariable& v : keras_variables(info)) {
+    const Tensor t = get(v);
+    out = std::copy(t.data<float>(), t.data<float>() + t.numel(), out);
+  }
+}
+
+void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path, float* out) {
   std::map<std::string, int> seen;
   std::map<std::string, std::string> group;  // Keras layer name -> its group
   for (const auto& [step, w] : info.keras_weights) {
@@ -242,7 +253,7 @@ void load_keras3(nn::Module& model, const ModelInfo& info, data::H5File& f, cons
     if (data::h5_has(f, base + "_" + std::to_string(n)))
       refuse_file(path, "holds " + base + "_" + std::to_string(n) + ", a layer more than the model's " + std::to_string(n) + " of its class");
   std::map<std::string, size_t> next;
-  load_keras_weights(model, info, [&](const KerasVariable& v) {
+  read_each(info, [&](const KerasVariable& v) {
     const keras::KerasWeights* w = nullptr;
     for (const auto& kw : info.keras_weights)
       if (kw.second->layer == v.layer) w = kw.second.get();
@@ -259,15 +270,15 @@ void load_keras3(nn::Module& model, const ModelInfo& info, data::H5File& f, cons
     const std::vector<float> a = data::h5_floats(f, at, v.shape);
     std::copy(a.begin(), a.end(), t.data<float>());
     return t;
-  });
+  }, out);
 }
-}  // namespace
 
-void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+// The whole file's arrays into `out` (keras_variables' order), every check of the layout made.
+void read_keras_file(const ModelInfo& info, const std::string& path, float* out) {
   auto f = data::open_h5(path);
   const std::string root = data::h5_has(*f, "model_weights") ? "model_weights" : "";
   const auto layers = keras2_names(*f, path, root, "layer_names");
-  if (!layers && data::h5_has(*f, "layers")) return load_keras3(model, info, *f, path);
+  if (!layers && data::h5_has(*f, "layers")) return read_keras3(info, *f, path, out);
   if (!layers) refuse_file(path, "is HDF5 but not Keras weights (neither Keras 2's layer_names nor Keras 3's layers/)");
   // Keras saves a group for every layer, one without weights holding none: those must match too.
   std::map<std::string, size_t> wanted;
@@ -278,8 +289,23 @@ void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std
       refuse_file(path, "holds weights for layer '" + keras::cut(l) + "', which the model does not have");
   }
   std::map<std::string, size_t> next;  // each layer's next variable
+  read_each(info, [&](const KerasVariable& v) { return keras2_array(*f, path, root, v, next[v.layer]++, wanted[v.layer]); }, out);
+}
+}  // namespace
+
+// libhdf5 is not hardened against damaged files (a damaged object header can make it read past
+// its buffers), so the file is read in a child process (data/isolated.h).
+void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+  size_t floats = 0;
+  for (const KerasVariable& v : keras_variables(info)) floats += size_t(Shape(v.shape).numel());
+  const std::vector<float> all =
+      data::read_in_child(path, "libhdf5", floats, [&](float* out) { read_keras_file(info, path, out); });
+  size_t at = 0;
   load_keras_weights(model, info, [&](const KerasVariable& v) {
-    return keras2_array(*f, path, root, v, next[v.layer]++, wanted[v.layer]);
+    Tensor t = empty(Shape(v.shape));
+    std::copy(all.begin() + long(at), all.begin() + long(at + size_t(t.numel())), t.data<float>());
+    at += size_t(t.numel());
+    return t;
   });
 }
 

@@ -338,7 +338,7 @@ def hostile_files(d, layers, w, names):
     with open(os.path.join(d, "not_hdf5.h5"), "w") as f:
         f.write("{}")
     with open(os.path.join(d, "not_hdf5.txt"), "w") as f:
-        f.write("is not an HDF5 file")
+        f.write("is not a readable HDF5 file")
 
 
 def labelled_arrays(d, w):

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/h5.h"
 #include "data/npy.h"
 #include "loupe.h"
 #include "models/keras_json.h"
@@ -98,6 +99,7 @@ TEST_P(KerasReference, OutputIsNumPysFromKerasFormulas) {
 // and as `save_weights` does (at the root), and from Keras 3's .weights.h5.
 TEST_P(KerasReference, KerasWeightFilesGiveTheSameOutput) {
   const fs::path dir = g_dir / GetParam();
+  if (!data::h5_supported()) GTEST_SKIP() << "built without libhdf5 (libhdf5-dev: tools/setup.sh installs it)";
   ASSERT_TRUE(fs::exists(dir / "model.h5")) << "tests/keras_reference.py wrote no .h5 (python3-h5py: tools/setup.sh installs it)";
   models::ModelInfo info;
   auto want = built(dir, info);
@@ -149,6 +151,7 @@ TEST_F(KerasWeights, AWeightOfAnotherShapeNamesTheLayer) {
 // allocating them.
 TEST_F(KerasWeights, WrongFilesAreRefusedInOneSentence) {
   const fs::path dir = g_dir / "hostile";
+  if (!data::h5_supported()) GTEST_SKIP() << "built without libhdf5 (libhdf5-dev: tools/setup.sh installs it)";
   ASSERT_TRUE(fs::exists(dir)) << "tests/keras_reference.py wrote no .h5 (python3-h5py: tools/setup.sh installs it)";
   const models::ModelInfo info = models::load_keras_model((g_dir / "mlp" / "model.json").string());
   int files = 0;
@@ -172,6 +175,7 @@ TEST_F(KerasWeights, WrongFilesAreRefusedInOneSentence) {
 
 // Not a regular file: refused before it is opened (a FIFO would block the open).
 TEST_F(KerasWeights, AFifoIsRefusedBeforeItIsOpened) {
+  if (!data::h5_supported()) GTEST_SKIP() << "built without libhdf5 (libhdf5-dev: tools/setup.sh installs it)";
   const fs::path fifo = g_dir / "weights.fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const models::ModelInfo info = models::load_keras_model((g_dir / "mlp" / "model.json").string());
@@ -187,6 +191,7 @@ TEST_F(KerasWeights, AFifoIsRefusedBeforeItIsOpened) {
 // As a user: `loupe eval` of a model file with Keras's weights gives the accuracy they imply
 // (150 of 200 labels are the NumPy forward's predictions), and `loupe train` starts from them.
 TEST_F(KerasWeights, TheCommandEvaluatesAndTrainsFromKerasWeights) {
+  if (!data::h5_supported()) GTEST_SKIP() << "built without libhdf5 (libhdf5-dev: tools/setup.sh installs it)";
   const fs::path dir = g_dir / "mlp";
   const std::string model = (dir / "model.json").string(), data = " --data " + (dir / "data").string() + " --device cpu";
   for (const char* file : {"model.h5", "model.weights.h5"}) {
