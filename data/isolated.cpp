@@ -42,6 +42,9 @@ size_t pipe_read(int fd, void* p, size_t n) {
 // The child: status 0 and the floats, or status 1 and the error's message. _exit: no atexit
 // handlers, no destructors of the parent's objects.
 [[noreturn]] void child(int fd, size_t floats, const std::function<void(float*)>& read) {
+  // A damaged file may crash the library: the default action ends the child, whose parent words
+  // the refusal (a sanitizer's handler would report it as a finding of loupe's).
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) ::signal(s, SIG_DFL);
   char status = 1;
   std::string message;
   try {
