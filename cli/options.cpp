@@ -24,9 +24,10 @@ const char* const kUsage = R"(loupe: train deep networks on the CPU and NVIDIA G
 
 usage:
   loupe train MODEL [options]     train a reference model (defaults from its recipe), or a
-                                  Keras model file (model.to_json(): MODEL ends in .json)
+                                  Keras model file: MODEL ends in .json (model.to_json()) or
+                                  .keras (model.save, with its weights)
   loupe eval MODEL --checkpoint PATH [--data DIR] [--device D]
-                                  test accuracy of a saved model
+                                  test accuracy of a saved model (of a .keras file: its own)
   loupe generate char_lstm --checkpoint PATH [--prompt TEXT] [--length 400] [--temperature 0.5]
                 [--data FILE] [--seed N]  sample text from a trained char_lstm (the checkpoint's
                                   characters; no prompt: a random 40-character window of --data)
@@ -164,9 +165,10 @@ namespace {
 // (kSpecs below) is in its text: test_cli checks it.
 const char* const kEvalUsage = R"(usage: loupe eval MODEL --checkpoint PATH [options]
        loupe eval MODEL.json --weights FILE [options]
+       loupe eval MODEL.keras [options]
 
 The test accuracy of a model saved by `loupe train MODEL --save PATH`, or of a model file with
-weights trained in Keras.
+weights trained in Keras (a .keras file holds its own).
 
 options:
   --checkpoint PATH   the checkpoint to evaluate

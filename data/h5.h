@@ -21,6 +21,9 @@ struct H5File;
 // not HDF5, or a build without libhdf5).
 std::shared_ptr<H5File> open_h5(const std::string& path);
 bool h5_supported();
+// The same from the bytes of an HDF5 file in memory (a .keras file's model.weights.h5); `name`
+// for the messages.
+std::shared_ptr<H5File> open_h5_image(const std::string& name, const std::vector<uint8_t>& bytes);
 
 // Whether a group or dataset exists at `path` ("model_weights/fc1").
 bool h5_has(H5File& f, const std::string& path);

@@ -53,6 +53,23 @@ std::shared_ptr<H5File> open_h5(const std::string& path) {
 
 bool h5_supported() { return true; }
 
+std::shared_ptr<H5File> open_h5_image(const std::string& name, const std::vector<uint8_t>& bytes) {
+  quiet();
+  auto f = std::make_shared<H5File>();
+  f->path = name;
+  // The core driver over a copy of the image, never written back.
+  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 ||
+      H5Pset_file_image(fapl, const_cast<uint8_t*>(bytes.data()), bytes.size()) < 0)
+    refuse_file(name, "cannot be opened in memory by libhdf5");
+  // The core driver refuses an image under the name of a file that exists: it gets one of its own.
+  static int images = 0;
+  const std::string own = "loupe image " + std::to_string(::getpid()) + " " + std::to_string(images++);
+  f->id = H5Fopen(own.c_str(), H5F_ACC_RDONLY, fapl);
+  if (f->id < 0) refuse_file(name, "is not a readable HDF5 file (not HDF5 at all, or truncated or damaged)");
+  return f;
+}
+
 bool h5_has(H5File& f, const std::string& path) {
   if (path.empty()) return true;
   // Each link on the way must exist before the next is asked for (H5Lexists's rule).

@@ -13,6 +13,11 @@ std::shared_ptr<H5File> open_h5(const std::string& path) {
 
 bool h5_supported() { return false; }
 
+std::shared_ptr<H5File> open_h5_image(const std::string& name, const std::vector<uint8_t>& bytes) {
+  (void)bytes;
+  return open_h5(name);
+}
+
 bool h5_has(H5File&, const std::string&) { return false; }
 
 std::optional<std::vector<std::string>> h5_strings(H5File&, const std::string&, const std::string&) { return std::nullopt; }

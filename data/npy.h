@@ -61,6 +61,15 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name);
 bool npz_has(NpzFile& z, const std::string& name);
 bool npz_supported();
 
+// The member `member` of the zip archive at `path` (a .keras file's config.json or
+// model.weights.h5), whole; nullopt where the archive has no such member. Checked as npz_array
+// checks a member before inflating it: at most `cap` bytes, compressed bytes inside the archive,
+// at most 50 times its compressed size past 64 MiB; and it must hold the bytes it declares.
+// Refused (a loupe::Error naming the file and the member) otherwise, or for what is not a zip
+// archive; `kind` names the file in that refusal ("a .keras file").
+std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const std::string& member, uint64_t cap,
+                                               const std::string& kind);
+
 // An image data set as four .npy files in one folder, as Keras's datasets give it:
 // x_train.npy, y_train.npy, x_test.npy, y_test.npy. Images uint8, [N, H, W] or [N, H, W, C]
 // (channels-last, Keras's) or [N, C, H, W]; labels integers [N] or [N, 1], or one-hot [N, classes]

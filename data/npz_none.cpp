@@ -17,4 +17,9 @@ bool npz_has(NpzFile&, const std::string&) { return false; }
 
 bool npz_supported() { return false; }
 
+std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const std::string&, uint64_t, const std::string& kind) {
+  throw Error(path + ": this loupe was built without libzip, so it reads no zip archive (" + kind +
+              " is one); install libzip-dev and rebuild");
+}
+
 }  // namespace loupe::data

@@ -139,6 +139,42 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
   return a;
 }
 
+std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const std::string& member, uint64_t cap,
+                                               const std::string& kind) {
+  NpzFile z;
+  z.path = path;
+  const int fd = open_data_file(path, kind);
+  struct stat st {};
+  if (fstat(fd, &st) == 0) z.size = uint64_t(st.st_size);
+  int err = 0;
+  z.zip = zip_fdopen(fd, 0, &err);
+  if (!z.zip) {
+    ::close(fd);
+    throw Error(path + ": not " + kind + " (a zip archive): " + zip_message(err));
+  }
+  const std::string where = path + ": " + member;
+  const zip_int64_t idx = zip_name_locate(z.zip, member.c_str(), 0);
+  if (idx < 0) return std::nullopt;
+  zip_stat_t ms;
+  zip_stat_init(&ms);
+  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &ms) != 0 || !(ms.valid & ZIP_STAT_SIZE) || !(ms.valid & ZIP_STAT_COMP_SIZE))
+    throw Error(where + ": the archive does not say its size");
+  if (ms.comp_size > z.size)
+    throw Error(where + ": " + with_commas(ms.comp_size) + " compressed bytes declared, more than the archive's " +
+                with_commas(z.size) + ": a damaged archive");
+  if (ms.size > cap) throw Error(where + ": " + with_commas(ms.size) + " bytes, more than loupe reads from it (" + short_size(cap) + ")");
+  if (const std::string why = implausible_member(ms.size, ms.comp_size); !why.empty()) throw Error(where + ": " + why);
+  const ZipFile f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
+  if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
+  std::vector<uint8_t> bytes(size_t(ms.size));
+  uint8_t more = 0;
+  if (read_member(f.get(), bytes.data(), bytes.size(), where) != bytes.size())
+    throw Error(where + ": holds fewer bytes than the " + with_commas(ms.size) + " the archive declares");
+  if (read_member(f.get(), &more, 1, where) != 0)
+    throw Error(where + ": holds more bytes than the " + with_commas(ms.size) + " the archive declares");
+  return bytes;
+}
+
 bool npz_has(NpzFile& z, const std::string& name) { return zip_name_locate(z.zip, (name + ".npy").c_str(), 0) >= 0; }
 
 bool npz_supported() { return true; }

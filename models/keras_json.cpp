@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/npy.h"
 #include "core/file_check.h"
 #include "models/keras_layers.h"
 #include "models/registry.h"
@@ -368,15 +369,21 @@ void check_data_vocabulary(const std::string& file, const std::string& dataset, 
 }
 }  // namespace
 
-bool is_model_file(const std::string& name) {
-  return name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+namespace {
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
+}  // namespace
+
+bool is_keras_archive(const std::string& name) { return ends_with(name, ".keras"); }
+
+bool is_model_file(const std::string& name) { return ends_with(name, ".json") || is_keras_archive(name); }
 
 std::string model_stem(const std::string& name) {
   if (!is_model_file(name)) return name;
   const size_t slash = name.find_last_of('/');
   const std::string base = slash == std::string::npos ? name : name.substr(slash + 1);
-  return base.substr(0, base.size() - 5);
+  return base.substr(0, base.size() - (is_keras_archive(name) ? 6 : 5));
 }
 
 
@@ -535,6 +542,14 @@ ModelInfo with_loss(ModelInfo info, const std::string& name) {
 ModelInfo load_keras_model(const std::string& path) {
   const std::string other = what_else(path);
   if (!other.empty()) throw Error(path + ": is " + other + ", not a model file");
+  constexpr uint64_t kConfigCap = 16u << 20;
+  if (is_keras_archive(path)) {
+    const auto config = data::zip_member(path, "config.json", kConfigCap, "a .keras file");
+    if (!config) refuse_file(path, "has no config.json (a .keras file holds config.json, metadata.json and model.weights.h5)");
+    ModelInfo m = keras_model(std::string(config->begin(), config->end()), path);
+    m.own_weights = path;
+    return m;
+  }
   std::string text;
   uint64_t size = 0;
   constexpr uint64_t kCap = 16u << 20;

@@ -18,10 +18,13 @@
 
 namespace loupe::models {
 
-// Whether `name` names a model file rather than a reference model (it ends in ".json").
+// Whether `name` names a model file rather than a reference model: it ends in ".json" (Keras's
+// `model.to_json()`) or ".keras" (Keras 3's `model.save`: a zip of config.json, metadata.json and
+// model.weights.h5).
 bool is_model_file(const std::string& name);
-// What a file name made from a model's name uses: a model file's base name without ".json"
-// ("runs/my_cnn.json" -> "my_cnn"), a reference model's name as it is.
+bool is_keras_archive(const std::string& name);  // ends in ".keras"
+// What a file name made from a model's name uses: a model file's base name without ".json" or
+// ".keras" ("runs/my_cnn.json" -> "my_cnn"), a reference model's name as it is.
 std::string model_stem(const std::string& name);
 
 // The model in `json` (the text of a model file; `name` for messages and the model's name).
@@ -36,7 +39,9 @@ std::string model_stem(const std::string& name);
 // not fit its sizes instead.
 ModelInfo keras_model(const std::string& json, const std::string& name, bool data_sized = false);
 
-// The same from a file (regular, at most 16 MiB: a model's architecture is kilobytes).
+// The same from a file (regular, at most 16 MiB: a model's architecture is kilobytes); from a
+// .keras file, its config.json (through libzip, as .npz files are read), with
+// ModelInfo::own_weights the file itself: its model.weights.h5 holds them.
 ModelInfo load_keras_model(const std::string& path);
 
 // `info` trained with the loss Keras calls `name` (categorical_crossentropy,

@@ -11,6 +11,8 @@
 #include "core/file_check.h"
 #include "data/h5.h"
 #include "data/isolated.h"
+#include "data/npy.h"
+#include "models/keras_json.h"
 #include "models/keras_layers.h"
 #include "ops/lstm.h"
 #include "ops/view.h"
@@ -273,9 +275,10 @@ void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path
   }, out);
 }
 
-// The whole file's arrays into `out` (keras_variables' order), every check of the layout made.
-void read_keras_file(const ModelInfo& info, const std::string& path, float* out) {
-  auto f = data::open_h5(path);
+// The whole file's arrays into `out` (keras_variables' order), every check of the layout made;
+// `image`: a .keras file's model.weights.h5 in memory, else the file at `path` is the HDF5 one.
+void read_keras_file(const ModelInfo& info, const std::string& path, const std::vector<uint8_t>* image, float* out) {
+  auto f = image ? data::open_h5_image(path, *image) : data::open_h5(path);
   const std::string root = data::h5_has(*f, "model_weights") ? "model_weights" : "";
   const auto layers = keras2_names(*f, path, root, "layer_names");
   if (!layers && data::h5_has(*f, "layers")) return read_keras3(info, *f, path, out);
@@ -298,8 +301,16 @@ void read_keras_file(const ModelInfo& info, const std::string& path, float* out)
 void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
   size_t floats = 0;
   for (const KerasVariable& v : keras_variables(info)) floats += size_t(Shape(v.shape).numel());
-  const std::vector<float> all =
-      data::read_in_child(path, "libhdf5", floats, [&](float* out) { read_keras_file(info, path, out); });
+  // A .keras file's weights, inflated by libzip here: at most what float64 values and an Adam's
+  // two moments of them take, and room for HDF5's own structures.
+  std::optional<std::vector<uint8_t>> image;
+  if (is_keras_archive(path)) {
+    image = data::zip_member(path, "model.weights.h5", uint64_t(floats) * 24 + (uint64_t(64) << 20), "a .keras file");
+    if (!image) refuse_file(path, "has no model.weights.h5 (a .keras file holds config.json, metadata.json and model.weights.h5)");
+  }
+  const std::vector<float> all = data::read_in_child(path, "libhdf5", floats, [&](float* out) {
+    read_keras_file(info, path, image ? &*image : nullptr, out);
+  });
   size_t at = 0;
   load_keras_weights(model, info, [&](const KerasVariable& v) {
     Tensor t = empty(Shape(v.shape));

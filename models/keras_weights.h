@@ -36,9 +36,10 @@ void load_keras_weights(nn::Module& model, const ModelInfo& info,
 // The same from a Keras weights file: Keras 2's and tf.keras's `.h5` (`model.save`, the weights
 // under model_weights/, or `save_weights`, at the root: each layer a group named in the
 // layer_names attribute, its variables in its weight_names attribute) or Keras 3's `.weights.h5`
-// (layers/NAME/vars/0, 1, ...). The file must hold the model's layers with weights, no other,
-// each with its variables in Keras's order and shapes; anything else is refused in one sentence
-// naming the file and the layer.
+// (layers/NAME/vars/0, 1, ...), alone or as the model.weights.h5 of a .keras file. libhdf5 reads
+// it in a child process (data/isolated.h): a damaged file is a refusal. The file must hold the
+// model's layers with weights, no other, each with its variables in Keras's order and shapes;
+// anything else is refused in one sentence naming the file and the layer.
 void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path);
 
 }  // namespace loupe::models

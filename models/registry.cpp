@@ -30,7 +30,7 @@ const ModelInfo& find_model(const std::string& name) {
     known += (known.empty() ? "" : ", ") + m.name;
   }
   throw Error("unknown model '" + name + "'; the models are: " + known +
-              " (see `loupe models`), or a Keras model file (model.to_json()) ending in .json");
+              " (see `loupe models`), or a Keras model file ending in .json (model.to_json()) or .keras (model.save)");
 }
 
 Recipe with_optimizer(Recipe r, const std::string& name) {

@@ -82,6 +82,9 @@ struct ModelInfo {
   // A model file's layers that hold trained variables: the module each is (its name in the built
   // model) and Keras's variables for it (models/keras_weights.h). Empty for the reference models.
   std::vector<std::pair<std::string, std::shared_ptr<const keras::KerasWeights>>> keras_weights;
+  // A .keras file's trained weights: the file itself (models/keras_weights.h reads them from it);
+  // "" where the model comes without weights.
+  std::string own_weights;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

@@ -1,5 +1,6 @@
 #include "run/evaluate.h"
 
+#include "core/error.h"
 #include "models/keras_weights.h"
 #include "models/session.h"
 #include "train/checkpoint.h"
@@ -16,7 +17,11 @@ Evaluation evaluate(const RunConfig& c, const std::string& checkpoint) {
   so.words = data.words;
   models::Session session(c.model, so);
   Evaluation e;
-  if (checkpoint.empty()) models::load_keras_weights_file(session.model(), c.model, c.keras_weights);
+  if (checkpoint.empty()) {
+    const std::string& weights = c.keras_weights.empty() ? c.model.own_weights : c.keras_weights;
+    if (weights.empty()) throw Error("nothing to evaluate: no checkpoint and no weights");
+    models::load_keras_weights_file(session.model(), c.model, weights);
+  }
   else e.epochs = session.load_weights(checkpoint).epoch;
   e.data = data.description;
   e.unchecked_vocabulary = session.unchecked_vocabulary();

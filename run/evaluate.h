@@ -17,7 +17,7 @@ struct Evaluation {
 };
 
 // The weights are the checkpoint's, or, with `checkpoint` "", those of c.keras_weights (a Keras
-// weights file). Throws loupe::Error for weights that are not this model's, or data that cannot
+// weights file), else a .keras model's own. Throws loupe::Error for weights that are not this model's, or data that cannot
 // be read.
 Evaluation evaluate(const RunConfig& c, const std::string& checkpoint);
 

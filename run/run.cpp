@@ -113,12 +113,14 @@ void Run::make_session() {
   session_ = std::make_unique<models::Session>(c_.model, so);
   history_ = std::make_unique<train::EpochHistory>();
   trainer().control().watch(c_.interrupt);
-  if (!c_.keras_weights.empty()) {
-    if (!c_.resume.empty()) throw Error("--weights and --resume both give the weights: give one");
-    models::load_keras_weights_file(session_->model(), c_.model, c_.keras_weights);
+  if (!c_.keras_weights.empty() && !c_.resume.empty()) throw Error("--weights and --resume both give the weights: give one");
+  // A .keras file's own weights unless others are given.
+  const std::string weights = !c_.keras_weights.empty() ? c_.keras_weights : c_.resume.empty() ? c_.model.own_weights : "";
+  if (!weights.empty()) {
+    models::load_keras_weights_file(session_->model(), c_.model, weights);
     session_->model().arena().refresh_compute_copy();  // the trainer's 16-bit copy was made from the old ones
     trainer().broadcast_weights();
-    info_.header.push_back({"", "weights from " + c_.keras_weights + " (Keras)"});
+    info_.header.push_back({"", "weights from " + weights + " (Keras)"});
   }
   if (c_.resume.empty()) return install_schedule();
   train::CheckpointMeta m = session_->resume(c_.resume);

@@ -70,8 +70,9 @@ struct RunConfig {
   bool save_best = false;
   Monitor save_monitor = Monitor::TestLoss;
   std::string resume;             // continue from this checkpoint ("": a fresh run)
-  // Start from weights trained in Keras (models/keras_weights.h: a .h5 or .weights.h5 file) for a
-  // model read from its Keras file; "": the model's own initialisation. Not with `resume`.
+  // Start from weights trained in Keras (models/keras_weights.h: a .h5, .weights.h5 or .keras
+  // file) for a model read from its Keras file; "": a .keras model's own (ModelInfo::own_weights),
+  // else the model's initialisation. Not with `resume`.
   std::string keras_weights;
   instrument::MonitorOptions monitor;  // what is measured (precision and world are the run's)
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // cudaProfilerStart/Stop around global steps [a, b]

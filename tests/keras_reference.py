@@ -4,7 +4,8 @@
 For each case, writes into OUTDIR/CASE/ a Keras 2.2 model file (model.json, as `model.to_json()`
 writes it), its weights as Keras names them (one .npy per variable: LAYER__NAME.npy, a '/' in
 the name as '__'; and in Keras 2's .h5 layouts, model.h5 as `model.save` writes it and weights.h5
-as `save_weights` does; model.weights.h5 as Keras 3 writes it), an input batch (x.npy) and the model's output on it (y.npy), computed here with
+as `save_weights` does; model.weights.h5 as Keras 3 writes it, and model.keras, Keras 3's
+whole model), an input batch (x.npy) and the model's output on it (y.npy), computed here with
 NumPy from Keras's published formulas: the last layer's output before its softmax or sigmoid,
 which loupe's losses apply. test_keras_reference builds the model from the file, loads the
 weights and compares its output with y.npy.
@@ -331,6 +332,16 @@ def hostile_files(d, layers, w, names):
     keras3("k3_extra_var", "holds layers/dense/vars/2, more variables than layer 'fc1' has",
            lambda f: f.create_dataset("layers/dense/vars/2", data=np.zeros(3, np.float32)))
 
+    import zipfile
+    for name, members in (("no_weights.keras", ("config.json", "metadata.json")),
+                          ("no_config.keras", ("metadata.json", "model.weights.h5"))):
+        with zipfile.ZipFile(os.path.join(d, name), "w") as z:
+            for m in members:
+                z.writestr(m, json.dumps(keras3_config(layers)) if m == "config.json" else "{}")
+
+    with zipfile.ZipFile(os.path.join(d, "big_config.keras"), "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("config.json", " " * (17 << 20) + "{}")
+
     with h5py.File(os.path.join(d, "not_keras.h5"), "w") as f:
         f.create_dataset("x", data=np.zeros(3))
     with open(os.path.join(d, "not_keras.txt"), "w") as f:
@@ -354,6 +365,34 @@ def labelled_arrays(d, w):
         np.save(os.path.join(d, f"y_{split}.npy"), y.astype(np.int64))
 
 
+def keras3_config(layers):
+    """The model's config as Keras 3 writes it into a .keras file's config.json: module and
+    registered_name on every layer, the input an InputLayer with batch_shape."""
+    def k3(l):
+        cfg = {k: v for k, v in l["config"].items() if k != "batch_input_shape"}
+        if "layer" in cfg:
+            cfg["layer"] = k3(cfg["layer"])
+        return {"module": "keras.layers", "class_name": l["class_name"], "config": cfg, "registered_name": None}
+    first = layers[0]["config"]["batch_input_shape"]
+    return {"module": "keras", "class_name": "Sequential", "registered_name": None,
+            "config": {"name": "sequential", "trainable": True,
+                       "layers": [{"module": "keras.layers", "class_name": "InputLayer", "registered_name": None,
+                                   "config": {"batch_shape": first, "dtype": "float32", "sparse": False,
+                                              "name": "input_layer"}}] + [k3(l) for l in layers]}}
+
+
+def save_keras_archive(path, layers, w):
+    """Keras 3's `model.save("m.keras")`: a zip of config.json, metadata.json and model.weights.h5."""
+    import zipfile
+    weights = path + ".weights.h5"
+    save_keras3_h5(weights, layers, w)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.6.0", "date_saved": "2026-11-29@00:00:00"}))
+        z.writestr("config.json", json.dumps(keras3_config(layers)))
+        z.write(weights, "model.weights.h5")
+    os.remove(weights)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -371,6 +410,7 @@ def main():
             save_keras2_h5(os.path.join(d, "model.h5"), model_file(layers), layers, w, names, True)
             save_keras2_h5(os.path.join(d, "weights.h5"), model_file(layers), layers, w, names, False)
             save_keras3_h5(os.path.join(d, "model.weights.h5"), layers, w)
+            save_keras_archive(os.path.join(d, "model.keras"), layers, w)
             if name == "mlp":
                 hostile_files(os.path.join(sys.argv[1], "hostile"), layers, w, names)
         if name == "mlp":

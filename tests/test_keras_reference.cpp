@@ -96,7 +96,7 @@ TEST_P(KerasReference, OutputIsNumPysFromKerasFormulas) {
 }
 
 // The same weights from Keras 2's .h5 files, as `model.save` writes them (under model_weights/)
-// and as `save_weights` does (at the root), and from Keras 3's .weights.h5.
+// and as `save_weights` does (at the root), and from Keras 3's .weights.h5 and .keras files.
 TEST_P(KerasReference, KerasWeightFilesGiveTheSameOutput) {
   const fs::path dir = g_dir / GetParam();
   if (!data::h5_supported()) GTEST_SKIP() << "built without libhdf5 (libhdf5-dev: tools/setup.sh installs it)";
@@ -106,12 +106,31 @@ TEST_P(KerasReference, KerasWeightFilesGiveTheSameOutput) {
   NoGradGuard no_grad;
   const Tensor x = tensor_of(data::read_npy((dir / "x.npy").string()));
   const std::vector<float> expected = want->forward(x).to_vector<float>();
-  for (const char* file : {"model.h5", "weights.h5", "model.weights.h5"}) {
+  for (const char* file : {"model.h5", "weights.h5", "model.weights.h5", "model.keras"}) {
     auto model = info.build();
     models::load_keras_weights_file(*model, info, (dir / file).string());
     model->eval();
     EXPECT_EQ(model->forward(x).to_vector<float>(), expected) << file;
   }
+}
+
+// A .keras file is the model and its weights: its config.json gives the model, its
+// model.weights.h5 the weights that give NumPy's output.
+TEST_P(KerasReference, AKerasFileIsTheModelWithItsWeights) {
+  if (!data::h5_supported() || !data::npz_supported()) GTEST_SKIP() << "built without libhdf5 or libzip (tools/setup.sh installs them)";
+  const fs::path dir = g_dir / GetParam();
+  const std::string file = (dir / "model.keras").string();
+  const models::ModelInfo info = models::load_keras_model(file);
+  EXPECT_EQ(info.own_weights, file);
+  EXPECT_EQ(models::model_stem(file), "model");
+  auto model = info.build();
+  models::load_keras_weights_file(*model, info, info.own_weights);
+  model->eval();
+  NoGradGuard no_grad;
+  const std::vector<float> got = model->forward(tensor_of(data::read_npy((dir / "x.npy").string()))).to_vector<float>();
+  const std::vector<float> want = tensor_of(data::read_npy((dir / "y.npy").string())).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "output " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, KerasReference,
@@ -171,6 +190,38 @@ TEST_F(KerasWeights, WrongFilesAreRefusedInOneSentence) {
     }
   }
   EXPECT_EQ(files, 13);
+  // A .keras file without one of its members.
+  auto model = info.build();
+  try {
+    models::load_keras_weights_file(*model, info, (dir / "no_weights.keras").string());
+    ADD_FAILURE() << "no_weights.keras: loaded";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no_weights.keras: has no model.weights.h5"), std::string::npos) << err.what();
+  }
+  try {
+    models::load_keras_model((dir / "no_config.keras").string());
+    ADD_FAILURE() << "no_config.keras: read";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no_config.keras: has no config.json"), std::string::npos) << err.what();
+  }
+  try {
+    models::load_keras_model((dir / "not_hdf5.h5").string() + ".keras");
+    ADD_FAILURE() << "a missing .keras file: read";
+  } catch (const Error&) {
+  }
+}
+
+// A .keras member past what loupe reads from it (config.json: 16 MiB) is refused by its declared
+// size before it is inflated, though it compresses to kilobytes.
+TEST_F(KerasWeights, AKerasFileOverItsCapIsRefused) {
+  if (!data::npz_supported()) GTEST_SKIP() << "built without libzip (libzip-dev: tools/setup.sh installs it)";
+  try {
+    models::load_keras_model((g_dir / "hostile" / "big_config.keras").string());
+    FAIL() << "read";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("config.json: 17,825,794 bytes, more than loupe reads from it"), std::string::npos)
+        << err.what();
+  }
 }
 
 // Not a regular file: refused before it is opened (a FIFO would block the open).
@@ -201,6 +252,15 @@ TEST_F(KerasWeights, TheCommandEvaluatesAndTrainsFromKerasWeights) {
     EXPECT_NE(out.find("with the weights of " + weights + ", on "), std::string::npos) << out;
     EXPECT_NE(out.find("test accuracy 75.00%"), std::string::npos) << out;
   }
+  // A .keras file evaluates and trains from its own weights.
+  const std::string archive = (dir / "model.keras").string();
+  auto [rc_k, out_k] = test::run_command(std::string(LOUPE_CLI) + " eval " + archive + data);
+  EXPECT_EQ(rc_k, 0) << out_k;
+  EXPECT_NE(out_k.find("with the weights of " + archive + ", on "), std::string::npos) << out_k;
+  EXPECT_NE(out_k.find("test accuracy 75.00%"), std::string::npos) << out_k;
+  auto [rc_t, out_t] = test::run_command(std::string(LOUPE_CLI) + " train " + archive + data + " --epochs 1 --plain --no-nvml");
+  EXPECT_EQ(rc_t, 0) << out_t;
+  EXPECT_NE(out_t.find("weights from " + archive + " (Keras)"), std::string::npos) << out_t;
   const std::string weights = (dir / "model.h5").string();
   auto [rc, out] = test::run_command(std::string(LOUPE_CLI) + " train " + model + " --weights " + weights + data +
                                      " --epochs 1 --plain --no-nvml");
