@@ -41,22 +41,28 @@ struct H5File {
   }
 };
 
+namespace {
+// The file opened by libhdf5 under `name` through `fapl`; `shown` names it in the refusal.
+std::shared_ptr<H5File> opened(const std::string& shown, const std::string& name, hid_t fapl) {
+  auto f = std::make_shared<H5File>();
+  f->path = shown;
+  f->id = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl);
+  if (f->id < 0)
+    refuse_file(shown, "is not a readable HDF5 file (not HDF5 at all, or truncated or damaged; Keras's .h5 and .weights.h5 files are HDF5)");
+  return f;
+}
+}  // namespace
+
 std::shared_ptr<H5File> open_h5(const std::string& path) {
   ::close(open_data_file(path, "an HDF5 file"));
   quiet();
-  auto f = std::make_shared<H5File>();
-  f->path = path;
-  f->id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f->id < 0) refuse_file(path, "is not a readable HDF5 file (not HDF5 at all, or truncated or damaged; Keras's .h5 and .weights.h5 files are HDF5)");
-  return f;
+  return opened(path, path, H5P_DEFAULT);
 }
 
 bool h5_supported() { return true; }
 
 std::shared_ptr<H5File> open_h5_image(const std::string& name, const std::vector<uint8_t>& bytes) {
   quiet();
-  auto f = std::make_shared<H5File>();
-  f->path = name;
   // The core driver over a copy of the image, never written back.
   const Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 ||
@@ -64,10 +70,7 @@ std::shared_ptr<H5File> open_h5_image(const std::string& name, const std::vector
     refuse_file(name, "cannot be opened in memory by libhdf5");
   // The core driver refuses an image under the name of a file that exists: it gets one of its own.
   static int images = 0;
-  const std::string own = "loupe image " + std::to_string(::getpid()) + " " + std::to_string(images++);
-  f->id = H5Fopen(own.c_str(), H5F_ACC_RDONLY, fapl);
-  if (f->id < 0) refuse_file(name, "is not a readable HDF5 file (not HDF5 at all, or truncated or damaged)");
-  return f;
+  return opened(name, "loupe image " + std::to_string(::getpid()) + " " + std::to_string(images++), fapl);
 }
 
 bool h5_has(H5File& f, const std::string& path) {

@@ -82,19 +82,43 @@ std::string implausible_member(uint64_t size, uint64_t compressed) {
 }
 }  // namespace
 
-std::shared_ptr<NpzFile> open_npz(const std::string& path) {
+namespace {
+// The archive at `path` (`kind`: "a .npz file") opened by libzip; `not_it` ends the refusal of one
+// that is not a zip archive.
+std::shared_ptr<NpzFile> open_archive(const std::string& path, const std::string& kind, const std::string& not_it) {
   auto z = std::make_shared<NpzFile>();
   z->path = path;
-  const int fd = open_data_file(path, "a .npz file");  // the type first: opening a FIFO blocks
+  const int fd = open_data_file(path, kind);  // the type first: opening a FIFO blocks
   struct stat st {};
   if (fstat(fd, &st) == 0) z->size = uint64_t(st.st_size);
   int err = 0;
   z->zip = zip_fdopen(fd, 0, &err);  // takes fd, but only when it succeeds
   if (!z->zip) {
     ::close(fd);
-    throw Error(path + ": not a .npz file (np.savez writes a zip archive): " + zip_message(err));
+    throw Error(path + ": not " + kind + " " + not_it + ": " + zip_message(err));
   }
   return z;
+}
+
+// The sizes of member `idx` (`where` names it), checked before it is opened: both declared, the
+// compressed ones inside the archive (else a stored member's size is the archive's word alone),
+// at most `cap` bytes inflated.
+zip_stat_t checked_member(NpzFile& z, zip_int64_t idx, const std::string& where, uint64_t cap, const std::string& cap_why) {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
+      !(st.valid & ZIP_STAT_COMP_SIZE))
+    throw Error(where + ": the archive does not say its size");
+  if (st.comp_size > z.size)
+    throw Error(where + ": " + with_commas(st.comp_size) + " compressed bytes declared, more than the archive's " +
+                with_commas(z.size) + ": a damaged archive");
+  if (st.size > cap) throw Error(where + ": " + with_commas(st.size) + " bytes, more than loupe reads from " + cap_why);
+  return st;
+}
+}  // namespace
+
+std::shared_ptr<NpzFile> open_npz(const std::string& path) {
+  return open_archive(path, "a .npz file", "(np.savez writes a zip archive)");
 }
 
 // The member's header is inflated first and checked against the size the archive declares and its
@@ -104,16 +128,7 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
   const std::string member = name + ".npy", where = z.path + ": " + member;
   const zip_int64_t idx = zip_name_locate(z.zip, member.c_str(), 0);
   if (idx < 0) return std::nullopt;
-  zip_stat_t st;
-  zip_stat_init(&st);
-  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
-      !(st.valid & ZIP_STAT_COMP_SIZE))
-    throw Error(where + ": the archive does not say its size");
-  if (st.comp_size > z.size)  // else a stored member's size is the archive's word alone
-    throw Error(where + ": " + with_commas(st.comp_size) + " compressed bytes declared, more than the archive's " +
-                with_commas(z.size) + ": a damaged archive");
-  if (st.size > kMaxMember)
-    throw Error(where + ": " + with_commas(st.size) + " bytes, more than loupe reads from one member (8 GiB)");
+  const zip_stat_t st = checked_member(z, idx, where, kMaxMember, "one member (8 GiB)");
   const ZipFile f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
   if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
   const std::vector<uint8_t> head = read_header(f.get(), st.size, where);
@@ -141,31 +156,14 @@ std::optional<NpyArray> npz_array(NpzFile& z, const std::string& name) {
 
 std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const std::string& member, uint64_t cap,
                                                const std::string& kind) {
-  NpzFile z;
-  z.path = path;
-  const int fd = open_data_file(path, kind);
-  struct stat st {};
-  if (fstat(fd, &st) == 0) z.size = uint64_t(st.st_size);
-  int err = 0;
-  z.zip = zip_fdopen(fd, 0, &err);
-  if (!z.zip) {
-    ::close(fd);
-    throw Error(path + ": not " + kind + " (a zip archive): " + zip_message(err));
-  }
+  const std::shared_ptr<NpzFile> z = open_archive(path, kind, "(a zip archive)");
   const std::string where = path + ": " + member;
-  const zip_int64_t idx = zip_name_locate(z.zip, member.c_str(), 0);
+  const zip_int64_t idx = zip_name_locate(z->zip, member.c_str(), 0);
   if (idx < 0) return std::nullopt;
-  zip_stat_t ms;
-  zip_stat_init(&ms);
-  if (zip_stat_index(z.zip, zip_uint64_t(idx), 0, &ms) != 0 || !(ms.valid & ZIP_STAT_SIZE) || !(ms.valid & ZIP_STAT_COMP_SIZE))
-    throw Error(where + ": the archive does not say its size");
-  if (ms.comp_size > z.size)
-    throw Error(where + ": " + with_commas(ms.comp_size) + " compressed bytes declared, more than the archive's " +
-                with_commas(z.size) + ": a damaged archive");
-  if (ms.size > cap) throw Error(where + ": " + with_commas(ms.size) + " bytes, more than loupe reads from it (" + short_size(cap) + ")");
+  const zip_stat_t ms = checked_member(*z, idx, where, cap, "it (" + short_size(cap) + ")");
   if (const std::string why = implausible_member(ms.size, ms.comp_size); !why.empty()) throw Error(where + ": " + why);
-  const ZipFile f(zip_fopen_index(z.zip, zip_uint64_t(idx), 0), zip_fclose);
-  if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z.zip));
+  const ZipFile f(zip_fopen_index(z->zip, zip_uint64_t(idx), 0), zip_fclose);
+  if (!f) throw Error(where + ": cannot be read: " + zip_strerror(z->zip));
   std::vector<uint8_t> bytes(size_t(ms.size));
   uint8_t more = 0;
   if (read_member(f.get(), bytes.data(), bytes.size(), where) != bytes.size())

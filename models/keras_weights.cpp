@@ -52,12 +52,6 @@ void add_bias(KerasWeights& w, int64_t n) {
   w.shapes.push_back({n});
   w.paths.push_back("vars/1");
 }
-
-Tensor copied(const Tensor& a) {
-  Tensor t = empty(a.shape());
-  copy_(t, a);
-  return t;
-}
 }  // namespace
 
 KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, bool bias, const std::vector<int64_t>& chw) {
@@ -65,7 +59,7 @@ KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, 
   if (bias) add_bias(w, units);
   w.convert = [in, units, bias, chw](const std::vector<Tensor>& a) {
     Named out{{"weight", transposed(a[0], units, in, chw)}};
-    if (bias) out.emplace_back("bias", copied(a[1]));
+    if (bias) out.emplace_back("bias", clone(a[1]));
     return out;
   };
   return w;
@@ -84,7 +78,7 @@ KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64
         for (int64_t y = 0; y < k; ++y)
           for (int64_t x = 0; x < k; ++x) d[((o * in + i) * k + y) * k + x] = s[((y * k + x) * in + i) * filters + o];
     Named out{{"weight", t}};
-    if (bias) out.emplace_back("bias", copied(a[1]));
+    if (bias) out.emplace_back("bias", clone(a[1]));
     return out;
   };
   return w;
@@ -104,7 +98,7 @@ KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, cons
 
 KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t dim) {
   return {layer, "Embedding", {"embeddings"}, {{rows, dim}}, {"vars/0"},
-          [](const std::vector<Tensor>& a) { return Named{{"weight", copied(a[0])}}; }};
+          [](const std::vector<Tensor>& a) { return Named{{"weight", clone(a[0])}}; }};
 }
 
 KerasWeights lstm_weights(const std::string& layer, const std::string& inner, int64_t in, int64_t units, bool bidirectional) {
@@ -160,7 +154,7 @@ void load_keras_weights(nn::Module& model, const ModelInfo& info, const std::fun
       if (a.dtype() != DType::f32 || a.device().is_cuda() || a.shape() != want)
         throw Error("layer '" + keras::cut(w->layer) + "': its weight " + keras::cut(v.name) + " is " + dims_text(a.shape().vec()) +
                     " " + dtype_name(a.dtype()) + "; the model's is " + dims_text(v.shape) + " float32");
-      arrays.push_back(a.is_contiguous() ? a : keras::copied(a));
+      arrays.push_back(a.is_contiguous() ? a : clone(a));
     }
     for (const auto& [name, t] : w->convert(arrays)) {
       const auto it = mine.find(step + "." + name);
@@ -190,14 +184,14 @@ std::optional<std::vector<std::string>> keras2_names(data::H5File& f, const std:
     const auto chunk = data::h5_strings(f, group, name + std::to_string(k));
     if (!chunk) return out;
     if (!out) out.emplace();
-    if (int64_t(out->size() + chunk->size()) > data::kMaxH5Strings) 
+    if (int64_t(out->size() + chunk->size()) > data::kMaxH5Strings)
       refuse_file(path, "'/" + group + "' lists more than " + std::to_string(data::kMaxH5Strings) + " " + name);
     out->insert(out->end(), chunk->begin(), chunk->end());
   }
 }
 
 // Keras 2's and tf.keras's layout: the groups layer_names lists, each with its weight_names.
-Tensor keras2_array(data::H5File& f, const std::string& path, const std::string& root, const KerasVariable& v,
+std::vector<float> keras2_array(data::H5File& f, const std::string& path, const std::string& root, const KerasVariable& v,
                     size_t index, size_t count) {
   const std::string group = root.empty() ? v.layer : root + "/" + v.layer;
   const auto names = keras2_names(f, path, group, "weight_names");
@@ -208,10 +202,7 @@ Tensor keras2_array(data::H5File& f, const std::string& path, const std::string&
   const std::string& name = (*names)[index];
   if (last_part(name) != last_part(v.name))
     refuse_file(path, "layer '" + keras::cut(v.layer) + "''s weight " + std::to_string(index + 1) + " is " + keras::cut(name) + " where the model's is " + v.name);
-  Tensor t = empty(Shape(v.shape));
-  const std::vector<float> a = data::h5_floats(f, group + "/" + name, v.shape);
-  std::copy(a.begin(), a.end(), t.data<float>());
-  return t;
+  return data::h5_floats(f, group + "/" + name, v.shape);
 }
 // keras.src.utils.naming.to_snake_case: "Conv2D" -> "conv2d", "BatchNormalization" ->
 // "batch_normalization", "SimpleRNN" -> "simple_rnn".
@@ -227,24 +218,26 @@ std::string snake_case(const std::string& cls) {
   return out;
 }
 
-// Keras 3's layout (saving_lib.py): the model's layers under layers/, each group named for its
-// class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
-// variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
-// and backward_layer/).
-using Get = std::function<Tensor(const KerasVariable&)>;
+using Get = std::function<std::vector<float>(const KerasVariable&)>;
 
 // Each variable's array into `out`, one after the other in keras_variables' order.
 void read_each(const ModelInfo& info, const Get& get, float* out) {
   for (const KerasVariable& v : keras_variables(info)) {
-    const Tensor t = get(v);
-    out = std::copy(t.data<float>(), t.data<float>() + t.numel(), out);
+    const std::vector<float> a = get(v);
+    out = std::copy(a.begin(), a.end(), out);
   }
 }
 
+// Keras 3's layout (saving_lib.py): the model's layers under layers/, each group named for its
+// class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
+// variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
+// and backward_layer/).
 void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path, float* out) {
   std::map<std::string, int> seen;
   std::map<std::string, std::string> group;  // Keras layer name -> its group
+  std::map<std::string, const keras::KerasWeights*> weights;  // Keras layer name -> its variables
   for (const auto& [step, w] : info.keras_weights) {
+    weights[w->layer] = w.get();
     const std::string base = "layers/" + snake_case(w->cls);
     const int k = seen[base]++;
     group[w->layer] = k ? base + "_" + std::to_string(k) : base;
@@ -256,9 +249,7 @@ void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path
       refuse_file(path, "holds " + base + "_" + std::to_string(n) + ", a layer more than the model's " + std::to_string(n) + " of its class");
   std::map<std::string, size_t> next;
   read_each(info, [&](const KerasVariable& v) {
-    const keras::KerasWeights* w = nullptr;
-    for (const auto& kw : info.keras_weights)
-      if (kw.second->layer == v.layer) w = kw.second.get();
+    const keras::KerasWeights* w = weights.at(v.layer);
     const size_t i = next[v.layer]++;
     const std::string at = group[v.layer] + "/" + w->paths[i];
     // After the last variable of a vars group, Keras refuses a group holding more, and so does loupe.
@@ -268,10 +259,7 @@ void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path
                                std::to_string(std::stoi(w->paths[i].substr(w->paths[i].rfind('/') + 1)) + 1);
       if (data::h5_has(f, more)) refuse_file(path, "holds " + more + ", more variables than layer '" + keras::cut(v.layer) + "' has");
     }
-    Tensor t = empty(Shape(v.shape));
-    const std::vector<float> a = data::h5_floats(f, at, v.shape);
-    std::copy(a.begin(), a.end(), t.data<float>());
-    return t;
+    return data::h5_floats(f, at, v.shape);
   }, out);
 }
 
