@@ -26,7 +26,8 @@ int cmd_eval(const Options& o) {
   const run::Evaluation e = run::evaluate(c, o.checkpoint);
   note_unchecked_vocabulary(e.unchecked_vocabulary);
   if (e.interrupted) {  // an accuracy over the batches seen so far would read as the model's: none is given
-    std::printf("interrupted while evaluating %s: no test accuracy\n", o.model.c_str());
+    const std::string& what = !o.checkpoint.empty() ? o.checkpoint : !o.weights.empty() ? o.weights : o.model;
+    std::printf("interrupted while evaluating %s: no test accuracy\n", what.c_str());
     std::fflush(stdout);
     return run::interrupt_exit_status();
   }
