@@ -106,7 +106,7 @@ TEST(Knobs, ChoicesTakeTheirValues) {
     EnvVar e("LOUPE_LSTM_ALGO", "cudnn");
     const std::string why = refusal([] { knobs::choice("LOUPE_LSTM_ALGO"); });
     EXPECT_HAS(why, "LOUPE_LSTM_ALGO='cudnn' is not allowed");
-    EXPECT_HAS(why, "loupe, loupe16, loupe8, standard, static, small_h or dynamic");
+    EXPECT_HAS(why, "loupe, loupe16, loupe8, step, standard, static, small_h or dynamic");
   }
   {
     EnvVar e("LOUPE_LSTM_LAYOUT", "Batch");  // case matters

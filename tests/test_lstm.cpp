@@ -22,6 +22,9 @@ std::vector<double> values(int64_t n, uint64_t seed, double scale = 1.0) {
 }
 
 double sigm(double a) { return 1.0 / (1.0 + std::exp(-a)); }
+// The gates i, f, o as ops/lstm.h defines them: the sigmoid, or Keras's hard_sigmoid.
+double gate(double a, double slope) { return slope == 0 ? sigm(a) : std::min(1.0, std::max(0.0, slope * a + 0.5)); }
+double gate_slope(double y, double slope) { return slope == 0 ? y * (1 - y) : y > 0 && y < 1 ? slope : 0.0; }
 
 // A naive LSTM straight from the equations in ops/lstm.h (no dropout), in double.
 struct Ref {
@@ -50,8 +53,9 @@ Ref reference(const std::vector<double>& x, const std::vector<double>& w, const 
             a[size_t(k)] = v;
           }
           for (int64_t j = 0; j < H; ++j) {
-            double ig = sigm(a[size_t(j)]), fg = sigm(a[size_t(H + j)]), gg = std::tanh(a[size_t(2 * H + j)]),
-                   og = sigm(a[size_t(3 * H + j)]);
+            const double k = p.hard_slope;
+            double ig = gate(a[size_t(j)], k), fg = gate(a[size_t(H + j)], k), gg = std::tanh(a[size_t(2 * H + j)]),
+                   og = gate(a[size_t(3 * H + j)], k);
             c[size_t(j)] = fg * c[size_t(j)] + ig * gg;
             h[size_t(j)] = og * std::tanh(c[size_t(j)]);
             out[size_t((n * T + t) * D * H + d * H + j)] = h[size_t(j)];
@@ -108,18 +112,21 @@ TEST(Lstm, SingleStepMatchesTheGateEquations) {
 }
 
 TEST(Lstm, MatchesANaiveReference) {
+  for (float slope : {0.f, 0.2f, 1.f / 6})
   for (bool bi : {false, true})
     for (int layers : {1, 2, 3}) {
       LstmParams p{5, 3, layers, bi};
+      p.hard_slope = slope;
       const int64_t N = 2, T = 4;
-      std::vector<double> xv = values(N * T * 5, 3), wv = values(lstm_weight_count(p), 4, 0.8);
+      // hard_sigmoid's corners (|x| = 2.5 and 3) are passed only by larger weights.
+      std::vector<double> xv = values(N * T * 5, 3), wv = values(lstm_weight_count(p), 4, slope ? 2.5 : 0.8);
       Ref ref = reference(xv, wv, p, N, T);
       for (DType dt : {DType::f64, DType::f32}) {
         Tensor x = to(from_vector(xv, Shape{N, T, 5}), dt), w = to(from_vector(wv, Shape{lstm_weight_count(p)}), dt);
         for (bool training : {false, true}) {
           LstmResult r = lstm(x, w, p, training);
           double tol = dt == DType::f64 ? 1e-12 : 2e-6;
-          EXPECT_LT(max_diff(r.y, ref.y), tol) << layers << " layers, bidirectional " << bi;
+          EXPECT_LT(max_diff(r.y, ref.y), tol) << layers << " layers, bidirectional " << bi << ", slope " << slope;
           EXPECT_LT(max_diff(r.h, ref.h), tol);
           EXPECT_LT(max_diff(r.c, ref.c), tol);
         }
@@ -235,6 +242,46 @@ TEST(Lstm, GradientsWithDropoutAndUnusedOutputs) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+// Keras's LSTM: hard_sigmoid gates of either slope (the pre-activations spread over [-4, 4] so
+// that the gates cross both of its corners; the check's steps rarely straddle one), and one bias:
+// b_R's gradient zero, so that it stays at zero under any optimizer, every other one unchanged.
+TEST(Lstm, HardSigmoidAndOneBiasGradients) {
+  for (float slope : {0.2f, 1.f / 6}) {
+    LstmParams p{3, 4, 2, true};
+    p.hard_slope = slope;
+    Tensor x = from_vector(values(2 * 5 * 3, 41, 2.0), Shape{2, 5, 3});
+    Tensor w = from_vector(values(lstm_weight_count(p), 42, 1.5), Shape{lstm_weight_count(p)});
+    x.requires_grad_(true);
+    w.requires_grad_(true);
+    for (int out = 0; out < 3; ++out) {
+      autograd::GradcheckResult r = autograd::gradcheck(
+          [&](const std::vector<Tensor>& in) {
+            LstmResult y = lstm(in[0], in[1], p, true);
+            return out == 0 ? y.y : out == 1 ? y.h : y.c;
+          },
+          {x, w});
+      EXPECT_TRUE(r.ok) << "slope " << slope << ", output " << out << ": " << r.message;
+    }
+    auto grads = [&](bool single) {
+      LstmParams q = p;
+      q.single_bias = single;
+      Tensor wq = w.detach().requires_grad_(true);
+      LstmResult y = lstm(x.detach(), wq, q, true);
+      backward(sum(y.y) + sum(y.h));
+      return wq.grad().to_vector<double>();
+    };
+    const std::vector<double> two = grads(false), one = grads(true);
+    std::vector<bool> is_b_r(two.size(), false);
+    for (int l = 0; l < 2; ++l)
+      for (int d = 0; d < 2; ++d)
+        for (int64_t k = 0, at = lstm_layer_offsets(p, l, d).b_r; k < 16; ++k) is_b_r[size_t(at + k)] = true;
+    for (size_t i = 0; i < two.size(); ++i) {
+      if (is_b_r[i]) EXPECT_EQ(one[i], 0.0) << "b_R has a gradient at " << i;
+      else EXPECT_EQ(one[i], two[i]) << "element " << i;
+    }
+  }
+}
+
 // The CPU kernel gives each thread its own rows of the batch for the whole sequence: a batch that
 // splits unevenly over threads must give the same outputs and gradients as one thread, and pass
 // the gradient check while split.
@@ -303,30 +350,31 @@ TEST(LstmGates, EveryVariantMatchesFloat64) {
     pre[0] = 200;  // saturated gates: sigmoid 1 and (nearly) 0, tanh -1
     pre[size_t(H)] = -200;
     pre[size_t(2 * H)] = -200;
+    for (double slope : {0.0, 0.2})
     for (bool first : {false, true}) {
-      SCOPED_TRACE(first ? "first step" : "later step");
+      SCOPED_TRACE(std::string(first ? "first step" : "later step") + (slope ? ", hard_sigmoid" : ""));
       // float64 reference of forward then backward, straight from the equations.
       std::vector<double> act(size_t(4 * H), 0.0), c(size_t(H), 0.0), h(size_t(H), 0.0), dg(size_t(4 * H), 0.0),
           dcp(size_t(H), 0.0);
       for (int64_t j = 0; j < H; ++j) {
-        double i = sigm(pre[size_t(j)] + bias[size_t(j)]), f = sigm(pre[size_t(H + j)] + bias[size_t(H + j)]),
+        double i = gate(pre[size_t(j)] + bias[size_t(j)], slope), f = gate(pre[size_t(H + j)] + bias[size_t(H + j)], slope),
                u = std::tanh(pre[size_t(2 * H + j)] + bias[size_t(2 * H + j)]),
-               o = sigm(pre[size_t(3 * H + j)] + bias[size_t(3 * H + j)]);
+               o = gate(pre[size_t(3 * H + j)] + bias[size_t(3 * H + j)], slope);
         double cprev = first ? 0.0 : cp[size_t(j)];
         act[size_t(j)] = i, act[size_t(H + j)] = f, act[size_t(2 * H + j)] = u, act[size_t(3 * H + j)] = o;
         c[size_t(j)] = f * cprev + i * u;
         double tc = std::tanh(c[size_t(j)]);
         h[size_t(j)] = o * tc;
         double dhj = dy[size_t(j)] + dh[size_t(j)], dcj = dc[size_t(j)] + dhj * o * (1 - tc * tc);
-        dg[size_t(j)] = dcj * u * i * (1 - i);
-        dg[size_t(H + j)] = dcj * cprev * f * (1 - f);
+        dg[size_t(j)] = dcj * u * gate_slope(i, slope);
+        dg[size_t(H + j)] = dcj * cprev * gate_slope(f, slope);
         dg[size_t(2 * H + j)] = dcj * i * (1 - u * u);
-        dg[size_t(3 * H + j)] = dhj * tc * o * (1 - o);
+        dg[size_t(3 * H + j)] = dhj * tc * gate_slope(o, slope);
         dcp[size_t(j)] = dcj * f;
       }
       auto f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
       std::vector<float> g = f32(pre), b = f32(bias), cpf = f32(cp), cf(size_t(H), 0.f), hf(size_t(H), 0.f);
-      k->forward(g.data(), b.data(), first ? nullptr : cpf.data(), cf.data(), hf.data(), H);
+      k->forward(g.data(), b.data(), first ? nullptr : cpf.data(), cf.data(), hf.data(), H, float(slope));
       auto worst_of = [](const std::vector<float>& got, const std::vector<double>& want) {
         double m = 0;
         for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(double(got[i]) - want[i]));
@@ -336,11 +384,12 @@ TEST(LstmGates, EveryVariantMatchesFloat64) {
       EXPECT_LT(worst_of(cf, c), 1e-6);
       EXPECT_LT(worst_of(hf, h), 1e-6);
       EXPECT_EQ(g[0], 1.f);
-      EXPECT_GE(g[size_t(H)], 0.f);  // 1 / (1 + e^88.3): a subnormal, not 0
+      EXPECT_GE(g[size_t(H)], 0.f);  // 1 / (1 + e^88.3): a subnormal, not 0 (hard_sigmoid: 0)
       EXPECT_LT(g[size_t(H)], 1e-38f);
       EXPECT_EQ(g[size_t(2 * H)], -1.f);
       std::vector<float> dyf = f32(dy), dhf = f32(dh), dcf = f32(dc), dgf(size_t(4 * H), 0.f);
-      k->backward(g.data(), cf.data(), first ? nullptr : cpf.data(), dyf.data(), dhf.data(), dcf.data(), dgf.data(), H);
+      k->backward(g.data(), cf.data(), first ? nullptr : cpf.data(), dyf.data(), dhf.data(), dcf.data(), dgf.data(), H,
+                  float(slope));
       EXPECT_LT(worst_of(dgf, dg), 2e-6);
       EXPECT_LT(worst_of(dcf, dcp), 2e-6);
     }

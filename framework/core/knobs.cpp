@@ -142,10 +142,10 @@ std::vector<Knob> library_knobs() {
                   "programmatic dependent launch of loupe's kernels: each may be placed on the GPU while the "
                   "kernel before it finishes, and waits for it before touching memory"),
       choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
-                  {"loupe", "loupe16", "loupe8", "standard", "static", "small_h", "dynamic"},
+                  {"loupe", "loupe16", "loupe8", "step", "standard", "static", "small_h", "dynamic"},
                   "the fastest, timed per shape",
-                  "force the GPU LSTM: loupe's kernels (`loupe`: 16 or 8 rows a block, `loupe16`, `loupe8`) or "
-                  "one of cuDNN's algorithms"),
+                  "force the GPU LSTM: loupe's persistent kernels (`loupe`: 16 or 8 rows a block, `loupe16`, "
+                  "`loupe8`), its stepwise ones (`step`), or one of cuDNN's algorithms"),
       choice_knob("LOUPE_LSTM_LAYOUT", "the library (GPU), `bench_lstm`", {"batch", "seq"},
                   "the fastest, timed per shape", "force cuDNN's LSTM layout"),
       flag_knob("LOUPE_LSTM_VERBOSE", "the library (GPU)", false, "0",

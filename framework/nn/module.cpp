@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include <functional>
+
 #include <sstream>
 
 #include "core/error.h"
@@ -73,7 +75,12 @@ std::vector<Tensor> Module::parameters() const {
 int64_t Module::num_parameters() const {
   int64_t n = 0;
   for (const Tensor& t : parameters()) n += t.numel();
-  return n;
+  const std::function<int64_t(const Module&)> fixed = [&](const Module& m) {
+    int64_t f = m.fixed_elements();
+    for (const auto& c : m.children_) f += fixed(*c.second);
+    return f;
+  };
+  return n - fixed(*this);
 }
 
 void Module::set_memory_format(MemoryFormat f) {

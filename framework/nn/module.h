@@ -46,7 +46,11 @@ class Module {
   // State that is not trained but belongs to the model (batch-norm running statistics): moved by
   // to() and saved in checkpoints, outside the parameter arena.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // Trained parameters: every parameter's elements but those a module holds fixed (fixed_elements).
   int64_t num_parameters() const;
+  // Elements of this module's own parameters that training never moves (Keras's LSTM has no
+  // second bias: nn::LSTM holds it at zero), so that the count is the model's, as Keras gives it.
+  virtual int64_t fixed_elements() const { return 0; }
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -84,6 +88,9 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+
+ public:
+  // The modules registered under this one, by name, in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
 
  private:

@@ -54,14 +54,15 @@ void orthogonal_(float* r, int64_t rows, int64_t cols) {
 }
 }  // namespace
 
-LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectional, double dropout) {
-  params_.input_size = input_size;
-  params_.hidden_size = hidden;
-  params_.num_layers = num_layers;
-  params_.bidirectional = bidirectional;
-  params_.dropout = dropout;
+LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectional, double dropout)
+    : LSTM(LstmParams{input_size, hidden, num_layers, bidirectional, dropout}) {}
+
+LSTM::LSTM(const LstmParams& p) : params_(p) {
+  const int64_t input_size = p.input_size, hidden = p.hidden_size;
+  const int num_layers = p.num_layers;
   LOUPE_CHECK(input_size > 0 && hidden > 0 && num_layers > 0, "LSTM: sizes and layer count must be positive");
-  LOUPE_CHECK(dropout >= 0 && dropout < 1, "LSTM: dropout must be in [0, 1), got ", dropout);
+  LOUPE_CHECK(p.dropout >= 0 && p.dropout < 1, "LSTM: dropout must be in [0, 1), got ", p.dropout);
+  LOUPE_CHECK(p.hard_slope >= 0 && p.hard_slope <= 1, "LSTM: hard_slope must be in [0, 1], got ", p.hard_slope);
   Tensor w = zeros(Shape{lstm_weight_count(params_)}, DType::f32, kCPU);
   const int64_t H = hidden;
   for (int l = 0; l < num_layers; ++l)
@@ -75,6 +76,10 @@ LSTM::LSTM(int64_t input_size, int64_t hidden, int num_layers, bool bidirectiona
   weight = register_parameter("weight", w);
 }
 
+int64_t LSTM::fixed_elements() const {
+  return params_.single_bias ? int64_t(params_.num_layers) * params_.directions() * 4 * params_.hidden_size : 0;
+}
+
 LstmResult LSTM::run(const Tensor& x) { return lstm(autocast(x), autocast(weight), params_, is_training()); }
 
 std::string LSTM::type_name() const {
@@ -83,6 +88,8 @@ std::string LSTM::type_name() const {
     << (params_.num_layers == 1 ? " layer" : " layers");
   if (params_.bidirectional) s << ", bidirectional";
   if (params_.dropout > 0) s << ", dropout " << params_.dropout;
+  if (params_.hard_slope > 0) s << ", hard_sigmoid " << params_.hard_slope;
+  if (params_.single_bias) s << ", one bias";
   s << ")";
   return s.str();
 }

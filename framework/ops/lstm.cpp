@@ -79,6 +79,16 @@ double elementwise_flops(const LstmParams& p, int64_t N, int64_t T, bool backwar
   return f;
 }
 
+// Keras's one bias (LstmParams::single_bias): b_R's gradient is zero, so b_R stays where it started.
+void zero_second_bias(const LstmParams& p, const Tensor& dw) {
+  if (!p.single_bias) return;
+  for (int l = 0; l < p.num_layers; ++l)
+    for (int d = 0; d < p.directions(); ++d) {
+      const int64_t at = lstm_layer_offsets(p, l, d).b_r;
+      fill_(slice(dw, 0, at, at + 4 * p.hidden_size), 0);
+    }
+}
+
 struct LstmBackward : autograd::Node {
   LstmParams p;
   ExecContext ctx;  // the forward's: the backward uses the plan its forward did
@@ -105,11 +115,13 @@ struct LstmBackward : autograd::Node {
       dw_later = dw;
       return {dx, Tensor()};
     }
+    zero_second_bias(p, dw);
     return {need_x ? dx : Tensor(), need_w ? dw : Tensor()};
   }
   std::vector<Tensor> finish() override {
     if (!dw_later.defined()) return {Tensor(), Tensor()};  // apply() had no gradient to pass on
     kernels<LstmKernels>(x.device()).backward_weights(ctx, p, x, w, y, saved, dw_later);
+    zero_second_bias(p, dw_later);
     Tensor dw = dw_later;
     dw_later = Tensor();
     return {Tensor(), dw};
@@ -124,6 +136,7 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   LOUPE_CHECK(p.input_size > 0 && p.hidden_size > 0 && p.num_layers > 0, "lstm: input_size, hidden_size and ",
               "num_layers must be positive, got ", p.input_size, ", ", p.hidden_size, " and ", p.num_layers);
   LOUPE_CHECK(p.dropout >= 0 && p.dropout < 1, "lstm: dropout must be in [0, 1), got ", p.dropout);
+  LOUPE_CHECK(p.hard_slope >= 0 && p.hard_slope <= 1, "lstm: hard_slope must be in [0, 1], got ", p.hard_slope);
   LOUPE_CHECK(x.defined() && w.defined(), "lstm: undefined input or weights");
   LOUPE_CHECK(x.dim() == 3 && x.size(2) == p.input_size, "lstm: x must be [N, T, ", p.input_size,
               "] (batch first), got ", x.shape().str());

@@ -4,7 +4,7 @@
 //
 // Gates (cuDNN's, PyTorch's and Keras' order): i (input), f (forget), g (cell candidate), o (output):
 //   gates = x_t W^T + h_{t-1} R^T + b_W + b_R          [N, 4H], split into i, f, g, o
-//   i, f, o = sigmoid(.), g = tanh(.)
+//   i, f, o = sigmoid(.), g = tanh(.)       (or i, f, o = hard_sigmoid(.): LstmParams::hard_slope)
 //   c_t = f * c_{t-1} + i * g,   h_t = o * tanh(c_t)
 //
 // Weight layout: one flat vector, pseudo-layers in order p = layer * D + direction (D = 2 when
@@ -32,6 +32,13 @@ struct LstmParams {
   int num_layers = 1;
   bool bidirectional = false;
   double dropout = 0;  // on the outputs of every layer but the last, in training only
+  // The gates i, f, o: the logistic sigmoid (0), or Keras's hard_sigmoid clip(slope x + 0.5, 0, 1)
+  // with this slope (Keras 2: 0.2; Keras 3: 1/6; docs/keras.md). cuDNN has only the sigmoid:
+  // ops/lstm_cuda.cu runs a hard one on loupe's kernels.
+  float hard_slope = 0;
+  // Keras's one bias per gate: b_R is held at zero (its gradient is zero), so b_W is the bias and
+  // the trained parameters are Keras's.
+  bool single_bias = false;
   int directions() const { return bidirectional ? 2 : 1; }
 };
 

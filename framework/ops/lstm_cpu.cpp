@@ -106,7 +106,7 @@ void forward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, T*
                          gates + (n0 * Tn + t) * G4, Tn * G4);
           for (int64_t n = n0; n < n1; ++n)
             lstm_cpu::gates_forward(gates + (n * Tn + t) * G4, bias.data(), s > 0 ? cells + (n * Tn + tp) * H : nullptr,
-                          cells + (n * Tn + t) * H, out + (n * Tn + t) * DH + d * H, H);
+                          cells + (n * Tn + t) * H, out + (n * Tn + t) * DH + d * H, H, T(p.hard_slope));
         }
       });
       const int64_t last = d == 0 ? Tn - 1 : 0;  // direction 1 ends after t = 0
@@ -168,7 +168,8 @@ void backward_impl(const LstmParams& p, const Plan& q, const T* x, const T* w, c
           for (int64_t n = n0; n < n1; ++n) {
             const int64_t row = n * Tn + t;
             lstm_cpu::gates_backward(gates + row * G4, cells + row * H, s > 0 ? cells + (n * Tn + tp) * H : nullptr,
-                           d_out + row * DH + d * H, dh_rec.data() + n * H, dc_rec.data() + n * H, dg + row * G4, H);
+                           d_out + row * DH + d * H, dh_rec.data() + n * H, dc_rec.data() + n * H, dg + row * G4, H,
+                           T(p.hard_slope));
           }
           // The gradient reaching h of the step before, through R.
           if (s > 0)

@@ -20,6 +20,11 @@
 // LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
 // prints the timings and the choice.
 //
+// cuDNN's LSTM has only the sigmoid gates: one with Keras's hard_sigmoid (LstmParams::hard_slope)
+// runs on loupe's persistent kernels where they apply, else on loupe's stepwise ones
+// (ops/lstm_step.h: a GEMM and a pointwise kernel per step, any dtype and size), never on cuDNN.
+// LOUPE_LSTM_ALGO=step forces the stepwise kernels (sigmoid gates too: the parity tests).
+//
 // Data types: x, the weights, y, h, c and every gradient share one dtype: float32, float16, or
 // bfloat16 (cuDNN 9.13 or newer); the 16-bit ones keep float32 arithmetic (mathPrec) on tensor
 // cores, and their weight space holds 16-bit elements.
@@ -43,6 +48,7 @@
 #include "ops/index.h"
 #include "ops/lstm.h"
 #include "ops/lstm_persist.h"
+#include "ops/lstm_step.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -52,6 +58,7 @@ struct Choice {
   cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   bool seq_major = false;
   int own = 0;  // loupe's persistent kernels (ops/lstm_persist.h) with this many rows a block, not cuDNN
+  bool step = false;  // loupe's stepwise kernels (ops/lstm_step.h), not cuDNN
 };
 
 // The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
@@ -59,30 +66,35 @@ struct Choice {
 // reference shape, dev/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
 // force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
 bool forced_first = false;  // take the first supported choice, untimed
+bool forced_step = false;   // LOUPE_LSTM_ALGO=step: the stepwise kernels for sigmoid gates too
 const std::vector<Choice>& lstm_candidates() {
   static const std::vector<Choice> c = [] {
     std::vector<cudnnRNNAlgo_t> algos{CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, CUDNN_RNN_ALGO_STANDARD};
     std::vector<bool> layouts{false, true};
     std::vector<int> own{16, 8};
+    bool step = true;
     const std::optional<std::string> algo = knobs::choice("LOUPE_LSTM_ALGO");
     if (const char* a = algo ? algo->c_str() : nullptr) {
+      step = forced_step = !std::strcmp(a, "step");
       own = !std::strcmp(a, "loupe") ? std::vector<int>{16, 8}
             : !std::strcmp(a, "loupe16") ? std::vector<int>{16}
             : !std::strcmp(a, "loupe8")  ? std::vector<int>{8, 16}
                                          : std::vector<int>{};
-      forced_first = !std::strcmp(a, "loupe16") || !std::strcmp(a, "loupe8");
-      if (!own.empty()) algos = {}, layouts = {true};
+      forced_first = !std::strcmp(a, "loupe16") || !std::strcmp(a, "loupe8") || step;
+      if (!own.empty() || step) algos = {}, layouts = {true};
       else if (!std::strcmp(a, "static")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC};
       else if (!std::strcmp(a, "small_h")) algos = {CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H};
       else if (!std::strcmp(a, "dynamic")) algos = {CUDNN_RNN_ALGO_PERSIST_DYNAMIC};
       else if (!std::strcmp(a, "standard")) algos = {CUDNN_RNN_ALGO_STANDARD};
-      else LOUPE_FAIL("LOUPE_LSTM_ALGO: loupe, loupe16, loupe8, standard, static, small_h or dynamic, got ", a);
+      else LOUPE_FAIL("LOUPE_LSTM_ALGO: loupe, loupe16, loupe8, step, standard, static, small_h or dynamic, got ", a);
     }
     if (const std::optional<std::string> l = knobs::choice("LOUPE_LSTM_LAYOUT")) layouts = {*l == "seq"};
     std::vector<Choice> r;
     for (int rows : own) r.push_back(Choice{CUDNN_RNN_ALGO_STANDARD, true, rows});
     for (cudnnRNNAlgo_t a : algos)
       for (bool sm : layouts) r.push_back(Choice{a, sm});
+    // Last: it runs a hard_sigmoid LSTM that nothing above can (cuDNN refuses one, below).
+    if (step) r.push_back(Choice{CUDNN_RNN_ALGO_STANDARD, false, 0, true});
     return r;
   }();
   return c;
@@ -193,6 +205,12 @@ std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int
     LOUPE_CHECK(lstm_persist::supports(p, dtype, ch.own, &why), why);
     return pl;
   }
+  if (ch.step) {
+    std::string why;
+    LOUPE_CHECK(lstm_step::step_supports(p, dtype, &why), why);
+    return pl;
+  }
+  LOUPE_CHECK(p.hard_slope == 0, "cuDNN's LSTM has only the sigmoid gates, not hard_sigmoid");
   const cudnnDataType_t dt = cuda::cudnn_dtype(dtype, "lstm");
   // The dropout state (cuDNN's own RNG) is set up once per problem, seeded from loupe's generator.
   LOUPE_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&pl->drop));
@@ -267,6 +285,7 @@ Saved read_saved(const Plan& pl, const Tensor& buf, const Tensor& x) {
 Tensor run_plan_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                         const Tensor& c, bool training, cudaStream_t stream) {
   if (pl.choice.own) return lstm_persist::persist_forward(ctx, pl.params, x, w, y, h, c, training, pl.choice.own, stream);
+  if (pl.choice.step) return lstm_step::step_forward(ctx, pl.params, x, w, y, h, c, training, stream);
   Tensor work = byte_buffer(training ? pl.work_train : pl.work_infer);
   Saved saved;
   if (training) saved = make_saved(pl, x);
@@ -293,6 +312,7 @@ Tensor run_plan_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x,
 void run_plan_backward_weights(const ExecContext& ctx, const Plan& pl, const Tensor& x, const Tensor& y,
                                const Tensor& saved_buf, const Tensor& dw, cudaStream_t stream) {
   if (pl.choice.own) return lstm_persist::persist_backward_weights(ctx, pl.params, x, y, saved_buf, dw, stream);
+  if (pl.choice.step) return;  // its one round, run_plan_backward, wrote all of dw
   Tensor work = byte_buffer(pl.work_train);  // scratch only: backward data's need not survive (PyTorch's does not)
   const Saved saved = read_saved(pl, saved_buf, x);
   const bool permute = pl.to_cudnn.defined();
@@ -319,6 +339,7 @@ void run_plan_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, 
   if (pl.choice.own)
     return lstm_persist::persist_backward(ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, pl.choice.own,
                                           weights_later, stream);
+  if (pl.choice.step) return lstm_step::step_backward(ctx, pl.params, x, w, y, saved_buf, dy, dh, dc, dx, dw, stream);
   cudnnHandle_t h = cuda::cudnn(ctx);
   Tensor work = byte_buffer(pl.work_train);
   const Saved saved = read_saved(pl, saved_buf, x);
@@ -374,7 +395,8 @@ double time_lstm_plan(const ExecContext& ctx, const Plan& pl, const LstmParams& 
 
 // A choice's name, as LOUPE_LSTM_ALGO spells it.
 const char* choice_name(const Choice& ch) {
-  return ch.own == 16                                       ? "loupe16"
+  return ch.step                                            ? "step"
+         : ch.own == 16                                     ? "loupe16"
          : ch.own == 8                                      ? "loupe8"
          : ch.algo == CUDNN_RNN_ALGO_STANDARD               ? "standard"
          : ch.algo == CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H ? "small_h"
@@ -382,14 +404,15 @@ const char* choice_name(const Choice& ch) {
                                                             : "dynamic";
 }
 
-// Shapes, layers, direction, dropout, precision and dtype.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int>;
+// Shapes, layers, direction, dropout, precision, dtype and the gates' hard_sigmoid slope.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int, float>;
 
 // The fastest supported choice for this problem, timed once and cached.
 Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype,
                     cudaStream_t stream) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
-  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(ctx.precision), int(dtype)};
+  Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(ctx.precision), int(dtype),
+        p.hard_slope};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
   const std::vector<Choice>& cands = lstm_candidates();
@@ -398,6 +421,7 @@ Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int6
   std::string why;  // the last refusal, reported if every choice is refused
   static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
   for (const Choice& ch : cands) {
+    if (ch.step && p.hard_slope == 0 && !forced_step) continue;  // only where cuDNN's gates differ
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);

@@ -50,19 +50,32 @@ LOUPE_INLINE T sigmoid_of(T a) { return T(1) / (T(1) + exp_of(-a)); }
 template <class T>
 LOUPE_INLINE T tanh_(T a) { return T(2) / (T(1) + exp_of(T(-2) * a)) - T(1); }
 
+// The gates i, f, o: the sigmoid, or with Hard Keras's hard_sigmoid clip(slope a + 0.5, 0, 1)
+// (ops/lstm.h), whose derivative is read from its value as the sigmoid's is.
+template <class T, bool Hard>
+LOUPE_INLINE T gate_of(T a, T slope) {
+  if constexpr (Hard) return std::min(std::max(slope * a + T(0.5), T(0)), T(1));
+  else return sigmoid_of(a);
+}
+template <class T, bool Hard>
+LOUPE_INLINE T gate_slope(T y, T slope) {
+  if constexpr (Hard) return y > T(0) && y < T(1) ? slope : T(0);
+  else return y * (T(1) - y);
+}
+
 // The cell's equations, the one copy of them (ops/lstm.h); First: the first step, c_{t-1} = 0.
-template <class T, bool First>
-LOUPE_INLINE void forward_loop(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H) {
+template <class T, bool First, bool Hard>
+LOUPE_INLINE void forward_loop(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H, T slope) {
   T* gi = g;
   T* gf = g + H;
   T* gg = g + 2 * H;
   T* go = g + 3 * H;
 #pragma GCC ivdep  // the four gate blocks, c and h never overlap
   for (int64_t j = 0; j < H; ++j) {
-    const T i = sigmoid_of(gi[j] + bias[j]);
-    const T f = sigmoid_of(gf[j] + bias[H + j]);
+    const T i = gate_of<T, Hard>(gi[j] + bias[j], slope);
+    const T f = gate_of<T, Hard>(gf[j] + bias[H + j], slope);
     const T u = tanh_(gg[j] + bias[2 * H + j]);
-    const T o = sigmoid_of(go[j] + bias[3 * H + j]);
+    const T o = gate_of<T, Hard>(go[j] + bias[3 * H + j], slope);
     gi[j] = i;
     gf[j] = f;
     gg[j] = u;
@@ -74,14 +87,19 @@ LOUPE_INLINE void forward_loop(T* g, const T* bias, const T* cp, T* c, T* h, int
 }
 
 template <class T>
-LOUPE_INLINE void forward_body(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H) {
-  if (cp) forward_loop<T, false>(g, bias, cp, c, h, H);
-  else forward_loop<T, true>(g, bias, cp, c, h, H);
+LOUPE_INLINE void forward_body(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H, T slope) {
+  if (slope != T(0)) {
+    if (cp) forward_loop<T, false, true>(g, bias, cp, c, h, H, slope);
+    else forward_loop<T, true, true>(g, bias, cp, c, h, H, slope);
+  } else {
+    if (cp) forward_loop<T, false, false>(g, bias, cp, c, h, H, slope);
+    else forward_loop<T, true, false>(g, bias, cp, c, h, H, slope);
+  }
 }
 
-template <class T, bool First>
+template <class T, bool First, bool Hard>
 LOUPE_INLINE void backward_loop(const T* g, const T* c, const T* cp, const T* dy, const T* dh, T* dc, T* dg,
-                                int64_t H) {
+                                int64_t H, T slope) {
   const T* gi = g;
   const T* gf = g + H;
   const T* gg = g + 2 * H;
@@ -96,19 +114,24 @@ LOUPE_INLINE void backward_loop(const T* g, const T* c, const T* cp, const T* dy
     const T tc = tanh_(c[j]);
     const T dhj = dy[j] + dh[j];
     const T dcj = dc[j] + dhj * o * (T(1) - tc * tc);
-    dgi[j] = dcj * u * i * (T(1) - i);
-    dgf[j] = (First ? T(0) : dcj * cp[j]) * f * (T(1) - f);
+    dgi[j] = dcj * u * gate_slope<T, Hard>(i, slope);
+    dgf[j] = (First ? T(0) : dcj * cp[j]) * gate_slope<T, Hard>(f, slope);
     dgg[j] = dcj * i * (T(1) - u * u);
-    dgo[j] = dhj * tc * o * (T(1) - o);
+    dgo[j] = dhj * tc * gate_slope<T, Hard>(o, slope);
     dc[j] = dcj * f;
   }
 }
 
 template <class T>
 LOUPE_INLINE void backward_body(const T* g, const T* c, const T* cp, const T* dy, const T* dh, T* dc, T* dg,
-                                int64_t H) {
-  if (cp) backward_loop<T, false>(g, c, cp, dy, dh, dc, dg, H);
-  else backward_loop<T, true>(g, c, cp, dy, dh, dc, dg, H);
+                                int64_t H, T slope) {
+  if (slope != T(0)) {
+    if (cp) backward_loop<T, false, true>(g, c, cp, dy, dh, dc, dg, H, slope);
+    else backward_loop<T, true, true>(g, c, cp, dy, dh, dc, dg, H, slope);
+  } else {
+    if (cp) backward_loop<T, false, false>(g, c, cp, dy, dh, dc, dg, H, slope);
+    else backward_loop<T, true, false>(g, c, cp, dy, dh, dc, dg, H, slope);
+  }
 }
 
 LOUPE_INLINE void exp_body(const float* x, float* __restrict y, int64_t n) {
@@ -117,12 +140,13 @@ LOUPE_INLINE void exp_body(const float* x, float* __restrict y, int64_t n) {
 
 // One variant per instruction set: the same bodies, compiled for each target.
 #define LOUPE_GATE_VARIANT(NAME, TARGET)                                                                      \
-  TARGET void forward_##NAME(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H) {    \
-    forward_body(g, bias, cp, c, h, H);                                                                       \
+  TARGET void forward_##NAME(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H,       \
+                             float slope) {                                                                   \
+    forward_body(g, bias, cp, c, h, H, slope);                                                                \
   }                                                                                                           \
   TARGET void backward_##NAME(const float* g, const float* c, const float* cp, const float* dy, const float* dh, \
-                              float* dc, float* dg, int64_t H) {                                              \
-    backward_body(g, c, cp, dy, dh, dc, dg, H);                                                               \
+                              float* dc, float* dg, int64_t H, float slope) {                                 \
+    backward_body(g, c, cp, dy, dh, dc, dg, H, slope);                                                        \
   }                                                                                                           \
   TARGET void exp_##NAME(const float* x, float* y, int64_t n) { exp_body(x, y, n); }                            \
   const GateKernels k_##NAME{#NAME, forward_##NAME, backward_##NAME, exp_##NAME};
@@ -146,12 +170,12 @@ const GateKernels& gate_kernels() {
   return *best;
 }
 
-void gates_forward(double* g, const double* bias, const double* cp, double* c, double* h, int64_t H) {
-  forward_body(g, bias, cp, c, h, H);
+void gates_forward(double* g, const double* bias, const double* cp, double* c, double* h, int64_t H, double slope) {
+  forward_body(g, bias, cp, c, h, H, slope);
 }
 void gates_backward(const double* g, const double* c, const double* cp, const double* dy, const double* dh,
-                    double* dc, double* dg, int64_t H) {
-  backward_body(g, c, cp, dy, dh, dc, dg, H);
+                    double* dc, double* dg, int64_t H, double slope) {
+  backward_body(g, c, cp, dy, dh, dc, dg, H, slope);
 }
 
 }  // namespace loupe::lstm_cpu

@@ -13,12 +13,13 @@ struct GateKernels {
   const char* isa;  // "avx512", "avx2", "sse"
   // g: the 4H pre-activations of the gates i, f, g, o without the bias, overwritten with the
   // activations; c_t = f * cp + i * g (cp: c_{t-1}, or null at the first step: zero); h = o tanh(c).
-  void (*forward)(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H);
+  // slope: LstmParams::hard_slope (0: i, f, o are sigmoids; else hard sigmoids of this slope).
+  void (*forward)(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H, float slope);
   // From the saved activations g, c_t and c_{t-1} (cp, null at the first step), the gradient dy
   // reaching h_t from above and dh, dc reaching h_t and c_t from the step after: dg (4H) and dc
   // (overwritten with the gradient reaching c_{t-1}).
   void (*backward)(const float* g, const float* c, const float* cp, const float* dy, const float* dh, float* dc,
-                   float* dg, int64_t H);
+                   float* dg, int64_t H, float slope);
   // y = exp(x) elementwise (what the gates use; for tests).
   void (*exp)(const float* x, float* y, int64_t n);
 };
@@ -30,15 +31,15 @@ std::vector<const GateKernels*> gate_kernel_variants();
 
 // One row of one step, as GateKernels' forward and backward say: float32 through the widest
 // variant, float64 (the gradient checks) through the same equations with std::exp.
-inline void gates_forward(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H) {
-  gate_kernels().forward(g, bias, cp, c, h, H);
+inline void gates_forward(float* g, const float* bias, const float* cp, float* c, float* h, int64_t H, float slope) {
+  gate_kernels().forward(g, bias, cp, c, h, H, slope);
 }
 inline void gates_backward(const float* g, const float* c, const float* cp, const float* dy, const float* dh,
-                           float* dc, float* dg, int64_t H) {
-  gate_kernels().backward(g, c, cp, dy, dh, dc, dg, H);
+                           float* dc, float* dg, int64_t H, float slope) {
+  gate_kernels().backward(g, c, cp, dy, dh, dc, dg, H, slope);
 }
-void gates_forward(double* g, const double* bias, const double* cp, double* c, double* h, int64_t H);
+void gates_forward(double* g, const double* bias, const double* cp, double* c, double* h, int64_t H, double slope);
 void gates_backward(const double* g, const double* c, const double* cp, const double* dy, const double* dh,
-                    double* dc, double* dg, int64_t H);
+                    double* dc, double* dg, int64_t H, double slope);
 
 }  // namespace loupe::lstm_cpu

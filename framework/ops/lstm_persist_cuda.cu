@@ -40,6 +40,19 @@ using cuda::pack2;
 // 2 sigmoid(2v) - 1 is accurate to ~1e-7 absolute, far below 16-bit storage's rounding.
 __device__ __forceinline__ float sigmoid_fast(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
 __device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid_fast(2.f * v) - 1.f; }
+// The gates i, f, o: the sigmoid, or with Hard Keras's hard_sigmoid of slope `hard` (ops/lstm.h);
+// and their derivative from their value. A template parameter, so that the sigmoid's kernels
+// are the code they were without the option.
+template <bool Hard>
+__device__ __forceinline__ float gate_fast(float v, float hard) {
+  if constexpr (Hard) return fminf(fmaxf(fmaf(hard, v, 0.5f), 0.f), 1.f);
+  else return sigmoid_fast(v);
+}
+template <bool Hard>
+__device__ __forceinline__ float gate_grad(float y, float hard) {
+  if constexpr (Hard) return y > 0.f && y < 1.f ? hard : 0.f;
+  else return y * (1.f - y);
+}
 
 // Leading dimensions (in elements) of the kernels' shared-memory tiles, padded so that ldmatrix's
 // rows and the partial sums' stores fall into different banks. The kernels and their
@@ -60,6 +73,7 @@ struct FwdDir {
   T* y;                      // h_t at y + (t * N + n) * y_ld (already at the direction's column)
   int64_t y_ld;
   T *h_out, *c_out;          // [N, H]: the final states
+  float hard;                // LstmParams::hard_slope
 };
 template <class T>
 struct FwdArgs {
@@ -110,7 +124,7 @@ __device__ __forceinline__ void recurrent_product(float (&acc)[2][NT][4], const 
 // product's accumulators, the step's input projections and the biases: h_t into shared memory (the
 // next product's B operand) and y, and in training the activations (over the spent input
 // projections) and c_t for the backward.
-template <class T, int H, int NT, int LH>
+template <class T, int H, int NT, int LH, bool Hard>
 __device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float (&acc)[2][NT][4], const T (&cur)[NT][2][4],
                                               const float (&bias)[4], float (&c)[NT][2], float (&h)[NT][2], T* hn, T zero,
                                               int t, int N, int n0, int q, int u) {
@@ -121,10 +135,10 @@ __device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float (&
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int row = nt * 8 + 2 * q + e, n = n0 + row;
-      const float gi = sigmoid_fast(acc[0][nt][e] + cuda::to_float(cur[nt][e][0]) + bias[0]);
-      const float gf = sigmoid_fast(acc[0][nt][2 + e] + cuda::to_float(cur[nt][e][1]) + bias[1]);
+      const float gi = gate_fast<Hard>(acc[0][nt][e] + cuda::to_float(cur[nt][e][0]) + bias[0], d.hard);
+      const float gf = gate_fast<Hard>(acc[0][nt][2 + e] + cuda::to_float(cur[nt][e][1]) + bias[1], d.hard);
       const float gg = tanh_fast(acc[1][nt][e] + cuda::to_float(cur[nt][e][2]) + bias[2]);
-      const float go = sigmoid_fast(acc[1][nt][2 + e] + cuda::to_float(cur[nt][e][3]) + bias[3]);
+      const float go = gate_fast<Hard>(acc[1][nt][2 + e] + cuda::to_float(cur[nt][e][3]) + bias[3], d.hard);
       c[nt][e] = gf * c[nt][e] + gi * gg;
       h[nt][e] = go * tanh_fast(c[nt][e]);
       const T ht = cuda::from_float<T>(h[nt][e]);
@@ -163,7 +177,7 @@ __device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const flo
 // A block carries ROWS batch rows (16, or 8 for twice the blocks where a batch gives too few) of
 // one direction through every step: one product, the cell update from the registers, h_t into the
 // other half of a double buffer in shared memory, one __syncthreads.
-template <class T, int H, int ROWS>
+template <class T, int H, int ROWS, bool Hard>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
   cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
@@ -212,7 +226,7 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
     float acc[2][NT][4] = {};
     if (s > 0) recurrent_product<T, H, NT, LH>(acc, ra, hs + (s & 1) * ROWS * LH, lane);
     T* hn = hs + ((s + 1) & 1) * ROWS * LH;  // h_t
-    forward_cells<T, H, NT, LH>(d, acc, cur, bias, c, h, hn, zero, t, N, n0, q, u);
+    forward_cells<T, H, NT, LH, Hard>(d, acc, cur, bias, c, h, hn, zero, t, N, n0, q, u);
     __syncthreads();
   }
   store_final_states<T, H, NT>(d, h, c, N, n0, q, u);
@@ -228,6 +242,7 @@ struct BwdDir {
   int64_t dy_t, dy_n;
   const T *dh, *dc;      // [N, H]: the final states' gradients, or null
   float* db;             // [gridDim.x, 4H]: this block's bias-gradient sum over its rows and steps
+  float hard;            // LstmParams::hard_slope
 };
 template <class T>
 struct BwdArgs {
@@ -313,7 +328,7 @@ struct BwdLoads {
 // A block carries ROWS batch rows of one direction backwards through every step: the gate
 // gradients of its cells (from the saved activations and cell states, and dh), then dh_{t-1}.
 // Lane mapping of the cell updates: unit 8 warp + lane % 8, rows lane / 8 + 4 k.
-template <class T, int H, int ROWS>
+template <class T, int H, int ROWS, bool Hard>
 __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a) {
   cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
@@ -370,10 +385,10 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
                     gg = cuda::to_float(cur.gate[k][2]), go = cuda::to_float(cur.gate[k][3]);
         const float tc = tanh_fast(ct[k]);
         const float dcv = dc[k] + dh * go * (1.f - tc * tc);
-        dgate[0] = dcv * gg * gi * (1.f - gi);
-        dgate[1] = dcv * cur.c_before[k] * gf * (1.f - gf);
+        dgate[0] = dcv * gg * gate_grad<Hard>(gi, d.hard);
+        dgate[1] = dcv * cur.c_before[k] * gate_grad<Hard>(gf, d.hard);
         dgate[2] = dcv * gi * (1.f - gg * gg);
-        dgate[3] = dh * tc * go * (1.f - go);
+        dgate[3] = dh * tc * gate_grad<Hard>(go, d.hard);
         dc[k] = dcv * gf;
         T* p = d.gates + (int64_t(t) * N + n) * G + u;
 #pragma unroll
@@ -419,30 +434,40 @@ size_t backward_smem() {
   return ROWS * size_t(Pad<H>::gates) * sizeof(T) + 2 * ROWS * size_t(Pad<H>::dh) * sizeof(float);
 }
 
-template <class T, int H, int ROWS>
-void launch_forward(const FwdArgs<T>& a, int D, cudaStream_t stream) {
+template <class T, int H, int ROWS, bool Hard>
+void launch_forward_gates(const FwdArgs<T>& a, int D, cudaStream_t stream) {
   static const size_t smem = [] {
     size_t b = forward_smem<T, H, ROWS>();
-    LOUPE_CUDA_CHECK(cudaFuncSetAttribute(lstm_forward_kernel<T, H, ROWS>,
+    LOUPE_CUDA_CHECK(cudaFuncSetAttribute(lstm_forward_kernel<T, H, ROWS, Hard>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(b)));
     return b;
   }();
   dim3 grid(unsigned((a.N + ROWS - 1) / ROWS), unsigned(D));
-  cuda::launch(lstm_forward_kernel<T, H, ROWS>, grid, 4 * H, smem, stream, a);
+  cuda::launch(lstm_forward_kernel<T, H, ROWS, Hard>, grid, 4 * H, smem, stream, a);
   LOUPE_CUDA_CHECK(cudaGetLastError());
 }
-
 template <class T, int H, int ROWS>
-void launch_backward(const BwdArgs<T>& a, int D, cudaStream_t stream) {
+void launch_forward(const FwdArgs<T>& a, int D, cudaStream_t stream) {
+  if (a.dir[0].hard > 0) launch_forward_gates<T, H, ROWS, true>(a, D, stream);
+  else launch_forward_gates<T, H, ROWS, false>(a, D, stream);
+}
+
+template <class T, int H, int ROWS, bool Hard>
+void launch_backward_gates(const BwdArgs<T>& a, int D, cudaStream_t stream) {
   static const size_t smem = [] {
     size_t b = backward_smem<T, H, ROWS>();
-    LOUPE_CUDA_CHECK(cudaFuncSetAttribute(lstm_backward_kernel<T, H, ROWS>,
+    LOUPE_CUDA_CHECK(cudaFuncSetAttribute(lstm_backward_kernel<T, H, ROWS, Hard>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(b)));
     return b;
   }();
   dim3 grid(unsigned((a.N + ROWS - 1) / ROWS), unsigned(D));
-  cuda::launch(lstm_backward_kernel<T, H, ROWS>, grid, 4 * H, smem, stream, a);
+  cuda::launch(lstm_backward_kernel<T, H, ROWS, Hard>, grid, 4 * H, smem, stream, a);
   LOUPE_CUDA_CHECK(cudaGetLastError());
+}
+template <class T, int H, int ROWS>
+void launch_backward(const BwdArgs<T>& a, int D, cudaStream_t stream) {
+  if (a.dir[0].hard > 0) launch_backward_gates<T, H, ROWS, true>(a, D, stream);
+  else launch_backward_gates<T, H, ROWS, false>(a, D, stream);
 }
 
 // Calls f with a value of T (__half or __nv_bfloat16) and std::integral_constant<int, H>.
@@ -554,6 +579,7 @@ Tensor persist_forward(const ExecContext& ctx, const LstmParams& p, const Tensor
         fd.y_ld = D * H;
         fd.h_out = h.data<TT>() + (l * D + dir) * N * H;
         fd.c_out = c.data<TT>() + (l * D + dir) * N * H;
+        fd.hard = p.hard_slope;
       }
       if constexpr (HH >= 32) {
         if (rows == 8) return launch_forward<TT, HH, 8>(a, int(D), stream);
@@ -680,6 +706,7 @@ void persist_backward(const ExecContext& ctx, const LstmParams& p, const Tensor&
         bd.dh = dh.defined() ? dh.data<TT>() + (l * D + dir) * N * H : nullptr;
         bd.dc = dc.defined() ? dc.data<TT>() + (l * D + dir) * N * H : nullptr;
         bd.db = db.data<float>() + dir * blocks * G;
+        bd.hard = p.hard_slope;
       }
       if constexpr (HH >= 32) {
         if (rows == 8) launch_backward<TT, HH, 8>(a, int(D), stream);
