@@ -408,10 +408,23 @@ std::function<std::shared_ptr<nn::Module>(int64_t)> data_sized_builder(json root
     if (vocab < 1 || (dataset == "chars" && vocab > kCharLstmMaxChars))
       refuse_file(file, (dataset == "chars" ? "texts of 1 to " + std::to_string(kCharLstmMaxChars) + " distinct characters, not "
                                        : std::string("a vocabulary of at least 1 token, not ")) + std::to_string(vocab));
-    return sequential_of(parse_layers(sequential_layers(*doc, file), input, dataset, file, vocab).steps);
+    return sequential_of(parse_layers(sequential_layers(*doc, file), input, dataset, file, dialect_of(*doc, true), vocab).steps);
   };
 }
 }  // namespace
+
+Dialect keras::dialect_of(const json& root, bool reference) {
+  Dialect d;
+  d.one_bias = !reference;
+  // Keras 2 and tf.keras write keras_version ("2.1.6"); Keras 3's to_json does not, but names each
+  // object's module, which Keras 2 before tf.keras 2.13 never wrote (2.13's keras_version says 2).
+  int major = root.contains("module") ? 3 : 2, minor = 99;
+  if (root.contains("keras_version") && root.at("keras_version").is_string())
+    if (std::sscanf(root.at("keras_version").get<std::string>().c_str(), "%d.%d", &major, &minor) < 1) major = 2;
+  if (major >= 3) d.hard_slope = 1.f / 6;
+  if (major < 2 || (major == 2 && minor < 3)) d.recurrent_default = "hard_sigmoid";
+  return d;
+}
 
 namespace {
 // Keras files nest fewer than 10 levels (an initializer's config inside a layer inside the model);
@@ -462,14 +475,15 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
   try {
     const std::vector<Layer> layers = sequential_layers(root, file);
     const std::vector<int64_t> input = input_shape(root, layers, file);
-    Parsed p = parse_layers(layers, input, "", file);  // what the model outputs, to pick the data set
+    const Dialect dialect = dialect_of(root, data_sized);
+    Parsed p = parse_layers(layers, input, "", file, dialect);  // what the model outputs, to pick the data set
     const int64_t outputs = p.shape_[0];
     ModelInfo m;
     recipe_from(root, p, outputs, m, file);  // the loss first: a regression's data are its own arrays
     const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
     const std::string dataset = regression ? "" : dataset_for(input, p, outputs);
     // Read again only for a reference data set, whose first steps adapt what it delivers.
-    if (!dataset.empty()) p = parse_layers(layers, input, dataset, file);
+    if (!dataset.empty()) p = parse_layers(layers, input, dataset, file, dialect);
     m.recipe.dataset = dataset.empty() ? "arrays" : dataset;
     m.input_shape = input;
     m.classes = regression ? 0 : m.recipe.loss == train::Loss::BinaryCrossEntropyWithLogits ? 2 : outputs;

@@ -61,8 +61,8 @@ class OneHot : public nn::Module {
 // step's output with return_sequences.
 class KerasLstm : public nn::LSTM {
  public:
-  KerasLstm(int64_t in, int64_t units, bool bidirectional, bool sequences)
-      : nn::LSTM(in, units, 1, bidirectional), units_(units), dirs_(bidirectional ? 2 : 1), sequences_(sequences) {}
+  KerasLstm(const LstmParams& p, bool sequences)
+      : nn::LSTM(p), units_(p.hidden_size), dirs_(p.directions()), sequences_(sequences) {}
   Tensor forward(const Tensor& x) override {  // inside the layer's range (Module::operator())
     const LstmResult r = run(x);
     if (sequences_) return r.y;
@@ -155,7 +155,9 @@ std::string class_key(const json& v) {
 namespace {
 class Parser : public Parsed {
  public:
-  Parser(std::string file, std::vector<int64_t> input) : file_(std::move(file)) { shape_ = std::move(input); }
+  Parser(std::string file, std::vector<int64_t> input, Dialect d) : file_(std::move(file)), dialect_(std::move(d)) {
+    shape_ = std::move(input);
+  }
 
   void layer(const Layer& l, bool last) {
     common(l);
@@ -453,10 +455,9 @@ class Parser : public Parsed {
   // `inner_name`: a Bidirectional's LSTM's own name (its variables' prefix).
   void lstm(const Layer& l, const json& c, bool bidirectional, const std::string& inner_name = "") {
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
-    const json want = {{"activation", "tanh"},       {"recurrent_activation", "sigmoid"}, {"use_bias", true},
-                       {"unit_forget_bias", true},   {"dropout", 0.0},                    {"recurrent_dropout", 0.0},
-                       {"go_backwards", false},      {"stateful", false},                 {"return_state", false},
-                       {"time_major", false}};
+    const json want = {{"activation", "tanh"},     {"use_bias", true},       {"unit_forget_bias", true},
+                       {"dropout", 0.0},           {"recurrent_dropout", 0.0}, {"go_backwards", false},
+                       {"stateful", false},        {"return_state", false},  {"time_major", false}};
     for (auto it = want.begin(); it != want.end(); ++it)
       if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
         fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's LSTM has " + it.value().dump());
@@ -467,14 +468,24 @@ class Parser : public Parsed {
     // Keras's orthogonal initialisation of the recurrent weights costs the cube of the units
     // (6 s at 1,024 on two cores, about a minute at 2,048, hours at the 15,000 that the parameter
     // cap would let through), so a file cannot hold the run there.
-    const int64_t in = shape_[1], units = count(l, c, "units", kMaxLstmUnits);
+    LstmParams p{shape_[1], count(l, c, "units", kMaxLstmUnits), 1, bidirectional};
+    p.hard_slope = recurrent_slope(l, c);
+    p.single_bias = dialect_.one_bias;
     const bool seq = Config{c, file_ + ": " + layer_label(l)}.flag("return_sequences", false);
-    add(l, [in, units, bidirectional, seq] { return std::make_shared<KerasLstm>(in, units, bidirectional, seq); });
-    own(lstm_weights(l.name, inner_name, in, units, bidirectional));
-    const int64_t dirs = bidirectional ? 2 : 1;
-    parameters(l, dirs * 4 * (__int128(units) * (in + units) + units), dirs * 4 * __int128(units));
-    note("Keras's LSTM has one bias per gate where cuDNN's layout has two");
+    add(l, [p, seq] { return std::make_shared<KerasLstm>(p, seq); });
+    own(lstm_weights(l.name, inner_name, p.input_size, p.hidden_size, bidirectional));
+    const int64_t dirs = bidirectional ? 2 : 1, in = p.input_size, units = p.hidden_size;
+    parameters(l, dirs * 4 * (__int128(units) * (in + units) + units), p.single_bias ? 0 : dirs * 4 * __int128(units));
+    if (!p.single_bias) note("Keras's LSTM has one bias per gate where cuDNN's layout has two");
     shape_ = seq ? std::vector<int64_t>{shape_[0], dirs * units} : std::vector<int64_t>{dirs * units};
+  }
+
+  // The slope of the gates' hard_sigmoid (LstmParams::hard_slope), or 0 for the sigmoid.
+  float recurrent_slope(const Layer& l, const json& c) const {
+    const std::string a = Config{c, file_ + ": " + layer_label(l)}.text("recurrent_activation", dialect_.recurrent_default);
+    if (a == "sigmoid") return 0;
+    if (a == "hard_sigmoid") return dialect_.hard_slope;
+    fail(l, "has recurrent_activation '" + cut(a) + "'; loupe's LSTM has sigmoid and hard_sigmoid");
   }
 
   void bidirectional(const Layer& l) {
@@ -502,6 +513,7 @@ class Parser : public Parsed {
   }
 
   std::string file_;
+  Dialect dialect_;
   bool last_ = false;
   std::vector<int64_t> flat_chw_;  // the [C, H, W] image a Flatten made the vector of, until a Dense
   std::unordered_set<std::string> names_;  // the steps' names
@@ -548,9 +560,9 @@ std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int6
 }
 
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
-                    const std::string& file, int64_t resize) {
+                    const std::string& file, const Dialect& dialect, int64_t resize) {
   if (resize && dataset == "chars") input[1] = resize;  // windows of one-hot characters: [40, C]
-  Parser p(file, input);
+  Parser p(file, input, dialect);
   p.resize = resize;
   p.dataset = dataset;
   adapt_input(input, dataset, p);

@@ -95,6 +95,17 @@ KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t d
 // `inner`: the LSTM's own name; a Bidirectional's variables are "forward_<inner>/kernel", ...
 KerasWeights lstm_weights(const std::string& layer, const std::string& inner, int64_t in, int64_t units, bool bidirectional);
 
+// What a file's Keras version decides (docs/keras.md, "Keras versions"): hard_sigmoid's slope
+// (Keras 2: 0.2; Keras 3: 1/6), the recurrent layers' recurrent_activation where the file has
+// none (hard_sigmoid before Keras 2.3), and whether an LSTM has Keras's one bias (a user's file)
+// or cuDNN's two (a reference model, whose recipe has always had two).
+struct Dialect {
+  float hard_slope = 0.2f;
+  std::string recurrent_default = "sigmoid";
+  bool one_bias = true;
+};
+Dialect dialect_of(const json& root, bool reference);
+
 // The layers of a file read into loupe's steps, with what the rest of the reader needs.
 struct Parsed {
   std::vector<Step> steps;
@@ -116,7 +127,7 @@ struct Parsed {
 // `layers` over samples of shape `input`, for `dataset` (its first steps adapt what the data set
 // delivers; "" for none); an Error naming the file, the layer and the key for what loupe cannot build.
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
-                    const std::string& file, int64_t resize = 0);
+                    const std::string& file, const Dialect& dialect, int64_t resize = 0);
 // The reference data set whose samples fit the model: its input shape and its output ("" for none).
 std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs);
 

@@ -13,6 +13,7 @@
 #include "loader/loader.h"
 #include "models/keras_weights.h"
 #include "models/session.h"
+#include "nn/recurrent.h"
 #include "ops/view.h"
 #include "run/interrupt.h"
 #include "run/report.h"
@@ -53,6 +54,26 @@ instrument::AdviceInputs advice_inputs(const RunConfig& c) {
   return adv;
 }
 
+// The model's LSTMs with hard_sigmoid gates ("lstm1 (0.2)"), which cuDNN cannot run: the header
+// says so, and after the first epoch on a GPU which of loupe's kernels ran them (docs/keras.md).
+std::string hard_sigmoid_lstms(const nn::Module& m) {
+  std::string out;
+  for (const auto& [name, child] : m.children()) {
+    if (const auto* l = dynamic_cast<const nn::LSTM*>(child.get()); l && l->params().hard_slope > 0)
+      out += (out.empty() ? "" : ", ") + name + " (" + fmt_g(l->params().hard_slope) + ")";
+    const std::string below = hard_sigmoid_lstms(*child);
+    if (!below.empty()) out += (out.empty() ? "" : ", ") + below;
+  }
+  return out;
+}
+
+// What ran the LSTMs on the GPU: the CUDA backend's plans (ops/lstm.h), each named once.
+std::string lstm_plans_text() {
+  std::string out;
+  for (const std::string& p : lstm_cuda_plans())
+    if (out.find(p) == std::string::npos) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
 }  // namespace
 
 Run::Run(RunConfig c) : c_(std::move(c)) {
@@ -213,6 +234,10 @@ void Run::make_header() {
                               " per step; gradients averaged during backward, in buckets cut at the first step where "
                               "backward finishes them (the world line names them)"});
   h.push_back({"step", trainer().step_mode()});
+  hard_lstms_ = hard_sigmoid_lstms(s.model());
+  if (!hard_lstms_.empty())
+    h.push_back({"lstm", hard_lstms_ + ": Keras's hard_sigmoid gates of that slope, on loupe's " +
+                             (c_.device.is_cuda() ? "own kernels, never cuDNN's (it has only the sigmoid)" : "CPU kernels")});
   if (std::string t = monitor_->timeline_note(); !t.empty()) h.push_back({"timeline", t});
 }
 
@@ -296,6 +321,8 @@ std::optional<RunResult::End> Run::epoch(int e, RunResult& result) {
   }
   if (!st.graph_event.empty()) note("step    " + st.graph_event);
   if (!st.precision_event.empty()) note("precision " + st.precision_event);
+  if (!hard_lstms_.empty() && c_.device.is_cuda() && e == info_.first_epoch)
+    note("lstm    ran on " + lstm_plans_text() + " (step: loupe's stepwise kernels; loupe16/loupe8: its persistent ones)");
   const double t0 = now_s();
   monitor_->mark("eval_start");
   try {

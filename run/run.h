@@ -162,6 +162,7 @@ class Run {
   Data data_;
   std::unique_ptr<loader::DataLoader> dl_;
   std::string pipeline_;
+  std::string hard_lstms_;  // the LSTMs with hard_sigmoid gates (make_header), "" for none
   std::unique_ptr<models::Session> session_;
   std::unique_ptr<instrument::EpochMonitor> monitor_;
   std::vector<std::shared_ptr<train::Observer>> observers_;

@@ -35,6 +35,16 @@ def sigmoid(z):
     return 1 / (1 + np.exp(-z))
 
 
+def hard_sigmoid_keras2(z):
+    """keras.backend.hard_sigmoid, Keras 2 and tf.keras: 0.2 x + 0.5, clipped to [0, 1]."""
+    return np.clip(0.2 * z + 0.5, 0, 1)
+
+
+def hard_sigmoid_keras3(z):
+    """keras.ops.hard_sigmoid, Keras 3: relu6(x + 3) / 6."""
+    return np.minimum(np.maximum(z + 3, 0), 6) / 6
+
+
 def act(name, z):
     return {"relu": lambda v: np.maximum(v, 0), "linear": lambda v: v, "tanh": np.tanh,
             "sigmoid": sigmoid}[name](z)
@@ -101,9 +111,9 @@ def layer(cls, name, **config):
     return {"class_name": cls, "config": dict(name=name, **config)}
 
 
-def model_file(layers):
+def model_file(layers, version="2.2.4"):
     return {"class_name": "Sequential", "config": {"name": "sequential_1", "layers": layers},
-            "keras_version": "2.2.4", "backend": "tensorflow"}
+            "keras_version": version, "backend": "tensorflow"}
 
 
 def case_mlp():
@@ -161,8 +171,8 @@ def case_lstm():
     w = {"emb": [weights(50, 6)], "lstm1": [weights(6, 16), weights(4, 16), weights(16, scale=0.2)],
          "lstm2": [weights(4, 12), weights(3, 12), weights(12, scale=0.2)], "out": [weights(3, 1), weights(1)]}
     layers = [layer("Embedding", "emb", input_dim=50, output_dim=6, batch_input_shape=[None, 5]),
-              layer("LSTM", "lstm1", units=4, return_sequences=True),
-              layer("LSTM", "lstm2", units=3),
+              layer("LSTM", "lstm1", units=4, return_sequences=True, recurrent_activation="sigmoid"),
+              layer("LSTM", "lstm2", units=3, recurrent_activation="sigmoid"),
               layer("Dense", "out", units=1, activation="sigmoid")]
     x = rng.integers(0, 50, (3, 5)).astype(np.int32)
     h = lstm(w["emb"][0][x], *w["lstm1"], True)
@@ -172,14 +182,41 @@ def case_lstm():
     return layers, w, names, x, y
 
 
+def hard_lstm_case(recurrent_activation, explicit):
+    """Two LSTMs with hard_sigmoid gates; the biases large enough that some gates sit past both of
+    its corners. `explicit`: the second LSTM names hard_sigmoid, the first leaves it to the
+    version's default (or names it too)."""
+    w = {"lstm1": [weights(3, 16), weights(4, 16), weights(16, scale=2.0)],
+         "lstm2": [weights(4, 12), weights(3, 12), weights(12, scale=2.0)], "out": [weights(3, 2), weights(2)]}
+    first = {} if not explicit else {"recurrent_activation": "hard_sigmoid"}
+    layers = [layer("LSTM", "lstm1", units=4, return_sequences=True, batch_input_shape=[None, 6, 3], **first),
+              layer("LSTM", "lstm2", units=3, recurrent_activation="hard_sigmoid"),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 6, 3, scale=1.5)
+    h = lstm(x, *w["lstm1"], True, recurrent_activation=recurrent_activation)
+    y = lstm(h, *w["lstm2"], False, recurrent_activation=recurrent_activation) @ w["out"][0] + w["out"][1]
+    lstm_names = ["kernel", "recurrent_kernel", "bias"]
+    return layers, w, {"lstm1": lstm_names, "lstm2": lstm_names, "out": ["kernel", "bias"]}, x, y
+
+
+def case_lstm_hard_keras2():
+    """A Keras 2.1 file: hard_sigmoid was the LSTM's default recurrent_activation before 2.3."""
+    return hard_lstm_case(hard_sigmoid_keras2, explicit=False)
+
+
+def case_lstm_hard_keras3():
+    """A Keras 3 file (no keras_version, a module on every object): its hard_sigmoid is x / 6 + 0.5."""
+    return hard_lstm_case(hard_sigmoid_keras3, explicit=True)
+
+
 def case_bidirectional():
     """Bidirectional(LSTM) as a sequence (the backward one's outputs back in time order), averaged,
     then one returning its last states side by side."""
     def two(n_in, u):
         return [weights(n_in, 4 * u), weights(u, 4 * u), weights(4 * u, scale=0.2)] * 1
     fw1, bw1, fw2, bw2 = two(3, 4), two(3, 4), two(8, 2), two(8, 2)
-    lstm_cfg = lambda name, units, seq: {"class_name": "LSTM", "config": {"name": name, "units": units,
-                                                                           "return_sequences": seq}}
+    lstm_cfg = lambda name, units, seq: {"class_name": "LSTM", "config": {
+        "name": name, "units": units, "return_sequences": seq, "recurrent_activation": "sigmoid"}}
     layers = [{"class_name": "Bidirectional", "config": {"name": "bi1", "merge_mode": "concat",
                                                          "layer": lstm_cfg("lstm_1", 4, True),
                                                          "batch_input_shape": [None, 5, 3]}},
@@ -200,7 +237,11 @@ def case_bidirectional():
 
 
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
-         "bidirectional": case_bidirectional}
+         "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
+         "lstm_hard_keras3": case_lstm_hard_keras3}
+# The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
+# .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
+VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):
@@ -400,8 +441,9 @@ def main():
         layers, w, names, x, y = make()
         d = os.path.join(sys.argv[1], name)
         os.makedirs(d, exist_ok=True)
+        version = VERSIONS.get(name, "2.2.4")
         with open(os.path.join(d, "model.json"), "w") as f:
-            json.dump(model_file(layers), f, indent=1)
+            json.dump(keras3_config(layers) if version == "3" else model_file(layers, version), f, indent=1)
         for layer_name, arrays in w.items():
             assert len(arrays) == len(names[layer_name]), layer_name
             for var, a in zip(names[layer_name], arrays):
@@ -410,7 +452,8 @@ def main():
             save_keras2_h5(os.path.join(d, "model.h5"), model_file(layers), layers, w, names, True)
             save_keras2_h5(os.path.join(d, "weights.h5"), model_file(layers), layers, w, names, False)
             save_keras3_h5(os.path.join(d, "model.weights.h5"), layers, w)
-            save_keras_archive(os.path.join(d, "model.keras"), layers, w)
+            if version in ("2.2.4", "3"):
+                save_keras_archive(os.path.join(d, "model.keras"), layers, w)
             if name == "mlp":
                 hostile_files(os.path.join(sys.argv[1], "hostile"), layers, w, names)
         if name == "mlp":
