@@ -275,8 +275,9 @@ class Parser : public Parsed {
       fail(l, "has " + std::string(key) + " " + shown(c.at(key)) + "; " + why);
   }
 
-  // An activation inside or after a layer: relu, linear, or on the model's last layer softmax
-  // (cross-entropy) or sigmoid on one unit (binary cross-entropy): the loss applies those.
+  // An activation inside or after a layer: relu, tanh, sigmoid, linear, or on the model's last
+  // layer softmax (cross-entropy) or sigmoid on one unit (binary cross-entropy): the loss applies
+  // those.
   void activation(const Layer& l, const std::string& a, const int64_t* units) {
     if (a.empty() || a == "linear") {
       if (last_) output_activation = "linear";
@@ -287,6 +288,12 @@ class Parser : public Parsed {
       if (last_) output_activation = "relu";  // no loss takes it: named when a loss is refused
       return;
     }
+    if (a == "tanh" || (a == "sigmoid" && !last_)) {
+      const Act act = a == "tanh" ? Act::Tanh : Act::Sigmoid;
+      add(l, [act] { return std::make_shared<nn::Activation>(act); }, l.cls == "Activation" ? "" : "_" + a);
+      if (last_) output_activation = a;  // no loss takes it: named when a loss is refused
+      return;
+    }
     if ((a == "softmax" || a == "sigmoid") && last_) {
       const int64_t out = units ? *units : shape_.empty() ? 0 : shape_.back();
       if (a == "sigmoid" && out != 1)
@@ -295,7 +302,7 @@ class Parser : public Parsed {
       output_activation = a;
       return;
     }
-    fail(l, "has activation '" + cut(a) + "'; loupe has relu and linear, and softmax or sigmoid on the last layer");
+    fail(l, "has activation '" + cut(a) + "'; loupe has relu, tanh, sigmoid and linear, and softmax on the last layer");
   }
 
   int64_t features(const Layer& l) {

@@ -182,6 +182,25 @@ def case_lstm():
     return layers, w, names, x, y
 
 
+def case_activations():
+    """tanh and sigmoid inside layers and as Activation layers, after a Dense and a Conv2D."""
+    w = {"conv": [weights(3, 3, 1, 2), weights(2)], "fc1": [weights(2 * 4 * 4, 6), weights(6)],
+         "fc2": [weights(6, 5), weights(5)], "out": [weights(5, 3), weights(3)]}
+    layers = [layer("Conv2D", "conv", filters=2, kernel_size=[3, 3], activation="tanh",
+                    batch_input_shape=[None, 6, 6, 1]),
+              layer("Flatten", "flat"),
+              layer("Dense", "fc1", units=6, activation="sigmoid"),
+              layer("Dense", "fc2", units=5),
+              layer("Activation", "act", activation="tanh"),
+              layer("Dense", "out", units=3, activation="softmax")]
+    x = weights(3, 6, 6, 1, scale=1)
+    h = np.tanh(conv2d(x, *w["conv"], 1, "valid")).reshape(len(x), -1)
+    h = np.tanh(sigmoid(h @ w["fc1"][0] + w["fc1"][1]) @ w["fc2"][0] + w["fc2"][1])
+    y = h @ w["out"][0] + w["out"][1]
+    names = {k: ["kernel", "bias"] for k in w}
+    return layers, w, names, x, y
+
+
 def hard_lstm_case(recurrent_activation, explicit):
     """Two LSTMs with hard_sigmoid gates; the biases large enough that some gates sit past both of
     its corners. `explicit`: the second LSTM names hard_sigmoid, the first leaves it to the
@@ -238,7 +257,7 @@ def case_bidirectional():
 
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
-         "lstm_hard_keras3": case_lstm_hard_keras3}
+         "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3"}

@@ -198,9 +198,9 @@ TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
   EXPECT_EQ(one.info.recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
 
   expect_refusal(sequential({input({6}), dense("hidden", 5, "softmax"), dense("out", 3, "softmax")}),
-                 "layer 'hidden' (Dense) has activation 'softmax'; loupe has relu and linear, and softmax or sigmoid on the last layer");
-  expect_refusal(sequential({input({6}), dense("hidden", 5, "sigmoid"), dense("out", 3, "softmax")}),
-                 "layer 'hidden' (Dense) has activation 'sigmoid'");
+                 "layer 'hidden' (Dense) has activation 'softmax'; loupe has relu, tanh, sigmoid and linear, and softmax on the last layer");
+  expect_refusal(sequential({input({6}), dense("hidden", 5, "elu"), dense("out", 3, "softmax")}),
+                 "layer 'hidden' (Dense) has activation 'elu'");
   expect_refusal(sequential({input({6}), dense("fc1", 5), layer("Activation", "act", {{"activation", "softmax"}}),
                              dense("out", 3, "softmax")}),
                  "layer 'act' (Activation) has activation 'softmax'");

@@ -137,6 +137,18 @@ bool ReLU::extend(Epilogue& e) const {
   return true;
 }
 
+Tensor Activation::forward(const Tensor& x) { return activation(act_, x); }
+
+bool Activation::extend(Epilogue& e) const {
+  if (e.act || e.has_dropout) return false;
+  e.act = act_;
+  return true;
+}
+
+std::string Activation::type_name() const {
+  return act_ == Act::Sigmoid ? "Sigmoid" : act_ == Act::Tanh ? "Tanh" : "ReLU";
+}
+
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
 
 bool Dropout::extend(Epilogue& e) const {

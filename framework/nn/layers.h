@@ -28,6 +28,18 @@ class ReLU : public Module {
   std::string type_name() const override { return "ReLU"; }
 };
 
+// Sigmoid or tanh (ops/activation.h) as a layer; like ReLU, first in an epilogue, once.
+class Activation : public Module {
+ public:
+  explicit Activation(Act a) : act_(a) {}
+  Tensor forward(const Tensor& x) override;
+  bool extend(Epilogue& e) const override;
+  std::string type_name() const override;
+
+ private:
+  Act act_;
+};
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p) : p_(p) {}
