@@ -83,6 +83,23 @@ std::vector<int64_t> input_shape(const json& root, const std::vector<Layer>& lay
   refuse_file(file, "the model's input shape is not in the file (an InputLayer, or input_shape on the first layer)");
 }
 
+// The batch size the file fixes, or 0: batch_input_shape [64, ...] (a stateful model's, or a
+// script's Input(batch_size=64)) is a model that takes batches of exactly that many, so it is the
+// recipe's batch (--batch still overrides it).
+int64_t fixed_batch(const std::vector<Layer>& layers, const std::string& file) {
+  const json& first = *layers.front().cfg;
+  for (const char* key : {"batch_shape", "batch_input_shape"}) {
+    if (!first.contains(key) || !first.at(key).is_array() || first.at(key).empty()) continue;
+    const json& b = first.at(key)[0];
+    if (b.is_null()) return 0;
+    if (!b.is_number_integer() || b.get<int64_t>() < 1 || b.get<int64_t>() > kMaxDim)
+      refuse_file(file, std::string(key) + "'s batch size " + shown(b) + " is not null or a positive whole number up to " +
+                            std::to_string(kMaxDim));
+    return b.get<int64_t>();
+  }
+  return 0;
+}
+
 // ---- the recipe -------------------------------------------------------------------------------
 
 const json& empty_object() {
@@ -480,6 +497,13 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     const int64_t outputs = p.shape_[0];
     ModelInfo m;
     recipe_from(root, p, outputs, m, file);  // the loss first: a regression's data are its own arrays
+    if (const int64_t batch = fixed_batch(layers, file)) {
+      m.recipe.batch = batch;
+      const std::string said = "batch 32 and 1 epoch as Keras's fit";
+      const std::string fixed = "batch " + std::to_string(batch) + " as the file's input fixes it, 1 epoch as Keras's fit";
+      const size_t at = m.recipe_source.find(said);
+      if (at != std::string::npos) m.recipe_source.replace(at, said.size(), fixed);
+    }
     const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
     const std::string dataset = regression ? "" : dataset_for(input, p, outputs);
     // Read again only for a reference data set, whose first steps adapt what it delivers.

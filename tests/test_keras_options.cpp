@@ -316,6 +316,19 @@ TEST(KerasOptions, PoolingWindowsAndStridesAsKeras) {
                  "(MaxPooling2D) leaves no pixels of its 6x6 input");
 }
 
+// A batch size fixed in the input's shape ([64, 6]: a stateful model's, or Input(batch_size=64))
+// is the recipe's batch, and the header says where it came from; null is Keras's fit's 32.
+TEST(KerasOptions, ABatchSizeTheFileFixesIsTheRecipes) {
+  json fixed = sequential({input({6}), dense("fc", 3, "softmax")});
+  fixed["config"]["layers"][0]["config"]["batch_shape"][0] = 64;
+  const models::ModelInfo m = models::keras_model(fixed.dump(), "fixed.json");
+  EXPECT_EQ(m.recipe.batch, 64);
+  EXPECT_NE(m.recipe_source.find("batch 64 as the file's input fixes it"), std::string::npos) << m.recipe_source;
+  EXPECT_EQ(models::keras_model(sequential({input({6}), dense("fc", 3, "softmax")}).dump(), "f.json").recipe.batch, 32);
+  fixed["config"]["layers"][0]["config"]["batch_shape"][0] = 0;
+  expect_refusal(fixed, "batch_shape's batch size 0 is not null or a positive whole number");
+}
+
 // return_sequences: every step's output, both directions' side by side in a Bidirectional, into
 // the layer after it (a pooling over time, another LSTM, a Flatten) at its full width; an LSTM
 // counts 4 (u (in + u) + u) a direction in both, as Keras's has one bias (cuDNN's second is held
