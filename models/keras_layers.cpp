@@ -15,6 +15,7 @@
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "ops/embedding.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
 
@@ -33,6 +34,22 @@ class ChannelsFirst : public nn::Module {
     return contiguous(transpose(transpose(x, 1, 3), 2, 3), MemoryFormat::Contiguous);
   }
   std::string type_name() const override { return "ChannelsFirst"; }
+};
+
+// GlobalAveragePooling2D and GlobalMaxPooling2D: [N, C, H, W] -> [N, C] (the mean, or one max
+// pooling window over the whole image).
+class GlobalPool2D : public nn::Module {
+ public:
+  GlobalPool2D(bool max, int h, int w) : max_(max), h_(h), w_(w) {}
+  Tensor forward(const Tensor& x) override {
+    if (!max_) return global_avg_pool(x);
+    return reshape(max_pool2d(x, Pool2dParams{h_, w_, h_, w_}), Shape{x.size(0), x.size(1)});
+  }
+  std::string type_name() const override { return max_ ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D"; }
+
+ private:
+  bool max_;
+  int h_, w_;
 };
 
 // GlobalAveragePooling1D: [N, T, F] -> [N, F].
@@ -196,9 +213,10 @@ class Parser : public Parsed {
     if (c == "LSTM") return lstm(l, cfg(l), false);
     if (c == "Bidirectional") return bidirectional(l);
     if (c == "GlobalAveragePooling1D") return global_average(l);
+    if (c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D") return global_pool2d(l);
     fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, "
-            "BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM) "
-            "and GlobalAveragePooling1D");
+            "BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM), "
+            "GlobalAveragePooling1D, GlobalAveragePooling2D and GlobalMaxPooling2D");
   }
 
 
@@ -417,6 +435,16 @@ class Parser : public Parsed {
     add(l, [] { return std::make_shared<nn::Flatten>(); });
     if (chw_) flat_chw_ = {shape_[2], shape_[0], shape_[1]};
     shape_ = {n};
+    chw_ = false;
+  }
+
+  void global_pool2d(const Layer& l) {
+    image(l);
+    need_value(l, "keepdims", false, "loupe's gives a vector of the channels");
+    const int h = int(shape_[0]), w = int(shape_[1]);
+    const bool max = l.cls == "GlobalMaxPooling2D";
+    add(l, [max, h, w] { return std::make_shared<GlobalPool2D>(max, h, w); });
+    shape_ = {shape_[2]};
     chw_ = false;
   }
 

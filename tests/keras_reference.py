@@ -201,6 +201,28 @@ def case_activations():
     return layers, w, names, x, y
 
 
+def global_pool_case(cls, reduce):
+    w = {"conv": [weights(3, 3, 2, 4), weights(4)], "out": [weights(4, 3), weights(3)]}
+    layers = [layer("Conv2D", "conv", filters=4, kernel_size=[3, 3], activation="relu",
+                    batch_input_shape=[None, 7, 6, 2]),
+              layer(cls, "pool"),
+              layer("Dense", "out", units=3, activation="softmax")]
+    x = weights(3, 7, 6, 2, scale=1)
+    h = reduce(np.maximum(conv2d(x, *w["conv"], 1, "valid"), 0), axis=(1, 2))
+    y = h @ w["out"][0] + w["out"][1]
+    return layers, w, {"conv": ["kernel", "bias"], "out": ["kernel", "bias"]}, x, y
+
+
+def case_global_average():
+    """GlobalAveragePooling2D: the mean of each channel over the image."""
+    return global_pool_case("GlobalAveragePooling2D", np.mean)
+
+
+def case_global_max():
+    """GlobalMaxPooling2D: the largest value of each channel."""
+    return global_pool_case("GlobalMaxPooling2D", np.max)
+
+
 def hard_lstm_case(recurrent_activation, explicit):
     """Two LSTMs with hard_sigmoid gates; the biases large enough that some gates sit past both of
     its corners. `explicit`: the second LSTM names hard_sigmoid, the first leaves it to the
@@ -257,7 +279,8 @@ def case_bidirectional():
 
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
-         "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations}
+         "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
+         "global_average": case_global_average, "global_max": case_global_max}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3"}
