@@ -14,6 +14,8 @@
 #include "core/file_check.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
+#include "ops/bias_act.h"
+#include "ops/conv.h"
 #include "ops/embedding.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
@@ -50,6 +52,67 @@ class GlobalPool2D : public nn::Module {
  private:
   bool max_;
   int h_, w_;
+};
+
+// A sequence [N, T, F] (Keras's channels last) as the image [N, F, 1, T] that loupe's 2-D
+// convolutions and poolings take, and back.
+Tensor sequence_image(const Tensor& x) {
+  return reshape(contiguous(transpose(x, 1, 2)), Shape{x.size(0), x.size(2), 1, x.size(1)});
+}
+Tensor image_sequence(const Tensor& y) {
+  return contiguous(transpose(reshape(y, Shape{y.size(0), y.size(1), y.size(3)}), 1, 2));
+}
+
+// Keras's Conv1D over [N, T, F]: a 2-D convolution of sequence_image's [N, F, 1, T] with a [1, k]
+// kernel, so the parameter "weight" is [filters, F, 1, k]; an activation after it joins the
+// convolution's epilogue as nn::Conv2d's does.
+class Conv1D : public nn::Module {
+ public:
+  Conv1D(int64_t in, int64_t filters, int k, int stride, int pad, bool with_bias) : stride_(stride), pad_(pad) {
+    Tensor w = empty(Shape{filters, in, 1, k}, DType::f32, kCPU);
+    nn::glorot_uniform_(w, in * k, filters * k);  // Keras's fans for a [k, in, filters] kernel
+    weight = register_parameter("weight", w);
+    if (with_bias) bias = register_parameter("bias", zeros(Shape{filters}, DType::f32, kCPU));
+  }
+  Tensor forward(const Tensor& x) override { return forward_fused(x, nn::Epilogue{}); }
+  bool accepts(const nn::Epilogue&) const override { return true; }
+  Tensor forward_fused(const Tensor& x, const nn::Epilogue& e) override {
+    Conv2dParams p;
+    p.stride_w = stride_;
+    p.pad_w = pad_;
+    Tensor y = conv2d(sequence_image(nn::autocast(x)), nn::autocast(weight), p);
+    if (bias.defined() || e.act || e.dropout > 0) y = bias_act(y, nn::autocast(bias), e.act, e.dropout, true);
+    return image_sequence(y);
+  }
+  std::string type_name() const override {
+    return "Conv1D(" + std::to_string(weight.size(1)) + " -> " + std::to_string(weight.size(0)) + ", " +
+           std::to_string(weight.size(3)) + ", stride " + std::to_string(stride_) + ", pad " + std::to_string(pad_) + ")";
+  }
+  Tensor weight, bias;
+
+ private:
+  int stride_, pad_;
+};
+
+// MaxPooling1D, AveragePooling1D and GlobalMaxPooling1D over [N, T, F]: a [1, k] window of
+// sequence_image's image; the global one a window of the whole sequence, giving [N, F].
+class Pool1D : public nn::Module {
+ public:
+  Pool1D(bool max, int k, int stride, bool global) : max_(max), k_(k), stride_(stride), global_(global) {}
+  Tensor forward(const Tensor& x) override {
+    const Pool2dParams p{1, k_, 1, stride_};
+    const Tensor img = sequence_image(x), y = max_ ? max_pool2d(img, p) : avg_pool2d(img, p);
+    return global_ ? reshape(y, Shape{x.size(0), x.size(2)}) : image_sequence(y);
+  }
+  std::string type_name() const override {
+    return std::string(global_ ? "GlobalMaxPooling1D" : max_ ? "MaxPooling1D" : "AveragePooling1D") + "(" +
+           std::to_string(k_) + ", stride " + std::to_string(stride_) + ")";
+  }
+
+ private:
+  bool max_;
+  int k_, stride_;
+  bool global_;
 };
 
 // GlobalAveragePooling1D: [N, T, F] -> [N, F].
@@ -214,9 +277,12 @@ class Parser : public Parsed {
     if (c == "Bidirectional") return bidirectional(l);
     if (c == "GlobalAveragePooling1D") return global_average(l);
     if (c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D") return global_pool2d(l);
-    fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, "
-            "BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM), "
-            "GlobalAveragePooling1D, GlobalAveragePooling2D and GlobalMaxPooling2D");
+    if (c == "Conv1D") return conv1d(l);
+    if (c == "MaxPooling1D" || c == "AveragePooling1D" || c == "GlobalMaxPooling1D") return pool1d(l);
+    fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
+            "AveragePooling1D, AveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
+            "LSTM, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D and "
+            "GlobalMaxPooling2D");
   }
 
 
@@ -436,6 +502,54 @@ class Parser : public Parsed {
     if (chw_) flat_chw_ = {shape_[2], shape_[0], shape_[1]};
     shape_ = {n};
     chw_ = false;
+  }
+
+  // A window's size from the config: 3 or [3] (kernel_size, strides, pool_size of a 1-D layer).
+  int single(const Layer& l, const char* key, int fallback) {
+    const json& c = cfg(l);
+    if (!c.contains(key) || c.at(key).is_null()) return fallback;
+    const json& v = c.at(key);
+    const json& one = v.is_array() && v.size() == 1 ? v[0] : v;
+    if (!one.is_number_integer() || one.get<int64_t>() <= 0 || one.get<int64_t>() > 4096)
+      fail(l, "has " + std::string(key) + " " + shown(v) + "; loupe takes 1 to 4096");
+    return one.get<int>();
+  }
+
+  void sequence(const Layer& l) {
+    if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+    need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
+  }
+
+  void conv1d(const Layer& l) {
+    sequence(l);
+    const int k = single(l, "kernel_size", 0), stride = single(l, "strides", 1);
+    const std::string pad = conf(l).text("padding", "valid");
+    need_value(l, "dilation_rate", json::array({1}), "loupe's convolutions are not dilated");
+    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
+    if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
+      fail(l, "has padding '" + cut(pad) + "'; loupe has valid, and same at stride 1 with an odd kernel");
+    const int64_t in = shape_[1], f = count(l, cfg(l), "filters");
+    const bool bias = conf(l).flag("use_bias", true);
+    const int p = pad == "same" ? nn::same(k) : 0;
+    init(l, "kernel_initializer", "glorotuniform");
+    init(l, "bias_initializer", "zeros");
+    if (shape_[0] + 2 * p < k) fail(l, "leaves no steps of its " + std::to_string(shape_[0]) + "-step input");
+    add(l, [in, f, k, stride, p, bias] { return std::make_shared<Conv1D>(in, f, k, stride, p, bias); });
+    own(conv1d_weights(l.name, k, in, f, bias));
+    parameters(l, __int128(k) * in * f + (bias ? f : 0), 0);
+    shape_ = {(shape_[0] + 2 * p - k) / stride + 1, f};
+    activation(l, conf(l).text("activation", "linear"), nullptr);
+  }
+
+  void pool1d(const Layer& l) {
+    sequence(l);
+    const bool global = l.cls == "GlobalMaxPooling1D", max = l.cls != "AveragePooling1D";
+    if (global) need_value(l, "keepdims", false, "loupe's gives a vector of the features");
+    else need_value(l, "padding", "valid", "loupe's pooling has valid padding");
+    const int k = global ? int(shape_[0]) : single(l, "pool_size", 2), stride = global ? k : single(l, "strides", k);
+    if (shape_[0] < k) fail(l, "leaves no steps of its " + std::to_string(shape_[0]) + "-step input");
+    add(l, [max, k, stride, global] { return std::make_shared<Pool1D>(max, k, stride, global); });
+    shape_ = global ? std::vector<int64_t>{shape_[1]} : std::vector<int64_t>{(shape_[0] - k) / stride + 1, shape_[1]};
   }
 
   void global_pool2d(const Layer& l) {

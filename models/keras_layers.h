@@ -90,6 +90,7 @@ struct Step {
 // (empty when the input is not one), so that the rows of a kernel are taken in loupe's order.
 KerasWeights dense_weights(const std::string& layer, int64_t in, int64_t units, bool bias, const std::vector<int64_t>& chw);
 KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64_t filters, bool bias);
+KerasWeights conv1d_weights(const std::string& layer, int64_t k, int64_t in, int64_t filters, bool bias);
 KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, const std::vector<int64_t>& chw);
 KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t dim);
 // `inner`: the LSTM's own name; a Bidirectional's variables are "forward_<inner>/kernel", ...

@@ -84,6 +84,24 @@ KerasWeights conv_weights(const std::string& layer, int64_t k, int64_t in, int64
   return w;
 }
 
+KerasWeights conv1d_weights(const std::string& layer, int64_t k, int64_t in, int64_t filters, bool bias) {
+  KerasWeights w{layer, "Conv1D", {"kernel"}, {{k, in, filters}}, {"vars/0"}, nullptr};
+  if (bias) add_bias(w, filters);
+  w.convert = [k, in, filters, bias](const std::vector<Tensor>& a) {
+    // Keras's [k, in, out] to loupe's [out, in, 1, k] (ops' 2-D convolution of a sequence).
+    Tensor t = empty(Shape{filters, in, 1, k});
+    const float* s = a[0].data<float>();
+    float* d = t.data<float>();
+    for (int64_t o = 0; o < filters; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t x = 0; x < k; ++x) d[(o * in + i) * k + x] = s[(x * in + i) * filters + o];
+    Named out{{"weight", t}};
+    if (bias) out.emplace_back("bias", clone(a[1]));
+    return out;
+  };
+  return w;
+}
+
 KerasWeights batch_norm_weights(const std::string& layer, int64_t channels, const std::vector<int64_t>& chw) {
   KerasWeights w{layer, "BatchNormalization", {"gamma", "beta", "moving_mean", "moving_variance"},
                  {{channels}, {channels}, {channels}, {channels}}, {"vars/0", "vars/1", "vars/2", "vars/3"}, nullptr};

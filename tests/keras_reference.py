@@ -201,6 +201,40 @@ def case_activations():
     return layers, w, names, x, y
 
 
+def conv1d(x, kernel, bias, padding):
+    """keras.layers.Conv1D at stride 1: x [N, T, F], kernel [k, F, filters]; same pads (k-1)/2."""
+    k = kernel.shape[0]
+    if padding == "same":
+        x = np.pad(x, ((0, 0), ((k - 1) // 2, k // 2), (0, 0)))
+    t = x.shape[1] - k + 1
+    y = np.stack([np.tensordot(x[:, i:i + k, :], kernel, axes=([1, 2], [0, 1])) for i in range(t)], 1)
+    return y + bias
+
+
+def pool1d(x, k, reduce):
+    t = (x.shape[1] - k) // k + 1
+    return np.stack([reduce(x[:, i * k:i * k + k, :], axis=1) for i in range(t)], 1)
+
+
+def case_conv1d():
+    """imdb_cnn's layers: token ids, an Embedding, Conv1D (valid, then same), the 1-D poolings."""
+    w = {"emb": [weights(40, 6)], "conv1": [weights(3, 6, 5), weights(5)], "conv2": [weights(3, 5, 4), weights(4)],
+         "out": [weights(4, 1), weights(1)]}
+    layers = [layer("Embedding", "emb", input_dim=40, output_dim=6, batch_input_shape=[None, 12]),
+              layer("Conv1D", "conv1", filters=5, kernel_size=[3], padding="valid", activation="relu"),
+              layer("MaxPooling1D", "pool1", pool_size=[2]),
+              layer("Conv1D", "conv2", filters=4, kernel_size=[3], padding="same"),
+              layer("AveragePooling1D", "pool2", pool_size=[2]),
+              layer("GlobalMaxPooling1D", "pool3"),
+              layer("Dense", "out", units=1, activation="sigmoid")]
+    x = rng.integers(0, 40, (3, 12)).astype(np.int32)
+    h = pool1d(np.maximum(conv1d(w["emb"][0][x], *w["conv1"], "valid"), 0), 2, np.max)
+    h = pool1d(conv1d(h, *w["conv2"], "same"), 2, np.mean).max(axis=1)
+    y = h @ w["out"][0] + w["out"][1]
+    names = {"emb": ["embeddings"], "conv1": ["kernel", "bias"], "conv2": ["kernel", "bias"], "out": ["kernel", "bias"]}
+    return layers, w, names, x, y
+
+
 def global_pool_case(cls, reduce):
     w = {"conv": [weights(3, 3, 2, 4), weights(4)], "out": [weights(4, 3), weights(3)]}
     layers = [layer("Conv2D", "conv", filters=4, kernel_size=[3, 3], activation="relu",
@@ -280,7 +314,7 @@ def case_bidirectional():
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
          "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
-         "global_average": case_global_average, "global_max": case_global_max}
+         "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3"}

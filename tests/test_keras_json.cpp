@@ -241,8 +241,8 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["config"]["layers"][6]["config"]["kernel_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
   expect(j, "regularizer (kernel_regularizer)");
   j = cnn;
-  j["config"]["layers"][1]["class_name"] = "Conv1D";
-  expect(j, "(Conv1D) is not a layer loupe has");
+  j["config"]["layers"][1]["class_name"] = "Conv3D";
+  expect(j, "(Conv3D) is not a layer loupe has");
   j = cnn;
   j["config"]["layers"][1]["config"]["padding"] = "causal";
   expect(j, "padding 'causal'");

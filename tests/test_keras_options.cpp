@@ -316,6 +316,22 @@ TEST(KerasOptions, PoolingWindowsAndStridesAsKeras) {
                  "(MaxPooling2D) leaves no pixels of its 6x6 input");
 }
 
+// Conv1D (same, and valid at stride 2) and the 1-D poolings build, run forward and backward with a
+// gradient for every parameter, and count as Keras does (k in filters + filters); causal padding
+// is refused by name.
+TEST(KerasOptions, Conv1DAndTheOneDimensionalPoolingsTrain) {
+  auto conv1d = [](const std::string& name, int64_t filters, int stride, const std::string& padding) {
+    return layer("Conv1D", name, {{"filters", filters}, {"kernel_size", {3}}, {"strides", {stride}}, {"padding", padding},
+                                  {"activation", "relu"}});
+  };
+  const Ran r = run_batch(sequential({input({12, 4}), conv1d("c1", 5, 1, "same"), layer("MaxPooling1D", "p", {{"pool_size", {2}}}),
+                                      conv1d("c2", 3, 2, "valid"), layer("GlobalMaxPooling1D", "g"), dense("fc", 2, "softmax")}));
+  EXPECT_EQ(r.y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(r.info.keras_parameters, (3 * 4 * 5 + 5) + (3 * 5 * 3 + 3) + keras_dense(3, 2));
+  expect_refusal(sequential({input({12, 4}), conv1d("c", 5, 1, "causal"), layer("GlobalMaxPooling1D", "g"), dense("fc", 2, "softmax")}),
+                 "layer 'c' (Conv1D) has padding 'causal'");
+}
+
 // A batch size fixed in the input's shape ([64, 6]: a stateful model's, or Input(batch_size=64))
 // is the recipe's batch, and the header says where it came from; null is Keras's fit's 32.
 TEST(KerasOptions, ABatchSizeTheFileFixesIsTheRecipes) {

@@ -137,11 +137,12 @@ TEST_P(KerasArchive, AKerasFileIsTheModelWithItsWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, KerasReference,
                          ::testing::Values("mlp", "cnn", "average_pool", "lstm", "bidirectional", "lstm_hard_keras2",
-                                           "lstm_hard_keras3", "activations", "global_average", "global_max"));
+                                           "lstm_hard_keras3", "activations", "global_average", "global_max",
+                                           "conv1d"));
 // A Keras 2 model with Keras 2's hard_sigmoid has no .keras file: Keras 3 has no such activation.
 INSTANTIATE_TEST_SUITE_P(Cases, KerasArchive,
                          ::testing::Values("mlp", "cnn", "average_pool", "lstm", "bidirectional", "lstm_hard_keras3",
-                                           "activations", "global_average", "global_max"));
+                                           "activations", "global_average", "global_max", "conv1d"));
 
 // The variables a model file's layers hold, in Keras's order, with Keras's shapes.
 TEST_F(KerasWeights, VariablesAreKerasNamesAndShapes) {
