@@ -430,17 +430,24 @@ class Parser : public Parsed {
     return one.get<int>();
   }
 
+  // A convolution's padding on each side (valid, or same at stride 1 with an odd kernel) and
+  // groups: the options both Conv1D and Conv2D take.
+  int conv_padding(const Layer& l, int k, int stride) {
+    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
+    const std::string pad = conf(l).text("padding", "valid");
+    if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
+      fail(l, "has padding '" + cut(pad) + "'; loupe has valid, and same at stride 1 with an odd kernel");
+    return pad == "same" ? nn::same(k) : 0;
+  }
+  void valid_pooling(const Layer& l) { need_value(l, "padding", "valid", "loupe's pooling has valid padding"); }
+
   void conv(const Layer& l) {
     image(l);
     const int k = square(l, "kernel_size", 0), stride = square(l, "strides", 1);
-    const std::string pad = conf(l).text("padding", "valid");
     need_value(l, "dilation_rate", json::array({1, 1}), "loupe's convolutions are not dilated");
-    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
-    if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
-      fail(l, "has padding '" + cut(pad) + "'; loupe has valid, and same at stride 1 with an odd kernel");
+    const int p = conv_padding(l, k, stride);
     const int64_t cin = shape_[2], f = count(l, cfg(l), "filters");
     const bool bias = conf(l).flag("use_bias", true);
-    const int p = pad == "same" ? nn::same(k) : 0;
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
@@ -455,7 +462,7 @@ class Parser : public Parsed {
   void pool(const Layer& l) {
     image(l);
     const int k = square(l, "pool_size", 2), stride = square(l, "strides", k);
-    need_value(l, "padding", "valid", "loupe's pooling has valid padding");
+    valid_pooling(l);
     if (l.cls == "MaxPooling2D") add(l, [k, stride] { return std::make_shared<nn::MaxPool2d>(k, stride); });
     else add(l, [k, stride] { return std::make_shared<nn::AvgPool2d>(k, stride); });
     const int64_t h = (shape_[0] - k) / stride + 1, w = (shape_[1] - k) / stride + 1;
@@ -523,14 +530,10 @@ class Parser : public Parsed {
   void conv1d(const Layer& l) {
     sequence(l);
     const int k = single(l, "kernel_size", 0), stride = single(l, "strides", 1);
-    const std::string pad = conf(l).text("padding", "valid");
     need_value(l, "dilation_rate", json::array({1}), "loupe's convolutions are not dilated");
-    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
-    if (pad != "valid" && !(pad == "same" && stride == 1 && k % 2 == 1))
-      fail(l, "has padding '" + cut(pad) + "'; loupe has valid, and same at stride 1 with an odd kernel");
+    const int p = conv_padding(l, k, stride);
     const int64_t in = shape_[1], f = count(l, cfg(l), "filters");
     const bool bias = conf(l).flag("use_bias", true);
-    const int p = pad == "same" ? nn::same(k) : 0;
     init(l, "kernel_initializer", "glorotuniform");
     init(l, "bias_initializer", "zeros");
     if (shape_[0] + 2 * p < k) fail(l, "leaves no steps of its " + std::to_string(shape_[0]) + "-step input");
@@ -545,7 +548,7 @@ class Parser : public Parsed {
     sequence(l);
     const bool global = l.cls == "GlobalMaxPooling1D", max = l.cls != "AveragePooling1D";
     if (global) need_value(l, "keepdims", false, "loupe's gives a vector of the features");
-    else need_value(l, "padding", "valid", "loupe's pooling has valid padding");
+    else valid_pooling(l);
     const int k = global ? int(shape_[0]) : single(l, "pool_size", 2), stride = global ? k : single(l, "strides", k);
     if (shape_[0] < k) fail(l, "leaves no steps of its " + std::to_string(shape_[0]) + "-step input");
     add(l, [max, k, stride, global] { return std::make_shared<Pool1D>(max, k, stride, global); });
