@@ -635,7 +635,8 @@ TEST(KerasHostile, ManyLayersAreReadQuicklyOrRefused) {
   EXPECT_NE(test::keras_refusal(many(12000)).find("m.json: 12003 layers; loupe reads at most 10000"), std::string::npos);
   // Reading grows with the layers, not their square (each name was compared with every earlier
   // one: 250,000 layers took 82 s): ten times the layers take well under a hundred times as long.
-  // A ratio, each the best of three, so a slow or busy machine (or a sanitizer) does not matter.
+  // A ratio, each the best of three, so a slow or busy machine does not matter; the bound leaves
+  // room for the allocator's costs growing with the heap (about 17x here, 35x under ASan).
   auto best_of_three = [&](const std::string& text) {
     double best = 1e9;
     for (int r = 0; r < 3; ++r) {
@@ -646,7 +647,7 @@ TEST(KerasHostile, ManyLayersAreReadQuicklyOrRefused) {
     return best;
   };
   const std::string small = many(999).dump(), large = many(9990).dump();
-  EXPECT_LT(best_of_three(large), 40 * best_of_three(small));
+  EXPECT_LT(best_of_three(large), 60 * best_of_three(small));
   const models::ModelInfo m = models::keras_model(large, "m.json");
   EXPECT_EQ(m.expected_parameters, keras_dense(6, 3) + keras_dense(3, 3));
   std::vector<std::string> names;
