@@ -341,8 +341,9 @@ train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, co
 }
 
 // compile_config where the file has it (Keras 3), else Keras's compile defaults (RMSprop at 0.001)
-// with the loss the last layer implies; batch and epochs as Keras's fit.
-void recipe_from(const json& root, const Parsed& p, int64_t outputs, ModelInfo& m, const std::string& file) {
+// with the loss the last layer implies; batch and epochs as Keras's fit, or the batch the file
+// fixes (`batch`: fixed_batch's, 0 for none).
+void recipe_from(const json& root, const Parsed& p, int64_t outputs, int64_t batch, ModelInfo& m, const std::string& file) {
   const json* cc = root.contains("compile_config") && root.at("compile_config").is_object() ? &root.at("compile_config") : nullptr;
   if (cc && cc->contains("optimizer") && !cc->at("optimizer").is_null()) {
     const std::string schedule = optimizer_from(cc->at("optimizer"), m.recipe, file);
@@ -368,9 +369,11 @@ void recipe_from(const json& root, const Parsed& p, int64_t outputs, ModelInfo& 
   m.output_activation = act;
   if (m.loss_missing.empty() && m.recipe.loss == train::Loss::CrossEntropy && outputs < 2)
     refuse_file(file, "cross-entropy over " + std::to_string(outputs) + " output; a classifier has at least 2 classes");
-  m.recipe.batch = 32;
+  m.recipe.batch = batch ? batch : 32;
   m.recipe.epochs = 1;
-  m.recipe_source += "; batch 32 and 1 epoch as Keras's fit unless --batch, --epochs";
+  m.recipe_source += (batch ? "; batch " + std::to_string(batch) + " as the file's input fixes it, 1 epoch"
+                            : std::string("; batch 32 and 1 epoch")) +
+                     " as Keras's fit unless --batch, --epochs";
 }
 
 // A file fixes the sizes the reference models take from their data (models/registry.h): the data
@@ -496,14 +499,8 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     Parsed p = parse_layers(layers, input, "", file, dialect);  // what the model outputs, to pick the data set
     const int64_t outputs = p.shape_[0];
     ModelInfo m;
-    recipe_from(root, p, outputs, m, file);  // the loss first: a regression's data are its own arrays
-    if (const int64_t batch = fixed_batch(layers, file)) {
-      m.recipe.batch = batch;
-      const std::string said = "batch 32 and 1 epoch as Keras's fit";
-      const std::string fixed = "batch " + std::to_string(batch) + " as the file's input fixes it, 1 epoch as Keras's fit";
-      const size_t at = m.recipe_source.find(said);
-      if (at != std::string::npos) m.recipe_source.replace(at, said.size(), fixed);
-    }
+    // The loss first: a regression's data are its own arrays.
+    recipe_from(root, p, outputs, fixed_batch(layers, file), m, file);
     const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
     const std::string dataset = regression ? "" : dataset_for(input, p, outputs);
     // Read again only for a reference data set, whose first steps adapt what it delivers.
