@@ -53,6 +53,14 @@ void expect_forced_plans() {
   // loupe8 falls back to 16 rows only where 8 cannot run (hidden size 16): the other shapes take 8.
   if (algo && std::string(algo) == "loupe8") EXPECT_TRUE(eight) << "loupe8 forced, no plan of 8 rows:" << all;
 }
+
+// The largest |got - want| relative to the largest |want|: the error measure of the tests below.
+double error_vs(const std::vector<double>& got, const std::vector<double>& want) {
+  double mag = 0, err = 0;
+  for (double v : want) mag = std::max(mag, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]) / mag);
+  return err;
+}
 }  // namespace
 
 TEST(CudaLstm, CudnnMatchesCpu) {
@@ -91,12 +99,7 @@ TEST(CudaLstm, CudnnMatchesCpu) {
       // Against float64, relative to the largest magnitude. The CPU's float32 is off by ~5e-7 here;
       // cuDNN's STANDARD algorithm as little, its persistent SMALL_H kernel by up to ~1e-5 (measured
       // on an H200, cuDNN 9.14). A reduced-precision path (TF32: ~1e-3) would fail this bound.
-      double scale = 0, e_cpu = 0, e_gpu = 0;
-      for (double v : ref[k]) scale = std::max(scale, std::abs(v));
-      for (size_t i = 0; i < a[k].size(); ++i) {
-        e_cpu = std::max(e_cpu, std::abs(a[k][i] - ref[k][i]) / scale);
-        e_gpu = std::max(e_gpu, std::abs(b[k][i] - ref[k][i]) / scale);
-      }
+      const double e_cpu = error_vs(a[k], ref[k]), e_gpu = error_vs(b[k], ref[k]);
       std::printf("lstm in %3lld hidden %3lld layers %d bi %d %-8s error vs float64: cpu %.2e  cuda %.2e\n",
                   (long long)p.input_size, (long long)p.hidden_size, p.num_layers, int(p.bidirectional), what[k], e_cpu, e_gpu);
       EXPECT_LE(e_gpu, std::max(20 * e_cpu, 3e-5)) << what[k] << ": cuDNN far less accurate than float32 on the CPU";
@@ -146,9 +149,7 @@ TEST(CudaLstm, HalfMatchesCpu) {
       const double unit = dt == DType::f16 ? 1.0 / 2048 : 1.0 / 256;  // half an ulp at 1
       for (size_t k = 0; k < b.size(); ++k) {
         ASSERT_EQ(ref[k].size(), b[k].size());
-        double mag = 0, err = 0;
-        for (double v : ref[k]) mag = std::max(mag, std::abs(v));
-        for (size_t i = 0; i < b[k].size(); ++i) err = std::max(err, std::abs(b[k][i] - ref[k][i]) / mag);
+        const double err = error_vs(b[k], ref[k]);
         std::printf("lstm %s in %3lld hidden %3lld layers %d bi %d %-8s error vs float64 %.2e (%.1f units)\n",
                     dtype_name(dt), (long long)p.input_size, (long long)p.hidden_size, p.num_layers, int(p.bidirectional), what[k], err,
                     err / unit);
@@ -202,9 +203,7 @@ TEST(CudaLstm, TwoRoundsMatchOneRound) {
       EXPECT_EQ(order.log, "x | w ");
       const char* what[] = {"dx", "dw"};
       for (size_t k = 0; k < 2; ++k) {
-        double mag = 0, err = 0;
-        for (double v : one[k]) mag = std::max(mag, std::abs(v));
-        for (size_t i = 0; i < one[k].size(); ++i) err = std::max(err, std::abs(one[k][i] - two[k][i]) / mag);
+        const double err = error_vs(two[k], one[k]);
         std::printf("lstm two rounds %s in %3lld hidden %3lld layers %d %s: max |two - one| %.2e of the largest\n",
                     dtype_name(dt), (long long)p.input_size, (long long)p.hidden_size, p.num_layers, what[k], err);
         EXPECT_LE(err, dt == DType::f32 ? 1e-6 : 1e-3) << what[k];
@@ -253,9 +252,7 @@ TEST(CudaLstm, HardSigmoidMatchesCpu) {
         const double bound = dt == DType::f32 ? 1e-3 : 8.0 / (dt == DType::f16 ? 2048 : 256);
         for (size_t k = 0; k < b.size(); ++k) {
           ASSERT_EQ(ref[k].size(), b[k].size());
-          double mag = 0, err = 0;
-          for (double v : ref[k]) mag = std::max(mag, std::abs(v));
-          for (size_t i = 0; i < b[k].size(); ++i) err = std::max(err, std::abs(b[k][i] - ref[k][i]) / mag);
+          const double err = error_vs(b[k], ref[k]);
           std::printf("lstm hard %.3f %s in %3lld hidden %3lld layers %d bi %d %-3s error vs float64 %.2e\n", slope,
                       dtype_name(dt), (long long)p.input_size, (long long)p.hidden_size, p.num_layers,
                       int(p.bidirectional), what[k], err);
