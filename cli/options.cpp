@@ -62,8 +62,8 @@ Run `loupe COMMAND --help` for a command's options (`loupe train --help`: the tr
 
 const char* const kTrainUsage = R"(usage: loupe train MODEL [options]
 
-MODEL is a reference model (`loupe models` lists them) or a Keras Sequential model file, what
-model.to_json() writes (FILE.json; docs/keras.md): it trains on the data set whose samples have its
+MODEL is a reference model (`loupe models` lists them) or a Keras model file, Sequential or
+functional, what model.to_json() writes (FILE.json; docs/keras.md): it trains on the data set whose samples have its
 input shape (MNIST's, CIFAR-10's, IMDb's), or on NumPy arrays of that shape (--data DIR with
 x_train.npy, y_train.npy, x_test.npy, y_test.npy, or --data FILE.npz of them), with the optimizer
 and loss of its compile_config.

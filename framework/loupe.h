@@ -8,6 +8,7 @@
 #include "core/precision.h"
 #include "core/random.h"
 #include "core/tensor.h"
+#include "nn/graph.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/recurrent.h"

@@ -16,8 +16,10 @@
 #include "core/error.h"
 #include "data/npy.h"
 #include "core/file_check.h"
+#include "models/keras_graph.h"
 #include "models/keras_layers.h"
 #include "models/registry.h"
+#include "nn/graph.h"
 #include "nn/layers.h"
 
 namespace loupe::models {
@@ -28,13 +30,15 @@ using namespace keras;
 // ---- reading the file -------------------------------------------------------------------------
 
 
-// The layers of a Sequential model in either layout; anything else refused by name.
-std::vector<Layer> sequential_layers(const json& root, const std::string& file) {
+// The layers of a Sequential model in either layout, or of a functional model (models/keras_graph.h);
+// anything else refused by name.
+std::vector<Layer> model_layers(const json& root, const std::string& file) {
   if (!root.is_object() || !root.contains("class_name"))
     refuse_file(file, "not a Keras model file (no class_name at the top: what model.to_json() writes)");
+  if (is_functional(root)) return graph_layers(root, file);
   const std::string cls = root.at("class_name").is_string() ? root.at("class_name").get<std::string>() : shown(root.at("class_name"));
   if (cls != "Sequential")
-    refuse_file(file, "a " + cut(cls) + " model; loupe reads Sequential models (a functional Model's graph is not supported yet)");
+    refuse_file(file, "a " + cut(cls) + " model; loupe reads Sequential and functional models (Model, Functional)");
   const json& cfg = root.at("config");
   const json* list = cfg.is_array() ? &cfg : (cfg.is_object() && cfg.contains("layers") ? &cfg.at("layers") : nullptr);
   if (!list || !list->is_array() || list->empty()) refuse_file(file, "its Sequential model has no layers");
@@ -408,10 +412,19 @@ std::string model_stem(const std::string& name) {
 
 
 namespace {
-std::shared_ptr<nn::Module> sequential_of(const std::vector<Step>& steps) {
-  auto s = std::make_shared<nn::Sequential>();
-  for (const Step& st : steps) s->add(st.name, st.make());
-  return s;
+// An nn::Sequential where each step reads the one before (the fused MLP is Sequential's), else an
+// nn::Graph of the steps.
+std::shared_ptr<nn::Module> model_of(const std::vector<Step>& steps) {
+  bool chain = true;
+  for (size_t i = 0; i < steps.size(); ++i) chain = chain && steps[i].inputs == std::vector<int>{int(i) - 1};
+  if (chain) {
+    auto s = std::make_shared<nn::Sequential>();
+    for (const Step& st : steps) s->add(st.name, st.make());
+    return s;
+  }
+  auto g = std::make_shared<nn::Graph>();
+  for (const Step& st : steps) g->add(st.name, st.make(), st.inputs);
+  return g;
 }
 
 // A reference model's builder: the data's vocabulary or alphabet replaces the file's own size (the
@@ -421,14 +434,14 @@ std::function<std::shared_ptr<nn::Module>(int64_t)> data_sized_builder(json root
                                                                          std::string dataset, std::string file,
                                                                          int64_t sized, std::vector<Step> steps) {
   if (dataset != "chars" && dataset != "imdb" && dataset != "imdb_bigrams")
-    return [steps](int64_t) { return sequential_of(steps); };
+    return [steps](int64_t) { return model_of(steps); };
   auto doc = std::make_shared<const json>(std::move(root));
   return [doc, input, dataset, file, sized, steps](int64_t vocab) {
-    if (vocab == sized) return sequential_of(steps);
+    if (vocab == sized) return model_of(steps);
     if (vocab < 1 || (dataset == "chars" && vocab > kCharLstmMaxChars))
       refuse_file(file, (dataset == "chars" ? "texts of 1 to " + std::to_string(kCharLstmMaxChars) + " distinct characters, not "
                                        : std::string("a vocabulary of at least 1 token, not ")) + std::to_string(vocab));
-    return sequential_of(parse_layers(sequential_layers(*doc, file), input, dataset, file, dialect_of(*doc, true), vocab).steps);
+    return model_of(parse_layers(model_layers(*doc, file), input, dataset, file, dialect_of(*doc, true), vocab).steps);
   };
 }
 }  // namespace
@@ -484,7 +497,7 @@ void set_builder(ModelInfo& m, json root, const std::vector<int64_t>& input, con
   } else {
     m.build_for = [steps, dataset, file, sized = m.vocab](int64_t vocab) {
       check_data_vocabulary(file, dataset, sized, vocab);
-      return sequential_of(steps);
+      return model_of(steps);
     };
   }
 }
@@ -493,7 +506,7 @@ void set_builder(ModelInfo& m, json root, const std::vector<int64_t>& input, con
 ModelInfo keras_model(const std::string& text, const std::string& file, bool data_sized) {
   json root = parse_text(text, file);
   try {
-    const std::vector<Layer> layers = sequential_layers(root, file);
+    const std::vector<Layer> layers = model_layers(root, file);
     const std::vector<int64_t> input = input_shape(root, layers, file);
     const Dialect dialect = dialect_of(root, data_sized);
     Parsed p = parse_layers(layers, input, "", file, dialect);  // what the model outputs, to pick the data set
@@ -512,7 +525,8 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.token_ids = p.embedding_input;
     m.name = file;
     m.identity = identity_of(input, p);
-    m.description = "Keras Sequential model, input " + shape_text(input) + ", " +
+    m.description = std::string(is_functional(root) ? "Keras functional model" : "Keras Sequential model") + ", input " +
+                    shape_text(input) + ", " +
                     std::to_string(layers.size()) + " layers";
     m.vocab = dataset == "chars" ? input[1] : p.vocab;
     m.keras_parameters = p.keras_parameters;

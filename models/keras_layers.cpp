@@ -1,6 +1,7 @@
 // The Keras model-file reader's layers (models/keras_layers.h): each layer a file may hold, read
-// into the steps of a loupe Sequential with Keras's output shapes and parameter counts, and every
-// option loupe cannot honour refused by name (docs/keras.md, "What is refused").
+// into the steps of a loupe model (nn::Sequential, or nn::Graph for a functional model) with
+// Keras's output shapes and parameter counts, and every option loupe cannot honour refused by name
+// (docs/keras.md, "What is refused").
 #include "models/keras_layers.h"
 
 #include <algorithm>
@@ -8,231 +9,31 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "core/file_check.h"
+#include "models/keras_modules.h"
+#include "nn/graph.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
-#include "ops/bias_act.h"
-#include "ops/conv.h"
-#include "ops/embedding.h"
-#include "ops/pool.h"
-#include "ops/reduce.h"
-#include "ops/view.h"
 
 namespace loupe::models::keras {
-namespace {
-// ---- the modules a Keras layer needs that loupe's layer set does not have as such -------------
-
-// [N, H, W, C] -> [N, C, H, W]: Keras's channels-last image for loupe's convolutions, in NCHW's
-// own format. With one channel the permuted tensor is already dense with channels-last's exact
-// strides, which plain contiguous() kept: the convolutions then ran channels-last and the dropout
-// after them drew its mask in that order (mnist_cnn from its file trained to other weights than
-// the reference model; KerasJson.TheReferenceModelsTrainFromTheirFilesToTheSameWeights).
-class ChannelsFirst : public nn::Module {
- public:
-  Tensor forward(const Tensor& x) override {
-    return contiguous(transpose(transpose(x, 1, 3), 2, 3), MemoryFormat::Contiguous);
-  }
-  std::string type_name() const override { return "ChannelsFirst"; }
-};
-
-// GlobalAveragePooling2D and GlobalMaxPooling2D: [N, C, H, W] -> [N, C] (the mean, or one max
-// pooling window over the whole image).
-class GlobalPool2D : public nn::Module {
- public:
-  GlobalPool2D(bool max, int h, int w) : max_(max), h_(h), w_(w) {}
-  Tensor forward(const Tensor& x) override {
-    if (!max_) return global_avg_pool(x);
-    return reshape(max_pool2d(x, Pool2dParams{h_, w_, h_, w_}), Shape{x.size(0), x.size(1)});
-  }
-  std::string type_name() const override { return max_ ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D"; }
-
- private:
-  bool max_;
-  int h_, w_;
-};
-
-// A sequence [N, T, F] (Keras's channels last) as the image [N, F, 1, T] that loupe's 2-D
-// convolutions and poolings take, and back.
-Tensor sequence_image(const Tensor& x) {
-  return reshape(contiguous(transpose(x, 1, 2)), Shape{x.size(0), x.size(2), 1, x.size(1)});
-}
-Tensor image_sequence(const Tensor& y) {
-  return contiguous(transpose(reshape(y, Shape{y.size(0), y.size(1), y.size(3)}), 1, 2));
-}
-
-// Keras's Conv1D over [N, T, F]: a 2-D convolution of sequence_image's [N, F, 1, T] with a [1, k]
-// kernel, so the parameter "weight" is [filters, F, 1, k]; an activation after it joins the
-// convolution's epilogue as nn::Conv2d's does.
-class Conv1D : public nn::Module {
- public:
-  Conv1D(int64_t in, int64_t filters, int k, int stride, int pad, bool with_bias) : stride_(stride), pad_(pad) {
-    Tensor w = empty(Shape{filters, in, 1, k}, DType::f32, kCPU);
-    nn::glorot_uniform_(w, in * k, filters * k);  // Keras's fans for a [k, in, filters] kernel
-    weight = register_parameter("weight", w);
-    if (with_bias) bias = register_parameter("bias", zeros(Shape{filters}, DType::f32, kCPU));
-  }
-  Tensor forward(const Tensor& x) override { return forward_fused(x, nn::Epilogue{}); }
-  bool accepts(const nn::Epilogue&) const override { return true; }
-  Tensor forward_fused(const Tensor& x, const nn::Epilogue& e) override {
-    Conv2dParams p;
-    p.stride_w = stride_;
-    p.pad_w = pad_;
-    Tensor y = conv2d(sequence_image(nn::autocast(x)), nn::autocast(weight), p);
-    if (bias.defined() || e.act || e.dropout > 0) y = bias_act(y, nn::autocast(bias), e.act, e.dropout, true);
-    return image_sequence(y);
-  }
-  std::string type_name() const override {
-    return "Conv1D(" + std::to_string(weight.size(1)) + " -> " + std::to_string(weight.size(0)) + ", " +
-           std::to_string(weight.size(3)) + ", stride " + std::to_string(stride_) + ", pad " + std::to_string(pad_) + ")";
-  }
-  Tensor weight, bias;
-
- private:
-  int stride_, pad_;
-};
-
-// MaxPooling1D, AveragePooling1D and GlobalMaxPooling1D over [N, T, F]: a [1, k] window of
-// sequence_image's image; the global one a window of the whole sequence, giving [N, F].
-class Pool1D : public nn::Module {
- public:
-  Pool1D(bool max, int k, int stride, bool global) : max_(max), k_(k), stride_(stride), global_(global) {}
-  Tensor forward(const Tensor& x) override {
-    const Pool2dParams p{1, k_, 1, stride_};
-    const Tensor img = sequence_image(x), y = max_ ? max_pool2d(img, p) : avg_pool2d(img, p);
-    return global_ ? reshape(y, Shape{x.size(0), x.size(2)}) : image_sequence(y);
-  }
-  std::string type_name() const override {
-    return std::string(global_ ? "GlobalMaxPooling1D" : max_ ? "MaxPooling1D" : "AveragePooling1D") + "(" +
-           std::to_string(k_) + ", stride " + std::to_string(stride_) + ")";
-  }
-
- private:
-  bool max_;
-  int k_, stride_;
-  bool global_;
-};
-
-// GlobalAveragePooling1D: [N, T, F] -> [N, F].
-class MeanOverTime : public nn::Module {
- public:
-  Tensor forward(const Tensor& x) override { return mean(x, 1); }
-  std::string type_name() const override { return "GlobalAveragePooling1D"; }
-};
-
-// char_lstm's characters arrive as ids [N, T]; Keras's model takes them one-hot [N, T, C].
-class OneHot : public nn::Module {
- public:
-  explicit OneHot(int64_t classes) : classes_(classes) {}
-  Tensor forward(const Tensor& ids) override { return one_hot(ids, classes_); }
-  std::string type_name() const override { return "OneHot(" + std::to_string(classes_) + ")"; }
-
- private:
-  int64_t classes_;
-};
-
-// Keras's LSTM (or Bidirectional(LSTM), merge_mode concat): the sequence [N, T, D*H] with
-// return_sequences, else the last state of each direction side by side [N, D*H].
-// An nn::LSTM itself (its weight is the layer's own, "lstm.weight" under a layer named "lstm", as
-// checkpoints name the reference models' tensors) that gives what Keras's LSTM gives: the last
-// step's state (both directions' side by side, as Bidirectional(merge_mode='concat')), or every
-// step's output with return_sequences.
-class KerasLstm : public nn::LSTM {
- public:
-  KerasLstm(const LstmParams& p, bool sequences)
-      : nn::LSTM(p), units_(p.hidden_size), dirs_(p.directions()), sequences_(sequences) {}
-  Tensor forward(const Tensor& x) override {  // inside the layer's range (Module::operator())
-    const LstmResult r = run(x);
-    if (sequences_) return r.y;
-    return reshape(transpose(r.h, 0, 1), Shape{x.size(0), dirs_ * units_});
-  }
-
- private:
-  int64_t units_, dirs_;
-  bool sequences_;
-};
-}  // namespace
-
-// ---- checked values --------------------------------------------------------------------------
-
-std::string layer_label(const Layer& l) { return "layer '" + cut(l.name) + "' (" + cut(l.cls) + ")"; }
-
-std::string cut(const std::string& s, size_t prefix) {
-  if (s.size() <= prefix) return s;
-  size_t n = prefix;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
-  return s.substr(0, n) + "...";
-}
-
-std::string shown(const json& v) { return cut(v.dump(-1, ' ', false, json::error_handler_t::replace)); }
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
-void Config::fail(const std::string& why) const { throw Error(where + " " + why); }
-
-bool Config::flag(const char* key, bool fallback) const {
-  if (!has(key)) return fallback;
-  if (!c.at(key).is_boolean()) fail("has " + std::string(key) + " " + shown(c.at(key)) + "; loupe takes true or false");
-  return c.at(key).get<bool>();
-}
-
-std::string Config::text(const char* key, const std::string& fallback) const {
-  if (!has(key)) return fallback;
-  if (!c.at(key).is_string()) fail("has " + std::string(key) + " " + shown(c.at(key)) + "; loupe takes a name");
-  return c.at(key).get<std::string>();
-}
 
 namespace {
-std::string bound(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", x);
-  return b;
-}
-}  // namespace
-
-// Checked as the command line's numbers are (cli/options.cpp): a NaN or an infinity is outside
-// every range.
-double Config::real(const char* key, double fallback, Range r) const {
-  if (!has(key)) return fallback;
-  const json& v = c.at(key);
-  const double x = v.is_number() ? v.get<double>() : std::nan("");
-  const bool ok = std::isfinite(x) && (r.lo_in ? x >= r.lo : x > r.lo) && (r.hi_in ? x <= r.hi : x < r.hi);
-  if (ok) return x;
-  std::string range = std::string(r.lo_in ? "from " : "above ") + bound(r.lo);
-  if (std::isfinite(r.hi)) range += (r.hi_in ? " up to " : " to below ") + bound(r.hi);
-  fail("has " + std::string(key) + " " + shown(v) + "; loupe takes a number " + range);
+// Keras's merge layers as nn::Merge's operations.
+std::optional<nn::MergeOp> merge_op(const std::string& c) {
+  using M = nn::MergeOp;
+  static const std::pair<const char*, M> ops[] = {{"Add", M::Add},         {"Subtract", M::Subtract},
+                                                  {"Multiply", M::Multiply}, {"Average", M::Average},
+                                                  {"Maximum", M::Maximum},   {"Minimum", M::Minimum},
+                                                  {"Concatenate", M::Concatenate}};
+  for (const auto& [name, op] : ops)
+    if (c == name) return op;
+  return std::nullopt;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
-}
-
-// A Keras class's name as one key, from a string or a serialized object: "glorot_uniform",
-// "GlorotUniform" and {"class_name": "GlorotUniform", ...} are all "glorotuniform" (initializers,
-// optimizers, losses). Keras 2.2 wrote Glorot's uniform as VarianceScaling(1, fan_avg, uniform).
-std::string class_key(const json& v) {
-  auto string_at = [](const json& o, const char* key) {  // "" where absent or not a string: never throws
-    return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>() : std::string();
-  };
-  std::string n = v.is_string() ? v.get<std::string>() : string_at(v, "class_name");
-  n = lower(n);
-  n.erase(std::remove(n.begin(), n.end(), '_'), n.end());
-  if (n == "variancescaling" && v.is_object() && v.contains("config")) {
-    const json& c = v.at("config");
-    const bool unit = c.is_object() && c.contains("scale") && c.at("scale") == 1.0;
-    if (unit && string_at(c, "mode") == "fan_avg" && string_at(c, "distribution") == "uniform") return "glorotuniform";
-  }
-  return n;
-}
-
-namespace {
 class Parser : public Parsed {
  public:
   Parser(std::string file, std::vector<int64_t> input, Dialect d) : file_(std::move(file)), dialect_(std::move(d)) {
@@ -240,6 +41,7 @@ class Parser : public Parsed {
   }
 
   void layer(const Layer& l, bool last) {
+    const int reads = current_;
     common(l);
     last_ = last;
     const int64_t before = loupe_parameters;
@@ -250,7 +52,13 @@ class Parser : public Parsed {
     if (n > kMaxValues) fail(l, "gives more than " + std::to_string(kMaxValues) + " values a sample");
     costs.push_back({l.name, loupe_parameters - before, int64_t(n)});
     // What a checkpoint is tied to (models/keras_json.h): the layer as built, not the file's text.
-    architecture += l.cls + " " + l.name + " ->";
+    architecture += l.cls + " " + l.name;
+    if (functional) {  // which steps it reads: a checkpoint is tied to the graph's edges too
+      std::string from;
+      for (const Value& v : merging) from += " " + std::to_string(v.step);
+      architecture += " <-" + (merging.empty() ? " " + std::to_string(reads) : from);
+    }
+    architecture += " ->";
     for (size_t i = first_step; i < steps.size(); ++i) architecture += " " + steps[i].name;
     architecture += " " + shape_text(shape_) + " " + std::to_string(loupe_parameters - before) + "\n";
   }
@@ -258,8 +66,28 @@ class Parser : public Parsed {
   // A step of the data set's adaptation (adapt_input), before any layer's.
   void push(const std::string& name, std::function<std::shared_ptr<nn::Module>()> make) {
     names_.insert(name);
-    steps.push_back({name, std::move(make), nullptr});
+    steps.push_back({name, std::move(make), nullptr, {current_}});
+    current_ = int(steps.size()) - 1;
   }
+
+  // The tensor a layer's output is, as the layers after it read it: its Keras shape, its layout,
+  // and the step that gives it (-1: the model's input).
+  struct Value {
+    std::vector<int64_t> shape;
+    bool chw;
+    std::vector<int64_t> flat_chw;
+    int step;
+  };
+  Value value() const { return {shape_, chw_, flat_chw_, current_}; }
+  void set(const Value& v) {
+    shape_ = v.shape;
+    chw_ = v.chw;
+    flat_chw_ = v.flat_chw;
+    current_ = v.step;
+  }
+  // A merge layer's inputs, set before its layer() (a functional model's).
+  std::vector<Value> merging;
+  bool functional = false;
 
   void dispatch(const Layer& l) {
     const std::string& c = l.cls;
@@ -279,10 +107,13 @@ class Parser : public Parsed {
     if (c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D") return global_pool2d(l);
     if (c == "Conv1D") return conv1d(l);
     if (c == "MaxPooling1D" || c == "AveragePooling1D" || c == "GlobalMaxPooling1D") return pool1d(l);
+    if (c == "ZeroPadding2D") return zero_padding(l);
+    if (merge_op(c)) return merge(l, *merge_op(c));
     fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
-            "AveragePooling1D, AveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
-            "LSTM, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D and "
-            "GlobalMaxPooling2D");
+            "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
+            "LSTM, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
+            "GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, Maximum, Minimum and "
+            "Concatenate");
   }
 
 
@@ -319,7 +150,8 @@ class Parser : public Parsed {
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
     while (names_.count(n)) n += "_" + std::to_string(steps.size());
     names_.insert(n);
-    steps.push_back({n, std::move(make), nullptr});
+    steps.push_back({n, std::move(make), nullptr, {current_}});
+    current_ = int(steps.size()) - 1;
   }
   // The Keras variables the step just added holds.
   void own(KerasWeights w) { steps.back().weights = std::make_shared<const KerasWeights>(std::move(w)); }
@@ -430,8 +262,7 @@ class Parser : public Parsed {
     return one.get<int>();
   }
 
-  // A convolution's padding on each side (valid, or same at stride 1 with an odd kernel) and
-  // groups: the options both Conv1D and Conv2D take.
+  // A Conv1D's padding on each side (valid, or same at stride 1 with an odd kernel) and groups.
   int conv_padding(const Layer& l, int k, int stride) {
     need_value(l, "groups", 1, "loupe's convolutions are not grouped");
     const std::string pad = conf(l).text("padding", "valid");
@@ -439,13 +270,70 @@ class Parser : public Parsed {
       fail(l, "has padding '" + cut(pad) + "'; loupe has valid, and same at stride 1 with an odd kernel");
     return pad == "same" ? nn::same(k) : 0;
   }
+  // Keras's 2-D padding (TensorFlow's): valid, none; same, an output of ceil(size / stride) pixels
+  // with the padding's odd pixel after. Returns the pixels on each side of an even padding (the
+  // layer's own) and sets `uneven` to each side's (top, bottom, left, right) where they differ.
+  int padding_2d(const Layer& l, int k, int stride, const std::string& what, std::vector<int64_t>* uneven) {
+    const std::string pad = conf(l).text("padding", "valid");
+    if (pad != "valid" && pad != "same") fail(l, "has padding '" + cut(pad) + "'; loupe has valid and same");
+    if (pad == "valid") return 0;
+    auto sides = [&](int64_t size) {
+      const int64_t total = std::max<int64_t>(((size + stride - 1) / stride - 1) * stride + k - size, 0);
+      return std::pair<int64_t, int64_t>{total / 2, total - total / 2};
+    };
+    const auto [top, bottom] = sides(shape_[0]);
+    const auto [left, right] = sides(shape_[1]);
+    if (top == bottom && left == right && top == left) return int(top);
+    if (!uneven) fail(l, "has padding 'same', which pads its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) +
+                            " input unevenly; " + what);
+    *uneven = {top, bottom, left, right};
+    return 0;
+  }
+  // A Conv2D's padding: an uneven one as a ZeroPadding2D step before the convolution.
+  int conv2d_padding(const Layer& l, int k, int stride) {
+    need_value(l, "groups", 1, "loupe's convolutions are not grouped");
+    std::vector<int64_t> uneven;
+    const int p = padding_2d(l, k, stride, "", &uneven);
+    if (!uneven.empty()) zero_pad(l, uneven, "_pad");
+    return p;
+  }
+  void zero_pad(const Layer& l, const std::vector<int64_t>& sides, const std::string& suffix) {
+    add(l, [sides] { return std::make_shared<ZeroPad2D>(sides); }, suffix);
+    shape_ = {shape_[0] + sides[0] + sides[1], shape_[1] + sides[2] + sides[3], shape_[2]};
+  }
+  // ZeroPadding2D's padding: 1 (every side), [rows, columns], or [[top, bottom], [left, right]].
+  void zero_padding(const Layer& l) {
+    image(l);
+    need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
+    const json& c = cfg(l);
+    const json& v = c.contains("padding") ? c.at("padding") : json(1);
+    auto pixels = [&](const json& n) -> int64_t {
+      if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > 4096)
+        fail(l, "has padding " + shown(v) + "; loupe takes 0 to 4096 pixels a side");
+      return n.get<int64_t>();
+    };
+    auto pair = [&](const json& p) { return p.is_array() && p.size() == 2; };
+    std::vector<int64_t> sides;
+    if (v.is_number()) sides = std::vector<int64_t>(4, pixels(v));
+    else if (pair(v) && pair(v[0]) && pair(v[1])) sides = {pixels(v[0][0]), pixels(v[0][1]), pixels(v[1][0]), pixels(v[1][1])};
+    else if (pair(v)) sides = {pixels(v[0]), pixels(v[0]), pixels(v[1]), pixels(v[1])};
+    else fail(l, "has padding " + shown(v) + "; Keras's is a number, [rows, columns] or [[top, bottom], [left, right]]");
+    zero_pad(l, sides, "");
+  }
+  // The output's rows and columns of a window of k pixels at `stride` over the image padded by p
+  // on each side (a convolution's or a pooling's), refused where it leaves none.
+  std::pair<int64_t, int64_t> window_out(const Layer& l, int k, int stride, int p) {
+    if (std::min(shape_[0], shape_[1]) + 2 * p < k)
+      fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    return {(shape_[0] + 2 * p - k) / stride + 1, (shape_[1] + 2 * p - k) / stride + 1};
+  }
   void valid_pooling(const Layer& l) { need_value(l, "padding", "valid", "loupe's pooling has valid padding"); }
 
   void conv(const Layer& l) {
     image(l);
     const int k = square(l, "kernel_size", 0), stride = square(l, "strides", 1);
     need_value(l, "dilation_rate", json::array({1, 1}), "loupe's convolutions are not dilated");
-    const int p = conv_padding(l, k, stride);
+    const int p = conv2d_padding(l, k, stride);
     const int64_t cin = shape_[2], f = count(l, cfg(l), "filters");
     const bool bias = conf(l).flag("use_bias", true);
     init(l, "kernel_initializer", "glorotuniform");
@@ -453,8 +341,7 @@ class Parser : public Parsed {
     add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
     own(conv_weights(l.name, k, cin, f, bias));
     parameters(l, __int128(k) * k * cin * f + (bias ? f : 0), 0);
-    const int64_t h = (shape_[0] + 2 * p - k) / stride + 1, w = (shape_[1] + 2 * p - k) / stride + 1;
-    if (std::min(shape_[0], shape_[1]) + 2 * p < k) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    const auto [h, w] = window_out(l, k, stride, p);
     shape_ = {h, w, f};
     activation(l, conf(l).text("activation", "linear"), nullptr);
   }
@@ -462,11 +349,11 @@ class Parser : public Parsed {
   void pool(const Layer& l) {
     image(l);
     const int k = square(l, "pool_size", 2), stride = square(l, "strides", k);
-    valid_pooling(l);
-    if (l.cls == "MaxPooling2D") add(l, [k, stride] { return std::make_shared<nn::MaxPool2d>(k, stride); });
-    else add(l, [k, stride] { return std::make_shared<nn::AvgPool2d>(k, stride); });
-    const int64_t h = (shape_[0] - k) / stride + 1, w = (shape_[1] - k) / stride + 1;
-    if (std::min(shape_[0], shape_[1]) < k) fail(l, "leaves no pixels of its " + std::to_string(shape_[0]) + "x" + std::to_string(shape_[1]) + " input");
+    // Padding is never part of a pooling window (ops/pool.h), as in Keras: an even one only.
+    const int p = padding_2d(l, k, stride, "loupe's pooling pads evenly", nullptr);
+    if (l.cls == "MaxPooling2D") add(l, [k, stride, p] { return std::make_shared<nn::MaxPool2d>(k, stride, p); });
+    else add(l, [k, stride, p] { return std::make_shared<nn::AvgPool2d>(k, stride, p); });
+    const auto [h, w] = window_out(l, k, stride, p);
     shape_ = {h, w, shape_[2]};
   }
 
@@ -656,6 +543,55 @@ class Parser : public Parsed {
     lstm(lstm_layer, inner.at("config"), true, Config{inner.at("config"), file_ + ": " + layer_label(l)}.text("name", "lstm"));
   }
 
+  // Keras's merge layers over `merging` (a functional model's): one shape, or Concatenate's shapes
+  // equal but along its axis. An image that is channels-first in one input is made so in all.
+  void merge(const Layer& l, nn::MergeOp op) {
+    if (!functional) fail(l, "merges tensors, which only a functional model's layers do");
+    std::vector<Value> in = merging;
+    if (in.size() < 2) fail(l, "merges " + std::to_string(in.size()) + " tensor; Keras's merge layers take two or more");
+    if (op == nn::MergeOp::Subtract && in.size() != 2) fail(l, "subtracts " + std::to_string(in.size()) + " tensors; Keras's Subtract takes two");
+    const bool any_chw = std::any_of(in.begin(), in.end(), [](const Value& v) { return v.chw; });
+    for (Value& v : in) {
+      if (v.chw || !any_chw || v.shape.size() != 3) continue;
+      set(v);
+      image(l);
+      v = value();
+    }
+    const bool concat = op == nn::MergeOp::Concatenate;
+    int axis = concat ? keras_axis(l, in[0].shape.size()) : 0;
+    for (const Value& v : in) {
+      bool same = v.shape.size() == in[0].shape.size() && v.flat_chw == in[0].flat_chw && v.chw == in[0].chw;
+      for (size_t d = 0; same && d < v.shape.size(); ++d) same = v.shape[d] == in[0].shape[d] || (concat && int(d) == axis);
+      if (!same) fail(l, "merges " + shape_text(in[0].shape) + " with " + shape_text(v.shape) + "; " +
+                         (concat ? "Concatenate's shapes differ only along its axis" : "loupe's merges take one shape"));
+      if (concat && !v.flat_chw.empty())
+        fail(l, "concatenates flattened images, which loupe flattens channel by channel where Keras goes pixel by pixel");
+    }
+    Value out = in[0];
+    if (concat)
+      for (size_t k = 1; k < in.size(); ++k) out.shape[size_t(axis)] += in[k].shape[size_t(axis)];
+    // loupe's dimension: the batch's first, and an image's channels before its rows and columns.
+    const int dim = out.chw ? (axis == 2 ? 1 : axis + 2) : axis + 1;
+    set(out);
+    std::vector<int> reads;
+    for (const Value& v : in) reads.push_back(v.step);
+    add(l, [op, dim] { return std::make_shared<nn::Merge>(op, dim); });
+    steps.back().inputs = reads;
+  }
+
+  // Concatenate's axis over a sample of `rank` dimensions, the batch's left out: Keras's -1 (the
+  // default) is the last; 0, the batch, is refused.
+  int keras_axis(const Layer& l, size_t rank) {
+    const json& c = cfg(l);
+    const json& v = c.contains("axis") && !c.at("axis").is_null() ? c.at("axis") : json(-1);
+    const int64_t r = int64_t(rank);
+    if (!v.is_number_integer() || v.get<int64_t>() == 0 || v.get<int64_t>() < -r || v.get<int64_t>() > r)
+      fail(l, "has axis " + shown(v) + "; loupe concatenates along a sample's dimension, 1 to " + std::to_string(r) +
+              " or -1 to -" + std::to_string(r));
+    const int64_t a = v.get<int64_t>();
+    return int(a < 0 ? r + a : a - 1);
+  }
+
   void global_average(const Layer& l) {
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
     need_value(l, "data_format", "channels_last", "loupe averages over time, Keras's default");
@@ -666,6 +602,7 @@ class Parser : public Parsed {
 
   std::string file_;
   Dialect dialect_;
+  int current_ = -1;  // the step whose output the next layer reads (-1: the model's input)
   bool last_ = false;
   std::vector<int64_t> flat_chw_;  // the [C, H, W] image a Flatten made the vector of, until a Dense
   std::unordered_set<std::string> names_;  // the steps' names
@@ -718,9 +655,20 @@ Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input
   p.resize = resize;
   p.dataset = dataset;
   adapt_input(input, dataset, p);
+  p.functional = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.inbound.empty(); });
+  std::vector<Parser::Value> out;  // each layer's, in a functional model
   for (size_t i = 0; i < layers.size(); ++i) {
     try {
-      p.layer(layers[i], i + 1 == layers.size());
+      const Layer& l = layers[i];
+      p.merging.clear();
+      if (l.inbound.size() == 1) p.set(out.at(size_t(l.inbound[0])));
+      if (l.inbound.size() > 1)
+        for (int k : l.inbound) p.merging.push_back(out.at(size_t(k)));
+      if (l.inbound.size() > 1 && !merge_op(l.cls))
+        refuse_file(file, layer_label(l) + " is called on " + std::to_string(l.inbound.size()) +
+                              " tensors; loupe's layers but the merges (Add, Concatenate, ...) take one");
+      p.layer(l, i + 1 == layers.size());
+      out.push_back(p.value());
     } catch (const json::exception& e) {  // a key missing or of another type than the layer reads
       refuse_file(file, layer_label(layers[i]) + ": " + untagged(e.what()));
     }

@@ -30,6 +30,9 @@ constexpr size_t kMaxLayers = 10000;
 struct Layer {
   std::string cls, name;
   const json* cfg;
+  // In a functional model (models/keras_graph.h), the layers its call reads, by their index in the
+  // model's list; empty in a Sequential model, whose layer reads the one before.
+  std::vector<int> inbound = {};
 };
 
 std::string layer_label(const Layer& l);
@@ -78,11 +81,14 @@ struct KerasWeights {
   std::function<std::vector<std::pair<std::string, Tensor>>(const std::vector<Tensor>&)> convert;
 };
 
-// A step of the loupe model: a module named `name`, and the Keras weights it holds (none for most).
+// A step of the loupe model: a module named `name`, the Keras weights it holds (none for most), and
+// the steps whose outputs it reads (-1: the model's input; nn::Graph's nodes): the step before it,
+// but in a functional model's branches and merges.
 struct Step {
   std::string name;
   std::function<std::shared_ptr<nn::Module>()> make;
   std::shared_ptr<const KerasWeights> weights;
+  std::vector<int> inputs;
 };
 
 // The converters of Keras's variables into loupe's layouts (models/keras_weights.cpp). `chw`: the

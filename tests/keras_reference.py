@@ -112,8 +112,54 @@ def layer(cls, name, **config):
 
 
 def model_file(layers, version="2.2.4"):
+    if is_functional(layers):
+        return functional_keras2(layers, version)
     return {"class_name": "Sequential", "config": {"name": "sequential_1", "layers": layers},
             "keras_version": version, "backend": "tensorflow"}
+
+
+# ---- functional models: a case's layers name the layers each reads ("inbound") ---------------------
+
+def is_functional(layers):
+    return any("inbound" in l for l in layers)
+
+
+def called(cls, name, inbound, **config):
+    return dict(layer(cls, name, **config), inbound=inbound)
+
+
+def functional_keras2(layers, version):
+    """Keras 2.2's `Model.get_config` (keras/engine/network.py): each layer with its name and
+    inbound_nodes, one call each, a list of [layer, node_index, tensor_index, kwargs]."""
+    out = [{"name": l["config"]["name"], "class_name": l["class_name"], "config": l["config"],
+            "inbound_nodes": [[[n, 0, 0, {}] for n in l["inbound"]]] if l.get("inbound") else []}
+           for l in layers]
+    return {"class_name": "Model", "keras_version": version, "backend": "tensorflow",
+            "config": {"name": "model_1", "layers": out, "input_layers": [[out[0]["name"], 0, 0]],
+                       "output_layers": [[out[-1]["name"], 0, 0]]}}
+
+
+def functional_keras3(layers, k3):
+    """Keras 3's `Functional.get_config` (keras/src/models/functional.py): each call
+    {"args": [...], "kwargs": {}} whose tensors are "__keras_tensor__" objects with their
+    keras_history [layer, node_index, tensor_index]; a merge's first argument is a list of them."""
+    def tensor(n):
+        return {"class_name": "__keras_tensor__", "config": {"shape": None, "dtype": "float32",
+                                                             "keras_history": [n, 0, 0]}}
+    out = []
+    for l in layers:
+        e = k3(l) if l["class_name"] != "InputLayer" else {
+            "module": "keras.layers", "class_name": "InputLayer", "registered_name": None,
+            "config": {"batch_shape": l["config"]["batch_input_shape"], "dtype": "float32", "sparse": False,
+                       "name": l["config"]["name"]}}
+        e["name"] = l["config"]["name"]
+        reads = l.get("inbound", [])
+        args = [[tensor(n) for n in reads]] if len(reads) > 1 else [tensor(n) for n in reads]
+        e["inbound_nodes"] = [{"args": args, "kwargs": {}}] if reads else []
+        out.append(e)
+    return {"module": "keras.src.models.functional", "class_name": "Functional", "registered_name": "Functional",
+            "config": {"name": "functional", "trainable": True, "layers": out,
+                       "input_layers": [[out[0]["name"], 0, 0]], "output_layers": [out[-1]["name"], 0, 0]}}
 
 
 def case_mlp():
@@ -284,6 +330,107 @@ def case_lstm_hard_keras3():
     return hard_lstm_case(hard_sigmoid_keras3, explicit=True)
 
 
+def case_residual():
+    """A functional model (Keras 2's layout): a residual block, the Add of a convolution's output
+    and the batch-normalised convolution of it, then relu, a pooling and a Dense over the image
+    flattened."""
+    bn = [np.float32(1) + weights(4, scale=0.2), weights(4, scale=0.2), weights(4, scale=0.3),
+          rng.uniform(0.5, 1.5, 4).astype(np.float32)]
+    w = {"conv_a": [weights(3, 3, 2, 4), weights(4)], "conv_b": [weights(3, 3, 4, 4), weights(4)], "bn": bn,
+         "out": [weights(2 * 2 * 4, 3), weights(3)]}
+    layers = [layer("InputLayer", "image", batch_input_shape=[None, 6, 6, 2], dtype="float32"),
+              called("Conv2D", "conv_a", ["image"], filters=4, kernel_size=[3, 3], padding="same", activation="relu"),
+              called("Conv2D", "conv_b", ["conv_a"], filters=4, kernel_size=[3, 3], padding="same"),
+              called("BatchNormalization", "bn", ["conv_b"], epsilon=0.001),
+              called("Add", "add", ["conv_a", "bn"]),
+              called("Activation", "relu", ["add"], activation="relu"),
+              called("AveragePooling2D", "pool", ["relu"], pool_size=[3, 3]),
+              called("Flatten", "flat", ["pool"]),
+              called("Dense", "out", ["flat"], units=3, activation="softmax")]
+    x = weights(3, 6, 6, 2, scale=1)
+    a = np.maximum(conv2d(x, *w["conv_a"], 1, "same"), 0)
+    b = batch_norm(conv2d(a, *w["conv_b"], 1, "same"), *bn, 0.001)
+    h = pool2d(np.maximum(a + b, 0), 3, 3, np.mean).reshape(len(x), -1)
+    y = h @ w["out"][0] + w["out"][1]
+    names = {"conv_a": ["kernel", "bias"], "conv_b": ["kernel", "bias"],
+             "bn": ["gamma", "beta", "moving_mean", "moving_variance"], "out": ["kernel", "bias"]}
+    return layers, w, names, x, y
+
+
+def case_inception():
+    """A functional model in Keras 3's layout: an Inception-style block of three branches over the
+    input concatenated along the channels, that joined to itself along the rows, then a Dense."""
+    w = {"b1": [weights(1, 1, 3, 2), weights(2)], "b2": [weights(3, 3, 3, 3), weights(3)],
+         "b3": [weights(1, 1, 3, 2), weights(2)], "out": [weights(10 * 5 * 7, 2), weights(2)]}
+    layers = [layer("InputLayer", "image", batch_input_shape=[None, 5, 5, 3]),
+              called("Conv2D", "b1", ["image"], filters=2, kernel_size=[1, 1], activation="relu"),
+              called("Conv2D", "b2", ["image"], filters=3, kernel_size=[3, 3], padding="same", activation="relu"),
+              called("Conv2D", "b3", ["image"], filters=2, kernel_size=[1, 1], activation="tanh"),
+              called("Concatenate", "mixed", ["b1", "b2", "b3"], axis=-1),
+              called("Concatenate", "rows", ["mixed", "mixed"], axis=1),
+              called("Flatten", "flat", ["rows"]),
+              called("Dense", "out", ["flat"], units=2, activation="softmax")]
+    x = weights(2, 5, 5, 3, scale=1)
+    mixed = np.concatenate([np.maximum(conv2d(x, *w["b1"], 1, "valid"), 0),
+                            np.maximum(conv2d(x, *w["b2"], 1, "same"), 0),
+                            np.tanh(conv2d(x, *w["b3"], 1, "valid"))], 3)
+    h = np.concatenate([mixed, mixed], 1).reshape(len(x), -1)
+    y = h @ w["out"][0] + w["out"][1]
+    return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
+
+
+def case_merges():
+    """Every merge over vectors, the model's input among the merged."""
+    w = {"d0": [weights(6, 6), weights(6)], "d1": [weights(6, 4), weights(4)], "d2": [weights(6, 4), weights(4)],
+         "d3": [weights(6, 4), weights(4)], "out": [weights(8, 3), weights(3)]}
+    layers = [layer("InputLayer", "x", batch_input_shape=[None, 6]),
+              called("Dense", "d0", ["x"], units=6),
+              called("Add", "res", ["x", "d0"]),
+              called("Dense", "d1", ["res"], units=4, activation="tanh"),
+              called("Dense", "d2", ["res"], units=4, activation="relu"),
+              called("Dense", "d3", ["res"], units=4),
+              called("Subtract", "sub", ["d1", "d2"]),
+              called("Multiply", "mul", ["d1", "d3"]),
+              called("Average", "avg", ["sub", "mul", "d2"]),
+              called("Maximum", "max", ["avg", "d3"]),
+              called("Minimum", "min", ["max", "d1"]),
+              called("Concatenate", "cat", ["min", "d2"]),
+              called("Dense", "out", ["cat"], units=3, activation="softmax")]
+    x = weights(5, 6, scale=1)
+    dense = lambda k, h: h @ w[k][0] + w[k][1]
+    r = x + dense("d0", x)
+    d1, d2, d3 = np.tanh(dense("d1", r)), np.maximum(dense("d2", r), 0), dense("d3", r)
+    m = np.minimum(np.maximum((d1 - d2 + d1 * d3 + d2) / 3, d3), d1)
+    y = dense("out", np.concatenate([m, d2], 1))
+    return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
+
+
+def pool2d_same(x, k, stride, reduce):
+    """Keras's pooling with padding 'same': the padding is never part of a window (NaN, skipped)."""
+    (t, b), (l, r) = same_padding(x.shape[1], k, stride), same_padding(x.shape[2], k, stride)
+    return pool2d(np.pad(x, ((0, 0), (t, b), (l, r), (0, 0)), constant_values=np.nan), k, stride, reduce)
+
+
+def case_same_padding():
+    """ZeroPadding2D's uneven sides; 'same' at stride 2 and with an even kernel, whose padding's odd
+    pixel goes after; the poolings' 'same', whose padding is no part of a window."""
+    w = {"conv1": [weights(3, 3, 2, 3), weights(3)], "conv2": [weights(4, 4, 3, 2), weights(2)],
+         "out": [weights(4 * 5 * 2, 3), weights(3)]}
+    layers = [layer("ZeroPadding2D", "pad", padding=[[1, 0], [2, 1]], batch_input_shape=[None, 7, 6, 2]),
+              layer("Conv2D", "conv1", filters=3, kernel_size=[3, 3], strides=[2, 2], padding="same", activation="relu"),
+              layer("Conv2D", "conv2", filters=2, kernel_size=[4, 4], padding="same"),
+              layer("MaxPooling2D", "max", pool_size=[3, 3], strides=[1, 1], padding="same"),
+              layer("AveragePooling2D", "avg", pool_size=[3, 3], strides=[1, 1], padding="same"),
+              layer("Flatten", "flat"),
+              layer("Dense", "out", units=3, activation="softmax")]
+    x = weights(3, 7, 6, 2, scale=1)
+    h = np.pad(x, ((0, 0), (1, 0), (2, 1), (0, 0)))
+    h = conv2d(np.maximum(conv2d(h, *w["conv1"], 2, "same"), 0), *w["conv2"], 1, "same")
+    h = pool2d_same(pool2d_same(h, 3, 1, np.nanmax), 3, 1, np.nanmean).reshape(len(x), -1)
+    y = h @ w["out"][0] + w["out"][1]
+    return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
+
+
 def case_bidirectional():
     """Bidirectional(LSTM) as a sequence (the backward one's outputs back in time order), averaged,
     then one returning its last states side by side."""
@@ -314,10 +461,12 @@ def case_bidirectional():
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
          "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
-         "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d}
+         "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d,
+         "residual": case_residual, "inception": case_inception, "merges": case_merges,
+         "same_padding": case_same_padding}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
-VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3"}
+VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):
@@ -490,6 +639,8 @@ def keras3_config(layers):
         if "layer" in cfg:
             cfg["layer"] = k3(cfg["layer"])
         return {"module": "keras.layers", "class_name": l["class_name"], "config": cfg, "registered_name": None}
+    if is_functional(layers):
+        return functional_keras3(layers, k3)
     first = layers[0]["config"]["batch_input_shape"]
     return {"module": "keras", "class_name": "Sequential", "registered_name": None,
             "config": {"name": "sequential", "trainable": True,

@@ -22,6 +22,7 @@
 #include "ops/linear_act.h"
 #include "ops/lstm.h"
 #include "ops/mlp.h"
+#include "nn/graph.h"
 
 namespace loupe::test {
 
@@ -325,6 +326,19 @@ inline std::vector<OpCase> op_cases() {
       .with_flops([](S) { return Flops{}; }).with_perf({{512, 1024}, {512, 1024}});
   add("cat_dim1_3d", {{{2, 3, 4}}, {{2, 1, 4}}}, [](V x) { return cat({x[0], x[1]}, 1); })
       .with_flops([](S) { return Flops{}; }).with_perf({{64, 96, 128}, {64, 32, 128}});
+  // nn::Merge (nn/graph.h), a functional model's merges of three inputs: Maximum is a + relu(b - a)
+  // per input after the first (3 forward; backward: relu's 1, the subtraction's negated gradient
+  // and the first's two gradients added), Minimum a - relu(a - b) (one negation more), Average two
+  // adds and a scale (the scale's gradient the only FLOP back).
+  auto merge3 = [](nn::MergeOp op) {
+    return [op](V x) { return nn::Merge(op).merge({x[0], x[1], x[2]}); };
+  };
+  add("merge_maximum", {{{4, 5}}, {{4, 5}}, {{4, 5}}}, merge3(nn::MergeOp::Maximum))
+      .with_flops(fl::per_element(6, 6)).with_perf({M, M, M});
+  add("merge_minimum", {{{4, 5}}, {{4, 5}}, {{4, 5}}}, merge3(nn::MergeOp::Minimum))
+      .with_flops(fl::per_element(6, 8)).with_perf({M, M, M});
+  add("merge_average", {{{3, 2, 4}}, {{3, 2, 4}}, {{3, 2, 4}}}, merge3(nn::MergeOp::Average))
+      .with_flops(fl::per_element(3, 1)).with_perf({M, M, M});
   add("cat_three_last_dim", {{{3, 2}}, {{3, 4}}, {{3, 1}}},
       [](V x) { return cat({x[0], x[1], x[2]}, -1) * cat({x[2], x[1], x[0]}, 1); })
       .with_flops([](S s) {

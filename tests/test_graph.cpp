@@ -4,6 +4,8 @@
 // spread of two eager runs. On the CPU, --graph on is refused and auto runs eagerly, saying why.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "instrument/monitor.h"
 #include "loader/loader.h"
 #include "loupe.h"
+#include "models/keras_json.h"
 #include "models/registry.h"
 #include "models/session.h"
 #include "train/observers.h"
@@ -19,6 +22,7 @@
 #include "skip.h"
 
 using namespace loupe;
+using json = nlohmann::json;
 
 namespace {
 
@@ -43,9 +47,9 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // the generator's device word must follow), through the resident path or the loader.
 // `overflow_before_epoch2` sets fp16's loss scale to 2^30 between the epochs, so that the first
 // steps of epoch 2 overflow and are skipped, inside the graph's replays when graphed.
-Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMode graph, bool loader,
+Run train(const models::ModelInfo& info, int64_t batch, Precision prec, train::GraphMode graph, bool loader,
           bool overflow_before_epoch2 = false) {
-  const models::ModelInfo& info = models::find_model(name);
+  const std::string& name = info.name;
   const int64_t n = batch * 4 + batch / 2, n_test = 1000 * 2;
   manual_seed(1);
   train::TensorDataset set, test;
@@ -114,11 +118,12 @@ Run train(const std::string& name, int64_t batch, Precision prec, train::GraphMo
 }
 
 // Graphed against eager: identical where two eager runs are identical, else within their spread.
-void check_same_as_eager(const std::string& name, int64_t batch, Precision prec, bool loader, bool overflow = false) {
+void check_same_as_eager(const models::ModelInfo& info, int64_t batch, Precision prec, bool loader, bool overflow = false) {
+  const std::string& name = info.name;
   SCOPED_TRACE(name + " " + precision_name(prec) + (loader ? " (loader)" : " (resident)"));
-  Run e1 = train(name, batch, prec, train::GraphMode::Off, loader, overflow);
-  Run e2 = train(name, batch, prec, train::GraphMode::Off, loader, overflow);
-  Run g = train(name, batch, prec, train::GraphMode::On, loader, overflow);
+  Run e1 = train(info, batch, prec, train::GraphMode::Off, loader, overflow);
+  Run e2 = train(info, batch, prec, train::GraphMode::Off, loader, overflow);
+  Run g = train(info, batch, prec, train::GraphMode::On, loader, overflow);
   EXPECT_EQ(e1.graph_steps, 0);
   // Epoch 1: 2 eager warm-up steps, then 2 replays (the capture's own launch included), the
   // partial batch eagerly; epoch 2: 4 replays and the partial batch.
@@ -143,6 +148,10 @@ void check_same_as_eager(const std::string& name, int64_t batch, Precision prec,
     EXPECT_LE(d, 2 * spread) << "outside the spread of two eager runs";
     EXPECT_LE(d_state, 2 * spread_state);
   }
+}
+
+void check_same_as_eager(const std::string& name, int64_t batch, Precision prec, bool loader, bool overflow = false) {
+  check_same_as_eager(models::find_model(name), batch, prec, loader, overflow);
 }
 
 #define REQUIRE_GPU() \
@@ -175,6 +184,40 @@ TEST(GraphGpu, BiLstmWithAdamSameAsEager) {
   REQUIRE_GPU();
   check_same_as_eager("imdb_bilstm", 64, Precision::FP32, false);
   check_same_as_eager("imdb_bilstm", 64, Precision::BF16, false);  // loupe's own LSTM kernels
+}
+
+// A Keras functional model (nn::Graph): residual Adds around batch norm, a strided 'same'
+// convolution (its uneven padding a step of its own), an Inception-style Concatenate of three
+// branches, read by several nodes each; channels-last and its 16-bit copies in fp16.
+TEST(GraphGpu, FunctionalModelSameAsEager) {
+  REQUIRE_GPU();
+  auto layer = [](const std::string& cls, const std::string& name, std::vector<std::string> reads, json c) {
+    json call = json::array();
+    for (const std::string& r : reads) call.push_back(json::array({r, 0, 0, json::object()}));
+    c["name"] = name;
+    return json{{"class_name", cls}, {"name", name}, {"config", c},
+                {"inbound_nodes", reads.empty() ? json::array() : json::array({call})}};
+  };
+  auto conv = [&](const std::string& name, const std::string& from, int filters, int k, int stride, const char* act) {
+    return layer("Conv2D", name, {from}, {{"filters", filters}, {"kernel_size", {k, k}}, {"strides", {stride, stride}},
+                                          {"padding", "same"}, {"activation", act}});
+  };
+  const json layers = {layer("InputLayer", "img", {}, {{"batch_input_shape", {nullptr, 28, 28, 1}}}),
+                       conv("c1", "img", 16, 3, 1, "relu"), conv("c2", "c1", 16, 3, 1, "linear"),
+                       layer("BatchNormalization", "bn", {"c2"}, json::object()),
+                       layer("Add", "add", {"c1", "bn"}, json::object()),
+                       layer("Activation", "relu", {"add"}, {{"activation", "relu"}}),
+                       conv("down", "relu", 32, 3, 2, "relu"), conv("b1", "down", 8, 1, 1, "relu"),
+                       conv("b2", "down", 8, 3, 1, "relu"),
+                       layer("MaxPooling2D", "b3", {"down"}, {{"pool_size", {3, 3}}, {"strides", {1, 1}}, {"padding", "same"}}),
+                       layer("Concatenate", "mixed", {"b1", "b2", "b3"}, json::object()),
+                       layer("GlobalAveragePooling2D", "gap", {"mixed"}, json::object()),
+                       layer("Dense", "out", {"gap"}, {{"units", 10}, {"activation", "softmax"}})};
+  const json file = {{"class_name", "Model"}, {"keras_version", "2.2.4"},
+                     {"config", {{"layers", layers}, {"input_layers", {{"img", 0, 0}}}, {"output_layers", {{"out", 0, 0}}}}}};
+  const models::ModelInfo info = models::keras_model(file.dump(), "functional.json");
+  check_same_as_eager(info, 64, Precision::FP32, false);
+  check_same_as_eager(info, 64, Precision::FP16, false);
 }
 
 TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {

@@ -247,8 +247,10 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["config"]["layers"][1]["config"]["padding"] = "causal";
   expect(j, "padding 'causal'");
   j = cnn;
-  j["class_name"] = "Functional";
-  expect(j, "loupe reads Sequential models");
+  j["class_name"] = "Subclassed";
+  expect(j, "a Subclassed model; loupe reads Sequential and functional models (Model, Functional)");
+  j["class_name"] = "Functional";  // a Sequential's layers, which name no calls
+  expect(j, "layer 'conv1' (Conv2D) is not called on any tensor (its inbound_nodes are empty)");
   j = cnn;
   j["compile_config"]["loss"] = "mean_squared_error";  // on a softmax: a regression has no activation
   expect(j, "the loss mean_squared_error needs a last layer with no activation (a regression's outputs), not softmax");

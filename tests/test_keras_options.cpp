@@ -130,7 +130,9 @@ TEST(KerasOptions, Conv2DStridesPaddingAndBiasAsKeras) {
     bool bias;
   };
   for (const Case& c : std::vector<Case>{{3, 2, "valid", true}, {4, 2, "valid", false}, {2, 3, "valid", true},
-                                         {1, 2, "valid", false}, {3, 1, "same", true}, {5, 1, "same", false}}) {
+                                         {1, 2, "valid", false}, {3, 1, "same", true}, {5, 1, "same", false},
+                                         {3, 2, "same", true},   {4, 1, "same", true},  {2, 2, "same", false},
+                                         {1, 2, "same", true}}) {
     SCOPED_TRACE("kernel " + std::to_string(c.k) + " stride " + std::to_string(c.stride) + " " + c.padding +
                  (c.bias ? "" : " no bias"));
     const int64_t side = keras_size(9, c.k, c.stride, c.padding);
@@ -153,12 +155,7 @@ TEST(KerasOptions, Conv2DOptionsLoupeLacksAreRefused) {
     j["config"]["layers"][1]["config"][key] = value;
     return j;
   };
-  // Keras pads an even kernel's 'same' unevenly (one pixel more after than before), and 'same' at
-  // a stride by what the stride leaves over: loupe's symmetric padding would be a pixel off.
-  const std::string same = "layer 'conv' (Conv2D) has padding 'same'; loupe has valid, and same at stride 1 with an odd kernel";
-  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 4, 1, "same"), flatten(), dense("fc", 3, "softmax")}), same);
-  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 2, 1, "same"), flatten(), dense("fc", 3, "softmax")}), same);
-  expect_refusal(sequential({input({9, 9, 2}), conv("conv", 4, 3, 2, "same"), flatten(), dense("fc", 3, "softmax")}), same);
+  expect_refusal(with("padding", "causal"), "layer 'conv' (Conv2D) has padding 'causal'; loupe has valid and same");
   expect_refusal(with("kernel_size", {3, 5}), "has kernel_size [3,5]; loupe's are square");
   expect_refusal(with("strides", {1, 2}), "has strides [1,2]; loupe's are square");
   expect_refusal(with("dilation_rate", {2, 2}), "has dilation_rate [2,2]; loupe's convolutions are not dilated");
@@ -303,9 +300,12 @@ TEST(KerasOptions, PoolingWindowsAndStridesAsKeras) {
         }
   }
   const json pooled = sequential({input({6, 6, 1}), pool("MaxPooling2D", 2, 2), flatten(), dense("fc", 3, "softmax")});
-  json same = pooled;
+  // 'same' that pads evenly is the pooling's own padding (tests/keras_reference.py's same_padding
+  // case checks its values); 2 at stride 2 over 7 pixels pads one after and none before.
+  json same = sequential({input({7, 7, 1}), pool("MaxPooling2D", 2, 2), flatten(), dense("fc", 3, "softmax")});
   same["config"]["layers"][1]["config"]["padding"] = "same";
-  expect_refusal(same, "layer 'pool' (MaxPooling2D) has padding \"same\"; loupe's pooling has valid padding");
+  expect_refusal(same, "layer 'pool' (MaxPooling2D) has padding 'same', which pads its 7x7 input unevenly; loupe's "
+                       "pooling pads evenly");
   json oblong = pooled;
   oblong["config"]["layers"][1]["config"]["pool_size"] = {2, 3};
   expect_refusal(oblong, "has pool_size [2,3]; loupe's are square");
@@ -330,6 +330,14 @@ TEST(KerasOptions, Conv1DAndTheOneDimensionalPoolingsTrain) {
   EXPECT_EQ(r.info.keras_parameters, (3 * 4 * 5 + 5) + (3 * 5 * 3 + 3) + keras_dense(3, 2));
   expect_refusal(sequential({input({12, 4}), conv1d("c", 5, 1, "causal"), layer("GlobalMaxPooling1D", "g"), dense("fc", 2, "softmax")}),
                  "layer 'c' (Conv1D) has padding 'causal'");
+  // Keras pads an even kernel's 'same' unevenly, and 'same' at a stride by what the stride leaves
+  // over; loupe's Conv1D pads evenly.
+  auto same = [](int k, int stride) {
+    return layer("Conv1D", "c", {{"filters", 5}, {"kernel_size", {k}}, {"strides", {stride}}, {"padding", "same"}});
+  };
+  const std::string uneven = "layer 'c' (Conv1D) has padding 'same'; loupe has valid, and same at stride 1 with an odd kernel";
+  expect_refusal(sequential({input({12, 4}), same(4, 1), layer("GlobalMaxPooling1D", "g"), dense("fc", 2, "softmax")}), uneven);
+  expect_refusal(sequential({input({12, 4}), same(3, 2), layer("GlobalMaxPooling1D", "g"), dense("fc", 2, "softmax")}), uneven);
 }
 
 // A batch size fixed in the input's shape ([64, 6]: a stateful model's, or Input(batch_size=64))

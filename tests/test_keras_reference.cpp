@@ -140,7 +140,7 @@ TEST_P(KerasArchive, AKerasFileIsTheModelWithItsWeights) {
 namespace {
 const std::vector<std::string> kCases{"mlp",         "cnn",            "average_pool", "lstm",   "bidirectional",
                                       "lstm_hard_keras2", "lstm_hard_keras3", "activations", "global_average",
-                                      "global_max",  "conv1d"};
+                                      "global_max",  "conv1d", "residual", "inception", "merges", "same_padding"};
 std::vector<std::string> archive_cases() {
   std::vector<std::string> c;
   for (const std::string& name : kCases)

@@ -1,6 +1,7 @@
 // Layers and modules: dropout, the parameter arena, the fused bias + activation + dropout, BatchNorm2d.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "loupe.h"
@@ -151,4 +152,56 @@ TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
   EXPECT_EQ(y.shape(), x.shape());
   // Evaluation normalises with the running statistics (weight 1, bias 0, eps 1e-5).
   EXPECT_NEAR(y.to_vector<float>()[0], (1.f - rm[0]) / std::sqrt(rv[0] + 1e-5f), 1e-5);
+}
+
+namespace {
+// The values of a [rows, cols] tensor near those of another, elementwise.
+void expect_near(const Tensor& a, const Tensor& b, const char* what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5f * std::max(1.f, std::fabs(y[i]))) << what << " " << i;
+}
+}  // namespace
+
+// nn::Graph runs its nodes as the modules would be called by hand: a residual Add, a layer read by
+// two nodes (its relu must not fold into it, or the other reader would see relu's output), and a
+// Concatenate; the gradients reach every parameter through both branches.
+TEST(Graph, NodesComputeWhatTheModulesDoByHand) {
+  manual_seed(3);
+  auto fc1 = std::make_shared<nn::Linear>(5, 4), fc2 = std::make_shared<nn::Linear>(4, 4);
+  auto fc3 = std::make_shared<nn::Linear>(4, 4);
+  auto relu = std::make_shared<nn::ReLU>();
+  nn::Graph g;
+  const int a = g.add("fc1", fc1, {nn::Graph::kInput});
+  const int r = g.add("relu", relu, {a});                    // fc1 has two readers: not folded
+  const int b = g.add("fc2", fc2, {r});
+  const int s = g.add("sum", std::make_shared<nn::Merge>(nn::MergeOp::Add), {a, b});
+  const int c = g.add("fc3", fc3, {s});
+  g.add("cat", std::make_shared<nn::Merge>(nn::MergeOp::Concatenate, 1), {c, r});
+  EXPECT_EQ(g.inputs_of(s), (std::vector<int>{a, b}));
+  g.to(kCPU);
+  Tensor x = empty(Shape{3, 5});
+  nn::uniform_(x, -1, 1);
+  Tensor y = g(x);
+  backward(sum(y * y));
+  std::vector<std::vector<float>> grads;
+  for (const Tensor& p : g.parameters()) grads.push_back(p.grad().to_vector<float>());
+  g.arena().zero_grad();
+  Tensor h1 = (*fc1)(x), hr = relu->forward(h1), want = cat({(*fc3)(h1 + (*fc2)(hr)), hr}, 1);
+  expect_near(y, want, "output");
+  backward(sum(want * want));
+  const std::vector<Tensor> ps = g.parameters();
+  for (size_t i = 0; i < ps.size(); ++i) expect_near(from_vector(grads[i], ps[i].shape()), ps[i].grad(), "gradient");
+}
+
+// A node reads earlier nodes only, a module one input and a merge two or more.
+TEST(Graph, RefusesNodesThatAreNotAGraph) {
+  nn::Graph g;
+  EXPECT_THROW(g.add("fc", std::make_shared<nn::Linear>(2, 2), {0}), Error);  // no node 0 yet
+  const int a = g.add("fc", std::make_shared<nn::Linear>(2, 2), {nn::Graph::kInput});
+  EXPECT_THROW(g.add("two", std::make_shared<nn::Linear>(2, 2), {a, a}), Error);
+  EXPECT_THROW(g.add("one", std::make_shared<nn::Merge>(nn::MergeOp::Add), {a}), Error);
+  EXPECT_THROW(nn::Merge(nn::MergeOp::Add).forward(zeros(Shape{1, 2})), Error);
+  EXPECT_THROW(nn::Merge(nn::MergeOp::Subtract).merge({zeros(Shape{1, 2}), zeros(Shape{1, 2}), zeros(Shape{1, 2})}), Error);
+  EXPECT_THROW(nn::Merge(nn::MergeOp::Add).merge({zeros(Shape{1, 2}), zeros(Shape{1, 3})}), Error);
 }

@@ -124,7 +124,7 @@ std::vector<Knob> library_knobs() {
                 "`../share/loupe` beside the installed command, else the source tree's `scripts/`",
                 "where `loupe sweep` and `loupe roofline` find their plotting scripts"),
       flag_knob("LOUPE_FUSE", "the library", true, "1",
-                "0: no fused bias + activation + dropout in `Sequential` (for comparison)"),
+                "0: no fused bias + activation + dropout in `Sequential` and `Graph` (for comparison)"),
       flag_knob("LOUPE_FUSE_MLP", "the library (GPU)", true, "1",
                 "0: no fused MLP (a `Sequential` stack of Linear + ReLU layers and a narrow head in one kernel "
                 "forward, two backward, mnist_mlp's and the CNNs' dense heads; `ops/mlp.h`) (for comparison)"),

@@ -1,0 +1,117 @@
+#include "nn/graph.h"
+
+#include "core/error.h"
+#include "core/knobs.h"
+#include "core/nvtx.h"
+#include "ops/activation.h"
+#include "ops/cat.h"
+#include "ops/elementwise.h"
+
+namespace loupe::nn {
+
+namespace {
+const char* merge_name(MergeOp op) {
+  switch (op) {
+    case MergeOp::Add: return "Add";
+    case MergeOp::Subtract: return "Subtract";
+    case MergeOp::Multiply: return "Multiply";
+    case MergeOp::Average: return "Average";
+    case MergeOp::Maximum: return "Maximum";
+    case MergeOp::Minimum: return "Minimum";
+    case MergeOp::Concatenate: return "Concatenate";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string Merge::type_name() const {
+  return op_ == MergeOp::Concatenate ? "Concatenate(dim " + std::to_string(dim_) + ")" : merge_name(op_);
+}
+
+Tensor Merge::forward(const Tensor&) { LOUPE_FAIL(type_name(), " merges two or more inputs; it is a node of an nn::Graph"); }
+
+Tensor Merge::merge(const std::vector<Tensor>& given) {
+  LOUPE_CHECK(given.size() >= 2, type_name(), " merges two or more inputs, got ", given.size());
+  LOUPE_CHECK(op_ != MergeOp::Subtract || given.size() == 2, "Subtract takes two inputs, got ", given.size());
+  NvtxRange r(range_name().c_str(), RangeKind::Module);
+  std::vector<Tensor> xs;
+  for (const Tensor& x : given) xs.push_back(autocast(x));
+  if (op_ == MergeOp::Concatenate) return cat(xs, dim_);
+  for (size_t i = 1; i < xs.size(); ++i)
+    LOUPE_CHECK(xs[i].shape() == xs[0].shape(), type_name(), " takes inputs of one shape, got ", xs[0].shape().str(),
+                " and ", xs[i].shape().str());
+  Tensor y = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) {
+    const Tensor& b = xs[i];
+    switch (op_) {
+      case MergeOp::Add:
+      case MergeOp::Average: y = add(y, b); break;
+      case MergeOp::Subtract: y = sub(y, b); break;
+      case MergeOp::Multiply: y = mul(y, b); break;
+      case MergeOp::Maximum: y = add(y, relu(sub(b, y))); break;
+      case MergeOp::Minimum: y = sub(y, relu(sub(y, b))); break;
+      case MergeOp::Concatenate: break;
+    }
+  }
+  return op_ == MergeOp::Average ? mul(y, 1.0 / double(xs.size())) : y;
+}
+
+int Graph::add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs) {
+  const int index = int(inputs_.size());
+  const bool merge = dynamic_cast<Merge*>(m.get()) != nullptr;
+  LOUPE_CHECK(merge ? inputs.size() >= 2 : inputs.size() == 1, "nn::Graph: node '", name, "' reads ", inputs.size(),
+              " inputs; a ", merge ? "merge reads two or more" : "module reads one");
+  for (int k : inputs) {
+    LOUPE_CHECK(k == kInput || (k >= 0 && k < index), "nn::Graph: node '", name, "' reads node ", k,
+                ", which is not an earlier node");
+    if (k != kInput) ++readers_[size_t(k)];
+  }
+  register_module(name, std::move(m));
+  inputs_.push_back(std::move(inputs));
+  readers_.push_back(0);
+  return index;
+}
+
+// The nodes after node i that fold into its pass: each an epilogue step (an activation, a dropout)
+// that node i accepts, reading only the node before it, which no other node reads.
+size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
+  static const bool fuse = knobs::flag("LOUPE_FUSE");
+  const auto& nodes = children();
+  size_t j = i + 1;
+  for (; fuse && j < nodes.size(); ++j) {
+    if (inputs_[j] != std::vector<int>{int(j) - 1} || readers_[j - 1] != 1) break;
+    Epilogue next = e;
+    if (!nodes[j].second->extend(next) || !nodes[i].second->accepts(next)) break;
+    ++next.absorbed;
+    next.range_name += "+" + nodes[j].second->range_name();
+    e = next;
+  }
+  return j;
+}
+
+Tensor Graph::forward(const Tensor& x) {
+  const auto& nodes = children();
+  LOUPE_CHECK(!nodes.empty(), "nn::Graph: no nodes");
+  std::vector<Tensor> value(nodes.size());
+  std::vector<int> left = readers_;
+  auto read = [&](int k) {
+    if (k == kInput) return x;
+    Tensor t = value[size_t(k)];
+    LOUPE_CHECK(t.defined(), "nn::Graph: node ", k, " read before it ran");
+    if (--left[size_t(k)] == 0) value[size_t(k)] = Tensor();  // its last reader: the memory can go
+    return t;
+  };
+  for (size_t i = 0; i < nodes.size();) {
+    std::vector<Tensor> in;
+    for (int k : inputs_[i]) in.push_back(read(k));
+    Module& m = *nodes[i].second;
+    Epilogue e;
+    const size_t j = epilogue_after(i, e);
+    if (auto* merge = dynamic_cast<Merge*>(&m)) value[j - 1] = merge->merge(in);
+    else value[j - 1] = e.absorbed ? m.call_fused(in[0], e) : m(in[0]);
+    i = j;
+  }
+  return value.back();
+}
+
+}  // namespace loupe::nn

@@ -1,0 +1,225 @@
+// Keras functional models (models/keras_graph.h, docs/keras.md "Functional models"): the three
+// layouts of a call read into one graph, the graph built as nn::Graph (or nn::Sequential for a
+// chain) and trained, and every graph that is not one refused by name. Their maths against NumPy
+// is test_keras_reference's (residual, inception, merges).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "keras_test.h"
+#include "loupe.h"
+#include "models/keras_json.h"
+#include "nn/graph.h"
+
+using namespace loupe;
+using json = nlohmann::json;
+
+namespace {
+enum class Layout { Keras2, Keras3, Bare };
+
+// One layer of a functional model: class, name, config and the layers its call reads.
+struct L {
+  std::string cls, name;
+  json config;
+  std::vector<std::string> reads;
+};
+
+json call_of(const std::vector<std::string>& reads, Layout layout) {
+  if (reads.empty()) return json::array();
+  if (layout == Layout::Bare && reads.size() == 1) return json::array({reads[0], 0, 0});
+  if (layout != Layout::Keras3) {
+    json call = json::array();
+    for (const std::string& r : reads) call.push_back(json::array({r, 0, 0, json::object()}));
+    return json::array({call});
+  }
+  json tensors = json::array();
+  for (const std::string& r : reads)
+    tensors.push_back({{"class_name", "__keras_tensor__"},
+                       {"config", {{"shape", nullptr}, {"dtype", "float32"}, {"keras_history", {r, 0, 0}}}}});
+  json args = reads.size() == 1 ? tensors : json::array({tensors});
+  return json::array({{{"args", args}, {"kwargs", json::object()}}});
+}
+
+json functional(const std::vector<L>& layers, Layout layout = Layout::Keras2) {
+  json list = json::array();
+  for (const L& l : layers) {
+    json c = l.config;
+    c["name"] = l.name;
+    list.push_back({{"class_name", l.cls}, {"name", l.name}, {"config", c}, {"inbound_nodes", call_of(l.reads, layout)}});
+  }
+  const bool k3 = layout == Layout::Keras3;
+  json root = {{"class_name", k3 ? "Functional" : "Model"},
+               {"config",
+                {{"name", "model"}, {"layers", list}, {"input_layers", {{layers.front().name, 0, 0}}},
+                 {"output_layers", {{layers.back().name, 0, 0}}}}}};
+  if (k3) root["module"] = "keras.src.models.functional";
+  else root["keras_version"] = "2.2.4";
+  return root;
+}
+
+L input(const std::string& name, std::vector<int64_t> shape) {
+  json s = json::array({nullptr});
+  for (int64_t d : shape) s.push_back(d);
+  return {"InputLayer", name, {{"batch_input_shape", s}}, {}};
+}
+L dense(const std::string& name, int64_t units, const std::string& from, const std::string& act = "linear") {
+  return {"Dense", name, {{"units", units}, {"activation", act}}, {from}};
+}
+L merge(const std::string& cls, const std::string& name, std::vector<std::string> reads) {
+  return {cls, name, json::object(), std::move(reads)};
+}
+
+// A two-branch model: x -> a -> b, Add(a, b) -> out.
+std::vector<L> residual() {
+  return {input("x", {6}), dense("a", 5, "x", "relu"), dense("b", 5, "a", "tanh"), merge("Add", "sum", {"a", "b"}),
+          dense("out", 3, "sum", "softmax")};
+}
+
+std::vector<float> output_of(const json& file) {
+  manual_seed(11);
+  const models::ModelInfo info = models::keras_model(file.dump(), "m.json");
+  auto model = info.build();
+  model->eval();
+  manual_seed(12);
+  NoGradGuard g;
+  return model->forward(test::uniform01(Shape{4, 6})).to_vector<float>();
+}
+
+void expect_refusal(const json& file, const std::string& part) {
+  const std::string e = test::keras_refusal(file);
+  EXPECT_NE(e.find(part), std::string::npos) << "want '" << part << "' in: " << (e.empty() ? "(accepted)" : e);
+}
+}  // namespace
+
+// Keras 2's list of [layer, node, tensor, kwargs], Keras 3's args of "__keras_tensor__" objects and
+// the bare [layer, node, tensor] give one model: the same parameters and, from one seed, the same
+// outputs; its description says it is functional, and the parameters are Keras's count.
+TEST(KerasGraph, TheThreeLayoutsAreOneModel) {
+  const std::vector<float> want = output_of(functional(residual()));
+  EXPECT_EQ(output_of(functional(residual(), Layout::Keras3)), want);
+  EXPECT_EQ(output_of(functional(residual(), Layout::Bare)), want);
+  const models::ModelInfo info = models::keras_model(functional(residual()).dump(), "m.json");
+  EXPECT_EQ(info.keras_parameters, (6 * 5 + 5) + (5 * 5 + 5) + (5 * 3 + 3));
+  EXPECT_NE(info.description.find("Keras functional model"), std::string::npos) << info.description;
+  auto model = info.build();
+  EXPECT_NE(dynamic_cast<nn::Graph*>(model.get()), nullptr);
+  EXPECT_EQ(model->num_parameters(), info.keras_parameters);
+}
+
+// A functional model that is a chain is an nn::Sequential (its fusions are Sequential's), and the
+// layers' order in the file need not be the graph's.
+TEST(KerasGraph, AChainIsSequentialAndTheFilesOrderNeedNotBeTheGraphs) {
+  const std::vector<L> chain = {input("x", {6}), dense("a", 5, "x", "relu"), dense("out", 3, "a", "softmax")};
+  EXPECT_NE(dynamic_cast<nn::Sequential*>(models::keras_model(functional(chain).dump(), "m.json").build().get()), nullptr);
+  std::vector<L> shuffled = residual();
+  std::swap(shuffled[1], shuffled[3]);  // the Add before the layers it reads
+  json f = functional(shuffled);
+  f["config"]["input_layers"] = {{"x", 0, 0}};
+  f["config"]["output_layers"] = {{"out", 0, 0}};
+  EXPECT_EQ(output_of(f), output_of(functional(residual())));
+}
+
+// A checkpoint of a functional model is tied to its edges too: the same layers merged otherwise
+// are another architecture.
+TEST(KerasGraph, TheIdentityHoldsTheEdges) {
+  std::vector<L> other = residual();
+  other[3].reads = {"b", "b"};
+  const models::ModelInfo a = models::keras_model(functional(residual()).dump(), "m.json");
+  const models::ModelInfo b = models::keras_model(functional(other).dump(), "m.json");
+  EXPECT_EQ(a.expected_parameters, b.expected_parameters);
+  EXPECT_NE(a.identity, b.identity);
+}
+
+// Training reaches every parameter through both branches of the Add.
+TEST(KerasGraph, GradientsReachBothBranches) {
+  const models::ModelInfo info = models::keras_model(functional(residual()).dump(), "m.json");
+  auto model = info.build();
+  model->to(kCPU);
+  Tensor y = model->forward(test::uniform01(Shape{4, 6}));
+  backward(sum(y * y));
+  for (const auto& [name, p] : model->named_parameters()) {
+    double total = 0;
+    for (float g : p.grad().to_vector<float>()) total += std::fabs(g);
+    EXPECT_GT(total, 0) << name;
+  }
+}
+
+// What is not a graph loupe builds, each refused in one sentence naming the layer.
+TEST(KerasGraph, GraphsThatAreNotOneAreRefusedByName) {
+  auto edited = [](auto edit) {
+    std::vector<L> g = residual();
+    edit(g);
+    return functional(g);
+  };
+  expect_refusal(edited([](std::vector<L>& g) { g[1].reads = {"b"}; }), "layer 'b' (Dense) is on a cycle of calls");
+  // The first layer left over is past the cycle (out reads it): the one named is on it.
+  json past = edited([](std::vector<L>& g) {
+    g[2].reads = {"sum"};
+    std::rotate(g.begin() + 1, g.end() - 1, g.end());
+  });
+  past["config"]["output_layers"] = {{"out", 0, 0}};
+  expect_refusal(past, "layer 'sum' (Add) is on a cycle of calls");
+  expect_refusal(edited([](std::vector<L>& g) { g[2].reads = {"nowhere"}; }),
+                 "layer 'b' (Dense) reads 'nowhere', which is not a layer of the model");
+  expect_refusal(edited([](std::vector<L>& g) { g[2].name = "a"; }), "two layers are named 'a'");
+  expect_refusal(edited([](std::vector<L>& g) { g.insert(g.end() - 1, dense("spare", 2, "a")); }),
+                 "layer 'spare' (Dense) does not lead to the model's output");
+  expect_refusal(edited([](std::vector<L>& g) { g[2].reads = {"a", "x"}; }),
+                 "layer 'b' (Dense) is called on 2 tensors; loupe's layers but the merges");
+  expect_refusal(edited([](std::vector<L>& g) { g[2].reads = {}; }), "layer 'b' (Dense) is not called on any tensor");
+  expect_refusal(edited([](std::vector<L>& g) { g.insert(g.begin() + 1, input("y", {6})); g[4].reads = {"a", "y"}; }),
+                 "layer 'y' (InputLayer) is a second input; loupe trains a model of one input");
+  expect_refusal(edited([](std::vector<L>& g) { g[3].cls = "Subtract"; g[3].reads = {"a", "b", "a"}; }),
+                 "subtracts 3 tensors; Keras's Subtract takes two");
+  expect_refusal(edited([](std::vector<L>& g) { g[2].config["units"] = 4; }),
+                 "layer 'sum' (Add) merges [5] with [4]; loupe's merges take one shape");
+  expect_refusal(edited([](std::vector<L>& g) { g[3].cls = "Concatenate"; g[3].config["axis"] = 0; }),
+                 "layer 'sum' (Concatenate) has axis 0; loupe concatenates along a sample's dimension, 1 to 1 or -1 to -1");
+  json shared = functional(residual());
+  shared["config"]["layers"][2]["inbound_nodes"].push_back(shared["config"]["layers"][2]["inbound_nodes"][0]);
+  expect_refusal(shared, "layer 'b' (Dense) is called 2 times (a shared layer)");
+  json second = functional(residual());
+  second["config"]["layers"][3]["inbound_nodes"][0][1][1] = 1;
+  expect_refusal(second, "layer 'sum' (Add) reads call 1 of layer 'b' (a shared layer)");
+  json outputs = functional(residual());
+  outputs["config"]["layers"][3]["inbound_nodes"][0][1][2] = 1;
+  expect_refusal(outputs, "reads output 1 of layer 'b'; loupe's layers have one output");
+  json kwargs = functional(residual());
+  kwargs["config"]["layers"][2]["inbound_nodes"][0][0][3] = {{"training", false}};
+  expect_refusal(kwargs, "layer 'b' (Dense) is called with the keyword argument 'training'");
+  json two_out = functional(residual());
+  two_out["config"]["output_layers"] = {{"out", 0, 0}, {"b", 0, 0}};
+  expect_refusal(two_out, "the model has 2 outputs; loupe trains a model of one output");
+  json not_input = functional(residual());
+  not_input["config"]["input_layers"] = {{"a", 0, 0}};
+  expect_refusal(not_input, "the model's input is layer 'a' (Dense), not an InputLayer");
+  const json merge_in_sequential = json::parse(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Dense", "config": {"name": "d", "units": 2, "batch_input_shape": [null, 3]}},
+      {"class_name": "Add", "config": {"name": "add"}}]}})");
+  expect_refusal(merge_in_sequential, "layer 'add' (Add) merges tensors, which only a functional model's layers do");
+}
+
+// A channels-last image and a convolution's channels-first output merge in one layout; the
+// concatenated channels are the Keras axis -1.
+TEST(KerasGraph, ImagesMergeInOneLayout) {
+  const std::vector<L> g = {
+      input("img", {4, 5, 2}),
+      {"Conv2D", "conv", {{"filters", 2}, {"kernel_size", {3, 3}}, {"padding", "same"}}, {"img"}},
+      merge("Add", "sum", {"img", "conv"}),
+      merge("Concatenate", "cat", {"sum", "img"}),
+      {"Flatten", "flat", json::object(), {"cat"}},
+      dense("out", 3, "flat", "softmax")};
+  const models::ModelInfo info = models::keras_model(functional(g).dump(), "m.json");
+  EXPECT_EQ(info.keras_parameters, (3 * 3 * 2 * 2 + 2) + (4 * 5 * 4 * 3 + 3));
+  auto model = info.build();
+  model->eval();
+  NoGradGuard ng;
+  EXPECT_EQ(model->forward(test::uniform01(Shape{2, 4, 5, 2})).shape(), (Shape{2, 3}));
+}
