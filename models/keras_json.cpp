@@ -526,8 +526,10 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.name = file;
     m.identity = identity_of(input, p);
     m.description = std::string(is_functional(root) ? "Keras functional model" : "Keras Sequential model") + ", input " +
-                    shape_text(input) + ", " +
-                    std::to_string(layers.size()) + " layers";
+                    shape_text(input) + ", " + std::to_string(layers.size()) + " layers" +
+                    (p.regularized ? ", l2 on " + std::to_string(p.regularized) + " layer" + (p.regularized > 1 ? "s" : "") +
+                                         " (its penalty part of the loss, as Keras's)"
+                                   : "");
     m.vocab = dataset == "chars" ? input[1] : p.vocab;
     m.keras_parameters = p.keras_parameters;
     for (const std::string& w : p.count_differs) m.keras_parameters_why += (m.keras_parameters_why.empty() ? "" : "; ") + w;

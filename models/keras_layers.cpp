@@ -165,7 +165,10 @@ class Parser : public Parsed {
       const std::string& k = it.key();
       const bool reg = k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0;
       const bool con = k.size() > 11 && k.compare(k.size() - 11, 11, "_constraint") == 0;
-      if ((reg || con) && !it.value().is_null())
+      // A Dense's and a convolution's kernel and bias regularizers are theirs to read (weighted).
+      const bool theirs = (k == "kernel_regularizer" || k == "bias_regularizer") &&
+                          (l.cls == "Dense" || l.cls == "Conv2D" || l.cls == "Conv1D");
+      if ((reg || con) && !it.value().is_null() && !theirs)
         fail(l, "has a " + std::string(reg ? "regularizer" : "constraint") + " (" + cut(k) + "), which loupe does not apply");
     }
     // An InputLayer's dtype is its data's (int32 token ids, say), which the data's reader checks.
@@ -183,6 +186,75 @@ class Parser : public Parsed {
     if (!c.contains(key) || c.at(key).is_null()) return;
     if (class_key(c.at(key)) != want)
       fail(l, "has " + std::string(key) + " '" + cut(class_key(c.at(key))) + "'; loupe initialises as Keras's default (" + want + ")");
+  }
+
+  // A Dense's or a convolution's kernel_initializer: Keras's VarianceScaling family (the default
+  // glorot_uniform, which the modules draw themselves).
+  nn::VarianceScaling kernel_init(const Layer& l) {
+    const json& c = cfg(l);
+    if (!c.contains("kernel_initializer") || c.at("kernel_initializer").is_null()) return {};
+    const json& v = c.at("kernel_initializer");
+    using D = nn::Distribution;
+    using F = nn::FanMode;
+    static const std::pair<const char*, nn::VarianceScaling> named[] = {
+        {"glorotuniform", {1, F::Average, D::Uniform}}, {"glorotnormal", {1, F::Average, D::TruncatedNormal}},
+        {"heuniform", {2, F::In, D::Uniform}},          {"henormal", {2, F::In, D::TruncatedNormal}},
+        {"lecununiform", {1, F::In, D::Uniform}},       {"lecunnormal", {1, F::In, D::TruncatedNormal}}};
+    const std::string k = class_key(v);
+    for (const auto& [name, vs] : named)
+      if (k == name) return vs;
+    if (k != "variancescaling")
+      fail(l, "has kernel_initializer '" + cut(k) + "'; loupe has glorot_uniform, glorot_normal, he_uniform, "
+              "he_normal, lecun_uniform, lecun_normal and VarianceScaling");
+    static const json none = json::object();
+    const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+    const Config kc{vc, file_ + ": " + layer_label(l) + "'s kernel_initializer (VarianceScaling)"};
+    // Keras takes any positive scale; its own are 1 and 2, and a huge one would overflow float32.
+    nn::VarianceScaling vs{kc.real("scale", 1.0, Range{0, false, 1e4, true}), F::In, D::TruncatedNormal};
+    const std::string mode = kc.text("mode", "fan_in"), dist = kc.text("distribution", "truncated_normal");
+    if (mode != "fan_in" && mode != "fan_out" && mode != "fan_avg") kc.fail("has mode '" + cut(mode) + "'; Keras's are fan_in, fan_out and fan_avg");
+    vs.mode = mode == "fan_in" ? F::In : mode == "fan_out" ? F::Out : F::Average;
+    // Keras 2.2's "normal" is the truncated one, as its initializers.py draws it.
+    if (dist == "untruncated_normal") vs.distribution = D::Normal;
+    else if (dist == "uniform") vs.distribution = D::Uniform;
+    else if (dist != "normal" && dist != "truncated_normal")
+      kc.fail("has distribution '" + cut(dist) + "'; Keras's are truncated_normal (normal), untruncated_normal and uniform");
+    return vs;
+  }
+  // A regularizer's l2 factor (0 for none): Keras 2's L1L2 with l1 0, tf.keras's and Keras 3's L2,
+  // or "l2" (Keras's default factor, 0.01).
+  double l2_of(const Layer& l, const char* key) {
+    const json& c = cfg(l);
+    if (!c.contains(key) || c.at(key).is_null()) return 0;
+    const json& v = c.at(key);
+    const std::string k = class_key(v);
+    static const json none = json::object();
+    const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+    const Config rc{vc, file_ + ": " + layer_label(l) + "'s " + key + " (" + cut(k) + ")"};
+    if ((k != "l2" && k != "l1l2") || rc.real("l1", 0, kFromZero) != 0)
+      fail(l, "has a " + std::string(key) + " '" + cut(k) + "'; loupe has l2 (L2, or L1L2 with l1 0)");
+    return rc.real("l2", 0.01, kFromZero);
+  }
+  // The maker of a Dense or a convolution with Keras's options for its weights: the kernel's
+  // initializer (drawn here unless it is the modules' own glorot_uniform), zero biases, and the
+  // kernel's and bias's l2 regularizers (nn::Module::regularize).
+  std::function<std::shared_ptr<nn::Module>()> weighted(const Layer& l, std::function<std::shared_ptr<nn::Module>()> make,
+                                                        int64_t fan_in, int64_t fan_out) {
+    const nn::VarianceScaling v = kernel_init(l);
+    init(l, "bias_initializer", "zeros");
+    const double kernel_l2 = l2_of(l, "kernel_regularizer"), bias_l2 = l2_of(l, "bias_regularizer");
+    const bool drawn = !(v.scale == 1 && v.mode == nn::FanMode::Average && v.distribution == nn::Distribution::Uniform);
+    if (kernel_l2 > 0 || bias_l2 > 0) ++regularized;
+    if (!drawn && kernel_l2 == 0 && bias_l2 == 0) return make;
+    return [make, v, drawn, fan_in, fan_out, kernel_l2, bias_l2] {
+      std::shared_ptr<nn::Module> m = make();
+      for (const auto& [name, t] : m->named_parameters()) {
+        if (name == "weight" && drawn) nn::variance_scaling_(t, fan_in, fan_out, v);
+        if (name == "weight" && kernel_l2 > 0) m->regularize(name, kernel_l2);
+        if (name == "bias" && bias_l2 > 0) m->regularize(name, bias_l2);
+      }
+      return m;
+    };
   }
 
   void need_value(const Layer& l, const char* key, const json& want, const std::string& why) {
@@ -231,9 +303,7 @@ class Parser : public Parsed {
   void dense(const Layer& l) {
     const int64_t in = features(l), units = resize && last_ && dataset == "chars" ? resize : count(l, cfg(l), "units");
     const bool bias = conf(l).flag("use_bias", true);
-    init(l, "kernel_initializer", "glorotuniform");
-    init(l, "bias_initializer", "zeros");
-    add(l, [in, units, bias] { return std::make_shared<nn::Linear>(in, units, bias); });
+    add(l, weighted(l, [in, units, bias] { return std::make_shared<nn::Linear>(in, units, bias); }, in, units));
     own(dense_weights(l.name, in, units, bias, flat_chw_));
     flat_chw_.clear();
     parameters(l, __int128(in) * units + (bias ? units : 0), 0);
@@ -336,9 +406,8 @@ class Parser : public Parsed {
     const int p = conv2d_padding(l, k, stride);
     const int64_t cin = shape_[2], f = count(l, cfg(l), "filters");
     const bool bias = conf(l).flag("use_bias", true);
-    init(l, "kernel_initializer", "glorotuniform");
-    init(l, "bias_initializer", "zeros");
-    add(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); });
+    add(l, weighted(l, [cin, f, k, stride, p, bias] { return std::make_shared<nn::Conv2d>(cin, f, k, stride, p, bias); },
+                    int64_t(k) * k * cin, int64_t(k) * k * f));
     own(conv_weights(l.name, k, cin, f, bias));
     parameters(l, __int128(k) * k * cin * f + (bias ? f : 0), 0);
     const auto [h, w] = window_out(l, k, stride, p);
@@ -421,10 +490,9 @@ class Parser : public Parsed {
     const int p = conv_padding(l, k, stride);
     const int64_t in = shape_[1], f = count(l, cfg(l), "filters");
     const bool bias = conf(l).flag("use_bias", true);
-    init(l, "kernel_initializer", "glorotuniform");
-    init(l, "bias_initializer", "zeros");
     if (shape_[0] + 2 * p < k) fail(l, "leaves no steps of its " + std::to_string(shape_[0]) + "-step input");
-    add(l, [in, f, k, stride, p, bias] { return std::make_shared<Conv1D>(in, f, k, stride, p, bias); });
+    add(l, weighted(l, [in, f, k, stride, p, bias] { return std::make_shared<Conv1D>(in, f, k, stride, p, bias); },
+                    int64_t(k) * in, int64_t(k) * f));
     own(conv1d_weights(l.name, k, in, f, bias));
     parameters(l, __int128(k) * in * f + (bias ? f : 0), 0);
     shape_ = {(shape_[0] + 2 * p - k) / stride + 1, f};

@@ -121,6 +121,7 @@ struct Parsed {
   std::string output_activation;  // softmax, sigmoid, linear or relu: the last layer's
   int64_t keras_parameters = 0, loupe_parameters = 0;
   std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
+  int regularized = 0;            // layers with an l2 regularizer (nn::Module::regularize)
   bool embedding_input = false;   // the first layer takes token ids
   int64_t vocab = 0;
   // A reference model's size from its data (keras_model's data_sized): the Embedding's rows

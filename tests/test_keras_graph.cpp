@@ -6,8 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@
 #include "loupe.h"
 #include "models/keras_json.h"
 #include "nn/graph.h"
+#include "skip.h"
 
 using namespace loupe;
 using json = nlohmann::json;
@@ -222,4 +227,70 @@ TEST(KerasGraph, ImagesMergeInOneLayout) {
   model->eval();
   NoGradGuard ng;
   EXPECT_EQ(model->forward(test::uniform01(Shape{2, 4, 5, 2})).shape(), (Shape{2, 3}));
+}
+
+namespace {
+// The Keras examples' model files (tests/keras_examples.py), written once for the process.
+std::filesystem::path g_examples;
+class ExampleFiles : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const auto d = std::filesystem::temp_directory_path() / ("loupe_keras_examples_" + std::to_string(::getpid()));
+    const std::string cmd = "/usr/bin/python3 '" + std::string(LOUPE_SOURCE_DIR) + "/tests/keras_examples.py' '" + d.string() + "'";
+    if (std::system(cmd.c_str()) == 0) g_examples = d;
+  }
+  void TearDown() override {
+    if (!g_examples.empty()) std::filesystem::remove_all(g_examples);
+  }
+};
+const auto* const g_example_files = ::testing::AddGlobalTestEnvironment(new ExampleFiles);
+const std::filesystem::path& examples() { return g_examples; }
+
+// The model, its parameters' count as built, and one batch of two samples forward and backward:
+// every parameter gets a gradient.
+void builds_and_learns(const models::ModelInfo& info) {
+  manual_seed(4);
+  auto model = info.build();
+  model->to(kCPU);
+  EXPECT_EQ(model->num_parameters(), info.expected_parameters);
+  // CIFAR-10's images arrive channels-first (docs/keras.md, "What is read").
+  ASSERT_EQ(info.recipe.dataset, "cifar10");
+  Tensor y = model->forward(test::uniform01(Shape{2, 3, 32, 32}));
+  EXPECT_EQ(y.shape(), (Shape{2, 10}));
+  Tensor loss = sum(y * y);
+  if (const Tensor p = model->penalty(); p.defined()) loss = loss + p;
+  backward(loss);
+  for (const auto& [name, p] : model->named_parameters()) {
+    double total = 0;
+    for (float g : p.grad().to_vector<float>()) total += std::fabs(g);
+    EXPECT_GT(total, 0) << name;
+  }
+}
+}  // namespace
+
+// keras/examples/cifar10_resnet.py's ResNet20 v1 as Keras 2.2.4 writes it: Keras's summary count
+// (274,442), he_normal kernels, l2(1e-4) on every convolution (the penalty of 21 kernels), strided
+// 'same' convolutions, the shortcuts' Adds; it trains a step on the CPU. Its GPU run, graphed, is
+// docs/keras.md's.
+TEST(KerasExamples, ResNet20V1IsKerassModel) {
+  if (examples().empty()) LOUPE_SKIP_NOT_HERE << "tests/keras_examples.py did not run (/usr/bin/python3)";
+  const models::ModelInfo info = models::load_keras_model((examples() / "resnet20_v1.json").string());
+  EXPECT_EQ(info.keras_parameters, 274442);
+  EXPECT_EQ(info.expected_parameters, 273066);
+  EXPECT_NE(info.description.find("72 layers"), std::string::npos) << info.description;
+  EXPECT_NE(info.description.find("l2 on 21 layers"), std::string::npos) << info.description;
+  EXPECT_EQ(info.recipe.dataset, "cifar10");
+  builds_and_learns(info);
+}
+
+// Two Inception blocks (four branches concatenated on the channels, a 'same' max pooling among
+// them): Keras's count, worked out from the layers' shapes, and a training step.
+TEST(KerasExamples, InceptionBlocksAreKerassModel) {
+  if (examples().empty()) LOUPE_SKIP_NOT_HERE << "tests/keras_examples.py did not run (/usr/bin/python3)";
+  const models::ModelInfo info = models::load_keras_model((examples() / "inception.json").string());
+  auto conv = [](int64_t k, int64_t in, int64_t out) { return k * k * in * out + out; };
+  const int64_t block1 = conv(1, 32, 16) + conv(1, 32, 16) + conv(3, 16, 24) + conv(1, 32, 4) + conv(5, 4, 8) + conv(1, 32, 8);
+  const int64_t block2 = conv(1, 56, 32) + conv(1, 56, 24) + conv(3, 24, 48) + conv(1, 56, 8) + conv(5, 8, 16) + conv(1, 56, 16);
+  EXPECT_EQ(info.keras_parameters, conv(3, 3, 32) + block1 + block2 + 112 * 10 + 10);
+  builds_and_learns(info);
 }

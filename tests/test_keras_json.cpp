@@ -238,8 +238,8 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_dropout"] = 0.2;
   expect(j, "recurrent_dropout 0.2");
   j = cnn;
-  j["config"]["layers"][6]["config"]["kernel_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
-  expect(j, "regularizer (kernel_regularizer)");
+  j["config"]["layers"][6]["config"]["activity_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
+  expect(j, "regularizer (activity_regularizer)");
   j = cnn;
   j["config"]["layers"][1]["class_name"] = "Conv3D";
   expect(j, "(Conv3D) is not a layer loupe has");

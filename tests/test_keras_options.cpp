@@ -161,7 +161,8 @@ TEST(KerasOptions, Conv2DOptionsLoupeLacksAreRefused) {
   expect_refusal(with("dilation_rate", {2, 2}), "has dilation_rate [2,2]; loupe's convolutions are not dilated");
   expect_refusal(with("groups", 2), "has groups 2; loupe's convolutions are not grouped");
   expect_refusal(with("data_format", "channels_first"), "has data_format \"channels_first\"; loupe reads Keras's default");
-  expect_refusal(with("kernel_initializer", "he_normal"), "has kernel_initializer 'henormal'; loupe initialises as Keras's default (glorotuniform)");
+  expect_refusal(with("kernel_initializer", "orthogonal"), "has kernel_initializer 'orthogonal'; loupe has glorot_uniform, "
+                 "glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal and VarianceScaling");
   expect_refusal(with("bias_initializer", "ones"), "has bias_initializer 'ones'; loupe initialises as Keras's default (zeros)");
   expect_refusal(with("filters", 0), "has filters 0; loupe takes a positive whole number up to 16777216");
   expect_refusal(with("kernel_size", {11, 11}), "leaves no pixels of its 9x9 input");
@@ -174,6 +175,59 @@ TEST(KerasOptions, Conv2DOptionsLoupeLacksAreRefused) {
   expect_refusal(with("dtype", "float16"), "has dtype 'float16'; loupe's layers are float32");
   expect_refusal(sequential({input({9, 2}), conv("conv", 4, 3, 1, "valid"), flatten(), dense("fc", 3, "softmax")}),
                  "(Conv2D) needs an image [height, width, channels] per sample");
+}
+
+// A Dense's or a convolution's kernel_initializer as each Keras writes he_normal (a name, Keras
+// 2.2's VarianceScaling with distribution "normal", Keras 3's HeNormal) draws Keras's variance,
+// truncated at two deviations; he_uniform's bound. The l2 regularizers (Keras 2's L1L2 with l1 0,
+// Keras 3's L2) are the model's penalty, l2 * sum(w^2) over the kernel and the bias.
+TEST(KerasOptions, InitializersAndL2RegularizersAsKeras) {
+  const json forms[] = {"he_normal",
+                        {{"class_name", "VarianceScaling"}, {"config", {{"scale", 2.0}, {"mode", "fan_in"}, {"distribution", "normal"}}}},
+                        {{"module", "keras.initializers"}, {"class_name", "HeNormal"}, {"config", {{"seed", nullptr}}}}};
+  for (const json& init : forms) {
+    SCOPED_TRACE(init.dump());
+    json fc = dense("fc", 200, "relu");
+    fc["config"]["kernel_initializer"] = init;
+    const Ran r = run_batch(sequential({input({300}), fc, dense("out", 3, "softmax")}));
+    const std::vector<float> w = r.net->named_parameters()[0].second.to_vector<float>();
+    double sq = 0, biggest = 0;
+    for (float v : w) sq += double(v) * v, biggest = std::max(biggest, double(std::fabs(v)));
+    EXPECT_NEAR(sq / double(w.size()), 2.0 / 300, 0.05 * 2.0 / 300);
+    EXPECT_LE(biggest, 2 * std::sqrt(2.0 / 300) / 0.87962566103423978 * (1 + 1e-6));
+  }
+  json c = conv("conv", 4, 3, 1, "valid");
+  c["config"]["kernel_initializer"] = "he_uniform";
+  c["config"]["kernel_regularizer"] = {{"class_name", "L1L2"}, {"config", {{"l1", 0.0}, {"l2", 1e-3}}}};
+  c["config"]["bias_regularizer"] = {{"module", "keras.regularizers"}, {"class_name", "L2"}, {"config", {{"l2", 0.5}}}};
+  const Ran r = run_batch(sequential({input({6, 6, 2}), c, flatten(), dense("out", 3, "softmax")}));
+  const std::vector<float> w = r.net->named_parameters()[0].second.to_vector<float>();
+  fill_(r.net->named_parameters()[1].second, 0.75);  // Keras's zero biases would hide the bias's term
+  const std::vector<float> b = r.net->named_parameters()[1].second.to_vector<float>();
+  double want = 0;
+  for (float v : w) {
+    EXPECT_LE(std::fabs(v), std::sqrt(6.0 / (3 * 3 * 2)) * (1 + 1e-6));
+    want += 1e-3 * double(v) * v;
+  }
+  for (float v : b) want += 0.5 * double(v) * v;
+  EXPECT_NEAR(r.net->penalty().item(), want, 1e-6 + 1e-5 * want);
+
+  auto with = [](const char* key, const json& value) {
+    json d = dense("fc", 4, "relu");
+    d["config"][key] = value;
+    return sequential({input({5}), d, dense("out", 3, "softmax")});
+  };
+  expect_refusal(with("kernel_regularizer", {{"class_name", "L1"}, {"config", {{"l1", 0.01}}}}),
+                 "layer 'fc' (Dense) has a kernel_regularizer 'l1'; loupe has l2 (L2, or L1L2 with l1 0)");
+  expect_refusal(with("kernel_regularizer", {{"class_name", "L1L2"}, {"config", {{"l1", 0.01}, {"l2", 0.01}}}}),
+                 "has a kernel_regularizer 'l1l2'; loupe has l2");
+  expect_refusal(with("kernel_regularizer", {{"class_name", "L2"}, {"config", {{"l2", -1}}}}), "has l2 -1; loupe takes a number from 0");
+  expect_refusal(with("activity_regularizer", "l2"), "has a regularizer (activity_regularizer), which loupe does not apply");
+  expect_refusal(with("kernel_initializer", {{"class_name", "VarianceScaling"}, {"config", {{"mode", "fan_sum"}}}}),
+                 "has mode 'fan_sum'; Keras's are fan_in, fan_out and fan_avg");
+  json l = lstm("lstm", 4, false);
+  l["config"]["kernel_regularizer"] = "l2";
+  expect_refusal(sequential({input({5, 3}), l, dense("out", 3, "softmax")}), "layer 'lstm' (LSTM) has a regularizer (kernel_regularizer)");
 }
 
 // Dense's use_bias, on a vector only; its activations: relu and linear anywhere, softmax or
@@ -205,9 +259,9 @@ TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
                  "layer 'out' (Dense) has activation 'softmax'");
   expect_refusal(sequential({input({4, 4, 1}), dense("fc", 3, "softmax")}),
                  "layer 'fc' (Dense) takes an input of 3 dimensions per sample; loupe's takes a vector (Flatten before it)");
-  json he = sequential({input({6}), dense("fc", 3, "softmax")});
-  he["config"]["layers"][1]["config"]["kernel_initializer"] = {{"class_name", "HeUniform"}, {"config", {{"seed", nullptr}}}};
-  expect_refusal(he, "has kernel_initializer 'heuniform'");
+  json other = sequential({input({6}), dense("fc", 3, "softmax")});
+  other["config"]["layers"][1]["config"]["kernel_initializer"] = {{"class_name", "RandomNormal"}, {"config", {{"seed", nullptr}}}};
+  expect_refusal(other, "has kernel_initializer 'randomnormal'");
 }
 
 // BatchNormalization: Keras counts 4 C (gamma, beta and the moving mean and variance; 2 C

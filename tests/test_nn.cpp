@@ -205,3 +205,52 @@ TEST(Graph, RefusesNodesThatAreNotAGraph) {
   EXPECT_THROW(nn::Merge(nn::MergeOp::Subtract).merge({zeros(Shape{1, 2}), zeros(Shape{1, 2}), zeros(Shape{1, 2})}), Error);
   EXPECT_THROW(nn::Merge(nn::MergeOp::Add).merge({zeros(Shape{1, 2}), zeros(Shape{1, 3})}), Error);
 }
+
+// Keras's VarianceScaling: the variance is scale / n for each distribution, the truncated normal
+// never past two of its (corrected) deviations, the uniform within sqrt(3 variance).
+TEST(VarianceScaling, MomentsAndBoundsAreKeras) {
+  using D = nn::Distribution;
+  const int64_t fan_in = 300, fan_out = 500;
+  for (const auto& [v, n] : std::vector<std::pair<nn::VarianceScaling, double>>{
+           {{2, nn::FanMode::In, D::TruncatedNormal}, 300.0},
+           {{1, nn::FanMode::Average, D::TruncatedNormal}, 400.0},
+           {{2, nn::FanMode::Out, D::Normal}, 500.0},
+           {{1, nn::FanMode::In, D::Uniform}, 300.0}}) {
+    manual_seed(5);
+    Tensor t = empty(Shape{fan_out, fan_in});
+    nn::variance_scaling_(t, fan_in, fan_out, v);
+    const std::vector<float> w = t.to_vector<float>();
+    double mean = 0, sq = 0, biggest = 0;
+    for (float x : w) mean += x, sq += double(x) * x, biggest = std::max(biggest, double(std::fabs(x)));
+    mean /= double(w.size());
+    const double var = sq / double(w.size()) - mean * mean, want = v.scale / n;
+    SCOPED_TRACE("distribution " + std::to_string(int(v.distribution)));
+    EXPECT_NEAR(mean, 0, 0.02 * std::sqrt(want));
+    EXPECT_NEAR(var, want, 0.03 * want);
+    if (v.distribution == D::TruncatedNormal) EXPECT_LE(biggest, 2 * std::sqrt(want) / 0.87962566103423978 * (1 + 1e-6));
+    if (v.distribution == D::Uniform) EXPECT_LE(biggest, std::sqrt(3 * want) * (1 + 1e-6));
+    if (v.distribution == D::Normal) EXPECT_GT(biggest, 3 * std::sqrt(want));  // the tails are there
+  }
+}
+
+// An l2 regularizer's penalty is l2 * sum(w^2) over the parameters it names, through the children;
+// its gradient 2 * l2 * w.
+TEST(Regularize, PenaltyIsL2TimesTheSquaresAndItsGradient) {
+  manual_seed(2);
+  auto fc = std::make_shared<nn::Linear>(3, 2);
+  nn::Sequential m;
+  m.add("fc", fc);
+  EXPECT_FALSE(m.penalty().defined());
+  fc->regularize("weight", 0.25);
+  m.to(kCPU);
+  const std::vector<float> w = fc->weight.to_vector<float>();
+  double want = 0;
+  for (float x : w) want += 0.25 * x * x;
+  Tensor p = m.penalty();
+  EXPECT_NEAR(p.item(), want, 1e-6);
+  backward(p);
+  const std::vector<float> g = fc->weight.grad().to_vector<float>();
+  for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], 0.5f * w[i], 1e-6f);
+  EXPECT_THROW(fc->regularize("kernel", 0.1), Error);
+  EXPECT_THROW(fc->regularize("bias", -1), Error);
+}

@@ -926,6 +926,49 @@ TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
   EXPECT_GE(*r.data_wait_ms_p50, 20.0);  // the whole sleep (a loaded machine only adds to the step's rest)
 }
 
+// Keras's l2 regularizer (nn::Module::regularize) is part of the loss: one SGD step moves a
+// regularized weight by lr * 2 * l2 * w more than the same step without it, and the evaluation's
+// loss is the data's plus l2 * sum(w^2), as Keras reports it.
+TEST(TrainCpu, AnL2RegularizerIsPartOfTheLoss) {
+  std::vector<float> x(64 * 4);
+  std::vector<int32_t> y(64);
+  for (int i = 0; i < 64; ++i) {
+    for (int j = 0; j < 4; ++j) x[size_t(i * 4 + j)] = float((i * 37 + j * 11) % 64) / 64.0f;
+    y[size_t(i)] = i % 3;
+  }
+  const train::TensorDataset set{from_vector(x, Shape{64, 4}), from_vector(y, Shape{64}), 1.0};
+  const double lr = 0.1, l2 = 0.5;
+  auto run = [&](bool regularized, double* eval_loss, double* data_loss) {
+    manual_seed(1);
+    auto fc = std::make_shared<nn::Linear>(4, 3);
+    auto m = std::make_shared<nn::Sequential>();
+    m->add("fc", fc);
+    if (regularized) fc->regularize("weight", l2);
+    optim::SGD opt(m->arena(), lr);
+    train::Trainer t(*m, opt, kCPU);
+    const std::vector<float> before = fc->weight.to_vector<float>();
+    t.train_epoch(set, 64, 1, 1);
+    t.evaluate(set);
+    *eval_loss = t.last_eval_loss();
+    NoGradGuard g;
+    *data_loss = cross_entropy((*m)(set.x), set.y).item();
+    std::vector<float> after = fc->weight.to_vector<float>();
+    for (size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
+    return std::make_pair(before, after);
+  };
+  double eval_plain, data_plain, eval_reg, data_reg;
+  const auto [w0, step_plain] = run(false, &eval_plain, &data_plain);
+  const auto [w0_again, step_reg] = run(true, &eval_reg, &data_reg);
+  ASSERT_EQ(w0, w0_again);
+  for (size_t i = 0; i < w0.size(); ++i)
+    EXPECT_NEAR(step_reg[i] - step_plain[i], -lr * 2 * l2 * w0[i], 1e-6) << "weight " << i;
+  EXPECT_NEAR(eval_plain, data_plain, 1e-5);
+  double penalty = 0;  // l2 * sum(w^2) of the weights after the step
+  for (size_t i = 0; i < w0.size(); ++i) penalty += l2 * double(w0[i] + step_reg[i]) * (w0[i] + step_reg[i]);
+  EXPECT_GT(penalty, 1e-2);
+  EXPECT_NEAR(eval_reg, data_reg + penalty, 1e-5);
+}
+
 // The loss is the model's (its recipe's, through TrainerOptions::loss), not guessed from the
 // logits' shape: a one-column model learns with the binary cross-entropy it is
 // given, and a loss that does not fit the logits is refused in one sentence naming both.

@@ -1,5 +1,6 @@
 #include "nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -31,6 +32,31 @@ void glorot_uniform_(const Tensor& t, int64_t fan_in, int64_t fan_out) {
   uint64_t off = g.take(uint64_t(t.numel()));
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((2.0 * philox_uniform(g.seed, off, uint64_t(i)) - 1.0) * a);
+}
+
+void variance_scaling_(const Tensor& t, int64_t fan_in, int64_t fan_out, const VarianceScaling& v) {
+  LOUPE_CHECK(t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous(), "variance_scaling_ fills a CPU float32 tensor");
+  const double n = v.mode == FanMode::In ? double(fan_in) : v.mode == FanMode::Out ? double(fan_out) : double(fan_in + fan_out) / 2;
+  const double variance = v.scale / std::max(1.0, n);
+  if (v.distribution == Distribution::Uniform) return uniform_(t, -std::sqrt(3 * variance), std::sqrt(3 * variance));
+  // Box-Muller on two uniforms per try; a truncated value outside two deviations is drawn again
+  // (up to 16 tries, each from counters of its own: a value is the same whatever its neighbours).
+  constexpr int kTries = 16;
+  const bool truncated = v.distribution == Distribution::TruncatedNormal;
+  const double sd = std::sqrt(variance) / (truncated ? 0.87962566103423978 : 1.0);
+  Generator& g = default_generator();
+  const uint64_t off = g.take(uint64_t(t.numel()) * 2 * kTries);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double z = 0;
+    for (int k = 0; k < kTries; ++k) {
+      const uint64_t at = (uint64_t(i) * kTries + uint64_t(k)) * 2;
+      const double u1 = 1.0 - philox_uniform(g.seed, off, at), u2 = philox_uniform(g.seed, off, at + 1);
+      z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+      if (!truncated || std::fabs(z) <= 2) break;
+    }
+    p[i] = float(std::clamp(z, truncated ? -2.0 : -1e9, truncated ? 2.0 : 1e9) * sd);
+  }
 }
 
 void uniform_(const Tensor& t, double lo, double hi) {

@@ -141,6 +141,19 @@ void glorot_uniform_(const Tensor& t, int64_t fan_in, int64_t fan_out);
 // Fills t (on the CPU, float32) with U(lo, hi), drawn from the default generator like glorot_uniform_.
 void uniform_(const Tensor& t, double lo, double hi);
 
+// Keras's VarianceScaling initializer (glorot_*, he_*, lecun_* are cases of it): values of variance
+// scale / n, n the fan in, the fan out or their mean, drawn from a normal truncated at two standard
+// deviations (its deviation divided by 0.8796..., so the variance is still scale / n), a normal,
+// or a uniform of that variance. Fills t (CPU, float32) from the default generator.
+enum class FanMode { In, Out, Average };
+enum class Distribution { TruncatedNormal, Normal, Uniform };
+struct VarianceScaling {
+  double scale = 1;
+  FanMode mode = FanMode::Average;
+  Distribution distribution = Distribution::Uniform;  // glorot_uniform, Keras's default kernel initializer
+};
+void variance_scaling_(const Tensor& t, int64_t fan_in, int64_t fan_out, const VarianceScaling& v);
+
 // A [V, E] table of rows looked up by token id, initialised U(-0.05, 0.05) (Keras' default for
 // Embedding). Input: ids of any shape, int32 or floats holding integers; output ids.shape + [E].
 class Embedding : public Module {

@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include <sstream>
@@ -8,6 +10,8 @@
 #include "core/nvtx.h"
 #include "core/precision.h"
 #include "nn/arena.h"
+#include "ops/elementwise.h"
+#include "ops/reduce.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -81,6 +85,28 @@ int64_t Module::num_parameters() const {
     return f;
   };
   return n - fixed(*this);
+}
+
+void Module::regularize(const std::string& param, double l2) {
+  const bool known = std::any_of(params_.begin(), params_.end(), [&](const auto& p) { return p.first == param; });
+  LOUPE_CHECK(known, type_name(), " has no parameter '", param, "' to regularize");
+  LOUPE_CHECK(std::isfinite(l2) && l2 >= 0, "an l2 regularizer's factor is finite and at least 0, not ", l2);
+  l2_.emplace_back(param, l2);
+}
+
+Tensor Module::penalty() const {
+  Tensor total;
+  for (const auto& [name, l2] : l2_) {
+    if (l2 == 0) continue;
+    const Tensor& p = std::find_if(params_.begin(), params_.end(), [&](const auto& q) { return q.first == name; })->second;
+    const Tensor term = mul(sum(mul(p, p)), l2);
+    total = total.defined() ? add(total, term) : term;
+  }
+  for (const auto& [n, m] : children_) {
+    const Tensor c = m->penalty();
+    if (c.defined()) total = total.defined() ? add(total, c) : c;
+  }
+  return total;
 }
 
 void Module::set_memory_format(MemoryFormat f) {

@@ -52,6 +52,13 @@ class Module {
   // second bias: nn::LSTM holds it at zero), so that the count is the model's, as Keras gives it.
   virtual int64_t fixed_elements() const { return 0; }
 
+  // Keras's l2 regularizer on the parameter `param` of this module: l2 * sum(param^2) joins the
+  // loss (the trainer adds penalty() to each step's and each evaluation's loss, as Keras reports
+  // them), so its gradient 2 * l2 * param flows with the loss's, scaled with it in fp16.
+  void regularize(const std::string& param, double l2);
+  // The sum of those terms over this module and its children; undefined where none is set.
+  Tensor penalty() const;
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -99,6 +106,7 @@ class Module {
   void assign_paths(const std::string& path);
   std::string range_name_;
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
+  std::vector<std::pair<std::string, double>> l2_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::unique_ptr<ParameterArena> arena_;
   bool training_ = true;

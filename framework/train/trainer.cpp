@@ -315,7 +315,7 @@ void reset_sums(Tensor& buf, int64_t n, std::initializer_list<Tensor*> slots, De
 }  // namespace
 
 void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage& stage) {
-  Tensor x, y, logits, loss, seed;
+  Tensor x, y, logits, loss, seed, penalty;
   bool counted = false;
   const int64_t casts = nn::autocasts_16bit();
   stage(raw, x, y);
@@ -344,6 +344,8 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
     seed = !counted ? Tensor() : scaler_ ? scaler_->seed() : one_;
     loss = counted ? cross_entropy_counted(logits, y, loss_sum_, correct_, double(b), seed)
                    : loss_for(options_.loss, logits, y);
+    penalty = model_.penalty();  // Keras's l2 regularizers (nn::Module::regularize): part of the loss
+    if (penalty.defined()) loss = add(loss, penalty);
   }
   {
     NvtxRange r("backward", RangeKind::Phase);
@@ -370,6 +372,8 @@ void Trainer::train_step(const std::vector<Tensor>& raw, int64_t b, const Stage&
   if (!counted) {
     add_(loss_sum_, loss, double(b));  // on the device: no read-back inside the step
     if (has_accuracy(options_.loss)) add_correct(correct_, options_.loss, logits.detach(), y);
+  } else if (penalty.defined()) {
+    add_(loss_sum_, penalty.detach(), double(b));  // cross-entropy's kernel added the rest
   }
   // fp16/bf16 on a model where no layer computed in 16 bits (every one too narrow for tensor
   // cores, nn::Linear): the first step shows it, and the loss scaling and the 16-bit weight copy
@@ -645,7 +649,9 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   classes_ = classes_of(options_.loss, logits);
   const Tensor t = targets_for(options_.loss, logits, y);
   if (has_accuracy(options_.loss)) add_correct(eval_correct_, options_.loss, logits, t);
-  add_(eval_loss_, loss_for(options_.loss, logits, t), double(logits.size(0)));  // a mean: times the batch
+  Tensor loss = loss_for(options_.loss, logits, t);
+  if (const Tensor penalty = model_.penalty(); penalty.defined()) loss = add(loss, penalty);
+  add_(eval_loss_, loss, double(logits.size(0)));  // a mean: times the batch
 }
 
 int64_t Trainer::eval_samples(int64_t n, int64_t batch, int64_t max_batches) const {
