@@ -89,4 +89,56 @@ std::string class_key(const json& v) {
   return n;
 }
 
+nn::VarianceScaling keras_initializer(const json& v, const std::string& where, const std::string& key, int64_t fan_in) {
+  using D = nn::Distribution;
+  using F = nn::FanMode;
+  static const std::pair<const char*, nn::VarianceScaling> named[] = {
+      {"glorotuniform", {1, F::Average, D::Uniform}}, {"glorotnormal", {1, F::Average, D::TruncatedNormal}},
+      {"heuniform", {2, F::In, D::Uniform}},          {"henormal", {2, F::In, D::TruncatedNormal}},
+      {"lecununiform", {1, F::In, D::Uniform}},       {"lecunnormal", {1, F::In, D::TruncatedNormal}}};
+  const std::string k = class_key(v);
+  for (const auto& [name, vs] : named)
+    if (k == name) return vs;
+  static const json none = json::object();
+  const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+  const Config kc{vc, where + "'s " + key + " (" + cut(k) + ")"};
+  const double n = double(std::max<int64_t>(fan_in, 1));
+  // RandomNormal and RandomUniform about 0 are VarianceScaling's over the fan in, their variance
+  // scale / fan_in: stddev^2 and limit^2 / 3.
+  if (k == "randomnormal") {
+    if (kc.real("mean", 0, Range{-1e30, true, 1e30, true}) != 0) kc.fail("has a mean other than 0; loupe draws about 0");
+    const double sd = kc.real("stddev", 0.05, Range{0, false, 100, true});
+    return {sd * sd * n, F::In, D::Normal};
+  }
+  if (k == "randomuniform") {
+    const double lo = kc.real("minval", -0.05, Range{-100, true, 100, true}), hi = kc.real("maxval", 0.05, Range{-100, true, 100, true});
+    if (lo != -hi || hi <= 0) kc.fail("is not about 0 (minval -maxval); loupe draws about 0");
+    return {hi * hi / 3 * n, F::In, D::Uniform};
+  }
+  if (k != "variancescaling")
+    throw Error(where + " has " + key + " '" + cut(k) + "'; loupe has glorot_uniform, glorot_normal, he_uniform, "
+                "he_normal, lecun_uniform, lecun_normal, VarianceScaling, RandomNormal and RandomUniform");
+  // Keras takes any positive scale; its own are 1 and 2, and a huge one would overflow float32.
+  nn::VarianceScaling vs{kc.real("scale", 1.0, Range{0, false, 1e4, true}), F::In, D::TruncatedNormal};
+  const std::string mode = kc.text("mode", "fan_in"), dist = kc.text("distribution", "truncated_normal");
+  if (mode != "fan_in" && mode != "fan_out" && mode != "fan_avg") kc.fail("has mode '" + cut(mode) + "'; Keras's are fan_in, fan_out and fan_avg");
+  vs.mode = mode == "fan_in" ? F::In : mode == "fan_out" ? F::Out : F::Average;
+  // Keras 2.2's "normal" is the truncated one, as its initializers.py draws it.
+  if (dist == "untruncated_normal") vs.distribution = D::Normal;
+  else if (dist == "uniform") vs.distribution = D::Uniform;
+  else if (dist != "normal" && dist != "truncated_normal")
+    kc.fail("has distribution '" + cut(dist) + "'; Keras's are truncated_normal (normal), untruncated_normal and uniform");
+  return vs;
+}
+
+double keras_l2(const json& v, const std::string& where, const std::string& key) {
+  const std::string k = class_key(v);
+  static const json none = json::object();
+  const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+  const Config rc{vc, where + "'s " + key + " (" + cut(k) + ")"};
+  if ((k != "l2" && k != "l1l2") || rc.real("l1", 0, kFromZero) != 0)
+    throw Error(where + " has a " + key + " '" + cut(k) + "'; loupe has l2 (L2, or L1L2 with l1 0)");
+  return rc.real("l2", 0.01, kFromZero);
+}
+
 }  // namespace loupe::models::keras

@@ -456,6 +456,8 @@ Dialect keras::dialect_of(const json& root, bool reference) {
     if (std::sscanf(root.at("keras_version").get<std::string>().c_str(), "%d.%d", &major, &minor) < 1) major = 2;
   if (major >= 3) d.hard_slope = 1.f / 6;
   if (major < 2 || (major == 2 && minor < 3)) d.recurrent_default = "hard_sigmoid";
+  // Keras 2's own GRU (up to 2.3.1) has reset_after False; tf.keras's (2.4 on) and Keras 3's True.
+  if (major < 2 || (major == 2 && minor <= 3)) d.gru_reset_after = false;
   return d;
 }
 

@@ -108,10 +108,11 @@ class Parser : public Parsed {
     if (c == "Conv1D") return conv1d(l);
     if (c == "MaxPooling1D" || c == "AveragePooling1D" || c == "GlobalMaxPooling1D") return pool1d(l);
     if (c == "ZeroPadding2D") return zero_padding(l);
+    if (c == "GRU" || c == "SimpleRNN") return recurrent(l);
     if (merge_op(c)) return merge(l, *merge_op(c));
     fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
             "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
-            "LSTM, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
+            "LSTM, GRU, SimpleRNN, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
             "GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, Maximum, Minimum and "
             "Concatenate");
   }
@@ -188,59 +189,22 @@ class Parser : public Parsed {
       fail(l, "has " + std::string(key) + " '" + cut(class_key(c.at(key))) + "'; loupe initialises as Keras's default (" + want + ")");
   }
 
-  // A Dense's or a convolution's kernel_initializer: Keras's VarianceScaling family (the default
-  // glorot_uniform, which the modules draw themselves).
-  nn::VarianceScaling kernel_init(const Layer& l) {
+  // The layer's Keras options for its weights (keras_initializer, keras_l2 in keras_config.cpp).
+  nn::VarianceScaling kernel_init(const Layer& l, int64_t fan_in) {
     const json& c = cfg(l);
     if (!c.contains("kernel_initializer") || c.at("kernel_initializer").is_null()) return {};
-    const json& v = c.at("kernel_initializer");
-    using D = nn::Distribution;
-    using F = nn::FanMode;
-    static const std::pair<const char*, nn::VarianceScaling> named[] = {
-        {"glorotuniform", {1, F::Average, D::Uniform}}, {"glorotnormal", {1, F::Average, D::TruncatedNormal}},
-        {"heuniform", {2, F::In, D::Uniform}},          {"henormal", {2, F::In, D::TruncatedNormal}},
-        {"lecununiform", {1, F::In, D::Uniform}},       {"lecunnormal", {1, F::In, D::TruncatedNormal}}};
-    const std::string k = class_key(v);
-    for (const auto& [name, vs] : named)
-      if (k == name) return vs;
-    if (k != "variancescaling")
-      fail(l, "has kernel_initializer '" + cut(k) + "'; loupe has glorot_uniform, glorot_normal, he_uniform, "
-              "he_normal, lecun_uniform, lecun_normal and VarianceScaling");
-    static const json none = json::object();
-    const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
-    const Config kc{vc, file_ + ": " + layer_label(l) + "'s kernel_initializer (VarianceScaling)"};
-    // Keras takes any positive scale; its own are 1 and 2, and a huge one would overflow float32.
-    nn::VarianceScaling vs{kc.real("scale", 1.0, Range{0, false, 1e4, true}), F::In, D::TruncatedNormal};
-    const std::string mode = kc.text("mode", "fan_in"), dist = kc.text("distribution", "truncated_normal");
-    if (mode != "fan_in" && mode != "fan_out" && mode != "fan_avg") kc.fail("has mode '" + cut(mode) + "'; Keras's are fan_in, fan_out and fan_avg");
-    vs.mode = mode == "fan_in" ? F::In : mode == "fan_out" ? F::Out : F::Average;
-    // Keras 2.2's "normal" is the truncated one, as its initializers.py draws it.
-    if (dist == "untruncated_normal") vs.distribution = D::Normal;
-    else if (dist == "uniform") vs.distribution = D::Uniform;
-    else if (dist != "normal" && dist != "truncated_normal")
-      kc.fail("has distribution '" + cut(dist) + "'; Keras's are truncated_normal (normal), untruncated_normal and uniform");
-    return vs;
+    return keras_initializer(c.at("kernel_initializer"), file_ + ": " + layer_label(l), "kernel_initializer", fan_in);
   }
-  // A regularizer's l2 factor (0 for none): Keras 2's L1L2 with l1 0, tf.keras's and Keras 3's L2,
-  // or "l2" (Keras's default factor, 0.01).
   double l2_of(const Layer& l, const char* key) {
     const json& c = cfg(l);
-    if (!c.contains(key) || c.at(key).is_null()) return 0;
-    const json& v = c.at(key);
-    const std::string k = class_key(v);
-    static const json none = json::object();
-    const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
-    const Config rc{vc, file_ + ": " + layer_label(l) + "'s " + key + " (" + cut(k) + ")"};
-    if ((k != "l2" && k != "l1l2") || rc.real("l1", 0, kFromZero) != 0)
-      fail(l, "has a " + std::string(key) + " '" + cut(k) + "'; loupe has l2 (L2, or L1L2 with l1 0)");
-    return rc.real("l2", 0.01, kFromZero);
+    return c.contains(key) && !c.at(key).is_null() ? keras_l2(c.at(key), file_ + ": " + layer_label(l), key) : 0;
   }
   // The maker of a Dense or a convolution with Keras's options for its weights: the kernel's
   // initializer (drawn here unless it is the modules' own glorot_uniform), zero biases, and the
   // kernel's and bias's l2 regularizers (nn::Module::regularize).
   std::function<std::shared_ptr<nn::Module>()> weighted(const Layer& l, std::function<std::shared_ptr<nn::Module>()> make,
                                                         int64_t fan_in, int64_t fan_out) {
-    const nn::VarianceScaling v = kernel_init(l);
+    const nn::VarianceScaling v = kernel_init(l, fan_in);
     init(l, "bias_initializer", "zeros");
     const double kernel_l2 = l2_of(l, "kernel_regularizer"), bias_l2 = l2_of(l, "bias_regularizer");
     const bool drawn = !(v.scale == 1 && v.mode == nn::FanMode::Average && v.distribution == nn::Distribution::Uniform);
@@ -592,7 +556,65 @@ class Parser : public Parsed {
     const std::string a = Config{c, file_ + ": " + layer_label(l)}.text("recurrent_activation", dialect_.recurrent_default);
     if (a == "sigmoid") return 0;
     if (a == "hard_sigmoid") return dialect_.hard_slope;
-    fail(l, "has recurrent_activation '" + cut(a) + "'; loupe's LSTM has sigmoid and hard_sigmoid");
+    fail(l, "has recurrent_activation '" + cut(a) + "'; loupe's " + l.cls + " has sigmoid and hard_sigmoid");
+  }
+
+  // Keras's GRU and SimpleRNN (nn::Recurrent, Keras's layouts): the options it computes, the others
+  // refused by name.
+  void recurrent(const Layer& l) {
+    const json& c = cfg(l);
+    if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+    const json want = {{"dropout", 0.0}, {"recurrent_dropout", 0.0}, {"stateful", false}, {"return_state", false},
+                       {"time_major", false}};
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
+        fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's " + l.cls + " has " + it.value().dump());
+    const bool gru = l.cls == "GRU";
+    nn::RnnParams p;
+    p.cell = gru ? nn::RnnParams::Cell::Gru : nn::RnnParams::Cell::Simple;
+    p.input_size = shape_[1];
+    p.units = count(l, c, "units", kMaxLstmUnits);  // the orthogonal initialisation's cost, as an LSTM's
+    const std::string act = conf(l).text("activation", "tanh");
+    if (act != "tanh" && act != "relu") fail(l, "has activation '" + cut(act) + "'; loupe's " + l.cls + " has tanh and relu");
+    p.activation = act == "relu" ? Act::Relu : Act::Tanh;
+    if (gru) p.hard_slope = recurrent_slope(l, c);
+    if (gru) p.reset_after = conf(l).flag("reset_after", dialect_.gru_reset_after);
+    p.use_bias = conf(l).flag("use_bias", true);
+    p.go_backwards = conf(l).flag("go_backwards", false);
+    p.return_sequences = conf(l).flag("return_sequences", false);
+    init(l, "bias_initializer", "zeros");
+    add(l, recurrent_init(l, p));
+    const int64_t g = p.gates(), u = p.units, in = p.input_size, bias_rows = !p.use_bias ? 0 : gru && p.reset_after ? 2 : 1;
+    own(rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
+    parameters(l, g * __int128(u) * (in + u) + bias_rows * g * u, 0);
+    shape_ = p.return_sequences ? std::vector<int64_t>{shape_[0], u} : std::vector<int64_t>{u};
+  }
+
+  // A GRU's or SimpleRNN's maker with its kernel_initializer (as a Dense's) and its
+  // recurrent_initializer: Keras's default orthogonal or, for a SimpleRNN (mnist_irnn's), Identity.
+  std::function<std::shared_ptr<nn::Module>()> recurrent_init(const Layer& l, const nn::RnnParams& p) {
+    const nn::VarianceScaling v = kernel_init(l, p.input_size);
+    const bool drawn = !(v.scale == 1 && v.mode == nn::FanMode::Average && v.distribution == nn::Distribution::Uniform);
+    const json& c = cfg(l);
+    double gain = 0;  // 0: orthogonal
+    if (c.contains("recurrent_initializer") && !c.at("recurrent_initializer").is_null() &&
+        class_key(c.at("recurrent_initializer")) != "orthogonal") {
+      const json& r = c.at("recurrent_initializer");
+      if (class_key(r) != "identity" || p.cell != nn::RnnParams::Cell::Simple)
+        fail(l, "has recurrent_initializer '" + cut(class_key(r)) + "'; loupe's is orthogonal, or identity in a SimpleRNN");
+      static const json none = json::object();
+      const json& rc = r.is_object() && r.contains("config") && r.at("config").is_object() ? r.at("config") : none;
+      gain = Config{rc, file_ + ": " + layer_label(l) + "'s recurrent_initializer (identity)"}.real("gain", 1.0, kAboveZero);
+    }
+    return [p, v, drawn, gain] {
+      auto m = std::make_shared<nn::Recurrent>(p);
+      if (drawn) nn::variance_scaling_(m->kernel, p.input_size, p.gates() * p.units, v);
+      if (gain > 0) {
+        fill_(m->recurrent_kernel, 0.0);
+        for (int64_t i = 0; i < p.units; ++i) m->recurrent_kernel.data<float>()[i * p.units + i] = float(gain);
+      }
+      return m;
+    };
   }
 
   void bidirectional(const Layer& l) {
@@ -703,7 +725,9 @@ std::string untagged(const char* what) {
 
 std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs) {
   using V = std::vector<int64_t>;
-  if (!p.embedding_input && outputs == 10 && (input == V{28, 28} || input == V{28, 28, 1} || input == V{784}))
+  // [784, 1]: the pixels as a sequence (the Keras example mnist_irnn's).
+  if (!p.embedding_input && outputs == 10 &&
+      (input == V{28, 28} || input == V{28, 28, 1} || input == V{784} || input == V{784, 1}))
     return "mnist";
   if (!p.embedding_input && outputs == 10 && (input == V{32, 32, 3} || input == V{3072})) return "cifar10";
   if (p.embedding_input && outputs == 1 && input == V{100} && p.vocab == 20000) return "imdb";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "models/registry.h"
+#include "nn/layers.h"
 #include "nn/module.h"
 
 namespace loupe::models::keras {
@@ -91,6 +92,14 @@ struct Step {
   std::vector<int> inputs;
 };
 
+// A kernel's initializer (`key`'s value `v`) as nn::VarianceScaling: glorot_*, he_*, lecun_*,
+// VarianceScaling, and RandomNormal / RandomUniform about 0 (a variance over `fan_in`); an Error
+// beginning with `where` for another.
+nn::VarianceScaling keras_initializer(const json& v, const std::string& where, const std::string& key, int64_t fan_in);
+// A regularizer's l2 factor: Keras 2's L1L2 with l1 0, tf.keras's and Keras 3's L2, or "l2" (0.01);
+// an Error beginning with `where` for another.
+double keras_l2(const json& v, const std::string& where, const std::string& key);
+
 // The converters of Keras's variables into loupe's layouts (models/keras_weights.cpp). `chw`: the
 // [C, H, W] image a Flatten made the input of, channel by channel where Keras goes pixel by pixel
 // (empty when the input is not one), so that the rows of a kernel are taken in loupe's order.
@@ -102,14 +111,20 @@ KerasWeights embedding_weights(const std::string& layer, int64_t rows, int64_t d
 // `inner`: the LSTM's own name; a Bidirectional's variables are "forward_<inner>/kernel", ...
 KerasWeights lstm_weights(const std::string& layer, const std::string& inner, int64_t in, int64_t units, bool bidirectional);
 
+// GRU's and SimpleRNN's (`cls`), in nn::Recurrent's layouts, which are Keras's: `gates` 3 or 1,
+// `bias_rows` 0 (no bias), 1, or 2 (a GRU with reset_after: the input's and the recurrent bias).
+KerasWeights rnn_weights(const std::string& layer, const std::string& cls, int64_t in, int64_t units, int gates,
+                         int64_t bias_rows);
+
 // What a file's Keras version decides (docs/keras.md, "Keras versions"): hard_sigmoid's slope
 // (Keras 2: 0.2; Keras 3: 1/6), the recurrent layers' recurrent_activation where the file has
-// none (hard_sigmoid before Keras 2.3), and whether an LSTM has Keras's one bias (a user's file)
+// none (hard_sigmoid before Keras 2.3), a GRU's reset_after where it has none, and whether an LSTM has Keras's one bias (a user's file)
 // or cuDNN's two (a reference model, whose recipe has always had two).
 struct Dialect {
   float hard_slope = 0.2f;
   std::string recurrent_default = "sigmoid";
   bool one_bias = true;
+  bool gru_reset_after = true;  // GRU's default: false in Keras 2 to 2.3, true in tf.keras and Keras 3
 };
 Dialect dialect_of(const json& root, bool reference);
 

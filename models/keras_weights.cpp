@@ -150,6 +150,23 @@ KerasWeights lstm_weights(const std::string& layer, const std::string& inner, in
   };
   return w;
 }
+KerasWeights rnn_weights(const std::string& layer, const std::string& cls, int64_t in, int64_t units, int gates,
+                         int64_t bias_rows) {
+  KerasWeights w{layer, cls, {"kernel", "recurrent_kernel"}, {{in, gates * units}, {units, gates * units}},
+                 {"cell/vars/0", "cell/vars/1"}, nullptr};
+  if (bias_rows) {
+    w.names.push_back("bias");
+    w.shapes.push_back(bias_rows == 1 ? std::vector<int64_t>{gates * units} : std::vector<int64_t>{bias_rows, gates * units});
+    w.paths.push_back("cell/vars/2");
+  }
+  // nn::Recurrent keeps Keras's layouts and names.
+  w.convert = [names = w.names](const std::vector<Tensor>& a) {
+    Named out;
+    for (size_t i = 0; i < a.size(); ++i) out.emplace_back(names[i], clone(a[i]));
+    return out;
+  };
+  return w;
+}
 }  // namespace keras
 
 std::vector<KerasVariable> keras_variables(const ModelInfo& info) {

@@ -105,6 +105,42 @@ def lstm(x, kernel, recurrent, bias, return_sequences, go_backwards=False,
     return np.stack(ys, 1) if return_sequences else h
 
 
+def gru(x, kernel, recurrent, bias, return_sequences, reset_after, recurrent_activation=sigmoid,
+        go_backwards=False):
+    """Keras's GRU cell (keras/layers/recurrent.py, Keras 2.2.4; keras/src/layers/rnn/gru.py, Keras 3):
+    gates z, r, h in that order; reset_after's bias [2, 3u] (the input's, then the recurrent one's)."""
+    n, t, _ = x.shape
+    u = recurrent.shape[0]
+    b_in, b_rec = (bias[0], bias[1]) if reset_after else (bias, np.zeros(3 * u))
+    h = np.zeros((n, u))
+    ys = []
+    for s in (range(t - 1, -1, -1) if go_backwards else range(t)):
+        xw = x[:, s, :] @ kernel + b_in
+        if reset_after:
+            hu = h @ recurrent + b_rec
+            z = recurrent_activation(xw[:, :u] + hu[:, :u])
+            r = recurrent_activation(xw[:, u:2 * u] + hu[:, u:2 * u])
+            hh = np.tanh(xw[:, 2 * u:] + r * hu[:, 2 * u:])
+        else:
+            z = recurrent_activation(xw[:, :u] + h @ recurrent[:, :u])
+            r = recurrent_activation(xw[:, u:2 * u] + h @ recurrent[:, u:2 * u])
+            hh = np.tanh(xw[:, 2 * u:] + (r * h) @ recurrent[:, 2 * u:])
+        h = z * h + (1 - z) * hh
+        ys.append(h)
+    return np.stack(ys, 1) if return_sequences else h
+
+
+def simple_rnn(x, kernel, recurrent, bias, return_sequences, activation=np.tanh, go_backwards=False):
+    """Keras's SimpleRNN cell: h = activation(x W + h U + b)."""
+    n, t, _ = x.shape
+    h = np.zeros((n, recurrent.shape[0]))
+    ys = []
+    for s in (range(t - 1, -1, -1) if go_backwards else range(t)):
+        h = activation(x[:, s, :] @ kernel + h @ recurrent + bias)
+        ys.append(h)
+    return np.stack(ys, 1) if return_sequences else h
+
+
 # ---- the cases ---------------------------------------------------------------------------------------
 
 def layer(cls, name, **config):
@@ -431,6 +467,45 @@ def case_same_padding():
     return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
 
 
+def case_gru_keras2():
+    """A Keras 2.2 file's GRUs: reset_after False and hard_sigmoid, both Keras 2.2's defaults (the
+    file names neither), the first returning its sequence."""
+    w = {"gru1": [weights(3, 12), weights(4, 12), weights(12, scale=2.0)],
+         "gru2": [weights(4, 9), weights(3, 9), weights(9, scale=2.0)], "out": [weights(3, 2), weights(2)]}
+    layers = [layer("GRU", "gru1", units=4, return_sequences=True, batch_input_shape=[None, 6, 3]),
+              layer("GRU", "gru2", units=3),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 6, 3, scale=1.5)
+    h = gru(x, *w["gru1"], True, False, hard_sigmoid_keras2)
+    y = gru(h, *w["gru2"], False, False, hard_sigmoid_keras2) @ w["out"][0] + w["out"][1]
+    names = ["kernel", "recurrent_kernel", "bias"]
+    return layers, w, {"gru1": names, "gru2": names, "out": ["kernel", "bias"]}, x, y
+
+
+def case_gru_keras3():
+    """A Keras 3 file's GRU: reset_after (its default) with its two biases, sigmoid, read backwards."""
+    w = {"gru": [weights(3, 15), weights(5, 15), weights(2, 15, scale=0.5)], "out": [weights(5, 2), weights(2)]}
+    layers = [layer("GRU", "gru", units=5, go_backwards=True, batch_input_shape=[None, 6, 3]),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 6, 3, scale=1.5)
+    y = gru(x, *w["gru"], False, True, go_backwards=True) @ w["out"][0] + w["out"][1]
+    return layers, w, {"gru": ["kernel", "recurrent_kernel", "bias"], "out": ["kernel", "bias"]}, x, y
+
+
+def case_simple_rnn():
+    """SimpleRNN: tanh returning its sequence, then relu (mnist_irnn's) read backwards."""
+    w = {"rnn1": [weights(3, 4), weights(4, 4), weights(4)], "rnn2": [weights(4, 3), weights(3, 3), weights(3)],
+         "out": [weights(3, 2), weights(2)]}
+    layers = [layer("SimpleRNN", "rnn1", units=4, return_sequences=True, batch_input_shape=[None, 5, 3]),
+              layer("SimpleRNN", "rnn2", units=3, activation="relu", go_backwards=True),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 5, 3, scale=1.0)
+    h = simple_rnn(x, *w["rnn1"], True)
+    y = simple_rnn(h, *w["rnn2"], False, lambda v: np.maximum(v, 0), True) @ w["out"][0] + w["out"][1]
+    names = ["kernel", "recurrent_kernel", "bias"]
+    return layers, w, {"rnn1": names, "rnn2": names, "out": ["kernel", "bias"]}, x, y
+
+
 def case_bidirectional():
     """Bidirectional(LSTM) as a sequence (the backward one's outputs back in time order), averaged,
     then one returning its last states side by side."""
@@ -463,10 +538,12 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
          "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d,
          "residual": case_residual, "inception": case_inception, "merges": case_merges,
-         "same_padding": case_same_padding}
+         "same_padding": case_same_padding, "gru_keras2": case_gru_keras2, "gru_keras3": case_gru_keras3,
+         "simple_rnn": case_simple_rnn}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
-VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3"}
+VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
+            "gru_keras3": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):
@@ -518,7 +595,7 @@ def save_keras3_h5(path, layers, w):
             group = f"layers/{base}" + (f"_{k}" if k else "")
             f.create_group(group + "/vars").attrs["name"] = name
             arrays = w.get(name, [])
-            if cls == "LSTM":
+            if cls in ("LSTM", "GRU", "SimpleRNN"):
                 parts = [("cell", arrays)]
             elif cls == "Bidirectional":
                 parts = [("forward_layer/cell", arrays[:3]), ("backward_layer/cell", arrays[3:])]

@@ -162,7 +162,7 @@ TEST(KerasOptions, Conv2DOptionsLoupeLacksAreRefused) {
   expect_refusal(with("groups", 2), "has groups 2; loupe's convolutions are not grouped");
   expect_refusal(with("data_format", "channels_first"), "has data_format \"channels_first\"; loupe reads Keras's default");
   expect_refusal(with("kernel_initializer", "orthogonal"), "has kernel_initializer 'orthogonal'; loupe has glorot_uniform, "
-                 "glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal and VarianceScaling");
+                 "glorot_normal, he_uniform, he_normal, lecun_uniform, lecun_normal, VarianceScaling, RandomNormal and RandomUniform");
   expect_refusal(with("bias_initializer", "ones"), "has bias_initializer 'ones'; loupe initialises as Keras's default (zeros)");
   expect_refusal(with("filters", 0), "has filters 0; loupe takes a positive whole number up to 16777216");
   expect_refusal(with("kernel_size", {11, 11}), "leaves no pixels of its 9x9 input");
@@ -260,8 +260,8 @@ TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
   expect_refusal(sequential({input({4, 4, 1}), dense("fc", 3, "softmax")}),
                  "layer 'fc' (Dense) takes an input of 3 dimensions per sample; loupe's takes a vector (Flatten before it)");
   json other = sequential({input({6}), dense("fc", 3, "softmax")});
-  other["config"]["layers"][1]["config"]["kernel_initializer"] = {{"class_name", "RandomNormal"}, {"config", {{"seed", nullptr}}}};
-  expect_refusal(other, "has kernel_initializer 'randomnormal'");
+  other["config"]["layers"][1]["config"]["kernel_initializer"] = {{"class_name", "TruncatedNormal"}, {"config", {{"seed", nullptr}}}};
+  expect_refusal(other, "has kernel_initializer 'truncatednormal'");
 }
 
 // BatchNormalization: Keras counts 4 C (gamma, beta and the moving mean and variance; 2 C
@@ -481,6 +481,48 @@ std::vector<std::vector<double>> keras_lstm_states(const std::vector<float>& w, 
 // 'ave' and None by name. Concat's numbers: [forward's state after x_T-1, backward's after x_0]
 // for the last output; with return_sequences, at each time t the forward state after x_t beside
 // the backward one after reading x_T-1 down to x_t (Keras reverses the backward sequence back).
+// GRU and SimpleRNN: Keras's counts (a GRU's 3 u (in + u) and its bias, two rows of it with
+// reset_after: Keras 3's default, Keras 2.2's off), their outputs' shapes, and what they refuse.
+TEST(KerasOptions, GruAndSimpleRnnCountAsKeras) {
+  auto rnn = [](const std::string& cls, json extra) {
+    extra["units"] = 4;
+    return layer(cls, "rnn", extra);
+  };
+  const Ran after = run_batch(sequential({input({6, 3}), rnn("GRU", {{"return_sequences", true}}), flatten(), dense("out", 2, "softmax")}));
+  EXPECT_EQ(after.info.keras_parameters, 3 * 4 * (3 + 4) + 2 * 3 * 4 + keras_dense(6 * 4, 2));
+  json keras2 = sequential({input({6, 3}), rnn("GRU", json::object()), dense("out", 2, "softmax")});
+  keras2.erase("module");
+  keras2["keras_version"] = "2.2.4";
+  const Ran before = run_batch(keras2);
+  EXPECT_EQ(before.info.keras_parameters, 3 * 4 * (3 + 4) + 3 * 4 + keras_dense(4, 2));
+  const Ran simple = run_batch(sequential({input({6, 3}), rnn("SimpleRNN", {{"activation", "relu"}, {"use_bias", false}}),
+                                           dense("out", 2, "softmax")}));
+  EXPECT_EQ(simple.info.keras_parameters, 4 * (3 + 4) + keras_dense(4, 2));
+  EXPECT_EQ(simple.y.shape(), (Shape{2, 2}));
+  auto refused = [&](const std::string& cls, const json& extra, const std::string& part) {
+    expect_refusal(sequential({input({6, 3}), rnn(cls, extra), dense("out", 2, "softmax")}), part);
+  };
+  refused("GRU", {{"recurrent_dropout", 0.2}}, "layer 'rnn' (GRU) has recurrent_dropout 0.2; loupe's GRU has 0.0");
+  refused("GRU", {{"activation", "selu"}}, "has activation 'selu'; loupe's GRU has tanh and relu");
+  refused("GRU", {{"recurrent_activation", "relu"}}, "has recurrent_activation 'relu'; loupe's GRU has sigmoid and hard_sigmoid");
+  refused("SimpleRNN", {{"return_state", true}}, "has return_state true; loupe's SimpleRNN has false");
+  refused("GRU", {{"recurrent_initializer", "identity"}}, "has recurrent_initializer 'identity'; loupe's is orthogonal, or identity in a SimpleRNN");
+  // mnist_irnn's SimpleRNN: kernel RandomNormal(stddev 0.001), recurrent Identity(gain 1), relu.
+  json irnn = rnn("SimpleRNN", {{"activation", "relu"}, {"recurrent_initializer", {{"class_name", "Identity"}, {"config", {{"gain", 1.0}}}}},
+                                {"kernel_initializer", {{"class_name", "RandomNormal"}, {"config", {{"mean", 0.0}, {"stddev", 0.001}}}}}});
+  irnn["config"]["units"] = 100;
+  const Ran ir = run_batch(sequential({input({784, 1}), irnn, dense("out", 10, "softmax")}));
+  EXPECT_EQ(ir.info.keras_parameters, 100 * (1 + 100) + 100 + keras_dense(100, 10));
+  EXPECT_EQ(ir.info.recipe.dataset, "mnist");  // [784, 1]: MNIST's pixels as a sequence
+  const std::vector<float> k = ir.net->named_parameters()[0].second.to_vector<float>();
+  const std::vector<float> u = ir.net->named_parameters()[1].second.to_vector<float>();
+  double sq = 0;
+  for (float x : k) sq += double(x) * x;
+  EXPECT_NEAR(std::sqrt(sq / double(k.size())), 0.001, 0.0003);
+  for (int64_t i = 0; i < 100; ++i)
+    for (int64_t j = 0; j < 100; ++j) ASSERT_EQ(u[size_t(i * 100 + j)], i == j ? 1.f : 0.f) << i << "," << j;
+}
+
 TEST(KerasOptions, BidirectionalConcatIsTheTwoDirectionsSideBySide) {
   const int64_t T = 3, F = 2, H = 2;
   for (bool sequences : {false, true}) {

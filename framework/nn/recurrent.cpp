@@ -8,7 +8,11 @@
 #include "core/philox.h"
 #include "core/random.h"
 #include "nn/layers.h"
+#include "ops/activation.h"
+#include "ops/cat.h"
+#include "ops/elementwise.h"
 #include "ops/gemm_cpu.h"
+#include "ops/linalg.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -90,6 +94,97 @@ std::string LSTM::type_name() const {
   if (params_.dropout > 0) s << ", dropout " << params_.dropout;
   if (params_.hard_slope > 0) s << ", hard_sigmoid " << params_.hard_slope;
   if (params_.single_bias) s << ", one bias";
+  s << ")";
+  return s.str();
+}
+
+Recurrent::Recurrent(const RnnParams& p) : p_(p) {
+  LOUPE_CHECK(p.input_size > 0 && p.units > 0, "Recurrent: sizes must be positive");
+  LOUPE_CHECK(p.hard_slope >= 0 && p.hard_slope <= 1, "Recurrent: hard_slope must be in [0, 1], got ", p.hard_slope);
+  LOUPE_CHECK(p.activation == Act::Tanh || p.activation == Act::Relu, "Recurrent: the activation is tanh or relu");
+  const int64_t g = p.gates(), u = p.units;
+  Tensor k = empty(Shape{p.input_size, g * u}, DType::f32, kCPU);
+  glorot_uniform_(k, p.input_size, g * u);
+  kernel = register_parameter("kernel", k);
+  // Keras's orthogonal for [u, G u]: the Q of a [G u, u] normal matrix, transposed.
+  std::vector<float> q(size_t(g * u * u));
+  orthogonal_(q.data(), g * u, u);
+  Tensor r = empty(Shape{u, g * u}, DType::f32, kCPU);
+  float* rp = r.data<float>();
+  for (int64_t i = 0; i < g * u; ++i)
+    for (int64_t j = 0; j < u; ++j) rp[j * g * u + i] = q[size_t(i * u + j)];
+  recurrent_kernel = register_parameter("recurrent_kernel", r);
+  const bool two = p.cell == RnnParams::Cell::Gru && p.reset_after;
+  if (p.use_bias) bias = register_parameter("bias", zeros(two ? Shape{2, g * u} : Shape{g * u}, DType::f32, kCPU));
+}
+
+namespace {
+Tensor gate(const Tensor& x, float hard_slope) {
+  if (hard_slope == 0) return sigmoid(x);
+  const Tensor y = x * double(hard_slope) + 0.5;  // clip(y, 0, 1) = relu(y) - relu(y - 1)
+  return relu(y) - relu(y + -1.0);
+}
+
+// One step from xw (x W + the input's bias, [N, G u]) and the state h [N, u]; u the recurrent
+// kernel [u, G u], b_r the recurrent bias (reset_after) or undefined.
+Tensor step(const RnnParams& p, const Tensor& xw, const Tensor& h, const Tensor& u, const Tensor& b_r) {
+  const int64_t n = p.units;
+  if (p.cell == RnnParams::Cell::Simple) return activation(p.activation, xw + matmul(h, u));
+  auto part = [n](const Tensor& t, int k) { return slice(t, 1, k * n, (k + 1) * n); };
+  Tensor z, r, candidate;
+  if (p.reset_after) {
+    Tensor hu = matmul(h, u);
+    if (b_r.defined()) hu = hu + b_r;
+    z = gate(part(xw, 0) + part(hu, 0), p.hard_slope);
+    r = gate(part(xw, 1) + part(hu, 1), p.hard_slope);
+    candidate = activation(p.activation, part(xw, 2) + r * part(hu, 2));
+  } else {
+    const Tensor hu = matmul(h, contiguous(slice(u, 1, 0, 2 * n)));
+    z = gate(part(xw, 0) + part(hu, 0), p.hard_slope);
+    r = gate(part(xw, 1) + part(hu, 1), p.hard_slope);
+    candidate = activation(p.activation, part(xw, 2) + matmul(r * h, contiguous(slice(u, 1, 2 * n, 3 * n))));
+  }
+  return candidate + z * (h - candidate);  // Keras's z h + (1 - z) candidate
+}
+}  // namespace
+
+Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p) {
+  const int64_t g = p.gates() * p.units;
+  LOUPE_CHECK(x.dim() == 3 && x.size(2) == p.input_size, "rnn: takes [batch, time, ", p.input_size, "], got ",
+              x.shape().str());
+  LOUPE_CHECK(kernel.shape() == (Shape{p.input_size, g}) && recurrent_kernel.shape() == (Shape{p.units, g}),
+              "rnn: the kernels are [in, G u] and [u, G u]");
+  const int64_t n = x.size(0), t = x.size(1);
+  const bool two = bias.defined() && p.cell == RnnParams::Cell::Gru && p.reset_after;
+  const Tensor b_in = two ? reshape(slice(bias, 0, 0, 1), Shape{g}) : bias;
+  const Tensor b_r = two ? reshape(slice(bias, 0, 1, 2), Shape{g}) : Tensor();
+  // Every step's input product at once: [N T, in] x [in, G u].
+  Tensor xw = matmul(reshape(contiguous(x), Shape{n * t, p.input_size}), kernel);
+  if (b_in.defined()) xw = xw + b_in;
+  xw = reshape(xw, Shape{n, t, g});
+  Tensor h = zeros(Shape{n, p.units}, xw.dtype(), xw.device());
+  std::vector<Tensor> outputs;
+  for (int64_t k = 0; k < t; ++k) {
+    const int64_t at = p.go_backwards ? t - 1 - k : k;
+    h = step(p, reshape(slice(xw, 1, at, at + 1), Shape{n, g}), h, recurrent_kernel, b_r);
+    if (p.return_sequences) outputs.push_back(reshape(h, Shape{n, 1, p.units}));
+  }
+  if (!p.return_sequences) return h;
+  return outputs.size() == 1 ? outputs[0] : cat(outputs, 1);
+}
+
+Tensor Recurrent::forward(const Tensor& x) {
+  return rnn(autocast(x), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_);
+}
+
+std::string Recurrent::type_name() const {
+  std::ostringstream s;
+  const bool gru = p_.cell == RnnParams::Cell::Gru;
+  s << (gru ? "GRU(" : "SimpleRNN(") << p_.input_size << " -> " << p_.units;
+  if (gru) s << (p_.reset_after ? ", reset_after" : ", reset before");
+  if (p_.hard_slope > 0) s << ", hard_sigmoid " << p_.hard_slope;
+  if (p_.activation == Act::Relu) s << ", relu";
+  if (p_.go_backwards) s << ", backwards";
   s << ")";
   return s.str();
 }

@@ -1,4 +1,5 @@
-// Recurrent layers: LSTM over batch-first sequences.
+// Recurrent layers over batch-first sequences: LSTM (its own op, ops/lstm.h), and Keras's GRU and
+// SimpleRNN composed of loupe's ops step by step.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +34,41 @@ class LSTM : public Module {
 
  private:
   LstmParams params_;
+};
+
+// Keras's GRU and SimpleRNN (docs/keras.md, "Recurrent layers"), in Keras's layouts: "kernel"
+// [in, G u], "recurrent_kernel" [u, G u], "bias" [G u] (G gates: GRU's z, r, h; SimpleRNN's one),
+// a GRU with reset_after [2, G u] (the input's bias, then the recurrent one's). Each step is
+// loupe's ops (matmul, the activations, elementwise products), so the gradients are autograd's and
+// every device runs them; the step's CUDA graph holds the whole loop. Initialised as Keras's
+// defaults: glorot_uniform kernel, orthogonal recurrent kernel, zero bias.
+struct RnnParams {
+  enum class Cell { Gru, Simple };
+  Cell cell = Cell::Gru;
+  int64_t input_size = 0, units = 0;
+  bool reset_after = true;         // GRU: r multiplies h U + b_R (Keras 2.3+, cuDNN's); false: Keras 2's r * h before U
+  float hard_slope = 0;            // GRU's gates: 0 the sigmoid, else hard_sigmoid clip(slope x + 0.5, 0, 1)
+  Act activation = Act::Tanh;      // the candidate's (GRU) or the state's (SimpleRNN): tanh or relu
+  bool use_bias = true;
+  bool go_backwards = false;       // the sequence from its last step to its first
+  bool return_sequences = false;   // every step's output [N, T, u] (in the order processed), else the last [N, u]
+  int gates() const { return cell == Cell::Gru ? 3 : 1; }
+};
+
+// The layer's function of x [N, T, in] and its three tensors (bias undefined without use_bias), of
+// any one dtype and device: [N, T, u] with return_sequences, else [N, u].
+Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p);
+
+class Recurrent : public Module {
+ public:
+  explicit Recurrent(const RnnParams& p);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+  const RnnParams& params() const { return p_; }
+  Tensor kernel, recurrent_kernel, bias;
+
+ private:
+  RnnParams p_;
 };
 
 }  // namespace loupe::nn
