@@ -446,6 +446,23 @@ std::function<std::shared_ptr<nn::Module>(int64_t)> data_sized_builder(json root
 }
 }  // namespace
 
+std::string keras::dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs) {
+  using V = std::vector<int64_t>;
+  // [784, 1]: the pixels as a sequence (the Keras example mnist_irnn's).
+  if (!p.embedding_input && outputs == 10 &&
+      (input == V{28, 28} || input == V{28, 28, 1} || input == V{784} || input == V{784, 1}))
+    return "mnist";
+  if (!p.embedding_input && outputs == 10 && (input == V{32, 32, 3} || input == V{3072})) return "cifar10";
+  if (p.embedding_input && outputs == 1 && input == V{100} && p.vocab == 20000) return "imdb";
+  // fastText's words and bigrams: ids from 20,000 on are the training set's bigrams.
+  if (p.embedding_input && outputs == 1 && input == V{400} && p.vocab > 20000) return "imdb_bigrams";
+  // char_lstm's windows of 40 characters, one-hot, predicting the next of the same characters.
+  if (!p.embedding_input && input.size() == 2 && input[0] == 40 && outputs == input[1] && outputs >= 2 &&
+      outputs <= kCharLstmMaxChars && p.output_activation == "softmax")
+    return "chars";
+  return "";
+}
+
 Dialect keras::dialect_of(const json& root, bool reference) {
   Dialect d;
   d.one_bias = !reference;

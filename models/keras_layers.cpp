@@ -109,10 +109,11 @@ class Parser : public Parsed {
     if (c == "MaxPooling1D" || c == "AveragePooling1D" || c == "GlobalMaxPooling1D") return pool1d(l);
     if (c == "ZeroPadding2D") return zero_padding(l);
     if (c == "GRU" || c == "SimpleRNN") return recurrent(l);
+    if (c == "TimeDistributed") return time_distributed(l);
     if (merge_op(c)) return merge(l, *merge_op(c));
     fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
             "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
-            "LSTM, GRU, SimpleRNN, Bidirectional(LSTM), GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
+            "LSTM, GRU, SimpleRNN, Bidirectional(LSTM), TimeDistributed, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
             "GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, Maximum, Minimum and "
             "Concatenate");
   }
@@ -633,6 +634,37 @@ class Parser : public Parsed {
     lstm(lstm_layer, inner.at("config"), true, Config{inner.at("config"), file_ + ": " + layer_label(l)}.text("name", "lstm"));
   }
 
+  // TimeDistributed(layer): the wrapped layer over each step of [time, ...] as over N T samples
+  // (batch and time folded into one before it, unfolded after). Its weights are the wrapper's, as
+  // Keras names them (Keras 3 keeps them in the wrapper's "layer").
+  void time_distributed(const Layer& l) {
+    const json& c = cfg(l);
+    if (shape_.size() < 2 || chw_) fail(l, "wraps a layer over the steps of a sequence [time, ...] per sample");
+    const json& inner = c.at("layer");
+    const std::string cls = Config{inner, file_ + ": " + layer_label(l) + "'s layer"}.text("class_name", "");
+    if (!inner.contains("config") || !inner.at("config").is_object()) fail(l, "wraps a layer without a config");
+    if (cls == "TimeDistributed" || cls == "InputLayer" || cls == "Embedding" || merge_op(cls))
+      fail(l, "wraps a " + cut(cls) + "; loupe's TimeDistributed wraps a layer of one input");
+    const int64_t t = shape_[0];
+    add(l, [] { return std::make_shared<FoldTime>(); }, "_fold");
+    shape_.erase(shape_.begin());
+    const Layer wrapped{cls, l.name, &inner.at("config")};  // the wrapper's name: Keras names its weights so
+    common(wrapped);
+    const size_t first = steps.size();
+    dispatch(wrapped);
+    if (chw_ || !flat_chw_.empty())
+      fail(l, "wraps an image layer (" + cut(cls) + "); loupe's TimeDistributed wraps layers of vectors and sequences");
+    for (size_t i = first; i < steps.size(); ++i)
+      if (steps[i].weights) {
+        KerasWeights w = *steps[i].weights;
+        w.cls = "TimeDistributed";
+        for (std::string& p : w.paths) p = "layer/" + p;
+        steps[i].weights = std::make_shared<const KerasWeights>(std::move(w));
+      }
+    add(l, [t] { return std::make_shared<UnfoldTime>(t); }, "_unfold");
+    shape_.insert(shape_.begin(), t);
+  }
+
   // Keras's merge layers over `merging` (a functional model's): one shape, or Concatenate's shapes
   // equal but along its axis. An image that is channels-first in one input is made so in all.
   void merge(const Layer& l, nn::MergeOp op) {
@@ -722,23 +754,6 @@ std::string untagged(const char* what) {
   return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
 }
 }  // namespace
-
-std::string dataset_for(const std::vector<int64_t>& input, const Parsed& p, int64_t outputs) {
-  using V = std::vector<int64_t>;
-  // [784, 1]: the pixels as a sequence (the Keras example mnist_irnn's).
-  if (!p.embedding_input && outputs == 10 &&
-      (input == V{28, 28} || input == V{28, 28, 1} || input == V{784} || input == V{784, 1}))
-    return "mnist";
-  if (!p.embedding_input && outputs == 10 && (input == V{32, 32, 3} || input == V{3072})) return "cifar10";
-  if (p.embedding_input && outputs == 1 && input == V{100} && p.vocab == 20000) return "imdb";
-  // fastText's words and bigrams: ids from 20,000 on are the training set's bigrams.
-  if (p.embedding_input && outputs == 1 && input == V{400} && p.vocab > 20000) return "imdb_bigrams";
-  // char_lstm's windows of 40 characters, one-hot, predicting the next of the same characters.
-  if (!p.embedding_input && input.size() == 2 && input[0] == 40 && outputs == input[1] && outputs >= 2 &&
-      outputs <= kCharLstmMaxChars && p.output_activation == "softmax")
-    return "chars";
-  return "";
-}
 
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
                     const std::string& file, const Dialect& dialect, int64_t resize) {

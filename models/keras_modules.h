@@ -145,6 +145,31 @@ class MeanOverTime : public nn::Module {
   std::string type_name() const override { return "GlobalAveragePooling1D"; }
 };
 
+// TimeDistributed's folding: [N, T, ...] as N T samples for the wrapped layer, and its output back
+// as [N, T, ...] (T the steps).
+class FoldTime : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    Shape s{x.size(0) * x.size(1)};
+    for (int d = 2; d < x.dim(); ++d) s.push_back(x.size(d));
+    return reshape(contiguous(x), s);
+  }
+  std::string type_name() const override { return "FoldTime"; }
+};
+class UnfoldTime : public nn::Module {
+ public:
+  explicit UnfoldTime(int64_t steps) : steps_(steps) {}
+  Tensor forward(const Tensor& y) override {
+    Shape s{y.size(0) / steps_, steps_};
+    for (int d = 1; d < y.dim(); ++d) s.push_back(y.size(d));
+    return reshape(contiguous(y), s);
+  }
+  std::string type_name() const override { return "UnfoldTime(" + std::to_string(steps_) + ")"; }
+
+ private:
+  int64_t steps_;
+};
+
 // char_lstm's characters arrive as ids [N, T]; Keras's model takes them one-hot [N, T, C].
 class OneHot : public nn::Module {
  public:

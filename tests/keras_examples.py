@@ -8,6 +8,11 @@ get_config, each layer's get_config, initializers and regularizers as VarianceSc
 
 resnet20_v1.json   keras/examples/cifar10_resnet.py, resnet_v1(input_shape=(32, 32, 3), depth=20):
                    Keras's summary gives 274,442 parameters (273,066 trainable).
+mnist_hierarchical_rnn.json   keras/examples/mnist_hierarchical_rnn.py: TimeDistributed(LSTM(128))
+                   over the rows, LSTM(128) over them, Dense(10); Keras 2.2's LSTM defaults
+                   (hard_sigmoid).
+mnist_irnn.json    keras/examples/mnist_irnn.py: SimpleRNN(100, relu) over the 784 pixels, its
+                   kernel RandomNormal(stddev 0.001), its recurrent kernel Identity(1).
 inception.json     an Inception-style block (GoogLeNet's: 1x1, 1x1 then 3x3, 1x1 then 5x5, 3x3 max
                    pooling then 1x1, concatenated on the channels) twice over a CIFAR-10 image.
 """
@@ -22,7 +27,8 @@ def name_for(cls):
     """Keras 2.2's automatic names: the class in snake case and a count from 1 (conv2d_1, ...)."""
     base = {"Conv2D": "conv2d", "BatchNormalization": "batch_normalization", "Activation": "activation",
             "Add": "add", "AveragePooling2D": "average_pooling2d", "Flatten": "flatten", "Dense": "dense",
-            "InputLayer": "input", "MaxPooling2D": "max_pooling2d", "Concatenate": "concatenate"}[cls]
+            "InputLayer": "input", "MaxPooling2D": "max_pooling2d", "Concatenate": "concatenate", "LSTM": "lstm",
+            "TimeDistributed": "time_distributed", "SimpleRNN": "simple_rnn"}[cls]
     counts[base] = counts.get(base, 0) + 1
     return f"{base}_{counts[base]}"
 
@@ -117,6 +123,47 @@ def resnet20_v1():
     return m.file(inputs, outputs)
 
 
+def lstm_config(units):
+    """Keras 2.2.4's LSTM.get_config, its defaults."""
+    return {"name": name_for("LSTM"), "trainable": True, "return_sequences": False, "return_state": False,
+            "go_backwards": False, "stateful": False, "unroll": False, "units": units, "activation": "tanh",
+            "recurrent_activation": "hard_sigmoid", "use_bias": True, "kernel_initializer": GLOROT_UNIFORM,
+            "recurrent_initializer": init("Orthogonal", gain=1.0, seed=None), "bias_initializer": init("Zeros"),
+            "unit_forget_bias": True, "kernel_regularizer": None, "recurrent_regularizer": None, "bias_regularizer": None,
+            "activity_regularizer": None, "kernel_constraint": None, "recurrent_constraint": None,
+            "bias_constraint": None, "dropout": 0.0, "recurrent_dropout": 0.0, "implementation": 1}
+
+
+def mnist_hierarchical_rnn():
+    counts.clear()
+    m = Model()
+    x = m.input((28, 28, 1))
+    rows = m.call("TimeDistributed", {"layer": {"class_name": "LSTM", "config": lstm_config(128)}}, [x])
+    cols = lstm_config(128)
+    name = cols.pop("name")
+    m.layers.append({"name": name, "class_name": "LSTM", "config": dict(name=name, **cols),
+                     "inbound_nodes": [[[rows, 0, 0, {}]]]})
+    return m.file(x, m.dense(name, 10, "softmax", GLOROT_UNIFORM))
+
+
+def mnist_irnn():
+    counts.clear()
+    rnn = {"name": name_for("SimpleRNN"), "trainable": True, "batch_input_shape": [None, 784, 1], "dtype": "float32",
+           "return_sequences": False, "return_state": False, "go_backwards": False, "stateful": False, "unroll": False,
+           "units": 100, "activation": "relu", "use_bias": True,
+           "kernel_initializer": init("RandomNormal", mean=0.0, stddev=0.001, seed=None),
+           "recurrent_initializer": init("Identity", gain=1.0), "bias_initializer": init("Zeros"),
+           "kernel_regularizer": None, "recurrent_regularizer": None, "bias_regularizer": None,
+           "activity_regularizer": None, "kernel_constraint": None, "recurrent_constraint": None,
+           "bias_constraint": None, "dropout": 0.0, "recurrent_dropout": 0.0}
+    dense = {"name": name_for("Dense"), "trainable": True, "units": 10, "activation": "softmax", "use_bias": True,
+             "kernel_initializer": GLOROT_UNIFORM, "bias_initializer": init("Zeros"), "kernel_regularizer": None,
+             "bias_regularizer": None, "activity_regularizer": None, "kernel_constraint": None, "bias_constraint": None}
+    return {"class_name": "Sequential", "keras_version": "2.2.4", "backend": "tensorflow",
+            "config": {"name": "sequential_1", "layers": [{"class_name": "SimpleRNN", "config": rnn},
+                                                          {"class_name": "Dense", "config": dense}]}}
+
+
 def inception():
     counts.clear()
     m = Model()
@@ -148,7 +195,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     os.makedirs(sys.argv[1], exist_ok=True)
-    for name, make in (("resnet20_v1", resnet20_v1), ("inception", inception)):
+    for name, make in (("resnet20_v1", resnet20_v1), ("inception", inception),
+                       ("mnist_hierarchical_rnn", mnist_hierarchical_rnn), ("mnist_irnn", mnist_irnn)):
         with open(os.path.join(sys.argv[1], name + ".json"), "w") as f:
             json.dump(make(), f, indent=1)
 

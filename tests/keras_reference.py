@@ -506,6 +506,25 @@ def case_simple_rnn():
     return layers, w, {"rnn1": names, "rnn2": names, "out": ["kernel", "bias"]}, x, y
 
 
+def case_time_distributed():
+    """TimeDistributed: an LSTM over each of four steps' own sequence of three (mnist_hierarchical_rnn's
+    rows), then a Dense over each step's vector."""
+    w = {"td_lstm": [weights(2, 12), weights(3, 12), weights(12, scale=0.2)], "td_dense": [weights(3, 2), weights(2)],
+         "out": [weights(8, 3), weights(3)]}
+    inner_lstm = {"class_name": "LSTM", "config": {"name": "lstm_rows", "units": 3, "recurrent_activation": "sigmoid"}}
+    inner_dense = {"class_name": "Dense", "config": {"name": "dense_steps", "units": 2, "activation": "relu"}}
+    layers = [layer("TimeDistributed", "td_lstm", layer=inner_lstm, batch_input_shape=[None, 4, 3, 2]),
+              layer("TimeDistributed", "td_dense", layer=inner_dense),
+              layer("Flatten", "flat"),
+              layer("Dense", "out", units=3, activation="softmax")]
+    x = weights(3, 4, 3, 2, scale=1)
+    rows = np.stack([lstm(x[:, t], *w["td_lstm"], False) for t in range(4)], 1)
+    h = np.maximum(rows @ w["td_dense"][0] + w["td_dense"][1], 0).reshape(len(x), -1)
+    y = h @ w["out"][0] + w["out"][1]
+    return layers, w, {"td_lstm": ["kernel", "recurrent_kernel", "bias"], "td_dense": ["kernel", "bias"],
+                       "out": ["kernel", "bias"]}, x, y
+
+
 def case_bidirectional():
     """Bidirectional(LSTM) as a sequence (the backward one's outputs back in time order), averaged,
     then one returning its last states side by side."""
@@ -539,7 +558,7 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d,
          "residual": case_residual, "inception": case_inception, "merges": case_merges,
          "same_padding": case_same_padding, "gru_keras2": case_gru_keras2, "gru_keras3": case_gru_keras3,
-         "simple_rnn": case_simple_rnn}
+         "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
@@ -597,6 +616,9 @@ def save_keras3_h5(path, layers, w):
             arrays = w.get(name, [])
             if cls in ("LSTM", "GRU", "SimpleRNN"):
                 parts = [("cell", arrays)]
+            elif cls == "TimeDistributed":
+                inner = l["config"]["layer"]["class_name"]
+                parts = [("layer/cell" if inner in ("LSTM", "GRU", "SimpleRNN") else "layer", arrays)]
             elif cls == "Bidirectional":
                 parts = [("forward_layer/cell", arrays[:3]), ("backward_layer/cell", arrays[3:])]
             else:

@@ -253,9 +253,9 @@ void builds_and_learns(const models::ModelInfo& info) {
   auto model = info.build();
   model->to(kCPU);
   EXPECT_EQ(model->num_parameters(), info.expected_parameters);
-  // CIFAR-10's images arrive channels-first (docs/keras.md, "What is read").
-  ASSERT_EQ(info.recipe.dataset, "cifar10");
-  Tensor y = model->forward(test::uniform01(Shape{2, 3, 32, 32}));
+  // CIFAR-10's images arrive channels-first, MNIST's as [28, 28] (docs/keras.md, "What is read").
+  ASSERT_TRUE(info.recipe.dataset == "cifar10" || info.recipe.dataset == "mnist") << info.recipe.dataset;
+  Tensor y = model->forward(test::uniform01(info.recipe.dataset == "mnist" ? Shape{2, 28, 28} : Shape{2, 3, 32, 32}));
   EXPECT_EQ(y.shape(), (Shape{2, 10}));
   Tensor loss = sum(y * y);
   if (const Tensor p = model->penalty(); p.defined()) loss = loss + p;
@@ -293,4 +293,19 @@ TEST(KerasExamples, InceptionBlocksAreKerassModel) {
   const int64_t block2 = conv(1, 56, 32) + conv(1, 56, 24) + conv(3, 24, 48) + conv(1, 56, 8) + conv(5, 8, 16) + conv(1, 56, 16);
   EXPECT_EQ(info.keras_parameters, conv(3, 3, 32) + block1 + block2 + 112 * 10 + 10);
   builds_and_learns(info);
+}
+
+// keras/examples/mnist_hierarchical_rnn.py (a functional model: TimeDistributed(LSTM(128)) over the
+// rows, Keras 2.2's hard_sigmoid LSTMs) and mnist_irnn.py (SimpleRNN(100, relu) over the 784 pixels,
+// RandomNormal and Identity initializers): Keras's counts, MNIST's data, a training step.
+TEST(KerasExamples, TheMnistRecurrentExamplesAreKerass) {
+  if (examples().empty()) LOUPE_SKIP_NOT_HERE << "tests/keras_examples.py did not run (/usr/bin/python3)";
+  const models::ModelInfo rows = models::load_keras_model((examples() / "mnist_hierarchical_rnn.json").string());
+  EXPECT_EQ(rows.keras_parameters, (4 * 128 * (1 + 128) + 4 * 128) + (4 * 128 * (128 + 128) + 4 * 128) + 128 * 10 + 10);
+  EXPECT_EQ(rows.recipe.dataset, "mnist");
+  builds_and_learns(rows);
+  const models::ModelInfo irnn = models::load_keras_model((examples() / "mnist_irnn.json").string());
+  EXPECT_EQ(irnn.keras_parameters, 100 * (1 + 100) + 100 + 100 * 10 + 10);
+  EXPECT_EQ(irnn.recipe.dataset, "mnist");
+  builds_and_learns(irnn);
 }
