@@ -141,4 +141,11 @@ double keras_l2(const json& v, const std::string& where, const std::string& key)
   return rc.real("l2", 0.01, kFromZero);
 }
 
+// nlohmann's own message without its "[json.exception.type_error.302] " tag.
+std::string untagged(const char* what) {
+  const std::string w = what;
+  const size_t end = w.rfind("] ", w.find(' '));
+  return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
+}
+
 }  // namespace loupe::models::keras

@@ -215,4 +215,16 @@ class GraphReader {
 
 std::vector<Layer> graph_layers(const json& root, const std::string& file) { return GraphReader(file).read(root); }
 
+// Keras's merge layers as nn::Merge's operations.
+std::optional<nn::MergeOp> merge_op(const std::string& c) {
+  using M = nn::MergeOp;
+  static const std::pair<const char*, M> ops[] = {{"Add", M::Add},         {"Subtract", M::Subtract},
+                                                  {"Multiply", M::Multiply}, {"Average", M::Average},
+                                                  {"Maximum", M::Maximum},   {"Minimum", M::Minimum},
+                                                  {"Concatenate", M::Concatenate}};
+  for (const auto& [name, op] : ops)
+    if (c == name) return op;
+  return std::nullopt;
+}
+
 }  // namespace loupe::models::keras

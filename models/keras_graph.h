@@ -1,10 +1,12 @@
 // A Keras functional model's graph (docs/keras.md, "Functional models"): the config's layers with
 // the calls that connect them, in the three layouts Keras writes. Internal to models/.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/keras_layers.h"
+#include "nn/graph.h"
 
 namespace loupe::models::keras {
 
@@ -21,5 +23,9 @@ bool is_functional(const json& root);
 // weights), a layer that does not lead to the output, several inputs or outputs, keyword arguments
 // of a call, more than kMaxLayers layers.
 std::vector<Layer> graph_layers(const json& root, const std::string& file);
+
+// Keras's merge layers (Add, Subtract, Multiply, Average, Maximum, Minimum, Concatenate) as
+// nn::Merge's operations; nullopt for another class.
+std::optional<nn::MergeOp> merge_op(const std::string& cls);
 
 }  // namespace loupe::models::keras

@@ -474,7 +474,7 @@ Dialect keras::dialect_of(const json& root, bool reference) {
   if (major >= 3) d.hard_slope = 1.f / 6;
   if (major < 2 || (major == 2 && minor < 3)) d.recurrent_default = "hard_sigmoid";
   // Keras 2's own GRU (up to 2.3.1) has reset_after False; tf.keras's (2.4 on) and Keras 3's True.
-  if (major < 2 || (major == 2 && minor <= 3)) d.gru_reset_after = false;
+  if (major < 2 || (major == 2 && minor <= 3)) d.gru_reset_after = false, d.rnn_implementation = 1;
   return d;
 }
 

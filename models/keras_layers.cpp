@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_check.h"
+#include "models/keras_graph.h"
 #include "models/keras_modules.h"
 #include "nn/graph.h"
 #include "nn/layers.h"
@@ -22,18 +23,6 @@
 namespace loupe::models::keras {
 
 namespace {
-// Keras's merge layers as nn::Merge's operations.
-std::optional<nn::MergeOp> merge_op(const std::string& c) {
-  using M = nn::MergeOp;
-  static const std::pair<const char*, M> ops[] = {{"Add", M::Add},         {"Subtract", M::Subtract},
-                                                  {"Multiply", M::Multiply}, {"Average", M::Average},
-                                                  {"Maximum", M::Maximum},   {"Minimum", M::Minimum},
-                                                  {"Concatenate", M::Concatenate}};
-  for (const auto& [name, op] : ops)
-    if (c == name) return op;
-  return std::nullopt;
-}
-
 class Parser : public Parsed {
  public:
   Parser(std::string file, std::vector<int64_t> input, Dialect d) : file_(std::move(file)), dialect_(std::move(d)) {
@@ -527,6 +516,11 @@ class Parser : public Parsed {
   // `inner_name`: a Bidirectional's LSTM's own name (its variables' prefix).
   void lstm(const Layer& l, const json& c, bool bidirectional, const std::string& inner_name = "") {
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+    // What nn::LSTM's kernels do not have runs as Keras's LSTM step by step (nn::Recurrent).
+    const Config k{c, file_ + ": " + layer_label(l)};
+    if (!bidirectional && (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 ||
+                           k.flag("go_backwards", false)))
+      return recurrent(l);
     const json want = {{"activation", "tanh"},     {"use_bias", true},       {"unit_forget_bias", true},
                        {"dropout", 0.0},           {"recurrent_dropout", 0.0}, {"go_backwards", false},
                        {"stateful", false},        {"return_state", false},  {"time_major", false}};
@@ -560,35 +554,46 @@ class Parser : public Parsed {
     fail(l, "has recurrent_activation '" + cut(a) + "'; loupe's " + l.cls + " has sigmoid and hard_sigmoid");
   }
 
-  // Keras's GRU and SimpleRNN (nn::Recurrent, Keras's layouts): the options it computes, the others
-  // refused by name.
+  // Keras's GRU, SimpleRNN, and an LSTM with what nn::LSTM's kernels lack (nn::Recurrent, Keras's
+  // layouts): the options it computes, the others refused by name.
   void recurrent(const Layer& l) {
     const json& c = cfg(l);
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
-    const json want = {{"dropout", 0.0}, {"recurrent_dropout", 0.0}, {"stateful", false}, {"return_state", false},
-                       {"time_major", false}};
+    const json want = {{"stateful", false}, {"return_state", false}, {"time_major", false}, {"unit_forget_bias", true}};
     for (auto it = want.begin(); it != want.end(); ++it)
       if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
         fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's " + l.cls + " has " + it.value().dump());
     const bool gru = l.cls == "GRU";
     nn::RnnParams p;
-    p.cell = gru ? nn::RnnParams::Cell::Gru : nn::RnnParams::Cell::Simple;
+    p.cell = gru ? nn::RnnParams::Cell::Gru : l.cls == "LSTM" ? nn::RnnParams::Cell::Lstm : nn::RnnParams::Cell::Simple;
+    dropouts(l, p);
     p.input_size = shape_[1];
     p.units = count(l, c, "units", kMaxLstmUnits);  // the orthogonal initialisation's cost, as an LSTM's
     const std::string act = conf(l).text("activation", "tanh");
     if (act != "tanh" && act != "relu") fail(l, "has activation '" + cut(act) + "'; loupe's " + l.cls + " has tanh and relu");
     p.activation = act == "relu" ? Act::Relu : Act::Tanh;
-    if (gru) p.hard_slope = recurrent_slope(l, c);
+    if (gru || p.cell == nn::RnnParams::Cell::Lstm) p.hard_slope = recurrent_slope(l, c);
     if (gru) p.reset_after = conf(l).flag("reset_after", dialect_.gru_reset_after);
     p.use_bias = conf(l).flag("use_bias", true);
     p.go_backwards = conf(l).flag("go_backwards", false);
     p.return_sequences = conf(l).flag("return_sequences", false);
     init(l, "bias_initializer", "zeros");
     add(l, recurrent_init(l, p));
-    const int64_t g = p.gates(), u = p.units, in = p.input_size, bias_rows = !p.use_bias ? 0 : gru && p.reset_after ? 2 : 1;
+    const int64_t g = p.gates(), u = p.units, in = p.input_size;
+    const int64_t bias_rows = !p.use_bias ? 0 : gru && p.reset_after ? 2 : 1;
     own(rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
     parameters(l, g * __int128(u) * (in + u) + bias_rows * g * u, 0);
     shape_ = p.return_sequences ? std::vector<int64_t>{shape_[0], u} : std::vector<int64_t>{u};
+  }
+
+  // Keras's dropout and recurrent_dropout, and how many masks it draws: one per gate in its
+  // implementation 1 (Keras 2's default; every Keras's with recurrent dropout), else one.
+  void dropouts(const Layer& l, nn::RnnParams& p) {
+    const Config k = conf(l);
+    p.dropout = k.real("dropout", 0, kFraction);
+    p.recurrent_dropout = k.real("recurrent_dropout", 0, kFraction);
+    const double implementation = k.real("implementation", dialect_.rnn_implementation, Range{0, true, 2, true});
+    p.mask_per_gate = implementation < 2 || p.recurrent_dropout > 0;
   }
 
   // A GRU's or SimpleRNN's maker with its kernel_initializer (as a Dense's) and its
@@ -747,12 +752,6 @@ void adapt_input(const std::vector<int64_t>& input, const std::string& dataset, 
   }
 }
 
-// nlohmann's own message without its "[json.exception.type_error.302] " tag.
-std::string untagged(const char* what) {
-  const std::string w = what;
-  const size_t end = w.rfind("] ", w.find(' '));
-  return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
-}
 }  // namespace
 
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,

@@ -46,6 +46,8 @@ std::string shown(const json& v);
 // all "glorotuniform" (initializers, optimizers, losses).
 std::string class_key(const json& v);
 std::string shape_text(const std::vector<int64_t>& s);
+// nlohmann's own message without its "[json.exception.type_error.302] " tag.
+std::string untagged(const char* what);
 
 // The bounds of a number a file gives: lo < x (or lo <= x), x < hi (or x <= hi).
 struct Range {
@@ -125,6 +127,7 @@ struct Dialect {
   std::string recurrent_default = "sigmoid";
   bool one_bias = true;
   bool gru_reset_after = true;  // GRU's default: false in Keras 2 to 2.3, true in tf.keras and Keras 3
+  int rnn_implementation = 2;   // the recurrent layers' default: 1 in Keras 2 to 2.3, 2 in tf.keras and Keras 3
 };
 Dialect dialect_of(const json& root, bool reference);
 

@@ -525,6 +525,22 @@ def case_time_distributed():
                        "out": ["kernel", "bias"]}, x, y
 
 
+def case_lstm_backwards():
+    """An LSTM read backwards, and one with Keras's dropout and recurrent_dropout: both run step by
+    step (nn::Recurrent), the second evaluated, where nothing is dropped."""
+    w = {"back": [weights(3, 16), weights(4, 16), weights(16, scale=0.2)],
+         "dropped": [weights(4, 12), weights(3, 12), weights(12, scale=0.2)], "out": [weights(3, 2), weights(2)]}
+    layers = [layer("LSTM", "back", units=4, go_backwards=True, return_sequences=True, recurrent_activation="sigmoid",
+                    batch_input_shape=[None, 5, 3]),
+              layer("LSTM", "dropped", units=3, dropout=0.2, recurrent_dropout=0.3, recurrent_activation="sigmoid"),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 5, 3, scale=1)
+    h = lstm(x, *w["back"], True, go_backwards=True)
+    y = lstm(h, *w["dropped"], False) @ w["out"][0] + w["out"][1]
+    names = ["kernel", "recurrent_kernel", "bias"]
+    return layers, w, {"back": names, "dropped": names, "out": ["kernel", "bias"]}, x, y
+
+
 def case_bidirectional():
     """Bidirectional(LSTM) as a sequence (the backward one's outputs back in time order), averaged,
     then one returning its last states side by side."""
@@ -558,7 +574,7 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d,
          "residual": case_residual, "inception": case_inception, "merges": case_merges,
          "same_padding": case_same_padding, "gru_keras2": case_gru_keras2, "gru_keras3": case_gru_keras3,
-         "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed}
+         "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",

@@ -18,6 +18,7 @@
 #include "models/registry.h"
 #include "models/session.h"
 #include "nn/layers.h"
+#include "nn/recurrent.h"
 #include "optim/optimizer.h"
 #include "train/trainer.h"
 #include "keras_test.h"
@@ -502,7 +503,7 @@ TEST(KerasOptions, GruAndSimpleRnnCountAsKeras) {
   auto refused = [&](const std::string& cls, const json& extra, const std::string& part) {
     expect_refusal(sequential({input({6, 3}), rnn(cls, extra), dense("out", 2, "softmax")}), part);
   };
-  refused("GRU", {{"recurrent_dropout", 0.2}}, "layer 'rnn' (GRU) has recurrent_dropout 0.2; loupe's GRU has 0.0");
+  refused("GRU", {{"recurrent_dropout", 1.0}}, "layer 'rnn' (GRU) has recurrent_dropout 1.0; loupe takes a number from 0 to below 1");
   refused("GRU", {{"activation", "selu"}}, "has activation 'selu'; loupe's GRU has tanh and relu");
   refused("GRU", {{"recurrent_activation", "relu"}}, "has recurrent_activation 'relu'; loupe's GRU has sigmoid and hard_sigmoid");
   refused("SimpleRNN", {{"return_state", true}}, "has return_state true; loupe's SimpleRNN has false");
@@ -583,6 +584,37 @@ TEST(KerasOptions, GlobalAveragePooling1DIsTheMeanOverTime) {
   expect_refusal(sequential({input({4, 3}), first, dense("fc", 3, "softmax")}), "has data_format \"channels_first\"; loupe averages over time");
 }
 
+// An LSTM with Keras's dropout, recurrent_dropout or go_backwards runs step by step (nn::Recurrent,
+// Keras's layout: its count is Keras's, no second bias); its masks one per gate where Keras draws
+// them so (Keras 2.2's implementation 1, or recurrent dropout), else one.
+TEST(KerasOptions, AnLstmWithDropoutRunsStepByStep) {
+  auto built = [](const json& file) {
+    const Ran r = run_batch(file);
+    const auto* s = dynamic_cast<nn::Sequential*>(r.net.get());
+    const nn::Recurrent* rec = nullptr;
+    for (const auto& [name, m] : s->children())
+      if (!rec) rec = dynamic_cast<const nn::Recurrent*>(m.get());
+    EXPECT_NE(rec, nullptr);
+    EXPECT_EQ(r.info.keras_parameters, keras_lstm(4, 3) + keras_dense(3, 2));
+    EXPECT_EQ(r.info.keras_parameters_why, "");
+    return rec ? rec->params() : nn::RnnParams{};
+  };
+  auto with = [](json extra, bool keras2) {
+    json l = lstm("l", 3, false);
+    for (auto it = extra.begin(); it != extra.end(); ++it) l["config"][it.key()] = it.value();
+    json f = sequential({input({5, 4}), l, dense("fc", 2, "softmax")});
+    if (keras2) f.erase("module"), f["keras_version"] = "2.2.4";
+    return f;
+  };
+  const nn::RnnParams k3 = built(with({{"dropout", 0.2}}, false));
+  EXPECT_EQ(k3.cell, nn::RnnParams::Cell::Lstm);
+  EXPECT_DOUBLE_EQ(k3.dropout, 0.2);
+  EXPECT_FALSE(k3.mask_per_gate);  // Keras 3's implementation 2: one mask
+  EXPECT_TRUE(built(with({{"dropout", 0.2}}, true)).mask_per_gate);  // Keras 2.2's implementation 1
+  EXPECT_TRUE(built(with({{"recurrent_dropout", 0.2}}, false)).mask_per_gate);
+  EXPECT_TRUE(built(with({{"go_backwards", true}}, false)).go_backwards);
+}
+
 // The options of the other layers that loupe cannot honour, each refused by name.
 TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
   auto lstm_with = [](const std::string& key, const json& value) {
@@ -590,13 +622,14 @@ TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
     l["config"][key] = value;
     return sequential({input({5, 4}), l, dense("fc", 2, "softmax")});
   };
-  expect_refusal(lstm_with("go_backwards", true), "layer 'l' (LSTM) has go_backwards true; loupe's LSTM has false");
   expect_refusal(lstm_with("stateful", true), "has stateful true; loupe's LSTM has false");
   expect_refusal(lstm_with("return_state", true), "has return_state true; loupe's LSTM has false");
   expect_refusal(lstm_with("use_bias", false), "has use_bias false; loupe's LSTM has true");
   expect_refusal(lstm_with("unit_forget_bias", false), "has unit_forget_bias false; loupe's LSTM has true");
   expect_refusal(lstm_with("activation", "relu"), "has activation \"relu\"; loupe's LSTM has \"tanh\"");
-  expect_refusal(lstm_with("dropout", 0.1), "has dropout 0.1; loupe's LSTM has 0.0");
+  json dropped = bidirectional("bi", 3, false);
+  dropped["config"]["layer"]["config"]["dropout"] = 0.1;
+  expect_refusal(sequential({input({5, 4}), dropped, dense("fc", 2, "softmax")}), "layer 'bi' (LSTM) has dropout 0.1; loupe's LSTM has 0.0");
   expect_refusal(lstm_with("recurrent_initializer", "glorot_uniform"),
                  "has recurrent_initializer 'glorotuniform'; loupe initialises as Keras's default (orthogonal)");
   json inner = bidirectional("bi", 3, false);

@@ -1,6 +1,7 @@
-// Keras's GRU and SimpleRNN (nn/recurrent.h): float64 gradient checks on the CPU of every variant
-// (reset_after both ways, hard_sigmoid, relu, backwards, sequences, no bias) and CPU-vs-CUDA parity
-// in float32. Their maths against Keras's formulas is test_keras_reference's (gru_*, simple_rnn).
+// Keras's GRU, SimpleRNN and step-by-step LSTM (nn/recurrent.h): float64 gradient checks on the CPU
+// of every variant (reset_after both ways, hard_sigmoid, relu, backwards, sequences, no bias,
+// dropout with a mask per gate or one) and CPU-vs-CUDA parity in float32. Their maths against
+// Keras's formulas is test_keras_reference's (gru_*, simple_rnn, lstm_backwards).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,12 +34,20 @@ std::vector<Variant> variants() {
   nn::RnnParams simple = gru(false, 0, false, true, true), relu = gru(false, 0, true, false, true);
   simple.cell = relu.cell = C::Simple;
   relu.activation = Act::Relu;
+  nn::RnnParams lstm = gru(false, 0.2f, true, true, true), dropped = gru(true, 0, false, false, true);
+  lstm.cell = C::Lstm;
+  dropped.dropout = 0.3, dropped.recurrent_dropout = 0.4, dropped.mask_per_gate = true;
+  nn::RnnParams lstm_dropped = lstm;
+  lstm_dropped.dropout = 0.25, lstm_dropped.recurrent_dropout = 0.5, lstm_dropped.mask_per_gate = false;
   return {{"gru_reset_after", gru(true, 0, false, false, true)},
           {"gru_reset_before_hard_keras2", gru(false, 0.2f, false, true, true)},
           {"gru_reset_after_hard_keras3_backwards", gru(true, 1.f / 6, true, true, true)},
           {"gru_no_bias", gru(true, 0, false, false, false)},
           {"simple_rnn_tanh_sequences", simple},
-          {"simple_rnn_relu_backwards", relu}};
+          {"simple_rnn_relu_backwards", relu},
+          {"lstm_hard_keras2_backwards_sequences", lstm},
+          {"gru_dropout_per_gate", dropped},
+          {"lstm_dropout_one_mask", lstm_dropped}};
 }
 
 // x [2, 5, 3] and the layer's tensors, uniform in [-scale, scale), of `dt` on `d`.
@@ -56,9 +65,12 @@ std::vector<Tensor> inputs(const nn::RnnParams& p, DType dt, Device d, uint64_t 
   return out;
 }
 
+// In training where the variant drops: the masks drawn again from one seed at every call, so that
+// the central differences see the same function.
 Tensor forward_of(const std::vector<Tensor>& x, const nn::RnnParams& p) {
-  const Tensor y = nn::rnn(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p);
-  return y;
+  const bool training = p.dropout > 0 || p.recurrent_dropout > 0;
+  if (training) manual_seed(11);
+  return nn::rnn(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p, training);
 }
 }  // namespace
 
@@ -82,6 +94,39 @@ TEST(Rnn, ShapesAndRefusals) {
   EXPECT_THROW(nn::rnn(reshape(x[0], Shape{10, 3}), x[1], x[2], x[3], p), Error);
   p.input_size = 2;
   EXPECT_THROW(nn::rnn(x[0], x[1], x[2], x[3], p), Error);
+}
+
+// Keras's dropout masks are drawn once a sequence: a SimpleRNN that passes its masked input through
+// (kernel I, no recurrence) gives every step the same 0-or-2 pattern; one that feeds back its
+// state through I with recurrent dropout 0.5 (kernel 0, bias 1) reaches only (h2, h3) = (1, 1) or
+// (3, 7), never a mask that changed between the steps. In evaluation nothing is dropped.
+TEST(Rnn, DropoutMasksAreDrawnOncePerSequence) {
+  nn::RnnParams p;
+  p.cell = nn::RnnParams::Cell::Simple, p.input_size = p.units = 8, p.activation = Act::Relu, p.return_sequences = true;
+  p.dropout = 0.5;
+  manual_seed(2);
+  Tensor eye = zeros(Shape{8, 8});
+  for (int i = 0; i < 8; ++i) eye.data<float>()[i * 9] = 1;
+  const Tensor y = nn::rnn(ones(Shape{64, 5, 8}), eye, zeros(Shape{8, 8}), zeros(Shape{8}), p, true);
+  const std::vector<float> v = y.to_vector<float>();
+  int dropped = 0;
+  for (int n = 0; n < 64; ++n)
+    for (int j = 0; j < 8; ++j) {
+      const float first = v[size_t((n * 5) * 8 + j)];
+      EXPECT_TRUE(first == 0.f || first == 2.f) << first;
+      dropped += first == 0.f;
+      for (int t = 1; t < 5; ++t) ASSERT_EQ(v[size_t((n * 5 + t) * 8 + j)], first) << "sample " << n << " step " << t;
+    }
+  EXPECT_NEAR(dropped / 512.0, 0.5, 0.1);
+  EXPECT_EQ(nn::rnn(ones(Shape{4, 5, 8}), eye, zeros(Shape{8, 8}), zeros(Shape{8}), p, false).to_vector<float>(),
+            std::vector<float>(4 * 5 * 8, 1.f));
+  p.dropout = 0, p.recurrent_dropout = 0.5;
+  const std::vector<float> h = nn::rnn(ones(Shape{64, 3, 8}), zeros(Shape{8, 8}), eye, ones(Shape{8}), p, true).to_vector<float>();
+  for (int n = 0; n < 64; ++n)
+    for (int j = 0; j < 8; ++j) {
+      const float h2 = h[size_t((n * 3 + 1) * 8 + j)], h3 = h[size_t((n * 3 + 2) * 8 + j)];
+      EXPECT_TRUE((h2 == 1.f && h3 == 1.f) || (h2 == 3.f && h3 == 7.f)) << h2 << ", " << h3;
+    }
 }
 
 // CUDA against the CPU in float32: the output and every gradient.

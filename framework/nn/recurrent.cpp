@@ -10,6 +10,7 @@
 #include "nn/layers.h"
 #include "ops/activation.h"
 #include "ops/cat.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/gemm_cpu.h"
 #include "ops/linalg.h"
@@ -102,6 +103,8 @@ Recurrent::Recurrent(const RnnParams& p) : p_(p) {
   LOUPE_CHECK(p.input_size > 0 && p.units > 0, "Recurrent: sizes must be positive");
   LOUPE_CHECK(p.hard_slope >= 0 && p.hard_slope <= 1, "Recurrent: hard_slope must be in [0, 1], got ", p.hard_slope);
   LOUPE_CHECK(p.activation == Act::Tanh || p.activation == Act::Relu, "Recurrent: the activation is tanh or relu");
+  LOUPE_CHECK(p.dropout >= 0 && p.dropout < 1 && p.recurrent_dropout >= 0 && p.recurrent_dropout < 1,
+              "Recurrent: dropout rates are in [0, 1)");
   const int64_t g = p.gates(), u = p.units;
   Tensor k = empty(Shape{p.input_size, g * u}, DType::f32, kCPU);
   glorot_uniform_(k, p.input_size, g * u);
@@ -115,7 +118,10 @@ Recurrent::Recurrent(const RnnParams& p) : p_(p) {
     for (int64_t j = 0; j < u; ++j) rp[j * g * u + i] = q[size_t(i * u + j)];
   recurrent_kernel = register_parameter("recurrent_kernel", r);
   const bool two = p.cell == RnnParams::Cell::Gru && p.reset_after;
-  if (p.use_bias) bias = register_parameter("bias", zeros(two ? Shape{2, g * u} : Shape{g * u}, DType::f32, kCPU));
+  Tensor b = zeros(two ? Shape{2, g * u} : Shape{g * u}, DType::f32, kCPU);
+  if (p.cell == RnnParams::Cell::Lstm)
+    for (int64_t k = u; k < 2 * u; ++k) b.data<float>()[k] = 1;  // Keras's unit_forget_bias
+  if (p.use_bias) bias = register_parameter("bias", b);
 }
 
 namespace {
@@ -125,30 +131,89 @@ Tensor gate(const Tensor& x, float hard_slope) {
   return relu(y) - relu(y + -1.0);
 }
 
-// One step from xw (x W + the input's bias, [N, G u]) and the state h [N, u]; u the recurrent
-// kernel [u, G u], b_r the recurrent bias (reset_after) or undefined.
-Tensor step(const RnnParams& p, const Tensor& xw, const Tensor& h, const Tensor& u, const Tensor& b_r) {
-  const int64_t n = p.units;
-  if (p.cell == RnnParams::Cell::Simple) return activation(p.activation, xw + matmul(h, u));
-  auto part = [n](const Tensor& t, int k) { return slice(t, 1, k * n, (k + 1) * n); };
-  Tensor z, r, candidate;
-  if (p.reset_after) {
-    Tensor hu = matmul(h, u);
-    if (b_r.defined()) hu = hu + b_r;
-    z = gate(part(xw, 0) + part(hu, 0), p.hard_slope);
-    r = gate(part(xw, 1) + part(hu, 1), p.hard_slope);
-    candidate = activation(p.activation, part(xw, 2) + r * part(hu, 2));
-  } else {
-    const Tensor hu = matmul(h, contiguous(slice(u, 1, 0, 2 * n)));
-    z = gate(part(xw, 0) + part(hu, 0), p.hard_slope);
-    r = gate(part(xw, 1) + part(hu, 1), p.hard_slope);
-    candidate = activation(p.activation, part(xw, 2) + matmul(r * h, contiguous(slice(u, 1, 2 * n, 3 * n))));
+// What every step reads: the recurrent kernel whole and by gate, the recurrent bias (a GRU's with
+// reset_after), and the recurrent dropout's masks (none, or one per gate, drawn once a sequence).
+struct Recurrence {
+  const RnnParams& p;
+  Tensor u, b_r;
+  std::vector<Tensor> u_gate, b_gate, masks;
+  Tensor part(const Tensor& t, int64_t k) const { return slice(t, 1, k * p.units, (k + 1) * p.units); }
+  // Gate k's recurrent product (and bias) from h; `whole` is h U (+ b_r) where no mask applies.
+  Tensor product(const Tensor& h, const Tensor& whole, int64_t k) const {
+    if (masks.empty()) return part(whole, k);
+    Tensor y = matmul(h * masks[size_t(k)], u_gate[size_t(k)]);
+    return b_gate.empty() ? y : y + b_gate[size_t(k)];
   }
-  return candidate + z * (h - candidate);  // Keras's z h + (1 - z) candidate
+};
+
+struct State {
+  Tensor h, c;  // c: an LSTM's carry
+};
+
+// One step from xw (x W + the input's bias, [N, G u]) and the state.
+State step(const Recurrence& r, const Tensor& xw, const State& s) {
+  const RnnParams& p = r.p;
+  const Tensor& h = s.h;
+  const bool fused = r.masks.empty();
+  if (p.cell == RnnParams::Cell::Simple) {
+    const Tensor hm = fused ? h : h * r.masks[0];
+    return {activation(p.activation, xw + matmul(hm, r.u)), Tensor()};
+  }
+  if (p.cell == RnnParams::Cell::Lstm) {  // Keras's gates i, f, c, o
+    Tensor whole = fused ? matmul(h, r.u) : Tensor();
+    if (fused && r.b_r.defined()) whole = whole + r.b_r;
+    auto z = [&](int64_t k) { return r.part(xw, k) + r.product(h, whole, k); };
+    const Tensor c = gate(z(1), p.hard_slope) * s.c + gate(z(0), p.hard_slope) * activation(p.activation, z(2));
+    return {gate(z(3), p.hard_slope) * activation(p.activation, c), c};
+  }
+  Tensor whole;
+  if (fused) whole = p.reset_after ? matmul(h, r.u) : matmul(h, contiguous(slice(r.u, 1, 0, 2 * p.units)));
+  if (fused && p.reset_after && r.b_r.defined()) whole = whole + r.b_r;
+  const Tensor z = gate(r.part(xw, 0) + r.product(h, whole, 0), p.hard_slope);
+  const Tensor reset = gate(r.part(xw, 1) + r.product(h, whole, 1), p.hard_slope);
+  Tensor candidate;
+  if (p.reset_after) {
+    candidate = activation(p.activation, r.part(xw, 2) + reset * r.product(h, whole, 2));
+  } else {
+    const Tensor hm = fused ? h : h * r.masks[2];
+    candidate = activation(p.activation, r.part(xw, 2) + matmul(reset * hm, r.u_gate[2]));
+  }
+  return {candidate + z * (h - candidate), Tensor()};  // Keras's z h + (1 - z) candidate
+}
+
+// Keras's dropout masks of a sequence: one per gate where Keras draws one per gate (its
+// implementation 1: Keras 2's default, Keras 3's with recurrent dropout), else one for all; each
+// 0 or 1 / (1 - rate), the same at every step.
+std::vector<Tensor> masks(const RnnParams& p, double rate, const Shape& s, DType dt, Device d, bool training) {
+  if (!training || rate <= 0) return {};
+  const int64_t count = p.mask_per_gate ? p.gates() : 1;
+  std::vector<Tensor> out;
+  for (int64_t k = 0; k < count; ++k) out.push_back(dropout(ones(s, dt, d), rate, true));
+  while (int64_t(out.size()) < p.gates()) out.push_back(out[0]);
+  return out;
+}
+
+// Every step's input product at once, [N, T, G u]: x W, gate by gate where each has its mask.
+Tensor input_products(const Tensor& x, const Tensor& kernel, const Tensor& b_in, const RnnParams& p, bool training) {
+  const int64_t n = x.size(0), t = x.size(1), g = p.gates() * p.units;
+  const std::vector<Tensor> m = masks(p, p.dropout, Shape{n, 1, p.input_size}, x.dtype(), x.device(), training);
+  auto product = [&](const Tensor& in, const Tensor& w) { return matmul(reshape(contiguous(in), Shape{n * t, p.input_size}), w); };
+  Tensor xw;
+  if (m.empty() || !p.mask_per_gate) {
+    xw = product(m.empty() ? x : x * m[0], kernel);
+  } else {
+    std::vector<Tensor> parts;
+    for (int64_t k = 0; k < p.gates(); ++k)
+      parts.push_back(product(x * m[size_t(k)], contiguous(slice(kernel, 1, k * p.units, (k + 1) * p.units))));
+    xw = cat(parts, 1);
+  }
+  if (b_in.defined()) xw = xw + b_in;
+  return reshape(xw, Shape{n, t, g});
 }
 }  // namespace
 
-Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p) {
+Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
+           bool training) {
   const int64_t g = p.gates() * p.units;
   LOUPE_CHECK(x.dim() == 3 && x.size(2) == p.input_size, "rnn: takes [batch, time, ", p.input_size, "], got ",
               x.shape().str());
@@ -157,34 +222,41 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
   const int64_t n = x.size(0), t = x.size(1);
   const bool two = bias.defined() && p.cell == RnnParams::Cell::Gru && p.reset_after;
   const Tensor b_in = two ? reshape(slice(bias, 0, 0, 1), Shape{g}) : bias;
-  const Tensor b_r = two ? reshape(slice(bias, 0, 1, 2), Shape{g}) : Tensor();
-  // Every step's input product at once: [N T, in] x [in, G u].
-  Tensor xw = matmul(reshape(contiguous(x), Shape{n * t, p.input_size}), kernel);
-  if (b_in.defined()) xw = xw + b_in;
-  xw = reshape(xw, Shape{n, t, g});
-  Tensor h = zeros(Shape{n, p.units}, xw.dtype(), xw.device());
+  Recurrence r{p, recurrent_kernel, two ? reshape(slice(bias, 0, 1, 2), Shape{g}) : Tensor(), {}, {}, {}};
+  const Tensor xw = input_products(x, kernel, b_in, p, training);
+  r.masks = masks(p, p.recurrent_dropout, Shape{n, p.units}, xw.dtype(), xw.device(), training);
+  const bool gru_before = p.cell == RnnParams::Cell::Gru && !p.reset_after;
+  if (!r.masks.empty() || gru_before)
+    for (int64_t k = 0; k < p.gates(); ++k) {
+      r.u_gate.push_back(contiguous(slice(recurrent_kernel, 1, k * p.units, (k + 1) * p.units)));
+      if (r.b_r.defined()) r.b_gate.push_back(slice(r.b_r, 0, k * p.units, (k + 1) * p.units));
+    }
+  State s{zeros(Shape{n, p.units}, xw.dtype(), xw.device()), Tensor()};
+  if (p.cell == RnnParams::Cell::Lstm) s.c = s.h;
   std::vector<Tensor> outputs;
   for (int64_t k = 0; k < t; ++k) {
     const int64_t at = p.go_backwards ? t - 1 - k : k;
-    h = step(p, reshape(slice(xw, 1, at, at + 1), Shape{n, g}), h, recurrent_kernel, b_r);
-    if (p.return_sequences) outputs.push_back(reshape(h, Shape{n, 1, p.units}));
+    s = step(r, reshape(slice(xw, 1, at, at + 1), Shape{n, g}), s);
+    if (p.return_sequences) outputs.push_back(reshape(s.h, Shape{n, 1, p.units}));
   }
-  if (!p.return_sequences) return h;
+  if (!p.return_sequences) return s.h;
   return outputs.size() == 1 ? outputs[0] : cat(outputs, 1);
 }
 
 Tensor Recurrent::forward(const Tensor& x) {
-  return rnn(autocast(x), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_);
+  return rnn(autocast(x), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_,
+             is_training());
 }
 
 std::string Recurrent::type_name() const {
   std::ostringstream s;
   const bool gru = p_.cell == RnnParams::Cell::Gru;
-  s << (gru ? "GRU(" : "SimpleRNN(") << p_.input_size << " -> " << p_.units;
+  s << (gru ? "GRU(" : p_.cell == RnnParams::Cell::Lstm ? "LSTM(" : "SimpleRNN(") << p_.input_size << " -> " << p_.units;
   if (gru) s << (p_.reset_after ? ", reset_after" : ", reset before");
   if (p_.hard_slope > 0) s << ", hard_sigmoid " << p_.hard_slope;
   if (p_.activation == Act::Relu) s << ", relu";
   if (p_.go_backwards) s << ", backwards";
+  if (p_.dropout > 0 || p_.recurrent_dropout > 0) s << ", dropout " << p_.dropout << "/" << p_.recurrent_dropout;
   s << ")";
   return s.str();
 }

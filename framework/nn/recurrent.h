@@ -36,14 +36,16 @@ class LSTM : public Module {
   LstmParams params_;
 };
 
-// Keras's GRU and SimpleRNN (docs/keras.md, "Recurrent layers"), in Keras's layouts: "kernel"
-// [in, G u], "recurrent_kernel" [u, G u], "bias" [G u] (G gates: GRU's z, r, h; SimpleRNN's one),
+// Keras's GRU, SimpleRNN and LSTM (docs/keras.md, "Recurrent layers"), in Keras's layouts: "kernel"
+// [in, G u], "recurrent_kernel" [u, G u], "bias" [G u] (G gates: GRU's z, r, h; LSTM's i, f, c, o;
+// SimpleRNN's one),
 // a GRU with reset_after [2, G u] (the input's bias, then the recurrent one's). Each step is
 // loupe's ops (matmul, the activations, elementwise products), so the gradients are autograd's and
 // every device runs them; the step's CUDA graph holds the whole loop. Initialised as Keras's
-// defaults: glorot_uniform kernel, orthogonal recurrent kernel, zero bias.
+// defaults: glorot_uniform kernel, orthogonal recurrent kernel, zero bias (an LSTM's forget gate's
+// block 1, unit_forget_bias). An LSTM runs here only for what nn::LSTM's kernels lack (dropout).
 struct RnnParams {
-  enum class Cell { Gru, Simple };
+  enum class Cell { Gru, Simple, Lstm };  // an LSTM here is Keras's (gates i, f, c, o; one bias)
   Cell cell = Cell::Gru;
   int64_t input_size = 0, units = 0;
   bool reset_after = true;         // GRU: r multiplies h U + b_R (Keras 2.3+, cuDNN's); false: Keras 2's r * h before U
@@ -52,12 +54,17 @@ struct RnnParams {
   bool use_bias = true;
   bool go_backwards = false;       // the sequence from its last step to its first
   bool return_sequences = false;   // every step's output [N, T, u] (in the order processed), else the last [N, u]
-  int gates() const { return cell == Cell::Gru ? 3 : 1; }
+  // Keras's dropout of the inputs and of the state fed back, in training: masks drawn once a
+  // sequence, one per gate where `mask_per_gate` (Keras's implementation 1), else one for all.
+  double dropout = 0, recurrent_dropout = 0;
+  bool mask_per_gate = false;
+  int gates() const { return cell == Cell::Gru ? 3 : cell == Cell::Lstm ? 4 : 1; }
 };
 
 // The layer's function of x [N, T, in] and its three tensors (bias undefined without use_bias), of
 // any one dtype and device: [N, T, u] with return_sequences, else [N, u].
-Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p);
+Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
+           bool training = false);
 
 class Recurrent : public Module {
  public:
