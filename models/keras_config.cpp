@@ -64,6 +64,11 @@ double Config::real(const char* key, double fallback, Range r) const {
   fail("has " + std::string(key) + " " + shown(v) + "; loupe takes a number " + range);
 }
 
+const json& config_of(const json& v) {
+  static const json none = json::object();
+  return v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+}
+
 namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -99,8 +104,7 @@ nn::VarianceScaling keras_initializer(const json& v, const std::string& where, c
   const std::string k = class_key(v);
   for (const auto& [name, vs] : named)
     if (k == name) return vs;
-  static const json none = json::object();
-  const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+  const json& vc = config_of(v);
   const Config kc{vc, where + "'s " + key + " (" + cut(k) + ")"};
   const double n = double(std::max<int64_t>(fan_in, 1));
   // RandomNormal and RandomUniform about 0 are VarianceScaling's over the fan in, their variance
@@ -133,8 +137,7 @@ nn::VarianceScaling keras_initializer(const json& v, const std::string& where, c
 
 double keras_l2(const json& v, const std::string& where, const std::string& key) {
   const std::string k = class_key(v);
-  static const json none = json::object();
-  const json& vc = v.is_object() && v.contains("config") && v.at("config").is_object() ? v.at("config") : none;
+  const json& vc = config_of(v);
   const Config rc{vc, where + "'s " + key + " (" + cut(k) + ")"};
   if ((k != "l2" && k != "l1l2") || rc.real("l1", 0, kFromZero) != 0)
     throw Error(where + " has a " + key + " '" + cut(k) + "'; loupe has l2 (L2, or L1L2 with l1 0)");

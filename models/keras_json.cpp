@@ -106,11 +106,6 @@ int64_t fixed_batch(const std::vector<Layer>& layers, const std::string& file) {
 
 // ---- the recipe -------------------------------------------------------------------------------
 
-const json& empty_object() {
-  static const json e = json::object();
-  return e;
-}
-
 // ---- a learning-rate schedule (docs/keras.md, "Learning-rate schedules") ----------------------
 
 // Keras's schedules as its get_config writes them (keras/src/optimizers/schedules/
@@ -271,7 +266,7 @@ std::string schedule_text(const train::LrSchedule& s) {
 // a number).
 std::string optimizer_from(const json& o, Recipe& r, const std::string& file) {
   const std::string name = cut(class_key(o));
-  const json& c = o.is_object() && o.contains("config") && o.at("config").is_object() ? o.at("config") : empty_object();
+  const json& c = config_of(o);
   const Config k{c, file + ": the optimizer (" + name + ")"};
   auto why = [&](const std::string& w) { k.fail(w); };
   const char* lr_key = k.has("learning_rate") ? "learning_rate" : "lr";
@@ -310,7 +305,7 @@ std::string optimizer_from(const json& o, Recipe& r, const std::string& file) {
 train::Loss loss_from(const json& l, const std::string& act, int64_t outputs, const std::string& file,
                       std::string* source = nullptr) {
   const std::string name = cut(class_key(l));
-  const json& c = l.is_object() && l.contains("config") && l.at("config").is_object() ? l.at("config") : empty_object();
+  const json& c = config_of(l);
   const Config k{c, file + ": the loss " + name};
   const bool logits = k.flag("from_logits", false);
   if (c.contains("label_smoothing") && c.at("label_smoothing") != 0 && !c.at("label_smoothing").is_null())

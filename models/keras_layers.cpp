@@ -197,7 +197,7 @@ class Parser : public Parsed {
     const nn::VarianceScaling v = kernel_init(l, fan_in);
     init(l, "bias_initializer", "zeros");
     const double kernel_l2 = l2_of(l, "kernel_regularizer"), bias_l2 = l2_of(l, "bias_regularizer");
-    const bool drawn = !(v.scale == 1 && v.mode == nn::FanMode::Average && v.distribution == nn::Distribution::Uniform);
+    const bool drawn = !v.glorot_uniform();
     if (kernel_l2 > 0 || bias_l2 > 0) ++regularized;
     if (!drawn && kernel_l2 == 0 && bias_l2 == 0) return make;
     return [make, v, drawn, fan_in, fan_out, kernel_l2, bias_l2] {
@@ -600,7 +600,7 @@ class Parser : public Parsed {
   // recurrent_initializer: Keras's default orthogonal or, for a SimpleRNN (mnist_irnn's), Identity.
   std::function<std::shared_ptr<nn::Module>()> recurrent_init(const Layer& l, const nn::RnnParams& p) {
     const nn::VarianceScaling v = kernel_init(l, p.input_size);
-    const bool drawn = !(v.scale == 1 && v.mode == nn::FanMode::Average && v.distribution == nn::Distribution::Uniform);
+    const bool drawn = !v.glorot_uniform();
     const json& c = cfg(l);
     double gain = 0;  // 0: orthogonal
     if (c.contains("recurrent_initializer") && !c.at("recurrent_initializer").is_null() &&
@@ -608,9 +608,7 @@ class Parser : public Parsed {
       const json& r = c.at("recurrent_initializer");
       if (class_key(r) != "identity" || p.cell != nn::RnnParams::Cell::Simple)
         fail(l, "has recurrent_initializer '" + cut(class_key(r)) + "'; loupe's is orthogonal, or identity in a SimpleRNN");
-      static const json none = json::object();
-      const json& rc = r.is_object() && r.contains("config") && r.at("config").is_object() ? r.at("config") : none;
-      gain = Config{rc, file_ + ": " + layer_label(l) + "'s recurrent_initializer (identity)"}.real("gain", 1.0, kAboveZero);
+      gain = Config{config_of(r), file_ + ": " + layer_label(l) + "'s recurrent_initializer (identity)"}.real("gain", 1.0, kAboveZero);
     }
     return [p, v, drawn, gain] {
       auto m = std::make_shared<nn::Recurrent>(p);

@@ -46,6 +46,9 @@ std::string shown(const json& v);
 // all "glorotuniform" (initializers, optimizers, losses).
 std::string class_key(const json& v);
 std::string shape_text(const std::vector<int64_t>& s);
+// A serialized Keras object's config ({"class_name": ..., "config": {...}}), or an empty object
+// where it has none (a name such as "he_normal", or no object at all).
+const json& config_of(const json& v);
 // nlohmann's own message without its "[json.exception.type_error.302] " tag.
 std::string untagged(const char* what);
 

@@ -78,14 +78,9 @@ size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
   const auto& nodes = children();
   size_t j = i + 1;
-  for (; fuse && j < nodes.size(); ++j) {
-    if (inputs_[j] != std::vector<int>{int(j) - 1} || readers_[j - 1] != 1) break;
-    Epilogue next = e;
-    if (!nodes[j].second->extend(next) || !nodes[i].second->accepts(next)) break;
-    ++next.absorbed;
-    next.range_name += "+" + nodes[j].second->range_name();
-    e = next;
-  }
+  while (fuse && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} && readers_[j - 1] == 1 &&
+         fold_epilogue(*nodes[i].second, *nodes[j].second, e))
+    ++j;
   return j;
 }
 

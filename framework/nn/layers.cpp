@@ -200,13 +200,7 @@ size_t Sequential::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
   const auto& layers = children();
   size_t j = i + 1;
-  for (; fuse && j < layers.size(); ++j) {
-    Epilogue next = e;
-    if (!layers[j].second->extend(next) || !layers[i].second->accepts(next)) break;
-    ++next.absorbed;
-    next.range_name += "+" + layers[j].second->range_name();
-    e = next;
-  }
+  while (fuse && j < layers.size() && fold_epilogue(*layers[i].second, *layers[j].second, e)) ++j;
   return j;
 }
 

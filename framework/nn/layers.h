@@ -151,6 +151,8 @@ struct VarianceScaling {
   double scale = 1;
   FanMode mode = FanMode::Average;
   Distribution distribution = Distribution::Uniform;  // glorot_uniform, Keras's default kernel initializer
+  // glorot_uniform: what Linear and Conv2d draw themselves.
+  bool glorot_uniform() const { return scale == 1 && mode == FanMode::Average && distribution == Distribution::Uniform; }
 };
 void variance_scaling_(const Tensor& t, int64_t fan_in, int64_t fan_out, const VarianceScaling& v);
 

@@ -144,6 +144,15 @@ Tensor Module::operator()(const Tensor& x) {
   return forward(x);
 }
 
+bool fold_epilogue(const Module& layer, const Module& next, Epilogue& e) {
+  Epilogue folded = e;
+  if (!next.extend(folded) || !layer.accepts(folded)) return false;
+  ++folded.absorbed;
+  folded.range_name += "+" + next.range_name();
+  e = folded;
+  return true;
+}
+
 Tensor Module::forward_fused(const Tensor&, const Epilogue&) {
   LOUPE_FAIL(type_name(), " has no fused epilogue");
 }

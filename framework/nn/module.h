@@ -113,6 +113,11 @@ class Module {
   MemoryFormat memory_format_ = MemoryFormat::Contiguous;
 };
 
+// One step of epilogue fusion: folds `next` (an activation, a dropout) into `e`, the epilogue of
+// `layer`, where `next` extends it and `layer` accepts the result; false, `e` unchanged, otherwise.
+// nn::Sequential and nn::Graph fuse with it.
+bool fold_epilogue(const Module& layer, const Module& next, Epilogue& e);
+
 // Mixed precision (--precision fp16/bf16): a float32 tensor on the GPU in compute_dtype(); anything
 // else as it is. A parameter whose arena has a compute copy (the trainer enables it) is its view
 // into that copy; any other tensor goes through the differentiable cast, whose backward casts the

@@ -649,9 +649,7 @@ void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   classes_ = classes_of(options_.loss, logits);
   const Tensor t = targets_for(options_.loss, logits, y);
   if (has_accuracy(options_.loss)) add_correct(eval_correct_, options_.loss, logits, t);
-  Tensor loss = loss_for(options_.loss, logits, t);
-  if (const Tensor penalty = model_.penalty(); penalty.defined()) loss = add(loss, penalty);
-  add_(eval_loss_, loss, double(logits.size(0)));  // a mean: times the batch
+  add_(eval_loss_, loss_for(options_.loss, logits, t), double(logits.size(0)));  // a mean: times the batch
 }
 
 int64_t Trainer::eval_samples(int64_t n, int64_t batch, int64_t max_batches) const {
@@ -704,6 +702,10 @@ double Trainer::evaluate(const TensorDataset& data, int64_t batch, int64_t max_b
   const int64_t evaluated = eval_samples(n_all, batch, max_batches);
   const std::vector<float> v = eval_sums_.to_vector<float>();
   eval_loss_value_ = evaluated ? v[1] / double(evaluated) : -1;
+  // Keras's l2 regularizers (nn::Module::regularize) are part of the loss it reports: the same
+  // penalty for every sample evaluated, so once here rather than in each batch.
+  const Tensor penalty = evaluated ? model_.penalty() : Tensor();
+  if (penalty.defined()) eval_loss_value_ += penalty.item();
   if (!has_accuracy(options_.loss)) return std::nan("");
   return evaluated ? v[0] / double(evaluated) : 0.0;
 }
