@@ -545,8 +545,14 @@ def main():
 
     log(f"{len(ms)} mutations")
     interrupted = False
+    # Run grouped by file (the table keeps the list's order): the next mutant of the same file
+    # replaces the restored original's object, which is then never compiled in between.
+    first = {}
+    for m in ms:
+        first.setdefault(m.file, len(first))
+    order = sorted(ms, key=lambda m: first[m.file])
     try:
-        for k, m in enumerate(ms, 1):
+        for k, m in enumerate(order, 1):
             t0 = time.time()
             broken = [i for i in m.tests if i in bad_items]
             if broken:

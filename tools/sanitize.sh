@@ -14,7 +14,11 @@ mkdir -p "$dir"
 # file:line and inlined frames; the library's own -O3 is left out under LOUPE_SANITIZE.
 # Without oneDNN (LOUPE_DNNL=OFF): the main build (tools/setup.sh) has it, so CI covers both CPU
 # convolutions, oneDNN's there and the im2col fallback here.
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
+# Through ccache where it is installed: the mutation check (docs/testing.md) compiles each mutated
+# object twice in this build, the mutant and then the restored original, which is a cache hit.
+launcher=()
+command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "${launcher[@]}" \
   -DLOUPE_CUDA=OFF -DLOUPE_DNNL=OFF -DLOUPE_SANITIZE=address,undefined > "$dir/configure.log" 2>&1 \
   || { cat "$dir/configure.log"; exit 1; }
 cmake --build "$dir" -j "${LOUPE_BUILD_JOBS:-$(nproc)}"

@@ -22,7 +22,7 @@ done
 
 packages=(cmake ninja-build g++ pkg-config zlib1g-dev libopenblas-dev libdnnl-dev libstb-dev libprotobuf-dev protobuf-compiler
           libboost-dev nlohmann-json3-dev libcli11-dev libzip-dev libhdf5-dev dataset-fashion-mnist python3 python3-numpy python3-h5py python3-matplotlib)
-[ "$cpu_only" = 1 ] || packages+=(libgtest-dev)
+[ "$cpu_only" = 1 ] || packages+=(libgtest-dev ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p")
