@@ -191,6 +191,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   if (!o.early_stop.empty()) c.save_monitor = run::parse_early_stop(o.early_stop).monitor;
   c.resume = o.resume;
   c.keras_weights = o.weights;
+  c.save_keras = o.save_keras;
   c.monitor.nvml = o.nvml;
   c.monitor.busy = o.busy;
   c.monitor.price_per_hour = o.price_per_hour.empty() ? -1 : o.price_per_hour[0];

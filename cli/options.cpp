@@ -94,6 +94,9 @@ options (defaults come from the model's recipe):
   --resume PATH       continue training from a checkpoint
   --weights FILE      start from weights trained in Keras (a model file's model): a .h5 file of
                       Keras 2 or tf.keras (model.save, save_weights) or Keras 3's .weights.h5
+  --save-keras FILE.keras
+                      at the end, the model file's model and its trained weights as Keras 3's
+                      .keras file (config.json, metadata.json, model.weights.h5)
   --lr-schedule SPEC  the learning rate over the updates, as Keras's schedules (initial: --lr):
                       exponential:decay_steps=1000,decay_rate=0.96[,staircase]
                       inverse_time:decay_steps=1000,decay_rate=0.5[,staircase]
@@ -445,6 +448,10 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"channels-last", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.channels_last = true; }}},
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
+    {"save-keras", {false, "train", [](Options& o, const std::string& v) {
+       if (!models::is_keras_archive(v)) throw Error("--save-keras '" + v + "': Keras 3's model files end in .keras");
+       o.save_keras = v;
+     }}},
     {"save-best", {true, "train", [](Options& o, const std::string&) { o.save_best = true; }}},
     {"lr-schedule", {false, "train", [](Options& o, const std::string& v) {
        if (train::is_plateau(v)) train::parse_plateau(v);  // refused here, before any work
@@ -528,12 +535,12 @@ void positional(Options& o, const std::string& s, bool after_dashes = false) {
 // Paths given as empty strings (--data "" used to mean the default silently), and outputs that
 // name the same file (--save X --metrics X: the checkpoint's rename took the metrics' place).
 void check_paths(const Options& o, const std::vector<std::pair<std::string, std::string>>& given) {
-  static const std::set<std::string> kPaths{"data", "checkpoint", "save", "resume", "weights", "metrics", "tensorboard", "csv",
+  static const std::set<std::string> kPaths{"data", "checkpoint", "save", "save-keras", "resume", "weights", "metrics", "tensorboard", "csv",
                                             "json", "png", "trace", "timeline"};
   for (const auto& [key, val] : given)
     if (kPaths.count(key) && val.empty()) throw Error("--" + key + " needs a path, got an empty one");
   const std::pair<const char*, const std::string*> outputs[] = {
-      {"save", &o.save}, {"metrics", &o.metrics}, {"csv", &o.csv}, {"trace", &o.trace}, {"timeline", &o.timeline}};
+      {"save", &o.save}, {"save-keras", &o.save_keras}, {"metrics", &o.metrics}, {"csv", &o.csv}, {"trace", &o.trace}, {"timeline", &o.timeline}};
   std::map<std::string, const char*> seen;
   for (const auto& [name, path] : outputs) {
     if (path->empty()) continue;

@@ -47,7 +47,7 @@ struct Options {
   int64_t max_steps = -1;
   int workers = 4, prefetch = 4;
   bool pin_memory = true, drop_last = false, resident = false, channels_last = false;
-  std::string save, resume, metrics, csv, trace, tensorboard;
+  std::string save, save_keras, resume, metrics, csv, trace, tensorboard;
   std::string weights;      // --weights FILE: Keras's weights (.h5, .weights.h5)
   bool save_best = false;   // --save-best
   std::string lr_schedule;  // --lr-schedule SPEC (train/lr_schedule.h)

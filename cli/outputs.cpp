@@ -165,6 +165,7 @@ void check_inputs_kept(const Options& o, const std::vector<std::pair<std::string
 void check_outputs(const Options& o) {
   std::vector<std::pair<std::string, std::string>> outputs;
   if (takes_option(o.command, "save") && !o.save.empty()) outputs.emplace_back("--save", o.save);
+  if (takes_option(o.command, "save-keras") && !o.save_keras.empty()) outputs.emplace_back("--save-keras", o.save_keras);
   for (const char* name : {"metrics", "csv", "json", "png", "plot", "trace", "timeline"})
     if (takes_option(o.command, name) && !output_path(o, name).empty())
       outputs.emplace_back("--" + std::string(name) + (o.has(name) ? "" : " (default)"), output_path(o, name));

@@ -36,4 +36,15 @@ std::optional<std::vector<std::string>> h5_strings(H5File& f, const std::string&
 // unless it exists, is numeric and has exactly `shape`: checked before anything is allocated.
 std::vector<float> h5_floats(H5File& f, const std::string& path, const std::vector<int64_t>& shape);
 
+// What a new HDF5 file holds: float32 datasets at their paths ("layers/dense/vars/0"; the groups
+// on the way are made) and groups that hold nothing ("vars").
+struct H5Array {
+  std::string path;
+  std::vector<int64_t> shape;
+  const float* data;  // the shape's elements, row-major
+};
+// That file's bytes, made in memory by libhdf5 (its core driver, nothing written to disk): what a
+// .keras file holds as its model.weights.h5. An Error in a build without libhdf5.
+std::vector<uint8_t> h5_image_of(const std::vector<std::string>& groups, const std::vector<H5Array>& arrays);
+
 }  // namespace loupe::data

@@ -198,4 +198,30 @@ std::vector<float> h5_floats(H5File& f, const std::string& path, const std::vect
   return out;
 }
 
+std::vector<uint8_t> h5_image_of(const std::vector<std::string>& groups, const std::vector<H5Array>& arrays) {
+  quiet();
+  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0) throw Error("libhdf5 cannot make a file in memory");
+  static int images = 0;
+  const std::string name = "loupe new image " + std::to_string(::getpid()) + " " + std::to_string(images++);
+  const Id file(H5Fcreate(name.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), H5Fclose);
+  const Id links(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  if (file < 0 || links < 0 || H5Pset_create_intermediate_group(links, 1) < 0) throw Error("libhdf5 cannot make a file in memory");
+  for (const std::string& g : groups)
+    if (H5Lexists(file, g.c_str(), H5P_DEFAULT) <= 0 && Id(H5Gcreate2(file, g.c_str(), links, H5P_DEFAULT, H5P_DEFAULT), H5Gclose) < 0)
+      throw Error("libhdf5 cannot make the group '/" + g + "'");
+  for (const H5Array& a : arrays) {
+    const std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
+    const Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
+    const Id d(H5Dcreate2(file, a.path.c_str(), H5T_IEEE_F32LE, space, links, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    if (space < 0 || d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data) < 0)
+      throw Error("libhdf5 cannot write the dataset '/" + a.path + "'");
+  }
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw Error("libhdf5 cannot finish a file in memory");
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  std::vector<uint8_t> bytes(size_t(std::max<ssize_t>(size, 0)));
+  if (size <= 0 || H5Fget_file_image(file, bytes.data(), bytes.size()) != size) throw Error("libhdf5 cannot give a file's image");
+  return bytes;
+}
+
 }  // namespace loupe::data

@@ -24,4 +24,8 @@ std::optional<std::vector<std::string>> h5_strings(H5File&, const std::string&, 
 
 std::vector<float> h5_floats(H5File&, const std::string&, const std::vector<int64_t>&) { return {}; }
 
+std::vector<uint8_t> h5_image_of(const std::vector<std::string>&, const std::vector<H5Array>&) {
+  throw Error("this loupe was built without libhdf5, so it writes no HDF5 file; install libhdf5-dev and rebuild");
+}
+
 }  // namespace loupe::data

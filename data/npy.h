@@ -70,6 +70,12 @@ bool npz_supported();
 std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const std::string& member, uint64_t cap,
                                                const std::string& kind);
 
+// A new zip archive at `path` of `members` (name, bytes), stored uncompressed, as Keras 3 writes
+// a .keras file; written whole to a temporary file that then replaces `path` (libzip's way), so
+// an interrupted write leaves what was there. An Error naming the file where it cannot be, or in a
+// build without libzip.
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::vector<uint8_t>>>& members);
+
 // An image data set as four .npy files in one folder, as Keras's datasets give it:
 // x_train.npy, y_train.npy, x_test.npy, y_test.npy. Images uint8, [N, H, W] or [N, H, W, C]
 // (channels-last, Keras's) or [N, C, H, W]; labels integers [N] or [N, 1], or one-hot [N, classes]

@@ -22,4 +22,8 @@ std::optional<std::vector<uint8_t>> zip_member(const std::string& path, const st
               " is one); install libzip-dev and rebuild");
 }
 
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::vector<uint8_t>>>&) {
+  throw Error(path + ": this loupe was built without libzip, so it writes no zip archive; install libzip-dev and rebuild");
+}
+
 }  // namespace loupe::data

@@ -177,4 +177,27 @@ bool npz_has(NpzFile& z, const std::string& name) { return zip_name_locate(z.zip
 
 bool npz_supported() { return true; }
 
+void write_zip(const std::string& path, const std::vector<std::pair<std::string, std::vector<uint8_t>>>& members) {
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!z) throw Error(path + ": cannot be written as a zip archive: " + zip_message(code));
+  const auto fail = [&](const std::string& what) {
+    const std::string why = zip_strerror(z);
+    zip_discard(z);
+    throw Error(path + ": " + what + ": " + why);
+  };
+  for (const auto& [name, bytes] : members) {
+    // The buffers outlive zip_close, which reads them; libzip does not free them (freep 0).
+    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+    if (!src) fail("cannot take " + name);
+    const zip_int64_t idx = zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      fail("cannot add " + name);
+    }
+    if (zip_set_file_compression(z, zip_uint64_t(idx), ZIP_CM_STORE, 0) < 0) fail("cannot store " + name);
+  }
+  if (zip_close(z) < 0) fail("cannot be written");
+}
+
 }  // namespace loupe::data

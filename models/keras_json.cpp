@@ -538,6 +538,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.outputs = outputs;
     m.token_ids = p.embedding_input;
     m.name = file;
+    m.keras_config = text;
     m.identity = identity_of(input, p);
     m.description = std::string(is_functional(root) ? "Keras functional model" : "Keras Sequential model") + ", input " +
                     shape_text(input) + ", " + std::to_string(layers.size()) + " layers" +

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <map>
 #include <optional>
 
+#include "autograd/node.h"
 #include "core/error.h"
 #include "core/file_check.h"
 #include "data/h5.h"
@@ -267,17 +269,29 @@ void read_each(const ModelInfo& info, const Get& get, float* out) {
 // class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
 // variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
 // and backward_layer/).
+struct Keras3Groups {
+  std::map<std::string, int> seen;            // "layers/dense" -> how many layers of the class
+  std::map<std::string, std::string> group;   // Keras layer name -> its group
+};
+Keras3Groups keras3_groups(const ModelInfo& info) {
+  Keras3Groups g;
+  for (const auto& [step, w] : info.keras_weights) {
+    const std::string base = "layers/" + snake_case(w->cls);
+    const int k = g.seen[base]++;
+    g.group[w->layer] = k ? base + "_" + std::to_string(k) : base;
+  }
+  return g;
+}
+
 void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path, float* out) {
-  std::map<std::string, int> seen;
-  std::map<std::string, std::string> group;  // Keras layer name -> its group
+  const Keras3Groups g = keras3_groups(info);
+  const auto& seen = g.seen;
+  const auto& group = g.group;
   std::map<std::string, const keras::KerasWeights*> weights;  // Keras layer name -> its variables
   for (const auto& [step, w] : info.keras_weights) {
     weights[w->layer] = w.get();
-    const std::string base = "layers/" + snake_case(w->cls);
-    const int k = seen[base]++;
-    group[w->layer] = k ? base + "_" + std::to_string(k) : base;
-    if (!data::h5_has(f, group[w->layer]))
-      refuse_file(path, "has no " + group[w->layer] + " for layer '" + keras::cut(w->layer) + "' (" + w->cls + ")");
+    if (!data::h5_has(f, group.at(w->layer)))
+      refuse_file(path, "has no " + group.at(w->layer) + " for layer '" + keras::cut(w->layer) + "' (" + w->cls + ")");
   }
   for (const auto& [base, n] : seen)
     if (data::h5_has(f, base + "_" + std::to_string(n)))
@@ -286,11 +300,11 @@ void read_keras3(const ModelInfo& info, data::H5File& f, const std::string& path
   read_each(info, [&](const KerasVariable& v) {
     const keras::KerasWeights* w = weights.at(v.layer);
     const size_t i = next[v.layer]++;
-    const std::string at = group[v.layer] + "/" + w->paths[i];
+    const std::string at = group.at(v.layer) + "/" + w->paths[i];
     // After the last variable of a vars group, Keras refuses a group holding more, and so does loupe.
     const auto dir = [](const std::string& p) { return p.substr(0, p.rfind('/')); };
     if (i + 1 == w->paths.size() || dir(w->paths[i + 1]) != dir(w->paths[i])) {
-      const std::string more = group[v.layer] + "/" + dir(w->paths[i]) + "/" +
+      const std::string more = group.at(v.layer) + "/" + dir(w->paths[i]) + "/" +
                                std::to_string(std::stoi(w->paths[i].substr(w->paths[i].rfind('/') + 1)) + 1);
       if (data::h5_has(f, more)) refuse_file(path, "holds " + more + ", more variables than layer '" + keras::cut(v.layer) + "' has");
     }
@@ -341,6 +355,101 @@ void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std
     at += size_t(t.numel());
     return t;
   });
+}
+
+namespace {
+// A layer's variables, each element holding its index in the layer (the variables one after the
+// other) in base 4096: digit `place` (0 the low one) plus 1, so that 0 marks a loupe element that
+// no Keras element sets. Exact in float32 for layers of up to 2^36 elements.
+std::vector<Tensor> coded(const keras::KerasWeights& w, int place) {
+  std::vector<Tensor> out;
+  int64_t k = 0;
+  for (const auto& shape : w.shapes) {
+    Tensor t = empty(Shape(shape));
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i, ++k) p[i] = float((place ? k >> 12 : k & 4095) + 1);
+    out.push_back(t);
+  }
+  return out;
+}
+
+Tensor host_f32(const Tensor& t) { return contiguous(loupe::to(loupe::to(t, kCPU), DType::f32)); }
+
+// Layer `w`'s Keras arrays from loupe's tensors `mine` (by name): each converter reads every Keras
+// element into one place or more, found by converting the coded variables.
+std::vector<Tensor> layer_arrays(const std::string& step, const keras::KerasWeights& w, const std::map<std::string, Tensor>& mine) {
+  std::vector<Tensor> arrays;
+  std::vector<float*> starts;
+  std::vector<int64_t> ends;  // each variable's end in the layer's index
+  for (const auto& shape : w.shapes) {
+    arrays.push_back(zeros(Shape(shape)));
+    starts.push_back(arrays.back().data<float>());
+    ends.push_back((ends.empty() ? 0 : ends.back()) + arrays.back().numel());
+  }
+  std::vector<uint8_t> set(size_t(ends.empty() ? 0 : ends.back()), 0);
+  const auto lo = w.convert(coded(w, 0)), hi = w.convert(coded(w, 1));
+  for (size_t j = 0; j < lo.size(); ++j) {
+    const Tensor v = host_f32(mine.at(step + "." + lo[j].first));
+    const float *a = lo[j].second.data<float>(), *b = hi[j].second.data<float>(), *x = v.data<float>();
+    for (int64_t e = 0; e < v.numel(); ++e) {
+      if (a[e] == 0 && b[e] == 0) continue;
+      const int64_t k = (int64_t(b[e]) - 1) * 4096 + int64_t(a[e]) - 1;
+      LOUPE_CHECK(k >= 0 && k < int64_t(set.size()), "keras_arrays: layer ", w.layer, "'s converter is not a selection");
+      const size_t var = size_t(std::upper_bound(ends.begin(), ends.end(), k) - ends.begin());
+      starts[var][k - (var ? ends[var - 1] : 0)] = x[e];
+      set[size_t(k)] = 1;
+    }
+  }
+  for (size_t var = 0; var < arrays.size(); ++var)
+    for (int64_t k = var ? ends[var - 1] : 0; k < ends[var]; ++k)
+      if (!set[size_t(k)]) throw Error("layer '" + keras::cut(w.layer) + "': loupe holds no value of Keras's " + w.names[var]);
+  // Loading them back must give loupe's tensors, the places no Keras element sets included.
+  const auto again = w.convert(arrays);
+  for (const auto& [name, t] : again)
+    if (host_f32(mine.at(step + "." + name)).to_vector<float>() != t.to_vector<float>())
+      throw Error("layer '" + keras::cut(w.layer) + "': loupe's " + name + " holds what Keras's variables cannot " +
+                  "(a second bias, as cuDNN's LSTM has: the reference models' layout)");
+  return arrays;
+}
+}  // namespace
+
+std::vector<Tensor> keras_arrays(nn::Module& model, const ModelInfo& info) {
+  std::map<std::string, Tensor> mine;
+  for (const auto& [n, t] : model.named_parameters()) mine[n] = t;
+  for (const auto& [n, t] : model.named_buffers()) mine[n] = t;
+  std::vector<Tensor> out;
+  NoGradGuard no_grad;
+  for (const auto& [step, w] : info.keras_weights)
+    for (Tensor& a : layer_arrays(step, *w, mine)) out.push_back(std::move(a));
+  return out;
+}
+
+void save_keras_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+  if (info.keras_config.empty() || info.keras_weights.empty())
+    throw Error(path + ": " + info.name + " is not a model file with weights; a .keras file is written for a model "
+                "read from its Keras file (.json, .keras)");
+  const std::vector<Tensor> arrays = keras_arrays(model, info);
+  const Keras3Groups g = keras3_groups(info);
+  std::vector<data::H5Array> h5;
+  // Keras 3's own groups of the model's and the optimizer's variables; loupe writes none of these.
+  std::vector<std::string> groups{"vars"};
+  size_t k = 0;
+  for (const auto& [step, w] : info.keras_weights)
+    for (size_t i = 0; i < w->names.size(); ++i, ++k)
+      h5.push_back({g.group.at(w->layer) + "/" + w->paths[i], w->shapes[i], arrays[k].data<float>()});
+  const std::vector<uint8_t> weights = data::h5_image_of(groups, h5);
+  // The Keras 3 the file is from (a Keras 3 config names no version: 3.0.0, the first).
+  const keras::json config = keras::json::parse(info.keras_config);
+  std::string version = "3.0.0";
+  if (config.contains("keras_version") && config.at("keras_version").is_string() &&
+      config.at("keras_version").get<std::string>().rfind("3.", 0) == 0)
+    version = config.at("keras_version").get<std::string>();
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", std::localtime(&now));
+  const std::string meta = keras::json{{"keras_version", version}, {"date_saved", date}, {"written_by", "loupe"}}.dump();
+  const auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  data::write_zip(path, {{"metadata.json", bytes(meta)}, {"config.json", bytes(info.keras_config)}, {"model.weights.h5", weights}});
 }
 
 }  // namespace loupe::models

@@ -42,4 +42,17 @@ void load_keras_weights(nn::Module& model, const ModelInfo& info,
 // anything else is refused in one sentence naming the file and the layer.
 void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std::string& path);
 
+// The model's weights as Keras's variables, in keras_variables(info)'s order and shapes (float32,
+// on the CPU): the inverse of load_keras_weights, each element read from the loupe element
+// loading puts it into. An Error naming the layer where loupe holds what Keras's variables cannot
+// give back (cuDNN's second LSTM bias, not zero after training: the reference models' layout).
+std::vector<Tensor> keras_arrays(nn::Module& model, const ModelInfo& info);
+
+// A .keras file of `model` (built from `info`, a model file's) at `path`, as Keras 3's model.save
+// writes one: config.json (info.keras_config, the file's own), metadata.json, and model.weights.h5
+// with each layer's variables at layers/NAME/vars/0, 1, ... (docs/keras.md, "Weights out").
+// Written whole to a temporary file that then replaces `path`. An Error naming the file, or the
+// layer, where it cannot be written.
+void save_keras_file(nn::Module& model, const ModelInfo& info, const std::string& path);
+
 }  // namespace loupe::models

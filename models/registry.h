@@ -85,6 +85,10 @@ struct ModelInfo {
   // A .keras file's trained weights: the file itself (models/keras_weights.h reads them from it);
   // "" where the model comes without weights.
   std::string own_weights;
+  // A model file's model config as the file has it (a .keras file's config.json, or what Keras's
+  // to_json() wrote): what a .keras file loupe writes holds (models/keras_weights.h). "" for the
+  // reference models.
+  std::string keras_config;
   std::function<std::shared_ptr<nn::Module>(int64_t vocab)> build_for;  // weights from the default generator
   std::shared_ptr<nn::Module> build() const { return build_for(vocab); }
 };

@@ -81,6 +81,9 @@ Run::Run(RunConfig c) : c_(std::move(c)) {
   if (c_.batch <= 0) c_.batch = c_.model.recipe.batch;
   if (!c_.trainer.precision) c_.trainer.precision = loupe::precision();
   if (c_.world) c_.trainer.comm = &c_.world->comm();
+  if (!c_.save_keras.empty() && (c_.model.keras_config.empty() || c_.model.keras_weights.empty()))
+    throw Error("--save-keras " + c_.save_keras + ": " + c_.model.name + " is not a model file with weights; a .keras "
+                "file is written for a model read from its Keras file (.json, .keras)");
   load_input();
   make_session();
   make_monitor();
@@ -290,6 +293,11 @@ RunResult Run::run() {
     if (!c_.save.empty() && !c_.save_best && saved_epoch_ != kept_epoch_)
       where = " (" + c_.save + " holds epoch " + std::to_string(saved_epoch_) + "'s; --save-best keeps the best epoch's)";
     if (kept_epoch_ != result.epochs_done) note("restored epoch " + std::to_string(kept_epoch_) + "'s weights" + where);
+  }
+  const bool whole = result.end != RunResult::End::Interrupted && result.end != RunResult::End::Diverged;
+  if (!c_.save_keras.empty() && whole && (!c_.world || c_.world->rank() == 0)) {
+    models::save_keras_file(session_->model(), c_.model, c_.save_keras);
+    note("wrote " + c_.save_keras + " (Keras 3's .keras: the model's config and its weights)");
   }
   result.seconds = now_s() - t0;
   for (const auto& o : observers_) o->run_end(result);

@@ -74,6 +74,9 @@ struct RunConfig {
   // file) for a model read from its Keras file; "": a .keras model's own (ModelInfo::own_weights),
   // else the model's initialisation. Not with `resume`.
   std::string keras_weights;
+  // At the end of a run that was not interrupted and did not diverge, the model (a model file's)
+  // and its weights as Keras 3's .keras file at this path (models/keras_weights.h); "": none.
+  std::string save_keras;
   instrument::MonitorOptions monitor;  // what is measured (precision and world are the run's)
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // cudaProfilerStart/Stop around global steps [a, b]
   std::string trace;                                  // a Chrome trace of those steps ("": none)

@@ -19,6 +19,7 @@
 #include "data/npy.h"
 #include "loupe.h"
 #include "models/keras_json.h"
+#include "models/keras_layers.h"
 #include "models/keras_weights.h"
 #include "test_util.h"
 
@@ -133,6 +134,85 @@ TEST_P(KerasArchive, AKerasFileIsTheModelWithItsWeights) {
   const std::vector<float> want = tensor_of(data::read_npy((dir / "y.npy").string())).to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "output " << i;
+}
+
+// A .keras file loupe writes (docs/keras.md, "Weights out"): Keras 3's layout, every variable at the
+// path and with the shape and dtype Keras 3 gives it (tests/keras_layout.py compares it with the
+// reference's file), and read back, the model with the same weights, bit for bit.
+TEST_P(KerasArchive, ASavedKerasFileIsKerasLayoutAndReadsBack) {
+  if (!data::h5_supported() || !data::npz_supported()) GTEST_SKIP() << "built without libhdf5 or libzip (tools/setup.sh installs them)";
+  const fs::path dir = g_dir / GetParam();
+  const std::string file = (dir / "model.keras").string(), saved = (dir / "saved.keras").string();
+  const models::ModelInfo info = models::load_keras_model(file);
+  auto model = info.build();
+  models::load_keras_weights_file(*model, info, file);
+  models::save_keras_file(*model, info, saved);
+  const std::string cmd = "/usr/bin/python3 '" + std::string(LOUPE_SOURCE_DIR) + "/tests/keras_layout.py' '" + file + "' '" + saved + "'";
+  auto [rc, out] = test::run_command(cmd);
+  EXPECT_EQ(rc, 0) << out;
+  const models::ModelInfo again = models::load_keras_model(saved);
+  EXPECT_EQ(again.identity, info.identity);
+  auto read = again.build();
+  models::load_keras_weights_file(*read, again, saved);
+  const auto want = model->named_parameters(), got = read->named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i].second.to_vector<float>(), want[i].second.to_vector<float>()) << want[i].first;
+  const auto want_b = model->named_buffers(), got_b = read->named_buffers();
+  ASSERT_EQ(got_b.size(), want_b.size());
+  for (size_t i = 0; i < want_b.size(); ++i)
+    EXPECT_EQ(got_b[i].second.to_vector<float>(), want_b[i].second.to_vector<float>()) << want_b[i].first;
+}
+
+namespace {
+// A reference model's file read as a user's (Keras's one LSTM bias), and its model.
+models::ModelInfo user_file(const std::string& name) {
+  std::ifstream f(std::string(LOUPE_SOURCE_DIR) + "/models/keras/" + name + ".json");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return models::keras_model(text, name + ".json");
+}
+}  // namespace
+
+// keras_arrays is the inverse of loading, for layers past the index code's first digit (4,096
+// elements: cifar10_cnn's Dense of 2,304 x 512 after a Flatten, imdb_bilstm's Embedding and LSTMs):
+// another model loaded from the arrays is the first, bit for bit.
+TEST(KerasArrays, AreTheInverseOfLoading) {
+  for (const char* name : {"cifar10_cnn", "imdb_bilstm"}) {
+    const models::ModelInfo info = user_file(name);
+    manual_seed(1);
+    auto model = info.build();
+    const std::vector<Tensor> arrays = models::keras_arrays(*model, info);
+    const auto vars = models::keras_variables(info);
+    ASSERT_EQ(arrays.size(), vars.size());
+    manual_seed(2);
+    auto other = info.build();
+    size_t k = 0;
+    models::load_keras_weights(*other, info, [&](const models::KerasVariable& v) {
+      EXPECT_EQ(arrays[k].shape(), Shape(v.shape)) << v.layer << "/" << v.name;
+      return arrays[k++];
+    });
+    const auto want = model->named_parameters(), got = other->named_parameters();
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i].second.to_vector<float>(), want[i].second.to_vector<float>()) << name << ": " << want[i].first;
+  }
+}
+
+// What Keras's variables cannot hold is refused by layer: an LSTM whose second bias (cuDNN's b_R,
+// held at zero for a Keras file) is not zero.
+TEST(KerasArrays, ASecondLstmBiasIsRefusedByName) {
+  const models::ModelInfo info = user_file("imdb_bilstm");
+  auto model = info.build();
+  std::string lstm;
+  for (const auto& [step, w] : info.keras_weights)
+    if (w->cls == "Bidirectional") lstm = step + ".weight";
+  for (auto& [n, t] : model->named_parameters())
+    if (n == lstm) copy_(t, full(t.shape(), 0.5));
+  try {
+    models::keras_arrays(*model, info);
+    FAIL() << "written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds what Keras's variables cannot (a second bias"), std::string::npos) << e.what();
+  }
 }
 
 // tests/keras_reference.py's cases; those with a .keras file are all but the Keras 2 models with
@@ -290,4 +370,35 @@ TEST_F(KerasWeights, TheCommandEvaluatesAndTrainsFromKerasWeights) {
                                        " --save " + weights);
   EXPECT_NE(rc3, 0);
   EXPECT_NE(out3.find("the --weights file"), std::string::npos) << out3;
+}
+
+// The last figure of `loupe train`'s epoch lines or of `loupe eval`'s line: "test accuracy 75.00%".
+std::string last_test_accuracy(const std::string& out) {
+  const size_t at = out.rfind("test accuracy ");
+  return at == std::string::npos ? "" : out.substr(at + 14, out.find('%', at) - at - 14);
+}
+
+// As a user: `loupe train --save-keras` hands the trained model back as a .keras file, which `loupe
+// eval` reads to the accuracy the run ended with; a reference model, or a name without .keras, is
+// refused before any work.
+TEST_F(KerasWeights, TheCommandSavesAKerasFileThatEvaluatesTheSame) {
+  if (!data::h5_supported() || !data::npz_supported()) GTEST_SKIP() << "built without libhdf5 or libzip (tools/setup.sh installs them)";
+  const fs::path dir = g_dir / "mlp";
+  const std::string data = " --data " + (dir / "data").string() + " --device cpu", saved = (g_dir / "trained.keras").string();
+  auto [rc, out] = test::run_command(std::string(LOUPE_CLI) + " train " + (dir / "model.json").string() + " --weights " +
+                                     (dir / "model.h5").string() + data + " --epochs 2 --plain --no-nvml --save-keras " + saved);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("wrote " + saved + " (Keras 3's .keras"), std::string::npos) << out;
+  const std::string trained = last_test_accuracy(out);
+  ASSERT_FALSE(trained.empty()) << out;
+  auto [rc_e, out_e] = test::run_command(std::string(LOUPE_CLI) + " eval " + saved + data);
+  EXPECT_EQ(rc_e, 0) << out_e;
+  EXPECT_EQ(last_test_accuracy(out_e), trained) << out << out_e;
+  auto [rc_r, out_r] = test::run_command(std::string(LOUPE_CLI) + " train mnist_mlp --synthetic --max-steps 1 --save-keras " + saved);
+  EXPECT_NE(rc_r, 0);
+  EXPECT_NE(out_r.find("mnist_mlp is not a model file with weights"), std::string::npos) << out_r;
+  auto [rc_x, out_x] = test::run_command(std::string(LOUPE_CLI) + " train " + (dir / "model.json").string() + data + " --save-keras " +
+                                         (g_dir / "trained.h5").string());
+  EXPECT_NE(rc_x, 0);
+  EXPECT_NE(out_x.find("Keras 3's model files end in .keras"), std::string::npos) << out_x;
 }
