@@ -35,6 +35,12 @@ class Parser : public Parsed {
     last_ = last;
     const int64_t before = loupe_parameters;
     const size_t first_step = steps.size();
+    const bool masked = merging.empty() ? mask_ != kNoMask
+                                        : std::any_of(merging.begin(), merging.end(), [](const Value& v) { return v.mask != kNoMask; });
+    if (masked && l.cls != "Dropout" && l.cls != "Activation" && l.cls != "LSTM" && l.cls != "GRU" &&
+        l.cls != "SimpleRNN")
+      fail(l, "receives a sequence's mask (an Embedding's mask_zero), which loupe carries through Dropout and "
+              "Activation to LSTM, GRU and SimpleRNN layers only");
     dispatch(l);
     __int128 n = 1;
     for (int64_t d : shape_) n *= d;
@@ -61,18 +67,22 @@ class Parser : public Parsed {
 
   // The tensor a layer's output is, as the layers after it read it: its Keras shape, its layout,
   // and the step that gives it (-1: the model's input).
+  // `mask`: the step that gives its mask (Keras's: an Embedding's mask_zero), or kNoMask.
+  static constexpr int kNoMask = -2;
   struct Value {
     std::vector<int64_t> shape;
     bool chw;
     std::vector<int64_t> flat_chw;
     int step;
+    int mask;
   };
-  Value value() const { return {shape_, chw_, flat_chw_, current_}; }
+  Value value() const { return {shape_, chw_, flat_chw_, current_, mask_}; }
   void set(const Value& v) {
     shape_ = v.shape;
     chw_ = v.chw;
     flat_chw_ = v.flat_chw;
     current_ = v.step;
+    mask_ = v.mask;
   }
   // A merge layer's inputs, set before its layer() (a functional model's).
   std::vector<Value> merging;
@@ -215,6 +225,12 @@ class Parser : public Parsed {
     const json& c = cfg(l);
     if (c.contains(key) && !c.at(key).is_null() && c.at(key) != want)
       fail(l, "has " + std::string(key) + " " + shown(c.at(key)) + "; " + why);
+  }
+  // Each key of `want` in `c` (a recurrent layer's config) at its value, or unset.
+  void need_values(const Layer& l, const json& c, const json& want) {
+    for (auto it = want.begin(); it != want.end(); ++it)
+      if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
+        fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's " + l.cls + " has " + it.value().dump());
   }
 
   // An activation inside or after a layer: relu, tanh, sigmoid, linear, or on the model's last
@@ -499,8 +515,13 @@ class Parser : public Parsed {
   void embedding(const Layer& l) {
     if (!steps.empty() || shape_.size() != 1)
       fail(l, "is not the first layer over a sequence of token ids; loupe's Embedding comes first");
-    need_value(l, "mask_zero", false, "loupe does not mask padding");
     init(l, "embeddings_initializer", "randomuniform");
+    if (conf(l).flag("mask_zero", false)) {  // a step of its own beside the Embedding, reading the ids
+      const int ids = current_;
+      add(l, [] { return std::make_shared<TokenMask>(); }, "_mask");
+      mask_ = current_;
+      current_ = ids;
+    }
     const int64_t e = count(l, cfg(l), "output_dim");
     const int64_t v = resize && (dataset == "imdb" || dataset == "imdb_bigrams") ? resize : count(l, cfg(l), "input_dim");
     add(l, [v, e] { return std::make_shared<nn::Embedding>(v, e); });
@@ -519,14 +540,11 @@ class Parser : public Parsed {
     // What nn::LSTM's kernels do not have runs as Keras's LSTM step by step (nn::Recurrent).
     const Config k{c, file_ + ": " + layer_label(l)};
     if (!bidirectional && (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 ||
-                           k.flag("go_backwards", false)))
+                           k.flag("go_backwards", false) || mask_ != kNoMask))
       return recurrent(l);
-    const json want = {{"activation", "tanh"},     {"use_bias", true},       {"unit_forget_bias", true},
-                       {"dropout", 0.0},           {"recurrent_dropout", 0.0}, {"go_backwards", false},
-                       {"stateful", false},        {"return_state", false},  {"time_major", false}};
-    for (auto it = want.begin(); it != want.end(); ++it)
-      if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
-        fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's LSTM has " + it.value().dump());
+    need_values(l, c, {{"activation", "tanh"}, {"use_bias", true}, {"unit_forget_bias", true}, {"dropout", 0.0},
+                       {"recurrent_dropout", 0.0}, {"go_backwards", false}, {"stateful", false}, {"return_state", false},
+                       {"time_major", false}});
     const Layer inner{"LSTM", l.name, &c};
     init(inner, "kernel_initializer", "glorotuniform");
     init(inner, "recurrent_initializer", "orthogonal");
@@ -559,10 +577,7 @@ class Parser : public Parsed {
   void recurrent(const Layer& l) {
     const json& c = cfg(l);
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
-    const json want = {{"stateful", false}, {"return_state", false}, {"time_major", false}, {"unit_forget_bias", true}};
-    for (auto it = want.begin(); it != want.end(); ++it)
-      if (c.contains(it.key()) && !c.at(it.key()).is_null() && c.at(it.key()) != it.value())
-        fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's " + l.cls + " has " + it.value().dump());
+    need_values(l, c, {{"stateful", false}, {"return_state", false}, {"time_major", false}, {"unit_forget_bias", true}});
     const bool gru = l.cls == "GRU";
     nn::RnnParams p;
     p.cell = gru ? nn::RnnParams::Cell::Gru : l.cls == "LSTM" ? nn::RnnParams::Cell::Lstm : nn::RnnParams::Cell::Simple;
@@ -579,6 +594,10 @@ class Parser : public Parsed {
     p.return_sequences = conf(l).flag("return_sequences", false);
     init(l, "bias_initializer", "zeros");
     add(l, recurrent_init(l, p));
+    if (mask_ != kNoMask) {  // the step reads the mask too; a layer that returns one vector ends it
+      steps.back().inputs.push_back(mask_);
+      if (!p.return_sequences) mask_ = kNoMask;
+    }
     const int64_t g = p.gates(), u = p.units, in = p.input_size;
     const int64_t bias_rows = !p.use_bias ? 0 : gru && p.reset_after ? 2 : 1;
     own(rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
@@ -610,15 +629,7 @@ class Parser : public Parsed {
         fail(l, "has recurrent_initializer '" + cut(class_key(r)) + "'; loupe's is orthogonal, or identity in a SimpleRNN");
       gain = Config{config_of(r), file_ + ": " + layer_label(l) + "'s recurrent_initializer (identity)"}.real("gain", 1.0, kAboveZero);
     }
-    return [p, v, drawn, gain] {
-      auto m = std::make_shared<nn::Recurrent>(p);
-      if (drawn) nn::variance_scaling_(m->kernel, p.input_size, p.gates() * p.units, v);
-      if (gain > 0) {
-        fill_(m->recurrent_kernel, 0.0);
-        for (int64_t i = 0; i < p.units; ++i) m->recurrent_kernel.data<float>()[i * p.units + i] = float(gain);
-      }
-      return m;
-    };
+    return [p, v, drawn, gain] { return keras_recurrent(p, drawn ? &v : nullptr, gain); };
   }
 
   void bidirectional(const Layer& l) {
@@ -728,6 +739,7 @@ class Parser : public Parsed {
   std::string file_;
   Dialect dialect_;
   int current_ = -1;  // the step whose output the next layer reads (-1: the model's input)
+  int mask_ = kNoMask;  // the step giving that output's mask
   bool last_ = false;
   std::vector<int64_t> flat_chw_;  // the [C, H, W] image a Flatten made the vector of, until a Dense
   std::unordered_set<std::string> names_;  // the steps' names

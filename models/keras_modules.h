@@ -7,9 +7,11 @@
 
 #include "nn/layers.h"
 #include "nn/recurrent.h"
+#include "ops/activation.h"
 #include "ops/bias_act.h"
 #include "ops/cat.h"
 #include "ops/conv.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
@@ -137,6 +139,31 @@ class Pool1D : public nn::Module {
   int k_, stride_;
   bool global_;
 };
+
+// Keras's mask of an Embedding with mask_zero: [N, T] token ids -> 1 where the id is not 0 (the
+// padding), else 0, as float32 (min(id, 1): ids are whole numbers from 0); nn::Recurrent reads it.
+class TokenMask : public nn::Module {
+ public:
+  Tensor forward(const Tensor& ids) override {
+    const Tensor x = loupe::to(ids, DType::f32);
+    return x - relu(x + -1.0);
+  }
+  std::string type_name() const override { return "Mask(mask_zero)"; }
+};
+
+// A GRU, SimpleRNN or LSTM of Keras's (nn::Recurrent) with Keras's initializers where they are not
+// its defaults: `kernel` (null: glorot_uniform), and the identity times `identity_gain` as the
+// recurrent kernel (0: orthogonal).
+inline std::shared_ptr<nn::Module> keras_recurrent(const nn::RnnParams& p, const nn::VarianceScaling* kernel,
+                                                   double identity_gain) {
+  auto m = std::make_shared<nn::Recurrent>(p);
+  if (kernel) nn::variance_scaling_(m->kernel, p.input_size, p.gates() * p.units, *kernel);
+  if (identity_gain > 0) {
+    fill_(m->recurrent_kernel, 0.0);
+    for (int64_t i = 0; i < p.units; ++i) m->recurrent_kernel.data<float>()[i * p.units + i] = float(identity_gain);
+  }
+  return m;
+}
 
 // GlobalAveragePooling1D: [N, T, F] -> [N, F].
 class MeanOverTime : public nn::Module {

@@ -89,8 +89,9 @@ def batch_norm(x, gamma, beta, mean, var, eps):
 
 
 def lstm(x, kernel, recurrent, bias, return_sequences, go_backwards=False,
-         activation=np.tanh, recurrent_activation=sigmoid):
-    """Keras's LSTM cell: z = x W + h U + b split into i, f, c, o."""
+         activation=np.tanh, recurrent_activation=sigmoid, mask=None):
+    """Keras's LSTM cell: z = x W + h U + b split into i, f, c, o. `mask` [n, t]: a step where it
+    is False keeps the state (keras.backend.rnn's masking), and outputs it again."""
     n, t, _ = x.shape
     u = recurrent.shape[0]
     h, c = np.zeros((n, u)), np.zeros((n, u))
@@ -99,14 +100,16 @@ def lstm(x, kernel, recurrent, bias, return_sequences, go_backwards=False,
     for s in steps:
         z = x[:, s, :] @ kernel + h @ recurrent + bias
         i, f = recurrent_activation(z[:, :u]), recurrent_activation(z[:, u:2 * u])
-        c = f * c + i * activation(z[:, 2 * u:3 * u])
-        h = recurrent_activation(z[:, 3 * u:]) * activation(c)
+        c_new = f * c + i * activation(z[:, 2 * u:3 * u])
+        h_new = recurrent_activation(z[:, 3 * u:]) * activation(c_new)
+        keep = np.ones((n, 1), bool) if mask is None else mask[:, s:s + 1]
+        h, c = np.where(keep, h_new, h), np.where(keep, c_new, c)
         ys.append(h)
     return np.stack(ys, 1) if return_sequences else h
 
 
 def gru(x, kernel, recurrent, bias, return_sequences, reset_after, recurrent_activation=sigmoid,
-        go_backwards=False):
+        go_backwards=False, mask=None):
     """Keras's GRU cell (keras/layers/recurrent.py, Keras 2.2.4; keras/src/layers/rnn/gru.py, Keras 3):
     gates z, r, h in that order; reset_after's bias [2, 3u] (the input's, then the recurrent one's)."""
     n, t, _ = x.shape
@@ -125,7 +128,8 @@ def gru(x, kernel, recurrent, bias, return_sequences, reset_after, recurrent_act
             z = recurrent_activation(xw[:, :u] + h @ recurrent[:, :u])
             r = recurrent_activation(xw[:, u:2 * u] + h @ recurrent[:, u:2 * u])
             hh = np.tanh(xw[:, 2 * u:] + (r * h) @ recurrent[:, 2 * u:])
-        h = z * h + (1 - z) * hh
+        keep = np.ones((n, 1), bool) if mask is None else mask[:, s:s + 1]
+        h = np.where(keep, z * h + (1 - z) * hh, h)
         ys.append(h)
     return np.stack(ys, 1) if return_sequences else h
 
@@ -492,6 +496,25 @@ def case_gru_keras3():
     return layers, w, {"gru": ["kernel", "recurrent_kernel", "bias"], "out": ["kernel", "bias"]}, x, y
 
 
+def case_mask_zero():
+    """Token ids padded with 0 (before, after, inside, and a row of padding only) through an
+    Embedding with mask_zero, a Dropout, a GRU returning its sequence and an LSTM: Keras skips the
+    masked steps, the state carried over them."""
+    w = {"emb": [weights(20, 4)], "gru": [weights(4, 15), weights(5, 15), weights(2, 15, scale=0.5)],
+         "lstm": [weights(5, 12), weights(3, 12), weights(12, scale=0.2)], "out": [weights(3, 2), weights(2)]}
+    layers = [layer("Embedding", "emb", input_dim=20, output_dim=4, mask_zero=True, batch_input_shape=[None, 6]),
+              layer("Dropout", "drop", rate=0.3),
+              layer("GRU", "gru", units=5, return_sequences=True),
+              layer("LSTM", "lstm", units=3),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = np.array([[0, 0, 3, 7, 1, 9], [5, 2, 8, 0, 0, 0], [4, 0, 6, 0, 11, 2], [0, 0, 0, 0, 0, 0]], np.int32)
+    mask = x != 0
+    h = gru(w["emb"][0][x], *w["gru"], True, True, mask=mask)
+    y = lstm(h, *w["lstm"], False, mask=mask) @ w["out"][0] + w["out"][1]
+    names = ["kernel", "recurrent_kernel", "bias"]
+    return layers, w, {"emb": ["embeddings"], "gru": names, "lstm": names, "out": ["kernel", "bias"]}, x, y
+
+
 def case_simple_rnn():
     """SimpleRNN: tanh returning its sequence, then relu (mnist_irnn's) read backwards."""
     w = {"rnn1": [weights(3, 4), weights(4, 4), weights(4)], "rnn2": [weights(4, 3), weights(3, 3), weights(3)],
@@ -574,11 +597,12 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "global_average": case_global_average, "global_max": case_global_max, "conv1d": case_conv1d,
          "residual": case_residual, "inception": case_inception, "merges": case_merges,
          "same_padding": case_same_padding, "gru_keras2": case_gru_keras2, "gru_keras3": case_gru_keras3,
-         "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards}
+         "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards,
+         "mask_zero": case_mask_zero}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
-            "gru_keras3": "3"}
+            "gru_keras3": "3", "mask_zero": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):

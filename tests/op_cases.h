@@ -331,7 +331,7 @@ inline std::vector<OpCase> op_cases() {
   // and the first's two gradients added), Minimum a - relu(a - b) (one negation more), Average two
   // adds and a scale (the scale's gradient the only FLOP back).
   auto merge3 = [](nn::MergeOp op) {
-    return [op](V x) { return nn::Merge(op).merge({x[0], x[1], x[2]}); };
+    return [op](V x) { return nn::Merge(op).forward_many({x[0], x[1], x[2]}); };
   };
   add("merge_maximum", {{{4, 5}}, {{4, 5}}, {{4, 5}}}, merge3(nn::MergeOp::Maximum))
       .with_flops(fl::per_element(6, 6)).with_perf({M, M, M});

@@ -287,7 +287,7 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   expect(j, "units 15000; loupe takes a positive whole number up to 2048");
   j = bil;
   j["config"]["layers"][1]["config"]["mask_zero"] = true;
-  expect(j, "mask_zero true");
+  expect(j, "(Bidirectional) receives a sequence's mask (an Embedding's mask_zero)");
   j = cnn;
   j["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 28, 1};
   expect(j, "not a positive whole number");

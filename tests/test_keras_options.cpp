@@ -17,6 +17,7 @@
 #include "models/keras_json.h"
 #include "models/registry.h"
 #include "models/session.h"
+#include "nn/graph.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "optim/optimizer.h"
@@ -915,4 +916,36 @@ TEST(KerasHostile, EachLayerHasItsCost) {
   int64_t total = 0;
   for (const models::LayerCost& c : m.costs) total += c.parameters;
   EXPECT_EQ(total, m.expected_parameters);
+}
+
+// Keras's mask_zero (docs/keras.md, "Masking"): the Embedding's mask is a step of its own, which
+// the recurrent layers read through a Dropout (an nn::Graph); padding before or after the tokens
+// gives one output, and a sample of padding only gives the output of no step read. A layer that
+// cannot take the mask is refused by name.
+TEST(KerasOptions, MaskZeroReachesTheRecurrentLayers) {
+  const json emb = layer("Embedding", "emb", {{"input_dim", 30}, {"output_dim", 8}, {"mask_zero", true}});
+  const json m = sequential({input({7}), emb, layer("Dropout", "drop", {{"rate", 0.2}}),
+                             layer("GRU", "gru", {{"units", 6}, {"return_sequences", true}}), lstm("lstm", 4, false),
+                             dense("out", 1, "sigmoid")});
+  const models::ModelInfo info = models::keras_model(m.dump(), "masked.json");
+  EXPECT_EQ(info.keras_parameters, 30 * 8 + 3 * 6 * (8 + 6) + 2 * 3 * 6 + keras_lstm(6, 4) + keras_dense(4, 1));
+  manual_seed(3);
+  auto net = info.build();
+  EXPECT_EQ(net->num_parameters(), info.expected_parameters);
+  const auto* g = dynamic_cast<const nn::Graph*>(net.get());
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->inputs_of(0), std::vector<int>{nn::Graph::kInput});  // emb_mask, from the ids
+  EXPECT_EQ(g->inputs_of(3), (std::vector<int>{2, 0}));            // gru: the dropout's output and the mask
+  EXPECT_EQ(g->inputs_of(4), (std::vector<int>{3, 0}));            // lstm
+  net->eval();
+  const Tensor ids = from_vector(std::vector<float>{0, 0, 0, 3, 5, 1, 2, 3, 5, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, Shape{3, 7});
+  const std::vector<float> y = (*net)(ids).to_vector<float>();
+  ASSERT_EQ(y.size(), 3u);
+  EXPECT_NEAR(y[0], y[1], 1e-6);
+  EXPECT_EQ(y[2], 0.f);  // the zero state through the Dense's zero bias
+  EXPECT_NE(y[0], 0.f);
+  expect_refusal(sequential({input({7}), emb, flatten(), dense("out", 1, "sigmoid")}),
+                 "layer 'flatten' (Flatten) receives a sequence's mask (an Embedding's mask_zero), which loupe carries");
+  expect_refusal(sequential({input({7}), emb, bidirectional("bi", 4, false), dense("out", 1, "sigmoid")}),
+                 "layer 'bi' (Bidirectional) receives a sequence's mask");
 }

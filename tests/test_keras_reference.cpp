@@ -222,7 +222,7 @@ const std::vector<std::string> kCases{"mlp",         "cnn",            "average_
                                       "lstm_hard_keras2", "lstm_hard_keras3", "activations", "global_average",
                                       "global_max",  "conv1d", "residual", "inception", "merges", "same_padding",
                                       "gru_keras2", "gru_keras3", "simple_rnn", "time_distributed",
-                                      "lstm_backwards"};
+                                      "lstm_backwards", "mask_zero"};
 std::vector<std::string> archive_cases() {
   std::vector<std::string> c;
   for (const std::string& name : kCases)

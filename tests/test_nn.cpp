@@ -202,8 +202,8 @@ TEST(Graph, RefusesNodesThatAreNotAGraph) {
   EXPECT_THROW(g.add("two", std::make_shared<nn::Linear>(2, 2), {a, a}), Error);
   EXPECT_THROW(g.add("one", std::make_shared<nn::Merge>(nn::MergeOp::Add), {a}), Error);
   EXPECT_THROW(nn::Merge(nn::MergeOp::Add).forward(zeros(Shape{1, 2})), Error);
-  EXPECT_THROW(nn::Merge(nn::MergeOp::Subtract).merge({zeros(Shape{1, 2}), zeros(Shape{1, 2}), zeros(Shape{1, 2})}), Error);
-  EXPECT_THROW(nn::Merge(nn::MergeOp::Add).merge({zeros(Shape{1, 2}), zeros(Shape{1, 3})}), Error);
+  EXPECT_THROW(nn::Merge(nn::MergeOp::Subtract).forward_many({zeros(Shape{1, 2}), zeros(Shape{1, 2}), zeros(Shape{1, 2})}), Error);
+  EXPECT_THROW(nn::Merge(nn::MergeOp::Add).forward_many({zeros(Shape{1, 2}), zeros(Shape{1, 3})}), Error);
 }
 
 // Keras's VarianceScaling: the variance is scale / n for each distribution, the truncated normal

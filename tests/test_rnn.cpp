@@ -1,6 +1,6 @@
 // Keras's GRU, SimpleRNN and step-by-step LSTM (nn/recurrent.h): float64 gradient checks on the CPU
 // of every variant (reset_after both ways, hard_sigmoid, relu, backwards, sequences, no bias,
-// dropout with a mask per gate or one) and CPU-vs-CUDA parity in float32. Their maths against
+// dropout with a mask per gate or one, Keras's mask of skipped steps) and CPU-vs-CUDA parity in float32. Their maths against
 // Keras's formulas is test_keras_reference's (gru_*, simple_rnn, lstm_backwards).
 #include <gtest/gtest.h>
 
@@ -21,7 +21,10 @@ namespace {
 struct Variant {
   std::string name;
   nn::RnnParams p;
+  bool masked = false;  // with Keras's mask (an Embedding's mask_zero): kMask's skipped steps
 };
+// [2, 5]: the first sample skips its steps 1 and 4, the second its first two (pre-padding).
+const std::vector<float> kMask{1, 0, 1, 1, 0, 0, 0, 1, 1, 1};
 
 std::vector<Variant> variants() {
   using C = nn::RnnParams::Cell;
@@ -47,7 +50,11 @@ std::vector<Variant> variants() {
           {"simple_rnn_relu_backwards", relu},
           {"lstm_hard_keras2_backwards_sequences", lstm},
           {"gru_dropout_per_gate", dropped},
-          {"lstm_dropout_one_mask", lstm_dropped}};
+          {"lstm_dropout_one_mask", lstm_dropped},
+          {"gru_masked_sequences", gru(true, 0, false, true, true), true},
+          {"gru_reset_before_masked_backwards", gru(false, 0.2f, true, false, true), true},
+          {"simple_rnn_masked", simple, true},
+          {"lstm_masked_backwards_sequences", lstm, true}};
 }
 
 // x [2, 5, 3] and the layer's tensors, uniform in [-scale, scale), of `dt` on `d`.
@@ -67,17 +74,19 @@ std::vector<Tensor> inputs(const nn::RnnParams& p, DType dt, Device d, uint64_t 
 
 // In training where the variant drops: the masks drawn again from one seed at every call, so that
 // the central differences see the same function.
-Tensor forward_of(const std::vector<Tensor>& x, const nn::RnnParams& p) {
+Tensor forward_of(const std::vector<Tensor>& x, const Variant& v) {
+  const nn::RnnParams& p = v.p;
   const bool training = p.dropout > 0 || p.recurrent_dropout > 0;
   if (training) manual_seed(11);
-  return nn::rnn(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p, training);
+  const Tensor mask = v.masked ? to(to(from_vector(kMask, Shape{2, 5}), x[0].dtype()), x[0].device()) : Tensor();
+  return nn::rnn(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p, training, mask);
 }
 }  // namespace
 
 TEST(Rnn, GradientsInFloat64) {
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.name);
-    const auto r = autograd::gradcheck([&](const std::vector<Tensor>& x) { return forward_of(x, v.p); },
+    const auto r = autograd::gradcheck([&](const std::vector<Tensor>& x) { return forward_of(x, v); },
                                        inputs(v.p, DType::f64, kCPU, 3), 1e-6, 1e-6, 1e-4);
     EXPECT_TRUE(r.ok) << r.message;
   }
@@ -86,14 +95,48 @@ TEST(Rnn, GradientsInFloat64) {
 // The output's shape: the sequence with return_sequences, else the last state.
 TEST(Rnn, ShapesAndRefusals) {
   for (const Variant& v : variants()) {
-    const Tensor y = forward_of(inputs(v.p, DType::f32, kCPU, 1), v.p);
+    const Tensor y = forward_of(inputs(v.p, DType::f32, kCPU, 1), v);
     EXPECT_EQ(y.shape(), v.p.return_sequences ? (Shape{2, 5, 4}) : (Shape{2, 4})) << v.name;
   }
   nn::RnnParams p = variants()[0].p;
   std::vector<Tensor> x = inputs(p, DType::f32, kCPU, 1);
   EXPECT_THROW(nn::rnn(reshape(x[0], Shape{10, 3}), x[1], x[2], x[3], p), Error);
+  EXPECT_THROW(nn::rnn(x[0], x[1], x[2], x[3], p, false, ones(Shape{2, 4})), Error);  // a mask of 4 steps for 5
   p.input_size = 2;
   EXPECT_THROW(nn::rnn(x[0], x[1], x[2], x[3], p), Error);
+}
+
+// A masked step keeps the state: a sequence with a padding step inside gives what the sequence
+// without it gives, the padding's output being the step's before.
+TEST(Rnn, AMaskedStepIsSkipped) {
+  for (const Variant& v : variants()) {
+    if (v.p.dropout > 0 || v.p.recurrent_dropout > 0) continue;
+    SCOPED_TRACE(v.name);
+    nn::RnnParams p = v.p;
+    p.return_sequences = true;
+    const std::vector<Tensor> x = inputs(p, DType::f32, kCPU, 5);
+    const Tensor b = p.use_bias ? x[3] : Tensor();
+    std::vector<float> m(10, 1.f);
+    m[2] = m[7] = 0;  // step 2 of both samples
+    const Tensor masked = nn::rnn(x[0], x[1], x[2], b, p, false, from_vector(m, Shape{2, 5}));
+    const Tensor without = nn::rnn(cat({slice(x[0], 1, 0, 2), slice(x[0], 1, 3, 5)}, 1), x[1], x[2], b, p);
+    const std::vector<float> a = masked.to_vector<float>(), w = without.to_vector<float>();
+    const int64_t u = p.units;
+    auto at_of = [&](int64_t t, int64_t steps) { return p.go_backwards ? steps - 1 - t : t; };  // processed -> position
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t t = 0; t < 5; ++t) {
+        const int64_t at = at_of(t, 5);
+        for (int64_t j = 0; j < u; ++j) {
+          const float got = a[size_t((n * 5 + t) * u + j)];
+          if (at == 2) {  // the output processed before it again (zeros, first of all)
+            EXPECT_EQ(got, t == 0 ? 0.f : a[size_t((n * 5 + t - 1) * u + j)]) << "sample " << n << " step " << t;
+            continue;
+          }
+          const int64_t q = at_of(at < 2 ? at : at - 1, 4);  // the same step in the shorter sequence
+          EXPECT_NEAR(got, w[size_t((n * 4 + q) * u + j)], 1e-5) << "sample " << n << " step " << t;
+        }
+      }
+  }
 }
 
 // Keras's dropout masks are drawn once a sequence: a SimpleRNN that passes its masked input through
@@ -135,7 +178,7 @@ TEST(RnnGpu, CudaMatchesTheCpu) {
   for (const Variant& v : variants()) {
     SCOPED_TRACE(v.name);
     std::vector<Tensor> cpu = inputs(v.p, DType::f32, kCPU, 9), gpu = inputs(v.p, DType::f32, kCUDA, 9);
-    const Tensor yc = forward_of(cpu, v.p), yg = forward_of(gpu, v.p);
+    const Tensor yc = forward_of(cpu, v), yg = forward_of(gpu, v);
     backward(sum(yc * yc));
     backward(sum(yg * yg));
     auto near = [](const Tensor& a, const Tensor& b, const std::string& what) {

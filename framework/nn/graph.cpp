@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "core/knobs.h"
-#include "core/nvtx.h"
 #include "ops/activation.h"
 #include "ops/cat.h"
 #include "ops/elementwise.h"
@@ -30,10 +29,9 @@ std::string Merge::type_name() const {
 
 Tensor Merge::forward(const Tensor&) { LOUPE_FAIL(type_name(), " merges two or more inputs; it is a node of an nn::Graph"); }
 
-Tensor Merge::merge(const std::vector<Tensor>& given) {
+Tensor Merge::forward_many(const std::vector<Tensor>& given) {
   LOUPE_CHECK(given.size() >= 2, type_name(), " merges two or more inputs, got ", given.size());
   LOUPE_CHECK(op_ != MergeOp::Subtract || given.size() == 2, "Subtract takes two inputs, got ", given.size());
-  NvtxRange r(range_name().c_str(), RangeKind::Module);
   std::vector<Tensor> xs;
   for (const Tensor& x : given) xs.push_back(autocast(x));
   if (op_ == MergeOp::Concatenate) return cat(xs, dim_);
@@ -58,9 +56,8 @@ Tensor Merge::merge(const std::vector<Tensor>& given) {
 
 int Graph::add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs) {
   const int index = int(inputs_.size());
-  const bool merge = dynamic_cast<Merge*>(m.get()) != nullptr;
-  LOUPE_CHECK(merge ? inputs.size() >= 2 : inputs.size() == 1, "nn::Graph: node '", name, "' reads ", inputs.size(),
-              " inputs; a ", merge ? "merge reads two or more" : "module reads one");
+  LOUPE_CHECK(m->takes(inputs.size()), "nn::Graph: node '", name, "' (", m->type_name(), ") cannot read ", inputs.size(),
+              " inputs");
   for (int k : inputs) {
     LOUPE_CHECK(k == kInput || (k >= 0 && k < index), "nn::Graph: node '", name, "' reads node ", k,
                 ", which is not an earlier node");
@@ -72,14 +69,15 @@ int Graph::add(const std::string& name, std::shared_ptr<Module> m, std::vector<i
   return index;
 }
 
-// The nodes after node i that fold into its pass: each an epilogue step (an activation, a dropout)
-// that node i accepts, reading only the node before it, which no other node reads.
+// The nodes after node i (of one input) that fold into its pass: each an epilogue step (an
+// activation, a dropout) that node i accepts, reading only the node before it, which no other node
+// reads.
 size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
   const auto& nodes = children();
   size_t j = i + 1;
-  while (fuse && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} && readers_[j - 1] == 1 &&
-         fold_epilogue(*nodes[i].second, *nodes[j].second, e))
+  while (fuse && inputs_[i].size() == 1 && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} &&
+         readers_[j - 1] == 1 && fold_epilogue(*nodes[i].second, *nodes[j].second, e))
     ++j;
   return j;
 }
@@ -102,7 +100,7 @@ Tensor Graph::forward(const Tensor& x) {
     Module& m = *nodes[i].second;
     Epilogue e;
     const size_t j = epilogue_after(i, e);
-    if (auto* merge = dynamic_cast<Merge*>(&m)) value[j - 1] = merge->merge(in);
+    if (in.size() > 1) value[j - 1] = m.call_many(in);
     else value[j - 1] = e.absorbed ? m.call_fused(in[0], e) : m(in[0]);
     i = j;
   }

@@ -20,8 +20,9 @@ class Merge : public Module {
  public:
   explicit Merge(MergeOp op, int dim = 1) : op_(op), dim_(dim) {}
   Tensor forward(const Tensor& x) override;  // one input: an Error (a merge takes two or more)
-  // The merged tensor, inside the node's NVTX range (named for its layer, as every module's).
-  Tensor merge(const std::vector<Tensor>& xs);
+  bool takes(size_t n) const override { return op_ == MergeOp::Subtract ? n == 2 : n >= 2; }
+  // The merged tensor (call_many: inside the node's NVTX range, named for its layer).
+  Tensor forward_many(const std::vector<Tensor>& xs) override;
   std::string type_name() const override;
 
  private:
@@ -37,8 +38,8 @@ class Merge : public Module {
 class Graph : public Module {
  public:
   static constexpr int kInput = -1;
-  // Adds a node; `inputs` are earlier nodes (or kInput), one for a module, two or more for a Merge.
-  // Returns its index.
+  // Adds a node; `inputs` are earlier nodes (or kInput), as many as the module takes (one; two or
+  // more for a Merge; a recurrent layer's second, its mask). Returns its index.
   int add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Graph"; }

@@ -144,6 +144,17 @@ Tensor Module::operator()(const Tensor& x) {
   return forward(x);
 }
 
+Tensor Module::forward_many(const std::vector<Tensor>& xs) {
+  if (xs.size() == 1) return forward(xs[0]);
+  LOUPE_FAIL(type_name(), " reads one input, got ", xs.size());
+}
+
+Tensor Module::call_many(const std::vector<Tensor>& xs) {
+  if (range_name_.empty()) assign_paths("");
+  NvtxRange r(range_name_.c_str(), RangeKind::Module);
+  return forward_many(xs);
+}
+
 bool fold_epilogue(const Module& layer, const Module& next, Epilogue& e) {
   Epilogue folded = e;
   if (!next.extend(folded) || !layer.accepts(folded)) return false;

@@ -40,6 +40,13 @@ class Module {
   // forward_fused inside one NVTX range named for the layer and the ones it absorbed.
   Tensor call_fused(const Tensor& x, const Epilogue& e);
 
+  // A node of an nn::Graph that reads more than one input (a merge; a recurrent layer and its
+  // mask): whether it takes `n` inputs, and its output from them. One input is forward's.
+  virtual bool takes(size_t n) const { return n == 1; }
+  virtual Tensor forward_many(const std::vector<Tensor>& xs);
+  // forward_many inside the module's NVTX range.
+  Tensor call_many(const std::vector<Tensor>& xs);
+
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;

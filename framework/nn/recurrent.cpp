@@ -213,7 +213,7 @@ Tensor input_products(const Tensor& x, const Tensor& kernel, const Tensor& b_in,
 }  // namespace
 
 Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
-           bool training) {
+           bool training, const Tensor& mask) {
   const int64_t g = p.gates() * p.units;
   LOUPE_CHECK(x.dim() == 3 && x.size(2) == p.input_size, "rnn: takes [batch, time, ", p.input_size, "], got ",
               x.shape().str());
@@ -233,19 +233,31 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
     }
   State s{zeros(Shape{n, p.units}, xw.dtype(), xw.device()), Tensor()};
   if (p.cell == RnnParams::Cell::Lstm) s.c = s.h;
+  LOUPE_CHECK(!mask.defined() || mask.shape() == (Shape{n, t}), "rnn: the mask is [batch, time] = [", n, ", ", t, "], got ",
+              mask.shape().str());
+  const Tensor kept = mask.defined() ? loupe::to(mask, xw.dtype()) : Tensor();
   std::vector<Tensor> outputs;
   for (int64_t k = 0; k < t; ++k) {
     const int64_t at = p.go_backwards ? t - 1 - k : k;
-    s = step(r, reshape(slice(xw, 1, at, at + 1), Shape{n, g}), s);
+    State next = step(r, reshape(slice(xw, 1, at, at + 1), Shape{n, g}), s);
+    if (kept.defined()) {  // a skipped step keeps the state: s + m (next - s)
+      const Tensor m = reshape(contiguous(slice(kept, 1, at, at + 1)), Shape{n, 1});
+      next.h = s.h + m * (next.h - s.h);
+      if (next.c.defined()) next.c = s.c + m * (next.c - s.c);
+    }
+    s = next;
     if (p.return_sequences) outputs.push_back(reshape(s.h, Shape{n, 1, p.units}));
   }
   if (!p.return_sequences) return s.h;
   return outputs.size() == 1 ? outputs[0] : cat(outputs, 1);
 }
 
-Tensor Recurrent::forward(const Tensor& x) {
-  return rnn(autocast(x), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_,
-             is_training());
+Tensor Recurrent::forward(const Tensor& x) { return forward_many({x}); }
+
+Tensor Recurrent::forward_many(const std::vector<Tensor>& xs) {
+  LOUPE_CHECK(takes(xs.size()), type_name(), " reads a sequence and, at most, its mask; got ", xs.size(), " inputs");
+  return rnn(autocast(xs[0]), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_,
+             is_training(), xs.size() == 2 ? xs[1] : Tensor());
 }
 
 std::string Recurrent::type_name() const {

@@ -62,14 +62,19 @@ struct RnnParams {
 };
 
 // The layer's function of x [N, T, in] and its three tensors (bias undefined without use_bias), of
-// any one dtype and device: [N, T, u] with return_sequences, else [N, u].
+// any one dtype and device: [N, T, u] with return_sequences, else [N, u]. `mask` (Keras's mask:
+// an Embedding's mask_zero): [N, T] of 1 for a step read and 0 for one skipped, whose state is
+// the step before's (and so is its output in a returned sequence), as Keras's RNN carries it.
 Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
-           bool training = false);
+           bool training = false, const Tensor& mask = Tensor());
 
 class Recurrent : public Module {
  public:
   explicit Recurrent(const RnnParams& p);
   Tensor forward(const Tensor& x) override;
+  // A node of nn::Graph that also reads the sequence's mask [N, T] (rnn's): x and the mask.
+  bool takes(size_t n) const override { return n == 1 || n == 2; }
+  Tensor forward_many(const std::vector<Tensor>& xs) override;
   std::string type_name() const override;
   const RnnParams& params() const { return p_; }
   Tensor kernel, recurrent_kernel, bias;
