@@ -558,10 +558,17 @@ NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>
     if (regression) targets = targets_of(src.read(name), src.file(name), n, outputs);
     else labels = labels_of(src.read(name), src.file(name), n, classes);
   };
-  r.train_x = features_of(x, src.file("x_train"), sample, ids, vocab, r.n_train);
+  // A dimension asked for as -1 (a model file's time length of None) is x_train's; x_test must have it too.
+  r.sample = sample;
+  for (size_t k = 0; k < r.sample.size(); ++k)
+    if (r.sample[k] < 0 && x.shape.size() == sample.size() + 1) {
+      if (x.shape[k + 1] < 1) throw Error(src.file("x_train") + ": sequences of no steps (" + dims_text(x.shape) + ")");
+      r.sample[k] = x.shape[k + 1];
+    }
+  r.train_x = features_of(x, src.file("x_train"), r.sample, ids, vocab, r.n_train);
   read_y("y_train", r.n_train, r.train_targets, r.train_labels);
   if (has_test) {
-    r.test_x = features_of(src.read("x_test"), src.file("x_test"), sample, ids, vocab, r.n_test);
+    r.test_x = features_of(src.read("x_test"), src.file("x_test"), r.sample, ids, vocab, r.n_test);
     read_y("y_test", r.n_test, r.test_targets, r.test_labels);
   } else {
     hold_out(r, &NpyFeatures::train_x, &NpyFeatures::test_x, val_split, dir, "samples");

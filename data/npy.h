@@ -119,6 +119,7 @@ struct NpyFeatures {
   std::vector<float> train_targets, test_targets;  // a regression's, n x outputs
   std::string x_type;  // the file's dtype, for the run's header
   bool split = false;
+  std::vector<int64_t> sample;  // a sample's shape: the one asked for, its -1 (a free length) the arrays'
 };
 NpyFeatures load_npy_features(const std::string& dir, const std::vector<int64_t>& sample, int classes, bool ids,
                               double val_split = 0, int64_t outputs = 1, int64_t vocab = 0);

@@ -25,7 +25,7 @@ std::string shown(const json& v) { return cut(v.dump(-1, ' ', false, json::error
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + (s[i] == kFreeLength ? "None" : std::to_string(s[i]));
   return t + "]";
 }
 
@@ -149,6 +149,13 @@ std::string untagged(const char* what) {
   const std::string w = what;
   const size_t end = w.rfind("] ", w.find(' '));
   return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
+}
+
+bool runs_at_any_length(const std::string& cls) {
+  for (const char* c : {"InputLayer", "Embedding", "Dropout", "Activation", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
+                        "Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalMaxPooling1D", "GlobalAveragePooling1D"})
+    if (cls == c) return true;
+  return false;
 }
 
 }  // namespace loupe::models::keras

@@ -216,6 +216,17 @@ class GraphReader {
 std::vector<Layer> graph_layers(const json& root, const std::string& file) { return GraphReader(file).read(root); }
 
 // Keras's merge layers as nn::Merge's operations.
+int concat_axis(const Layer& l, size_t rank, const std::string& file) {
+  const json& c = *l.cfg;
+  const json& v = c.contains("axis") && !c.at("axis").is_null() ? c.at("axis") : json(-1);
+  const int64_t r = int64_t(rank);
+  if (!v.is_number_integer() || v.get<int64_t>() == 0 || v.get<int64_t>() < -r || v.get<int64_t>() > r)
+    refuse_file(file, layer_label(l) + " has axis " + shown(v) + "; loupe concatenates along a sample's dimension, 1 to " +
+                          std::to_string(r) + " or -1 to -" + std::to_string(r));
+  const int64_t a = v.get<int64_t>();
+  return int(a < 0 ? r + a : a - 1);
+}
+
 std::optional<nn::MergeOp> merge_op(const std::string& c) {
   using M = nn::MergeOp;
   static const std::pair<const char*, M> ops[] = {{"Add", M::Add},         {"Subtract", M::Subtract},

@@ -27,5 +27,8 @@ std::vector<Layer> graph_layers(const json& root, const std::string& file);
 // Keras's merge layers (Add, Subtract, Multiply, Average, Maximum, Minimum, Concatenate) as
 // nn::Merge's operations; nullopt for another class.
 std::optional<nn::MergeOp> merge_op(const std::string& cls);
+// Concatenate layer `l`'s axis over a sample of `rank` dimensions as loupe's index (the batch's left
+// out): Keras's -1 (the default) is the last; 0, the batch, is refused naming `file` and the layer.
+int concat_axis(const Layer& l, size_t rank, const std::string& file);
 
 }  // namespace loupe::models::keras

@@ -57,18 +57,24 @@ std::vector<Layer> model_layers(const json& root, const std::string& file) {
   return out;
 }
 
-// A list of dimensions with the batch's (null) first: the per-sample shape.
+// A list of dimensions with the batch's (null) first: the per-sample shape. A sequence's time
+// length may be null (Keras's None: [null, null] ids, [null, null, F] features), kept as -1 and
+// taken from the data (docs/keras.md, "A time length of None").
 std::vector<int64_t> sample_shape(const json& dims, const std::string& what) {
   if (!dims.is_array() || dims.size() < 2) throw Error(what + " is not [batch, ...]");
   std::vector<int64_t> s;
   for (size_t i = 1; i < dims.size(); ++i) {
+    if (i == 1 && dims[i].is_null() && dims.size() <= 3) {
+      s.push_back(kFreeLength);
+      continue;
+    }
     if (!dims[i].is_number_integer() || dims[i].get<int64_t>() <= 0 || dims[i].get<int64_t>() > kMaxDim)
       throw Error(what + " has a dimension that is not a positive whole number up to " + std::to_string(kMaxDim) +
                   " (loupe needs fixed shapes)");
     s.push_back(dims[i].get<int64_t>());
   }
   __int128 n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) n *= d < 0 ? kParsedLength : d;
   if (n > kMaxValues) throw Error(what + " holds more than " + std::to_string(kMaxValues) + " values a sample");
   return s;
 }
@@ -529,7 +535,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     // The loss first: a regression's data are its own arrays.
     recipe_from(root, p, outputs, fixed_batch(layers, file), m, file);
     const bool regression = m.loss_missing.empty() && m.recipe.loss == train::Loss::MeanSquaredError;
-    const std::string dataset = regression ? "" : dataset_for(input, p, outputs);
+    const std::string dataset = regression ? "" : dataset_for(parsed_shape(input), p, outputs);
     // Read again only for a reference data set, whose first steps adapt what it delivers.
     if (!dataset.empty()) p = parse_layers(layers, input, dataset, file, dialect);
     m.recipe.dataset = dataset.empty() ? "arrays" : dataset;

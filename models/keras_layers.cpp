@@ -37,11 +37,18 @@ class Parser : public Parsed {
     const size_t first_step = steps.size();
     const bool masked = merging.empty() ? mask_ != kNoMask
                                         : std::any_of(merging.begin(), merging.end(), [](const Value& v) { return v.mask != kNoMask; });
+    const bool timed = merging.empty() ? timed_
+                                       : std::any_of(merging.begin(), merging.end(), [](const Value& v) { return v.timed; });
+    if (free_length && timed && !runs_at_any_length(l.cls))
+      fail(l, "needs the sequence's length, which the file leaves None; give the input one (input_length, or "
+              "batch_input_shape [null, 100])");
     if (masked && l.cls != "Dropout" && l.cls != "Activation" && l.cls != "LSTM" && l.cls != "GRU" &&
         l.cls != "SimpleRNN")
       fail(l, "receives a sequence's mask (an Embedding's mask_zero), which loupe carries through Dropout and "
               "Activation to LSTM, GRU and SimpleRNN layers only");
     dispatch(l);
+    timed_ = timed_ && shape_.size() == 2;  // a layer that returns one vector ends the time axis
+    if (l.cls == "InputLayer" || l.cls == "Embedding") timed_ = true;
     __int128 n = 1;
     for (int64_t d : shape_) n *= d;
     if (n > kMaxValues) fail(l, "gives more than " + std::to_string(kMaxValues) + " values a sample");
@@ -75,14 +82,16 @@ class Parser : public Parsed {
     std::vector<int64_t> flat_chw;
     int step;
     int mask;
+    bool timed;
   };
-  Value value() const { return {shape_, chw_, flat_chw_, current_, mask_}; }
+  Value value() const { return {shape_, chw_, flat_chw_, current_, mask_, timed_}; }
   void set(const Value& v) {
     shape_ = v.shape;
     chw_ = v.chw;
     flat_chw_ = v.flat_chw;
     current_ = v.step;
     mask_ = v.mask;
+    timed_ = v.timed;
   }
   // A merge layer's inputs, set before its layer() (a functional model's).
   std::vector<Value> merging;
@@ -694,7 +703,7 @@ class Parser : public Parsed {
       v = value();
     }
     const bool concat = op == nn::MergeOp::Concatenate;
-    int axis = concat ? keras_axis(l, in[0].shape.size()) : 0;
+    int axis = concat ? concat_axis(l, in[0].shape.size(), file_) : 0;
     for (const Value& v : in) {
       bool same = v.shape.size() == in[0].shape.size() && v.flat_chw == in[0].flat_chw && v.chw == in[0].chw;
       for (size_t d = 0; same && d < v.shape.size(); ++d) same = v.shape[d] == in[0].shape[d] || (concat && int(d) == axis);
@@ -715,19 +724,6 @@ class Parser : public Parsed {
     steps.back().inputs = reads;
   }
 
-  // Concatenate's axis over a sample of `rank` dimensions, the batch's left out: Keras's -1 (the
-  // default) is the last; 0, the batch, is refused.
-  int keras_axis(const Layer& l, size_t rank) {
-    const json& c = cfg(l);
-    const json& v = c.contains("axis") && !c.at("axis").is_null() ? c.at("axis") : json(-1);
-    const int64_t r = int64_t(rank);
-    if (!v.is_number_integer() || v.get<int64_t>() == 0 || v.get<int64_t>() < -r || v.get<int64_t>() > r)
-      fail(l, "has axis " + shown(v) + "; loupe concatenates along a sample's dimension, 1 to " + std::to_string(r) +
-              " or -1 to -" + std::to_string(r));
-    const int64_t a = v.get<int64_t>();
-    return int(a < 0 ? r + a : a - 1);
-  }
-
   void global_average(const Layer& l) {
     if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
     need_value(l, "data_format", "channels_last", "loupe averages over time, Keras's default");
@@ -740,6 +736,7 @@ class Parser : public Parsed {
   Dialect dialect_;
   int current_ = -1;  // the step whose output the next layer reads (-1: the model's input)
   int mask_ = kNoMask;  // the step giving that output's mask
+  bool timed_ = true;   // that output still has the input's time axis
   bool last_ = false;
   std::vector<int64_t> flat_chw_;  // the [C, H, W] image a Flatten made the vector of, until a Dense
   std::unordered_set<std::string> names_;  // the steps' names
@@ -767,7 +764,8 @@ void adapt_input(const std::vector<int64_t>& input, const std::string& dataset, 
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
                     const std::string& file, const Dialect& dialect, int64_t resize) {
   if (resize && dataset == "chars") input[1] = resize;  // windows of one-hot characters: [40, C]
-  Parser p(file, input, dialect);
+  Parser p(file, parsed_shape(input), dialect);
+  p.free_length = !input.empty() && input[0] == kFreeLength;
   p.resize = resize;
   p.dataset = dataset;
   adapt_input(input, dataset, p);

@@ -27,6 +27,18 @@ constexpr int64_t kMaxValues = int64_t(1) << 31;
 constexpr int64_t kMaxParameters = 1000000000;
 constexpr int64_t kMaxLstmUnits = 2048;
 constexpr size_t kMaxLayers = 10000;
+// A sequence's time length that the file leaves None (-1 in an input shape): the layers are read
+// at kParsedLength, and only those that run at any length may see the time axis.
+constexpr int64_t kFreeLength = -1;
+constexpr int64_t kParsedLength = 100;
+// Whether a layer of class `cls` runs over a sequence of any length (docs/keras.md, "A time length
+// of None").
+bool runs_at_any_length(const std::string& cls);
+inline std::vector<int64_t> parsed_shape(std::vector<int64_t> s) {
+  for (int64_t& d : s)
+    if (d == kFreeLength) d = kParsedLength;
+  return s;
+}
 
 struct Layer {
   std::string cls, name;
@@ -144,6 +156,7 @@ struct Parsed {
   std::vector<std::string> count_differs;  // why loupe's parameter count is not Keras's
   int regularized = 0;            // layers with an l2 regularizer (nn::Module::regularize)
   bool embedding_input = false;   // the first layer takes token ids
+  bool free_length = false;       // the input's time length is None (read at kParsedLength)
   int64_t vocab = 0;
   // A reference model's size from its data (keras_model's data_sized): the Embedding's rows
   // (imdb, imdb_bigrams), or char_lstm's output characters ("chars"; its input by parse_layers()).

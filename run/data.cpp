@@ -275,12 +275,18 @@ Data synthetic_arrays(const DataRequest& req, const Shape& sample, Device dev) {
 
 // A model file's own data: NumPy arrays of its input's shape (data/npy.h's load_npy_features).
 Data model_arrays(const DataRequest& req, Device dev) {
+  // A time length the model file leaves None (-1) is the arrays' own; synthetic data's is 100.
+  constexpr int64_t kSyntheticLength = 100;
   Shape sample;
-  for (int64_t d : req.input_shape) sample.push_back(d);
-  const std::string shape = "[N, " + sample.str().substr(1);  // [N, 28, 28, 1]
+  std::string dims;
+  for (int64_t d : req.input_shape) {
+    sample.push_back(d < 0 ? kSyntheticLength : d);
+    dims += ", " + (d < 0 ? std::string("None") : std::to_string(d));
+  }
+  const std::string shape = "[N" + dims + "]";  // [N, 28, 28, 1]
   if (req.synthetic) return synthetic_arrays(req, sample, dev);
   if (req.dir.empty() || !data::has_npy_arrays(req.dir))
-    throw Error("this model's input " + sample.str() + " with " +
+    throw Error("this model's input [" + dims.substr(2) + "] with " +
                 std::to_string(req.classes) + " classes is none of the reference data sets' (MNIST's [28, 28], "
                 "[28, 28, 1] or [784] with 10; CIFAR-10's [32, 32, 3] or [3072] with 10; IMDb's [100] ids over "
                 "20,000 words with 1 output): give its data as --data DIR with x_train.npy " + shape +
@@ -288,6 +294,7 @@ Data model_arrays(const DataRequest& req, Device dev) {
   const bool regression = req.classes == 0;
   data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split,
                                                 req.outputs, req.token_ids ? req.vocab : 0);
+  sample = Shape(a.sample);
   Data d;
   // A regression's targets [N, outputs] as float32; a classifier's labels [N] as uint8.
   auto y = [&](bool train) {

@@ -949,3 +949,28 @@ TEST(KerasOptions, MaskZeroReachesTheRecurrentLayers) {
   expect_refusal(sequential({input({7}), emb, bidirectional("bi", 4, false), dense("out", 1, "sigmoid")}),
                  "layer 'bi' (Bidirectional) receives a sequence's mask");
 }
+
+// A time length of None ([null, null], the Keras example imdb_lstm's Embedding without
+// input_length; docs/keras.md, "A time length of None"): the model runs on sequences of any
+// length; a layer that needs the length (a Flatten before a Dense) is refused by name.
+TEST(KerasOptions, ATimeLengthOfNoneIsTheData) {
+  json in = input({7});
+  in["config"]["batch_shape"] = {nullptr, nullptr};
+  const json emb = layer("Embedding", "emb", {{"input_dim", 30}, {"output_dim", 8}});
+  const json gru = layer("GRU", "gru", {{"units", 6}});
+  const models::ModelInfo info = models::keras_model(sequential({in, emb, gru, dense("out", 2, "softmax")}).dump(), "free.json");
+  EXPECT_EQ(info.input_shape, std::vector<int64_t>{-1});
+  EXPECT_NE(info.description.find("input [None]"), std::string::npos) << info.description;
+  auto net = info.build();
+  for (int64_t t : {3, 11}) {
+    const Tensor ids = from_vector(std::vector<float>(size_t(2 * t), 4.f), Shape{2, t});
+    EXPECT_EQ((*net)(ids).shape(), (Shape{2, 2})) << t;
+  }
+  expect_refusal(sequential({in, emb, flatten(), dense("out", 2, "softmax")}),
+                 "layer 'flatten' (Flatten) needs the sequence's length, which the file leaves None");
+  json features = input({7, 3});
+  features["config"]["batch_shape"] = {nullptr, nullptr, 3};
+  const models::ModelInfo f = models::keras_model(sequential({features, lstm("lstm", 4, false), dense("out", 2, "softmax")}).dump(),
+                                                  "free_features.json");
+  EXPECT_EQ(f.input_shape, (std::vector<int64_t>{-1, 3}));
+}

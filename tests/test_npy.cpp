@@ -743,6 +743,38 @@ TEST(NpyFeatures, TokenIdsPastTheVocabularyAreRefusedAtLoad) {
   fs::remove_all(dir);
 }
 
+// A model file's time length of None (-1 in the shape asked for) is the arrays' own: x_train's,
+// which x_test must have too; through the command, the file trains on sequences of that length.
+TEST(NpyFeatures, AFreeTimeLengthIsTheArrays) {
+  const Bytes lab = npy_bytes(dict("<i8", "(2,)"), raw(std::vector<int64_t>{0, 1}));
+  const Bytes four = npy_bytes(dict("<i8", "(2, 4)"), raw(std::vector<int64_t>{0, 1, 2, 3, 4, 4, 1, 0}));
+  const Bytes three = npy_bytes(dict("<i4", "(2, 3)"), raw(std::vector<int32_t>{0, 1, 2, 3, 4, 4}));
+  fs::path dir = npy_set("npy_free_length", four, lab, four, lab);
+  const loupe::data::NpyFeatures f = loupe::data::load_npy_features(dir.string(), {-1}, 2, true, 0, 1, 5);
+  EXPECT_EQ(f.sample, (std::vector<int64_t>{4}));
+  EXPECT_EQ(f.train_x.size(), 8u);
+  const fs::path model = dir / "free.json";
+  std::ofstream(model) << R"({"class_name": "Sequential", "config": [{"class_name": "Embedding", "config": {"name": "e",
+    "input_dim": 5, "output_dim": 2, "batch_input_shape": [null, null]}}, {"class_name": "LSTM", "config": {"name": "l",
+    "units": 3}}, {"class_name": "Dense", "config": {"name": "out", "units": 2, "activation": "softmax"}}],
+    "keras_version": "2.2.4"})";
+  auto [rc, out] = loupe::test::run_command(std::string(LOUPE_CLI) + " train " + model.string() +
+                                            " --device cpu --plain --no-nvml --epochs 1 --data " + dir.string());
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("input [None]"), std::string::npos) << out;
+  EXPECT_NE(out.find("x int64 [N, None]"), std::string::npos) << out;
+  fs::remove_all(dir);
+  dir = npy_set("npy_free_length_test", four, lab, three, lab);
+  try {
+    loupe::data::load_npy_features(dir.string(), {-1}, 2, true, 0, 1, 5);
+    ADD_FAILURE() << "read";
+  } catch (const loupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x_test.npy: arrays of shape [2, 3]; the model takes [N, 4]"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 // A file whose declared data would not fit in what the machine has free is refused by its size
 // before the data are allocated (core/host_memory.h), not met by the allocator: an 800 MB array (a
 // sparse file: nothing on disk) read in a child allowed 256 MiB more address space.
