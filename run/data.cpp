@@ -295,6 +295,7 @@ Data model_arrays(const DataRequest& req, Device dev) {
   data::NpyFeatures a = data::load_npy_features(req.dir, req.input_shape, int(req.classes), req.token_ids, req.val_split,
                                                 req.outputs, req.token_ids ? req.vocab : 0);
   sample = Shape(a.sample);
+  const std::string read = "[N, " + sample.str().substr(1);  // a time length of None as the arrays have it
   Data d;
   // A regression's targets [N, outputs] as float32; a classifier's labels [N] as uint8.
   auto y = [&](bool train) {
@@ -305,7 +306,7 @@ Data model_arrays(const DataRequest& req, Device dev) {
   d.test = train::TensorDataset{from_vector(a.test_x, with_batch(a.n_test, sample)), y(false), 1.0}.to(dev);
   d.description = "NumPy arrays from " + req.dir + " (" + std::to_string(a.n_train) + " train, " +
                   std::to_string(a.n_test) + (a.split ? " held out by --val-split" : " test") + "; x " + a.x_type +
-                  " " + shape + (a.x_type == "uint8" && !req.token_ids ? " scaled by 1/255" : "") +
+                  " " + read + (a.x_type == "uint8" && !req.token_ids ? " scaled by 1/255" : "") +
                   (regression ? "; float targets [N, " + std::to_string(req.outputs) + "]" : std::string()) + ")";
   // The loader's batches carry class labels only: a regression's training set stays on the device.
   if (regression && !req.resident) d.description += "; resident, since the loader carries class labels, not targets";
