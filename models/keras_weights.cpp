@@ -388,8 +388,10 @@ std::vector<Tensor> layer_arrays(const std::string& step, const keras::KerasWeig
   }
   std::vector<uint8_t> set(size_t(ends.empty() ? 0 : ends.back()), 0);
   const auto lo = w.convert(coded(w, 0)), hi = w.convert(coded(w, 1));
+  std::vector<Tensor> held;  // loupe's tensors on the host, in the converter's order
+  for (const auto& [name, t] : lo) held.push_back(host_f32(mine.at(step + "." + name)));
   for (size_t j = 0; j < lo.size(); ++j) {
-    const Tensor v = host_f32(mine.at(step + "." + lo[j].first));
+    const Tensor& v = held[j];
     const float *a = lo[j].second.data<float>(), *b = hi[j].second.data<float>(), *x = v.data<float>();
     for (int64_t e = 0; e < v.numel(); ++e) {
       if (a[e] == 0 && b[e] == 0) continue;
@@ -404,10 +406,10 @@ std::vector<Tensor> layer_arrays(const std::string& step, const keras::KerasWeig
     for (int64_t k = var ? ends[var - 1] : 0; k < ends[var]; ++k)
       if (!set[size_t(k)]) throw Error("layer '" + keras::cut(w.layer) + "': loupe holds no value of Keras's " + w.names[var]);
   // Loading them back must give loupe's tensors, the places no Keras element sets included.
-  const auto again = w.convert(arrays);
-  for (const auto& [name, t] : again)
-    if (host_f32(mine.at(step + "." + name)).to_vector<float>() != t.to_vector<float>())
-      throw Error("layer '" + keras::cut(w.layer) + "': loupe's " + name + " holds what Keras's variables cannot " +
+  const auto again = w.convert(arrays);  // the converter gives its tensors in one order
+  for (size_t j = 0; j < again.size(); ++j)
+    if (held.at(j).to_vector<float>() != again[j].second.to_vector<float>())
+      throw Error("layer '" + keras::cut(w.layer) + "': loupe's " + again[j].first + " holds what Keras's variables cannot " +
                   "(a second bias, as cuDNN's LSTM has: the reference models' layout)");
   return arrays;
 }
@@ -424,14 +426,19 @@ std::vector<Tensor> keras_arrays(nn::Module& model, const ModelInfo& info) {
   return out;
 }
 
-void save_keras_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+void check_keras_savable(const ModelInfo& info, const std::string& what) {
   if (info.keras_config.empty() || info.keras_weights.empty())
-    throw Error(path + ": " + info.name + " is not a model file with weights; a .keras file is written for a model "
+    throw Error(what + ": " + info.name + " is not a model file with weights; a .keras file is written for a model "
                 "read from its Keras file (.json, .keras)");
+}
+
+void save_keras_file(nn::Module& model, const ModelInfo& info, const std::string& path) {
+  check_keras_savable(info, path);
   const std::vector<Tensor> arrays = keras_arrays(model, info);
   const Keras3Groups g = keras3_groups(info);
   std::vector<data::H5Array> h5;
-  // Keras 3's own groups of the model's and the optimizer's variables; loupe writes none of these.
+  // The root's vars/ group, the model's own variables (none), which Keras 3's loader reads; the
+  // optimizer's state is not written.
   std::vector<std::string> groups{"vars"};
   size_t k = 0;
   for (const auto& [step, w] : info.keras_weights)

@@ -48,6 +48,10 @@ void load_keras_weights_file(nn::Module& model, const ModelInfo& info, const std
 // give back (cuDNN's second LSTM bias, not zero after training: the reference models' layout).
 std::vector<Tensor> keras_arrays(nn::Module& model, const ModelInfo& info);
 
+// Whether `info` can be written as a .keras file (a model file's, with Keras's variables): an Error
+// beginning with `what` (the path, or the option that names it) otherwise.
+void check_keras_savable(const ModelInfo& info, const std::string& what);
+
 // A .keras file of `model` (built from `info`, a model file's) at `path`, as Keras 3's model.save
 // writes one: config.json (info.keras_config, the file's own), metadata.json, and model.weights.h5
 // with each layer's variables at layers/NAME/vars/0, 1, ... (docs/keras.md, "Weights out").

@@ -81,9 +81,7 @@ Run::Run(RunConfig c) : c_(std::move(c)) {
   if (c_.batch <= 0) c_.batch = c_.model.recipe.batch;
   if (!c_.trainer.precision) c_.trainer.precision = loupe::precision();
   if (c_.world) c_.trainer.comm = &c_.world->comm();
-  if (!c_.save_keras.empty() && (c_.model.keras_config.empty() || c_.model.keras_weights.empty()))
-    throw Error("--save-keras " + c_.save_keras + ": " + c_.model.name + " is not a model file with weights; a .keras "
-                "file is written for a model read from its Keras file (.json, .keras)");
+  if (!c_.save_keras.empty()) models::check_keras_savable(c_.model, "--save-keras " + c_.save_keras);
   load_input();
   make_session();
   make_monitor();
