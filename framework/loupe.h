@@ -23,6 +23,8 @@
 #include "ops/linear_act.h"
 #include "ops/loss.h"
 #include "ops/lstm.h"
+#include "ops/mask.h"
+#include "ops/nonlinearity.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"

@@ -75,14 +75,15 @@ struct OpCase {
   // Bytes one forward call moves at the given input shapes, output shape and element size; null:
   // every input read once and the output written once (op_bytes below).
   std::function<double(const Shapes&, const Shape& out, double elem)> bytes;
-  // Float inputs are drawn this many times larger (make_inputs): the large-magnitude variants at
-  // the end of op_cases().
+  // Float inputs are drawn this many times larger (make_inputs): hard_sigmoid's, across its clip
+  // edges, and the large-magnitude variants at the end of op_cases().
   double scale = 1;
 
   // Builders, for the table below.
   OpCase& with_flops(std::function<Flops(const Shapes&)> fn) { flops = std::move(fn); return *this; }
   OpCase& with_perf(Shapes s) { perf = std::move(s); return *this; }
   OpCase& with_tol(const Tolerances& t) { tol = t; return *this; }
+  OpCase& with_scale(double s) { scale = s; return *this; }
   OpCase& with_bytes(std::function<double(const Shapes&, const Shape&, double)> fn) { bytes = std::move(fn); return *this; }
 
   Shapes shapes() const {
@@ -235,6 +236,21 @@ inline std::vector<OpCase> op_cases() {
   add("sigmoid_vec4", {{{2, 6}}}, [](V x) { return sigmoid(x[0]); }).with_flops(fl::per_element(4, 3)).with_perf({M});
   add("sigmoid", {{{6, 9}}}, [](V x) { return sigmoid(x[0]); }).with_flops(fl::per_element(4, 3)).with_perf({M});
   add("tanh", {{{6, 9}}}, [](V x) { return tanh(x[0]); }).with_flops(fl::per_element(4, 3)).with_perf({M});
+  // Keras's other activations (ops/nonlinearity.h), 4 per element each way. The inputs keep clear
+  // of elu's and selu's kink at 0; hard_sigmoid's are drawn at +-[0.4, 4.4], across its clip edges
+  // (+-2.5 at Keras 2's slope 0.2, +-3 at Keras 3's 1/6), so that both its flat and its linear
+  // parts are checked.
+  auto nonlin = [](Nonlin f, float slope = 0.2f) { return [f, slope](V x) { return nonlinearity(f, x[0], slope); }; };
+  const auto nl_flops = fl::per_element(4, 4);
+  add("elu", {{{6, 9}}}, nonlin(Nonlin::Elu)).with_flops(nl_flops).with_perf({M});
+  add("selu", {{{6, 9}}}, nonlin(Nonlin::Selu)).with_flops(nl_flops).with_perf({M});
+  add("gelu", {{{6, 9}}}, nonlin(Nonlin::Gelu)).with_flops(nl_flops).with_perf({M});
+  add("silu", {{{6, 9}}}, nonlin(Nonlin::Silu)).with_flops(nl_flops).with_perf({M});
+  add("hard_sigmoid", {{{6, 9}}}, nonlin(Nonlin::HardSigmoid)).with_flops(nl_flops).with_perf({M}).with_scale(4);
+  add("hard_sigmoid_keras3", {{{6, 9}}}, nonlin(Nonlin::HardSigmoid, 1.f / 6))
+      .with_flops(nl_flops).with_perf({M}).with_scale(4);
+  add("softplus", {{{6, 9}}}, nonlin(Nonlin::Softplus)).with_flops(nl_flops).with_perf({M});
+  add("softsign", {{{6, 9}}}, nonlin(Nonlin::Softsign)).with_flops(nl_flops).with_perf({M});
   add("dropout", {{{8, 33}}}, [](V x) { manual_seed(42); return dropout(x[0], 0.3, true); })
       .with_flops(fl::per_element(1, 1)).with_perf({M});
   // Reductions: 1 per element summed; the gradient broadcasts back as a view (0), a mean's scaled
@@ -600,14 +616,16 @@ inline std::vector<OpCase> op_cases() {
   }
   // The ops with a path for large inputs, again at +-[80, 880]: the log-sum-exp's shift by the
   // row's max (softmax, log_softmax, cross_entropy), log(1 + e^-|x|) and a sigmoid through e^-x
-  // (bce_with_logits, sigmoid), saturation (sigmoid, tanh). e^x overflows float32 past 88 and
-  // float64 past 709: an exp the stable form avoids makes an inf or a NaN in test_ops_grad's
-  // float32 pass (OpFinite) and, for the largest inputs, its float64 gradient check. Central
+  // (bce_with_logits, sigmoid, softplus, silu), saturation (sigmoid, tanh, elu, selu, gelu). e^x
+  // overflows float32 past 88 and float64 past 709: an exp the stable form avoids makes an inf or
+  // a NaN in test_ops_grad's float32 pass (OpFinite) and, for the largest inputs, its float64
+  // gradient check (gelu's e^(-x^2/2) underflows to 0 instead, harmlessly). Central
   // differences take a wider step, as outputs reach 10^3. float32 holds a log-sum-exp near 10^3
   // to 2^-24 * 1024, which each probability carries relative to itself (and log_softmax's
   // gradient times its row's sum of output gradients): 10 times the default rtol for the parity.
   // The 16-bit cases stay as the ops' own (float16 and bfloat16 hold 880; the losses have none).
-  for (const char* name : {"softmax", "log_softmax", "cross_entropy", "bce_with_logits", "sigmoid", "tanh"}) {
+  for (const char* name : {"softmax", "log_softmax", "cross_entropy", "bce_with_logits", "sigmoid", "tanh", "softplus",
+                           "elu", "selu", "silu", "gelu"}) {
     OpCase k = *std::find_if(c.begin(), c.end(), [&](const OpCase& o) { return o.name == name; });
     k.name += "_large";
     k.scale = 800;

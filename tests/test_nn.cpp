@@ -1,4 +1,5 @@
-// Layers and modules: dropout, the parameter arena, the fused bias + activation + dropout, BatchNorm2d.
+// Layers and modules: dropout, the parameter arena, the fused bias + activation + dropout, BatchNorm2d,
+// Keras's other activations (nn::Nonlinearity).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,6 +153,47 @@ TEST(Modules, BatchNorm2dBuffersMoveTrainAndCheckpoint) {
   EXPECT_EQ(y.shape(), x.shape());
   // Evaluation normalises with the running statistics (weight 1, bias 0, eps 1e-5).
   EXPECT_NEAR(y.to_vector<float>()[0], (1.f - rm[0]) / std::sqrt(rv[0] + 1e-5f), 1e-5);
+}
+
+// nn::Nonlinearity at four points against Keras's formulas (ops/nonlinearity.h), evaluated in
+// Python's math module: the op table checks the gradients against these functions, not the
+// functions themselves. Both clip edges of hard_sigmoid, at Keras 2's slope and Keras 3's.
+TEST(Modules, NonlinearityIsKerasFormulas) {
+  const std::vector<double> x{-3.5, -1.0, 0.5, 2.0};
+  struct Want {
+    Nonlin f;
+    float slope;
+    const char* type;
+    std::vector<double> y;
+  };
+  const std::vector<Want> wants{
+      {Nonlin::Elu, 0.2f, "ELU", {-0.9698026165776815, -0.6321205588285577, 0.5, 2.0}},
+      {Nonlin::Selu, 0.2f, "SELU", {-1.705009340957283, -1.1113307378125625, 0.5253504936777402, 2.101401974710961}},
+      {Nonlin::Gelu, 0.2f, "GELU", {-0.0008142017766243903, -0.15865525393145707, 0.34573123063700656, 1.9544997361036416}},
+      {Nonlin::Silu, 0.2f, "SiLU", {-0.10259280762974712, -0.2689414213699951, 0.3112296656009273, 1.7615941559557646}},
+      {Nonlin::HardSigmoid, 0.2f, "HardSigmoid(0.2)", {0, 0.3, 0.6, 0.9}},
+      {Nonlin::HardSigmoid, 1.f / 6, "HardSigmoid(0.166667)", {0, 1.0 / 3, 0.5833333333333334, 0.8333333333333333}},
+      {Nonlin::Softplus, 0.2f, "Softplus", {0.029750418272620566, 0.31326168751822286, 0.9740769841801067, 2.1269280110429727}},
+      {Nonlin::Softsign, 0.2f, "Softsign", {-0.7777777777777778, -0.5, 1.0 / 3, 2.0 / 3}},
+  };
+  NoGradGuard g;
+  for (const Want& w : wants) {
+    nn::Sequential m;
+    m.add("act", std::make_shared<nn::Nonlinearity>(w.f, w.slope));
+    EXPECT_EQ(m.children()[0].second->type_name(), w.type);
+    for (DType dt : {DType::f64, DType::f32}) {
+      const std::vector<double> y = to(m(to(from_vector(x, Shape{4}), dt)), DType::f64).to_vector<double>();
+      // The output's rounding, and hard_sigmoid's slope is a float (0.2 and 1/6 rounded) in float64 too.
+      const double tol = dt == DType::f32 ? 1e-6 : w.f == Nonlin::HardSigmoid ? 1e-8 : 1e-14;
+      for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(y[i], w.y[i], tol) << w.type << " " << dtype_name(dt) << " x=" << x[i];
+    }
+  }
+  // Large inputs stay finite (softplus is x there, not log(1 + inf)).
+  const Tensor xb = from_vector(std::vector<float>{1e4f, -1e4f}, Shape{2});
+  const std::vector<float> big = nonlinearity(Nonlin::Softplus, xb).to_vector<float>();
+  EXPECT_EQ(big[0], 1e4f);
+  EXPECT_EQ(big[1], 0.f);
 }
 
 namespace {

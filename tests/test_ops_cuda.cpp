@@ -20,6 +20,7 @@
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/linear_act.h"
+#include "ops/mask.h"
 #include "ops/norm.h"
 #include "op_cases.h"
 
@@ -183,6 +184,23 @@ TEST(CudaLoss, TiesGoToTheFirstLargestClassAsOnTheCpu) {
       cross_entropy_counted(logits, labels, loss_sum, correct, double(N), full(Shape{}, 1.0, DType::f32, kCUDA));
       EXPECT_EQ(correct.item(), want);
     }
+  }
+}
+
+// Keras's Masking's mask (ops/mask.h): a step is kept where any feature differs from the value,
+// as on the CPU, in every float type; the value as the type holds it (0.1 in bfloat16 is not
+// float32's 0.1).
+TEST(CudaMask, AnyNotEqualIsTheCpus) {
+  REQUIRE_GPU();
+  const float v = 0.1f, q = std::nanf("");
+  const std::vector<float> x{v, v, v, 0.5f, v, v, v, v, 2.f, q, v, v, -v, v, v, v, v, v};  // steps of 3
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor cpu = from_vector(x, Shape{2, 3, 3});
+    const Tensor gpu = any_not_equal(to(to(from_vector(x, Shape{2, 3, 3}), kCUDA), dt), 0.1);
+    EXPECT_EQ(gpu.shape(), (Shape{2, 3}));
+    EXPECT_EQ(to(to(gpu, DType::f32), kCPU).to_vector<float>(), (std::vector<float>{0, 1, 1, 1, 1, 0}));
+    EXPECT_EQ(any_not_equal(cpu, 0.1).to_vector<float>(), (std::vector<float>{0, 1, 1, 1, 1, 0}));
   }
 }
 

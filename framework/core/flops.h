@@ -1,7 +1,8 @@
 // Analytic FLOP counting: each op adds the floating-point operations it performs when it is
 // dispatched (host side, no device work). Conventions, per element unless stated:
 //   GEMM 2*M*N*K; add/sub/mul/div, scalar affine, bias add, add_ 1; relu 1 (backward 1);
-//   sigmoid and tanh 4 (backward 3); dropout 1 (backward 1); sum and mean 1;
+//   sigmoid and tanh 4 (backward 3); elu, selu, gelu, silu, hard sigmoid, softplus and softsign
+//   4 (backward 4); dropout 1 (backward 1); sum and mean 1;
 //   softmax and log-softmax 4 (backward 4); cross-entropy 4 per logit (backward 4);
 //   BCE-with-logits 6 (backward 4); count_correct and argmax 1 per logit;
 //   optimizer per parameter: SGD 2 (+2 with momentum, +1 with Nesterov, +2 with weight decay),

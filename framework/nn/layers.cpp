@@ -175,6 +175,16 @@ std::string Activation::type_name() const {
   return act_ == Act::Sigmoid ? "Sigmoid" : act_ == Act::Tanh ? "Tanh" : "ReLU";
 }
 
+Tensor Nonlinearity::forward(const Tensor& x) { return nonlinearity(f_, x, slope_); }
+
+std::string Nonlinearity::type_name() const {
+  static const char* names[] = {"ELU", "SELU", "GELU", "SiLU", "HardSigmoid", "Softplus", "Softsign"};
+  if (f_ != Nonlin::HardSigmoid) return names[int(f_)];
+  std::ostringstream s;
+  s << "HardSigmoid(" << slope_ << ")";
+  return s.str();
+}
+
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training()); }
 
 bool Dropout::extend(Epilogue& e) const {

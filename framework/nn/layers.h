@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "ops/nonlinearity.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -38,6 +39,20 @@ class Activation : public Module {
 
  private:
   Act act_;
+};
+
+// Keras's other activations (ops/nonlinearity.h) as a layer: elu, selu, gelu, silu, hard_sigmoid
+// (its slope: 0.2 in Keras 2, 1/6 in Keras 3), softplus, softsign. No epilogue: no fused kernel
+// applies them.
+class Nonlinearity : public Module {
+ public:
+  explicit Nonlinearity(Nonlin f, float slope = 0.2f) : f_(f), slope_(slope) {}
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;
+
+ private:
+  Nonlin f_;
+  float slope_;
 };
 
 class Dropout : public Module {
