@@ -59,9 +59,9 @@ double Config::real(const char* key, double fallback, Range r) const {
   const double x = v.is_number() ? v.get<double>() : std::nan("");
   const bool ok = std::isfinite(x) && (r.lo_in ? x >= r.lo : x > r.lo) && (r.hi_in ? x <= r.hi : x < r.hi);
   if (ok) return x;
-  std::string range = std::string(r.lo_in ? "from " : "above ") + bound(r.lo);
+  std::string range = std::isfinite(r.lo) ? std::string(r.lo_in ? " from " : " above ") + bound(r.lo) : "";
   if (std::isfinite(r.hi)) range += (r.hi_in ? " up to " : " to below ") + bound(r.hi);
-  fail("has " + std::string(key) + " " + shown(v) + "; loupe takes a number " + range);
+  fail("has " + std::string(key) + " " + shown(v) + "; loupe takes a " + (range.empty() ? "finite number" : "number" + range));
 }
 
 const json& config_of(const json& v) {
@@ -152,8 +152,9 @@ std::string untagged(const char* what) {
 }
 
 bool runs_at_any_length(const std::string& cls) {
-  for (const char* c : {"InputLayer", "Embedding", "Dropout", "Activation", "LSTM", "GRU", "SimpleRNN", "Bidirectional",
-                        "Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalMaxPooling1D", "GlobalAveragePooling1D"})
+  for (const char* c : {"InputLayer", "Embedding", "Dropout", "SpatialDropout1D", "Activation", "ReLU", "ELU", "Masking",
+                        "LSTM", "GRU", "SimpleRNN", "Bidirectional", "Conv1D", "MaxPooling1D", "AveragePooling1D",
+                        "GlobalMaxPooling1D", "GlobalAveragePooling1D"})
     if (cls == c) return true;
   return false;
 }

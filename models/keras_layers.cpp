@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <optional>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -16,8 +17,20 @@
 #include "models/keras_parser.h"
 #include "nn/graph.h"
 #include "nn/layers.h"
+#include "ops/nonlinearity.h"
 
 namespace loupe::models::keras {
+
+namespace {
+// The layers a mask may reach (docs/keras.md, "Masking"): those it passes through, those that read
+// it, and a Masking layer, whose own replaces it.
+bool reads_mask(const std::string& cls) {
+  for (const char* c : {"Dropout", "SpatialDropout1D", "Activation", "ReLU", "ELU", "Masking", "LSTM", "GRU", "SimpleRNN",
+                        "GlobalAveragePooling1D"})
+    if (cls == c) return true;
+  return false;
+}
+}  // namespace
 
 void Parser::layer(const Layer& l, bool last) {
   const int reads = current_;
@@ -32,10 +45,10 @@ void Parser::layer(const Layer& l, bool last) {
   if (free_length && timed && !runs_at_any_length(l.cls))
     fail(l, "needs the sequence's length, which the file leaves None; give the input one (input_length, or "
             "batch_input_shape [null, 100])");
-  if (masked && l.cls != "Dropout" && l.cls != "Activation" && l.cls != "LSTM" && l.cls != "GRU" &&
-      l.cls != "SimpleRNN")
-    fail(l, "receives a sequence's mask (an Embedding's mask_zero), which loupe carries through Dropout and "
-            "Activation to LSTM, GRU and SimpleRNN layers only");
+  if (masked && !reads_mask(l.cls))
+    fail(l, "receives a sequence's mask (an Embedding's mask_zero or a Masking layer), which loupe carries through "
+            "Dropout, SpatialDropout1D, Activation, ReLU and ELU to LSTM, GRU, SimpleRNN and GlobalAveragePooling1D "
+            "layers only");
   dispatch(l);
   timed_ = timed_ && shape_.size() == 2;  // a layer that returns one vector ends the time axis
   if (l.cls == "InputLayer" || l.cls == "Embedding") timed_ = true;
@@ -78,9 +91,14 @@ void Parser::dispatch(const Layer& l) {
   if (c == "MaxPooling2D" || c == "AveragePooling2D") return pool(l);
   if (c == "BatchNormalization") return batch_norm(l);
   if (c == "Dropout") return dropout(l);
+  if (c == "SpatialDropout1D" || c == "SpatialDropout2D") return spatial_dropout(l);
+  if (c == "Masking") return masking(l);
+  if (c == "RepeatVector") return repeat_vector(l);
+  if (c == "Permute") return permute(l);
   if (c == "Flatten") return flatten(l);
   if (c == "Reshape") return reshape_layer(l);
   if (c == "Activation") return activation(l, conf(l).text("activation", ""), nullptr);
+  if (c == "ReLU" || c == "ELU") return activation_layer(l);
   if (c == "Embedding") return embedding(l);
   if (c == "LSTM") return lstm(l, cfg(l), false);
   if (c == "Bidirectional") return bidirectional(l);
@@ -93,10 +111,11 @@ void Parser::dispatch(const Layer& l) {
   if (c == "TimeDistributed") return time_distributed(l);
   if (merge_op(c)) return merge(l, *merge_op(c));
   fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
-          "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, Flatten, Reshape, Activation, Embedding, "
-          "LSTM, GRU, SimpleRNN, Bidirectional(LSTM), TimeDistributed, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalAveragePooling2D, "
-          "GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, Maximum, Minimum and "
-          "Concatenate");
+          "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, SpatialDropout1D, "
+          "SpatialDropout2D, Flatten, Reshape, Permute, RepeatVector, Activation, ReLU, ELU, Embedding, Masking, LSTM, "
+          "GRU, SimpleRNN, Bidirectional(LSTM), TimeDistributed, GlobalAveragePooling1D, GlobalMaxPooling1D, "
+          "GlobalAveragePooling2D, GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, "
+          "Maximum, Minimum and Concatenate");
 }
 
 int64_t Parser::count(const Layer& l, const json& c, const char* key, int64_t max) {
@@ -200,6 +219,20 @@ void Parser::need_values(const Layer& l, const json& c, const json& want) {
       fail(l, "has " + it.key() + " " + shown(c.at(it.key())) + "; loupe's " + l.cls + " has " + it.value().dump());
 }
 
+namespace {
+// Keras's activations beyond relu, tanh and sigmoid, by the names its files give them.
+std::optional<Nonlin> nonlinearity_named(const std::string& a) {
+  if (a == "elu") return Nonlin::Elu;
+  if (a == "selu") return Nonlin::Selu;
+  if (a == "gelu") return Nonlin::Gelu;  // Keras's default, the exact erf form
+  if (a == "swish" || a == "silu") return Nonlin::Silu;
+  if (a == "hard_sigmoid") return Nonlin::HardSigmoid;
+  if (a == "softplus") return Nonlin::Softplus;
+  if (a == "softsign") return Nonlin::Softsign;
+  return std::nullopt;
+}
+}  // namespace
+
 void Parser::activation(const Layer& l, const std::string& a, const int64_t* units) {
   if (a.empty() || a == "linear") {
     if (last_) output_activation = "linear";
@@ -216,6 +249,12 @@ void Parser::activation(const Layer& l, const std::string& a, const int64_t* uni
     if (last_) output_activation = a;  // no loss takes it: named when a loss is refused
     return;
   }
+  if (const std::optional<Nonlin> f = nonlinearity_named(a)) {
+    const float slope = dialect_.hard_slope;  // hard_sigmoid's, as the file's Keras defines it
+    add(l, [f, slope] { return std::make_shared<nn::Nonlinearity>(*f, slope); }, l.cls == "Activation" ? "" : "_" + a);
+    if (last_) output_activation = a;  // no loss takes it: named when a loss is refused
+    return;
+  }
   if ((a == "softmax" || a == "sigmoid") && last_) {
     const int64_t out = units ? *units : shape_.empty() ? 0 : shape_.back();
     if (a == "sigmoid" && out != 1)
@@ -224,7 +263,18 @@ void Parser::activation(const Layer& l, const std::string& a, const int64_t* uni
     output_activation = a;
     return;
   }
-  fail(l, "has activation '" + cut(a) + "'; loupe has relu, tanh, sigmoid and linear, and softmax on the last layer");
+  fail(l, "has activation '" + cut(a) + "'; loupe has relu, tanh, sigmoid, elu, selu, gelu, swish (silu), "
+          "hard_sigmoid, softplus, softsign and linear, and softmax on the last layer");
+}
+
+void Parser::activation_layer(const Layer& l) {
+  if (l.cls == "ELU") {
+    need_value(l, "alpha", 1.0, "loupe's elu has Keras's default alpha, 1");
+    return activation(l, "elu", nullptr);
+  }
+  need_value(l, "max_value", nullptr, "loupe's relu is not capped");
+  for (const char* k : {"negative_slope", "threshold"}) need_value(l, k, 0.0, "loupe's relu is Keras's default");
+  activation(l, "relu", nullptr);
 }
 
 int64_t Parser::features(const Layer& l) {
@@ -383,6 +433,17 @@ void Parser::dropout(const Layer& l) {
   need_value(l, "noise_shape", nullptr, "loupe's dropout draws every value");
   const double rate = conf(l).real("rate", 0.0, kFraction);
   add(l, [rate] { return std::make_shared<nn::Dropout>(rate); });
+}
+
+void Parser::spatial_dropout(const Layer& l) {
+  const bool image_layer = l.cls == "SpatialDropout2D";
+  if (image_layer) image(l);
+  else if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+  need_value(l, "data_format", "channels_last", "loupe reads Keras's default, channels_last");
+  need_value(l, "noise_shape", nullptr, "loupe's draws one value per sample and channel");
+  const double p = conf(l).real("rate", 0.0, kFraction);
+  const int channel_dim = image_layer ? 1 : 2;  // loupe's [N, C, H, W], or [N, T, F]
+  add(l, [p, channel_dim] { return std::make_shared<SpatialDropout>(p, channel_dim); });
 }
 
 void Parser::flatten(const Layer& l) {

@@ -5,14 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "nn/layers.h"
 #include "nn/recurrent.h"
 #include "ops/activation.h"
 #include "ops/bias_act.h"
 #include "ops/cat.h"
 #include "ops/conv.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/mask.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/view.h"
@@ -165,11 +168,80 @@ inline std::shared_ptr<nn::Module> keras_recurrent(const nn::RnnParams& p, const
   return m;
 }
 
-// GlobalAveragePooling1D: [N, T, F] -> [N, F].
+// GlobalAveragePooling1D: [N, T, F] -> [N, F]; given a mask [N, T] as well, the mean over the
+// steps it keeps, as Keras's, but zeros for a sequence of padding only (Keras's 0 / 0, NaN).
 class MeanOverTime : public nn::Module {
  public:
   Tensor forward(const Tensor& x) override { return mean(x, 1); }
+  bool takes(size_t n) const override { return n == 1 || n == 2; }
+  Tensor forward_many(const std::vector<Tensor>& xs) override {
+    if (xs.size() == 1) return forward(xs[0]);
+    const Tensor m = loupe::to(xs[1], xs[0].dtype());
+    const Tensor kept = sum(m, 1, true);  // [N, 1]
+    return sum(xs[0] * reshape(m, Shape{m.size(0), m.size(1), 1}), 1) / (kept + relu(kept * -1.0 + 1.0));  // 0 / 1 where none
+  }
   std::string type_name() const override { return "GlobalAveragePooling1D"; }
+};
+
+// Keras's Masking: the mask of a sequence [N, T, F], 1 at each step with a feature other than
+// `value` (a step of its own that the recurrent layers read), and the sequence times it.
+class MaskOfValues : public nn::Module {
+ public:
+  explicit MaskOfValues(double value) : value_(value) {}
+  Tensor forward(const Tensor& x) override { return any_not_equal(x, value_); }
+  std::string type_name() const override { return "Mask(mask_value " + fmt("%g", value_) + ")"; }
+
+ private:
+  double value_;
+};
+class ApplyMask : public nn::Module {
+ public:
+  bool takes(size_t n) const override { return n == 2; }
+  Tensor forward(const Tensor& x) override { return x; }
+  Tensor forward_many(const std::vector<Tensor>& xs) override {
+    const Tensor& m = xs[1];
+    return xs[0] * reshape(m, Shape{m.size(0), m.size(1), 1});
+  }
+  std::string type_name() const override { return "Masking"; }
+};
+
+// RepeatVector(n): [N, F] -> [N, n, F].
+class RepeatSteps : public nn::Module {
+ public:
+  explicit RepeatSteps(int64_t n) : n_(n) {}
+  Tensor forward(const Tensor& x) override {
+    return reshape(x, Shape{x.size(0), 1, x.size(1)}) * ones(Shape{1, n_, 1}, x.dtype(), x.device());
+  }
+  std::string type_name() const override { return "RepeatVector(" + std::to_string(n_) + ")"; }
+
+ private:
+  int64_t n_;
+};
+
+// Permute((2, 1)) of a sequence: [N, T, F] -> [N, F, T].
+class SwapSteps : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override { return contiguous(transpose(x, 1, 2)); }
+  std::string type_name() const override { return "Permute(2, 1)"; }
+};
+
+// SpatialDropout1D/2D: dropout of whole feature maps, one draw per sample and channel, the same at
+// every step or pixel. `channel_dim` 2 for a sequence [N, T, F], 1 for an image [N, C, H, W].
+class SpatialDropout : public nn::Module {
+ public:
+  SpatialDropout(double rate, int channel_dim) : rate_(rate), channel_dim_(channel_dim) {}
+  Tensor forward(const Tensor& x) override {
+    if (!is_training() || rate_ == 0) return x;
+    Shape s(std::vector<int64_t>(size_t(x.dim()), 1));
+    s[0] = x.size(0);
+    s[channel_dim_] = x.size(channel_dim_);
+    return x * dropout(ones(s, x.dtype(), x.device()), rate_, true);
+  }
+  std::string type_name() const override { return "SpatialDropout(" + fmt("%g", rate_) + ")"; }
+
+ private:
+  double rate_;
+  int channel_dim_;
 };
 
 // TimeDistributed's folding: [N, T, ...] as N T samples for the wrapped layer, and its output back

@@ -87,14 +87,16 @@ class Parser : public Parsed {
   // Each key of `want` in `c` (a recurrent layer's config) at its value, or unset.
   void need_values(const Layer& l, const json& c, const json& want);
 
-  // An activation inside or after a layer: relu, tanh, sigmoid, linear, or on the model's last
-  // layer softmax (cross-entropy) or sigmoid on one unit (binary cross-entropy): the loss applies
-  // those.
+  // An activation inside or after a layer: relu, tanh, sigmoid, linear, Keras's others (elu, selu,
+  // gelu, swish, hard_sigmoid, softplus, softsign), or on the model's last layer softmax
+  // (cross-entropy) or sigmoid on one unit (binary cross-entropy): the loss applies those.
   void activation(const Layer& l, const std::string& a, const int64_t* units);
 
   int64_t features(const Layer& l);
 
   void dense(const Layer& l);
+  // Keras's ReLU and ELU layers at their defaults: the activations.
+  void activation_layer(const Layer& l);
 
   // An image layer: the shape must be [H, W, C], and the tensor channels-first from here on.
   void image(const Layer& l);
@@ -125,6 +127,8 @@ class Parser : public Parsed {
   void batch_norm(const Layer& l);
 
   void dropout(const Layer& l);
+  // SpatialDropout1D over a sequence's features, SpatialDropout2D over an image's channels.
+  void spatial_dropout(const Layer& l);
 
   void flatten(const Layer& l);
 
@@ -175,6 +179,13 @@ class Parser : public Parsed {
   void merge(const Layer& l, nn::MergeOp op);
 
   void global_average(const Layer& l);
+  // Keras's Masking: the mask of the steps with a feature other than mask_value, and the sequence
+  // times it (the steps it masks are zeros).
+  void masking(const Layer& l);
+  // RepeatVector(n): a vector as n steps.
+  void repeat_vector(const Layer& l);
+  // Permute((2, 1)) of a sequence: its features as the steps.
+  void permute(const Layer& l);
 
   std::string file_;
   Dialect dialect_;

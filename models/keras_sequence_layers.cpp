@@ -2,6 +2,7 @@
 // the 1-D poolings, the recurrent layers (LSTM, GRU, SimpleRNN, Bidirectional) and TimeDistributed,
 // with Keras's shapes and counts and every option loupe cannot honour refused by name (docs/keras.md).
 #include <cstdint>
+#include <limits>
 
 #include "models/keras_graph.h"
 #include "models/keras_modules.h"
@@ -212,7 +213,39 @@ void Parser::global_average(const Layer& l) {
   need_value(l, "data_format", "channels_last", "loupe averages over time, Keras's default");
   need_value(l, "keepdims", false, "loupe's drops the time axis");
   add(l, [] { return std::make_shared<MeanOverTime>(); });
+  if (mask_ != kNoMask) {  // the mean over the steps the mask keeps; the mask ends here
+    steps.back().inputs.push_back(mask_);
+    mask_ = kNoMask;
+  }
   shape_ = {shape_[1]};
+}
+
+void Parser::masking(const Layer& l) {
+  if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
+  const double value = conf(l).real("mask_value", 0.0, Range{-std::numeric_limits<double>::infinity(), false});
+  const int x = current_;
+  add(l, [value] { return std::make_shared<MaskOfValues>(value); }, "_mask");
+  const int mask = current_;
+  current_ = x;
+  add(l, [] { return std::make_shared<ApplyMask>(); });
+  steps.back().inputs.push_back(mask);
+  mask_ = mask;
+}
+
+void Parser::repeat_vector(const Layer& l) {
+  if (shape_.size() != 1) fail(l, "takes a vector per sample");
+  const int64_t n = count(l, cfg(l), "n");
+  add(l, [n] { return std::make_shared<RepeatSteps>(n); });
+  shape_ = {n, shape_[0]};
+}
+
+void Parser::permute(const Layer& l) {
+  const json& dims = cfg(l).at("dims");
+  if (shape_.size() != 2 || dims != json::array({2, 1}))
+    fail(l, "has dims " + shown(dims) + " over a sample of " + std::to_string(shape_.size()) +
+                " dimensions; loupe's Permute swaps a sequence's two axes, dims [2, 1]");
+  add(l, [] { return std::make_shared<SwapSteps>(); });
+  shape_ = {shape_[1], shape_[0]};
 }
 
 }  // namespace loupe::models::keras

@@ -45,9 +45,23 @@ def hard_sigmoid_keras3(z):
     return np.minimum(np.maximum(z + 3, 0), 6) / 6
 
 
+def elu(z):
+    """keras.activations.elu, alpha 1: x, or e^x - 1 below 0."""
+    return np.where(z > 0, z, np.expm1(np.minimum(z, 0)))
+
+
+def gelu(z):
+    """keras.activations.gelu, approximate=False (Keras 3's and tf.keras's default): x P(X <= x)."""
+    from math import erf, sqrt
+    return 0.5 * z * (1 + np.vectorize(erf)(z / sqrt(2)))
+
+
 def act(name, z):
+    selu_alpha, selu_scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
     return {"relu": lambda v: np.maximum(v, 0), "linear": lambda v: v, "tanh": np.tanh,
-            "sigmoid": sigmoid}[name](z)
+            "sigmoid": sigmoid, "elu": elu, "selu": lambda v: selu_scale * np.where(v > 0, v, selu_alpha * np.expm1(v)),
+            "softplus": lambda v: np.logaddexp(0, v), "softsign": lambda v: v / (1 + np.abs(v)),
+            "gelu": gelu, "swish": lambda v: v * sigmoid(v), "silu": lambda v: v * sigmoid(v)}[name](z)
 
 
 # ---- Keras's layers (keras/layers/*.py, Keras 2.2.4; channels_last) ---------------------------------
@@ -287,6 +301,33 @@ def case_activations():
     return layers, w, names, x, y
 
 
+def more_activations_case(names, hard):
+    """Keras's other activations, each inside a Dense and then as an Activation layer, and
+    hard_sigmoid as the file's Keras defines it (`hard`)."""
+    w = {f"fc{i}": [weights(5, 5, scale=1.5), weights(5)] for i in range(len(names))}
+    w["out"] = [weights(5, 3), weights(3)]
+    layers, h = [], weights(4, 5, scale=2)
+    x = h
+    for i, a in enumerate(names):
+        layers.append(layer("Dense", f"fc{i}", units=5, activation=a, **({"batch_input_shape": [None, 5]} if i == 0 else {})))
+        layers.append(layer("Activation", f"act{i}", activation=a))
+        f = hard if a == "hard_sigmoid" else lambda v, a=a: act(a, v)
+        h = f(f(h @ w[f"fc{i}"][0] + w[f"fc{i}"][1]))
+    layers.append(layer("Dense", "out", units=3, activation="softmax"))
+    y = h @ w["out"][0] + w["out"][1]
+    return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
+
+
+def case_activations_keras2():
+    """Keras 2's: elu, selu, softplus, softsign, relu as a layer, and hard_sigmoid 0.2 x + 0.5."""
+    return more_activations_case(["elu", "selu", "softplus", "softsign", "relu", "hard_sigmoid"], hard_sigmoid_keras2)
+
+
+def case_activations_keras3():
+    """Keras 3's gelu and swish (silu), and its hard_sigmoid x / 6 + 0.5."""
+    return more_activations_case(["gelu", "swish", "silu", "hard_sigmoid"], hard_sigmoid_keras3)
+
+
 def conv1d(x, kernel, bias, padding):
     """keras.layers.Conv1D at stride 1: x [N, T, F], kernel [k, F, filters]; same pads (k-1)/2."""
     k = kernel.shape[0]
@@ -515,6 +556,43 @@ def case_mask_zero():
     return layers, w, {"emb": ["embeddings"], "gru": names, "lstm": names, "out": ["kernel", "bias"]}, x, y
 
 
+def case_masking():
+    """Keras's Masking (steps whose every feature is mask_value; one equal feature is not enough)
+    before a GRU returning its sequence, averaged over the steps the mask keeps."""
+    w = {"gru": [weights(3, 15), weights(5, 15), weights(2, 15, scale=0.5)], "out": [weights(5, 2), weights(2)]}
+    layers = [layer("Masking", "mask", mask_value=-1.0, batch_input_shape=[None, 6, 3]),
+              layer("GRU", "gru", units=5, return_sequences=True),
+              layer("GlobalAveragePooling1D", "avg"),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(4, 6, 3, scale=1)
+    x[0, :2], x[1, 3:], x[2, 2], x[3, 1, 0] = -1, -1, -1, -1
+    mask = (x != -1).any(-1)
+    h = gru(x * mask[..., None], *w["gru"], True, True, mask=mask)
+    avg = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    y = avg @ w["out"][0] + w["out"][1]
+    return layers, w, {"gru": ["kernel", "recurrent_kernel", "bias"], "out": ["kernel", "bias"]}, x, y
+
+
+def case_repeat_permute():
+    """RepeatVector, SpatialDropout1D (inference: as it came), a SimpleRNN's sequence, Permute's
+    swapped axes, flattened as Keras flattens them."""
+    w = {"fc": [weights(4, 6), weights(6)], "rnn": [weights(6, 3), weights(3, 3), weights(3)],
+         "out": [weights(15, 2), weights(2)]}
+    layers = [layer("Dense", "fc", units=6, activation="relu", batch_input_shape=[None, 4]),
+              layer("RepeatVector", "rep", n=5),
+              layer("SpatialDropout1D", "drop", rate=0.4),
+              layer("SimpleRNN", "rnn", units=3, return_sequences=True),
+              layer("Permute", "perm", dims=[2, 1]),
+              layer("Flatten", "flat"),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 4, scale=1)
+    h = np.repeat(np.maximum(x @ w["fc"][0] + w["fc"][1], 0)[:, None, :], 5, 1)
+    r = simple_rnn(h, *w["rnn"], True).transpose(0, 2, 1).reshape(len(x), -1)
+    y = r @ w["out"][0] + w["out"][1]
+    return layers, w, {"fc": ["kernel", "bias"], "rnn": ["kernel", "recurrent_kernel", "bias"],
+                       "out": ["kernel", "bias"]}, x, y
+
+
 def case_simple_rnn():
     """SimpleRNN: tanh returning its sequence, then relu (mnist_irnn's) read backwards."""
     w = {"rnn1": [weights(3, 4), weights(4, 4), weights(4)], "rnn2": [weights(4, 3), weights(3, 3), weights(3)],
@@ -598,11 +676,13 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "residual": case_residual, "inception": case_inception, "merges": case_merges,
          "same_padding": case_same_padding, "gru_keras2": case_gru_keras2, "gru_keras3": case_gru_keras3,
          "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards,
-         "mask_zero": case_mask_zero}
+         "mask_zero": case_mask_zero, "activations_keras2": case_activations_keras2,
+         "activations_keras3": case_activations_keras3, "masking": case_masking,
+         "repeat_permute": case_repeat_permute}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
-            "gru_keras3": "3", "mask_zero": "3"}
+            "gru_keras3": "3", "mask_zero": "3", "activations_keras2": "2.1.6", "activations_keras3": "3", "masking": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):

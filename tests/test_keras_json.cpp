@@ -273,8 +273,8 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["compile_config"]["optimizer"]["config"]["clipnorm"] = 1.0;
   expect(j, "clips gradients (clipnorm)");
   j = cnn;
-  j["config"]["layers"][8]["config"]["activation"] = "elu";
-  expect(j, "activation 'elu'");
+  j["config"]["layers"][8]["config"]["activation"] = "leaky_relu";
+  expect(j, "activation 'leaky_relu'");
   j = bil;
   j["config"]["layers"][4]["config"]["units"] = 3;
   expect(j, "sigmoid over 3 units");
@@ -287,7 +287,7 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   expect(j, "units 15000; loupe takes a positive whole number up to 2048");
   j = bil;
   j["config"]["layers"][1]["config"]["mask_zero"] = true;
-  expect(j, "(Bidirectional) receives a sequence's mask (an Embedding's mask_zero)");
+  expect(j, "(Bidirectional) receives a sequence's mask (an Embedding's mask_zero or a Masking layer)");
   j = cnn;
   j["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 28, 1};
   expect(j, "not a positive whole number");

@@ -232,7 +232,7 @@ TEST(KerasOptions, InitializersAndL2RegularizersAsKeras) {
   expect_refusal(sequential({input({5, 3}), l, dense("out", 3, "softmax")}), "layer 'lstm' (LSTM) has a regularizer (kernel_regularizer)");
 }
 
-// Dense's use_bias, on a vector only; its activations: relu and linear anywhere, softmax or
+// Dense's use_bias, on a vector only; its activations: relu, linear and Keras's others anywhere, softmax or
 // sigmoid (one unit) on the last layer only, where the loss applies it. A hidden softmax cannot be
 // dropped silently: the model would compute something else than Keras's.
 TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
@@ -251,9 +251,10 @@ TEST(KerasOptions, DenseBiasAndWhereSoftmaxMayBe) {
   EXPECT_EQ(one.info.recipe.loss, train::Loss::BinaryCrossEntropyWithLogits);
 
   expect_refusal(sequential({input({6}), dense("hidden", 5, "softmax"), dense("out", 3, "softmax")}),
-                 "layer 'hidden' (Dense) has activation 'softmax'; loupe has relu, tanh, sigmoid and linear, and softmax on the last layer");
-  expect_refusal(sequential({input({6}), dense("hidden", 5, "elu"), dense("out", 3, "softmax")}),
-                 "layer 'hidden' (Dense) has activation 'elu'");
+                 "layer 'hidden' (Dense) has activation 'softmax'; loupe has relu, tanh, sigmoid, elu, selu, gelu, swish (silu), "
+                 "hard_sigmoid, softplus, softsign and linear, and softmax on the last layer");
+  expect_refusal(sequential({input({6}), dense("hidden", 5, "relu6"), dense("out", 3, "softmax")}),
+                 "layer 'hidden' (Dense) has activation 'relu6'");
   expect_refusal(sequential({input({6}), dense("fc1", 5), layer("Activation", "act", {{"activation", "softmax"}}),
                              dense("out", 3, "softmax")}),
                  "layer 'act' (Activation) has activation 'softmax'");
@@ -945,7 +946,8 @@ TEST(KerasOptions, MaskZeroReachesTheRecurrentLayers) {
   EXPECT_EQ(y[2], 0.f);  // the zero state through the Dense's zero bias
   EXPECT_NE(y[0], 0.f);
   expect_refusal(sequential({input({7}), emb, flatten(), dense("out", 1, "sigmoid")}),
-                 "layer 'flatten' (Flatten) receives a sequence's mask (an Embedding's mask_zero), which loupe carries");
+                 "layer 'flatten' (Flatten) receives a sequence's mask (an Embedding's mask_zero or a Masking layer), which "
+                 "loupe carries");
   expect_refusal(sequential({input({7}), emb, bidirectional("bi", 4, false), dense("out", 1, "sigmoid")}),
                  "layer 'bi' (Bidirectional) receives a sequence's mask");
 }
@@ -973,4 +975,74 @@ TEST(KerasOptions, ATimeLengthOfNoneIsTheData) {
   const models::ModelInfo f = models::keras_model(sequential({features, lstm("lstm", 4, false), dense("out", 2, "softmax")}).dump(),
                                                   "free_features.json");
   EXPECT_EQ(f.input_shape, (std::vector<int64_t>{-1, 3}));
+}
+
+// Keras's Masking (docs/keras.md, "Masking"): a step of its own gives the mask, which the recurrent
+// layers and GlobalAveragePooling1D read; padding before, after or inside a sequence gives the
+// output of its other steps. A layer that cannot take the mask is refused by name, as is a Permute
+// of other axes than a sequence's two.
+TEST(KerasOptions, MaskingAndTheSequenceLayersAsKeras) {
+  const json masking = layer("Masking", "mask", {{"mask_value", -1.0}});
+  const json m = sequential({input({5, 2}), masking, layer("GRU", "gru", {{"units", 4}, {"return_sequences", true}}),
+                             layer("GlobalAveragePooling1D", "avg"), dense("out", 1, "sigmoid")});
+  const models::ModelInfo info = models::keras_model(m.dump(), "masking.json");
+  EXPECT_EQ(info.keras_parameters, 3 * 4 * (2 + 4) + 2 * 3 * 4 + keras_dense(4, 1));
+  manual_seed(5);
+  auto net = info.build();
+  const auto* g = dynamic_cast<const nn::Graph*>(net.get());
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->inputs_of(1), (std::vector<int>{nn::Graph::kInput, 0}));  // mask: the input times its mask
+  EXPECT_EQ(g->inputs_of(3), (std::vector<int>{2, 0}));                  // avg: the GRU's sequence and the mask
+  net->eval();
+  const float a = 0.3f, b = -0.7f, c = 1.1f, p = -1.f;
+  // Two steps (a, b) and (c, a) with padding after, before, inside; then a step with one padding value.
+  const Tensor x = from_vector(std::vector<float>{a, b, c, a, p, p, p, p, p, p, p, p, p, p, p, p, a, b, c, a,
+                                                  a, b, p, p, c, a, p, p, p, p, p, b, a, b, c, a, p, p, p, p},
+                               Shape{4, 5, 2});
+  const std::vector<float> y = (*net)(x).to_vector<float>();
+  ASSERT_EQ(y.size(), 4u);
+  EXPECT_NEAR(y[1], y[0], 1e-6);
+  EXPECT_NEAR(y[2], y[0], 1e-6);
+  EXPECT_GT(std::fabs(y[3] - y[0]), 1e-4);  // (p, b) is a step: one feature at mask_value is not padding
+  expect_refusal(sequential({input({5, 2}), masking, flatten(), dense("out", 1, "sigmoid")}),
+                 "layer 'flatten' (Flatten) receives a sequence's mask");
+  expect_refusal(sequential({input({5, 2}), layer("Permute", "perm", {{"dims", {1, 2}}}), flatten(), dense("out", 1)}),
+                 "layer 'perm' (Permute) has dims [1,2] over a sample of 2 dimensions; loupe's Permute swaps");
+  expect_refusal(sequential({input({5, 2}), layer("RepeatVector", "rep", {{"n", 3}}), flatten(), dense("out", 1)}),
+                 "layer 'rep' (RepeatVector) takes a vector per sample");
+  expect_refusal(sequential({input({4}), layer("ReLU", "relu", {{"max_value", 6.0}}), dense("out", 1)}),
+                 "layer 'relu' (ReLU) has max_value 6.0; loupe's relu is not capped");
+}
+
+// SpatialDropout1D and 2D drop whole feature maps in training: one draw per sample and channel,
+// the same at every step or pixel, the kept ones scaled by 1 / (1 - rate); in evaluation nothing.
+TEST(KerasOptions, SpatialDropoutDropsWholeChannels) {
+  for (const bool image : {false, true}) {
+    const json drop = layer(image ? "SpatialDropout2D" : "SpatialDropout1D", "drop", {{"rate", 0.5}});
+    const json m = sequential({input(image ? std::vector<int64_t>{3, 4, 16} : std::vector<int64_t>{6, 16}), drop, flatten(),
+                               dense("out", 2, "softmax")});
+    const models::ModelInfo info = models::keras_model(m.dump(), "spatial.json");
+    manual_seed(7);
+    auto net = info.build();
+    std::shared_ptr<nn::Module> d;
+    for (const auto& [name, mod] : net->children())
+      if (name == "drop") d = mod;
+    ASSERT_NE(d, nullptr);
+    const int64_t n = 8, channels = 16, at = image ? 12 : 6;  // pixels or steps per channel
+    const Tensor x = image ? ones(Shape{n, channels, 3, 4}) : ones(Shape{n, at, channels});
+    d->train();
+    const std::vector<float> y = (*d)(x).to_vector<float>();
+    int dropped = 0;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        auto value = [&](int64_t k) { return image ? y[size_t((s * channels + ch) * at + k)] : y[size_t((s * at + k) * channels + ch)]; };
+        for (int64_t k = 0; k < at; ++k) ASSERT_EQ(value(k), value(0)) << image << " sample " << s << " channel " << ch;
+        ASSERT_TRUE(value(0) == 0.f || value(0) == 2.f) << value(0);
+        dropped += value(0) == 0.f;
+      }
+    EXPECT_GT(dropped, n * channels / 4);
+    EXPECT_LT(dropped, n * channels * 3 / 4);
+    d->eval();
+    EXPECT_EQ((*d)(x).to_vector<float>(), x.to_vector<float>());
+  }
 }
