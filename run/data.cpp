@@ -333,12 +333,14 @@ DataRequest request_for(const models::ModelInfo& info) {
 
 Data load_data(const DataRequest& req, Device dev) {
   const bool known = req.dataset == "mnist" || req.dataset == "cifar10";
-  const bool arrays = (known || req.dataset == "arrays") && !req.synthetic && !req.dir.empty() &&
-                      data::has_npy_arrays(req.dir);
+  // IMDb's shape of model (ids over 20,000 words, one output) given NumPy arrays reads them as its
+  // own data: the Keras examples' imdb.load_data after pad_sequences.
+  const bool own = req.dataset == "arrays" || req.dataset == "imdb";
+  const bool arrays = (known || own) && !req.synthetic && !req.dir.empty() && data::has_npy_arrays(req.dir);
   if (req.val_split > 0 && !arrays)
     throw Error("--val-split holds out part of NumPy arrays that have no test set (--data DIR with x_train.npy and "
                 "y_train.npy); this run's data has its own test set");
-  if (req.dataset == "arrays") return model_arrays(req, dev);
+  if (req.dataset == "arrays" || (own && arrays)) return model_arrays(req, dev);
   if (req.dataset == "imdb" || req.dataset == "imdb_bigrams") return imdb(req, dev);
   if (req.dataset == "chars") return chars(req, dev);
   Raw r;

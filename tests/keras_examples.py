@@ -13,12 +13,26 @@ mnist_hierarchical_rnn.json   keras/examples/mnist_hierarchical_rnn.py: TimeDist
                    (hard_sigmoid).
 mnist_irnn.json    keras/examples/mnist_irnn.py: SimpleRNN(100, relu) over the 784 pixels, its
                    kernel RandomNormal(stddev 0.001), its recurrent kernel Identity(1).
+imdb_cnn.json      keras/examples/imdb_cnn.py: Embedding(5000, 50) over 400 tokens, Conv1D(250, 3,
+                   relu), GlobalMaxPooling1D, Dense(250), Dropout, Activation layers (relu, and
+                   sigmoid on the one output).
+imdb_lstm.json     keras/examples/imdb_lstm.py: Embedding(20000, 128) without input_length (a time
+                   length of None), LSTM(128, dropout=0.2, recurrent_dropout=0.2), Dense(1, sigmoid).
+imdb_gru_mask.json a Keras 3 text model (model.to_json() of keras.Sequential): Input of any
+                   length, Embedding(10000, 64, mask_zero=True), GRU(64), Dense(1, sigmoid).
 inception.json     an Inception-style block (GoogLeNet's: 1x1, 1x1 then 3x3, 1x1 then 5x5, 3x3 max
                    pooling then 1x1, concatenated on the channels) twice over a CIFAR-10 image.
+
+Beside each text model, its data as the Keras example would have it (keras.datasets.imdb after
+pad_sequences: int32 token ids [N, length], 0 the padding before a review, labels 0 or 1), in
+OUTDIR/NAME_data/{x,y}_{train,test}.npy. The reviews are random words with the sentiment in a few
+of them (word 10 in a positive one, 11 in a negative one), so a model that trains learns it.
 """
 import json
 import os
 import sys
+
+import numpy as np
 
 counts = {}
 
@@ -27,7 +41,8 @@ def name_for(cls):
     """Keras 2.2's automatic names: the class in snake case and a count from 1 (conv2d_1, ...)."""
     base = {"Conv2D": "conv2d", "BatchNormalization": "batch_normalization", "Activation": "activation",
             "Add": "add", "AveragePooling2D": "average_pooling2d", "Flatten": "flatten", "Dense": "dense",
-            "InputLayer": "input", "MaxPooling2D": "max_pooling2d", "Concatenate": "concatenate", "LSTM": "lstm",
+            "InputLayer": "input", "Embedding": "embedding", "Conv1D": "conv1d", "Dropout": "dropout",
+            "GlobalMaxPooling1D": "global_max_pooling1d", "MaxPooling2D": "max_pooling2d", "Concatenate": "concatenate", "LSTM": "lstm",
             "TimeDistributed": "time_distributed", "SimpleRNN": "simple_rnn"}[cls]
     counts[base] = counts.get(base, 0) + 1
     return f"{base}_{counts[base]}"
@@ -164,6 +179,84 @@ def mnist_irnn():
                                                           {"class_name": "Dense", "config": dense}]}}
 
 
+def sequential(layers):
+    """Keras 2.2.4's Sequential.get_config: a name and the layers' list."""
+    return {"class_name": "Sequential", "keras_version": "2.2.4", "backend": "tensorflow",
+            "config": {"name": "sequential_1", "layers": layers}}
+
+
+def keras2_layer(cls, **config):
+    return {"class_name": cls, "config": dict(name=name_for(cls), trainable=True, **config)}
+
+
+def embedding(vocab, dims, length):
+    return keras2_layer("Embedding", batch_input_shape=[None, length], dtype="float32", input_dim=vocab,
+                        output_dim=dims, embeddings_initializer=init("RandomUniform", minval=-0.05, maxval=0.05,
+                                                                     seed=None),
+                        embeddings_regularizer=None, activity_regularizer=None, embeddings_constraint=None,
+                        mask_zero=False, input_length=length)
+
+
+def dense2(units, activation):
+    return keras2_layer("Dense", units=units, activation=activation, use_bias=True, kernel_initializer=GLOROT_UNIFORM,
+                        bias_initializer=init("Zeros"), kernel_regularizer=None, bias_regularizer=None,
+                        activity_regularizer=None, kernel_constraint=None, bias_constraint=None)
+
+
+def imdb_cnn():
+    counts.clear()
+    conv = keras2_layer("Conv1D", filters=250, kernel_size=[3], strides=[1], padding="valid",
+                        data_format="channels_last", dilation_rate=[1], activation="relu", use_bias=True,
+                        kernel_initializer=GLOROT_UNIFORM, bias_initializer=init("Zeros"), kernel_regularizer=None,
+                        bias_regularizer=None, activity_regularizer=None, kernel_constraint=None, bias_constraint=None)
+    return sequential([embedding(5000, 50, 400), keras2_layer("Dropout", rate=0.2, noise_shape=None, seed=None), conv,
+                       keras2_layer("GlobalMaxPooling1D", data_format="channels_last"), dense2(250, "linear"),
+                       keras2_layer("Dropout", rate=0.2, noise_shape=None, seed=None),
+                       keras2_layer("Activation", activation="relu"), dense2(1, "linear"),
+                       keras2_layer("Activation", activation="sigmoid")])
+
+
+def imdb_lstm():
+    counts.clear()
+    lstm = lstm_config(128)
+    lstm.update(dropout=0.2, recurrent_dropout=0.2)
+    return sequential([embedding(20000, 128, None), {"class_name": "LSTM", "config": lstm}, dense2(1, "sigmoid")])
+
+
+def keras3(cls, config, module="keras.layers"):
+    return {"module": module, "class_name": cls, "config": config, "registered_name": None}
+
+
+FLOAT32 = keras3("DTypePolicy", {"name": "float32"}, module="keras")
+
+
+def imdb_gru_mask():
+    """Keras 3.x's serialization: modules and registered names, the dtype a policy, Input's batch_shape."""
+    def init3(cls, **config):
+        return keras3(cls, config, module="keras.initializers")
+
+    def base(name):
+        return {"name": name, "trainable": True, "dtype": FLOAT32}
+    emb = dict(base("embedding"), input_dim=10000, output_dim=64,
+               embeddings_initializer=init3("RandomUniform", minval=-0.05, maxval=0.05, seed=None),
+               embeddings_regularizer=None, activity_regularizer=None, embeddings_constraint=None, mask_zero=True)
+    gru = dict(base("gru"), return_sequences=False, return_state=False, go_backwards=False, stateful=False,
+               unroll=False, zero_output_for_mask=False, units=64, activation="tanh", recurrent_activation="sigmoid",
+               use_bias=True, kernel_initializer=init3("GlorotUniform", seed=None),
+               recurrent_initializer=init3("Orthogonal", gain=1.0, seed=None), bias_initializer=init3("Zeros"),
+               kernel_regularizer=None, recurrent_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+               kernel_constraint=None, recurrent_constraint=None, bias_constraint=None, dropout=0.0,
+               recurrent_dropout=0.0, reset_after=True, seed=None)
+    dense = dict(base("dense"), units=1, activation="sigmoid", use_bias=True,
+                 kernel_initializer=init3("GlorotUniform", seed=None), bias_initializer=init3("Zeros"),
+                 kernel_regularizer=None, bias_regularizer=None, kernel_constraint=None, bias_constraint=None)
+    layers = [keras3("InputLayer", {"batch_shape": [None, None], "dtype": "int32", "sparse": False,
+                                    "name": "input_layer"}),
+              keras3("Embedding", emb), keras3("GRU", gru), keras3("Dense", dense)]
+    return keras3("Sequential", {"name": "sequential", "trainable": True, "dtype": FLOAT32, "layers": layers},
+                  module="keras")
+
+
 def inception():
     counts.clear()
     m = Model()
@@ -191,14 +284,32 @@ def inception():
     return m.file(inputs, m.dense(y, 10, "softmax", GLOROT_UNIFORM))
 
 
+def text_arrays(out, vocab, length, padded, n_train=640, n_test=256, seed=1):
+    rng = np.random.default_rng(seed)
+    os.makedirs(out, exist_ok=True)
+    for part, n in (("train", n_train), ("test", n_test)):
+        y = rng.integers(0, 2, n)
+        x = rng.integers(12, vocab, (n, length))
+        for i in range(n):
+            start = int(rng.integers(0, length // 2)) if padded else 0
+            x[i, :start] = 0
+            x[i, rng.choice(np.arange(start, length), 3, replace=False)] = 10 if y[i] else 11
+        np.save(os.path.join(out, f"x_{part}.npy"), x.astype(np.int32))
+        np.save(os.path.join(out, f"y_{part}.npy"), y.astype(np.int32))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     os.makedirs(sys.argv[1], exist_ok=True)
     for name, make in (("resnet20_v1", resnet20_v1), ("inception", inception),
-                       ("mnist_hierarchical_rnn", mnist_hierarchical_rnn), ("mnist_irnn", mnist_irnn)):
+                       ("mnist_hierarchical_rnn", mnist_hierarchical_rnn), ("mnist_irnn", mnist_irnn),
+                       ("imdb_cnn", imdb_cnn), ("imdb_lstm", imdb_lstm), ("imdb_gru_mask", imdb_gru_mask)):
         with open(os.path.join(sys.argv[1], name + ".json"), "w") as f:
             json.dump(make(), f, indent=1)
+    for name, vocab, length, padded in (("imdb_cnn", 5000, 400, False), ("imdb_lstm", 20000, 80, False),
+                                        ("imdb_gru_mask", 10000, 80, True)):
+        text_arrays(os.path.join(sys.argv[1], name + "_data"), vocab, length, padded)
 
 
 if __name__ == "__main__":

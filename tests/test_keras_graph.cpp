@@ -20,6 +20,8 @@
 #include "keras_test.h"
 #include "loupe.h"
 #include "models/keras_json.h"
+#include "run/data.h"
+#include "run/run.h"
 #include "nn/graph.h"
 #include "skip.h"
 
@@ -308,4 +310,39 @@ TEST(KerasExamples, TheMnistRecurrentExamplesAreKerass) {
   EXPECT_EQ(irnn.keras_parameters, 100 * (1 + 100) + 100 + 100 * 10 + 10);
   EXPECT_EQ(irnn.recipe.dataset, "mnist");
   builds_and_learns(irnn);
+}
+
+// The Keras examples' text models from their files, trained on NumPy arrays of the examples' shapes
+// (tests/keras_examples.py: imdb.load_data after pad_sequences, the sentiment in a few words):
+// imdb_cnn.py (Conv1D, GlobalMaxPooling1D, Activation layers), imdb_lstm.py (Keras's dropout and
+// recurrent dropout, a time length of None: the arrays' 80), and a Keras 3 GRU with mask_zero over
+// reviews padded before. Keras's counts, and a model that learns the words: 2 epochs on the CPU.
+TEST(KerasExamples, TheImdbExamplesTrainOnTheirNumPyArrays) {
+  if (examples().empty()) LOUPE_SKIP_NOT_HERE << "tests/keras_examples.py did not run (/usr/bin/python3)";
+  struct Example {
+    const char* name;
+    int64_t keras_parameters;
+    const char* data_line;
+  };
+  const Example cases[] = {
+      {"imdb_cnn", 5000 * 50 + (3 * 50 * 250 + 250) + (250 * 250 + 250) + (250 + 1), "[N, 400]"},
+      {"imdb_lstm", 20000 * 128 + (4 * 128 * (128 + 128) + 4 * 128) + (128 + 1), "[N, 80]"},
+      {"imdb_gru_mask", 10000 * 64 + (3 * 64 * (64 + 64) + 2 * 3 * 64) + (64 + 1), "[N, 80]"},
+  };
+  for (const Example& e : cases) {
+    run::RunConfig c;
+    c.model = models::load_keras_model((examples() / (std::string(e.name) + ".json")).string());
+    EXPECT_EQ(c.model.keras_parameters, e.keras_parameters) << e.name;
+    EXPECT_EQ(c.model.expected_parameters, e.keras_parameters) << e.name;
+    c.data = run::request_for(c.model);
+    c.data.dir = (examples() / (std::string(e.name) + "_data")).string();
+    c.device = kCPU;
+    c.epochs = 2;
+    c.monitor.nvml = false;
+    run::Run r(c);
+    EXPECT_NE(r.data().description.find(std::string("int32 ") + e.data_line), std::string::npos) << r.data().description;
+    const run::RunResult res = r.run();
+    ASSERT_EQ(res.end, run::RunResult::End::Finished) << e.name << ": " << res.message;
+    EXPECT_GE(res.last, 0.9) << e.name;
+  }
 }
