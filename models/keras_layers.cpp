@@ -26,7 +26,7 @@ namespace {
 // it, and a Masking layer, whose own replaces it.
 bool reads_mask(const std::string& cls) {
   for (const char* c : {"Dropout", "SpatialDropout1D", "Activation", "ReLU", "ELU", "Masking", "LSTM", "GRU", "SimpleRNN",
-                        "GlobalAveragePooling1D"})
+                        "Bidirectional", "GlobalAveragePooling1D"})
     if (cls == c) return true;
   return false;
 }
@@ -47,8 +47,8 @@ void Parser::layer(const Layer& l, bool last) {
             "batch_input_shape [null, 100])");
   if (masked && !reads_mask(l.cls))
     fail(l, "receives a sequence's mask (an Embedding's mask_zero or a Masking layer), which loupe carries through "
-            "Dropout, SpatialDropout1D, Activation, ReLU and ELU to LSTM, GRU, SimpleRNN and GlobalAveragePooling1D "
-            "layers only");
+            "Dropout, SpatialDropout1D, Activation, ReLU and ELU to LSTM, GRU, SimpleRNN, Bidirectional and "
+            "GlobalAveragePooling1D layers only");
   dispatch(l);
   timed_ = timed_ && shape_.size() == 2;  // a layer that returns one vector ends the time axis
   if (l.cls == "InputLayer" || l.cls == "Embedding") timed_ = true;
@@ -113,7 +113,7 @@ void Parser::dispatch(const Layer& l) {
   fail(l, "is not a layer loupe has; it has InputLayer, Dense, Conv1D, Conv2D, MaxPooling1D, MaxPooling2D, "
           "AveragePooling1D, AveragePooling2D, ZeroPadding2D, BatchNormalization, Dropout, SpatialDropout1D, "
           "SpatialDropout2D, Flatten, Reshape, Permute, RepeatVector, Activation, ReLU, ELU, Embedding, Masking, LSTM, "
-          "GRU, SimpleRNN, Bidirectional(LSTM), TimeDistributed, GlobalAveragePooling1D, GlobalMaxPooling1D, "
+          "GRU, SimpleRNN, Bidirectional, TimeDistributed, GlobalAveragePooling1D, GlobalMaxPooling1D, "
           "GlobalAveragePooling2D, GlobalMaxPooling2D, and in a functional model Add, Subtract, Multiply, Average, "
           "Maximum, Minimum and Concatenate");
 }

@@ -132,6 +132,10 @@ KerasWeights lstm_weights(const std::string& layer, const std::string& inner, in
 // `bias_rows` 0 (no bias), 1, or 2 (a GRU with reset_after: the input's and the recurrent bias).
 KerasWeights rnn_weights(const std::string& layer, const std::string& cls, int64_t in, int64_t units, int gates,
                          int64_t bias_rows);
+// Bidirectional(GRU, SimpleRNN, or an LSTM run step by step): the two directions' variables as
+// Keras names them ("forward_<inner>/kernel", ...), into BiRecurrent's two nn::Recurrent.
+KerasWeights bi_rnn_weights(const std::string& layer, const std::string& inner, const std::string& cls, int64_t in,
+                            int64_t units, int gates, int64_t bias_rows);
 
 // What a file's Keras version decides (docs/keras.md, "Keras versions"): hard_sigmoid's slope
 // (Keras 2: 0.2; Keras 3: 1/6), the recurrent layers' recurrent_activation where the file has

@@ -168,6 +168,25 @@ inline std::shared_ptr<nn::Module> keras_recurrent(const nn::RnnParams& p, const
   return m;
 }
 
+// Keras's Bidirectional over a GRU, SimpleRNN or step-by-step LSTM: the layer and its twin reading
+// the sequence backwards (and its mask, if any), their outputs side by side; a returned sequence's
+// backward half in the input's order (RnnParams::time_order), as Keras's.
+class BiRecurrent : public nn::Module {
+ public:
+  BiRecurrent(std::shared_ptr<nn::Module> forward, std::shared_ptr<nn::Module> backward)
+      : forward_(register_module("forward", std::move(forward))), backward_(register_module("backward", std::move(backward))) {}
+  Tensor forward(const Tensor& x) override { return forward_many({x}); }
+  bool takes(size_t n) const override { return n == 1 || n == 2; }
+  Tensor forward_many(const std::vector<Tensor>& xs) override {
+    const Tensor f = forward_->call_many(xs), b = backward_->call_many(xs);
+    return cat({f, b}, f.dim() - 1);
+  }
+  std::string type_name() const override { return "Bidirectional(" + forward_->type_name() + ")"; }
+
+ private:
+  std::shared_ptr<nn::Module> forward_, backward_;
+};
+
 // GlobalAveragePooling1D: [N, T, F] -> [N, F]; given a mask [N, T] as well, the mean over the
 // steps it keeps, as Keras's, but zeros for a sequence of padding only (Keras's 0 / 0, NaN).
 class MeanOverTime : public nn::Module {

@@ -157,7 +157,9 @@ class Parser : public Parsed {
 
   // Keras's GRU, SimpleRNN, and an LSTM with what nn::LSTM's kernels lack (nn::Recurrent, Keras's
   // layouts): the options it computes, the others refused by name.
-  void recurrent(const Layer& l);
+  // `inner_name`: a Bidirectional's wrapped layer's own name (its variables' prefix), which makes
+  // the step a BiRecurrent of the layer and its backward twin.
+  void recurrent(const Layer& l, const std::string& inner_name = "");
 
   // Keras's dropout and recurrent_dropout, and how many masks it draws: one per gate in its
   // implementation 1 (Keras 2's default; every Keras's with recurrent dropout), else one.

@@ -110,7 +110,7 @@ float Parser::recurrent_slope(const Layer& l, const json& c) const {
   fail(l, "has recurrent_activation '" + cut(a) + "'; loupe's " + l.cls + " has sigmoid and hard_sigmoid");
 }
 
-void Parser::recurrent(const Layer& l) {
+void Parser::recurrent(const Layer& l, const std::string& inner_name) {
   const json& c = cfg(l);
   if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
   need_values(l, c, {{"stateful", false}, {"return_state", false}, {"time_major", false}, {"unit_forget_bias", true}});
@@ -129,16 +129,25 @@ void Parser::recurrent(const Layer& l) {
   p.go_backwards = conf(l).flag("go_backwards", false);
   p.return_sequences = conf(l).flag("return_sequences", false);
   init(l, "bias_initializer", "zeros");
-  add(l, recurrent_init(l, p));
+  const bool bi = !inner_name.empty();
+  if (bi && p.go_backwards) fail(l, "reads its sequence backwards inside a Bidirectional; loupe's runs it forwards and its twin backwards");
+  if (bi) {
+    nn::RnnParams back = p;
+    back.go_backwards = back.time_order = true;
+    const auto make_forward = recurrent_init(l, p), make_backward = recurrent_init(l, back);
+    add(l, [make_forward, make_backward] { return std::make_shared<BiRecurrent>(make_forward(), make_backward()); });
+  } else {
+    add(l, recurrent_init(l, p));
+  }
   if (mask_ != kNoMask) {  // the step reads the mask too; a layer that returns one vector ends it
     steps.back().inputs.push_back(mask_);
     if (!p.return_sequences) mask_ = kNoMask;
   }
-  const int64_t g = p.gates(), u = p.units, in = p.input_size;
+  const int64_t g = p.gates(), u = p.units, in = p.input_size, dirs = bi ? 2 : 1;
   const int64_t bias_rows = !p.use_bias ? 0 : gru && p.reset_after ? 2 : 1;
-  own(rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
-  parameters(l, g * __int128(u) * (in + u) + bias_rows * g * u, 0);
-  shape_ = p.return_sequences ? std::vector<int64_t>{shape_[0], u} : std::vector<int64_t>{u};
+  own(bi ? bi_rnn_weights(l.name, inner_name, l.cls, in, u, int(g), bias_rows) : rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
+  parameters(l, dirs * (g * __int128(u) * (in + u) + bias_rows * g * u), 0);
+  shape_ = p.return_sequences ? std::vector<int64_t>{shape_[0], dirs * u} : std::vector<int64_t>{dirs * u};
 }
 
 void Parser::dropouts(const Layer& l, nn::RnnParams& p) {
@@ -172,12 +181,20 @@ void Parser::bidirectional(const Layer& l) {
     fail(l, "has a backward_layer of its own; loupe's runs the forward layer's twin");
   const json& inner = c.at("layer");
   const std::string wrapped = Config{inner, file_ + ": " + layer_label(l) + "'s layer"}.text("class_name", "layer");
-  if (wrapped != "LSTM") fail(l, "wraps a " + cut(wrapped) + "; loupe's Bidirectional wraps an LSTM");
+  if (wrapped != "LSTM" && wrapped != "GRU" && wrapped != "SimpleRNN")
+    fail(l, "wraps a " + cut(wrapped) + "; loupe's Bidirectional wraps an LSTM, a GRU or a SimpleRNN");
   // The step takes the wrapper's name (Keras's summary names the layer by it; Keras 3 calls the
   // inner one "forward_" + it).
-  const Layer lstm_layer{"LSTM", l.name, &inner.at("config")};
-  common(lstm_layer);
-  lstm(lstm_layer, inner.at("config"), true, Config{inner.at("config"), file_ + ": " + layer_label(l)}.text("name", "lstm"));
+  const json& ic = inner.at("config");
+  const Layer wrapped_layer{wrapped, l.name, &ic};
+  common(wrapped_layer);
+  const std::string inner_name = Config{ic, file_ + ": " + layer_label(l)}.text("name", "lstm");
+  const Config k{ic, file_ + ": " + layer_label(l) + "'s layer"};
+  // loupe's LSTM kernels run both directions at once where they can; the rest, step by step.
+  const bool kernels = wrapped == "LSTM" && mask_ == kNoMask && k.real("dropout", 0, kFraction) == 0 &&
+                       k.real("recurrent_dropout", 0, kFraction) == 0 && !k.flag("go_backwards", false);
+  if (kernels) return lstm(wrapped_layer, ic, true, inner_name);
+  recurrent(Layer{wrapped, l.name, &ic}, inner_name);
 }
 
 void Parser::time_distributed(const Layer& l) {

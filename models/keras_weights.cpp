@@ -169,6 +169,26 @@ KerasWeights rnn_weights(const std::string& layer, const std::string& cls, int64
   };
   return w;
 }
+KerasWeights bi_rnn_weights(const std::string& layer, const std::string& inner, const std::string& cls, int64_t in,
+                            int64_t units, int gates, int64_t bias_rows) {
+  const KerasWeights one = rnn_weights(layer, cls, in, units, gates, bias_rows);
+  KerasWeights w{layer, "Bidirectional", {}, {}, {}, nullptr};
+  for (const char* d : {"forward", "backward"})
+    for (size_t i = 0; i < one.names.size(); ++i) {
+      w.names.push_back(std::string(d) + "_" + inner + "/" + one.names[i]);
+      w.shapes.push_back(one.shapes[i]);
+      w.paths.push_back(std::string(d) + "_layer/" + one.paths[i]);  // Keras 3: the wrapper's two layers
+    }
+  // Each half as one layer's, its tensors under BiRecurrent's "forward." and "backward.".
+  w.convert = [convert = one.convert, n = one.names.size()](const std::vector<Tensor>& a) {
+    Named out;
+    for (size_t d = 0; d < 2; ++d)
+      for (auto& [name, t] : convert(std::vector<Tensor>(a.begin() + long(d * n), a.begin() + long((d + 1) * n))))
+        out.emplace_back((d == 0 ? "forward." : "backward.") + name, t);
+    return out;
+  };
+  return w;
+}
 }  // namespace keras
 
 std::vector<KerasVariable> keras_variables(const ModelInfo& info) {

@@ -669,6 +669,39 @@ def case_bidirectional():
     return layers, w, names, x, y
 
 
+def case_bidirectional_masked():
+    """Token ids with padding (mask_zero) through Bidirectional(GRU) returning its sequence and
+    Bidirectional(LSTM) run step by step: each direction skips the masked steps, the backward one
+    from the last step to the first, its sequence back in time order."""
+    def gru_w(n_in, u):
+        return [weights(n_in, 3 * u), weights(u, 3 * u), weights(2, 3 * u, scale=0.5)]
+
+    def lstm_w(n_in, u):
+        return [weights(n_in, 4 * u), weights(u, 4 * u), weights(4 * u, scale=0.2)]
+    emb = [weights(12, 3)]
+    fw1, bw1, fw2, bw2 = gru_w(3, 4), gru_w(3, 4), lstm_w(8, 2), lstm_w(8, 2)
+    rnn_cfg = lambda cls, name, units, seq: {"class_name": cls, "config": {"name": name, "units": units,
+                                                                           "return_sequences": seq}}
+    layers = [layer("Embedding", "emb", input_dim=12, output_dim=3, mask_zero=True, batch_input_shape=[None, 6]),
+              {"class_name": "Bidirectional", "config": {"name": "bi1", "merge_mode": "concat",
+                                                         "layer": rnn_cfg("GRU", "gru", 4, True)}},
+              {"class_name": "Bidirectional", "config": {"name": "bi2", "merge_mode": "concat",
+                                                         "layer": rnn_cfg("LSTM", "lstm", 2, False)}},
+              layer("Dense", "out", units=2, activation="softmax")]
+    out = [weights(4, 2), weights(2)]
+    x = np.array([[0, 0, 3, 7, 1, 9], [5, 2, 8, 0, 0, 0], [4, 0, 6, 0, 11, 2]], np.int32)
+    mask, e = x != 0, emb[0][x]
+    seq = np.concatenate([gru(e, *fw1, True, True, mask=mask),
+                          gru(e, *bw1, True, True, go_backwards=True, mask=mask)[:, ::-1]], 2)
+    last = np.concatenate([lstm(seq, *fw2, False, mask=mask), lstm(seq, *bw2, False, go_backwards=True, mask=mask)], 1)
+    y = last @ out[0] + out[1]
+    rnn_names = ["kernel", "recurrent_kernel", "bias"]
+    w = {"emb": emb, "bi1": fw1 + bw1, "bi2": fw2 + bw2, "out": out}
+    names = {"emb": ["embeddings"], "bi1": [f"{d}_gru/{n}" for d in ("forward", "backward") for n in rnn_names],
+             "bi2": [f"{d}_lstm/{n}" for d in ("forward", "backward") for n in rnn_names], "out": ["kernel", "bias"]}
+    return layers, w, names, x, y
+
+
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
          "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
@@ -678,11 +711,12 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards,
          "mask_zero": case_mask_zero, "activations_keras2": case_activations_keras2,
          "activations_keras3": case_activations_keras3, "masking": case_masking,
-         "repeat_permute": case_repeat_permute}
+         "repeat_permute": case_repeat_permute, "bidirectional_masked": case_bidirectional_masked}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
-            "gru_keras3": "3", "mask_zero": "3", "activations_keras2": "2.1.6", "activations_keras3": "3", "masking": "3"}
+            "gru_keras3": "3", "mask_zero": "3", "activations_keras2": "2.1.6", "activations_keras3": "3", "masking": "3",
+            "bidirectional_masked": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):

@@ -235,8 +235,8 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_activation"] = "relu";
   expect(j, "recurrent_activation 'relu'; loupe's LSTM has sigmoid and hard_sigmoid");
   j = bil;
-  j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_dropout"] = 0.2;
-  expect(j, "recurrent_dropout 0.2");
+  j["config"]["layers"][2]["config"]["layer"]["config"]["recurrent_dropout"] = 1.0;
+  expect(j, "recurrent_dropout 1.0; loupe takes a number from 0 to below 1");
   j = cnn;
   j["config"]["layers"][6]["config"]["activity_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
   expect(j, "regularizer (activity_regularizer)");
@@ -287,7 +287,8 @@ TEST(KerasJson, WhatLoupeCannotHonourIsRefusedByName) {
   expect(j, "units 15000; loupe takes a positive whole number up to 2048");
   j = bil;
   j["config"]["layers"][1]["config"]["mask_zero"] = true;
-  expect(j, "(Bidirectional) receives a sequence's mask (an Embedding's mask_zero or a Masking layer)");
+  j["config"]["layers"][2]["config"]["layer"]["config"]["return_sequences"] = true;
+  expect(j, "(Dense) receives a sequence's mask (an Embedding's mask_zero or a Masking layer)");
   j = cnn;
   j["config"]["layers"][0]["config"]["batch_shape"] = {nullptr, nullptr, 28, 1};
   expect(j, "not a positive whole number");

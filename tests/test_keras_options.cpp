@@ -630,13 +630,16 @@ TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
   expect_refusal(lstm_with("unit_forget_bias", false), "has unit_forget_bias false; loupe's LSTM has true");
   expect_refusal(lstm_with("activation", "relu"), "has activation \"relu\"; loupe's LSTM has \"tanh\"");
   json dropped = bidirectional("bi", 3, false);
-  dropped["config"]["layer"]["config"]["dropout"] = 0.1;
-  expect_refusal(sequential({input({5, 4}), dropped, dense("fc", 2, "softmax")}), "layer 'bi' (LSTM) has dropout 0.1; loupe's LSTM has 0.0");
+  dropped["config"]["layer"]["config"]["dropout"] = 0.1;  // runs step by step (BiRecurrent), as Keras's
+  const models::ModelInfo bi = models::keras_model(sequential({input({5, 4}), dropped, dense("fc", 2, "softmax")}).dump(), "m.json");
+  EXPECT_EQ(bi.keras_parameters, 2 * keras_lstm(4, 3) + keras_dense(6, 2));
+  EXPECT_EQ(bi.build()->num_parameters(), bi.expected_parameters);
   expect_refusal(lstm_with("recurrent_initializer", "glorot_uniform"),
                  "has recurrent_initializer 'glorotuniform'; loupe initialises as Keras's default (orthogonal)");
   json inner = bidirectional("bi", 3, false);
   inner["config"]["layer"]["config"]["go_backwards"] = true;
-  expect_refusal(sequential({input({5, 4}), inner, dense("fc", 2, "softmax")}), "layer 'bi' (LSTM) has go_backwards true");
+  expect_refusal(sequential({input({5, 4}), inner, dense("fc", 2, "softmax")}),
+                 "layer 'bi' (LSTM) reads its sequence backwards inside a Bidirectional");
   json frozen = bidirectional("bi", 3, false);
   frozen["config"]["layer"]["config"]["trainable"] = false;
   expect_refusal(sequential({input({5, 4}), frozen, dense("fc", 2, "softmax")}), "is frozen (trainable: false)");
@@ -948,8 +951,9 @@ TEST(KerasOptions, MaskZeroReachesTheRecurrentLayers) {
   expect_refusal(sequential({input({7}), emb, flatten(), dense("out", 1, "sigmoid")}),
                  "layer 'flatten' (Flatten) receives a sequence's mask (an Embedding's mask_zero or a Masking layer), which "
                  "loupe carries");
-  expect_refusal(sequential({input({7}), emb, bidirectional("bi", 4, false), dense("out", 1, "sigmoid")}),
-                 "layer 'bi' (Bidirectional) receives a sequence's mask");
+  expect_refusal(sequential({input({7}), emb, layer("Conv1D", "conv", {{"filters", 2}, {"kernel_size", 3}}),
+                             dense("out", 1, "sigmoid")}),
+                 "layer 'conv' (Conv1D) receives a sequence's mask");
 }
 
 // A time length of None ([null, null], the Keras example imdb_lstm's Embedding without

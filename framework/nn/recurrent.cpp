@@ -1,5 +1,7 @@
 #include "nn/recurrent.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -249,6 +251,7 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
     if (p.return_sequences) outputs.push_back(reshape(s.h, Shape{n, 1, p.units}));
   }
   if (!p.return_sequences) return s.h;
+  if (p.go_backwards && p.time_order) std::reverse(outputs.begin(), outputs.end());
   return outputs.size() == 1 ? outputs[0] : cat(outputs, 1);
 }
 

@@ -54,6 +54,7 @@ struct RnnParams {
   bool use_bias = true;
   bool go_backwards = false;       // the sequence from its last step to its first
   bool return_sequences = false;   // every step's output [N, T, u] (in the order processed), else the last [N, u]
+  bool time_order = false;         // go_backwards' sequence in the input's order (Keras's Bidirectional reverses it so)
   // Keras's dropout of the inputs and of the state fed back, in training: masks drawn once a
   // sequence, one per gate where `mask_per_gate` (Keras's implementation 1), else one for all.
   double dropout = 0, recurrent_dropout = 0;
