@@ -1,6 +1,7 @@
 // Keras's GRU, SimpleRNN and step-by-step LSTM (nn/recurrent.h): float64 gradient checks on the CPU
 // of every variant (reset_after both ways, hard_sigmoid, relu, backwards, sequences, no bias,
-// dropout with a mask per gate or one, Keras's mask of skipped steps) and CPU-vs-CUDA parity in float32. Their maths against
+// dropout with a mask per gate or one, Keras's mask of skipped steps) and CPU-vs-CUDA parity in float32,
+// cuDNN's GRU included. Their maths against
 // Keras's formulas is test_keras_reference's (gru_*, simple_rnn, lstm_backwards).
 #include <gtest/gtest.h>
 
@@ -188,5 +189,49 @@ TEST(RnnGpu, CudaMatchesTheCpu) {
     };
     near(yc, yg, "output");
     for (size_t i = 0; i < cpu.size(); ++i) near(cpu[i].grad(), gpu[i].grad(), "gradient " + std::to_string(i));
+  }
+}
+
+// A GRU with reset_after and the sigmoid runs as cuDNN's GRU on the GPU (nn::cudnn_gru; Keras's
+// tensors reordered into cuDNN's layout inside the step): the module's output, its input's
+// gradient and its tensors' gradients are the CPU's composition's, returning the sequence or the
+// last state; a mask, dropout or go_backwards keep the composition.
+TEST(RnnGpu, CudnnGruIsTheComposedOne) {
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
+  for (const bool seq : {false, true}) {
+    SCOPED_TRACE(seq ? "sequences" : "last state");
+    nn::RnnParams p;
+    p.cell = nn::RnnParams::Cell::Gru, p.input_size = 6, p.units = 5, p.return_sequences = seq;
+    manual_seed(21);
+    nn::Recurrent cpu(p), gpu(p);
+    const auto pc = cpu.named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i) {
+      nn::uniform_(pc[i].second, -0.8, 0.8);
+      copy_(gpu.named_parameters()[i].second, pc[i].second);
+    }
+    gpu.to(kCUDA);
+    Tensor x = empty(Shape{3, 7, 6});
+    nn::uniform_(x, -1.5, 1.5);
+    const Tensor xc = x.detach().requires_grad_(true), xg = to(x, kCUDA).detach().requires_grad_(true);
+    ASSERT_TRUE(nn::cudnn_gru(p, xg, false));
+    EXPECT_FALSE(nn::cudnn_gru(p, xg, true));
+    const size_t plans = lstm_cuda_plans().size();
+    const Tensor yc = cpu(xc), yg = gpu(xg);
+    if (!seq) EXPECT_EQ(lstm_cuda_plans().size(), plans + 1);  // cuDNN planned it (the second shape is cached)
+    backward(sum(yc * yc));
+    backward(sum(yg * yg));
+    // Against the tensor's largest value: cuDNN sums a gradient's terms in another order, and a
+    // small element that is the difference of large ones differs by the larger ones' rounding.
+    auto near = [](const Tensor& a, const Tensor& b, const std::string& what) {
+      const std::vector<float> u = a.to_vector<float>(), v = to(b, kCPU).to_vector<float>();
+      ASSERT_EQ(u.size(), v.size()) << what;
+      float largest = 0;
+      for (float e : u) largest = std::max(largest, std::fabs(e));
+      for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(u[i], v[i], 1e-5 + 1e-4 * largest) << what << " " << i;
+    };
+    near(yc, yg, "output");
+    near(xc.grad(), xg.grad(), "input gradient");
+    const auto pg = gpu.named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i) near(pc[i].second.grad(), pg[i].second.grad(), pc[i].first + " gradient");
   }
 }

@@ -1,7 +1,6 @@
 #include "nn/recurrent.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "ops/elementwise.h"
 #include "ops/gemm_cpu.h"
 #include "ops/linalg.h"
+#include "ops/lstm.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -257,10 +257,40 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
 
 Tensor Recurrent::forward(const Tensor& x) { return forward_many({x}); }
 
+bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked) {
+  return x.device().is_cuda() && p.cell == RnnParams::Cell::Gru && p.reset_after && p.hard_slope == 0 &&
+         p.activation == Act::Tanh && p.use_bias && p.dropout == 0 && p.recurrent_dropout == 0 && !p.go_backwards && !masked;
+}
+
+namespace {
+// Keras's GRU tensors (gates z, r, h; kernel [in, 3u], recurrent_kernel [u, 3u], bias [2, 3u]) as
+// cuDNN's flat weights (ops/lstm.h: W [3u, in], R [3u, u], b_W, b_R, gates r, z, n), through
+// differentiable ops: the gradient reaches Keras's tensors.
+Tensor cudnn_gru_weights(const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, int64_t u) {
+  auto gates = [u](const Tensor& t, int dim) {  // z, r, h -> r, z, h along dim
+    return cat({slice(t, dim, u, 2 * u), slice(t, dim, 0, u), slice(t, dim, 2 * u, 3 * u)}, dim);
+  };
+  auto flat = [](const Tensor& t) { return reshape(contiguous(t), Shape{t.numel()}); };
+  return cat({flat(gates(transpose(kernel, 0, 1), 0)), flat(gates(transpose(recurrent_kernel, 0, 1), 0)),
+              flat(gates(bias, 1))},
+             0);
+}
+}  // namespace
+
 Tensor Recurrent::forward_many(const std::vector<Tensor>& xs) {
   LOUPE_CHECK(takes(xs.size()), type_name(), " reads a sequence and, at most, its mask; got ", xs.size(), " inputs");
-  return rnn(autocast(xs[0]), autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_,
-             is_training(), xs.size() == 2 ? xs[1] : Tensor());
+  const Tensor x = autocast(xs[0]);
+  if (cudnn_gru(p_, x, xs.size() == 2)) {
+    LstmParams lp;
+    lp.input_size = p_.input_size;
+    lp.hidden_size = p_.units;
+    lp.gru = true;
+    const LstmResult r = lstm(x, cudnn_gru_weights(autocast(kernel), autocast(recurrent_kernel), autocast(bias), p_.units), lp,
+                              is_training());
+    return p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
+  }
+  return rnn(x, autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_, is_training(),
+             xs.size() == 2 ? xs[1] : Tensor());
 }
 
 std::string Recurrent::type_name() const {

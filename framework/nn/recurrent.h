@@ -69,6 +69,11 @@ struct RnnParams {
 Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
            bool training = false, const Tensor& mask = Tensor());
 
+// Whether a Recurrent runs as cuDNN's GRU on x (ops/lstm.h, LstmParams::gru): on the GPU, a GRU
+// with reset_after, the sigmoid and tanh, a bias, no dropout, read forwards, without a mask; the
+// rest is rnn()'s composition of loupe's ops, which is also the CPU's.
+bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked);
+
 class Recurrent : public Module {
  public:
   explicit Recurrent(const RnnParams& p);

@@ -33,7 +33,7 @@ int64_t lstm_weight_count(const LstmParams& p) {
   int64_t n = 0;
   for (int l = 0; l < p.num_layers; ++l) {
     int64_t in = l == 0 ? p.input_size : p.directions() * p.hidden_size;
-    n += p.directions() * (4 * p.hidden_size * (in + p.hidden_size) + 8 * p.hidden_size);
+    n += p.directions() * (p.gates() * p.hidden_size * (in + p.hidden_size) + 2 * p.gates() * p.hidden_size);
   }
   return n;
 }
@@ -47,10 +47,11 @@ LstmLayerOffsets lstm_layer_offsets(const LstmParams& p, int layer, int directio
   int64_t H = p.hidden_size;
   LstmLayerOffsets o;
   o.in = layer == 0 ? p.input_size : p.directions() * H;
-  o.w = lstm_weight_count(below) + direction * (4 * H * (o.in + H) + 8 * H);
-  o.r = o.w + 4 * H * o.in;
-  o.b_w = o.r + 4 * H * H;
-  o.b_r = o.b_w + 4 * H;
+  const int64_t G = p.gates();
+  o.w = lstm_weight_count(below) + direction * (G * H * (o.in + H) + 2 * G * H);
+  o.r = o.w + G * H * o.in;
+  o.b_w = o.r + G * H * H;
+  o.b_r = o.b_w + G * H;
   return o;
 }
 
@@ -66,7 +67,7 @@ double gemm_flops(const LstmParams& p, int64_t N, int64_t T) {
   double f = 0, H = double(p.hidden_size);
   for (int l = 0; l < p.num_layers; ++l) {
     double in = double(l == 0 ? p.input_size : p.directions() * p.hidden_size);
-    f += p.directions() * 2.0 * double(N * T) * 4 * H * (in + H);
+    f += p.directions() * 2.0 * double(N * T) * p.gates() * H * (in + H);
   }
   return f;
 }
@@ -85,7 +86,7 @@ void zero_second_bias(const LstmParams& p, const Tensor& dw) {
   for (int l = 0; l < p.num_layers; ++l)
     for (int d = 0; d < p.directions(); ++d) {
       const int64_t at = lstm_layer_offsets(p, l, d).b_r;
-      fill_(slice(dw, 0, at, at + 4 * p.hidden_size), 0);
+      fill_(slice(dw, 0, at, at + p.gates() * p.hidden_size), 0);
     }
 }
 
@@ -145,6 +146,8 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   LOUPE_CHECK(w.dim() == 1 && w.numel() == lstm_weight_count(p), "lstm: the flat weights must be [",
               lstm_weight_count(p), "], got ", w.shape().str());
   LOUPE_CHECK(x.device() == w.device(), "lstm: x on ", x.device().str(), " but the weights on ", w.device().str());
+  LOUPE_CHECK(!p.gru || (p.hard_slope == 0 && x.device().is_cuda()), "lstm: the GRU mode is cuDNN's (sigmoid gates, CUDA); "
+              "nn::Recurrent computes the others");
   LOUPE_CHECK(x.dtype() == w.dtype() && is_floating(x.dtype()), "lstm: x and the weights must share one floating ",
               "dtype, got ", dtype_name(x.dtype()), " and ", dtype_name(w.dtype()));
   int64_t N = x.size(0), T = x.size(1), H = p.hidden_size, D = p.directions();
@@ -169,7 +172,8 @@ LstmResult lstm(const Tensor& x, const Tensor& w, const LstmParams& p, bool trai
   LstmResult r;
   r.y = empty(Shape{N, T, D * H}, x.dtype(), x.device());
   r.h = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
-  r.c = empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
+  r.c = p.gru ? zeros(Shape{p.num_layers * D, N, H}, x.dtype(), x.device())  // a GRU has none
+              : empty(Shape{p.num_layers * D, N, H}, x.dtype(), x.device());
   const ExecContext ctx = current_context();
   // may re-seat r.y
   Tensor saved = kernels<LstmKernels>(x.device()).forward(ctx, kp, xc, wc, r.y, r.h, r.c, grad, seed, offset);

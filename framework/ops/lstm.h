@@ -9,7 +9,7 @@
 //
 // Weight layout: one flat vector, pseudo-layers in order p = layer * D + direction (D = 2 when
 // bidirectional, direction 1 runs from t = T-1 down to 0), each holding, contiguously:
-//   W   [4H, in_l]   rows: the i rows (H of them), then f, g, o; row-major
+//   W   [4H, in_l]   rows: the i rows (H of them), then f, g, o; row-major (a GRU: 3H, r, z, n)
 //   R   [4H, H]      same row order
 //   b_W [4H]         same order
 //   b_R [4H]
@@ -39,7 +39,14 @@ struct LstmParams {
   // Keras's one bias per gate: b_R is held at zero (its gradient is zero), so b_W is the bias and
   // the trained parameters are Keras's.
   bool single_bias = false;
+  // cuDNN's GRU instead of the LSTM (CUDA only; the CPU's GRU is nn::Recurrent's composition):
+  // three gates r, z, n in that order, no cell state (c stays zero),
+  //   r, z = sigmoid(x W + b_W + h R + b_R),  n = tanh(x W_n + b_Wn + r * (h R_n + b_Rn)),
+  //   h_t = (1 - z) * n + z * h_{t-1}
+  // (Keras's GRU with reset_after and the sigmoid, its gates z, r, h reordered).
+  bool gru = false;
   int directions() const { return bidirectional ? 2 : 1; }
+  int gates() const { return gru ? 3 : 4; }
 };
 
 // Elements of the flat weight vector.

@@ -152,7 +152,7 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
   cudnnTensorDescriptor_t md, bd;
   LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&md));
   LOUPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
-  const int64_t H = p.hidden_size, count = lstm_weight_count(p);
+  const int64_t H = p.hidden_size, count = lstm_weight_count(p), G = p.gates();
   std::vector<int32_t> to_cudnn(size_t(count), -1);
   bool same = true;
   auto piece = [&](const void* at, int64_t at_loupe, int64_t n) {
@@ -165,13 +165,13 @@ void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {
   for (int l = 0; l < p.num_layers; ++l)
     for (int dir = 0; dir < p.directions(); ++dir) {
       LstmLayerOffsets o = lstm_layer_offsets(p, l, dir);
-      for (int id = 0; id < 8; ++id) {
+      for (int id = 0; id < 2 * G; ++id) {  // the input's gates, then the recurrent ones
         void *m = nullptr, *b = nullptr;
         LOUPE_CUDNN_CHECK(cudnnGetRNNWeightParams(h, pl.rnn, l * p.directions() + dir, pl.weight_bytes,
                                                   probe.data_ptr(), id, md, &m, bd, &b));
-        int64_t k = id % 4;
-        piece(m, id < 4 ? o.w + k * H * o.in : o.r + k * H * H, id < 4 ? H * o.in : H * H);
-        piece(b, id < 4 ? o.b_w + k * H : o.b_r + k * H, H);
+        int64_t k = id % G;
+        piece(m, id < G ? o.w + k * H * o.in : o.r + k * H * H, id < G ? H * o.in : H * H);
+        piece(b, id < G ? o.b_w + k * H : o.b_r + k * H, H);
       }
     }
   cudnnDestroyTensorDescriptor(md);
@@ -200,6 +200,7 @@ std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int
   pl->choice = ch;
   pl->params = p;
   pl->dtype = dtype;
+  LOUPE_CHECK(!p.gru || (!ch.own && !ch.step), "loupe's LSTM kernels have no GRU: cuDNN's runs it");
   if (ch.own) {
     std::string why;
     LOUPE_CHECK(lstm_persist::supports(p, dtype, ch.own, &why), why);
@@ -226,7 +227,7 @@ std::unique_ptr<Plan> make_plan(const ExecContext& ctx, const LstmParams& p, int
                          : ctx.precision == Precision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
                                                           : CUDNN_FMA_MATH;
   LOUPE_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-      pl->rnn, ch.algo, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
+      pl->rnn, ch.algo, p.gru ? CUDNN_GRU : CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, p.bidirectional ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
       CUDNN_LINEAR_INPUT, dt, CUDNN_DATA_FLOAT, math, int32_t(p.input_size), int32_t(p.hidden_size),
       int32_t(p.hidden_size), p.num_layers, pl->drop,
       ch.seq_major ? CUDNN_RNN_PADDED_IO_DISABLED : CUDNN_RNN_PADDED_IO_ENABLED));
@@ -300,7 +301,8 @@ Tensor run_plan_forward(const ExecContext& ctx, const Plan& pl, const Tensor& x,
   LOUPE_CUDNN_CHECK(cudnnRNNForward(cuda::cudnn(ctx), pl.rnn,
                                     training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE,
                                     pl.seq_lengths.data<int32_t>(), pl.x->d, xs.data_ptr(), pl.y->d, ys.data_ptr(),
-                                    pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr, c.data_ptr(), pl.weight_bytes,
+                                    pl.hc->d, nullptr, h.data_ptr(), pl.hc->d, nullptr,
+                                    pl.params.gru ? nullptr : c.data_ptr(), pl.weight_bytes,
                                     ws.data_ptr(), work.nbytes(), work.data_ptr(),
                                     training ? pl.reserve_train : 0, training ? saved.buf.data_ptr() : nullptr));
   if (sm) y = transpose(ys, 0, 1);
@@ -364,7 +366,8 @@ void run_plan_backward(const ExecContext& ctx, const Plan& pl, const Tensor& x, 
   LOUPE_CUDNN_CHECK(cudnnRNNBackwardData_v8(
       h, pl.rnn, pl.seq_lengths.data<int32_t>(), pl.y->d, ys.data_ptr(), dys.data_ptr(), pl.x->d, dxs.data_ptr(),
       pl.hc->d, nullptr, dh.defined() ? dh.data_ptr() : nullptr, nullptr, pl.hc->d, nullptr,
-      dc.defined() ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(), work.data_ptr(),
+      dc.defined() && !pl.params.gru ? dc.data_ptr() : nullptr, nullptr, pl.weight_bytes, ws.data_ptr(), work.nbytes(),
+      work.data_ptr(),
       pl.reserve_train, saved.buf.data_ptr()));
   if (sm && dx.defined()) swap01_into(dx, dxs);
   if (!weights_later) run_plan_backward_weights(ctx, pl, x, y, saved_buf, dw, stream);
@@ -404,15 +407,15 @@ const char* choice_name(const Choice& ch) {
                                                             : "dynamic";
 }
 
-// Shapes, layers, direction, dropout, precision, dtype and the gates' hard_sigmoid slope.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int, float>;
+// Shapes, layers, direction, dropout, precision, dtype, the gates' hard_sigmoid slope, the cell.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, bool, double, int, int, float, bool>;
 
 // The fastest supported choice for this problem, timed once and cached.
 Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int64_t T, uint64_t seed, DType dtype,
                     cudaStream_t stream) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
   Key k{N, T, p.input_size, p.hidden_size, p.num_layers, p.bidirectional, p.dropout, int(ctx.precision), int(dtype),
-        p.hard_slope};
+        p.hard_slope, p.gru};
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
   const std::vector<Choice>& cands = lstm_candidates();
@@ -422,6 +425,7 @@ Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int6
   static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
   for (const Choice& ch : cands) {
     if (ch.step && p.hard_slope == 0 && !forced_step) continue;  // only where cuDNN's gates differ
+    if (p.gru && (ch.own || ch.step)) continue;                  // cuDNN's alone has a GRU
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
