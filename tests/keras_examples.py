@@ -26,7 +26,8 @@ inception.json     an Inception-style block (GoogLeNet's: 1x1, 1x1 then 3x3, 1x1
 Beside each text model, its data as the Keras example would have it (keras.datasets.imdb after
 pad_sequences: int32 token ids [N, length], 0 the padding before a review, labels 0 or 1), in
 OUTDIR/NAME_data/{x,y}_{train,test}.npy. The reviews are random words with the sentiment in a few
-of them (word 10 in a positive one, 11 in a negative one), so a model that trains learns it.
+of them (word 10 in a positive one, 11 in a negative one), so a model that trains learns it; and
+MNIST's shape in OUTDIR/mnist_data, its label a bright bar's row.
 """
 import json
 import os
@@ -298,6 +299,20 @@ def text_arrays(out, vocab, length, padded, n_train=640, n_test=256, seed=1):
         np.save(os.path.join(out, f"y_{part}.npy"), y.astype(np.int32))
 
 
+def mnist_arrays(out, n_train=640, n_test=256, seed=2):
+    """MNIST's shape ([N, 28, 28, 1] uint8, labels 0-9): noise, and a bright bar on rows 2y+2 and
+    2y+3 for the label y."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(out, exist_ok=True)
+    for part, n in (("train", n_train), ("test", n_test)):
+        y = rng.integers(0, 10, n)
+        x = (rng.random((n, 28, 28)) * 60).astype(np.uint8)
+        for i in range(n):
+            x[i, 2 + 2 * y[i]:4 + 2 * y[i], 4:24] = 255
+        np.save(os.path.join(out, f"x_{part}.npy"), x[..., None])
+        np.save(os.path.join(out, f"y_{part}.npy"), y.astype(np.uint8))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -310,6 +325,7 @@ def main():
     for name, vocab, length, padded in (("imdb_cnn", 5000, 400, False), ("imdb_lstm", 20000, 80, False),
                                         ("imdb_gru_mask", 10000, 80, True)):
         text_arrays(os.path.join(sys.argv[1], name + "_data"), vocab, length, padded)
+    mnist_arrays(os.path.join(sys.argv[1], "mnist_data"))
 
 
 if __name__ == "__main__":
