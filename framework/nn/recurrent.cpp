@@ -285,6 +285,13 @@ Tensor Recurrent::forward_many(const std::vector<Tensor>& xs) {
     lp.input_size = p_.input_size;
     lp.hidden_size = p_.units;
     lp.gru = true;
+    // cuDNN runs its bfloat16 GRU step by step; its float32 one is faster inside a bfloat16 step
+    // (docs/keras.md, "Recurrent layers"). float16's is its own.
+    if (x.dtype() == DType::bf16) {
+      const LstmResult r = lstm(loupe::to(x, DType::f32), cudnn_gru_weights(kernel, recurrent_kernel, bias, p_.units), lp,
+                                is_training());
+      return loupe::to(p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units}), x.dtype());
+    }
     const LstmResult r = lstm(x, cudnn_gru_weights(autocast(kernel), autocast(recurrent_kernel), autocast(bias), p_.units), lp,
                               is_training());
     return p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
