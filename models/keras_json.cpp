@@ -557,6 +557,7 @@ ModelInfo keras_model(const std::string& text, const std::string& file, bool dat
     m.costs = p.costs;
     for (const Step& st : p.steps)
       if (st.weights) m.keras_weights.emplace_back(st.name, st.weights);
+    m.keras_layers = p.classes;
     set_builder(m, std::move(root), input, dataset, file, p, data_sized);
     m.expected_parameters = p.loupe_parameters;  // counted, not built: a file's sizes are checked first
     return m;

@@ -56,6 +56,7 @@ void Parser::layer(const Layer& l, bool last) {
   for (int64_t d : shape_) n *= d;
   if (n > kMaxValues) fail(l, "gives more than " + std::to_string(kMaxValues) + " values a sample");
   costs.push_back({l.name, loupe_parameters - before, int64_t(n)});
+  classes.emplace_back(l.cls, l.name);
   // What a checkpoint is tied to (models/keras_json.h): the layer as built, not the file's text.
   architecture += l.cls + " " + l.name;
   if (functional) {  // which steps it reads: a checkpoint is tied to the graph's edges too

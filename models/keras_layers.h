@@ -167,6 +167,7 @@ struct Parsed {
   int64_t resize = 0;
   std::string dataset;
   std::vector<LayerCost> costs;  // each layer: its outputs cost memory too
+  std::vector<std::pair<std::string, std::string>> classes;  // each layer's class and name, in order
   std::string architecture;      // each layer's class, name, steps, output shape and parameters
 };
 

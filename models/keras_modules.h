@@ -35,6 +35,16 @@ class ChannelsFirst : public nn::Module {
   std::string type_name() const override { return "ChannelsFirst"; }
 };
 
+// [N, C, H, W] -> [N, H, W, C]: an image layer's output back in Keras's layout where the layers
+// after it read channels-last (a TimeDistributed's wrapped image layer, for the steps after it).
+class ChannelsLast : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    return contiguous(transpose(transpose(x, 1, 3), 1, 2), MemoryFormat::Contiguous);
+  }
+  std::string type_name() const override { return "ChannelsLast"; }
+};
+
 // GlobalAveragePooling2D and GlobalMaxPooling2D: [N, C, H, W] -> [N, C] (the mean, or one max
 // pooling window over the whole image).
 class GlobalPool2D : public nn::Module {

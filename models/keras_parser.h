@@ -172,8 +172,9 @@ class Parser : public Parsed {
   void bidirectional(const Layer& l);
 
   // TimeDistributed(layer): the wrapped layer over each step of [time, ...] as over N T samples
-  // (batch and time folded into one before it, unfolded after). Its weights are the wrapper's, as
-  // Keras names them (Keras 3 keeps them in the wrapper's "layer").
+  // (batch and time folded into one before it, unfolded after; an image layer's output made
+  // channels-last again). Its weights are the wrapper's, as Keras names them (Keras 3 keeps them in
+  // the wrapper's "layer").
   void time_distributed(const Layer& l);
 
   // Keras's merge layers over `merging` (a functional model's): one shape, or Concatenate's shapes

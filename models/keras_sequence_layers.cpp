@@ -212,8 +212,11 @@ void Parser::time_distributed(const Layer& l) {
   common(wrapped);
   const size_t first = steps.size();
   dispatch(wrapped);
-  if (chw_ || !flat_chw_.empty())
-    fail(l, "wraps an image layer (" + cut(cls) + "); loupe's TimeDistributed wraps layers of vectors and sequences");
+  if (chw_) {  // an image layer's output, channels-last again for what reads the steps after it
+    add(l, [] { return std::make_shared<ChannelsLast>(); }, "_channels_last");
+    chw_ = false;
+  }
+  if (!flat_chw_.empty()) fail(l, "wraps a layer that flattens a channels-first image");
   for (size_t i = first; i < steps.size(); ++i)
     if (steps[i].weights) {
       KerasWeights w = *steps[i].weights;

@@ -286,7 +286,8 @@ void read_each(const ModelInfo& info, const Get& get, float* out) {
 }
 
 // Keras 3's layout (saving_lib.py): the model's layers under layers/, each group named for its
-// class in snake case, numbered from the second of a class on (dense, dense_1, ...), its
+// class in snake case, numbered from the second of a class on (dense, dense_1, ...; weightless
+// layers, a Flatten, a TimeDistributed(MaxPooling2D), take their numbers too), its
 // variables at vars/0, vars/1, ... (an LSTM's in its cell/, a Bidirectional's in forward_layer/
 // and backward_layer/).
 struct Keras3Groups {
@@ -295,11 +296,13 @@ struct Keras3Groups {
 };
 Keras3Groups keras3_groups(const ModelInfo& info) {
   Keras3Groups g;
-  for (const auto& [step, w] : info.keras_weights) {
-    const std::string base = "layers/" + snake_case(w->cls);
+  for (const auto& [cls, name] : info.keras_layers) {  // every layer counts, as saving_lib counts them
+    const std::string base = "layers/" + snake_case(cls);
     const int k = g.seen[base]++;
-    g.group[w->layer] = k ? base + "_" + std::to_string(k) : base;
+    g.group[name] = k ? base + "_" + std::to_string(k) : base;
   }
+  for (const auto& [step, w] : info.keras_weights)
+    LOUPE_CHECK(g.group.count(w->layer), "keras3_groups: layer '", w->layer, "' is not among the model's layers");
   return g;
 }
 

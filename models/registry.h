@@ -82,6 +82,9 @@ struct ModelInfo {
   // A model file's layers that hold trained variables: the module each is (its name in the built
   // model) and Keras's variables for it (models/keras_weights.h). Empty for the reference models.
   std::vector<std::pair<std::string, std::shared_ptr<const keras::KerasWeights>>> keras_weights;
+  // Every layer of a model file, its class and name in the file's order: Keras 3 numbers its
+  // weight groups by class over all of them, weightless ones included (models/keras_weights.h).
+  std::vector<std::pair<std::string, std::string>> keras_layers;
   // A .keras file's trained weights: the file itself (models/keras_weights.h reads them from it);
   // "" where the model comes without weights.
   std::string own_weights;

@@ -607,6 +607,29 @@ def case_simple_rnn():
     return layers, w, {"rnn1": names, "rnn2": names, "out": ["kernel", "bias"]}, x, y
 
 
+def case_time_distributed_conv():
+    """TimeDistributed over frames [4, 6, 6, 2]: Dropout, Conv2D, MaxPooling2D and Flatten on each
+    (Keras flattens its channels-last maps pixel by pixel), then a SimpleRNN over the frames. Keras
+    3 numbers its weight groups over every TimeDistributed: the Conv2D's is time_distributed_1."""
+    w = {"td_conv": [weights(3, 3, 2, 3), weights(3)], "rnn": [weights(12, 2), weights(2, 2), weights(2)],
+         "out": [weights(2, 2), weights(2)]}
+    conv = {"class_name": "Conv2D", "config": {"name": "conv", "filters": 3, "kernel_size": [3, 3], "activation": "relu"}}
+    pool = {"class_name": "MaxPooling2D", "config": {"name": "pool", "pool_size": [2, 2]}}
+    drop = {"class_name": "Dropout", "config": {"name": "drop", "rate": 0.3}}
+    layers = [layer("TimeDistributed", "td_drop", layer=drop, batch_input_shape=[None, 4, 6, 6, 2]),
+              layer("TimeDistributed", "td_conv", layer=conv),
+              layer("TimeDistributed", "td_pool", layer=pool),
+              layer("TimeDistributed", "td_flat", layer={"class_name": "Flatten", "config": {"name": "flat"}}),
+              layer("SimpleRNN", "rnn", units=2),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 4, 6, 6, 2, scale=1)
+    frames = np.stack([pool2d(np.maximum(conv2d(x[:, t], *w["td_conv"], 1, "valid"), 0), 2, 2, np.max)
+                       for t in range(4)], 1).reshape(3, 4, -1)
+    y = simple_rnn(frames, *w["rnn"], False) @ w["out"][0] + w["out"][1]
+    return layers, w, {"td_conv": ["kernel", "bias"], "rnn": ["kernel", "recurrent_kernel", "bias"],
+                       "out": ["kernel", "bias"]}, x, y
+
+
 def case_time_distributed():
     """TimeDistributed: an LSTM over each of four steps' own sequence of three (mnist_hierarchical_rnn's
     rows), then a Dense over each step's vector."""
@@ -711,7 +734,8 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "simple_rnn": case_simple_rnn, "time_distributed": case_time_distributed, "lstm_backwards": case_lstm_backwards,
          "mask_zero": case_mask_zero, "activations_keras2": case_activations_keras2,
          "activations_keras3": case_activations_keras3, "masking": case_masking,
-         "repeat_permute": case_repeat_permute, "bidirectional_masked": case_bidirectional_masked}
+         "repeat_permute": case_repeat_permute, "bidirectional_masked": case_bidirectional_masked,
+         "time_distributed_conv": case_time_distributed_conv}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",

@@ -223,7 +223,8 @@ const std::vector<std::string> kCases{"mlp",         "cnn",            "average_
                                       "global_max",  "conv1d", "residual", "inception", "merges", "same_padding",
                                       "gru_keras2", "gru_keras3", "simple_rnn", "time_distributed",
                                       "lstm_backwards", "mask_zero", "activations_keras2", "activations_keras3",
-                                      "masking", "repeat_permute", "bidirectional_masked"};
+                                      "masking", "repeat_permute", "bidirectional_masked",
+                                      "time_distributed_conv"};
 std::vector<std::string> archive_cases() {
   std::vector<std::string> c;
   for (const std::string& name : kCases)
