@@ -117,7 +117,8 @@ Run train(const models::ModelInfo& info, int64_t batch, Precision prec, train::G
   return r;
 }
 
-// Graphed against eager: identical where two eager runs are identical, else within their spread.
+// Graphed against eager: identical where two eager runs are identical, else within a few times their
+// spread.
 void check_same_as_eager(const models::ModelInfo& info, int64_t batch, Precision prec, bool loader, bool overflow = false) {
   const std::string& name = info.name;
   SCOPED_TRACE(name + " " + precision_name(prec) + (loader ? " (loader)" : " (resident)"));
@@ -145,8 +146,11 @@ void check_same_as_eager(const models::ModelInfo& info, int64_t batch, Precision
     EXPECT_EQ(g.test_acc, e1.test_acc);
     EXPECT_EQ(g.loss, e1.loss);
   } else {
-    EXPECT_LE(d, 2 * spread) << "outside the spread of two eager runs";
-    EXPECT_LE(d_state, 2 * spread_state);
+    // Two runs' distance is one draw of the nondeterministic kernels' noise (cuDNN's atomics); the
+    // graph's is another, which can pass twice the first. A graph that computes something else
+    // lands orders of magnitude away.
+    EXPECT_LE(d, 4 * spread) << "outside the spread of two eager runs";
+    EXPECT_LE(d_state, 4 * spread_state);
   }
 }
 

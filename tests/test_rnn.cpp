@@ -195,13 +195,20 @@ TEST(RnnGpu, CudaMatchesTheCpu) {
 // A GRU with reset_after and the sigmoid runs as cuDNN's GRU on the GPU (nn::cudnn_gru; Keras's
 // tensors reordered into cuDNN's layout inside the step): the module's output, its input's
 // gradient and its tensors' gradients are the CPU's composition's, returning the sequence or the
-// last state; a mask, dropout or go_backwards keep the composition.
+// last state, read forwards or backwards (the sequence in the order processed, or in time order
+// as a Bidirectional's backward layer has it); a mask or dropout keep the composition.
 TEST(RnnGpu, CudnnGruIsTheComposedOne) {
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
-  for (const bool seq : {false, true}) {
-    SCOPED_TRACE(seq ? "sequences" : "last state");
+  struct Case {
+    bool seq, back, time_order;
+  };
+  for (const Case k : {Case{false, false, false}, Case{true, false, false}, Case{false, true, false}, Case{true, true, false},
+                       Case{true, true, true}}) {
+    const bool seq = k.seq;
+    SCOPED_TRACE(std::string(seq ? "sequences" : "last state") + (k.back ? ", backwards" : "") + (k.time_order ? " in time order" : ""));
     nn::RnnParams p;
     p.cell = nn::RnnParams::Cell::Gru, p.input_size = 6, p.units = 5, p.return_sequences = seq;
+    p.go_backwards = k.back, p.time_order = k.time_order;
     manual_seed(21);
     nn::Recurrent cpu(p), gpu(p);
     const auto pc = cpu.named_parameters();
@@ -217,7 +224,7 @@ TEST(RnnGpu, CudnnGruIsTheComposedOne) {
     EXPECT_FALSE(nn::cudnn_gru(p, xg, true));
     const size_t plans = lstm_cuda_plans().size();
     const Tensor yc = cpu(xc), yg = gpu(xg);
-    if (!seq) EXPECT_EQ(lstm_cuda_plans().size(), plans + 1);  // cuDNN planned it (the second shape is cached)
+    if (!seq && !k.back) EXPECT_EQ(lstm_cuda_plans().size(), plans + 1);  // cuDNN planned it (the others: cached)
     backward(sum(yc * yc));
     backward(sum(yg * yg));
     // Against the tensor's largest value: cuDNN sums a gradient's terms in another order, and a

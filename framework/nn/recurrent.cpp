@@ -12,6 +12,7 @@
 #include "ops/activation.h"
 #include "ops/cat.h"
 #include "ops/dropout.h"
+#include "ops/embedding.h"
 #include "ops/elementwise.h"
 #include "ops/gemm_cpu.h"
 #include "ops/linalg.h"
@@ -259,7 +260,7 @@ Tensor Recurrent::forward(const Tensor& x) { return forward_many({x}); }
 
 bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked) {
   return x.device().is_cuda() && p.cell == RnnParams::Cell::Gru && p.reset_after && p.hard_slope == 0 &&
-         p.activation == Act::Tanh && p.use_bias && p.dropout == 0 && p.recurrent_dropout == 0 && !p.go_backwards && !masked;
+         p.activation == Act::Tanh && p.use_bias && p.dropout == 0 && p.recurrent_dropout == 0 && !masked;
 }
 
 namespace {
@@ -280,24 +281,42 @@ Tensor cudnn_gru_weights(const Tensor& kernel, const Tensor& recurrent_kernel, c
 Tensor Recurrent::forward_many(const std::vector<Tensor>& xs) {
   LOUPE_CHECK(takes(xs.size()), type_name(), " reads a sequence and, at most, its mask; got ", xs.size(), " inputs");
   const Tensor x = autocast(xs[0]);
-  if (cudnn_gru(p_, x, xs.size() == 2)) {
-    LstmParams lp;
-    lp.input_size = p_.input_size;
-    lp.hidden_size = p_.units;
-    lp.gru = true;
-    // cuDNN runs its bfloat16 GRU step by step; its float32 one is faster inside a bfloat16 step
-    // (docs/keras.md, "Recurrent layers"). float16's is its own.
-    if (x.dtype() == DType::bf16) {
-      const LstmResult r = lstm(loupe::to(x, DType::f32), cudnn_gru_weights(kernel, recurrent_kernel, bias, p_.units), lp,
-                                is_training());
-      return loupe::to(p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units}), x.dtype());
-    }
-    const LstmResult r = lstm(x, cudnn_gru_weights(autocast(kernel), autocast(recurrent_kernel), autocast(bias), p_.units), lp,
-                              is_training());
-    return p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
-  }
+  if (cudnn_gru(p_, x, xs.size() == 2)) return cudnn_forward(x);
   return rnn(x, autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_, is_training(),
              xs.size() == 2 ? xs[1] : Tensor());
+}
+
+Tensor Recurrent::cudnn_forward(const Tensor& x) {
+  LstmParams lp;
+  lp.input_size = p_.input_size;
+  lp.hidden_size = p_.units;
+  lp.gru = true;
+  // cuDNN runs its bfloat16 GRU step by step; its float32 one is faster inside a bfloat16 step
+  // (docs/keras.md, "Recurrent layers"). float16's is its own.
+  const bool f32 = x.dtype() == DType::bf16;
+  Tensor in = f32 ? loupe::to(x, DType::f32) : x;
+  if (p_.go_backwards) in = flip_time(in);  // its outputs then come in the order processed, as Keras's
+  const Tensor w = f32 ? cudnn_gru_weights(kernel, recurrent_kernel, bias, p_.units)
+                       : cudnn_gru_weights(autocast(kernel), autocast(recurrent_kernel), autocast(bias), p_.units);
+  const LstmResult r = lstm(in, w, lp, is_training());
+  Tensor y = p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
+  if (p_.return_sequences && p_.go_backwards && p_.time_order) y = flip_time(y);
+  return f32 ? loupe::to(y, x.dtype()) : y;
+}
+
+// x [N, T, F] with its steps in reverse order: the rows of [T, N F] gathered by an embedding
+// lookup (whose backward scatters the gradient back), the ids made once per length on x's device,
+// outside any CUDA graph capture (the first, eager steps make them).
+Tensor Recurrent::flip_time(const Tensor& x) {
+  const int64_t n = x.size(0), t = x.size(1), f = x.size(2);
+  Tensor& ids = flip_ids_[t];
+  if (!ids.defined() || ids.device() != x.device()) {
+    std::vector<int32_t> v(static_cast<size_t>(t));
+    for (int64_t k = 0; k < t; ++k) v[size_t(k)] = int32_t(t - 1 - k);
+    ids = from_vector(v, Shape{t}, x.device());
+  }
+  const Tensor rows = embedding(ids, reshape(contiguous(transpose(x, 0, 1)), Shape{t, n * f}));
+  return contiguous(transpose(reshape(rows, Shape{t, n, f}), 0, 1));
 }
 
 std::string Recurrent::type_name() const {

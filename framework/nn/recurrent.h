@@ -2,6 +2,7 @@
 // SimpleRNN composed of loupe's ops step by step.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "nn/module.h"
@@ -70,8 +71,8 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
            bool training = false, const Tensor& mask = Tensor());
 
 // Whether a Recurrent runs as cuDNN's GRU on x (ops/lstm.h, LstmParams::gru): on the GPU, a GRU
-// with reset_after, the sigmoid and tanh, a bias, no dropout, read forwards, without a mask; the
-// rest is rnn()'s composition of loupe's ops, which is also the CPU's.
+// with reset_after, the sigmoid and tanh, a bias, no dropout, without a mask (read backwards: on
+// the sequence reversed); the rest is rnn()'s composition of loupe's ops, which is also the CPU's.
 bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked);
 
 class Recurrent : public Module {
@@ -86,7 +87,10 @@ class Recurrent : public Module {
   Tensor kernel, recurrent_kernel, bias;
 
  private:
+  Tensor cudnn_forward(const Tensor& x);  // as cuDNN's GRU (cudnn_gru)
+  Tensor flip_time(const Tensor& x);
   RnnParams p_;
+  std::map<int64_t, Tensor> flip_ids_;  // flip_time's step order, by length
 };
 
 }  // namespace loupe::nn
