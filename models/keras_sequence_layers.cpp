@@ -81,9 +81,9 @@ void Parser::lstm(const Layer& l, const json& c, bool bidirectional, const std::
   if (!bidirectional && (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 ||
                          k.flag("go_backwards", false) || mask_ != kNoMask))
     return recurrent(l);
-  need_values(l, c, {{"activation", "tanh"}, {"use_bias", true}, {"unit_forget_bias", true}, {"dropout", 0.0},
-                     {"recurrent_dropout", 0.0}, {"go_backwards", false}, {"stateful", false}, {"return_state", false},
-                     {"time_major", false}});
+  // Dropout, recurrent dropout and go_backwards never reach here: they run step by step.
+  need_values(l, c, {{"activation", "tanh"}, {"use_bias", true}, {"unit_forget_bias", true}, {"stateful", false},
+                     {"return_state", false}, {"time_major", false}});
   const Layer inner{"LSTM", l.name, &c};
   init(inner, "kernel_initializer", "glorotuniform");
   init(inner, "recurrent_initializer", "orthogonal");
