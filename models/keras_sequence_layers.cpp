@@ -76,11 +76,12 @@ void Parser::embedding(const Layer& l) {
 
 void Parser::lstm(const Layer& l, const json& c, bool bidirectional, const std::string& inner_name) {
   if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
-  // What nn::LSTM's kernels do not have runs as Keras's LSTM step by step (nn::Recurrent).
+  // What nn::LSTM's kernels do not have runs as Keras's LSTM step by step (nn::Recurrent), inside
+  // a Bidirectional too.
   const Config k{c, file_ + ": " + layer_label(l)};
-  if (!bidirectional && (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 ||
-                         k.flag("go_backwards", false) || mask_ != kNoMask))
-    return recurrent(l);
+  if (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 || k.flag("go_backwards", false) ||
+      mask_ != kNoMask)
+    return recurrent(l, inner_name);
   // Dropout, recurrent dropout and go_backwards never reach here: they run step by step.
   need_values(l, c, {{"activation", "tanh"}, {"use_bias", true}, {"unit_forget_bias", true}, {"stateful", false},
                      {"return_state", false}, {"time_major", false}});
@@ -189,12 +190,9 @@ void Parser::bidirectional(const Layer& l) {
   const Layer wrapped_layer{wrapped, l.name, &ic};
   common(wrapped_layer);
   const std::string inner_name = Config{ic, file_ + ": " + layer_label(l)}.text("name", "lstm");
-  const Config k{ic, file_ + ": " + layer_label(l) + "'s layer"};
-  // loupe's LSTM kernels run both directions at once where they can; the rest, step by step.
-  const bool kernels = wrapped == "LSTM" && mask_ == kNoMask && k.real("dropout", 0, kFraction) == 0 &&
-                       k.real("recurrent_dropout", 0, kFraction) == 0 && !k.flag("go_backwards", false);
-  if (kernels) return lstm(wrapped_layer, ic, true, inner_name);
-  recurrent(Layer{wrapped, l.name, &ic}, inner_name);
+  // An LSTM runs both directions at once on loupe's kernels where they can (lstm() decides).
+  if (wrapped == "LSTM") return lstm(wrapped_layer, ic, true, inner_name);
+  recurrent(wrapped_layer, inner_name);
 }
 
 void Parser::time_distributed(const Layer& l) {

@@ -296,9 +296,9 @@ Tensor Recurrent::cudnn_forward(const Tensor& x) {
   const bool f32 = x.dtype() == DType::bf16;
   Tensor in = f32 ? loupe::to(x, DType::f32) : x;
   if (p_.go_backwards) in = flip_time(in);  // its outputs then come in the order processed, as Keras's
-  const Tensor w = f32 ? cudnn_gru_weights(kernel, recurrent_kernel, bias, p_.units)
-                       : cudnn_gru_weights(autocast(kernel), autocast(recurrent_kernel), autocast(bias), p_.units);
-  const LstmResult r = lstm(in, w, lp, is_training());
+  auto weight = [&](const Tensor& t) { return f32 ? t : autocast(t); };  // float32 ones as they are
+  const LstmResult r =
+      lstm(in, cudnn_gru_weights(weight(kernel), weight(recurrent_kernel), weight(bias), p_.units), lp, is_training());
   Tensor y = p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
   if (p_.return_sequences && p_.go_backwards && p_.time_order) y = flip_time(y);
   return f32 ? loupe::to(y, x.dtype()) : y;

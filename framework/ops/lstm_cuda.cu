@@ -425,7 +425,6 @@ Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int6
   static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
   for (const Choice& ch : cands) {
     if (ch.step && p.hard_slope == 0 && !forced_step) continue;  // only where cuDNN's gates differ
-    if (p.gru && (ch.own || ch.step)) continue;                  // cuDNN's alone has a GRU
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
