@@ -16,11 +16,18 @@ bool is_functional(const json& root) {
 }
 
 namespace {
-// A layer of the file with the names of the layers its call reads, in the file's order.
+// A tensor a call reads: a layer's name and which of its outputs.
+struct Read {
+  std::string layer;
+  int output;
+};
+// A layer of the file with the tensors its call reads, in the file's order.
 struct Entry {
   Layer layer;
-  std::vector<std::string> reads;
+  std::vector<Read> reads;
 };
+
+bool is_recurrent(const std::string& cls) { return cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN"; }
 
 class GraphReader {
  public:
@@ -60,8 +67,8 @@ class GraphReader {
     entries_.push_back(std::move(e));
   }
 
-  // The names of the layers the layer's one call reads.
-  std::vector<std::string> calls(const Layer& l, const json& nodes) {
+  // The tensors the layer's one call reads.
+  std::vector<Read> calls(const Layer& l, const json& nodes) {
     if (!nodes.is_array()) fail(l, "has inbound_nodes " + shown(nodes) + "; Keras writes a list of calls");
     if (nodes.empty()) {
       if (l.cls != "InputLayer") fail(l, "is not called on any tensor (its inbound_nodes are empty)");
@@ -71,7 +78,7 @@ class GraphReader {
     // A bare [layer, node, tensor] (the layout of tf.keras's SavedModel metadata) is one call.
     if (nodes.size() > 1 && !(nodes[0].is_string()))
       fail(l, "is called " + std::to_string(nodes.size()) + " times (a shared layer); loupe builds a layer for one call");
-    std::vector<std::string> reads;
+    std::vector<Read> reads;
     if (nodes[0].is_string()) tensor(l, nodes, reads);
     else if (nodes[0].is_object()) keras3_call(l, nodes[0], reads);
     else if (nodes[0].is_array()) for (const json& t : nodes[0]) tensor(l, t, reads);
@@ -80,11 +87,18 @@ class GraphReader {
     return reads;
   }
 
-  // Keras 3: {"args": [tensor or [tensors...]], "kwargs": {}}.
-  void keras3_call(const Layer& l, const json& call, std::vector<std::string>& reads) {
+  // Keras 3: {"args": [tensor or [tensors...]], "kwargs": {}}; a recurrent layer's kwargs may hold
+  // its initial_state, tensors read after the sequence.
+  void keras3_call(const Layer& l, const json& call, std::vector<Read>& reads) {
     for (auto it = call.begin(); it != call.end(); ++it)
       if (it.key() != "args" && it.key() != "kwargs") fail(l, "has a call with a key '" + cut(it.key()) + "' that Keras's have not");
-    if (call.contains("kwargs")) keyword_free(l, call.at("kwargs"));
+    json kwargs = call.contains("kwargs") ? call.at("kwargs") : json();
+    json initial;
+    if (is_recurrent(l.cls) && kwargs.is_object() && kwargs.contains("initial_state")) {
+      initial = kwargs.at("initial_state");
+      kwargs.erase("initial_state");
+    }
+    keyword_free(l, kwargs);
     if (!call.contains("args") || !call.at("args").is_array()) fail(l, "has a call without args");
     for (const json& a : call.at("args")) {
       if (a.is_array()) {
@@ -93,9 +107,12 @@ class GraphReader {
         keras_tensor(l, a, reads);
       }
     }
+    if (initial.is_null()) return;
+    if (!initial.is_array()) fail(l, "has initial_state " + shown(initial) + "; Keras writes a list of tensors");
+    for (const json& t : initial) keras_tensor(l, t, reads);
   }
 
-  void keras_tensor(const Layer& l, const json& t, std::vector<std::string>& reads) {
+  void keras_tensor(const Layer& l, const json& t, std::vector<Read>& reads) {
     const bool ok = t.is_object() && t.value("class_name", json()) == "__keras_tensor__" && t.contains("config") &&
                     t.at("config").is_object() && t.at("config").contains("keras_history");
     if (!ok) fail(l, "is called on " + shown(t) + ", which is not a Keras tensor of the model");
@@ -104,16 +121,19 @@ class GraphReader {
     tensor(l, json::array({h[0], h[1], h[2], json::object()}), reads);
   }
 
-  // Keras 2: [layer, node, tensor] or [layer, node, tensor, kwargs].
-  void tensor(const Layer& l, const json& t, std::vector<std::string>& reads) {
+  // Keras 2: [layer, node, tensor] or [layer, node, tensor, kwargs]. A recurrent layer's initial
+  // states are its call's tensors after the sequence (Keras 2's and tf.keras's RNN.__call__).
+  void tensor(const Layer& l, const json& t, std::vector<Read>& reads) {
     if (!t.is_array() || t.size() < 3 || t.size() > 4 || !t[0].is_string())
       fail(l, "reads " + shown(t) + ", which is not [layer, node, tensor]");
     if (t.size() == 4) keyword_free(l, t[3]);
     if (t[1] != 0) fail(l, "reads call " + shown(t[1]) + " of layer '" + cut(t[0].get<std::string>()) +
                            "' (a shared layer); loupe builds a layer for one call");
-    if (t[2] != 0) fail(l, "reads output " + shown(t[2]) + " of layer '" + cut(t[0].get<std::string>()) +
-                           "'; loupe's layers have one output");
-    reads.push_back(t[0].get<std::string>());
+    // A layer's outputs are few: a recurrent layer's output and its states.
+    if (!t[2].is_number_integer() || t[2].get<int64_t>() < 0 || t[2].get<int64_t>() > 4)
+      fail(l, "reads output " + shown(t[2]) + " of layer '" + cut(t[0].get<std::string>()) +
+                  "'; a Keras layer's outputs are numbered from 0, a recurrent layer's states after its output");
+    reads.push_back({t[0].get<std::string>(), int(t[2].get<int64_t>())});
   }
 
   void keyword_free(const Layer& l, const json& kwargs) {
@@ -146,10 +166,12 @@ class GraphReader {
     std::vector<std::vector<size_t>> readers(n);
     std::vector<size_t> waiting(n, 0);
     std::vector<std::vector<size_t>> reads(n);
+    std::vector<std::vector<int>> outputs(n);
     for (size_t i = 0; i < n; ++i)
-      for (const std::string& r : entries_[i].reads) {
-        const auto it = index_.find(r);
-        if (it == index_.end()) fail(entries_[i].layer, "reads '" + cut(r) + "', which is not a layer of the model");
+      for (const Read& r : entries_[i].reads) {
+        const auto it = index_.find(r.layer);
+        if (it == index_.end()) fail(entries_[i].layer, "reads '" + cut(r.layer) + "', which is not a layer of the model");
+        outputs[i].push_back(r.output);
         reads[i].push_back(it->second);
         readers[it->second].push_back(i);
         ++waiting[i];
@@ -183,6 +205,7 @@ class GraphReader {
     for (size_t i : order) {
       Layer l = entries_[i].layer;
       for (size_t r : reads[i]) l.inbound.push_back(int(position[r]));
+      l.inbound_outputs = outputs[i];
       out.push_back(std::move(l));
     }
     return out;

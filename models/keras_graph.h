@@ -18,10 +18,11 @@ bool is_functional(const json& root);
 // the list), the model's input first and its output last. Each layer's one call is read from
 // `inbound_nodes` in Keras 2's and tf.keras's layout (a list of [layer, node, tensor, kwargs]),
 // Keras 3's ({"args": [...], "kwargs": {...}} holding "__keras_tensor__" objects whose
-// keras_history is [layer, node, tensor]) or a bare [layer, node, tensor]. Refused in one sentence
-// naming the layer: a read of a layer that is not there, a cycle, a layer called twice (shared
-// weights), a layer that does not lead to the output, several inputs or outputs, keyword arguments
-// of a call, more than kMaxLayers layers.
+// keras_history is [layer, node, tensor]) or a bare [layer, node, tensor]; which output of each
+// (Layer::inbound_outputs), and a recurrent layer's initial states after its sequence (Keras 3's
+// kwargs' initial_state). Refused in one sentence naming the layer: a read of a layer that is not
+// there, a cycle, a layer called twice (shared weights), a layer that does not lead to the output,
+// several inputs or outputs, other keyword arguments of a call, more than kMaxLayers layers.
 std::vector<Layer> graph_layers(const json& root, const std::string& file);
 
 // Keras's merge layers (Add, Subtract, Multiply, Average, Maximum, Minimum, Concatenate) as

@@ -413,18 +413,20 @@ std::string model_stem(const std::string& name) {
 
 
 namespace {
-// An nn::Sequential where each step reads the one before (the fused MLP is Sequential's), else an
-// nn::Graph of the steps.
+// An nn::Sequential where each step reads the one before's output (the fused MLP is Sequential's),
+// else an nn::Graph of the steps.
 std::shared_ptr<nn::Module> model_of(const std::vector<Step>& steps) {
   bool chain = true;
-  for (size_t i = 0; i < steps.size(); ++i) chain = chain && steps[i].inputs == std::vector<int>{int(i) - 1};
+  for (size_t i = 0; i < steps.size(); ++i)
+    chain = chain && steps[i].inputs == std::vector<int>{int(i) - 1} &&
+            std::all_of(steps[i].outputs.begin(), steps[i].outputs.end(), [](int o) { return o == 0; });
   if (chain) {
     auto s = std::make_shared<nn::Sequential>();
     for (const Step& st : steps) s->add(st.name, st.make());
     return s;
   }
   auto g = std::make_shared<nn::Graph>();
-  for (const Step& st : steps) g->add(st.name, st.make(), st.inputs);
+  for (const Step& st : steps) g->add(st.name, st.make(), st.inputs, st.outputs);
   return g;
 }
 

@@ -33,7 +33,8 @@ bool reads_mask(const std::string& cls) {
 }  // namespace
 
 void Parser::layer(const Layer& l, bool last) {
-  const int reads = current_;
+  auto ref = [](int step, int output) { return std::to_string(step) + (output ? "." + std::to_string(output) : ""); };
+  const std::string reads = ref(current_, current_output_);
   common(l);
   last_ = last;
   const int64_t before = loupe_parameters;
@@ -61,8 +62,9 @@ void Parser::layer(const Layer& l, bool last) {
   architecture += l.cls + " " + l.name;
   if (functional) {  // which steps it reads: a checkpoint is tied to the graph's edges too
     std::string from;
-    for (const Value& v : merging) from += " " + std::to_string(v.step);
-    architecture += " <-" + (merging.empty() ? " " + std::to_string(reads) : from);
+    for (const Value& v : merging) from += " " + ref(v.step, v.output);
+    architecture += " <-" + (merging.empty() ? " " + reads : from);
+    for (const Value& v : initial_states) architecture += " " + ref(v.step, v.output);
   }
   architecture += " ->";
   for (size_t i = first_step; i < steps.size(); ++i) architecture += " " + steps[i].name;
@@ -80,6 +82,7 @@ void Parser::set(const Value& v) {
   chw_ = v.chw;
   flat_chw_ = v.flat_chw;
   current_ = v.step;
+  current_output_ = v.output;
   mask_ = v.mask;
   timed_ = v.timed;
 }
@@ -144,8 +147,9 @@ void Parser::add(const Layer& l, std::function<std::shared_ptr<nn::Module>()> ma
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_') ch = '_';
   while (names_.count(n)) n += "_" + std::to_string(steps.size());
   names_.insert(n);
-  steps.push_back({n, std::move(make), nullptr, {current_}});
+  steps.push_back({n, std::move(make), nullptr, {current_}, {current_output_}});
   current_ = int(steps.size()) - 1;
+  current_output_ = 0;
 }
 
 void Parser::common(const Layer& l) {
@@ -517,10 +521,11 @@ void Parser::merge(const Layer& l, nn::MergeOp op) {
   // loupe's dimension: the batch's first, and an image's channels before its rows and columns.
   const int dim = out.chw ? (axis == 2 ? 1 : axis + 2) : axis + 1;
   set(out);
-  std::vector<int> reads;
-  for (const Value& v : in) reads.push_back(v.step);
+  std::vector<int> reads, outputs;
+  for (const Value& v : in) reads.push_back(v.step), outputs.push_back(v.output);
   add(l, [op, dim] { return std::make_shared<nn::Merge>(op, dim); });
   steps.back().inputs = reads;
+  steps.back().outputs = outputs;
 }
 
 namespace {
@@ -542,6 +547,22 @@ void adapt_input(const std::vector<int64_t>& input, const std::string& dataset, 
   }
 }
 
+// The outputs layer `l`'s call reads (Layer::inbound, inbound_outputs) among the earlier layers'.
+std::vector<Parser::Value> inbound_values(const std::vector<Layer>& layers, const Layer& l,
+                                          const std::vector<std::vector<Parser::Value>>& out, const std::string& file) {
+  std::vector<Parser::Value> in;
+  for (size_t r = 0; r < l.inbound.size(); ++r) {
+    const std::vector<Parser::Value>& of = out.at(size_t(l.inbound[r]));
+    const int k = r < l.inbound_outputs.size() ? l.inbound_outputs[r] : 0;
+    if (k < 0 || size_t(k) >= of.size())
+      refuse_file(file, layer_label(l) + " reads output " + std::to_string(k) + " of layer '" +
+                            cut(layers.at(size_t(l.inbound[r])).name) + "', which has " + std::to_string(of.size()) +
+                            " (a recurrent layer's states follow its output where it has return_state)");
+    in.push_back(of[size_t(k)]);
+  }
+  return in;
+}
+
 }  // namespace
 
 Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input, const std::string& dataset,
@@ -553,19 +574,29 @@ Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input
   p.dataset = dataset;
   adapt_input(input, dataset, p);
   p.functional = std::any_of(layers.begin(), layers.end(), [](const Layer& l) { return !l.inbound.empty(); });
-  std::vector<Parser::Value> out;  // each layer's, in a functional model
+  std::vector<std::vector<Parser::Value>> out;  // each layer's outputs, in a functional model
   for (size_t i = 0; i < layers.size(); ++i) {
     try {
       const Layer& l = layers[i];
+      std::vector<Parser::Value> in = inbound_values(layers, l, out, file);
       p.merging.clear();
-      if (l.inbound.size() == 1) p.set(out.at(size_t(l.inbound[0])));
-      if (l.inbound.size() > 1)
-        for (int k : l.inbound) p.merging.push_back(out.at(size_t(k)));
-      if (l.inbound.size() > 1 && !merge_op(l.cls))
+      p.initial_states.clear();
+      p.returned_states.clear();
+      if (in.size() == 1) p.set(in[0]);
+      const bool recurrent = l.cls == "LSTM" || l.cls == "GRU" || l.cls == "SimpleRNN";
+      if (in.size() > 1 && recurrent) {  // Keras's initial_state: the call's tensors after the sequence
+        p.set(in[0]);
+        p.initial_states.assign(in.begin() + 1, in.end());
+      } else if (in.size() > 1) {
+        p.merging = in;
+      }
+      if (in.size() > 1 && !merge_op(l.cls) && !recurrent)
         refuse_file(file, layer_label(l) + " is called on " + std::to_string(l.inbound.size()) +
-                              " tensors; loupe's layers but the merges (Add, Concatenate, ...) take one");
+                              " tensors; loupe's layers but the merges (Add, Concatenate, ...) and a recurrent "
+                              "layer's initial states take one");
       p.layer(l, i + 1 == layers.size());
-      out.push_back(p.value());
+      out.push_back({p.value()});
+      out.back().insert(out.back().end(), p.returned_states.begin(), p.returned_states.end());
     } catch (const json::exception& e) {  // a key missing or of another type than the layer reads
       refuse_file(file, layer_label(layers[i]) + ": " + untagged(e.what()));
     }

@@ -44,8 +44,10 @@ struct Layer {
   std::string cls, name;
   const json* cfg;
   // In a functional model (models/keras_graph.h), the layers its call reads, by their index in the
-  // model's list; empty in a Sequential model, whose layer reads the one before.
+  // model's list, and which output of each (a recurrent layer's states follow its output); empty in
+  // a Sequential model, whose layer reads the one before.
   std::vector<int> inbound = {};
+  std::vector<int> inbound_outputs = {};
 };
 
 std::string layer_label(const Layer& l);
@@ -107,6 +109,7 @@ struct Step {
   std::function<std::shared_ptr<nn::Module>()> make;
   std::shared_ptr<const KerasWeights> weights;
   std::vector<int> inputs;
+  std::vector<int> outputs = {};  // which output of each input (nn::Graph::add's; the first where not given)
 };
 
 // A kernel's initializer (`key`'s value `v`) as nn::VarianceScaling: glorot_*, he_*, lecun_*,

@@ -247,11 +247,33 @@ class RepeatSteps : public nn::Module {
   int64_t n_;
 };
 
-// Permute((2, 1)) of a sequence: [N, T, F] -> [N, F, T].
-class SwapSteps : public nn::Module {
+// Keras's Permute over a sample's axes in Keras's (channels-last) layout: the output's axis i is
+// the input's axis dims[i], counted from 1 as Keras's `dims` ([2, 1] swaps a sequence's steps and
+// features; [3, 1, 2] puts an image's channels first).
+class PermuteAxes : public nn::Module {
  public:
-  Tensor forward(const Tensor& x) override { return contiguous(transpose(x, 1, 2)); }
-  std::string type_name() const override { return "Permute(2, 1)"; }
+  explicit PermuteAxes(std::vector<int> dims) : dims_(std::move(dims)) {}
+  Tensor forward(const Tensor& x) override {
+    std::vector<int> at(dims_.size());  // which input axis each position holds
+    for (size_t i = 0; i < at.size(); ++i) at[i] = int(i) + 1;
+    Tensor y = x;
+    for (size_t i = 0; i < dims_.size(); ++i) {
+      size_t j = i;
+      while (at[j] != dims_[i]) ++j;
+      if (j == i) continue;
+      y = transpose(y, int(i) + 1, int(j) + 1);
+      std::swap(at[i], at[j]);
+    }
+    return contiguous(y, MemoryFormat::Contiguous);
+  }
+  std::string type_name() const override {
+    std::string s = "Permute(";
+    for (size_t i = 0; i < dims_.size(); ++i) s += (i ? ", " : "") + std::to_string(dims_[i]);
+    return s + ")";
+  }
+
+ private:
+  std::vector<int> dims_;
 };
 
 // SpatialDropout1D/2D: dropout of whole feature maps, one draw per sample and channel, the same at

@@ -30,7 +30,7 @@ class Parser : public Parsed {
   void push(const std::string& name, std::function<std::shared_ptr<nn::Module>()> make);
 
   // The tensor a layer's output is, as the layers after it read it: its Keras shape, its layout,
-  // and the step that gives it (-1: the model's input).
+  // and the step that gives it (-1: the model's input) and which of that step's outputs it is.
   // `mask`: the step that gives its mask (Keras's: an Embedding's mask_zero), or kNoMask.
   static constexpr int kNoMask = -2;
   struct Value {
@@ -40,11 +40,16 @@ class Parser : public Parsed {
     int step;
     int mask;
     bool timed;
+    int output = 0;
   };
-  Value value() const { return {shape_, chw_, flat_chw_, current_, mask_, timed_}; }
+  Value value() const { return {shape_, chw_, flat_chw_, current_, mask_, timed_, current_output_}; }
   void set(const Value& v);
   // A merge layer's inputs, set before its layer() (a functional model's).
   std::vector<Value> merging;
+  // A recurrent layer's initial states (Keras's initial_state: its call's tensors after the
+  // sequence), set before its layer(); and, after it, the states it returns (return_state), which
+  // follow its output.
+  std::vector<Value> initial_states, returned_states;
   bool functional = false;
 
   void dispatch(const Layer& l);
@@ -161,6 +166,11 @@ class Parser : public Parsed {
   // the step a BiRecurrent of the layer and its backward twin.
   void recurrent(const Layer& l, const std::string& inner_name = "");
 
+  // Keras's return_state and initial_state (a functional model's): the states the step returns
+  // (returned_states) and the ones it starts from (initial_states, read as its inputs after x).
+  void states(const Layer& l, nn::RnnParams& p, bool bidirectional);
+  void read_states(const nn::RnnParams& p);
+
   // Keras's dropout and recurrent_dropout, and how many masks it draws: one per gate in its
   // implementation 1 (Keras 2's default; every Keras's with recurrent dropout), else one.
   void dropouts(const Layer& l, nn::RnnParams& p);
@@ -187,12 +197,13 @@ class Parser : public Parsed {
   void masking(const Layer& l);
   // RepeatVector(n): a vector as n steps.
   void repeat_vector(const Layer& l);
-  // Permute((2, 1)) of a sequence: its features as the steps.
+  // Permute(dims) of a sequence's or an image's axes (an image channels-last first).
   void permute(const Layer& l);
 
   std::string file_;
   Dialect dialect_;
   int current_ = -1;  // the step whose output the next layer reads (-1: the model's input)
+  int current_output_ = 0;  // which of that step's outputs
   int mask_ = kNoMask;  // the step giving that output's mask
   bool timed_ = true;   // that output still has the input's time axis
   bool last_ = false;

@@ -59,10 +59,11 @@ void Parser::embedding(const Layer& l) {
     fail(l, "is not the first layer over a sequence of token ids; loupe's Embedding comes first");
   init(l, "embeddings_initializer", "randomuniform");
   if (conf(l).flag("mask_zero", false)) {  // a step of its own beside the Embedding, reading the ids
-    const int ids = current_;
+    const int ids = current_, ids_output = current_output_;
     add(l, [] { return std::make_shared<TokenMask>(); }, "_mask");
     mask_ = current_;
     current_ = ids;
+    current_output_ = ids_output;
   }
   const int64_t e = count(l, cfg(l), "output_dim");
   const int64_t v = resize && (dataset == "imdb" || dataset == "imdb_bigrams") ? resize : count(l, cfg(l), "input_dim");
@@ -80,11 +81,11 @@ void Parser::lstm(const Layer& l, const json& c, bool bidirectional, const std::
   // a Bidirectional too.
   const Config k{c, file_ + ": " + layer_label(l)};
   if (k.real("dropout", 0, kFraction) > 0 || k.real("recurrent_dropout", 0, kFraction) > 0 || k.flag("go_backwards", false) ||
-      mask_ != kNoMask)
+      mask_ != kNoMask || k.flag("return_state", false) || !initial_states.empty())
     return recurrent(l, inner_name);
-  // Dropout, recurrent dropout and go_backwards never reach here: they run step by step.
+  // Dropout, recurrent dropout, go_backwards and the states never reach here: they run step by step.
   need_values(l, c, {{"activation", "tanh"}, {"use_bias", true}, {"unit_forget_bias", true}, {"stateful", false},
-                     {"return_state", false}, {"time_major", false}});
+                     {"time_major", false}});
   const Layer inner{"LSTM", l.name, &c};
   init(inner, "kernel_initializer", "glorotuniform");
   init(inner, "recurrent_initializer", "orthogonal");
@@ -114,7 +115,7 @@ float Parser::recurrent_slope(const Layer& l, const json& c) const {
 void Parser::recurrent(const Layer& l, const std::string& inner_name) {
   const json& c = cfg(l);
   if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
-  need_values(l, c, {{"stateful", false}, {"return_state", false}, {"time_major", false}, {"unit_forget_bias", true}});
+  need_values(l, c, {{"stateful", false}, {"time_major", false}, {"unit_forget_bias", true}});
   const bool gru = l.cls == "GRU";
   nn::RnnParams p;
   p.cell = gru ? nn::RnnParams::Cell::Gru : l.cls == "LSTM" ? nn::RnnParams::Cell::Lstm : nn::RnnParams::Cell::Simple;
@@ -131,6 +132,7 @@ void Parser::recurrent(const Layer& l, const std::string& inner_name) {
   p.return_sequences = conf(l).flag("return_sequences", false);
   init(l, "bias_initializer", "zeros");
   const bool bi = !inner_name.empty();
+  states(l, p, bi);
   if (bi && p.go_backwards) fail(l, "reads its sequence backwards inside a Bidirectional; loupe's runs it forwards and its twin backwards");
   if (bi) {
     nn::RnnParams back = p;
@@ -140,6 +142,7 @@ void Parser::recurrent(const Layer& l, const std::string& inner_name) {
   } else {
     add(l, recurrent_init(l, p));
   }
+  read_states(p);
   if (mask_ != kNoMask) {  // the step reads the mask too; a layer that returns one vector ends it
     steps.back().inputs.push_back(mask_);
     if (!p.return_sequences) mask_ = kNoMask;
@@ -149,6 +152,34 @@ void Parser::recurrent(const Layer& l, const std::string& inner_name) {
   own(bi ? bi_rnn_weights(l.name, inner_name, l.cls, in, u, int(g), bias_rows) : rnn_weights(l.name, l.cls, in, u, int(g), bias_rows));
   parameters(l, dirs * (g * __int128(u) * (in + u) + bias_rows * g * u), 0);
   shape_ = p.return_sequences ? std::vector<int64_t>{shape_[0], dirs * u} : std::vector<int64_t>{dirs * u};
+}
+
+void Parser::states(const Layer& l, nn::RnnParams& p, bool bidirectional) {
+  p.return_state = conf(l).flag("return_state", false);
+  p.initial_state = !initial_states.empty();
+  if (bidirectional && (p.return_state || p.initial_state))
+    fail(l, std::string(p.return_state ? "returns its states" : "starts from given states") +
+                " inside a Bidirectional; loupe's Bidirectional reads a sequence and returns its output alone");
+  if (p.return_state && !functional)
+    fail(l, "returns its states (return_state), several tensors; a Sequential model's layers have one output each, as "
+            "in Keras");
+  const std::string cell = p.states() == 2 ? "two (h and c)" : "one (h)";
+  if (p.initial_state && int(initial_states.size()) != p.states())
+    fail(l, "is called with " + std::to_string(initial_states.size()) + " initial state" +
+                (initial_states.size() == 1 ? "" : "s") + "; its cell has " + cell);
+  for (const Value& v : initial_states)
+    if (v.shape != std::vector<int64_t>{p.units})
+      fail(l, "is called with an initial state of " + shape_text(v.shape) + " a sample; its states are [" +
+                  std::to_string(p.units) + "]");
+}
+
+void Parser::read_states(const nn::RnnParams& p) {
+  Step& s = steps.back();
+  s.outputs.resize(s.inputs.size(), 0);
+  for (const Value& v : initial_states) s.inputs.push_back(v.step), s.outputs.push_back(v.output);
+  returned_states.clear();
+  if (p.return_state)
+    for (int k = 1; k <= p.states(); ++k) returned_states.push_back({{p.units}, false, {}, current_, kNoMask, false, k});
 }
 
 void Parser::dropouts(const Layer& l, nn::RnnParams& p) {
@@ -241,10 +272,11 @@ void Parser::global_average(const Layer& l) {
 void Parser::masking(const Layer& l) {
   if (shape_.size() != 2) fail(l, "takes a sequence [time, features] per sample");
   const double value = conf(l).real("mask_value", 0.0, Range{-std::numeric_limits<double>::infinity(), false});
-  const int x = current_;
+  const int x = current_, x_output = current_output_;
   add(l, [value] { return std::make_shared<MaskOfValues>(value); }, "_mask");
   const int mask = current_;
   current_ = x;
+  current_output_ = x_output;
   add(l, [] { return std::make_shared<ApplyMask>(); });
   steps.back().inputs.push_back(mask);
   mask_ = mask;
@@ -259,11 +291,27 @@ void Parser::repeat_vector(const Layer& l) {
 
 void Parser::permute(const Layer& l) {
   const json& dims = cfg(l).at("dims");
-  if (shape_.size() != 2 || dims != json::array({2, 1}))
-    fail(l, "has dims " + shown(dims) + " over a sample of " + std::to_string(shape_.size()) +
-                " dimensions; loupe's Permute swaps a sequence's two axes, dims [2, 1]");
-  add(l, [] { return std::make_shared<SwapSteps>(); });
-  shape_ = {shape_[1], shape_[0]};
+  const size_t rank = shape_.size();
+  std::vector<int> order;
+  std::vector<bool> seen(rank + 1, false);
+  bool ok = dims.is_array() && dims.size() == rank && (rank == 2 || rank == 3);
+  for (size_t i = 0; ok && i < rank; ++i) {
+    const json& d = dims[i];
+    ok = d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= int64_t(rank) && !seen[size_t(d.get<int64_t>())];
+    if (ok) seen[size_t(d.get<int64_t>())] = true, order.push_back(int(d.get<int64_t>()));
+  }
+  if (!ok)
+    fail(l, "has dims " + shown(dims) + " over a sample of " + std::to_string(rank) +
+                " dimensions; loupe's Permute takes an order of a sequence's or an image's axes, each of 1 to " +
+                std::to_string(rank) + " once");
+  if (chw_) {  // Keras's axes are the channels-last image's
+    add(l, [] { return std::make_shared<ChannelsLast>(); }, "_channels_last");
+    chw_ = false;
+  }
+  add(l, [order] { return std::make_shared<PermuteAxes>(order); });
+  std::vector<int64_t> s;
+  for (int d : order) s.push_back(shape_[size_t(d - 1)]);
+  shape_ = s;
 }
 
 }  // namespace loupe::models::keras

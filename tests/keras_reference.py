@@ -103,12 +103,14 @@ def batch_norm(x, gamma, beta, mean, var, eps):
 
 
 def lstm(x, kernel, recurrent, bias, return_sequences, go_backwards=False,
-         activation=np.tanh, recurrent_activation=sigmoid, mask=None):
+         activation=np.tanh, recurrent_activation=sigmoid, mask=None, initial=None, states=False):
     """Keras's LSTM cell: z = x W + h U + b split into i, f, c, o. `mask` [n, t]: a step where it
-    is False keeps the state (keras.backend.rnn's masking), and outputs it again."""
+    is False keeps the state (keras.backend.rnn's masking), and outputs it again. `initial`: the
+    states [h, c] it starts from (initial_state), else zeros; `states`: the final h and c too
+    (return_state)."""
     n, t, _ = x.shape
     u = recurrent.shape[0]
-    h, c = np.zeros((n, u)), np.zeros((n, u))
+    h, c = (np.zeros((n, u)), np.zeros((n, u))) if initial is None else initial
     steps = range(t - 1, -1, -1) if go_backwards else range(t)
     ys = []
     for s in steps:
@@ -119,17 +121,19 @@ def lstm(x, kernel, recurrent, bias, return_sequences, go_backwards=False,
         keep = np.ones((n, 1), bool) if mask is None else mask[:, s:s + 1]
         h, c = np.where(keep, h_new, h), np.where(keep, c_new, c)
         ys.append(h)
-    return np.stack(ys, 1) if return_sequences else h
+    y = np.stack(ys, 1) if return_sequences else h
+    return (y, h, c) if states else y
 
 
 def gru(x, kernel, recurrent, bias, return_sequences, reset_after, recurrent_activation=sigmoid,
-        go_backwards=False, mask=None):
+        go_backwards=False, mask=None, initial=None, states=False):
     """Keras's GRU cell (keras/layers/recurrent.py, Keras 2.2.4; keras/src/layers/rnn/gru.py, Keras 3):
-    gates z, r, h in that order; reset_after's bias [2, 3u] (the input's, then the recurrent one's)."""
+    gates z, r, h in that order; reset_after's bias [2, 3u] (the input's, then the recurrent one's).
+    `initial`: [h] to start from; `states`: the final h too."""
     n, t, _ = x.shape
     u = recurrent.shape[0]
     b_in, b_rec = (bias[0], bias[1]) if reset_after else (bias, np.zeros(3 * u))
-    h = np.zeros((n, u))
+    h = np.zeros((n, u)) if initial is None else initial[0]
     ys = []
     for s in (range(t - 1, -1, -1) if go_backwards else range(t)):
         xw = x[:, s, :] @ kernel + b_in
@@ -145,13 +149,14 @@ def gru(x, kernel, recurrent, bias, return_sequences, reset_after, recurrent_act
         keep = np.ones((n, 1), bool) if mask is None else mask[:, s:s + 1]
         h = np.where(keep, z * h + (1 - z) * hh, h)
         ys.append(h)
-    return np.stack(ys, 1) if return_sequences else h
+    y = np.stack(ys, 1) if return_sequences else h
+    return (y, h) if states else y
 
 
-def simple_rnn(x, kernel, recurrent, bias, return_sequences, activation=np.tanh, go_backwards=False):
-    """Keras's SimpleRNN cell: h = activation(x W + h U + b)."""
+def simple_rnn(x, kernel, recurrent, bias, return_sequences, activation=np.tanh, go_backwards=False, initial=None):
+    """Keras's SimpleRNN cell: h = activation(x W + h U + b), from `initial` [h] or zeros."""
     n, t, _ = x.shape
-    h = np.zeros((n, recurrent.shape[0]))
+    h = np.zeros((n, recurrent.shape[0])) if initial is None else initial[0]
     ys = []
     for s in (range(t - 1, -1, -1) if go_backwards else range(t)):
         h = activation(x[:, s, :] @ kernel + h @ recurrent + bias)
@@ -178,15 +183,28 @@ def is_functional(layers):
     return any("inbound" in l for l in layers)
 
 
-def called(cls, name, inbound, **config):
-    return dict(layer(cls, name, **config), inbound=inbound)
+def called(cls, name, inbound, initial=(), **config):
+    """A layer of a functional model reading `inbound`: layers' names, or (name, output) for a
+    recurrent layer's states (return_state: its output, then h and an LSTM's c); `initial`: a
+    recurrent layer's initial_state, in the same form."""
+    l = dict(layer(cls, name, **config), inbound=inbound)
+    if initial:
+        l["initial"] = list(initial)
+    return l
+
+
+def tensor_ref(t):
+    return (t, 0) if isinstance(t, str) else tuple(t)
 
 
 def functional_keras2(layers, version):
     """Keras 2.2's `Model.get_config` (keras/engine/network.py): each layer with its name and
-    inbound_nodes, one call each, a list of [layer, node_index, tensor_index, kwargs]."""
+    inbound_nodes, one call each, a list of [layer, node_index, tensor_index, kwargs]; a recurrent
+    layer's initial states are its call's tensors after the sequence (RNN.__call__'s full_input)."""
+    def call(l):
+        return [[n, 0, k, {}] for n, k in map(tensor_ref, l["inbound"] + l.get("initial", []))]
     out = [{"name": l["config"]["name"], "class_name": l["class_name"], "config": l["config"],
-            "inbound_nodes": [[[n, 0, 0, {}] for n in l["inbound"]]] if l.get("inbound") else []}
+            "inbound_nodes": [call(l)] if l.get("inbound") else []}
            for l in layers]
     return {"class_name": "Model", "keras_version": version, "backend": "tensorflow",
             "config": {"name": "model_1", "layers": out, "input_layers": [[out[0]["name"], 0, 0]],
@@ -196,10 +214,12 @@ def functional_keras2(layers, version):
 def functional_keras3(layers, k3):
     """Keras 3's `Functional.get_config` (keras/src/models/functional.py): each call
     {"args": [...], "kwargs": {}} whose tensors are "__keras_tensor__" objects with their
-    keras_history [layer, node_index, tensor_index]; a merge's first argument is a list of them."""
-    def tensor(n):
+    keras_history [layer, node_index, tensor_index]; a merge's first argument is a list of them, a
+    recurrent layer's initial states its kwargs' initial_state."""
+    def tensor(t):
+        n, k = tensor_ref(t)
         return {"class_name": "__keras_tensor__", "config": {"shape": None, "dtype": "float32",
-                                                             "keras_history": [n, 0, 0]}}
+                                                             "keras_history": [n, 0, k]}}
     out = []
     for l in layers:
         e = k3(l) if l["class_name"] != "InputLayer" else {
@@ -209,7 +229,8 @@ def functional_keras3(layers, k3):
         e["name"] = l["config"]["name"]
         reads = l.get("inbound", [])
         args = [[tensor(n) for n in reads]] if len(reads) > 1 else [tensor(n) for n in reads]
-        e["inbound_nodes"] = [{"args": args, "kwargs": {}}] if reads else []
+        kwargs = {"initial_state": [tensor(t) for t in l["initial"]]} if l.get("initial") else {}
+        e["inbound_nodes"] = [{"args": args, "kwargs": kwargs}] if reads else []
         out.append(e)
     return {"module": "keras.src.models.functional", "class_name": "Functional", "registered_name": "Functional",
             "config": {"name": "functional", "trainable": True, "layers": out,
@@ -725,6 +746,60 @@ def case_bidirectional_masked():
     return layers, w, names, x, y
 
 
+def case_permute_image():
+    """Permute over an image's axes: its rows and columns swapped before a convolution, its rows
+    and channels after it (loupe's image is channels-first there: a permutation that is not a
+    rotation of the axes tells the two orders apart), then flattened for a Dense."""
+    w = {"conv": [weights(3, 3, 2, 3), weights(3)], "out": [weights(3 * 3 * 2, 2), weights(2)]}
+    layers = [layer("Permute", "swap", dims=[2, 1, 3], batch_input_shape=[None, 4, 5, 2]),
+              layer("Conv2D", "conv", filters=3, kernel_size=[3, 3], activation="relu"),
+              layer("Permute", "channels", dims=[3, 2, 1]),
+              layer("Flatten", "flat"),
+              layer("Dense", "out", units=2, activation="softmax")]
+    x = weights(3, 4, 5, 2, scale=1)
+    c = np.maximum(conv2d(x.transpose(0, 2, 1, 3), *w["conv"], 1, "valid"), 0)
+    y = c.transpose(0, 3, 2, 1).reshape(len(x), -1) @ w["out"][0] + w["out"][1]
+    return layers, w, {k: ["kernel", "bias"] for k in w}, x, y
+
+
+def states_case(reset_after):
+    """A functional model of one sequence whose recurrent layers hand their states on: an LSTM
+    encoder returning its sequence and its states (return_state), an LSTM decoder started from
+    them (initial_state), a GRU returning its state, a SimpleRNN started from it, and the
+    decoder's output, the encoder's carry c and the SimpleRNN's joined for a Dense."""
+    def rnn_w(cls, n_in, u):
+        g = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}[cls]
+        b = weights(2, 3 * u, scale=0.5) if cls == "GRU" and reset_after else weights(g * u, scale=0.3)
+        return [weights(n_in, g * u), weights(u, g * u), b]
+    w = {"enc": rnn_w("LSTM", 3, 4), "dec": rnn_w("LSTM", 4, 4), "gru": rnn_w("GRU", 3, 3),
+         "rnn": rnn_w("SimpleRNN", 3, 3), "out": [weights(11, 2), weights(2)]}
+    sig = {"recurrent_activation": "sigmoid"}
+    layers = [layer("InputLayer", "x", batch_input_shape=[None, 5, 3]),
+              called("LSTM", "enc", ["x"], units=4, return_sequences=True, return_state=True, **sig),
+              called("LSTM", "dec", ["enc"], initial=[("enc", 1), ("enc", 2)], units=4, **sig),
+              called("GRU", "gru", ["x"], units=3, return_state=True, reset_after=reset_after, **sig),
+              called("SimpleRNN", "rnn", ["x"], initial=[("gru", 1)], units=3),
+              called("Concatenate", "cat", ["dec", ("enc", 2), "rnn"]),
+              called("Dense", "out", ["cat"], units=2, activation="softmax")]
+    x = weights(3, 5, 3, scale=1)
+    seq, h, c = lstm(x, *w["enc"], True, states=True)
+    dec = lstm(seq, *w["dec"], False, initial=(h, c))
+    _, g = gru(x, *w["gru"], False, reset_after, states=True)
+    r = simple_rnn(x, *w["rnn"], False, initial=(g,))
+    y = np.concatenate([dec, c, r], 1) @ w["out"][0] + w["out"][1]
+    names = {k: ["kernel", "recurrent_kernel", "bias"] for k in ("enc", "dec", "gru", "rnn")}
+    names["out"] = ["kernel", "bias"]
+    return layers, w, names, x, y
+
+
+def case_states_keras2():
+    return states_case(False)
+
+
+def case_states_keras3():
+    return states_case(True)
+
+
 CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "lstm": case_lstm,
          "bidirectional": case_bidirectional, "lstm_hard_keras2": case_lstm_hard_keras2,
          "lstm_hard_keras3": case_lstm_hard_keras3, "activations": case_activations,
@@ -735,12 +810,13 @@ CASES = {"mlp": case_mlp, "cnn": case_cnn, "average_pool": case_average_pool, "l
          "mask_zero": case_mask_zero, "activations_keras2": case_activations_keras2,
          "activations_keras3": case_activations_keras3, "masking": case_masking,
          "repeat_permute": case_repeat_permute, "bidirectional_masked": case_bidirectional_masked,
-         "time_distributed_conv": case_time_distributed_conv}
+         "time_distributed_conv": case_time_distributed_conv, "states_keras2": case_states_keras2,
+         "states_keras3": case_states_keras3, "permute_image": case_permute_image}
 # The model file's Keras where it is not 2.2.4: "3" writes Keras 3's config (and only then a
 # .keras file, which a Keras 2 model with Keras 2's hard_sigmoid cannot be: Keras 3 has no such).
 VERSIONS = {"lstm_hard_keras2": "2.1.6", "lstm_hard_keras3": "3", "inception": "3", "gru_keras2": "2.1.6",
             "gru_keras3": "3", "mask_zero": "3", "activations_keras2": "2.1.6", "activations_keras3": "3", "masking": "3",
-            "bidirectional_masked": "3"}
+            "bidirectional_masked": "3", "states_keras3": "3"}
 
 
 def save_keras2_h5(path, model, layers, w, names, under_model_weights):

@@ -197,7 +197,7 @@ TEST(KerasGraph, GraphsThatAreNotOneAreRefusedByName) {
   expect_refusal(second, "layer 'sum' (Add) reads call 1 of layer 'b' (a shared layer)");
   json outputs = functional(residual());
   outputs["config"]["layers"][3]["inbound_nodes"][0][1][2] = 1;
-  expect_refusal(outputs, "reads output 1 of layer 'b'; loupe's layers have one output");
+  expect_refusal(outputs, "layer 'sum' (Add) reads output 1 of layer 'b', which has 1");
   json kwargs = functional(residual());
   kwargs["config"]["layers"][2]["inbound_nodes"][0][0][3] = {{"training", false}};
   expect_refusal(kwargs, "layer 'b' (Dense) is called with the keyword argument 'training'");
@@ -211,6 +211,64 @@ TEST(KerasGraph, GraphsThatAreNotOneAreRefusedByName) {
       {"class_name": "Dense", "config": {"name": "d", "units": 2, "batch_input_shape": [null, 3]}},
       {"class_name": "Add", "config": {"name": "add"}}]}})");
   expect_refusal(merge_in_sequential, "layer 'add' (Add) merges tensors, which only a functional model's layers do");
+}
+
+// A recurrent layer's states (return_state) follow its output, and another recurrent layer may start
+// from them (initial_state: Keras 2's tensors after the sequence, Keras 3's keyword); the model
+// trains. What does not fit is refused naming the layer.
+TEST(KerasGraph, RecurrentStatesAreReadOrRefusedByName) {
+  auto model = [](const json& enc_config, Layout layout = Layout::Keras2) {
+    return functional({input("x", {5, 3}), {"LSTM", "enc", enc_config, {"x"}}, dense("h", 4, "enc", "tanh"),
+                       {"GRU", "dec", {{"units", 4}, {"reset_after", true}, {"recurrent_activation", "sigmoid"}}, {"x", "h"}},
+                       dense("out", 2, "dec", "softmax")},
+                      layout);
+  };
+  const json states = {{"units", 4}, {"return_state", true}, {"recurrent_activation", "sigmoid"}};
+  json file = model(states);
+  file["config"]["layers"][2]["inbound_nodes"][0][0][2] = 2;  // h reads the encoder's carry c
+  const models::ModelInfo info = models::keras_model(file.dump(), "m.json");
+  manual_seed(4);
+  auto net = info.build();
+  EXPECT_EQ(net->num_parameters(), info.expected_parameters);
+  const Tensor y = net->forward(test::uniform01(Shape{2, 5, 3}));
+  EXPECT_EQ(y.shape(), (Shape{2, 2}));
+  backward(sum(y * y));
+  for (const auto& [name, p] : net->named_parameters()) {  // the gradient reaches the encoder through c
+    double total = 0;
+    for (float g : p.grad().to_vector<float>()) total += std::fabs(g);
+    EXPECT_GT(total, 0) << name;
+  }
+  json k3 = model(states, Layout::Keras3);
+  json& dec = k3["config"]["layers"][3]["inbound_nodes"][0];
+  dec["kwargs"]["initial_state"] = json::array({dec["args"][0][1]});
+  dec["args"] = json::array({dec["args"][0][0]});
+  k3["config"]["layers"][2]["inbound_nodes"][0]["args"][0]["config"]["keras_history"][2] = 2;
+  EXPECT_EQ(models::keras_model(k3.dump(), "m.json").expected_parameters, info.expected_parameters);
+
+  json third = file;
+  third["config"]["layers"][2]["inbound_nodes"][0][0][2] = 3;
+  expect_refusal(third, "layer 'h' (Dense) reads output 3 of layer 'enc', which has 3");
+  json stateless = model({{"units", 4}, {"recurrent_activation", "sigmoid"}});
+  stateless["config"]["layers"][2]["inbound_nodes"][0][0][2] = 2;
+  expect_refusal(stateless, "layer 'h' (Dense) reads output 2 of layer 'enc', which has 1");
+  json one_unit = file;
+  one_unit["config"]["layers"][2]["config"]["units"] = 3;
+  expect_refusal(one_unit, "layer 'dec' (GRU) is called with an initial state of [3] a sample; its states are [4]");
+  json two = file;
+  two["config"]["layers"][3]["inbound_nodes"][0].push_back(two["config"]["layers"][3]["inbound_nodes"][0][1]);
+  expect_refusal(two, "layer 'dec' (GRU) is called with 2 initial states; its cell has one (h)");
+  json mask = k3;
+  mask["config"]["layers"][3]["inbound_nodes"][0]["kwargs"]["mask"] = true;
+  expect_refusal(mask, "layer 'dec' (GRU) is called with the keyword argument 'mask'");
+  const json in_sequential = json::parse(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "LSTM", "config": {"name": "l", "units": 2, "return_state": true, "batch_input_shape": [null, 4, 3]}},
+      {"class_name": "Dense", "config": {"name": "d", "units": 2}}]}})");
+  expect_refusal(in_sequential, "layer 'l' (LSTM) returns its states (return_state), several tensors; a Sequential model's");
+  const json bidirectional = json::parse(R"({"class_name": "Sequential", "config": {"layers": [
+      {"class_name": "Bidirectional", "config": {"name": "bi", "batch_input_shape": [null, 4, 3],
+       "layer": {"class_name": "GRU", "config": {"name": "g", "units": 2, "return_state": true}}}},
+      {"class_name": "Dense", "config": {"name": "d", "units": 2}}]}})");
+  expect_refusal(bidirectional, "layer 'bi' (GRU) returns its states inside a Bidirectional");
 }
 
 // A channels-last image and a convolution's channels-first output merge in one layout; the

@@ -508,7 +508,7 @@ TEST(KerasOptions, GruAndSimpleRnnCountAsKeras) {
   refused("GRU", {{"recurrent_dropout", 1.0}}, "layer 'rnn' (GRU) has recurrent_dropout 1.0; loupe takes a number from 0 to below 1");
   refused("GRU", {{"activation", "selu"}}, "has activation 'selu'; loupe's GRU has tanh and relu");
   refused("GRU", {{"recurrent_activation", "relu"}}, "has recurrent_activation 'relu'; loupe's GRU has sigmoid and hard_sigmoid");
-  refused("SimpleRNN", {{"return_state", true}}, "has return_state true; loupe's SimpleRNN has false");
+  refused("SimpleRNN", {{"return_state", true}}, "returns its states (return_state), several tensors; a Sequential model");
   refused("GRU", {{"recurrent_initializer", "identity"}}, "has recurrent_initializer 'identity'; loupe's is orthogonal, or identity in a SimpleRNN");
   // mnist_irnn's SimpleRNN: kernel RandomNormal(stddev 0.001), recurrent Identity(gain 1), relu.
   json irnn = rnn("SimpleRNN", {{"activation", "relu"}, {"recurrent_initializer", {{"class_name", "Identity"}, {"config", {{"gain", 1.0}}}}},
@@ -625,7 +625,7 @@ TEST(KerasOptions, OtherLayerOptionsAreRefusedByName) {
     return sequential({input({5, 4}), l, dense("fc", 2, "softmax")});
   };
   expect_refusal(lstm_with("stateful", true), "has stateful true; loupe's LSTM has false");
-  expect_refusal(lstm_with("return_state", true), "has return_state true; loupe's LSTM has false");
+  expect_refusal(lstm_with("return_state", true), "returns its states (return_state), several tensors; a Sequential model");
   expect_refusal(lstm_with("use_bias", false), "has use_bias false; loupe's LSTM has true");
   expect_refusal(lstm_with("unit_forget_bias", false), "has unit_forget_bias false; loupe's LSTM has true");
   expect_refusal(lstm_with("activation", "relu"), "has activation \"relu\"; loupe's LSTM has \"tanh\"");
@@ -1015,8 +1015,10 @@ TEST(KerasOptions, MaskingAndTheSequenceLayersAsKeras) {
   EXPECT_GT(std::fabs(y[3] - y[0]), 1e-4);  // (p, b) is a step: one feature at mask_value is not padding
   expect_refusal(sequential({input({5, 2}), masking, flatten(), dense("out", 1, "sigmoid")}),
                  "layer 'flatten' (Flatten) receives a sequence's mask");
-  expect_refusal(sequential({input({5, 2}), layer("Permute", "perm", {{"dims", {1, 2}}}), flatten(), dense("out", 1)}),
-                 "layer 'perm' (Permute) has dims [1,2] over a sample of 2 dimensions; loupe's Permute swaps");
+  expect_refusal(sequential({input({5, 2}), layer("Permute", "perm", {{"dims", {2, 2}}}), flatten(), dense("out", 1)}),
+                 "layer 'perm' (Permute) has dims [2,2] over a sample of 2 dimensions; loupe's Permute takes an order");
+  expect_refusal(sequential({input({5, 2}), layer("Permute", "perm", {{"dims", {2, 1, 3}}}), flatten(), dense("out", 1)}),
+                 "layer 'perm' (Permute) has dims [2,1,3] over a sample of 2 dimensions");
   expect_refusal(sequential({input({5, 2}), layer("RepeatVector", "rep", {{"n", 3}}), flatten(), dense("out", 1)}),
                  "layer 'rep' (RepeatVector) takes a vector per sample");
   expect_refusal(sequential({input({4}), layer("ReLU", "relu", {{"max_value", 6.0}}), dense("out", 1)}),

@@ -224,7 +224,7 @@ const std::vector<std::string> kCases{"mlp",         "cnn",            "average_
                                       "gru_keras2", "gru_keras3", "simple_rnn", "time_distributed",
                                       "lstm_backwards", "mask_zero", "activations_keras2", "activations_keras3",
                                       "masking", "repeat_permute", "bidirectional_masked",
-                                      "time_distributed_conv"};
+                                      "time_distributed_conv", "states_keras2", "states_keras3", "permute_image"};
 std::vector<std::string> archive_cases() {
   std::vector<std::string> c;
   for (const std::string& name : kCases)

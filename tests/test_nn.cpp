@@ -236,6 +236,33 @@ TEST(Graph, NodesComputeWhatTheModulesDoByHand) {
   for (size_t i = 0; i < ps.size(); ++i) expect_near(from_vector(grads[i], ps[i].shape()), ps[i].grad(), "gradient");
 }
 
+namespace {
+// A node of two outputs, x and 2 x (as a recurrent layer's output and its state).
+class TwoOutputs : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x; }
+  int outputs() const override { return 2; }
+  std::vector<Tensor> forward_outputs(const std::vector<Tensor>& xs) override { return {xs[0], xs[0] * 2.0}; }
+  std::string type_name() const override { return "TwoOutputs"; }
+};
+}  // namespace
+
+// A node's other outputs: each reader gets the one it names, an activation after a node of several
+// outputs is not folded into it (its pass gives the first alone), and the outputs live until their
+// last reader has run.
+TEST(Graph, ANodeOfSeveralOutputsGivesEachItsReader) {
+  nn::Graph g;
+  const int two = g.add("two", std::make_shared<TwoOutputs>(), {nn::Graph::kInput});
+  const int relu = g.add("relu", std::make_shared<nn::ReLU>(), {two}, {1});
+  g.add("sum", std::make_shared<nn::Merge>(nn::MergeOp::Add), {two, relu, two}, {0, 0, 1});
+  EXPECT_EQ(g.outputs_read_by(relu), std::vector<int>{1});
+  const Tensor x = from_vector(std::vector<float>{-1, 2}, Shape{1, 2});
+  EXPECT_EQ(g(x).to_vector<float>(), (std::vector<float>{-3, 10}));  // x + relu(2 x) + 2 x
+  EXPECT_THROW(g.add("three", std::make_shared<nn::ReLU>(), {two}, {2}), Error);  // it has two
+  EXPECT_THROW(g.add("of_relu", std::make_shared<nn::ReLU>(), {relu}, {1}), Error);
+  EXPECT_THROW(g.add("many", std::make_shared<nn::ReLU>(), {two}, {0, 1}), Error);
+}
+
 // A node reads earlier nodes only, a module one input and a merge two or more.
 TEST(Graph, RefusesNodesThatAreNotAGraph) {
   nn::Graph g;

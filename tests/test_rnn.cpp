@@ -43,6 +43,11 @@ std::vector<Variant> variants() {
   dropped.dropout = 0.3, dropped.recurrent_dropout = 0.4, dropped.mask_per_gate = true;
   nn::RnnParams lstm_dropped = lstm;
   lstm_dropped.dropout = 0.25, lstm_dropped.recurrent_dropout = 0.5, lstm_dropped.mask_per_gate = false;
+  // Keras's initial_state and return_state: the states in and out.
+  auto stated = [](nn::RnnParams p, bool initial, bool returned) {
+    p.initial_state = initial, p.return_state = returned;
+    return p;
+  };
   return {{"gru_reset_after", gru(true, 0, false, false, true)},
           {"gru_reset_before_hard_keras2", gru(false, 0.2f, false, true, true)},
           {"gru_reset_after_hard_keras3_backwards", gru(true, 1.f / 6, true, true, true)},
@@ -55,15 +60,20 @@ std::vector<Variant> variants() {
           {"gru_masked_sequences", gru(true, 0, false, true, true), true},
           {"gru_reset_before_masked_backwards", gru(false, 0.2f, true, false, true), true},
           {"simple_rnn_masked", simple, true},
-          {"lstm_masked_backwards_sequences", lstm, true}};
+          {"lstm_masked_backwards_sequences", lstm, true},
+          {"lstm_initial_and_final_states_masked", stated(lstm, true, true), true},
+          {"gru_initial_and_final_state_backwards", stated(gru(true, 0, true, true, true), true, true)},
+          {"gru_reset_before_final_state", stated(gru(false, 0, false, false, true), false, true)},
+          {"simple_rnn_initial_state", stated(simple, true, false)}};
 }
 
-// x [2, 5, 3] and the layer's tensors, uniform in [-scale, scale), of `dt` on `d`.
+// x [2, 5, 3], the layer's tensors and its initial states, uniform in [-scale, scale), of `dt` on `d`.
 std::vector<Tensor> inputs(const nn::RnnParams& p, DType dt, Device d, uint64_t seed) {
   manual_seed(seed);
   const int64_t g = p.gates() * p.units;
   std::vector<Shape> shapes{{2, 5, p.input_size}, {p.input_size, g}, {p.units, g}};
   if (p.use_bias) shapes.push_back(p.cell == nn::RnnParams::Cell::Gru && p.reset_after ? Shape{2, g} : Shape{g});
+  for (int k = 0; p.initial_state && k < p.states(); ++k) shapes.push_back(Shape{2, p.units});
   std::vector<Tensor> out;
   for (const Shape& s : shapes) {
     Tensor t = empty(s);
@@ -74,13 +84,21 @@ std::vector<Tensor> inputs(const nn::RnnParams& p, DType dt, Device d, uint64_t 
 }
 
 // In training where the variant drops: the masks drawn again from one seed at every call, so that
-// the central differences see the same function.
+// the central differences see the same function. With return_state: the output and the final
+// states, flattened and joined.
 Tensor forward_of(const std::vector<Tensor>& x, const Variant& v) {
   const nn::RnnParams& p = v.p;
   const bool training = p.dropout > 0 || p.recurrent_dropout > 0;
   if (training) manual_seed(11);
   const Tensor mask = v.masked ? to(to(from_vector(kMask, Shape{2, 5}), x[0].dtype()), x[0].device()) : Tensor();
-  return nn::rnn(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p, training, mask);
+  const size_t tensors = p.use_bias ? 4 : 3;
+  const std::vector<Tensor> initial(x.begin() + long(tensors), x.end());
+  const nn::RnnResult r = nn::rnn_states(x[0], x[1], x[2], p.use_bias ? x[3] : Tensor(), p, training, mask, initial);
+  if (!p.return_state) return r.y;
+  auto flat = [](const Tensor& t) { return reshape(contiguous(t), Shape{t.numel()}); };
+  std::vector<Tensor> parts{flat(r.y), flat(r.h)};
+  if (r.c.defined()) parts.push_back(flat(r.c));
+  return cat(parts, 0);
 }
 }  // namespace
 
@@ -97,7 +115,9 @@ TEST(Rnn, GradientsInFloat64) {
 TEST(Rnn, ShapesAndRefusals) {
   for (const Variant& v : variants()) {
     const Tensor y = forward_of(inputs(v.p, DType::f32, kCPU, 1), v);
-    EXPECT_EQ(y.shape(), v.p.return_sequences ? (Shape{2, 5, 4}) : (Shape{2, 4})) << v.name;
+    const int64_t out = v.p.return_sequences ? 2 * 5 * 4 : 2 * 4;
+    if (v.p.return_state) EXPECT_EQ(y.shape(), (Shape{out + v.p.states() * 2 * 4})) << v.name;
+    else EXPECT_EQ(y.shape(), v.p.return_sequences ? (Shape{2, 5, 4}) : (Shape{2, 4})) << v.name;
   }
   nn::RnnParams p = variants()[0].p;
   std::vector<Tensor> x = inputs(p, DType::f32, kCPU, 1);
@@ -105,6 +125,42 @@ TEST(Rnn, ShapesAndRefusals) {
   EXPECT_THROW(nn::rnn(x[0], x[1], x[2], x[3], p, false, ones(Shape{2, 4})), Error);  // a mask of 4 steps for 5
   p.input_size = 2;
   EXPECT_THROW(nn::rnn(x[0], x[1], x[2], x[3], p), Error);
+  p.input_size = 3;
+  EXPECT_THROW(nn::rnn_states(x[0], x[1], x[2], x[3], p, false, Tensor(), {zeros(Shape{2, 3})}), Error);  // [2, 4] each
+  p.cell = nn::RnnParams::Cell::Simple;
+  p.input_size = 3;
+  EXPECT_THROW(nn::rnn_states(x[0], x[1], x[2], x[3], p, false, Tensor(), {zeros(Shape{2, 4}), zeros(Shape{2, 4})}), Error);
+}
+
+// The final states are the last step's, a masked step's the one before's: the returned sequence's
+// last step forwards, its first backwards (the order processed), and h and c of a sequence cut
+// where its mask ends. An initial state is where the sequence starts: the first half's final
+// states start the second half at the whole sequence's.
+TEST(Rnn, TheStatesInAndOut) {
+  nn::RnnParams p = variants()[0].p;
+  p.cell = nn::RnnParams::Cell::Lstm, p.hard_slope = 0, p.return_sequences = true, p.return_state = true;
+  std::vector<Tensor> x = inputs(p, DType::f32, kCPU, 5);
+  x[3] = empty(Shape{16});
+  nn::uniform_(x[3], -1, 1);
+  auto same = [](const Tensor& a, const Tensor& b, const std::string& what) {
+    const std::vector<float> u = contiguous(a).to_vector<float>(), w = contiguous(b).to_vector<float>();
+    ASSERT_EQ(u.size(), w.size()) << what;
+    for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(u[i], w[i], 1e-5) << what << " " << i;
+  };
+  const nn::RnnResult whole = nn::rnn_states(x[0], x[1], x[2], x[3], p);
+  same(whole.h, reshape(slice(whole.y, 1, 4, 5), Shape{2, 4}), "h: the last step's output");
+  const nn::RnnResult first = nn::rnn_states(contiguous(slice(x[0], 1, 0, 3)), x[1], x[2], x[3], p);
+  const nn::RnnResult second =
+      nn::rnn_states(contiguous(slice(x[0], 1, 3, 5)), x[1], x[2], x[3], p, false, Tensor(), {first.h, first.c});
+  same(second.h, whole.h, "h from the first half's states");
+  same(second.c, whole.c, "c from the first half's states");
+  std::vector<float> m(10, 1);
+  m[3] = m[4] = 0;  // the first sample's last two steps skipped
+  const nn::RnnResult masked = nn::rnn_states(x[0], x[1], x[2], x[3], p, false, from_vector(m, Shape{2, 5}));
+  same(slice(masked.c, 0, 0, 1), slice(first.c, 0, 0, 1), "c where the mask ends");
+  p.go_backwards = true;
+  const nn::RnnResult back = nn::rnn_states(x[0], x[1], x[2], x[3], p);
+  same(back.h, reshape(slice(back.y, 1, 4, 5), Shape{2, 4}), "h backwards: the last processed");
 }
 
 // A masked step keeps the state: a sequence with a padding step inside gives what the sequence
@@ -196,7 +252,8 @@ TEST(RnnGpu, CudaMatchesTheCpu) {
 // tensors reordered into cuDNN's layout inside the step): the module's output, its input's
 // gradient and its tensors' gradients are the CPU's composition's, returning the sequence or the
 // last state, read forwards or backwards (the sequence in the order processed, or in time order
-// as a Bidirectional's backward layer has it); a mask or dropout keep the composition.
+// as a Bidirectional's backward layer has it), with its final state (return_state); a mask, dropout
+// or an initial state keep the composition.
 TEST(RnnGpu, CudnnGruIsTheComposedOne) {
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
   struct Case {
@@ -208,7 +265,7 @@ TEST(RnnGpu, CudnnGruIsTheComposedOne) {
     SCOPED_TRACE(std::string(seq ? "sequences" : "last state") + (k.back ? ", backwards" : "") + (k.time_order ? " in time order" : ""));
     nn::RnnParams p;
     p.cell = nn::RnnParams::Cell::Gru, p.input_size = 6, p.units = 5, p.return_sequences = seq;
-    p.go_backwards = k.back, p.time_order = k.time_order;
+    p.go_backwards = k.back, p.time_order = k.time_order, p.return_state = true;
     manual_seed(21);
     nn::Recurrent cpu(p), gpu(p);
     const auto pc = cpu.named_parameters();
@@ -222,11 +279,17 @@ TEST(RnnGpu, CudnnGruIsTheComposedOne) {
     const Tensor xc = x.detach().requires_grad_(true), xg = to(x, kCUDA).detach().requires_grad_(true);
     ASSERT_TRUE(nn::cudnn_gru(p, xg, false));
     EXPECT_FALSE(nn::cudnn_gru(p, xg, true));
+    nn::RnnParams initial = p;
+    initial.initial_state = true;
+    EXPECT_FALSE(nn::cudnn_gru(initial, xg, false));
     const size_t plans = lstm_cuda_plans().size();
-    const Tensor yc = cpu(xc), yg = gpu(xg);
+    const std::vector<Tensor> oc = cpu.forward_outputs({xc}), og = gpu.forward_outputs({xg});
+    ASSERT_EQ(oc.size(), 2u);
+    ASSERT_EQ(og.size(), 2u);
     if (!seq && !k.back) EXPECT_EQ(lstm_cuda_plans().size(), plans + 1);  // cuDNN planned it (the others: cached)
-    backward(sum(yc * yc));
-    backward(sum(yg * yg));
+    const Tensor yc = oc[0], yg = og[0];
+    backward(sum(yc * yc) + sum(oc[1] * oc[1]) * 0.5);
+    backward(sum(yg * yg) + sum(og[1] * og[1]) * 0.5);
     // Against the tensor's largest value: cuDNN sums a gradient's terms in another order, and a
     // small element that is the difference of large ones differs by the larger ones' rounding.
     auto near = [](const Tensor& a, const Tensor& b, const std::string& what) {
@@ -237,6 +300,7 @@ TEST(RnnGpu, CudnnGruIsTheComposedOne) {
       for (size_t i = 0; i < u.size(); ++i) EXPECT_NEAR(u[i], v[i], 1e-5 + 1e-4 * largest) << what << " " << i;
     };
     near(yc, yg, "output");
+    near(oc[1], og[1], "final state");
     near(xc.grad(), xg.grad(), "input gradient");
     const auto pg = gpu.named_parameters();
     for (size_t i = 0; i < pc.size(); ++i) near(pc[i].second.grad(), pg[i].second.grad(), pc[i].first + " gradient");

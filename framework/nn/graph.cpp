@@ -54,17 +54,25 @@ Tensor Merge::forward_many(const std::vector<Tensor>& given) {
   return op_ == MergeOp::Average ? mul(y, 1.0 / double(xs.size())) : y;
 }
 
-int Graph::add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs) {
+int Graph::add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs, std::vector<int> outputs) {
   const int index = int(inputs_.size());
   LOUPE_CHECK(m->takes(inputs.size()), "nn::Graph: node '", name, "' (", m->type_name(), ") cannot read ", inputs.size(),
               " inputs");
-  for (int k : inputs) {
+  LOUPE_CHECK(outputs.size() <= inputs.size(), "nn::Graph: node '", name, "' names the outputs of ", outputs.size(),
+              " inputs, of ", inputs.size());
+  outputs.resize(inputs.size(), 0);
+  for (size_t r = 0; r < inputs.size(); ++r) {
+    const int k = inputs[r];
     LOUPE_CHECK(k == kInput || (k >= 0 && k < index), "nn::Graph: node '", name, "' reads node ", k,
                 ", which is not an earlier node");
+    const int have = k == kInput ? 1 : children()[size_t(k)].second->outputs();
+    LOUPE_CHECK(outputs[r] >= 0 && outputs[r] < have, "nn::Graph: node '", name, "' reads output ", outputs[r], " of node ",
+                k, ", which has ", have);
     if (k != kInput) ++readers_[size_t(k)];
   }
   register_module(name, std::move(m));
   inputs_.push_back(std::move(inputs));
+  outputs_.push_back(std::move(outputs));
   readers_.push_back(0);
   return index;
 }
@@ -76,7 +84,7 @@ size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
   const auto& nodes = children();
   size_t j = i + 1;
-  while (fuse && inputs_[i].size() == 1 && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} &&
+  while (fuse && inputs_[i].size() == 1 && nodes[i].second->outputs() == 1 && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} &&
          readers_[j - 1] == 1 && fold_epilogue(*nodes[i].second, *nodes[j].second, e))
     ++j;
   return j;
@@ -85,26 +93,31 @@ size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
 Tensor Graph::forward(const Tensor& x) {
   const auto& nodes = children();
   LOUPE_CHECK(!nodes.empty(), "nn::Graph: no nodes");
-  std::vector<Tensor> value(nodes.size());
+  std::vector<std::vector<Tensor>> value(nodes.size());  // each node's outputs
   std::vector<int> left = readers_;
-  auto read = [&](int k) {
+  auto read = [&](int k, int output) {
     if (k == kInput) return x;
-    Tensor t = value[size_t(k)];
-    LOUPE_CHECK(t.defined(), "nn::Graph: node ", k, " read before it ran");
-    if (--left[size_t(k)] == 0) value[size_t(k)] = Tensor();  // its last reader: the memory can go
+    const std::vector<Tensor>& v = value[size_t(k)];
+    LOUPE_CHECK(size_t(output) < v.size() && v[size_t(output)].defined(), "nn::Graph: node ", k, " read before it ran");
+    Tensor t = v[size_t(output)];
+    if (--left[size_t(k)] == 0) value[size_t(k)].clear();  // its last reader: the memory can go
     return t;
   };
   for (size_t i = 0; i < nodes.size();) {
     std::vector<Tensor> in;
-    for (int k : inputs_[i]) in.push_back(read(k));
+    for (size_t r = 0; r < inputs_[i].size(); ++r) in.push_back(read(inputs_[i][r], outputs_[i][r]));
     Module& m = *nodes[i].second;
+    if (m.outputs() > 1) {
+      value[i++] = m.call_outputs(in);
+      continue;
+    }
     Epilogue e;
     const size_t j = epilogue_after(i, e);
-    if (in.size() > 1) value[j - 1] = m.call_many(in);
-    else value[j - 1] = e.absorbed ? m.call_fused(in[0], e) : m(in[0]);
+    if (in.size() > 1) value[j - 1] = {m.call_many(in)};
+    else value[j - 1] = {e.absorbed ? m.call_fused(in[0], e) : m(in[0])};
     i = j;
   }
-  return value.back();
+  return value.back().at(0);
 }
 
 }  // namespace loupe::nn

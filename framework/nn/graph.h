@@ -39,15 +39,17 @@ class Graph : public Module {
  public:
   static constexpr int kInput = -1;
   // Adds a node; `inputs` are earlier nodes (or kInput), as many as the module takes (one; two or
-  // more for a Merge; a recurrent layer's second, its mask). Returns its index.
-  int add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs);
+  // more for a Merge; a recurrent layer's second, its mask). `outputs`: which output of each it
+  // reads (Module::outputs; the first where not given). Returns its index.
+  int add(const std::string& name, std::shared_ptr<Module> m, std::vector<int> inputs, std::vector<int> outputs = {});
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Graph"; }
   const std::vector<int>& inputs_of(int node) const { return inputs_.at(size_t(node)); }
+  const std::vector<int>& outputs_read_by(int node) const { return outputs_.at(size_t(node)); }
 
  private:
   size_t epilogue_after(size_t i, Epilogue& e) const;
-  std::vector<std::vector<int>> inputs_;
+  std::vector<std::vector<int>> inputs_, outputs_;  // each node's inputs, and which output of each
   std::vector<int> readers_;  // how many inputs name each node
 };
 

@@ -155,6 +155,12 @@ Tensor Module::call_many(const std::vector<Tensor>& xs) {
   return forward_many(xs);
 }
 
+std::vector<Tensor> Module::call_outputs(const std::vector<Tensor>& xs) {
+  if (range_name_.empty()) assign_paths("");
+  NvtxRange r(range_name_.c_str(), RangeKind::Module);
+  return forward_outputs(xs);
+}
+
 bool fold_epilogue(const Module& layer, const Module& next, Epilogue& e) {
   Epilogue folded = e;
   if (!next.extend(folded) || !layer.accepts(folded)) return false;

@@ -46,6 +46,12 @@ class Module {
   virtual Tensor forward_many(const std::vector<Tensor>& xs);
   // forward_many inside the module's NVTX range.
   Tensor call_many(const std::vector<Tensor>& xs);
+  // A node of an nn::Graph with several outputs (a recurrent layer's final states besides its
+  // output, Keras's return_state): how many, and all of them, the first forward_many's.
+  virtual int outputs() const { return 1; }
+  virtual std::vector<Tensor> forward_outputs(const std::vector<Tensor>& xs) { return {forward_many(xs)}; }
+  // forward_outputs inside the module's NVTX range.
+  std::vector<Tensor> call_outputs(const std::vector<Tensor>& xs);
 
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

@@ -217,6 +217,11 @@ Tensor input_products(const Tensor& x, const Tensor& kernel, const Tensor& b_in,
 
 Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
            bool training, const Tensor& mask) {
+  return rnn_states(x, kernel, recurrent_kernel, bias, p, training, mask).y;
+}
+
+RnnResult rnn_states(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias,
+                     const RnnParams& p, bool training, const Tensor& mask, const std::vector<Tensor>& initial) {
   const int64_t g = p.gates() * p.units;
   LOUPE_CHECK(x.dim() == 3 && x.size(2) == p.input_size, "rnn: takes [batch, time, ", p.input_size, "], got ",
               x.shape().str());
@@ -234,8 +239,14 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
       r.u_gate.push_back(contiguous(slice(recurrent_kernel, 1, k * p.units, (k + 1) * p.units)));
       if (r.b_r.defined()) r.b_gate.push_back(slice(r.b_r, 0, k * p.units, (k + 1) * p.units));
     }
+  LOUPE_CHECK(initial.empty() || int(initial.size()) == p.states(), "rnn: the initial states are ", p.states(), ", got ",
+              initial.size());
+  for (const Tensor& i : initial)
+    LOUPE_CHECK(i.shape() == (Shape{n, p.units}), "rnn: an initial state is [batch, units] = [", n, ", ", p.units,
+                "], got ", i.shape().str());
   State s{zeros(Shape{n, p.units}, xw.dtype(), xw.device()), Tensor()};
   if (p.cell == RnnParams::Cell::Lstm) s.c = s.h;
+  if (!initial.empty()) s = {loupe::to(initial[0], xw.dtype()), p.states() == 2 ? loupe::to(initial[1], xw.dtype()) : Tensor()};
   LOUPE_CHECK(!mask.defined() || mask.shape() == (Shape{n, t}), "rnn: the mask is [batch, time] = [", n, ", ", t, "], got ",
               mask.shape().str());
   const Tensor kept = mask.defined() ? loupe::to(mask, xw.dtype()) : Tensor();
@@ -251,16 +262,22 @@ Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel
     s = next;
     if (p.return_sequences) outputs.push_back(reshape(s.h, Shape{n, 1, p.units}));
   }
-  if (!p.return_sequences) return s.h;
+  if (!p.return_sequences) return {s.h, s.h, s.c};
   if (p.go_backwards && p.time_order) std::reverse(outputs.begin(), outputs.end());
-  return outputs.size() == 1 ? outputs[0] : cat(outputs, 1);
+  return {outputs.size() == 1 ? outputs[0] : cat(outputs, 1), s.h, s.c};
 }
 
 Tensor Recurrent::forward(const Tensor& x) { return forward_many({x}); }
 
 bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked) {
   return x.device().is_cuda() && p.cell == RnnParams::Cell::Gru && p.reset_after && p.hard_slope == 0 &&
-         p.activation == Act::Tanh && p.use_bias && p.dropout == 0 && p.recurrent_dropout == 0 && !masked;
+         p.activation == Act::Tanh && p.use_bias && p.dropout == 0 && p.recurrent_dropout == 0 && !masked &&
+         !p.initial_state;
+}
+
+bool Recurrent::takes(size_t n) const {
+  const size_t first = 1 + (p_.initial_state ? size_t(p_.states()) : 0);
+  return n == first || n == first + 1;
 }
 
 namespace {
@@ -278,15 +295,22 @@ Tensor cudnn_gru_weights(const Tensor& kernel, const Tensor& recurrent_kernel, c
 }
 }  // namespace
 
-Tensor Recurrent::forward_many(const std::vector<Tensor>& xs) {
-  LOUPE_CHECK(takes(xs.size()), type_name(), " reads a sequence and, at most, its mask; got ", xs.size(), " inputs");
+std::vector<Tensor> Recurrent::forward_outputs(const std::vector<Tensor>& xs) {
+  LOUPE_CHECK(takes(xs.size()), type_name(), " reads a sequence", p_.initial_state ? ", its initial states" : "",
+              " and, at most, its mask; got ", xs.size(), " inputs");
   const Tensor x = autocast(xs[0]);
-  if (cudnn_gru(p_, x, xs.size() == 2)) return cudnn_forward(x);
-  return rnn(x, autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(), p_, is_training(),
-             xs.size() == 2 ? xs[1] : Tensor());
+  const size_t states = p_.initial_state ? size_t(p_.states()) : 0;
+  const bool masked = xs.size() == 2 + states;
+  if (cudnn_gru(p_, x, masked)) return cudnn_forward(x);
+  const std::vector<Tensor> initial(xs.begin() + 1, xs.begin() + 1 + long(states));
+  const RnnResult r = rnn_states(x, autocast(kernel), autocast(recurrent_kernel), bias.defined() ? autocast(bias) : Tensor(),
+                                 p_, is_training(), masked ? xs.back() : Tensor(), initial);
+  if (!p_.return_state) return {r.y};
+  if (p_.states() == 1) return {r.y, r.h};
+  return {r.y, r.h, r.c};
 }
 
-Tensor Recurrent::cudnn_forward(const Tensor& x) {
+std::vector<Tensor> Recurrent::cudnn_forward(const Tensor& x) {
   LstmParams lp;
   lp.input_size = p_.input_size;
   lp.hidden_size = p_.units;
@@ -299,9 +323,12 @@ Tensor Recurrent::cudnn_forward(const Tensor& x) {
   auto weight = [&](const Tensor& t) { return f32 ? t : autocast(t); };  // float32 ones as they are
   const LstmResult r =
       lstm(in, cudnn_gru_weights(weight(kernel), weight(recurrent_kernel), weight(bias), p_.units), lp, is_training());
-  Tensor y = p_.return_sequences ? r.y : reshape(r.h, Shape{x.size(0), p_.units});
+  const Tensor h = reshape(r.h, Shape{x.size(0), p_.units});
+  Tensor y = p_.return_sequences ? r.y : h;
   if (p_.return_sequences && p_.go_backwards && p_.time_order) y = flip_time(y);
-  return f32 ? loupe::to(y, x.dtype()) : y;
+  auto back = [&](const Tensor& t) { return f32 ? loupe::to(t, x.dtype()) : t; };
+  if (p_.return_state) return {back(y), back(h)};
+  return {back(y)};
 }
 
 // x [N, T, F] with its steps in reverse order: the rows of [T, N F] gathered by an embedding
@@ -327,6 +354,8 @@ std::string Recurrent::type_name() const {
   if (p_.hard_slope > 0) s << ", hard_sigmoid " << p_.hard_slope;
   if (p_.activation == Act::Relu) s << ", relu";
   if (p_.go_backwards) s << ", backwards";
+  if (p_.initial_state) s << ", initial state";
+  if (p_.return_state) s << ", returns its state";
   if (p_.dropout > 0 || p_.recurrent_dropout > 0) s << ", dropout " << p_.dropout << "/" << p_.recurrent_dropout;
   s << ")";
   return s.str();

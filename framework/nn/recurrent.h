@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "ops/lstm.h"
@@ -56,11 +57,14 @@ struct RnnParams {
   bool go_backwards = false;       // the sequence from its last step to its first
   bool return_sequences = false;   // every step's output [N, T, u] (in the order processed), else the last [N, u]
   bool time_order = false;         // go_backwards' sequence in the input's order (Keras's Bidirectional reverses it so)
+  bool return_state = false;       // the final states too (Keras's return_state): h, and an LSTM's carry c
+  bool initial_state = false;      // the first step's states are inputs (Keras's initial_state), else zeros
   // Keras's dropout of the inputs and of the state fed back, in training: masks drawn once a
   // sequence, one per gate where `mask_per_gate` (Keras's implementation 1), else one for all.
   double dropout = 0, recurrent_dropout = 0;
   bool mask_per_gate = false;
   int gates() const { return cell == Cell::Gru ? 3 : cell == Cell::Lstm ? 4 : 1; }
+  int states() const { return cell == Cell::Lstm ? 2 : 1; }  // h, and an LSTM's c
 };
 
 // The layer's function of x [N, T, in] and its three tensors (bias undefined without use_bias), of
@@ -69,25 +73,38 @@ struct RnnParams {
 // the step before's (and so is its output in a returned sequence), as Keras's RNN carries it.
 Tensor rnn(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, const RnnParams& p,
            bool training = false, const Tensor& mask = Tensor());
+// rnn()'s output and its final states h and (an LSTM's) c [N, u], the last step's (a skipped
+// step's: the one before's), started from `initial` (h, and an LSTM's c, [N, u]) or zeros.
+struct RnnResult {
+  Tensor y, h, c;
+};
+RnnResult rnn_states(const Tensor& x, const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias,
+                     const RnnParams& p, bool training = false, const Tensor& mask = Tensor(),
+                     const std::vector<Tensor>& initial = {});
 
 // Whether a Recurrent runs as cuDNN's GRU on x (ops/lstm.h, LstmParams::gru): on the GPU, a GRU
-// with reset_after, the sigmoid and tanh, a bias, no dropout, without a mask (read backwards: on
-// the sequence reversed); the rest is rnn()'s composition of loupe's ops, which is also the CPU's.
+// with reset_after, the sigmoid and tanh, a bias, no dropout, without a mask or an initial state
+// (read backwards: on the sequence reversed); the rest is rnn()'s composition of loupe's ops,
+// which is also the CPU's.
 bool cudnn_gru(const RnnParams& p, const Tensor& x, bool masked);
 
 class Recurrent : public Module {
  public:
   explicit Recurrent(const RnnParams& p);
   Tensor forward(const Tensor& x) override;
-  // A node of nn::Graph that also reads the sequence's mask [N, T] (rnn's): x and the mask.
-  bool takes(size_t n) const override { return n == 1 || n == 2; }
-  Tensor forward_many(const std::vector<Tensor>& xs) override;
+  // A node of nn::Graph: x, with initial_state the states (h, an LSTM's c), then the sequence's
+  // mask [N, T] (rnn's) where it has one.
+  bool takes(size_t n) const override;
+  Tensor forward_many(const std::vector<Tensor>& xs) override { return forward_outputs(xs)[0]; }
+  // With return_state: the output, h and (an LSTM's) c.
+  int outputs() const override { return p_.return_state ? 1 + p_.states() : 1; }
+  std::vector<Tensor> forward_outputs(const std::vector<Tensor>& xs) override;
   std::string type_name() const override;
   const RnnParams& params() const { return p_; }
   Tensor kernel, recurrent_kernel, bias;
 
  private:
-  Tensor cudnn_forward(const Tensor& x);  // as cuDNN's GRU (cudnn_gru)
+  std::vector<Tensor> cudnn_forward(const Tensor& x);  // as cuDNN's GRU (cudnn_gru): y, and h with return_state
   Tensor flip_time(const Tensor& x);
   RnnParams p_;
   std::map<int64_t, Tensor> flip_ids_;  // flip_time's step order, by length
