@@ -20,6 +20,7 @@
 #include "run/interrupt.h"
 #include "run/report.h"
 #include "run/run.h"
+#include "run/target.h"
 #include "run/world.h"
 #include "train/checkpoint_file.h"
 #include "train/lr_schedule.h"
@@ -162,6 +163,28 @@ void add_observers(run::Run& run, const Options& o) {
   if (auto d = inject_delay(run.config().world)) run.add(std::move(d));
 }
 
+// --target-acc: the runs of --seeds seeds, each stopped at the target (run/target.h), then the
+// summary printed and, with --metrics, appended as its last record.
+int train_to_target(const Options& o, const run::RunConfig& c) {
+  int k = 0;
+  auto observe = [&](run::Run& run) {
+    if (o.seeds > 1) std::printf("%sseed %llu (%d of %d)\n", k ? "\n" : "", (unsigned long long)run.config().seed, k + 1, o.seeds);
+    ++k;
+    for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
+    add_observers(run, o);
+  };
+  run::RunResult stopped;
+  const run::TargetSummary s = run::time_to_accuracy(c, *o.target_acc, o.seeds, observe, &stopped);
+  if (stopped.end == run::RunResult::End::Interrupted) return run::interrupt_exit_status();
+  if (stopped.end == run::RunResult::End::Diverged) {
+    std::fprintf(stderr, "loupe: %s\n", stopped.message.c_str());
+    return kExitDiverged;
+  }
+  std::printf("%s\n", run::summary_line(s).c_str());
+  if (o.has("metrics")) run::append_summary(o.metrics, s);
+  return 0;
+}
+
 }  // namespace
 
 run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::World* world) {
@@ -230,6 +253,7 @@ int cmd_train(const Options& o) {
     save_lock = std::make_unique<CheckpointLock>(ro.save);
   }
   if (ro.has("tensorboard") && !instrument::tensorboard_available()) throw Error(instrument::tensorboard_missing());
+  if (ro.target_acc) return train_to_target(ro, run_config(ro, model_with_flags(o.model, ro), world.get()));
   run::Run run(run_config(ro, model_with_flags(o.model, ro), world.get()));
   for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
   add_observers(run, ro);

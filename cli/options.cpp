@@ -16,6 +16,7 @@
 #include "core/file_check.h"
 #include "cli/cli_numbers.h"
 #include "run/controls.h"
+#include "run/target.h"
 #include "train/lr_schedule.h"
 
 namespace loupe::cli {
@@ -108,6 +109,10 @@ options (defaults come from the model's recipe):
   --early-stop N[,monitor=test_acc][,min_delta=D]
                       stop after N epochs without a better test loss (or accuracy); the best
                       epoch's weights are restored at the end, stopped early or not
+  --target-acc A      stop at the first epoch whose test accuracy reaches A (0.91: 91 %), and
+                      print the seconds, joules and cost it took (--price-per-hour)
+  --seeds N           with --target-acc: N runs, of seeds --seed to --seed + N - 1, and the mean
+                      and spread of their time, energy and cost (one record in --metrics)
   --max-steps N       stop each epoch after N steps, and evaluate at most N batches of 1000
                       (for quick checks)
   --threads N         CPU threads for the CPU backend (default: all cores)
@@ -435,6 +440,8 @@ const std::map<std::string, Spec> kSpecs = {
        o.loss = v;
      }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
+    {"target-acc", {false, "train", [](Options& o, const std::string& v) { o.target_acc = run::parse_target(v); }}},
+    {"seeds", {false, "train", [](Options& o, const std::string& v) { o.seeds = int(in(v, "--seeds", 1, 1000)); }}},
     {"workers", {false, "train profile", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
     {"prefetch", {false, "train profile", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
     {"pin-memory", {false, "train profile", [](Options& o, const std::string& v) {
@@ -756,6 +763,13 @@ Options parse_words(int argc, char** argv) {
   if (!o.trace.empty() && !o.has("profile-steps")) o.profile_steps = profile_window("10:19");
   if (o.save_best && o.save.empty())
     throw Error("--save-best keeps the best epoch in --save's file: give --save PATH too");
+  if (o.has("seeds") && !o.target_acc)
+    throw Error("--seeds repeats a run to a target accuracy over seeds: give --target-acc A too");
+  if (o.target_acc && (o.gpu_count() > 1 || o.nnodes > 1))
+    throw Error("--target-acc times one process's run; a data-parallel run (--gpus, --nnodes) is not timed to a target yet");
+  if (o.seeds > 1 && (!o.save.empty() || !o.resume.empty() || !o.save_keras.empty()))
+    throw Error("--seeds " + std::to_string(o.seeds) + " makes " + std::to_string(o.seeds) +
+                " runs: --save, --save-keras and --resume name one run's files");
   if (o.node_rank >= o.nnodes)
     throw Error("--node-rank " + std::to_string(o.node_rank) + " is outside --nnodes " + std::to_string(o.nnodes) +
                 ": hosts are numbered from 0");

@@ -52,6 +52,8 @@ struct Options {
   bool save_best = false;   // --save-best
   std::string lr_schedule;  // --lr-schedule SPEC (train/lr_schedule.h)
   std::string early_stop;   // --early-stop SPEC (run/controls.h)
+  std::optional<double> target_acc;  // --target-acc A (run/target.h)
+  int seeds = 1;                     // --seeds N: runs of seeds --seed, --seed + 1, ...
   std::string timeline;  // --timeline FILE.csv
   int sample_ms = 50;    // --sample-ms: NVML's period
   // --price-per-hour: one price (train, bench, sweep), compare's one per run; empty: not given.

@@ -41,5 +41,6 @@
 #include "run/profile.h"
 #include "run/report.h"
 #include "run/run.h"
+#include "run/target.h"
 #include "train/observer.h"
 #include "train/trainer.h"

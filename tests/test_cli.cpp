@@ -201,6 +201,28 @@ TEST(Cli, NodeRankIsBelowNnodes) {
   EXPECT_EQ(o.node_rank, 2);
 }
 
+// --target-acc is a fraction (91 is told its fraction); --seeds needs it and refuses one run's
+// files; a data-parallel run is not timed to a target; the accepted values reach the options.
+TEST(Cli, TargetAccuracyAndSeedsAreChecked) {
+  const std::vector<std::string> train = {"train", "mnist_mlp", "--device", "cpu"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), train.begin(), train.end());
+    return more;
+  };
+  EXPECT_EQ(parse_refusal(with({"--target-acc", "91"})), "--target-acc is a fraction of the test samples: 91 % is --target-acc 0.91");
+  for (const char* bad : {"0", "101", "-0.5", "nan", "0.9x", ""})
+    EXPECT_EQ(parse_refusal(with({"--target-acc", bad})),
+              "--target-acc must be a fraction above 0 and at most 1 (0.91: 91 %), got '" + std::string(bad) + "'");
+  EXPECT_EQ(parse_refusal(with({"--seeds", "3"})), "--seeds repeats a run to a target accuracy over seeds: give --target-acc A too");
+  EXPECT_EQ(parse_refusal(with({"--target-acc", "0.9", "--seeds", "2", "--save", "m.ckpt"})),
+            "--seeds 2 makes 2 runs: --save, --save-keras and --resume name one run's files");
+  EXPECT_NE(parse_refusal(with({"--target-acc", "0.9", "--nnodes", "2"})).find("a data-parallel run (--gpus, --nnodes) is not timed"),
+            std::string::npos);
+  const loupe::cli::Options o = parse(with({"--target-acc", "0.91", "--seeds", "5"}));
+  EXPECT_DOUBLE_EQ(*o.target_acc, 0.91);
+  EXPECT_EQ(o.seeds, 5);
+}
+
 // A build without protobuf refuses --tensorboard in one sentence that names the packages, before any
 // data is loaded (--data names no directory); test_tensorboard covers the builds that have it.
 TEST(Cli, TensorBoardRefusedWhereNotBuilt) {

@@ -213,8 +213,11 @@ TEST(Compare, TwoRunsInOneFileAreTwoRows) {
   EXPECT_EQ(s[1].label, "A run bbbbbb (2026-11-26T11:00:00Z)");
   EXPECT_DOUBLE_EQ(*s[0].samples_per_sec, 105);  // epochs 2..3 of the first run only
   EXPECT_DOUBLE_EQ(*s[1].samples_per_sec, 305);
-  // One run in the file (or records from before run ids): the file's label alone.
-  write(a, rec("m1", 1, 10, r1) + rec("m1", 2, 100, r1));
+  // One run in the file (or records from before run ids): the file's label alone. A summary record
+  // (--target-acc's, with its nested list of runs) is not an epoch: it is passed over.
+  write(a, rec("m1", 1, 10, r1) + rec("m1", 2, 100, r1) +
+               "{\"record\": \"time_to_accuracy\", \"target_acc\": 0.9, \"runs\": [{\"seed\": 1}]}\n");
+  EXPECT_EQ(read_run(a.string()).size(), 2u);
   EXPECT_EQ(summarize_run(read_run(a.string()), "A", {}).at(0).label, "A");
   std::filesystem::remove(a);
 }

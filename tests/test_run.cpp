@@ -4,9 +4,11 @@
 // judged on given reports and end to end.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "run/controls.h"
 #include "run/report.h"
 #include "run/run.h"
+#include "run/target.h"
 #include "skip.h"
 #include "train/checkpoint.h"
 #include "test_util.h"
@@ -297,4 +300,89 @@ TEST(Controls, SaveBestKeepsTheBestEpochsCheckpoint) {
   models::Session s(c.model);
   EXPECT_EQ(s.load_weights(path).epoch, best);
   std::filesystem::remove(path);
+}
+
+// --target-acc: the run stops at the first epoch whose test accuracy reaches the target, having
+// counted every epoch's time, energy and cost up to it; an epoch without its energy leaves the
+// run's unset; the last epoch is not stopped (nothing is left of it).
+TEST(TimeToAccuracy, TheRunStopsWhereTheTargetIsReached) {
+  run::TargetAccuracy t(0.9, 7);
+  train::Control c;
+  const double accs[] = {0.5, 0.89, 0.9, 0.95};
+  for (int e = 1; e <= 4 && !c.stopped_by_observer(); ++e) {
+    instrument::EpochReport r = report(e, 4, 1, accs[e - 1]);
+    r.epoch_seconds = e;  // 1 + 2 + 3 up to the third
+    r.energy_j = 100.0 * e;
+    r.cost_epoch = 0.5;
+    t.epoch_end(r, c);
+  }
+  EXPECT_TRUE(c.stopped_by_observer());
+  EXPECT_EQ(c.stop_reason(), "at epoch 3: test accuracy 90.00% reached the target 90.00% (--target-acc)");
+  const run::TargetRun& o = t.outcome();
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.epoch, 3);
+  EXPECT_DOUBLE_EQ(o.seconds, 6);
+  EXPECT_DOUBLE_EQ(*o.joules, 600);
+  EXPECT_DOUBLE_EQ(*o.cost, 1.5);
+  run::TargetAccuracy cpu(0.99, 1);
+  train::Control c2;
+  for (int e = 1; e <= 2; ++e) {
+    instrument::EpochReport r = report(e, 2, 1, 0.999);
+    r.epoch_seconds = 2;
+    cpu.epoch_end(r, c2);
+  }
+  EXPECT_EQ(cpu.outcome().epoch, 1);
+  EXPECT_DOUBLE_EQ(cpu.outcome().seconds, 2);  // the epoch after it is not counted
+  EXPECT_FALSE(cpu.outcome().joules.has_value());
+  run::TargetAccuracy last(0.9, 1);
+  train::Control c3;
+  last.epoch_end(report(1, 1, 1, 0.95), c3);
+  EXPECT_EQ(last.outcome().epoch, 1);
+  EXPECT_FALSE(c3.stopped_by_observer());
+  EXPECT_THROW(run::TargetAccuracy(1.5, 1), Error);
+}
+
+// Over seeds: the mean and sample standard deviation over the runs that reached the target, the
+// misses counted, a figure one of them lacks unset; the line and the record say so.
+TEST(TimeToAccuracy, TheSummaryIsOverTheRunsThatReachedIt) {
+  auto make = [](uint64_t seed, int epoch, double s, std::optional<double> j) {
+    run::TargetRun r;
+    r.seed = seed, r.epoch = epoch, r.seconds = s, r.joules = j, r.accuracy = 0.9;
+    return r;
+  };
+  const run::TargetSummary s = run::summarize(0.9, {make(1, 2, 10, 100), make(2, 3, 14, 300), make(3, 0, 99, 900)});
+  EXPECT_EQ(s.reached, 2);
+  ASSERT_TRUE(s.seconds && s.joules);
+  EXPECT_DOUBLE_EQ(s.seconds->mean, 12);
+  EXPECT_NEAR(s.seconds->sd, std::sqrt(8.0), 1e-12);  // (4 + 4) / (2 - 1)
+  EXPECT_DOUBLE_EQ(s.joules->mean, 200);
+  EXPECT_FALSE(s.cost.has_value());
+  EXPECT_EQ(run::summary_line(s), "time to 90.00% test accuracy over 3 seeds (1-3): 12 ± 2.8 s, 200 ± 141 J; "
+                                  "reached by 2 of 3, at epochs 2 3 -");
+  const std::string json = run::summary_json(s);
+  for (const char* part : {"\"record\": \"time_to_accuracy\"", "\"target_acc\": 0.9", "\"reached\": 2", "\"seconds_mean\": 12",
+                           "\"cost_mean\": null", "{\"seed\": 3, \"epoch\": null"})
+    EXPECT_NE(json.find(part), std::string::npos) << part << " in " << json;
+  const run::TargetSummary none = run::summarize(0.9, {make(4, 0, 5, std::nullopt)});
+  EXPECT_EQ(run::summary_line(none), "time to 90.00% test accuracy over 1 seed (4): no run reached it; reached by 0 of 1, at epochs -");
+  const run::TargetSummary unmeasured = run::summarize(0.9, {make(1, 1, 5, 10), make(2, 1, 5, std::nullopt)});
+  EXPECT_FALSE(unmeasured.joules.has_value());
+}
+
+// The library's series: a run per seed, each stopped at the target, the caller's observers on each.
+TEST(TimeToAccuracy, SeedsAreRunsOfTheLibrary) {
+  int runs = 0;
+  std::vector<uint64_t> seeds;
+  const run::TargetSummary s = run::time_to_accuracy(quick_config(3), 0.05, 2, [&](run::Run& r) {
+    ++runs;
+    seeds.push_back(r.config().seed);
+  });
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(seeds, (std::vector<uint64_t>{1, 2}));
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.reached, 2);
+  for (const run::TargetRun& r : s.runs) {
+    EXPECT_EQ(r.epoch, 1);  // 5 % of ten classes: the first epoch reaches it
+    EXPECT_GT(r.seconds, 0);
+  }
 }

@@ -47,6 +47,7 @@ std::vector<FlatRecord> read_run(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::optional<FlatRecord> r = parse_flat_json(line, &err);
     if (!r) throw Error(path + ":" + std::to_string(n) + ": not a JSON object: " + err);
+    if (!text_of(*r, "record").empty()) continue;  // a summary of the epochs (--target-acc's), not an epoch
     for (const char* key : {"model", "batch", "precision", "samples_per_sec"})
       if (!r->count(key))
         throw Error(path + ":" + std::to_string(n) + ": not a loupe record (no \"" + key +
