@@ -147,9 +147,11 @@ void print_done(const run::RunResult& r, const std::string& save) {
                 r.best_epoch, saved.c_str());
 }
 
-// The report's observers, by flag: the progress line, the printer, TensorBoard, the records, the
-// training controls (run/controls.h), and the tests' fault and delay.
+// The run's warnings, said once, then the report's observers, by flag: the progress line, the
+// printer, TensorBoard, the records, the training controls (run/controls.h), and the tests' fault
+// and delay.
 void add_observers(run::Run& run, const Options& o) {
+  for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
   run.add(std::make_shared<run::ProgressLine>(!o.plain && instrument::ProgressBar::stdout_is_tty()));
   run.add(std::make_shared<run::ReportPrinter>());
   if (!o.timeline.empty()) run.add(std::make_shared<TimelineCommand>(o, run.config().device));
@@ -170,7 +172,6 @@ int train_to_target(const Options& o, const run::RunConfig& c) {
   auto observe = [&](run::Run& run) {
     if (o.seeds > 1) std::printf("%sseed %llu (%d of %d)\n", k ? "\n" : "", (unsigned long long)run.config().seed, k + 1, o.seeds);
     ++k;
-    for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
     add_observers(run, o);
   };
   run::RunResult stopped;
@@ -255,7 +256,6 @@ int cmd_train(const Options& o) {
   if (ro.has("tensorboard") && !instrument::tensorboard_available()) throw Error(instrument::tensorboard_missing());
   if (ro.target_acc) return train_to_target(ro, run_config(ro, model_with_flags(o.model, ro), world.get()));
   run::Run run(run_config(ro, model_with_flags(o.model, ro), world.get()));
-  for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
   add_observers(run, ro);
   const run::RunResult r = run.run();
   switch (r.end) {

@@ -151,6 +151,8 @@ std::string untagged(const char* what) {
   return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
 }
 
+bool is_recurrent(const std::string& cls) { return cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN"; }
+
 bool runs_at_any_length(const std::string& cls) {
   for (const char* c : {"InputLayer", "Embedding", "Dropout", "SpatialDropout1D", "Activation", "ReLU", "ELU", "Masking",
                         "LSTM", "GRU", "SimpleRNN", "Bidirectional", "Conv1D", "MaxPooling1D", "AveragePooling1D",

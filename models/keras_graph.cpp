@@ -27,8 +27,6 @@ struct Entry {
   std::vector<Read> reads;
 };
 
-bool is_recurrent(const std::string& cls) { return cls == "LSTM" || cls == "GRU" || cls == "SimpleRNN"; }
-
 class GraphReader {
  public:
   explicit GraphReader(std::string file) : file_(std::move(file)) {}

@@ -583,7 +583,7 @@ Parsed parse_layers(const std::vector<Layer>& layers, std::vector<int64_t> input
       p.initial_states.clear();
       p.returned_states.clear();
       if (in.size() == 1) p.set(in[0]);
-      const bool recurrent = l.cls == "LSTM" || l.cls == "GRU" || l.cls == "SimpleRNN";
+      const bool recurrent = is_recurrent(l.cls);
       if (in.size() > 1 && recurrent) {  // Keras's initial_state: the call's tensors after the sequence
         p.set(in[0]);
         p.initial_states.assign(in.begin() + 1, in.end());

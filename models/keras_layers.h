@@ -34,6 +34,8 @@ constexpr int64_t kParsedLength = 100;
 // Whether a layer of class `cls` runs over a sequence of any length (docs/keras.md, "A time length
 // of None").
 bool runs_at_any_length(const std::string& cls);
+// Whether `cls` is one of Keras's recurrent layers: LSTM, GRU, SimpleRNN.
+bool is_recurrent(const std::string& cls);
 inline std::vector<int64_t> parsed_shape(std::vector<int64_t> s) {
   for (int64_t& d : s)
     if (d == kFreeLength) d = kParsedLength;

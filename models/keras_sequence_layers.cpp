@@ -213,7 +213,7 @@ void Parser::bidirectional(const Layer& l) {
     fail(l, "has a backward_layer of its own; loupe's runs the forward layer's twin");
   const json& inner = c.at("layer");
   const std::string wrapped = Config{inner, file_ + ": " + layer_label(l) + "'s layer"}.text("class_name", "layer");
-  if (wrapped != "LSTM" && wrapped != "GRU" && wrapped != "SimpleRNN")
+  if (!is_recurrent(wrapped))
     fail(l, "wraps a " + cut(wrapped) + "; loupe's Bidirectional wraps an LSTM, a GRU or a SimpleRNN");
   // The step takes the wrapper's name (Keras's summary names the layer by it; Keras 3 calls the
   // inner one "forward_" + it).
@@ -246,6 +246,8 @@ void Parser::time_distributed(const Layer& l) {
     chw_ = false;
   }
   if (!flat_chw_.empty()) fail(l, "wraps a layer that flattens a channels-first image");
+  if (!returned_states.empty())
+    fail(l, "wraps a layer that returns its states (return_state); loupe's TimeDistributed returns its output alone");
   for (size_t i = first; i < steps.size(); ++i)
     if (steps[i].weights) {
       KerasWeights w = *steps[i].weights;

@@ -17,15 +17,17 @@ namespace loupe::run {
 TargetAccuracy::TargetAccuracy(double target, uint64_t seed) : target_(target) {
   LOUPE_CHECK(target > 0 && target <= 1, "a target accuracy is above 0 and at most 1, got ", target);
   run_.seed = seed;
+  run_.joules = run_.cost = 0.0;
 }
 
 void TargetAccuracy::epoch_end(const instrument::EpochReport& r, train::Control& c) {
   if (run_.reached()) return;
   run_.seconds += r.epoch_seconds;
-  energy_ = energy_ && r.energy_j.has_value();
-  cost_ = cost_ && r.cost_epoch.has_value();
-  run_.joules = energy_ ? std::optional<double>(run_.joules.value_or(0) + *r.energy_j) : std::nullopt;
-  run_.cost = cost_ ? std::optional<double>(run_.cost.value_or(0) + *r.cost_epoch) : std::nullopt;
+  auto add = [](std::optional<double>& total, const std::optional<double>& epoch) {
+    total = total && epoch ? std::optional<double>(*total + *epoch) : std::nullopt;
+  };
+  add(run_.joules, r.energy_j);
+  add(run_.cost, r.cost_epoch);
   const std::optional<double> acc = monitored(r, Monitor::TestAccuracy);
   if (acc) run_.accuracy = *acc;
   if (!acc || *acc < target_) return;

@@ -35,8 +35,7 @@ class TargetAccuracy final : public train::Observer {
 
  private:
   double target_;
-  TargetRun run_;
-  bool energy_ = true, cost_ = true;  // every epoch so far measured it
+  TargetRun run_;  // its joules and cost unset once an epoch lacks them
 };
 
 // A figure over the runs that reached the target: its mean and sample standard deviation (0 for

@@ -269,6 +269,12 @@ TEST(KerasGraph, RecurrentStatesAreReadOrRefusedByName) {
        "layer": {"class_name": "GRU", "config": {"name": "g", "units": 2, "return_state": true}}}},
       {"class_name": "Dense", "config": {"name": "d", "units": 2}}]}})");
   expect_refusal(bidirectional, "layer 'bi' (GRU) returns its states inside a Bidirectional");
+  const json lstm_states = {{"class_name", "LSTM"}, {"config", {{"name", "l"}, {"units", 2}, {"return_state", true}}}};
+  json wrapped = functional({input("x", {4, 5, 3}), {"TimeDistributed", "td", {{"layer", lstm_states}}, {"x"}},
+                             {"Flatten", "flat", json::object(), {"td"}}, dense("out", 2, "flat", "softmax")});
+  wrapped["config"]["layers"][2]["inbound_nodes"][0][0][2] = 1;  // the flatten reads the inner LSTM's h
+  expect_refusal(wrapped, "layer 'td' (TimeDistributed) wraps a layer that returns its states (return_state); loupe's "
+                          "TimeDistributed returns its output alone");
 }
 
 // A channels-last image and a convolution's channels-first output merge in one layout; the

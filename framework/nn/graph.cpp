@@ -84,7 +84,8 @@ size_t Graph::epilogue_after(size_t i, Epilogue& e) const {
   static const bool fuse = knobs::flag("LOUPE_FUSE");
   const auto& nodes = children();
   size_t j = i + 1;
-  while (fuse && inputs_[i].size() == 1 && nodes[i].second->outputs() == 1 && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} &&
+  const bool one_output = nodes[i].second->outputs() == 1;
+  while (fuse && inputs_[i].size() == 1 && one_output && j < nodes.size() && inputs_[j] == std::vector<int>{int(j) - 1} &&
          readers_[j - 1] == 1 && fold_epilogue(*nodes[i].second, *nodes[j].second, e))
     ++j;
   return j;

@@ -244,9 +244,13 @@ RnnResult rnn_states(const Tensor& x, const Tensor& kernel, const Tensor& recurr
   for (const Tensor& i : initial)
     LOUPE_CHECK(i.shape() == (Shape{n, p.units}), "rnn: an initial state is [batch, units] = [", n, ", ", p.units,
                 "], got ", i.shape().str());
-  State s{zeros(Shape{n, p.units}, xw.dtype(), xw.device()), Tensor()};
-  if (p.cell == RnnParams::Cell::Lstm) s.c = s.h;
-  if (!initial.empty()) s = {loupe::to(initial[0], xw.dtype()), p.states() == 2 ? loupe::to(initial[1], xw.dtype()) : Tensor()};
+  State s;
+  if (!initial.empty()) {
+    s = {loupe::to(initial[0], xw.dtype()), p.states() == 2 ? loupe::to(initial[1], xw.dtype()) : Tensor()};
+  } else {
+    s.h = zeros(Shape{n, p.units}, xw.dtype(), xw.device());
+    if (p.cell == RnnParams::Cell::Lstm) s.c = s.h;
+  }
   LOUPE_CHECK(!mask.defined() || mask.shape() == (Shape{n, t}), "rnn: the mask is [batch, time] = [", n, ", ", t, "], got ",
               mask.shape().str());
   const Tensor kept = mask.defined() ? loupe::to(mask, xw.dtype()) : Tensor();
