@@ -46,7 +46,7 @@ int cmd_profile(const Options& o) {
   po.epochs = 1;
   po.plain = true;
   po.max_steps = po.profile_steps.second + (o.counters ? 1 : 0);  // the counter pass: one more step
-  if (po.threads) set_num_threads(*po.threads);
+  po.threads = po.threads.value_or(num_threads());  // a profile's steps at one count throughout
   run::install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
   run::Run run(run_config(po, model_with_flags(o.model, po), nullptr));
   run::ReportPrinter().run_begin(run.info());

@@ -198,6 +198,7 @@ run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::
   c.epochs = o.epochs.value_or(0);
   c.batch = o.batch.empty() ? 0 : o.batch[0];
   c.lr = o.lr;
+  c.threads = o.threads;
   const bool plateau = train::is_plateau(o.lr_schedule);
   if (!o.lr_schedule.empty() && !plateau) {
     c.lr_schedule = train::parse_lr_schedule(o.lr_schedule, o.lr.value_or(info.recipe.lr));
@@ -246,7 +247,6 @@ int cmd_train(const Options& o) {
   }
   const Options ro = world ? rank_options(o, *world) : o;
   check_outputs(ro);
-  if (ro.threads) set_num_threads(*ro.threads);
   run::install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
   std::unique_ptr<CheckpointLock> save_lock;
   if (!ro.save.empty()) {  // before any data is loaded or step run

@@ -115,7 +115,8 @@ options (defaults come from the model's recipe):
                       and spread of their time, energy and cost (one record in --metrics)
   --max-steps N       stop each epoch after N steps, and evaluate at most N batches of 1000
                       (for quick checks)
-  --threads N         CPU threads for the CPU backend (default: all cores)
+  --threads N         CPU threads for the CPU backend, fixed (default: the cores it may use, fewer
+                      while other processes hold some, docs/performance.md)
 
 input pipeline (default: the asynchronous loader, from host memory):
   -j, --workers N     loader threads collating batches (default 4)

@@ -105,6 +105,7 @@ instrument::EpochReport time_combination(const BenchConfig& c, const models::Mod
   rc.trainer.graph = c.graph;
   rc.trainer.stop_on_divergence = false;  // the steps asked for are timed; a divergence is reported below
   rc.seed = c.seed;
+  rc.threads = num_threads();  // every combination at the count asked for
   rc.channels_last = c.channels_last;  // and fp16/bf16 convolutions, as `loupe train` (models/session.h)
   rc.batch = batch;
   rc.monitor.nvml = c.nvml;

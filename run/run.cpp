@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "core/cuda_runtime.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/nvtx.h"
 #include "parallel/launch.h"
 #include "instrument/advice.h"
@@ -17,6 +18,7 @@
 #include "ops/view.h"
 #include "run/interrupt.h"
 #include "run/report.h"
+#include "run/threads.h"
 #include "run/world.h"
 #include "train/divergence.h"
 #include "train/observers.h"
@@ -82,10 +84,12 @@ Run::Run(RunConfig c) : c_(std::move(c)) {
   if (!c_.trainer.precision) c_.trainer.precision = loupe::precision();
   if (c_.world) c_.trainer.comm = &c_.world->comm();
   if (!c_.save_keras.empty()) models::check_keras_savable(c_.model, "--save-keras " + c_.save_keras);
+  if (c_.threads) set_num_threads(*c_.threads);
   load_input();
   make_session();
   make_monitor();
   make_header();
+  if (!c_.device.is_cuda() && !c_.threads && !num_threads_from_env()) add(std::make_shared<ThreadGovernor>());
 }
 
 Run::~Run() = default;

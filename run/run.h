@@ -62,6 +62,11 @@ struct RunConfig {
   std::optional<train::LrSchedule> lr_schedule;
   std::string lr_schedule_text;
   uint64_t seed = 1;
+  // The CPU's threads (core/thread_pool.h). Set: exactly this many for the whole run, so that a
+  // seed gives the same weights again. Unset: the pool's count, which a CPU run lowers while its
+  // threads wait for cores other processes hold and raises again when one stands idle (run/threads.h),
+  // unless LOUPE_NUM_THREADS set it.
+  std::optional<int> threads;
   bool channels_last = false;
   int64_t max_steps = -1;         // >= 0: at most this many steps (and evaluation batches) per epoch
   std::string save;               // a checkpoint after every epoch ("": none)

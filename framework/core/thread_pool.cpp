@@ -47,6 +47,11 @@ int initial_threads() {
   return usable_cores();
 }
 
+}  // namespace
+
+bool num_threads_from_env() { return knobs::integer("LOUPE_NUM_THREADS").has_value(); }
+
+namespace {
 // Chunk c of `nchunks` over [begin, begin + n): the first n % nchunks chunks get one more. Both
 // pools cut the same chunks, so a result never depends on which pool the build has.
 std::pair<int64_t, int64_t> chunk(int64_t begin, int64_t n, int64_t nchunks, int64_t c) {

@@ -10,6 +10,8 @@ namespace loupe {
 // Threads that parallel_for uses, the calling thread included. Starts as LOUPE_NUM_THREADS when
 // set (a positive integer), else the cores this process may use (usable_cores()).
 int num_threads();
+// Whether LOUPE_NUM_THREADS set the count: a count the user chose, which a run keeps (run/threads.h).
+bool num_threads_from_env();
 
 // The cores this process may run on: the CPUs of its affinity mask (taskset, a container's cpuset),
 // fewer where a cgroup CPU quota (v2's cpu.max, v1's cpu.cfs_quota_us: a container's --cpus, a CI

@@ -1,10 +1,12 @@
 #include "instrument/host_stats.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -75,6 +77,40 @@ std::map<int, double> read_thread_run_delays() {
 std::optional<double> cpu_wait_share(double ran_seconds, double waited_seconds) {
   if (!(ran_seconds >= 0 && waited_seconds >= 0 && ran_seconds + waited_seconds > 0)) return std::nullopt;
   return waited_seconds / (ran_seconds + waited_seconds);
+}
+
+double run_delay_between(const std::map<int, double>& before, const std::map<int, double>& after) {
+  if (after.empty()) return -1;
+  double waited = 0;
+  for (const auto& [tid, d] : after) {
+    const auto b = before.find(tid);
+    waited += std::max(0.0, d - (b == before.end() ? 0.0 : b->second));
+  }
+  return waited;
+}
+
+std::optional<double> read_idle_cpu_seconds() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return std::nullopt;
+  const long hz = sysconf(_SC_CLK_TCK);
+  std::ifstream stat("/proc/stat");
+  if (!stat || hz <= 0) return std::nullopt;
+  // "cpuN user nice system idle iowait irq softirq steal ...", in clock ticks; "cpu " is the sum.
+  unsigned long long ticks = 0;
+  bool any = false;
+  for (std::string line; std::getline(stat, line);) {
+    if (line.rfind("cpu", 0) != 0) continue;
+    int cpu = -1;
+    unsigned long long user, nice, system, idle, iowait;
+    if (std::sscanf(line.c_str(), "cpu%d %llu %llu %llu %llu %llu", &cpu, &user, &nice, &system, &idle, &iowait) != 6)
+      continue;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine)) continue;
+    ticks += idle + iowait;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return double(ticks) / double(hz);
 }
 
 int64_t last_level_cache_bytes() {

@@ -36,6 +36,15 @@ std::map<int, double> read_thread_run_delays();
 // waited: waited / (ran + waited); nothing when neither is positive.
 std::optional<double> cpu_wait_share(double ran_seconds, double waited_seconds);
 
+// The run delay the threads gathered between two reads of read_thread_run_delays, summed (a thread
+// that started in between counts whole); -1 where `after` is empty (nothing could be read).
+double run_delay_between(const std::map<int, double>& before, const std::map<int, double>& after);
+
+// The idle time, in seconds, of the CPUs this process may run on (its affinity mask), summed:
+// /proc/stat's idle and iowait. Over an interval, how many of those cores stood free; nothing
+// where it cannot be read.
+std::optional<double> read_idle_cpu_seconds();
+
 // The largest CPU cache's size in bytes (sysconf; 0 when unknown).
 int64_t last_level_cache_bytes();
 

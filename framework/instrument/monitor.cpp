@@ -215,14 +215,7 @@ void EpochMonitor::end_train() {
 // loader's workers) take their delay with them: a lower bound.
 double EpochMonitor::waited() {
   if (!delay0_.valid() || !delay_end_.valid()) return -1;
-  const std::map<int, double> before = delay0_.get(), after = delay_end_.get();
-  if (after.empty()) return -1;
-  double waited = 0;
-  for (const auto& [tid, d] : after) {
-    const auto b = before.find(tid);
-    waited += std::max(0.0, d - (b == before.end() ? 0.0 : b->second));
-  }
-  return waited;
+  return run_delay_between(delay0_.get(), delay_end_.get());
 }
 
 void EpochMonitor::fill(EpochReport& r) {

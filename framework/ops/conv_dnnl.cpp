@@ -58,9 +58,11 @@ struct Staged {
   }
 };
 
-// The shapes and parameters a primitive is made for. direction: 0 forward, 1 backward of the
-// weights only, 2 backward of data and weights, 3 backward of the data only.
-using Key = std::array<int64_t, 13>;
+// The shapes and parameters a primitive is made for, and the thread count: oneDNN fixes a
+// primitive's team when it makes it, so a pool resized between steps (run/threads.h) needs its own.
+// direction: 0 forward, 1 backward of the weights only, 2 backward of data and weights, 3 backward
+// of the data only.
+using Key = std::array<int64_t, 14>;
 
 struct Shapes {
   memory::dims x, w, y, strides, pad_l, pad_r;
@@ -181,7 +183,7 @@ std::shared_ptr<Entry> entry(const Key& key, const std::function<void(Entry&)>& 
 
 Key key_of(int direction, const Shapes& s, bool any) {
   return {direction, s.x[0], s.x[1], s.x[2], s.x[3], s.w[0], s.w[2], s.w[3], s.strides[0], s.strides[1],
-          s.pad_l[0], s.pad_l[1], any ? 1 : 0};
+          s.pad_l[0], s.pad_l[1], any ? 1 : 0, num_threads()};
 }
 
 }  // namespace
@@ -197,10 +199,10 @@ bool conv_forward_dnnl(const Tensor& y, const Tensor& x, const Tensor& w, const 
   bool ok = false;
   const Shapes s = shapes(x, w, y, p, &ok);
   if (!ok) return false;
+  match_dnnl_threads();  // before the primitive is made: it keeps the team it was made for
   std::shared_ptr<Entry> e = entry(key_of(0, s, any), [&](Entry& e) { e.fwd.emplace(forward_pd(s, any), s); });
   if (!e) return false;
   std::lock_guard<std::mutex> run(g_run_mutex);
-  match_dnnl_threads();
   Forward& f = *e->fwd;
   memory& xm = f.x.bind(x);
   memory& wm = f.w.bind(w);
@@ -222,11 +224,11 @@ bool conv_backward_dnnl(const Tensor& gx, const Tensor& gw, const Tensor& x, con
   const Shapes s = shapes(x, w, gy, p, &ok);
   if (!ok) return false;
   const int direction = need_gx && need_gw ? 2 : need_gx ? 3 : 1;
+  match_dnnl_threads();
   std::shared_ptr<Entry> e = entry(key_of(direction, s, any),
                                    [&](Entry& e) { e.bwd.emplace(make_backward(s, any, need_gx, need_gw)); });
   if (!e) return false;
   std::lock_guard<std::mutex> run(g_run_mutex);
-  match_dnnl_threads();
   Backward& b = *e->bwd;
   if (need_gx) {
     memory& gym = b.gy_data->bind(gy);
