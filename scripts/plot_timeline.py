@@ -173,6 +173,13 @@ def main():
             ys = [number(r[col]) for _, r in v]
             ax.plot([t for t, _ in v], [y * scale if y is not None else float("nan") for y in ys],
                     color=f"C{i}", lw=1.2)
+        if col == "util_pct":  # GPM's SM activity beside it, dashed, where the file has it
+            for i, (g, v) in enumerate(sorted(samples.items())):
+                sm = [(t, number(r.get("sm_active_pct") or "")) for t, r in v]
+                sm = [(t, y) for t, y in sm if y is not None]
+                if sm:
+                    ax.plot([t for t, _ in sm], [y for _, y in sm], color=f"C{i}", lw=1.2, ls="--")
+                    label = "GPU utilisation, SM active -- (%)"
         draw_marks(ax, marks, spans)
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <atomic>
 #include <string>
@@ -20,6 +21,7 @@
 #include "instrument/chrome_trace.h"
 #include "instrument/intervals.h"
 #include "instrument/monitor.h"
+#include "instrument/nvml_sampler.h"
 #include "skip.h"
 
 namespace loupe::instrument {
@@ -51,6 +53,47 @@ TEST(EpochMonitorGpu, CountsTheThreadsWaitReadOffTheMainThread) {
   ASSERT_TRUE(r.host_cpu_wait_share.has_value());
   EXPECT_GT(*r.host_cpu_wait_share, 0.1);
   EXPECT_LE(*r.host_cpu_wait_share, 1.0);
+}
+
+// GPM on the GPU: an epoch of large GEMMs has SM activity, occupancy and tensor-free figures (fp32:
+// no tensor pipe) in the report; a GPU before Hopper, or in MIG mode, says why there are none.
+TEST(EpochMonitorGpu, GpmSaysWhatTheSmsDid) {
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
+  MonitorOptions o;
+  EpochMonitor m(kCUDA, o);
+  Tensor a = to(full(Shape{4096, 4096}, 0.001, DType::f32), kCUDA);
+  (void)matmul(a, a).to_vector<float>();  // cuBLAS set up before the epoch
+  m.begin_epoch();
+  const double t0 = instrument::NvmlSampler::now();
+  while (instrument::NvmlSampler::now() < t0 + 0.6) {
+    Tensor c = a;
+    for (int i = 0; i < 20; ++i) c = matmul(c, a);
+    cuda_runtime()->synchronize();
+  }
+  m.end_train();
+  EpochReport r;
+  m.fill(r);
+  if (!r.nvml_why.empty() && !r.gpu_util_mean) LOUPE_SKIP_NOT_HERE << "no NVML: " << r.nvml_why;
+  std::cout << "util " << r.gpu_util_mean.value_or(-1) << " %, SM active " << r.gpu_sm_active.value_or(-1)
+            << " %, occupancy " << r.gpu_sm_occupancy.value_or(-1) << " %, tensor " << r.gpu_tensor_active.value_or(-1)
+            << " %, DRAM " << r.gpu_dram_active.value_or(-1) << " %, graphics " << r.gpu_graphics_active.value_or(-1)
+            << " % (" << r.gpm_why << ")\n";
+  if (cuda_runtime()->compute_capability() < 90) {
+    EXPECT_FALSE(r.gpu_sm_active);
+    EXPECT_FALSE(r.gpm_why.empty());
+    return;
+  }
+  ASSERT_TRUE(r.gpu_sm_active) << r.gpm_why;
+  EXPECT_TRUE(r.gpm_why.empty()) << r.gpm_why;
+  // GEMMs of 4096^3 fill every SM; other tests' processes on the GPU (ctest -j) share it.
+  EXPECT_GT(*r.gpu_sm_active, 20);
+  EXPECT_LE(*r.gpu_sm_active, *r.gpu_graphics_active + 1) << "SMs are active only while an engine is";
+  for (const Opt* v : {&r.gpu_sm_occupancy, &r.gpu_tensor_active, &r.gpu_dram_active, &r.gpu_graphics_active}) {
+    ASSERT_TRUE(*v);
+    EXPECT_GE(**v, 0);
+    EXPECT_LE(**v, 100.5);
+  }
+  EXPECT_GT(*r.gpu_graphics_active, 50);
 }
 
 TEST(UnionLength, EmptyInput) { EXPECT_EQ(union_length({}, 0, kAll), 0u); }

@@ -113,6 +113,46 @@ TEST(NvmlSampler, SummaryOfInjectedSamples) {
   expect_all_empty(none);
 }
 
+// GPM: the intervals that overlap the window, weighted by the overlap; a metric the driver did not
+// give is left out of its mean; no interval in the window leaves them null with why.
+TEST(NvmlSampler, GpmFiguresOfTheIntervalsInTheWindow) {
+  NvmlSampler nvml(9999);
+  auto interval = [](double t0, double t1, double sm, double tensor) {
+    GpmInterval g;
+    g.t0 = t0;
+    g.t1 = t1;
+    g.sm_active = sm;
+    g.sm_occupancy = sm / 4;
+    g.tensor_active = tensor;
+    g.dram_active = 10;
+    g.graphics_active = 99;
+    return g;
+  };
+  nvml.add_gpm_for_test(interval(9.6, 9.9, 90, 50));    // before the window
+  nvml.add_gpm_for_test(interval(9.9, 10.2, 20, kNaN));  // 0.2 s of it in the window at 20 %, no tensor figure
+  nvml.add_gpm_for_test(interval(10.2, 10.5, 60, 30));   // 0.3 s at 60 %
+  nvml.add_gpm_for_test(interval(10.5, 11.2, 0, 0));     // 0.1 s at 0 %
+  nvml.add_gpm_for_test(interval(11.2, 11.5, 99, 99));   // after the window
+  GpuSummary s = nvml.summarize(10.0, 10.6);
+  ASSERT_TRUE(s.sm_active) << s.gpm_why;
+  EXPECT_NEAR(*s.sm_active, 22.0 / 0.6, 1e-9);  // (20 x 0.2 s + 60 x 0.3 s + 0 x 0.1 s) / 0.6 s
+  EXPECT_NEAR(*s.sm_occupancy, 5.5 / 0.6, 1e-9);
+  EXPECT_NEAR(*s.tensor_active, 22.5, 1e-9);  // (30 x 0.3 s + 0 x 0.1 s) / 0.4 s
+  EXPECT_DOUBLE_EQ(*s.dram_active, 10);
+  EXPECT_DOUBLE_EQ(*s.graphics_active, 99);
+  EXPECT_TRUE(s.gpm_why.empty());
+  GpuSummary none = nvml.summarize(20, 30);
+  EXPECT_FALSE(none.sm_active);
+  EXPECT_NE(none.gpm_why.find("shorter than GPM's 100 ms"), std::string::npos) << none.gpm_why;
+  // A window inside one interval (an epoch shorter than 0.1 s): that interval's figures.
+  EXPECT_NEAR(*nvml.summarize(10.3, 10.35).sm_active, 60, 1e-9);
+  // One no finished interval overlaps: the one that ended less than 0.1 s before it.
+  EXPECT_NEAR(*nvml.summarize(11.55, 11.58).sm_active, 99, 1e-9);
+  EXPECT_FALSE(nvml.summarize(11.65, 11.7).sm_active) << "the last one ended 0.15 s before";
+  NvmlSampler without(9999);  // no intervals: NVML's own reason
+  EXPECT_EQ(without.summarize(0, 1).gpm_why, without.why_unavailable());
+}
+
 TEST(NvmlSampler, EnergyFromPowerWhenCounterUnsupported) {
   NvmlSampler nvml(9999);
   nvml.add_sample_for_test(sample(0.0, 50, 100, -1));

@@ -31,10 +31,11 @@ const std::vector<std::string> kFields = {
     "model", "device", "device_name", "precision", "batch", "epoch", "epochs", "steps", "samples",
     "train_loss", "train_acc", "test_acc", "test_loss", "loss_scale", "skipped_steps", "epoch_seconds", "train_seconds", "eval_seconds",
     "samples_per_sec", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95",
-    "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "graph_why",
+    "data_wait_ms_p50", "data_wait_ms_p95", "data_wait_share", "data_gpu_wait_share", "graph_steps", "graph_kernels", "graph_why",
     "flops_per_sample", "achieved_tflops", "peak_tflops", "peak_source", "mfu", "nvml_samples", "nvml_why", "gpu_util_mean", "gpu_util_max",
     "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes", "power_mean_w", "power_max_w", "energy_j",
-    "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_busy_share", "gpu_boundary_share",
+    "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz", "throttle", "gpu_sm_active", "gpu_sm_occupancy",
+    "gpu_tensor_active", "gpu_dram_active", "gpu_graphics_active", "gpm_why", "gpu_busy_share", "gpu_boundary_share",
     "gpu_kernels_per_step", "busy_why", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch", "cost_per_million_samples",
     "rank", "world_size", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step", "nccl_share",
     "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share", "advice"};
@@ -42,9 +43,10 @@ const std::vector<std::string> kFields = {
 // The optional (measured) fields: null when unmeasured.
 const std::vector<std::string> kOptional = {
     "seed", "lr", "test_acc", "test_loss", "loss_scale", "skipped_steps", "step_ms_p50", "step_ms_p95", "issue_ms_p50", "issue_ms_p95", "data_wait_ms_p50",
-    "data_wait_ms_p95", "data_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
+    "data_wait_ms_p95", "data_wait_share", "data_gpu_wait_share", "graph_steps", "graph_kernels", "flops_per_sample", "achieved_tflops", "peak_tflops", "mfu",
     "gpu_util_mean", "gpu_util_max", "mem_util_mean", "mem_used_max_bytes", "mem_total_bytes",
     "power_mean_w", "power_max_w", "energy_j", "samples_per_joule", "temp_max_c", "sm_clock_mean_mhz",
+    "gpu_sm_active", "gpu_sm_occupancy", "gpu_tensor_active", "gpu_dram_active", "gpu_graphics_active",
     "gpu_busy_share", "gpu_boundary_share", "gpu_kernels_per_step", "alloc_peak_bytes", "host_cpu_util", "host_rss_bytes", "host_cpu_wait_share", "cost_epoch",
     "cost_per_million_samples", "world_samples_per_sec", "scaling_efficiency", "allreduce_bytes_per_step",
     "nccl_share", "nccl_exposed_share", "bus_gbps", "slowest_rank", "straggler_share"};
@@ -66,7 +68,7 @@ struct ReportShape {
   Opt test[2];
   Opt scaler[2];
   double d4[4];
-  Opt time[7];
+  Opt time[8];
   Opt graph[2];
   std::string graph_why;
   Opt flops[3];
@@ -76,6 +78,8 @@ struct ReportShape {
   std::string nvml_why;
   Opt nvml[11];
   std::string throttle;
+  Opt gpm[5];
+  std::string gpm_why;
   Opt busy[3];
   std::string busy_why;
   Opt rest[6];
@@ -94,7 +98,7 @@ EpochReport full_report() {
   r.train_loss = 0.36961234; r.train_acc = 0.8649; r.test_acc = 0.8657; r.test_loss = 0.3712;
   r.epoch_seconds = 0.1416; r.train_seconds = 0.1; r.eval_seconds = 1.0 / 3; r.samples_per_sec = 455114.2;
   r.step_ms_p50 = 0.28; r.step_ms_p95 = 0.35; r.issue_ms_p50 = 0.25; r.issue_ms_p95 = 0.3;
-  r.data_wait_ms_p50 = 0.0; r.data_wait_ms_p95 = 1e-7; r.data_wait_share = 0.0;
+  r.data_wait_ms_p50 = 0.0; r.data_wait_ms_p95 = 1e-7; r.data_wait_share = 0.0; r.data_gpu_wait_share = 0.331;
   r.graph_steps = 117; r.graph_kernels = 61;
   r.flops_per_sample = 2.4e6; r.achieved_tflops = 1.27; r.peak_tflops = 67; r.peak_source = "table: NVIDIA H200 fp32";
   r.mfu = 0.019;
@@ -102,6 +106,8 @@ EpochReport full_report() {
   r.mem_used_max_bytes = 1.2 * (1 << 30); r.mem_total_bytes = 150109880320.0;
   r.power_mean_w = 180; r.power_max_w = 240; r.energy_j = 1234.5; r.samples_per_joule = 2300;
   r.temp_max_c = 41; r.sm_clock_mean_mhz = 1980; r.throttle = "";
+  r.gpu_sm_active = 40.4; r.gpu_sm_occupancy = 6.2; r.gpu_tensor_active = 0.0; r.gpu_dram_active = 12.5;
+  r.gpu_graphics_active = 62.5;
   r.gpu_busy_share = 0.55; r.gpu_boundary_share = 0.05; r.gpu_kernels_per_step = 45;
   r.alloc_peak_bytes = 3.5e8;
   r.host_cpu_util = 1.0; r.host_rss_bytes = 410.0 * (1 << 20);
@@ -306,10 +312,10 @@ TEST(EpochLine, MeasuredFigures) {
   EXPECT_EQ(s.find("epoch  3/20  loss 0.3696  train acc 86.49%  test loss 0.3712  test acc 86.57%  0.142 s  455,114 samples/s"),
             0u)
       << s;
-  for (const char* part : {"GPU util 62% (max 80)", "busy 55.0%", "MFU 1.9% of 67 TFLOP/s fp32",
+  for (const char* part : {"GPU util 62% (max 80)  SM active 40% (occupancy 6%, tensor 0%, DRAM 12%)", "busy 55.0%", "MFU 1.9% of 67 TFLOP/s fp32",
                            "mem 1.2/139.8 GiB", "power 180 W", "1.23 kJ", "2,300 samples/J",
                            "step p50 0.28 ms p95 0.35 ms  CUDA graph 117/118 steps (61 kernels)",
-                           "host issue 0.25 ms", "data wait 0.0%",
+                           "host issue 0.25 ms", "data wait 0.0% (ahead of the GPU 33.1%)",
                            "CPU 1.0 cores", "RSS 410 MiB", "\n  advice: a\n  advice: b"})
     EXPECT_NE(s.find(part), std::string::npos) << part << "\n" << s;
   EXPECT_EQ(s.find("n/a"), std::string::npos) << s;
@@ -859,6 +865,26 @@ TEST(Advice, CommBoundThreshold) {
 // A busy machine (docs/plans/cpu_real_machine.md, item 2): loupe's threads waited for a core 20% of
 // their ready time or more; the advice names the share and, where the process got at least half a
 // core, --threads at the cores it got. On a CPU run and a GPU run alike, first.
+// NVML's utilisation far above GPM's SM activity: the GPU is not saturated, its kernels are too
+// small to fill it (or, at a few percent, kernels of a few blocks hold it); 30 points is the line.
+TEST(Advice, UtilisationAboveSmActivityIsSmallKernels) {
+  EpochReport r = gpu_report(0.98, 20.0, 0.5, 0.0);
+  r.gpu_sm_active = 40;
+  r.gpu_sm_occupancy = 6;
+  auto a = advise(r, kH100);
+  EXPECT_FALSE(any_contains(a, "the GPU is the bottleneck")) << a[0];
+  EXPECT_TRUE(any_contains(a, "NVML's GPU utilisation (98%) counts the time any kernel ran, but the SMs were "
+                              "active 40% (occupancy 6%): its kernels are too small to fill the GPU; a larger "
+                              "--batch than 512"));
+  r.gpu_sm_active = 5;
+  EXPECT_TRUE(any_contains(advise(r, kH100), "kernels of a few blocks held the GPU"));
+  expect_flips_at("utilisation - SM activity >= 30 points", 30, [](double x) {
+    EpochReport q = gpu_report(0.98, 20.0, 0.5, 0.0);
+    q.gpu_sm_active = 98 - x;
+    return advise(q, kH100);
+  }, "the GPU is the bottleneck", "too small to fill the GPU");
+}
+
 TEST(Advice, BusyHostThreshold) {
   expect_flips_at("busy host, waited >= 0.2", 0.2, [](double x) {
     EpochReport r = busy_report(0.6, 2.0, 0.5, 0.0);

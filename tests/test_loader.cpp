@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "loupe.h"
 #include "skip.h"
 
 using namespace loupe;
@@ -371,4 +372,31 @@ TEST(LoaderGpu, PinnedAndPageableGiveIdenticalBatches) {
   std::vector<float> a = run(true);
   EXPECT_EQ(a.size(), 1000u);
   EXPECT_EQ(a, run(false));
+}
+
+// A host ahead of a busy GPU waits for the slots the GPU still holds (a slot's next copy waits
+// for the step that read it): that wait is the GPU's (gpu_wait_ms), not a loader too slow.
+TEST(LoaderGpu, AWaitForTheGpuIsNotADataWait) {
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device";
+  LoaderOptions o;
+  o.batch = 64;
+  o.prefetch = 2;
+  o.workers = 2;
+  o.device = kCUDA;
+  DataLoader dl(std::make_shared<CountingDataset>(64 * 40), o);
+  Tensor a = to(full(Shape{4096, 4096}, 0.001, DType::f32), kCUDA);
+  (void)matmul(a, a).to_vector<float>();
+  dl.start_epoch(1);
+  Batch b;
+  double wait = 0, gpu = 0;
+  for (int n = 0; dl.next(b); ++n) {
+    if (n >= 4) wait += b.wait_ms, gpu += b.gpu_wait_ms;  // past the ring's first fill
+    EXPECT_LE(b.gpu_wait_ms, b.wait_ms + 1e-9);
+    Tensor c = a;  // a step of several milliseconds on the GPU, behind which the slot is released
+    for (int i = 0; i < 5; ++i) c = matmul(c, a);
+    dl.release(b);
+  }
+  cuda_runtime()->synchronize();
+  EXPECT_GT(wait, 50) << "the host ran ahead of the GPU and waited for it";
+  EXPECT_GT(gpu, 0.9 * wait) << "of " << wait << " ms waited, " << gpu << " ms for the GPU";
 }

@@ -36,7 +36,9 @@ GpuSample sample(double t, double util, double mib, double watts, double temp, d
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-const std::string kHeader = "t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,mark\n";
+const std::string kHeader =
+    "t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,sm_active_pct,sm_occupancy_pct,tensor_active_pct,"
+    "dram_active_pct,mark\n";
 
 }  // namespace
 
@@ -53,10 +55,10 @@ TEST(Timeline, SamplesAndMarksInTimeOrderWrittenAsTheRunGoes) {
     w.mark(100.12, "eval_end");  // after the last sample: waits for the next one
     w.flush();
     EXPECT_EQ(slurp(path), kHeader +
-                               "0.010,,,,,,,epoch_start\n"
-                               "0.050,1,97,1536.0,212.345,41,1980,\n"
-                               "0.080,,,,,,,eval_start\n"
-                               "0.100,1,,,,,,\n");
+                               "0.010,,,,,,,,,,,epoch_start\n"
+                               "0.050,1,97,1536.0,212.345,41,1980,,,,,\n"
+                               "0.080,,,,,,,,,,,eval_start\n"
+                               "0.100,1,,,,,,,,,,\n");
     sampler.add_sample_for_test(sample(100.15, 0, 0.5, 60, 35, 345));  // measured zeros stay zeros
     w.mark(100.2, "checkpoint");
     w.flush();
@@ -64,15 +66,30 @@ TEST(Timeline, SamplesAndMarksInTimeOrderWrittenAsTheRunGoes) {
     w.finish();  // the marks left, though no sample came after them
   }
   EXPECT_EQ(slurp(path), kHeader +
-                             "0.010,,,,,,,epoch_start\n"
-                             "0.050,1,97,1536.0,212.345,41,1980,\n"
-                             "0.080,,,,,,,eval_start\n"
-                             "0.100,1,,,,,,\n"
-                             "0.120,,,,,,,eval_end\n"
-                             "0.150,1,0,0.5,60.000,35,345,\n"
-                             "0.200,,,,,,,checkpoint\n"
-                             "0.210,,,,,,,epoch_end\n");
+                             "0.010,,,,,,,,,,,epoch_start\n"
+                             "0.050,1,97,1536.0,212.345,41,1980,,,,,\n"
+                             "0.080,,,,,,,,,,,eval_start\n"
+                             "0.100,1,,,,,,,,,,\n"
+                             "0.120,,,,,,,,,,,eval_end\n"
+                             "0.150,1,0,0.5,60.000,35,345,,,,,\n"
+                             "0.200,,,,,,,,,,,checkpoint\n"
+                             "0.210,,,,,,,,,,,epoch_end\n");
   std::filesystem::remove(path);
+}
+
+// A sample that closed a GPM interval carries what the SMs did over it; a metric the driver did
+// not give is an empty cell.
+TEST(Timeline, AGpmIntervalFillsItsSamplesColumns) {
+  GpuSample s = sample(100.05, 97, 1536, 212.345, 41, 1980);
+  GpmInterval g;
+  g.t0 = 99.95;
+  g.t1 = 100.05;
+  g.sm_active = 40.25;
+  g.sm_occupancy = 6;
+  g.tensor_active = kNaN;
+  g.dram_active = 12.5;
+  s.gpm = g;
+  EXPECT_EQ(timeline_sample_row(s, 100.0, 0) + "\n", "0.050,0,97,1536.0,212.345,41,1980,40.2,6.0,,12.5,\n");
 }
 
 // --gpus N: rank 0's file holds several GPUs, one sampler each. Their rows are merged by time (ties
@@ -84,13 +101,13 @@ TEST(Timeline, SeveralSamplersMergedByTimeEachRowOnce) {
   auto give = [](NvmlSampler& s, std::initializer_list<double> ts) {
     for (double t : ts) s.add_sample_for_test(sample(t, 50, 100, 200, 40, 1500));
   };
-  const std::string row = ",50,100.0,200.000,40,1500,\n";
+  const std::string row = ",50,100.0,200.000,40,1500,,,,,\n";
   const std::string first = kHeader +
                             "0.000,1" + row +
-                            "0.020,,,,,,,epoch_start\n"
+                            "0.020,,,,,,,,,,,epoch_start\n"
                             "0.050,0" + row +
                             "0.100,1" + row +
-                            "0.120,,,,,,,eval_start\n"
+                            "0.120,,,,,,,,,,,eval_start\n"
                             "0.150,0" + row;
   {
     TimelineWriter w(path.string(), 100.0, 1, &a);
@@ -108,7 +125,7 @@ TEST(Timeline, SeveralSamplersMergedByTimeEachRowOnce) {
     w.flush();
     EXPECT_EQ(slurp(path), first +
                                "0.180,0" + row +
-                               "0.190,,,,,,,eval_end\n"
+                               "0.190,,,,,,,,,,,eval_end\n"
                                "0.200,1" + row +
                                "0.300,0" + row +  // the tie: gpu 0 first
                                "0.300,1" + row);
@@ -118,13 +135,13 @@ TEST(Timeline, SeveralSamplersMergedByTimeEachRowOnce) {
   const std::string all = slurp(path);
   EXPECT_EQ(all, first +
                      "0.180,0" + row +
-                     "0.190,,,,,,,eval_end\n"
+                     "0.190,,,,,,,,,,,eval_end\n"
                      "0.200,1" + row +
                      "0.300,0" + row +
                      "0.300,1" + row +
-                     "0.350,,,,,,,checkpoint\n"
+                     "0.350,,,,,,,,,,,checkpoint\n"
                      "0.400,1" + row +
-                     "0.450,,,,,,,epoch_end\n");
+                     "0.450,,,,,,,,,,,epoch_end\n");
   // Every sample once, with its source's gpu, and every row in time order.
   std::istringstream in(all);
   std::string line;
@@ -155,7 +172,7 @@ TEST(Timeline, PeersWithoutNvmlLeaveTheMarksOnly) {
     EXPECT_NE(m.timeline_note().find("marks only"), std::string::npos) << m.timeline_note();
     m.mark("epoch_start");
   }
-  EXPECT_EQ(slurp(path).substr(kHeader.size()).find(",,,,,,,epoch_start\n"), 5u) << slurp(path);
+  EXPECT_EQ(slurp(path).substr(kHeader.size()).find(",,,,,,,,,,,epoch_start\n"), 5u) << slurp(path);
   std::filesystem::remove(path);
 }
 
@@ -163,7 +180,7 @@ TEST(Timeline, WithoutASamplerMarksAreWrittenAtOnce) {
   const auto path = test::temp_path("timeline_marks.csv");
   TimelineWriter w(path.string(), 10.0, 0, nullptr);
   w.mark(10.5, "epoch_start");
-  EXPECT_EQ(slurp(path), kHeader + "0.500,,,,,,,epoch_start\n");
+  EXPECT_EQ(slurp(path), kHeader + "0.500,,,,,,,,,,,epoch_start\n");
   std::filesystem::remove(path);
 }
 
@@ -200,7 +217,7 @@ TEST(Timeline, TheMonitorWritesMarksOnTheCpu) {
     const double t = std::stod(line);
     EXPECT_GE(t, last) << line;
     last = t;
-    EXPECT_EQ(line.substr(line.find(',')), ",,,,,,," + line.substr(line.rfind(',') + 1)) << line;
+    EXPECT_EQ(line.substr(line.find(',')), ",,,,,,,,,,," + line.substr(line.rfind(',') + 1)) << line;
     marks += line.substr(line.rfind(',') + 1) + " ";
   }
   EXPECT_EQ(marks, "epoch_start eval_start eval_end checkpoint epoch_end ");

@@ -17,6 +17,8 @@ constexpr double kCommBound = 0.1;    // data parallelism: the GPU only communic
 constexpr int64_t kFewSteps = 20;    // data parallelism: an epoch of fewer global steps is short
 constexpr int64_t kTooFewSteps = 10;  // one process: fewer steps tell no bottleneck (warm-up, the loader's start)
 constexpr double kBusyHost = 0.2;     // loupe's threads waited for a core this share of their ready time or more
+constexpr double kUtilOverSm = 30;    // NVML's utilisation this many points above GPM's SM activity: it overstates
+constexpr double kFewSms = 10;        // SMs active less than this percent: a kernel of a few blocks held the GPU
 // Data parallelism: the slowest rank (judge_straggler) holds the others back when, with --busy, the
 // others' unhidden NCCL share (their median) exceeds its own by this share of the training time or
 // more: the others' GPUs ran only NCCL, waiting for its all-reduce, that much more than its GPU did.
@@ -105,6 +107,21 @@ std::string busy_host(const EpochReport& r) {
             " (the cores it got)";
   return "the machine is busy: loupe's threads waited for a core " + pct_whole(*r.host_cpu_wait_share) +
          " of the time they were ready to run (other processes hold the cores)" + fewer + ", or a quieter machine";
+}
+
+// NVML's utilisation is the share of time any kernel ran; GPM's SM activity the share of SMs that
+// had work. Far apart, the GPU ran kernels too small to fill it: "busy" is not saturated.
+std::string small_kernels(const EpochReport& r, int64_t batch) {
+  if (!r.gpu_util_mean || !r.gpu_sm_active || *r.gpu_util_mean - *r.gpu_sm_active < kUtilOverSm) return "";
+  std::string o = "NVML's GPU utilisation (" + pct_whole(*r.gpu_util_mean / 100) +
+                  ") counts the time any kernel ran, but the SMs were active " + pct_whole(*r.gpu_sm_active / 100) +
+                  (r.gpu_sm_occupancy ? " (occupancy " + pct_whole(*r.gpu_sm_occupancy / 100) + ")" : std::string()) +
+                  ": ";
+  if (*r.gpu_sm_active < kFewSms)
+    return o + "kernels of a few blocks held the GPU (a loop such as a recurrent layer's steps, or a reduction on "
+               "one block); `loupe profile` names them";
+  return o + "its kernels are too small to fill the GPU; a larger --batch" +
+         (batch > 0 ? " than " + std::to_string(batch) : std::string()) + " gives each kernel more work";
 }
 
 // One rank holds the others back: who, the evidence, and where to look on it.
@@ -255,7 +272,10 @@ void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bound
                   (in.batch > 1 ? " than " + std::to_string(in.batch) : std::string()) + ")");
     return;
   }
-  if (b.gpu_bound) out.push_back("the GPU is the bottleneck (busy " + pct_whole(*util) + "): the host and the input pipeline keep up");
+  const std::string small = small_kernels(r, in.batch);
+  if (b.gpu_bound && small.empty())
+    out.push_back("the GPU is the bottleneck (busy " + pct_whole(*util) + "): the host and the input pipeline keep up");
+  if (!small.empty() && !b.data_bound) out.push_back(small);
   if (b.data_bound)
     out.push_back("input pipeline: the step waited for data " + pct_whole(*wait) + " of the time" +
                   (r.gpu_busy_share ? " (GPU busy " + pct_whole(*r.gpu_busy_share) + ")"
@@ -280,7 +300,7 @@ void advise_bottleneck(const EpochReport& r, const AdviceInputs& in, const Bound
 
   // A graphed step whose GPU still idles: what is left is the GPU's own gaps between many small
   // kernels (each graph node costs about a microsecond to start, and a small kernel fills few SMs).
-  if (b.graphed && util && !b.gpu_bound && !b.data_bound)
+  if (b.graphed && util && !b.gpu_bound && !b.data_bound && small.empty())
     out.push_back("the step is one CUDA graph" +
                   (r.graph_kernels ? " of " + std::to_string(int64_t(*r.graph_kernels)) + " kernels" : std::string()) +
                   ", so the host does not bound it; the GPU was busy " + pct_whole(*util) +

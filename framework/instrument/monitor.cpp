@@ -157,6 +157,7 @@ void EpochMonitor::begin_epoch() {
   step_ms_.clear();
   issue_ms_.clear();
   wait_ms_.clear();
+  gpu_wait_ms_ = 0;
   flops_ = 0;
   last_step_begin_ = -1;
   if (device_.is_cuda()) cuda_runtime()->reset_peak();
@@ -189,9 +190,11 @@ void EpochMonitor::step_begin() {
   last_step_begin_ = step_t0_ = t;
 }
 
-void EpochMonitor::data_ready() {
+void EpochMonitor::data_ready(double gpu_wait_ms) {
   data_t_ = NvmlSampler::now();
-  wait_ms_.push_back((data_t_ - step_t0_) * 1e3);
+  const double waited = (data_t_ - step_t0_) * 1e3, gpu = std::clamp(gpu_wait_ms, 0.0, waited);
+  wait_ms_.push_back(waited - gpu);
+  gpu_wait_ms_ += gpu;
 }
 
 void EpochMonitor::step_issued(double step_flops) {
@@ -201,6 +204,7 @@ void EpochMonitor::step_issued(double step_flops) {
 
 void EpochMonitor::end_train() {
   t_end_ = NvmlSampler::now();
+  if (nvml_) nvml_->gpm_mark();  // the epoch's last GPM interval ends here, not up to 0.1 s later
   if (last_step_begin_ >= 0) step_ms_.push_back((t_end_ - last_step_begin_) * 1e3);
   ProcessStats ps = read_process_stats();
   cpu_end_ = ps.ok ? ps.cpu_seconds : -1;
@@ -229,7 +233,10 @@ void EpochMonitor::fill(EpochReport& r) {
   r.data_wait_ms_p95 = percentile(wait_ms_, 95);
   double wait_total = 0;
   for (double w : wait_ms_) wait_total += w;
-  if (wall > 0 && !wait_ms_.empty()) r.data_wait_share = wait_total / 1e3 / wall;
+  if (wall > 0 && !wait_ms_.empty()) {
+    r.data_wait_share = wait_total / 1e3 / wall;
+    if (device_.is_cuda()) r.data_gpu_wait_share = gpu_wait_ms_ / 1e3 / wall;
+  }
 
   if (device_.is_cuda()) {
     std::string name = cuda_runtime()->device_name();
@@ -245,7 +252,7 @@ void EpochMonitor::fill(EpochReport& r) {
     r.peak_source = "no peak table for CPUs";
   }
 
-  r.nvml_why = nvml_why_;
+  r.nvml_why = r.gpm_why = nvml_why_;
   if (nvml_) {
     GpuSummary g = nvml_->summarize(t0_, t_end_);
     r.nvml_samples = g.samples;
@@ -261,6 +268,12 @@ void EpochMonitor::fill(EpochReport& r) {
     r.temp_max_c = g.temp_max_c;
     r.sm_clock_mean_mhz = g.sm_clock_mean_mhz;
     r.throttle = g.throttle;
+    r.gpu_sm_active = g.sm_active;
+    r.gpu_sm_occupancy = g.sm_occupancy;
+    r.gpu_tensor_active = g.tensor_active;
+    r.gpu_dram_active = g.dram_active;
+    r.gpu_graphics_active = g.graphics_active;
+    r.gpm_why = g.gpm_why;
   }
   r.busy_why = busy_why_;
   if (busy_ && busy_t1_ > busy_t0_) fill_busy(r);

@@ -48,7 +48,9 @@ class EpochMonitor {
   void begin_epoch();
   // Per step, on the host: the step starts, its batch is ready, its work is enqueued.
   void step_begin();
-  void data_ready();
+  // gpu_wait_ms: of the wait since step_begin, the time the loader's slot was held by the GPU
+  // (back-pressure): counted apart from the data wait.
+  void data_ready(double gpu_wait_ms = 0);
   void step_issued(double step_flops);
   // After the training loop, once the device has finished the epoch's work.
   void end_train();
@@ -91,6 +93,7 @@ class EpochMonitor {
   uint64_t busy_t0_ = 0, busy_t1_ = 0;
   double step_t0_ = 0, data_t_ = 0, last_step_begin_ = -1, flops_ = 0;
   std::vector<double> step_ms_, issue_ms_, wait_ms_;
+  double gpu_wait_ms_ = 0;  // the epoch's back-pressure, summed
 };
 
 // The p-th percentile (0..100) of v by linear interpolation; empty for an empty v.

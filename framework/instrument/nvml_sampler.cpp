@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <memory>
 
 namespace loupe::instrument {
 
@@ -24,6 +26,27 @@ struct nvmlMemory_t { unsigned long long total, free, used; };
 struct nvmlMemory_v2_t { unsigned version; unsigned long long total, reserved, free, used; };
 constexpr unsigned nvmlMemory_v2 = unsigned(sizeof(nvmlMemory_v2_t)) | (2u << 24);
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "layout as in nvml.h");
+
+// GPM (nvml.h since CUDA 12.0). A sample is a handle (nvml.h wraps its pointer in a struct of one
+// member, passed alike). The metrics request is version 1 whatever its array's length, which has
+// grown between headers: the driver reads numMetrics entries, so a longer array is safe.
+using nvmlGpmSample_t = void*;
+struct nvmlGpmMetric_t {
+  unsigned metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct { char *shortName, *longName, *unit; } metricInfo;
+};
+struct nvmlGpmMetricsGet_t {
+  unsigned version, numMetrics;
+  nvmlGpmSample_t sample1, sample2;
+  nvmlGpmMetric_t metrics[512];
+};
+struct nvmlGpmSupport_t { unsigned version, isSupportedDevice; };
+constexpr unsigned NVML_GPM_METRICS_GET_VERSION = 1, NVML_GPM_SUPPORT_VERSION = 1;
+// nvmlGpmMetricId_t: graphics (any engine) active, SM active, SM occupancy, any tensor pipe
+// active, DRAM bandwidth used: nvidia-smi dmon --gpm-metrics 1,2,3,5,10.
+constexpr unsigned kGpmIds[] = {2, 3, 5, 10, 1};
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
@@ -44,6 +67,12 @@ struct NvmlSampler::Api {
   nvmlReturn_t (*temp)(nvmlDevice_t, int, unsigned*) = nullptr;              // degrees C
   nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned*) = nullptr;             // MHz
   nvmlReturn_t (*reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;  // current, pending
+  nvmlReturn_t (*gpm_support)(nvmlDevice_t, nvmlGpmSupport_t*) = nullptr;
+  nvmlReturn_t (*gpm_alloc)(nvmlGpmSample_t*) = nullptr;
+  nvmlReturn_t (*gpm_free)(nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*gpm_get)(nvmlDevice_t, nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*gpm_metrics)(nvmlGpmMetricsGet_t*) = nullptr;
 
   std::string err(nvmlReturn_t r) const {
     const char* s = error_string ? error_string(r) : nullptr;
@@ -95,6 +124,12 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
   // Renamed "clocks event reasons" in CUDA 12.2; the old name remains as a deprecated alias.
   if (!load_symbol(lib, "nvmlDeviceGetCurrentClocksEventReasons", a->reasons))
     load_symbol(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", a->reasons);
+  load_symbol(lib, "nvmlDeviceGetMigMode", a->mig_mode);
+  load_symbol(lib, "nvmlGpmQueryDeviceSupport", a->gpm_support);
+  load_symbol(lib, "nvmlGpmSampleAlloc", a->gpm_alloc);
+  load_symbol(lib, "nvmlGpmSampleFree", a->gpm_free);
+  load_symbol(lib, "nvmlGpmSampleGet", a->gpm_get);
+  load_symbol(lib, "nvmlGpmMetricsGet", a->gpm_metrics);
 
   if (nvmlReturn_t r = a->init(); r != NVML_SUCCESS) {
     why_ = "nvmlInit failed: " + a->err(r);
@@ -120,6 +155,7 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
       by_pci(pci_bus_id.c_str(), &dev) == NVML_SUCCESS) {
     device_ = dev;
     available_ = true;
+    open_gpm();
     return;
   }
   if (nvmlReturn_t r = a->handle(unsigned(device_index), &dev); r != NVML_SUCCESS) {
@@ -128,11 +164,49 @@ NvmlSampler::NvmlSampler(int device_index, int period_ms, const std::string& pci
   }
   device_ = dev;
   available_ = true;
+  open_gpm();
+}
+
+void NvmlSampler::open_gpm() {
+  const Api& a = *api_;
+  if (!a.gpm_support || !a.gpm_alloc || !a.gpm_free || !a.gpm_get || !a.gpm_metrics) {
+    gpm_why_ = "this NVIDIA driver has no GPM (GPU Performance Monitoring: drivers of CUDA 12 and newer)";
+    return;
+  }
+  unsigned mig = 0, pending = 0;
+  if (a.mig_mode && a.mig_mode(device_, &mig, &pending) == NVML_SUCCESS && mig == 1) {
+    gpm_why_ = "the GPU is in MIG mode (GPM's figures would be per GPU instance)";
+    return;
+  }
+  nvmlGpmSupport_t support{NVML_GPM_SUPPORT_VERSION, 0};
+  if (nvmlReturn_t r = a.gpm_support(device_, &support); r != NVML_SUCCESS) {
+    gpm_why_ = "GPM refused: " + a.err(r);
+    return;
+  }
+  if (!support.isSupportedDevice) {
+    gpm_why_ = "this GPU has no GPM (Hopper and newer have it)";
+    return;
+  }
+  for (void*& g : gpm_)
+    if (nvmlReturn_t r = a.gpm_alloc(&g); r != NVML_SUCCESS) {
+      gpm_why_ = "nvmlGpmSampleAlloc failed: " + a.err(r);
+      close_gpm();
+      return;
+    }
+  gpm_why_.clear();
+}
+
+void NvmlSampler::close_gpm() {
+  for (void*& g : gpm_) {
+    if (g) api_->gpm_free(g);
+    g = nullptr;
+  }
 }
 
 NvmlSampler::~NvmlSampler() {
   stop();
   if (api_) {
+    close_gpm();
     api_->shutdown();
     dlclose(api_->lib);
     delete api_;
@@ -184,7 +258,39 @@ void NvmlSampler::start() {
   std::lock_guard<std::mutex> g(mu_);
   if (!available_ || running_) return;
   running_ = true;
+  {
+    std::lock_guard<std::mutex> one(gpm_mu_);
+    gpm_t_ = -1;  // a new series of intervals
+  }
   thread_ = std::thread([this] { loop(); });
+}
+
+std::optional<GpmInterval> NvmlSampler::read_gpm(double min_seconds) {
+  if (!gpm_[0]) return std::nullopt;
+  std::lock_guard<std::mutex> one(gpm_mu_);
+  const Api& a = *api_;
+  const double t = now();
+  if (gpm_t_ >= 0 && t - gpm_t_ < min_seconds) return std::nullopt;
+  if (a.gpm_get(device_, gpm_t_ < 0 ? gpm_[0] : gpm_[1]) != NVML_SUCCESS) return std::nullopt;
+  if (gpm_t_ < 0) {
+    gpm_t_ = t;
+    return std::nullopt;
+  }
+  auto q = std::make_unique<nvmlGpmMetricsGet_t>();
+  q->version = NVML_GPM_METRICS_GET_VERSION;
+  q->numMetrics = unsigned(std::size(kGpmIds));
+  q->sample1 = gpm_[0];
+  q->sample2 = gpm_[1];
+  for (size_t i = 0; i < std::size(kGpmIds); ++i) q->metrics[i].metricId = kGpmIds[i];
+  const bool ok = a.gpm_metrics(q.get()) == NVML_SUCCESS;
+  auto value = [&](size_t i) { return ok && q->metrics[i].nvmlReturn == NVML_SUCCESS ? q->metrics[i].value : kNaN; };
+  const GpmInterval g{gpm_t_, t, value(0), value(1), value(2), value(3), value(4)};
+  std::swap(gpm_[0], gpm_[1]);  // the newest sample starts the next interval
+  gpm_t_ = t;
+  if (!ok) return std::nullopt;
+  std::lock_guard<std::mutex> lk(mu_);
+  gpm_intervals_.push_back(g);
+  return g;
 }
 
 void NvmlSampler::stop() {
@@ -196,6 +302,7 @@ void NvmlSampler::stop() {
   cv_.notify_all();
   thread_.join();
   GpuSample s = read_sample();
+  s.gpm = read_gpm();
   std::lock_guard<std::mutex> g(mu_);
   samples_.push_back(s);
 }
@@ -205,6 +312,8 @@ void NvmlSampler::loop() {
   // NVML calls run outside the lock so summarize() never waits on the driver.
   for (;;) {
     GpuSample s = read_sample();
+    // GPM's figures are rates between two samples: one every kGpmPeriodMs (its recommended least).
+    s.gpm = read_gpm(kGpmPeriodMs * 1e-3);
     std::unique_lock<std::mutex> lk(mu_);
     samples_.push_back(s);
     if (cv_.wait_for(lk, std::chrono::milliseconds(period_ms_), [this] { return !running_; })) return;
@@ -219,6 +328,25 @@ void NvmlSampler::add_sample_for_test(const GpuSample& s) {
 std::vector<GpuSample> NvmlSampler::samples() const {
   std::lock_guard<std::mutex> g(mu_);
   return samples_;
+}
+
+std::vector<GpmInterval> NvmlSampler::gpm_intervals() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return gpm_intervals_;
+}
+
+void NvmlSampler::gpm_mark() {
+  if (running()) read_gpm(kGpmPeriodMs * 1e-3);
+}
+
+bool NvmlSampler::running() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return running_;
+}
+
+void NvmlSampler::add_gpm_for_test(const GpmInterval& g) {
+  std::lock_guard<std::mutex> lk(mu_);
+  gpm_intervals_.push_back(g);
 }
 
 std::vector<GpuSample> NvmlSampler::samples_from(size_t first) const {
@@ -253,6 +381,51 @@ struct Acc {
 };
 }  // namespace
 
+void NvmlSampler::summarize_gpm(double t0, double t1, GpuSummary& r) const {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!gpm_why_.empty() && gpm_intervals_.empty()) {  // else a test's own intervals, given
+      r.gpm_why = available_ ? gpm_why_ : why_;
+      return;
+    }
+  }
+  struct Weighted {
+    double sum = 0, weight = 0;
+    void add(double v, double w) {
+      if (!std::isnan(v)) sum += v * w, weight += w;
+    }
+    std::optional<double> mean() const { return weight > 0 ? std::optional<double>(sum / weight) : std::nullopt; }
+  } sm, occupancy, tensor, dram, graphics;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto add = [&](const GpmInterval& i, double w) {
+      sm.add(i.sm_active, w);
+      occupancy.add(i.sm_occupancy, w);
+      tensor.add(i.tensor_active, w);
+      dram.add(i.dram_active, w);
+      graphics.add(i.graphics_active, w);
+    };
+    const GpmInterval* recent = nullptr;  // the last one ended before t1
+    for (const GpmInterval& i : gpm_intervals_) {
+      const double w = std::min(i.t1, t1) - std::max(i.t0, t0);  // the overlap
+      if (w > 0) add(i, w);
+      if (i.t1 <= t1 && (!recent || i.t1 > recent->t1)) recent = &i;
+    }
+    // A window shorter than the period that no finished interval overlaps (its interval ends after
+    // it): the interval just before it, if it ended less than a period before.
+    const double period = kGpmPeriodMs * 1e-3;
+    if (sm.weight == 0 && recent && t1 - t0 < period && recent->t1 >= t0 - period) add(*recent, 1);
+  }
+  r.sm_active = sm.mean();
+  r.sm_occupancy = occupancy.mean();
+  r.tensor_active = tensor.mean();
+  r.dram_active = dram.mean();
+  r.graphics_active = graphics.mean();
+  if (!r.sm_active)
+    r.gpm_why = "no GPM interval had ended inside the epoch yet (it was shorter than GPM's " +
+                std::to_string(kGpmPeriodMs) + " ms)";
+}
+
 GpuSummary NvmlSampler::summarize(double t0, double t1) const {
   std::vector<GpuSample> w;
   {
@@ -262,6 +435,7 @@ GpuSummary NvmlSampler::summarize(double t0, double t1) const {
   }
   std::stable_sort(w.begin(), w.end(), [](const GpuSample& a, const GpuSample& b) { return a.t < b.t; });
   GpuSummary r;
+  summarize_gpm(t0, t1, r);
   r.samples = int(w.size());
   if (w.empty()) {
     r.why = !available_ ? why_

@@ -42,6 +42,9 @@ struct EpochReport {
   Opt issue_ms_p50, issue_ms_p95;            // host time to issue a step's work (enqueue only)
   Opt data_wait_ms_p50, data_wait_ms_p95;    // time the step waited for its batch
   Opt data_wait_share;                       // data wait / train wall time, 0..1
+  // The time the step waited for a loader slot the GPU still held (the host ahead of a busy GPU:
+  // back-pressure, not data; loader::Batch::gpu_wait_ms), over train wall time; not in the above.
+  Opt data_gpu_wait_share;
   // How the steps ran: replayed from one CUDA graph (train/trainer.h) or issued from the host.
   Opt graph_steps;                           // steps replayed from the graph (0: all eager)
   Opt graph_kernels;                         // kernels in the step's graph (null: no graph)
@@ -65,6 +68,12 @@ struct EpochReport {
   Opt samples_per_joule;
   Opt temp_max_c, sm_clock_mean_mhz;
   std::string throttle;                      // throttle reasons seen during the epoch, "" if none
+  // What the SMs did, from NVML's GPM (Hopper and newer), percent over the epoch: SMs with a warp
+  // resident (NVML's utilisation counts a period busy if any kernel ran at all), warps resident
+  // against the most the SMs hold, any tensor pipe active, DRAM bandwidth used against its peak,
+  // any engine active. gpm_why says why they are null.
+  Opt gpu_sm_active, gpu_sm_occupancy, gpu_tensor_active, gpu_dram_active, gpu_graphics_active;
+  std::string gpm_why;
 
   // GPU busy time from CUPTI activity records (--busy): union of kernel and copy intervals.
   Opt gpu_busy_share;                        // busy / train wall time, 0..1

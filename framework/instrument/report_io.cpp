@@ -36,7 +36,7 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(epoch_seconds); LOUPE_FIELD(train_seconds); LOUPE_FIELD(eval_seconds);
   LOUPE_FIELD(samples_per_sec); LOUPE_FIELD(step_ms_p50); LOUPE_FIELD(step_ms_p95);
   LOUPE_FIELD(issue_ms_p50); LOUPE_FIELD(issue_ms_p95); LOUPE_FIELD(data_wait_ms_p50);
-  LOUPE_FIELD(data_wait_ms_p95); LOUPE_FIELD(data_wait_share);
+  LOUPE_FIELD(data_wait_ms_p95); LOUPE_FIELD(data_wait_share); LOUPE_FIELD(data_gpu_wait_share);
   LOUPE_FIELD(graph_steps); LOUPE_FIELD(graph_kernels); LOUPE_FIELD(graph_why);
   LOUPE_FIELD(flops_per_sample); LOUPE_FIELD(achieved_tflops); LOUPE_FIELD(peak_tflops);
   LOUPE_FIELD(peak_source); LOUPE_FIELD(mfu);
@@ -44,6 +44,8 @@ void visit_fields(const EpochReport& r, F&& f) {
   LOUPE_FIELD(mem_util_mean); LOUPE_FIELD(mem_used_max_bytes); LOUPE_FIELD(mem_total_bytes);
   LOUPE_FIELD(power_mean_w); LOUPE_FIELD(power_max_w); LOUPE_FIELD(energy_j); LOUPE_FIELD(samples_per_joule);
   LOUPE_FIELD(temp_max_c); LOUPE_FIELD(sm_clock_mean_mhz); LOUPE_FIELD(throttle);
+  LOUPE_FIELD(gpu_sm_active); LOUPE_FIELD(gpu_sm_occupancy); LOUPE_FIELD(gpu_tensor_active);
+  LOUPE_FIELD(gpu_dram_active); LOUPE_FIELD(gpu_graphics_active); LOUPE_FIELD(gpm_why);
   LOUPE_FIELD(gpu_busy_share); LOUPE_FIELD(gpu_boundary_share); LOUPE_FIELD(gpu_kernels_per_step);
   LOUPE_FIELD(busy_why); LOUPE_FIELD(alloc_peak_bytes);
   LOUPE_FIELD(host_cpu_util); LOUPE_FIELD(host_rss_bytes); LOUPE_FIELD(host_cpu_wait_share);
@@ -136,6 +138,12 @@ std::string device_line(const EpochReport& r) {
   std::string o = "  GPU util " + or_na(r.gpu_util_mean, [](double u) { return fmt("%.0f%%", u); });
   if (r.gpu_util_max) o += fmt(" (max %.0f)", *r.gpu_util_max);
   if (!r.gpu_util_mean && !r.nvml_why.empty()) o += " (" + r.nvml_why + ")";
+  auto whole = [](double v) { return fmt("%.0f%%", v); };
+  if (r.gpu_sm_active)
+    o += "  SM active " + whole(*r.gpu_sm_active) + " (occupancy " + or_na(r.gpu_sm_occupancy, whole) + ", tensor " +
+         or_na(r.gpu_tensor_active, whole) + ", DRAM " + or_na(r.gpu_dram_active, whole) + ")";
+  else if (r.gpu_util_mean)
+    o += "  SM active n/a" + (r.gpm_why.empty() ? std::string() : " (" + r.gpm_why + ")");
   o += "  busy " + or_na(r.gpu_busy_share, pct);
   if (r.gpu_boundary_share) {
     o += " + boundaries " + pct(*r.gpu_boundary_share);
@@ -256,6 +264,7 @@ std::string epoch_line(const EpochReport& r) {
   // call, so it is the step again (less the data wait): the files keep it, the line does not.
   if (!cpu) o += "  host issue " + or_na(r.issue_ms_p50, [](double m) { return n3(m) + " ms"; });
   o += "  data wait " + or_na(r.data_wait_share, pct);
+  if (r.data_gpu_wait_share && *r.data_gpu_wait_share >= 0.005) o += " (ahead of the GPU " + pct(*r.data_gpu_wait_share) + ")";
   o += "  CPU " + or_na(r.host_cpu_util, [](double c) { return fmt("%.1f cores", c); });
   if (r.host_cpu_wait_share && *r.host_cpu_wait_share >= 0.005) o += " (waited " + pct(*r.host_cpu_wait_share) + " for a core)";
   o += "  RSS " + or_na(r.host_rss_bytes, bytes);

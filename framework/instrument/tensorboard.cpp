@@ -240,6 +240,12 @@ void TensorBoardWriter::gpu_samples(const std::vector<GpuSample>& samples, doubl
     if (g.has_power) values.emplace_back("gpu/power_w", g.power_w);
     values.emplace_back("gpu/temp_c", g.temp_c);
     values.emplace_back("gpu/sm_clock_mhz", g.sm_clock_mhz);
+    if (g.gpm) {
+      values.emplace_back("gpu/sm_active_pct", g.gpm->sm_active);
+      values.emplace_back("gpu/sm_occupancy_pct", g.gpm->sm_occupancy);
+      values.emplace_back("gpu/tensor_active_pct", g.gpm->tensor_active);
+      values.emplace_back("gpu/dram_active_pct", g.gpm->dram_active);
+    }
     impl_->event(scalar_event(++gpu_samples_, wall_now - (steady_now - g.t), values));
   }
 }

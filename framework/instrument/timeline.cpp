@@ -24,17 +24,24 @@ std::string seconds(double t, double t0) { return cell("%.3f", t - t0); }
 
 }  // namespace
 
-std::string timeline_header() { return "t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,mark"; }
+std::string timeline_header() {
+  return "t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,sm_active_pct,sm_occupancy_pct,"
+         "tensor_active_pct,dram_active_pct,mark";
+}
 
 std::string timeline_sample_row(const GpuSample& s, double t0, int gpu) {
+  std::string gpm = ",,,";
+  if (s.gpm)
+    gpm = cell("%.1f", s.gpm->sm_active) + "," + cell("%.1f", s.gpm->sm_occupancy) + "," +
+          cell("%.1f", s.gpm->tensor_active) + "," + cell("%.1f", s.gpm->dram_active);
   return seconds(s.t, t0) + "," + std::to_string(gpu) + "," + cell("%.0f", s.gpu_util) + "," +
          cell("%.1f", s.mem_used / (1024.0 * 1024.0)) + "," +
          (s.has_power ? cell("%.3f", s.power_w) : std::string()) + "," + cell("%.0f", s.temp_c) + "," +
-         cell("%.0f", s.sm_clock_mhz) + ",";
+         cell("%.0f", s.sm_clock_mhz) + "," + gpm + ",";
 }
 
 std::string timeline_mark_row(double t, double t0, const std::string& mark) {
-  return seconds(t, t0) + ",,,,,,," + mark;
+  return seconds(t, t0) + ",,,,,,,,,,," + mark;
 }
 
 TimelineWriter::TimelineWriter(const std::string& path, double t0, int gpu, const NvmlSampler* sampler)

@@ -3,9 +3,11 @@
 // order. The file is written as the run goes (flush() at each epoch's end), so a long or killed run
 // keeps what it sampled. Several samplers may feed one file (--gpus N: every GPU of rank 0's host),
 // each with its own `gpu` value; their rows are merged by time. Format (docs/profiling.md, "GPU timelines"):
-//   t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,mark
+//   t_s,gpu,util_pct,mem_used_mib,power_w,temp_c,sm_clock_mhz,sm_active_pct,sm_occupancy_pct,
+//   tensor_active_pct,dram_active_pct,mark
 // t_s: seconds since the run's start (3 decimals); a figure NVML did not report is an empty cell,
-// never 0 (docs/design.md principle 5); a mark row has t_s and mark only.
+// never 0 (docs/design.md principle 5); a mark row has t_s and mark only. The GPM columns are the
+// interval (about 0.1 s) that ended at the row's sample, on the rows where one did.
 #pragma once
 #include <cstdio>
 #include <limits>

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/cuda_runtime.h"
@@ -34,6 +35,9 @@ struct DataLoader::Slot {
   void* copy_done = nullptr;  // the slot's host buffer may be overwritten after it
   void* consumed = nullptr;   // the step that read the device buffer has finished
   bool copied = false, used = false;  // whether those events have been recorded yet
+  // When its worker began the batch and when the GPU let go of the slot (the copy before done),
+  // on now_ms()'s clock: between them the worker waited for the GPU.
+  double fill_start_ms = 0, gpu_free_ms = 0;
 };
 
 namespace {
@@ -201,7 +205,9 @@ void DataLoader::worker_loop() {
 void DataLoader::fill(Slot& s, int64_t j) {
   NvtxRange r("collate");
   // The slot's previous copy must have left the host buffers before we overwrite them.
+  s.fill_start_ms = now_ms();
   if (s.copied) cuda_runtime()->event_synchronize(s.copy_done);
+  s.gpu_free_ms = s.copied ? now_ms() : s.fill_start_ms;
   int64_t begin = j * opt_.batch, end = std::min<int64_t>(begin + opt_.batch, int64_t(order_.size()));
   s.size = end - begin;
   float* x = s.host_x.data<float>();
@@ -228,6 +234,17 @@ void DataLoader::fill(Slot& s, int64_t j) {
   s.copied = true;
 }
 
+// Of a wait [t0, t1] for batch j in slot s, the part the GPU did not wait for: all of it while the
+// step before (the last one issued) is still running when the batch arrives, since the GPU then
+// never ran out of work; else the part in which the slot's worker waited for the GPU to let go of
+// the slot (back-pressure). What is left is a wait that starved the GPU.
+double DataLoader::gpu_wait(int64_t j, const Slot& s, double t0, double t1) const {
+  if (!copy_stream_ || j == 0) return 0;
+  const Slot& before = *slots_[size_t((j - 1) % int64_t(slots_.size()))];
+  if (before.used && !cuda_runtime()->event_done(before.consumed)) return t1 - t0;
+  return std::max(0.0, std::min(t1, s.gpu_free_ms) - std::max(t0, s.fill_start_ms));
+}
+
 bool DataLoader::next(Batch& b) {
   if (next_to_take_ >= n_batches_) return false;
   int64_t j = next_to_take_++;
@@ -239,7 +256,9 @@ bool DataLoader::next(Batch& b) {
     cv_.wait(l, [&] { return stopping_ || (s.state == State::Ready && s.batch == j); });
     if (stopping_) throw Error("the data loader was stopped");
   }
-  b.wait_ms = now_ms() - t0;
+  const double t1 = now_ms();
+  b.wait_ms = t1 - t0;
+  b.gpu_wait_ms = gpu_wait(j, s, t0, t1);
   if (s.error) std::rethrow_exception(s.error);
   if (copy_stream_) cuda_runtime()->stream_wait_event(nullptr, s.copy_done);  // compute waits for the copy
   b.index = j;

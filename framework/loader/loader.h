@@ -40,6 +40,11 @@ struct Batch {
   int64_t index = 0;   // batch number in the epoch
   int64_t size = 0;    // samples
   double wait_ms = 0;  // how long next() waited for it on the host
+  // Of wait_ms, the part that did not keep the GPU waiting: all of it when the step issued before
+  // was still running as the batch arrived (the host was ahead of the GPU), else the time its slot
+  // was still held by the GPU (its last copy waits for the step that read the slot before:
+  // back-pressure). The rest of wait_ms starved the GPU. 0 on the CPU.
+  double gpu_wait_ms = 0;
 };
 
 class DataLoader {
@@ -73,6 +78,7 @@ class DataLoader {
   struct Slot;
   void worker_loop();
   void fill(Slot& s, int64_t batch);
+  double gpu_wait(int64_t j, const Slot& s, double t0, double t1) const;
   std::vector<int32_t> rank_order(int epoch) const;
 
   std::shared_ptr<const Dataset> data_;

@@ -61,6 +61,9 @@ struct StepInfo {
   // about every 0.2 s through pinned memory and an event, never by waiting for the GPU).
   std::optional<double> loss;
   double flops = 0;          // step_issued and after: the step's FLOPs, counted on the host
+  // batch_ready and after: of the fetch's wait, the time the loader's slot was still held by the
+  // GPU (the host ahead of a busy GPU: back-pressure, not data; loader::Batch::gpu_wait_ms).
+  double data_gpu_wait_ms = 0;
 };
 
 // What observers may do to the run. Requests are carried out by whoever drives the run: a stop

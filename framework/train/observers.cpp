@@ -7,7 +7,7 @@ namespace loupe::train {
 
 void MonitorObserver::epoch_begin(const StepInfo&, Control&) { m_.begin_epoch(); }
 void MonitorObserver::fetch_begin(const StepInfo&) { m_.step_begin(); }
-void MonitorObserver::batch_ready(const StepInfo&) { m_.data_ready(); }
+void MonitorObserver::batch_ready(const StepInfo& info) { m_.data_ready(info.data_gpu_wait_ms); }
 void MonitorObserver::step_issued(const StepInfo& info) { m_.step_issued(info.flops); }
 void MonitorObserver::train_end(const EpochStats&) { m_.end_train(); }
 

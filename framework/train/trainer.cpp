@@ -224,6 +224,7 @@ EpochStats Trainer::train_epoch(loader::DataLoader& dl, int epoch, int64_t max_s
     if (!dl.next(batch)) return false;
     raw = {batch.x, batch.y};
     b = batch.size;
+    src.gpu_wait_ms = batch.gpu_wait_ms;
     return true;
   };
   src.stage = [](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) {
@@ -543,6 +544,7 @@ int64_t Trainer::step(Source& src, EpochStats& st, StepInfo& info) {
     for (Observer* o : observers_) o->fetch_begin(info);
     if (!src.next(raw, b)) return 0;
   }
+  info.data_gpu_wait_ms = src.gpu_wait_ms;
   for (Observer* o : observers_) o->batch_ready(info);
   double flops = 0;
   bool graphed = false;

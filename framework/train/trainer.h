@@ -155,6 +155,9 @@ class Trainer {
     // After the epoch's last step is issued, while the device still runs it: work for the next
     // epoch (its order), so that the device does not wait for it at the next epoch's start.
     std::function<void()> ahead;
+    // Set by next: of the fetch's wait, the time the loader's slot was held by the GPU
+    // (loader::Batch::gpu_wait_ms; 0 for other sources).
+    double gpu_wait_ms = 0;
   };
   // A graph and what it was captured for: static copies of the raw batch, the warm-up count.
   struct Graphed {
