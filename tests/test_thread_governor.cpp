@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "instrument/host_stats.h"
 #include "models/registry.h"
+#include "ops/conv_cpu.h"
 #include "run/run.h"
 #include "run/threads.h"
 
