@@ -138,8 +138,11 @@ void check_same_as_eager(const models::ModelInfo& info, int64_t batch, Precision
   // The eager runs' spread: the largest distance of the three pairs.
   const double spread = std::max({max_diff(e1.params, e2.params), max_diff(e1.params, e3.params), max_diff(e2.params, e3.params)});
   const double spread_state = std::max({max_diff(e1.state, e2.state), max_diff(e1.state, e3.state), max_diff(e2.state, e3.state)});
-  const double d = max_diff(g.params, e1.params), d_state = max_diff(g.state, e1.state);
-  std::printf("%s %s: eager against eager %.3g (state %.3g), graph against eager %.3g (state %.3g); "
+  // The graph against the nearest eager run: each run times cuDNN's algorithms on first use and may
+  // pick another, so one eager run can land nearer the graph than the others do.
+  const double d = std::min({max_diff(g.params, e1.params), max_diff(g.params, e2.params), max_diff(g.params, e3.params)});
+  const double d_state = std::min({max_diff(g.state, e1.state), max_diff(g.state, e2.state), max_diff(g.state, e3.state)});
+  std::printf("%s %s: eager against eager %.3g (state %.3g), graph against the nearest eager %.3g (state %.3g); "
               "test accuracy %.4f / %.4f; %d kernels in the graph\n",
               name.c_str(), precision_name(prec), spread, spread_state, d, d_state, e1.test_acc, g.test_acc,
               g.graph_kernels);
@@ -150,8 +153,9 @@ void check_same_as_eager(const models::ModelInfo& info, int64_t batch, Precision
     EXPECT_EQ(g.loss, e1.loss);
   } else {
     // A distance between two runs is one draw of the nondeterministic kernels' noise (cuDNN's
-    // atomics); the graph's is another, which can pass twice one draw: hence three eager runs and
-    // a margin. A graph that computes something else lands orders of magnitude away.
+    // atomics, its algorithms timed per run); the graph's is another, which can pass twice one
+    // draw: hence three eager runs, the nearest of them, and a margin. A graph that computes
+    // something else lands orders of magnitude away.
     EXPECT_LE(d, 4 * spread) << "outside the spread of two eager runs";
     EXPECT_LE(d_state, 4 * spread_state);
   }
