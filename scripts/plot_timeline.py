@@ -179,7 +179,7 @@ def main():
                 sm = [(t, y) for t, y in sm if y is not None]
                 if sm:
                     ax.plot([t for t, _ in sm], [y for _, y in sm], color=f"C{i}", lw=1.2, ls="--")
-                    label = "GPU utilisation, SM active -- (%)"
+                    label = "GPU util (solid), SM active (dashed), %"
         draw_marks(ax, marks, spans)
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
