@@ -20,6 +20,7 @@
 #include "ops/conv_cpu.h"
 #include "run/run.h"
 #include "run/threads.h"
+#include "skip.h"
 
 using namespace loupe;
 using Policy = run::ThreadPolicy;
@@ -179,13 +180,13 @@ TEST(ThreadGovernor, ARunBesideAProcessHoldingOneOfItsTwoCoresUsesOneThread) {
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
     if (CPU_ISSET(c, &mine)) cpus.push_back(c);
-  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
+  if (cpus.size() < 2) LOUPE_SKIP_NOT_HERE << "one CPU: nothing to share";
   // loupe's own pool (a build without oneDNN) hands chunks out one at a time, so a thread that
   // shares its core takes fewer of them and one thread fewer gains nothing to keep
   // (docs/performance.md, "Threads that follow the machine"): only OpenMP's team waits for it.
-  if (cpu::dnnl_version().empty()) GTEST_SKIP() << "built without oneDNN: its own pool does not wait for a busy core";
+  if (cpu::dnnl_version().empty()) LOUPE_SKIP_NOT_HERE << "built without oneDNN: its own pool does not wait for a busy core";
   if (!instrument::read_idle_cpu_seconds() || instrument::read_thread_run_delays().empty())
-    GTEST_SKIP() << "no /proc/stat or schedstat here";
+    LOUPE_SKIP_NOT_HERE << "no /proc/stat or schedstat here";
   cpu_set_t two;
   CPU_ZERO(&two);
   for (int c : cpus) CPU_SET(c, &two);
