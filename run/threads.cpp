@@ -1,7 +1,5 @@
 #include "run/threads.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -49,12 +47,6 @@ std::optional<ThreadPolicy::Change> ThreadPolicy::next(const Window& w) {
 }
 
 namespace {
-double process_cpu_seconds() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return -1;
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
 std::string step_time(double seconds) {
   char b[32];
   std::snprintf(b, sizeof b, seconds < 0.01 ? "%.2f ms" : "%.1f ms", seconds * 1e3);
@@ -76,7 +68,7 @@ ThreadGovernor::~ThreadGovernor() {
 
 void ThreadGovernor::start_window() {
   window_t0_ = now_s();
-  cpu0_ = process_cpu_seconds();
+  cpu0_ = instrument::process_cpu_seconds();
   idle0_ = instrument::read_idle_cpu_seconds();
   delays0_ = instrument::read_thread_run_delays();
   steps_.clear();
@@ -104,7 +96,7 @@ void ThreadGovernor::end_window(const train::StepInfo& info, train::Control& c) 
   const double wall = w.now - window_t0_;
   std::nth_element(steps_.begin(), steps_.begin() + steps_.size() / 2, steps_.end());
   w.step_seconds = steps_[steps_.size() / 2];
-  const double cpu = process_cpu_seconds() - cpu0_;
+  const double cpu = instrument::process_cpu_seconds() - cpu0_;
   const double waited = instrument::run_delay_between(delays0_, instrument::read_thread_run_delays());
   if (cpu0_ >= 0 && waited >= 0) w.wait_share = instrument::cpu_wait_share(cpu, waited).value_or(0);
   const std::optional<double> idle = instrument::read_idle_cpu_seconds();
@@ -124,7 +116,6 @@ void ThreadGovernor::end_window(const train::StepInfo& info, train::Control& c) 
   line += fewer ? "they waited " + whole_percent(trigger_.wait_share) + " of their time for a core"
                 : "a core stood idle";
   line += ", and steps took " + step_time(ch->after) + " instead of " + step_time(ch->before);
-  said_.push_back(line);
   c.note(line);
 }
 

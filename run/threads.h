@@ -67,8 +67,6 @@ class ThreadGovernor final : public train::Observer {
   void epoch_begin(const train::StepInfo& info, train::Control& c) override;
   void step_begin(const train::StepInfo& info, train::Control& c) override;
   void step_end(const train::StepInfo& info, train::Control& c) override;
-  // The kept changes so far: "2 -> 1 threads at step 140 (they waited 38% for a core)".
-  const std::vector<std::string>& changes() const { return said_; }
 
   static constexpr double kWindowSeconds = 0.25;
   static constexpr int kWindowSteps = 4;
@@ -84,7 +82,6 @@ class ThreadGovernor final : public train::Observer {
   std::map<int, double> delays0_;
   std::vector<double> steps_;
   ThreadPolicy::Window trigger_;  // the window that started the try
-  std::vector<std::string> said_;
 };
 
 }  // namespace loupe::run

@@ -161,6 +161,20 @@ class Spinner {
   pid_t pid_ = -1;
 };
 
+// mnist_mlp on the CPU, on synthetic data resident in memory, no NVML.
+run::RunConfig cpu_mlp(int epochs, int64_t max_steps) {
+  run::RunConfig c;
+  c.model = models::find_model("mnist_mlp");
+  c.data = run::request_for(c.model);
+  c.data.synthetic = true;
+  c.feed.resident = true;
+  c.device = kCPU;
+  c.epochs = epochs;
+  c.max_steps = max_steps;
+  c.monitor.nvml = false;
+  return c;
+}
+
 // The run's notes, and a stop once the governor has said it kept a count.
 struct Notes final : train::Observer {
   std::vector<std::string> lines;
@@ -196,15 +210,8 @@ TEST(ThreadGovernor, ARunBesideAProcessHoldingOneOfItsTwoCoresUsesOneThread) {
   {
     Spinner spin(cpus[0]);
     ASSERT_TRUE(spin.ok());
-    run::RunConfig c;
-    c.model = models::find_model("mnist_mlp");
-    c.data = run::request_for(c.model);
-    c.data.synthetic = true;
-    c.feed.resident = true;
-    c.device = kCPU;
-    c.epochs = 12;  // the governor decides within two; without it, this ends anyway
-    c.max_steps = 60;
-    c.monitor.nvml = false;
+    // The governor decides within two epochs; without it, this ends anyway.
+    const run::RunConfig c = cpu_mlp(12, 60);
     auto notes = std::make_shared<Notes>();
     {
       run::Run r(c);
@@ -226,15 +233,7 @@ TEST(ThreadGovernor, ARunBesideAProcessHoldingOneOfItsTwoCoresUsesOneThread) {
 
 TEST(ThreadGovernor, ACountTheRunWasGivenStays) {
   const int before = num_threads();
-  run::RunConfig c;
-  c.model = models::find_model("mnist_mlp");
-  c.data = run::request_for(c.model);
-  c.data.synthetic = true;
-  c.feed.resident = true;
-  c.device = kCPU;
-  c.epochs = 1;
-  c.max_steps = 2;
-  c.monitor.nvml = false;
+  run::RunConfig c = cpu_mlp(1, 2);
   c.threads = 1;
   run::Run r(c);
   EXPECT_EQ(num_threads(), 1);

@@ -17,11 +17,17 @@
 
 namespace loupe::instrument {
 
+double process_cpu_seconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return -1;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 ProcessStats read_process_stats() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   ProcessStats out{nan, nan, nan, false};
-  timespec ts{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return out;
+  const double cpu = process_cpu_seconds();
+  if (cpu < 0) return out;
 
   // /proc/self/statm: "size resident shared ..." in pages.
   std::ifstream statm("/proc/self/statm");
@@ -29,7 +35,7 @@ ProcessStats read_process_stats() {
   if (!(statm >> size >> resident)) return out;
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) return out;
-  out.cpu_seconds = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  out.cpu_seconds = cpu;
   out.rss_bytes = double(resident) * double(page);
   out.ok = true;
 

@@ -20,6 +20,9 @@ struct ProcessStats {
 
 ProcessStats read_process_stats();
 
+// ProcessStats::cpu_seconds alone, without reading /proc: -1 where the clock cannot be read.
+double process_cpu_seconds();
+
 // Starts a new high-water mark at the current RSS (writes "5" to /proc/self/clear_refs, Linux 4.0+),
 // so a peak read later is the peak since now; false where it cannot (the mark then runs from the
 // process's start: still a peak, and never below the one asked for).

@@ -330,11 +330,6 @@ std::vector<GpuSample> NvmlSampler::samples() const {
   return samples_;
 }
 
-std::vector<GpmInterval> NvmlSampler::gpm_intervals() const {
-  std::lock_guard<std::mutex> g(mu_);
-  return gpm_intervals_;
-}
-
 void NvmlSampler::gpm_mark() {
   if (running()) read_gpm(kGpmPeriodMs * 1e-3);
 }
@@ -382,13 +377,6 @@ struct Acc {
 }  // namespace
 
 void NvmlSampler::summarize_gpm(double t0, double t1, GpuSummary& r) const {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (!gpm_why_.empty() && gpm_intervals_.empty()) {  // else a test's own intervals, given
-      r.gpm_why = available_ ? gpm_why_ : why_;
-      return;
-    }
-  }
   struct Weighted {
     double sum = 0, weight = 0;
     void add(double v, double w) {
@@ -398,6 +386,10 @@ void NvmlSampler::summarize_gpm(double t0, double t1, GpuSummary& r) const {
   } sm, occupancy, tensor, dram, graphics;
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (!gpm_why_.empty() && gpm_intervals_.empty()) {  // else a test's own intervals, given
+      r.gpm_why = available_ ? gpm_why_ : why_;
+      return;
+    }
     auto add = [&](const GpmInterval& i, double w) {
       sm.add(i.sm_active, w);
       occupancy.add(i.sm_occupancy, w);

@@ -64,9 +64,7 @@ class NvmlSampler {
 
   bool available() const { return available_; }
   const std::string& why_unavailable() const { return why_; }
-  // "" when the sampler reads GPM too (every kGpmPeriodMs), else why not: no NVML, a driver
-  // without GPM, a GPU before Hopper, MIG, or not permitted.
-  const std::string& gpm_why() const { return gpm_why_; }
+  // GPM is sampled every kGpmPeriodMs where the GPU has it (GpuSummary::gpm_why says why not).
   static constexpr int kGpmPeriodMs = 100;
   // Ends the GPM interval under way now, from the caller's thread, if it began at least a period
   // ago (shorter intervals read low: docs/profiling.md, "GPM"): an epoch's end, so that its figures
@@ -84,7 +82,6 @@ class NvmlSampler {
   // samples); both cover [first sample, last sample], not the whole window.
   GpuSummary summarize(double t0, double t1) const;
   std::vector<GpuSample> samples() const;
-  std::vector<GpmInterval> gpm_intervals() const;
   void add_gpm_for_test(const GpmInterval& g);
   // samples()[first, end): what was taken since a reader last looked (the timeline's writer).
   std::vector<GpuSample> samples_from(size_t first) const;
