@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 
@@ -226,6 +228,68 @@ void write_whole_file(const std::string& path, const std::string& text) {
   const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
   const int err = errno;
   if (std::fclose(f) != 0 || !wrote) throw Error("cannot write '" + path + "': " + std::strerror(wrote ? errno : err));
+}
+
+namespace {
+
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool dir = false;
+  bool operator==(const FileId& b) const { return dev == b.dev && ino == b.ino; }
+};
+
+std::optional<FileId> file_id(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino, S_ISDIR(st.st_mode)};
+}
+
+// How deep `path` lies inside `folder` (1: directly in it; 2 or more: in a folder of it), 0 when
+// it does not: its real parents (symbolic links resolved, also for a path not there yet) compared
+// with the folder by device and inode.
+int depth_inside(const std::string& path, const FileId& folder) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  if (ec) return 0;
+  int depth = 1;
+  for (std::filesystem::path p = real.parent_path(); !p.empty(); p = p.parent_path(), ++depth) {
+    if (file_id(p.string()) == std::optional<FileId>(folder)) return depth;
+    if (p == p.root_path()) break;
+  }
+  return 0;
+}
+
+// A name a data set's reader takes from the top of its folder (docs/data.md). Other files there (a
+// checkpoint, a metrics file) are no input.
+bool read_as_data(const std::string& path) {
+  const std::string n = std::filesystem::path(path).filename().string();
+  for (const std::string ext : {".npy", ".npz", "-ubyte", "-ubyte.gz", ".bin", ".txt"})
+    if (n.size() >= ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+void check_inputs_kept(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
+  for (const OutputPath& o : outputs) {
+    const std::optional<FileId> out = file_id(o.path);
+    for (const InputPath& in : inputs) {
+      const std::optional<FileId> id = file_id(in.path);
+      if (!id || (!in.spare.empty() && o.option == in.spare)) continue;
+      const std::string name = in.what + (!in.data ? "" : id->dir ? " folder" : " file") + " '" + in.path + "'";
+      std::string is;
+      if (out && *out == *id) {
+        is = name;
+      } else if (id->dir) {
+        const int depth = depth_inside(o.path, *id);
+        if (depth >= 2 || (depth == 1 && (o.folder || read_as_data(o.path)))) is = "inside " + name;
+      }
+      if (!is.empty())
+        throw Error(o.option + " '" + o.path + "' is " + is + ": loupe does not write over its inputs; give " +
+                    o.option + " another path");
+    }
+  }
 }
 
 }  // namespace loupe

@@ -45,6 +45,27 @@ void check_output_file(const std::string& path, const std::string& option);
 // existing ancestor that is a directory and takes one.
 void check_output_directory(const std::string& dir, const std::string& option);
 
+// What a run reads (`what` names it: "the --resume checkpoint"; `data`: a data set's folder or file,
+// named "... folder" or "... file" by what it is) and what it writes (`option` names it; `folder`: a
+// folder of new files, --tensorboard's). `spare` names the output that may be this input (--save
+// continues the checkpoint it resumes).
+struct InputPath {
+  std::string what, path;
+  bool data = false;
+  std::string spare;
+};
+struct OutputPath {
+  std::string option, path;
+  bool folder = false;
+};
+
+// Throws one sentence when an output would write over an input (docs/cli.md, "Inputs and
+// outputs"): compared by device and inode, so the same whether the output exists yet or not, and
+// through symbolic links. In an input folder, no output is a file a data set's reader takes (NumPy
+// arrays, IDX files, CIFAR-10's batches and meta, text), nor lies in a folder of it (image classes,
+// IMDb's reviews), nor is a folder of new files.
+void check_inputs_kept(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs);
+
 // Reads the regular file `path` whole, unless it holds more than `cap` bytes. Its size is read
 // (fstat) before anything is allocated, so a file over the cap costs nothing; and no more than
 // cap + 1 bytes are read, so a file that grows meanwhile, or that reports no size (as /proc's do),
