@@ -25,6 +25,7 @@ int cmd_peak(const Options& o);       // cli/cmd_peak.cpp
 int cmd_copybench(const Options& o);  // cli/cmd_copybench.cpp
 int cmd_compare(const Options& o);    // cli/cmd_compare.cpp
 int cmd_profile(const Options& o);    // cli/cmd_profile.cpp
+int cmd_tune(const Options& o);       // cli/cmd_tune.cpp
 
 // Shared (cli/cmd_common.cpp).
 // --device, or a GPU when one is visible (saying so when not); an Error when CUDA is asked for and

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
       {"train", cli::cmd_train}, {"eval", cli::cmd_eval},         {"generate", cli::cmd_generate},
       {"bench", cli::cmd_bench}, {"sweep", cli::cmd_sweep},       {"models", cli::cmd_models},
       {"peak", cli::cmd_peak},   {"roofline", cli::cmd_roofline}, {"copybench", cli::cmd_copybench},
-      {"profile", cli::cmd_profile}, {"compare", cli::cmd_compare}};
+      {"profile", cli::cmd_profile}, {"compare", cli::cmd_compare}, {"tune", cli::cmd_tune}};
   try {
     cli::Options o = cli::parse_options(argc, argv);
     if (o.version) { std::fputs(cli::version_text().c_str(), stdout); return 0; }

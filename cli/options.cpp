@@ -17,6 +17,7 @@
 #include "cli/cli_numbers.h"
 #include "run/controls.h"
 #include "run/target.h"
+#include "run/tune.h"
 #include "train/lr_schedule.h"
 
 namespace loupe::cli {
@@ -49,7 +50,7 @@ struct Spec {
   Setter set;
 };
 
-constexpr const char* kWhere = "train eval generate bench sweep peak roofline copybench profile";
+constexpr const char* kWhere = "train eval generate bench sweep peak roofline copybench profile tune";
 constexpr const char* kBench = "bench sweep";
 
 // Each option: whether it is a flag, who takes it, and how its value is parsed and stored.
@@ -59,12 +60,12 @@ const std::map<std::string, Spec> kSpecs = {
          throw Error("--device needs cpu, cuda or cuda:N, got an empty value (leave --device out for the default)");
        o.device = v;
      }}},
-    {"data", {false, "train eval generate profile", [](Options& o, const std::string& v) { o.data = v; }}},
-    {"synthetic", {true, "train eval generate profile", [](Options& o, const std::string& v) {
+    {"data", {false, "train eval generate profile tune", [](Options& o, const std::string& v) { o.data = v; }}},
+    {"synthetic", {true, "train eval generate profile tune", [](Options& o, const std::string& v) {
        o.synthetic = true;
        if (v != "1") o.synthetic_kind = data::parse_synthetic_kind(v);
      }}},
-    {"precision", {false, "train eval generate bench sweep profile", [](Options& o, const std::string& v) {
+    {"precision", {false, "train eval generate bench sweep profile tune", [](Options& o, const std::string& v) {
        if (!is_list_command(o.command)) {
          o.precision = {parse_precision(v)};
          return;
@@ -72,39 +73,39 @@ const std::map<std::string, Spec> kSpecs = {
        o.precision.clear();
        for (const std::string& p : parse_list(v)) o.precision.push_back(parse_precision(p));
      }}},
-    {"graph", {false, "train eval bench sweep profile", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
-    {"threads", {false, "train bench sweep profile", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
-    {"seed", {false, "train generate bench sweep profile", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
+    {"graph", {false, "train eval bench sweep profile tune", [](Options& o, const std::string& v) { o.graph = train::parse_graph_mode(v); }}},
+    {"threads", {false, "train bench sweep profile tune", [](Options& o, const std::string& v) { o.threads = int(in(v, "--threads", 1, 1024)); }}},
+    {"seed", {false, "train generate bench sweep profile tune", [](Options& o, const std::string& v) { o.seed = uint64_t(in(v, "--seed", 0, INT64_MAX)); }}},
     {"checkpoint", {false, "eval generate", [](Options& o, const std::string& v) { o.checkpoint = v; }}},
     {"epochs", {false, "train bench", [](Options& o, const std::string& v) { o.epochs = int(in(v, "--epochs", 1, 1000000)); }}},
-    {"batch", {false, "train copybench bench sweep profile", [](Options& o, const std::string& v) {
+    {"batch", {false, "train copybench bench sweep profile tune", [](Options& o, const std::string& v) {
        if (is_list_command(o.command)) o.batch = parse_int_list(v, "--batch", 1, 1 << 20);
        else o.batch = {in(v, "--batch", 1, 1 << 20)};
      }}},
-    {"lr", {false, "train profile", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
-    {"optimizer", {false, "train profile", [](Options& o, const std::string& v) {
+    {"lr", {false, "train profile tune", [](Options& o, const std::string& v) { o.lr = above(v, "--lr", 0, 1000); }}},
+    {"optimizer", {false, "train profile tune", [](Options& o, const std::string& v) {
        models::with_optimizer(models::Recipe{}, v);  // an unknown name is refused here, before any work
        o.optimizer = v;
      }}},
-    {"loss", {false, "train profile eval bench sweep", [](Options& o, const std::string& v) {
+    {"loss", {false, "train profile eval bench sweep tune", [](Options& o, const std::string& v) {
        models::check_loss_name(v);  // an unknown name is refused here, before any work
        o.loss = v;
      }}},
     {"max-steps", {false, "train", [](Options& o, const std::string& v) { o.max_steps = in(v, "--max-steps", 1, kMaxSteps); }}},
     {"target-acc", {false, "train", [](Options& o, const std::string& v) { o.target_acc = run::parse_target(v); }}},
     {"seeds", {false, "train", [](Options& o, const std::string& v) { o.seeds = int(in(v, "--seeds", 1, 1000)); }}},
-    {"workers", {false, "train profile", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
-    {"prefetch", {false, "train profile", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
-    {"pin-memory", {false, "train profile", [](Options& o, const std::string& v) {
+    {"workers", {false, "train profile tune", [](Options& o, const std::string& v) { o.workers = int(in(v, "--workers", 1, 256)); }}},
+    {"prefetch", {false, "train profile tune", [](Options& o, const std::string& v) { o.prefetch = int(in(v, "--prefetch", 1, 64)); }}},
+    {"pin-memory", {false, "train profile tune", [](Options& o, const std::string& v) {
        if (v != "on" && v != "off") throw Error("--pin-memory takes on or off, got '" + v + "'");
        o.pin_memory = v == "on";
      }}},
     {"drop-last", {true, "train", [](Options& o, const std::string&) { o.drop_last = true; }}},
-    {"resident", {true, "train profile", [](Options& o, const std::string&) { o.resident = true; }}},
-    {"val-split", {false, "train eval profile", [](Options& o, const std::string& v) {
+    {"resident", {true, "train profile tune", [](Options& o, const std::string&) { o.resident = true; }}},
+    {"val-split", {false, "train eval profile tune", [](Options& o, const std::string& v) {
        o.val_split = above(v, "--val-split", 0, 0.9);
      }}},
-    {"channels-last", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.channels_last = true; }}},
+    {"channels-last", {true, "train bench sweep profile tune", [](Options& o, const std::string&) { o.channels_last = true; }}},
     {"save", {false, "train", [](Options& o, const std::string& v) { o.save = v; }}},
     {"save-keras", {false, "train", [](Options& o, const std::string& v) {
        if (!models::is_keras_archive(v)) throw Error("--save-keras '" + v + "': Keras 3's model files end in .keras");
@@ -143,7 +144,7 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"counters", {true, "profile", [](Options& o, const std::string&) { o.counters = true; }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
-    {"no-nvml", {true, "train bench sweep profile", [](Options& o, const std::string&) { o.nvml = false; }}},
+    {"no-nvml", {true, "train bench sweep profile tune", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},
     {"gpus", {false, "train bench", [](Options& o, const std::string& v) {
        o.gpus.clear();
@@ -161,8 +162,12 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"steps", {false, kBench, [](Options& o, const std::string& v) { o.steps = in(v, "--steps", 1, 1000000); }}},
     {"warmup", {false, kBench, [](Options& o, const std::string& v) { o.warmup = in(v, "--warmup", 0, 1000000); }}},
-    {"rounds", {false, kBench, [](Options& o, const std::string& v) { o.rounds = int(in(v, "--rounds", 1, 1000)); }}},
-    {"min-seconds", {false, "bench sweep roofline", [](Options& o, const std::string& v) {
+    {"rounds", {false, "bench sweep tune", [](Options& o, const std::string& v) { o.rounds = int(in(v, "--rounds", 1, 1000)); }}},
+    {"objective", {false, "tune", [](Options& o, const std::string& v) {
+       run::parse_objective(v);
+       o.objective = v;
+     }}},
+    {"min-seconds", {false, "bench sweep roofline tune", [](Options& o, const std::string& v) {
        o.min_seconds = above(v, "--min-seconds", 0, 3600);
      }}},
     {"sizes", {false, "roofline", [](Options& o, const std::string& v) {
@@ -170,8 +175,8 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
 };
 
-const std::set<std::string> kCommands{"train", "eval",     "generate",  "bench",   "sweep",   "models",
-                                      "peak",  "roofline", "copybench", "profile", "compare", "help"};
+const std::set<std::string> kCommands{"train",    "eval",      "generate", "bench",   "sweep", "models", "peak",
+                                      "roofline", "copybench", "profile",  "compare", "tune",  "help"};
 
 bool takes(const Spec& s, const std::string& command) {
   const std::string list = std::string(" ") + s.commands + " ";

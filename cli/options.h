@@ -80,6 +80,9 @@ struct Options {
   std::string json, png;
   std::vector<int64_t> sizes;  // roofline
 
+  // tune
+  std::string objective = "speed";  // --objective speed|energy
+
   // compare
   std::vector<std::string> labels;   // --labels a,b,...
   std::string plot;                  // --plot FILE.png

@@ -10,14 +10,11 @@
 
 #include "core/error.h"
 #include "core/file_check.h"
-#include "data/char_corpus.h"
-#include "data/cifar.h"
-#include "data/idx.h"
-#include "data/imdb.h"
 #include "cli/cli_numbers.h"
 #include "cli/options.h"
 #include "models/keras_json.h"
 #include "models/registry.h"
+#include "run/data.h"
 
 namespace loupe::cli {
 namespace {
@@ -47,25 +44,10 @@ std::string output_path(const Options& o, const std::string& option) {
 
 namespace {
 
-// The default data folders (or file) of the model's data set, where --data is not given: a model
-// file may read MNIST's or CIFAR-10's (run/data.cpp finds them). Also for synthetic data, which
-// reads none: a data set's folder holds no output either way.
-std::vector<std::string> default_data(const Options& o) {
-  std::string dataset;
+std::string dataset_of(const std::string& model) {
   for (const models::ModelInfo& m : models::all_models())
-    if (m.name == o.model) dataset = m.recipe.dataset;
-  std::vector<std::optional<std::string>> found;
-  if (dataset.empty() || dataset == "mnist") found.push_back(data::find_default_mnist_dir());
-  if (dataset.empty() || dataset == "cifar10") found.push_back(data::find_default_cifar10_dir());
-  if (dataset == "imdb" || dataset == "imdb_bigrams") found.push_back(data::find_default_imdb_dir());
-  if (dataset == "chars") {
-    const std::optional<std::string> text = data::find_default_nietzsche_path();
-    found.push_back(text ? *text : "/usr/share/common-licenses/GPL-3");
-  }
-  std::vector<std::string> dirs;
-  for (const auto& f : found)
-    if (f) dirs.push_back(*f);
-  return dirs;
+    if (m.name == model) return m.recipe.dataset;
+  return "";
 }
 
 // What the run reads, as the command line names it: the model file, --data (or the data set's
@@ -84,7 +66,7 @@ std::vector<InputPath> inputs_of(const Options& o) {
   const bool has_model = o.command != "compare" && o.command != "roofline";
   if (!o.data.empty()) in.push_back({"the --data", o.data, true});
   else if (has_model)
-    for (const std::string& d : default_data(o)) in.push_back({"the data", d, true});
+    for (const std::string& d : run::default_data_paths(dataset_of(o.model))) in.push_back({"the data", d, true});
   return in;
 }
 

@@ -30,6 +30,10 @@ usage:
   loupe profile MODEL [options]   where a training step's time goes, op by op: GPU time, share,
                                   FLOPs, bytes, achieved rates against the measured ceilings, what
                                   bounds each op, and the three best targets (CSV, JSON, roofline PNG)
+  loupe tune MODEL [train's options] [--objective speed|energy]
+                                  try what the advice suggests and a grid around the recipe (batch,
+                                  precision, feed, threads), a short measured stretch each: a table
+                                  of the gains, the best command line, the advice's measured worth
   loupe models                    list the models and their recipes
   loupe peak [--device cuda]      measure the GPU's fp32 peak (FMA loop, SGEMM) beside its datasheet
   loupe roofline [--sizes 1024,2048,4096,8192,16384] [--device cpu] [--csv F] [--png F]
@@ -281,6 +285,27 @@ options:
 example: loupe compare h100.jsonl h200.jsonl --labels H100,H200 --price-per-hour 2.5,3.5
 )";
 
+const char* const kTuneUsage = R"(usage: loupe tune MODEL [options]
+
+Measures what `loupe train MODEL [options]` would gain from each change its advice suggests and from a
+small grid around it: precision (bf16, fp16, tf32 on a GPU), two and four times the batch (at the
+learning rate linear scaling gives it), the data resident on the device, twice the loader's workers
+and prefetch, fewer CPU threads. Each row is that run, warmed up, then timed for S seconds of steps
+in epochs as `loupe train` runs them; R rounds in turn, the recipe in each, every row its fastest.
+Then the best change of each kind together. Prints samples/s, the gain over the recipe, ms/step,
+samples/J, NVML utilisation and SM activity (the CPU: threads and their wait for a core), the best
+command line, and each piece of the recipe's advice with the gains measured for it.
+
+options: MODEL and train's --data, --synthetic, --device, --batch, --precision, --lr, --optimizer,
+--loss, --workers, --prefetch, --pin-memory, --resident, --val-split, --channels-last, --threads,
+--graph, --seed and --no-nvml give the run that is tuned (default: the recipe), and
+  --objective O       speed (samples/s, default) or energy (samples/J; a GPU's energy counter)
+  --min-seconds S     each row's timed stretch (default 2 on a GPU, 1 on the CPU)
+  --rounds R          measure every row R times in turn (default 2)
+
+example: loupe tune mnist_mlp --data /usr/share/datasets/fashion-mnist
+)";
+
 const char* const kModelsUsage = R"(usage: loupe models
 
 Lists the reference models, their parameter counts and their recipes (optimizer, learning rate,
@@ -352,7 +377,7 @@ const char* usage(const std::string& command) {
       {"train", kTrainUsage}, {"eval", kEvalUsage},         {"generate", kGenerateUsage},
       {"bench", kBenchUsage}, {"sweep", kSweepUsage},       {"roofline", kRooflineUsage},
       {"models", kModelsUsage}, {"peak", kPeakUsage},       {"copybench", kCopybenchUsage},
-      {"profile", kProfileUsage}, {"compare", kCompareUsage}};
+      {"profile", kProfileUsage}, {"compare", kCompareUsage}, {"tune", kTuneUsage}};
   auto it = kHelp.find(command);
   return it == kHelp.end() ? kUsage : it->second;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -369,6 +370,21 @@ Data load_data(const DataRequest& req, Device dev) {
     d.host = std::make_shared<loader::ArrayDataset>(std::move(r.train_images), std::move(r.train_labels), r.sample);
   }
   return d;
+}
+
+std::vector<std::string> default_data_paths(const std::string& dataset) {
+  std::vector<std::optional<std::string>> found;
+  if (dataset.empty() || dataset == "mnist") found.push_back(data::find_default_mnist_dir());
+  if (dataset.empty() || dataset == "cifar10") found.push_back(data::find_default_cifar10_dir());
+  if (dataset == "imdb" || dataset == "imdb_bigrams") found.push_back(data::find_default_imdb_dir());
+  if (dataset == "chars") {
+    const std::optional<std::string> text = data::find_default_nietzsche_path();
+    found.push_back(text ? *text : "/usr/share/common-licenses/GPL-3");
+  }
+  std::vector<std::string> paths;
+  for (const auto& f : found)
+    if (f) paths.push_back(*f);
+  return paths;
 }
 
 }  // namespace loupe::run

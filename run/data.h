@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "data/char_corpus.h"
@@ -50,5 +51,10 @@ struct Data {
 DataRequest request_for(const models::ModelInfo& info);
 
 Data load_data(const DataRequest& r, Device dev);
+
+// Where a data set is read from when no --data is given: the folders (or the text file) that exist
+// of those load_data searches, for the recipe's data set ("": a model file's, which may read
+// MNIST's or CIFAR-10's). Synthetic data reads none, but its folders hold no output either.
+std::vector<std::string> default_data_paths(const std::string& dataset);
 
 }  // namespace loupe::run

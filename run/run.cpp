@@ -264,6 +264,17 @@ train::EpochStats Run::train_epoch(int e) {
              : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, c_.max_steps);
 }
 
+instrument::EpochReport Run::measure(int e, int64_t steps, bool next_follows) {
+  train::EpochStats st = dl_ ? trainer().train_epoch(*dl_, e, steps, next_follows)
+                             : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, steps);
+  if (st.interrupted) throw train::Interrupted();
+  instrument::EpochReport r = epoch_report(c_.model.name, c_.device, c_.batch, st, c_.epochs);
+  r.seed = session_->seed();
+  monitor_->fill(r);
+  r.advice = instrument::advise(r, advice_inputs(c_));
+  return r;
+}
+
 RunResult Run::run() {
   RunResult result;
   result.accuracy = train::has_accuracy(c_.model.recipe.loss);

@@ -151,6 +151,10 @@ class Run {
   int64_t epoch_steps() const;
   // One epoch's training alone, without evaluation or report (loupe profile's window).
   train::EpochStats train_epoch(int epoch);
+  // A measured stretch (loupe tune's windows, run/tune.h): at most `steps` steps of epoch e, without
+  // evaluation or the observers' epoch_end, and their report with the monitor's figures and the
+  // advice. next_follows: the loader prepares epoch e + 1 meanwhile. Throws train::Interrupted.
+  instrument::EpochReport measure(int e, int64_t steps, bool next_follows);
   // Stops the loader's workers (a run that ends early).
   void stop_feed();
 

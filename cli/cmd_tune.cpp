@@ -1,0 +1,36 @@
+// loupe tune: run/tune.h from the command line.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "cli/commands.h"
+#include "instrument/report_io.h"
+#include "run/interrupt.h"
+#include "run/tune.h"
+
+namespace loupe::cli {
+
+int cmd_tune(const Options& o) {
+  if (o.model.empty()) throw Error("loupe tune needs a model name, e.g. `loupe tune mnist_mlp` (see loupe models)");
+  run::TuneConfig c;
+  c.base = run_config(o, model_with_flags(o.model, o), nullptr);
+  c.args = o.args;
+  c.args.erase(std::find(c.args.begin(), c.args.end(), "tune"));  // the command's word
+  c.seconds = o.min_seconds.value_or(-1);
+  c.rounds = o.has("rounds") ? o.rounds : 2;
+  c.objective = run::parse_objective(o.objective);
+  c.on_row = [](const run::TuneRow& r) {
+    std::fprintf(stderr, "tune: %s %s\n", r.setting.c_str(),
+                 r.report ? instrument::thousands(r.report->samples_per_sec).append(" samples/s").c_str() : r.skipped.c_str());
+  };
+  run::install_interrupt_handlers();
+  try {
+    std::fputs(run::tune_table(run::tune(c)).c_str(), stdout);
+  } catch (const train::Interrupted&) {
+    std::fprintf(stderr, "loupe: interrupted; no table\n");
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace loupe::cli

@@ -1,0 +1,399 @@
+#include "run/tune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "core/error.h"
+#include "core/precision.h"
+#include "core/text.h"
+#include "core/thread_pool.h"
+#include "instrument/report_io.h"
+
+namespace loupe::run {
+
+TuneObjective parse_objective(const std::string& name) {
+  if (name == "speed") return TuneObjective::Speed;
+  if (name == "energy") return TuneObjective::Energy;
+  throw Error("--objective takes speed (samples/s) or energy (samples/J), got '" + name + "'");
+}
+
+namespace {
+
+// printf into a string (the table's rows).
+template <typename... A>
+std::string say(const char* f, A... a) {
+  std::string out(size_t(std::snprintf(nullptr, 0, f, a...)), '\0');
+  std::snprintf(out.data(), out.size() + 1, f, a...);
+  return out;
+}
+
+// A rate as a command line gives it: the shortest of %g's forms that reads back the same.
+std::string rate(double v) {
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::string s = say("%.*g", digits, v);
+    if (std::stod(s) == v) return s;
+  }
+  return say("%.17g", v);
+}
+
+// A word as a POSIX shell reads it back.
+std::string shell_word(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=+@%") ==
+                        std::string::npos)
+    return w;
+  std::string q = "'";
+  for (char ch : w) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+// "--batch" for "-b", "--workers" for "-j", "--epochs" for "-e"; the name of "--x=v" is "--x".
+std::string option_name(const std::string& w) {
+  if (w == "-b") return "--batch";
+  if (w == "-j") return "--workers";
+  if (w == "-e") return "--epochs";
+  return w.substr(0, w.find('='));
+}
+
+}  // namespace
+
+std::string tune_command(const std::string& model, const std::vector<std::string>& args,
+                         const std::vector<std::string>& row) {
+  // tune's own options, and the flags among the options a row sets (the others take a value).
+  const std::set<std::string> own{"--rounds", "--min-seconds", "--objective"};
+  const std::set<std::string> flags{"--resident"};
+  std::set<std::string> drop = own;
+  for (const std::string& w : row)
+    if (w.rfind("--", 0) == 0) drop.insert(w);
+  std::string out = "loupe train " + shell_word(model);
+  bool named = false;  // the model's own word
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!named && args[i] == model) {
+      named = true;
+      continue;
+    }
+    const std::string name = option_name(args[i]);
+    if (drop.count(name)) {
+      const bool has_value = args[i].find('=') == std::string::npos && !flags.count(name);
+      if (has_value) ++i;  // its value goes with it
+      continue;
+    }
+    out += " " + shell_word(args[i]);
+  }
+  for (const std::string& w : row) out += " " + shell_word(w);
+  return out;
+}
+
+namespace {
+
+std::string advice_kinds(const std::string& line) {
+  std::string kinds;
+  if (line.find("--precision") != std::string::npos || line.find("fp16") != std::string::npos) kinds += " precision";
+  if (line.find("batch") != std::string::npos) kinds += " batch";
+  if (line.find("--workers") != std::string::npos || line.find("--prefetch") != std::string::npos ||
+      line.find("on the GPU") != std::string::npos || line.find("--resident") != std::string::npos)
+    kinds += " feed";
+  if (line.find("--threads") != std::string::npos || line.find("for a core") != std::string::npos) kinds += " threads";
+  return kinds;
+}
+
+TuneRow row(const RunConfig& base, const std::string& kind, std::vector<std::string> options) {
+  TuneRow r;
+  r.kind = kind;
+  r.config = base;
+  r.options = std::move(options);
+  for (const std::string& w : r.options) {
+    if (w == "--lr") break;  // the rate follows from the batch: the setting is the batch
+    r.setting += (r.setting.empty() ? "" : " ") + w;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::EpochReport& measured, int threads) {
+  const bool cuda = recipe.device.is_cuda();
+  const Precision p = recipe.trainer.precision.value_or(Precision::FP32);
+  std::vector<TuneRow> rows;
+  // fp16, bf16 and tf32 are GPU modes (tensor cores): the CPU runs fp32.
+  for (Precision q : {Precision::BF16, Precision::FP16, Precision::TF32}) {
+    if (q == p || !cuda) continue;
+    TuneRow r = row(recipe, "precision", {"--precision", precision_name(q)});
+    r.config.trainer.precision = q;
+    rows.push_back(r);
+  }
+  const double lr = recipe.lr.value_or(recipe.model.recipe.lr);
+  for (int64_t k : {2, 4}) {
+    const int64_t b = recipe.batch * k;
+    TuneRow r = row(recipe, "batch", {"--batch", std::to_string(b), "--lr", rate(lr * double(k))});
+    r.config.batch = b;
+    r.note = "the rate linear scaling gives: --lr " + rate(lr * double(k)) + " (measured at it; check the accuracy)";
+    rows.push_back(r);
+  }
+  if (!recipe.feed.resident) {
+    TuneRow res = row(recipe, "feed", {"--resident"});
+    res.config.feed.resident = true;
+    rows.push_back(res);
+    TuneRow w = row(recipe, "feed", {"--workers", std::to_string(recipe.feed.workers * 2)});
+    w.config.feed.workers *= 2;
+    rows.push_back(w);
+    TuneRow pf = row(recipe, "feed", {"--prefetch", std::to_string(recipe.feed.prefetch * 2)});
+    pf.config.feed.prefetch *= 2;
+    rows.push_back(pf);
+  }
+  if (!cuda)
+    for (int t : std::set<int>{1, threads / 2})
+      if (t >= 1 && t < threads) {
+        TuneRow r = row(recipe, "threads", {"--threads", std::to_string(t)});
+        r.config.threads = t;
+        rows.push_back(r);
+      }
+  std::string named;
+  for (const std::string& line : measured.advice) named += advice_kinds(line);
+  for (TuneRow& r : rows) r.advised = named.find(" " + r.kind) != std::string::npos;
+  std::stable_partition(rows.begin(), rows.end(), [](const TuneRow& r) { return r.advised; });
+  return rows;
+}
+
+namespace {
+
+// One figure over several stretches: their time-weighted mean, where every stretch measured it.
+void weigh(instrument::EpochReport& out, const std::vector<instrument::EpochReport>& parts,
+           instrument::Opt instrument::EpochReport::*field) {
+  double sum = 0, secs = 0;
+  for (const instrument::EpochReport& p : parts) {
+    if (!(p.*field)) {
+      out.*field = std::nullopt;
+      return;
+    }
+    sum += *(p.*field) * p.train_seconds;
+    secs += p.train_seconds;
+  }
+  if (secs > 0) out.*field = sum / secs;
+}
+
+instrument::EpochReport combine(const std::vector<instrument::EpochReport>& parts) {
+  instrument::EpochReport out = parts.back();
+  out.steps = out.samples = 0;
+  out.train_seconds = 0;
+  double joules = 0;
+  bool energy = true;
+  for (const instrument::EpochReport& p : parts) {
+    out.steps += p.steps;
+    out.samples += p.samples;
+    out.train_seconds += p.train_seconds;
+    if (p.energy_j) joules += *p.energy_j;
+    else energy = false;
+  }
+  out.samples_per_sec = out.train_seconds > 0 ? double(out.samples) / out.train_seconds : 0;
+  out.energy_j = energy ? instrument::Opt(joules) : std::nullopt;
+  out.samples_per_joule = energy && joules > 0 ? instrument::Opt(double(out.samples) / joules) : std::nullopt;
+  using R = instrument::EpochReport;
+  for (instrument::Opt R::*f : {&R::gpu_util_mean, &R::gpu_sm_active, &R::gpu_tensor_active, &R::power_mean_w, &R::mfu,
+                                &R::host_cpu_util, &R::host_cpu_wait_share, &R::data_wait_share})
+    weigh(out, parts, f);
+  return out;
+}
+
+struct Measured {
+  instrument::EpochReport report;
+  RunConfig config;  // as the run resolved it (the recipe's batch and precision)
+};
+
+// A row's run: a warm-up (the first steps choose algorithms and capture the graph), ten steps that
+// size the stretch, then the stretch: `seconds` of steps, in epochs as `loupe train` runs them.
+Measured measure(const RunConfig& rc, double seconds) {
+  RunConfig r = rc;
+  r.epochs = 1000000;  // every window is followed by another: the loader prepares the next epoch
+  r.max_steps = -1;
+  r.save.clear();
+  r.save_keras.clear();
+  r.save_best = false;
+  r.trace.clear();
+  r.monitor.timeline.clear();
+  r.profile_steps = {-1, -1};
+  Run run(std::move(r));
+  const bool cuda = run.config().device.is_cuda();
+  run.measure(1, cuda ? 20 : 3, true);
+  const instrument::EpochReport probe = run.measure(2, cuda ? 10 : 2, true);
+  const double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
+  const int64_t need = std::clamp<int64_t>(int64_t(std::ceil(seconds / std::max(per_step, 1e-7))), 5, 10000000);
+  std::vector<instrument::EpochReport> parts;
+  for (int64_t done = 0, e = 3; done < need; ++e) {
+    parts.push_back(run.measure(int(e), need - done, true));
+    if (parts.back().steps == 0) break;
+    done += parts.back().steps;
+  }
+  run.stop_feed();
+  return {combine(parts), run.config()};
+}
+
+double figure(const instrument::EpochReport& r, TuneObjective o) {
+  if (o == TuneObjective::Speed) return r.samples_per_sec;
+  return r.samples_per_joule.value_or(0);
+}
+
+// Measures `row` once more; keeps the faster round (by the objective).
+void measure_row(TuneRow& row, double seconds, TuneObjective o, RunConfig* resolved = nullptr) {
+  if (!row.skipped.empty()) return;
+  try {
+    Measured m = measure(row.config, seconds);
+    if (resolved) *resolved = m.config;
+    if (!row.report || figure(m.report, o) > figure(*row.report, o)) row.report = m.report;
+  } catch (const train::Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {  // does not fit, not on this device: the row says why
+    row.skipped = e.what();
+  }
+}
+
+// The best row of each kind that beat the recipe by 2 %, together: one row, or none when fewer
+// than two kinds gained.
+std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective o) {
+  std::map<std::string, const TuneRow*> best;
+  for (const TuneRow& r : rows) {
+    if (r.kind == "recipe" || !r.report) continue;
+    const double g = o == TuneObjective::Speed ? r.gain : r.energy_gain.value_or(0);
+    if (g < 1.02) continue;
+    const TuneRow*& b = best[r.kind];
+    const double bg = b ? (o == TuneObjective::Speed ? b->gain : b->energy_gain.value_or(0)) : 0;
+    if (g > bg) b = &r;
+  }
+  if (best.size() < 2) return std::nullopt;
+  TuneRow c = rows.front();
+  c.kind = "combined";
+  c.report.reset();
+  c.setting.clear();
+  c.options.clear();
+  for (const auto& [kind, r] : best) {
+    c.options.insert(c.options.end(), r->options.begin(), r->options.end());
+    c.setting += (c.setting.empty() ? "" : " ") + r->setting;
+    if (!r->note.empty()) c.note = r->note;
+    if (kind == "precision") c.config.trainer.precision = r->config.trainer.precision;
+    if (kind == "batch") c.config.batch = r->config.batch;
+    if (kind == "feed") c.config.feed = r->config.feed;
+    if (kind == "threads") c.config.threads = r->config.threads;
+  }
+  return c;
+}
+
+void gains(std::vector<TuneRow>& rows) {
+  const instrument::EpochReport& base = *rows.front().report;
+  for (TuneRow& r : rows) {
+    if (!r.report) continue;
+    r.gain = base.samples_per_sec > 0 ? r.report->samples_per_sec / base.samples_per_sec : 0;
+    if (r.report->samples_per_joule && base.samples_per_joule && *base.samples_per_joule > 0)
+      r.energy_gain = *r.report->samples_per_joule / *base.samples_per_joule;
+  }
+}
+
+std::vector<std::string> advice_measured(const std::vector<TuneRow>& rows) {
+  std::vector<std::string> out;
+  for (const std::string& line : rows.front().report->advice) {
+    const std::string kinds = advice_kinds(line);
+    if (kinds.empty()) continue;  // it names no change tune tries
+    std::string measured;
+    for (const TuneRow& r : rows)
+      if (r.kind != "recipe" && r.kind != "combined" && r.report && kinds.find(" " + r.kind) != std::string::npos)
+        measured += (measured.empty() ? "" : ", ") + r.setting + " " + say("%.2fx", r.gain);
+    out.push_back(line + (measured.empty() ? "" : "\n    measured: " + measured));
+  }
+  return out;
+}
+
+}  // namespace
+
+TuneResult tune(const TuneConfig& c) {
+  TuneResult res;
+  res.objective = c.objective;
+  res.cuda = c.base.device.is_cuda();
+  if (c.objective == TuneObjective::Energy && !res.cuda)
+    throw Error("--objective energy needs a GPU's energy counter; on the CPU loupe measures no energy (--objective speed)");
+  const double seconds = c.seconds > 0 ? c.seconds : res.cuda ? 2.0 : 1.0;
+  RunConfig base = c.base;
+  if (!res.cuda && !base.threads) base.threads = num_threads();  // every row at a count it names
+  TuneRow recipe = row(base, "recipe", {});
+  recipe.setting = "recipe";
+  RunConfig resolved = base;
+  measure_row(recipe, seconds, c.objective, &resolved);
+  if (!recipe.report) throw Error("the recipe's run could not be measured: " + recipe.skipped);
+  res.rows.push_back(recipe);
+  if (c.on_row) c.on_row(res.rows.back());
+  // The grid around the recipe as it ran: its batch and precision, named.
+  RunConfig grid = base;
+  grid.batch = resolved.batch;
+  grid.trainer.precision = resolved.trainer.precision;
+  for (TuneRow& r : tune_candidates(grid, *recipe.report, base.threads.value_or(num_threads()))) {
+    res.rows.push_back(r);
+    measure_row(res.rows.back(), seconds, c.objective);
+    if (c.on_row) c.on_row(res.rows.back());
+  }
+  for (int round = 2; round <= c.rounds; ++round)
+    for (TuneRow& r : res.rows) measure_row(r, seconds, c.objective);
+  gains(res.rows);
+  if (std::optional<TuneRow> both = combined(res.rows, c.objective)) {
+    res.rows.push_back(*both);
+    for (int round = 1; round <= c.rounds; ++round) {
+      measure_row(res.rows.front(), seconds, c.objective);
+      measure_row(res.rows.back(), seconds, c.objective);
+    }
+    if (c.on_row) c.on_row(res.rows.back());
+    gains(res.rows);
+  }
+  for (size_t i = 0; i < res.rows.size(); ++i)
+    if (res.rows[i].report && figure(*res.rows[i].report, c.objective) > figure(*res.rows[res.best].report, c.objective))
+      res.best = i;
+  res.best_command = tune_command(c.base.model.name, c.args, res.rows[res.best].options);
+  res.advice = advice_measured(res.rows);
+  return res;
+}
+
+namespace {
+
+std::string opt(const instrument::Opt& v, const char* f, double scale = 1) { return v ? say(f, *v * scale) : "n/a"; }
+
+std::string table_row(const TuneRow& r, bool cuda, size_t width) {
+  std::string setting = r.setting + (r.advised ? " *" : "");
+  if (!r.report) return say("%-*s  skipped: %s\n", int(width), setting.c_str(), r.skipped.c_str());
+  const instrument::EpochReport& m = *r.report;
+  const double ms = m.steps > 0 ? 1e3 * m.train_seconds / double(m.steps) : 0;
+  std::string line = say("%-*s %11s %6.2fx %8.3f", int(width), setting.c_str(), instrument::thousands(m.samples_per_sec).c_str(),
+                         r.gain, ms);
+  if (cuda)
+    line += say(" %10s %6s %5s %5s", m.samples_per_joule ? instrument::thousands(*m.samples_per_joule).c_str() : "n/a",
+                r.energy_gain ? say("%.2fx", *r.energy_gain).c_str() : "n/a", opt(m.gpu_util_mean, "%.0f").c_str(),
+                opt(m.gpu_sm_active, "%.0f").c_str());
+  else
+    line += say(" %7d %6s", r.config.threads.value_or(0), opt(m.host_cpu_wait_share, "%.0f%%", 100).c_str());
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string tune_table(const TuneResult& r) {
+  size_t width = 8;
+  for (const TuneRow& row : r.rows) width = std::max(width, row.setting.size() + 2);
+  std::string out = say("%-*s %11s %7s %8s", int(width), "setting", "samples/s", "gain", "ms/step");
+  out += r.cuda ? say(" %10s %6s %5s %5s\n", "samples/J", "gain", "util%", "SM%") : say(" %7s %6s\n", "threads", "waited");
+  for (const TuneRow& row : r.rows) out += table_row(row, r.cuda, width);
+  out += "(* the recipe's advice named this change)\n";
+  const TuneRow& best = r.rows[r.best];
+  const char* by = r.objective == TuneObjective::Speed ? "samples/s" : "samples/J";
+  if (r.best == 0) {
+    out += say("best (%s): the recipe; no setting tried here beat it\n", by);
+  } else {
+    const double g = r.objective == TuneObjective::Speed ? best.gain : best.energy_gain.value_or(0);
+    out += say("best (%s): %s, %.2fx the recipe's\n  %s\n", by, best.setting.c_str(), g, r.best_command.c_str());
+    if (!best.note.empty()) out += "  " + best.note + "\n";
+    if (std::find(best.options.begin(), best.options.end(), "--precision") != best.options.end())
+      out += "  another precision rounds differently: check the accuracy (--target-acc)\n";
+  }
+  out += r.advice.empty() ? "the recipe's advice named no change tune tries\n" : "the recipe's advice:\n";
+  for (const std::string& a : r.advice) out += "  " + a + "\n";
+  return out;
+}
+
+}  // namespace loupe::run

@@ -1,0 +1,72 @@
+// `loupe tune` (docs/performance.md, "loupe tune"): what the run's advice suggests and a small grid
+// around the recipe (batch, precision, how the data is fed, the CPU's threads), each a short measured
+// stretch of the run it names (Run::measure, after a warm-up), in alternating rounds with the
+// recipe measured in every round; then the best of each kind of change together. A table of what
+// each gained over the recipe, the command line of the best, and what each piece of the recipe's
+// advice was worth. Nothing changes the recipe's maths silently: a larger batch's row names the
+// learning rate linear scaling gives it, and its command line sets it.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "instrument/report.h"
+#include "run/run.h"
+
+namespace loupe::run {
+
+enum class TuneObjective { Speed, Energy };
+TuneObjective parse_objective(const std::string& name);  // "speed" or "energy", else an Error
+
+// One setting: what it changes from the recipe, as options of `loupe train`.
+struct TuneRow {
+  std::string setting;               // "recipe", "--precision bf16", "--batch 512 --resident", ...
+  std::string kind;                  // "recipe", "precision", "batch", "feed", "threads" or "combined"
+  bool advised = false;              // the recipe's advice named this kind of change
+  std::vector<std::string> options;  // the words it adds: {"--batch", "512", "--lr", "0.004"}
+  RunConfig config;                  // the run measured
+  std::string skipped;               // why it could not run here ("": it ran)
+  std::optional<instrument::EpochReport> report;  // its fastest round
+  double gain = 0;                   // samples/s over the recipe's
+  std::optional<double> energy_gain;  // samples/J over the recipe's
+  std::string note;                  // "linear scaling's rate: --lr 0.004"
+};
+
+struct TuneConfig {
+  RunConfig base;                 // the run as `loupe train` would start it (its zeros: the recipe's)
+  std::vector<std::string> args;  // the words after `loupe train` that start it (the model's, its options)
+  double seconds = -1;            // each row's measured stretch: < 0 is 2 s on a GPU, 1 s on the CPU
+  int rounds = 2;                 // every row this often, in turn; each keeps its fastest round
+  TuneObjective objective = TuneObjective::Speed;
+  std::function<void(const TuneRow&)> on_row;  // after each row's first measurement
+};
+
+struct TuneResult {
+  std::vector<TuneRow> rows;  // the recipe first
+  size_t best = 0;            // the best row by the objective
+  std::string best_command;   // `loupe train MODEL ...` that runs it
+  // The recipe's advice, each line followed by what tune measured for the changes it names.
+  std::vector<std::string> advice;
+  TuneObjective objective = TuneObjective::Speed;
+  bool cuda = false;
+};
+
+// Measures every row; throws train::Interrupted when config.base.interrupt is set meanwhile.
+TuneResult tune(const TuneConfig& c);
+
+// The table `loupe tune` prints, the best command and the advice with its measured gains.
+std::string tune_table(const TuneResult& r);
+
+// The rows to try around a recipe measured once (its resolved configuration and report): the
+// changes its advice names first, then the grid. Pure (tests/test_tune.cpp).
+std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::EpochReport& measured, int threads);
+
+// `loupe train MODEL` with `args` (the model's own word left out), less tune's own options and
+// those `row` sets (with their values; -b and -j are --batch and --workers), then `row`'s; words
+// quoted for a POSIX shell.
+std::string tune_command(const std::string& model, const std::vector<std::string>& args,
+                         const std::vector<std::string>& row);
+
+}  // namespace loupe::run

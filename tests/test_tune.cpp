@@ -1,0 +1,127 @@
+// loupe tune (run/tune.h): the rows tried around a recipe, the command line of a row, and a whole
+// tune of mnist_mlp on the CPU whose table holds what it measured.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "models/registry.h"
+#include "run/tune.h"
+
+using namespace loupe;
+
+namespace {
+
+run::RunConfig recipe(Device d) {
+  run::RunConfig c;
+  c.model = models::find_model("mnist_mlp");
+  c.data = run::request_for(c.model);
+  c.data.synthetic = true;
+  c.device = d;
+  c.batch = 128;
+  c.trainer.precision = Precision::FP32;
+  c.threads = 4;
+  return c;
+}
+
+std::vector<std::string> settings(const std::vector<run::TuneRow>& rows) {
+  std::vector<std::string> s;
+  for (const run::TuneRow& r : rows) s.push_back(r.setting);
+  return s;
+}
+
+const run::TuneRow& find(const std::vector<run::TuneRow>& rows, const std::string& setting) {
+  auto it = std::find_if(rows.begin(), rows.end(), [&](const run::TuneRow& r) { return r.setting == setting; });
+  if (it == rows.end()) throw Error("no row " + setting);
+  return *it;
+}
+
+}  // namespace
+
+TEST(TuneCandidates, CpuGridAroundTheRecipe) {
+  instrument::EpochReport measured;
+  const std::vector<run::TuneRow> rows = run::tune_candidates(recipe(kCPU), measured, 4);
+  EXPECT_EQ(settings(rows), (std::vector<std::string>{"--batch 256", "--batch 512", "--resident", "--workers 8",
+                                                      "--prefetch 8", "--threads 1", "--threads 2"}));
+  const run::TuneRow& b = find(rows, "--batch 512");
+  EXPECT_EQ(b.config.batch, 512);
+  // The recipe's rate (mnist_mlp: RMSprop at 0.001) times four, set on its command line.
+  EXPECT_EQ(b.options, (std::vector<std::string>{"--batch", "512", "--lr", "0.004"}));
+  EXPECT_NE(b.note.find("--lr 0.004"), std::string::npos);
+  EXPECT_TRUE(find(rows, "--resident").config.feed.resident);
+  EXPECT_EQ(find(rows, "--workers 8").config.feed.workers, 8);
+  EXPECT_EQ(find(rows, "--threads 1").config.threads, 1);
+  for (const run::TuneRow& r : rows) EXPECT_FALSE(r.advised) << r.setting;
+}
+
+TEST(TuneCandidates, GpuTriesPrecisionsAndTheAdvisedChangeFirst) {
+  run::RunConfig c = recipe(Device{DeviceType::CUDA, 0});
+  c.feed.resident = true;
+  instrument::EpochReport measured;
+  measured.advice = {"fp32 on a tensor-core GPU: try --precision fp16 or bf16"};
+  const std::vector<run::TuneRow> rows = run::tune_candidates(c, measured, 4);
+  // Advised first; resident data has no loader to change; a GPU run has no thread rows.
+  EXPECT_EQ(settings(rows), (std::vector<std::string>{"--precision bf16", "--precision fp16", "--precision tf32",
+                                                      "--batch 256", "--batch 512"}));
+  EXPECT_TRUE(rows[0].advised);
+  EXPECT_FALSE(rows[3].advised);
+  EXPECT_EQ(*rows[1].config.trainer.precision, Precision::FP16);
+}
+
+TEST(TuneCommand, ReplacesTheOptionsARowSets) {
+  const std::vector<std::string> row{"--batch", "512", "--lr", "0.004"};
+  EXPECT_EQ(run::tune_command("mnist_mlp", {"mnist_mlp", "-b", "64", "--device", "cuda", "--rounds", "3"}, row),
+            "loupe train mnist_mlp --device cuda --batch 512 --lr 0.004");
+  EXPECT_EQ(run::tune_command("mnist_mlp", {"--batch=64", "--lr", "0.1", "--objective", "energy", "mnist_mlp"}, row),
+            "loupe train mnist_mlp --batch 512 --lr 0.004");
+  // A path a shell would split is quoted; a flag takes no value with it.
+  EXPECT_EQ(run::tune_command("my model.json", {"my model.json", "--resident", "--data", "a b/it's"}, {"--resident"}),
+            "loupe train 'my model.json' --data 'a b/it'\\''s' --resident");
+}
+
+TEST(TuneObjective, ParsesAndRefusesEnergyOnTheCpu) {
+  EXPECT_EQ(run::parse_objective("energy"), run::TuneObjective::Energy);
+  EXPECT_THROW(run::parse_objective("fast"), Error);
+  run::TuneConfig c;
+  c.base = recipe(kCPU);
+  c.objective = run::TuneObjective::Energy;
+  try {
+    run::tune(c);
+    FAIL() << "tuned for energy on the CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no energy"), std::string::npos) << e.what();
+  }
+}
+
+// A whole tune, short: every row measured, the gains against the recipe's figure, the best row the
+// fastest, its command line `loupe train` with its options.
+TEST(Tune, MeasuresEveryRowAndNamesTheBest) {
+  run::TuneConfig c;
+  c.base = recipe(kCPU);
+  c.base.threads = 2;
+  c.base.feed.workers = 1;
+  c.args = {"mnist_mlp", "--synthetic", "--device", "cpu"};
+  c.seconds = 0.05;
+  c.rounds = 1;
+  int seen = 0;
+  c.on_row = [&seen](const run::TuneRow&) { ++seen; };
+  const run::TuneResult r = run::tune(c);
+  ASSERT_GE(r.rows.size(), 6u);
+  EXPECT_EQ(r.rows[0].setting, "recipe");
+  EXPECT_DOUBLE_EQ(r.rows[0].gain, 1.0);
+  EXPECT_EQ(seen, int(r.rows.size()));
+  for (const run::TuneRow& row : r.rows) {
+    ASSERT_TRUE(row.report) << row.setting << ": " << row.skipped;
+    EXPECT_GT(row.report->samples_per_sec, 0) << row.setting;
+    EXPECT_NEAR(row.gain, row.report->samples_per_sec / r.rows[0].report->samples_per_sec, 1e-9);
+    EXPECT_EQ(row.report->batch, row.config.batch) << row.setting;
+    EXPECT_GE(row.report->steps, 5) << row.setting;
+  }
+  for (const run::TuneRow& row : r.rows) EXPECT_LE(row.report->samples_per_sec, r.rows[r.best].report->samples_per_sec);
+  EXPECT_EQ(r.best_command.rfind("loupe train mnist_mlp --synthetic --device cpu", 0), 0u) << r.best_command;
+  const std::string table = run::tune_table(r);
+  EXPECT_NE(table.find("best (samples/s)"), std::string::npos) << table;
+  EXPECT_NE(table.find("--threads 1"), std::string::npos) << table;
+}
