@@ -56,6 +56,32 @@ instrument::AdviceInputs advice_inputs(const RunConfig& c) {
   return adv;
 }
 
+// Several epochs' reports as one stretch: their steps, samples and time summed, the rates over the
+// sum, the host's shares and MFU weighed by each epoch's training time (the GPU's: fill_gpu's).
+instrument::EpochReport stretch_report(const std::vector<instrument::EpochReport>& parts) {
+  instrument::EpochReport out = parts.back();
+  out.steps = out.samples = 0;
+  out.train_seconds = 0;
+  for (const instrument::EpochReport& p : parts) {
+    out.steps += p.steps;
+    out.samples += p.samples;
+    out.train_seconds += p.train_seconds;
+  }
+  out.samples_per_sec = out.train_seconds > 0 ? double(out.samples) / out.train_seconds : 0;
+  using R = instrument::EpochReport;
+  for (instrument::Opt R::*f : {&R::mfu, &R::achieved_tflops, &R::host_cpu_util, &R::host_cpu_wait_share,
+                                &R::data_wait_share, &R::data_gpu_wait_share}) {
+    double sum = 0, secs = 0;
+    for (const R& p : parts)
+      if (p.*f) {
+        sum += *(p.*f) * p.train_seconds;
+        secs += p.train_seconds;
+      }
+    out.*f = secs > 0 ? instrument::Opt(sum / secs) : std::nullopt;
+  }
+  return out;
+}
+
 // The model's LSTMs with hard_sigmoid gates ("lstm1 (0.2)"), which cuDNN cannot run: the header
 // says so, and after the first epoch on a GPU which of loupe's kernels ran them (docs/keras.md).
 std::string hard_sigmoid_lstms(const nn::Module& m) {
@@ -264,13 +290,24 @@ train::EpochStats Run::train_epoch(int e) {
              : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, c_.max_steps);
 }
 
-instrument::EpochReport Run::measure(int e, int64_t steps, bool next_follows) {
-  train::EpochStats st = dl_ ? trainer().train_epoch(*dl_, e, steps, next_follows)
-                             : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, steps);
-  if (st.interrupted) throw train::Interrupted();
-  instrument::EpochReport r = epoch_report(c_.model.name, c_.device, c_.batch, st, c_.epochs);
+instrument::EpochReport Run::measure(int e, int64_t steps) {
+  std::vector<instrument::EpochReport> parts;
+  double t0 = -1;
+  for (int64_t done = 0; done < steps && e <= c_.epochs; ++e) {
+    const int64_t n = steps - done;
+    train::EpochStats st = dl_ ? trainer().train_epoch(*dl_, e, n, e < c_.epochs)
+                               : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, n);
+    if (st.interrupted) throw train::Interrupted();
+    parts.push_back(epoch_report(c_.model.name, c_.device, c_.batch, st, c_.epochs));
+    monitor_->fill(parts.back());
+    if (t0 < 0) t0 = monitor_->train_begin();
+    if (st.steps == 0) break;
+    done += st.steps;
+  }
+  if (parts.empty()) throw Error("measure: epoch " + std::to_string(e) + " is past the run's " + std::to_string(c_.epochs));
+  instrument::EpochReport r = stretch_report(parts);
+  monitor_->fill_gpu(r, t0, monitor_->train_end());
   r.seed = session_->seed();
-  monitor_->fill(r);
   r.advice = instrument::advise(r, advice_inputs(c_));
   return r;
 }

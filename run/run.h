@@ -151,10 +151,12 @@ class Run {
   int64_t epoch_steps() const;
   // One epoch's training alone, without evaluation or report (loupe profile's window).
   train::EpochStats train_epoch(int epoch);
-  // A measured stretch (loupe tune's windows, run/tune.h): at most `steps` steps of epoch e, without
-  // evaluation or the observers' epoch_end, and their report with the monitor's figures and the
-  // advice. next_follows: the loader prepares epoch e + 1 meanwhile. Throws train::Interrupted.
-  instrument::EpochReport measure(int e, int64_t steps, bool next_follows);
+  // A measured stretch (loupe tune's, run/tune.h): `steps` steps from the start of epoch e on, in
+  // epochs as run() trains them (each next one prepared by the loader meanwhile) but without
+  // evaluation or the observers' epoch_end; fewer where the run's epochs end first. One report:
+  // the time and host figures over its epochs, the GPU's over the whole stretch, the advice; its
+  // `epoch` is the last one begun. Throws train::Interrupted.
+  instrument::EpochReport measure(int e, int64_t steps);
   // Stops the loader's workers (a run that ends early).
   void stop_feed();
 

@@ -160,44 +160,6 @@ std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::
 
 namespace {
 
-// One figure over several stretches: their time-weighted mean, where every stretch measured it.
-void weigh(instrument::EpochReport& out, const std::vector<instrument::EpochReport>& parts,
-           instrument::Opt instrument::EpochReport::*field) {
-  double sum = 0, secs = 0;
-  for (const instrument::EpochReport& p : parts) {
-    if (!(p.*field)) {
-      out.*field = std::nullopt;
-      return;
-    }
-    sum += *(p.*field) * p.train_seconds;
-    secs += p.train_seconds;
-  }
-  if (secs > 0) out.*field = sum / secs;
-}
-
-instrument::EpochReport combine(const std::vector<instrument::EpochReport>& parts) {
-  instrument::EpochReport out = parts.back();
-  out.steps = out.samples = 0;
-  out.train_seconds = 0;
-  double joules = 0;
-  bool energy = true;
-  for (const instrument::EpochReport& p : parts) {
-    out.steps += p.steps;
-    out.samples += p.samples;
-    out.train_seconds += p.train_seconds;
-    if (p.energy_j) joules += *p.energy_j;
-    else energy = false;
-  }
-  out.samples_per_sec = out.train_seconds > 0 ? double(out.samples) / out.train_seconds : 0;
-  out.energy_j = energy ? instrument::Opt(joules) : std::nullopt;
-  out.samples_per_joule = energy && joules > 0 ? instrument::Opt(double(out.samples) / joules) : std::nullopt;
-  using R = instrument::EpochReport;
-  for (instrument::Opt R::*f : {&R::gpu_util_mean, &R::gpu_sm_active, &R::gpu_tensor_active, &R::power_mean_w, &R::mfu,
-                                &R::host_cpu_util, &R::host_cpu_wait_share, &R::data_wait_share})
-    weigh(out, parts, f);
-  return out;
-}
-
 struct Measured {
   instrument::EpochReport report;
   RunConfig config;  // as the run resolved it (the recipe's batch and precision)
@@ -217,18 +179,13 @@ Measured measure(const RunConfig& rc, double seconds) {
   r.profile_steps = {-1, -1};
   Run run(std::move(r));
   const bool cuda = run.config().device.is_cuda();
-  run.measure(1, cuda ? 20 : 3, true);
-  const instrument::EpochReport probe = run.measure(2, cuda ? 10 : 2, true);
+  run.measure(1, cuda ? 20 : 3);
+  const instrument::EpochReport probe = run.measure(2, cuda ? 10 : 2);
   const double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
   const int64_t need = std::clamp<int64_t>(int64_t(std::ceil(seconds / std::max(per_step, 1e-7))), 5, 10000000);
-  std::vector<instrument::EpochReport> parts;
-  for (int64_t done = 0, e = 3; done < need; ++e) {
-    parts.push_back(run.measure(int(e), need - done, true));
-    if (parts.back().steps == 0) break;
-    done += parts.back().steps;
-  }
+  instrument::EpochReport stretch = run.measure(probe.epoch + 1, need);
   run.stop_feed();
-  return {combine(parts), run.config()};
+  return {stretch, run.config()};
 }
 
 double figure(const instrument::EpochReport& r, TuneObjective o) {
@@ -242,6 +199,7 @@ void measure_row(TuneRow& row, double seconds, TuneObjective o, RunConfig* resol
   try {
     Measured m = measure(row.config, seconds);
     if (resolved) *resolved = m.config;
+    row.rounds.push_back(m.report.samples_per_sec);
     if (!row.report || figure(m.report, o) > figure(*row.report, o)) row.report = m.report;
   } catch (const train::Interrupted&) {
     throw;
@@ -336,10 +294,8 @@ TuneResult tune(const TuneConfig& c) {
   gains(res.rows);
   if (std::optional<TuneRow> both = combined(res.rows, c.objective)) {
     res.rows.push_back(*both);
-    for (int round = 1; round <= c.rounds; ++round) {
-      measure_row(res.rows.front(), seconds, c.objective);
-      measure_row(res.rows.back(), seconds, c.objective);
-    }
+    // Against the recipe's figure that chose it: the table's gains stay those it was chosen by.
+    for (int round = 1; round <= c.rounds; ++round) measure_row(res.rows.back(), seconds, c.objective);
     if (c.on_row) c.on_row(res.rows.back());
     gains(res.rows);
   }
@@ -381,12 +337,20 @@ std::string tune_table(const TuneResult& r) {
   for (const TuneRow& row : r.rows) out += table_row(row, r.cuda, width);
   out += "(* the recipe's advice named this change)\n";
   const TuneRow& best = r.rows[r.best];
+  const std::vector<double>& rounds = r.rows[0].rounds;
+  const double spread = rounds.size() > 1 ? *std::max_element(rounds.begin(), rounds.end()) /
+                                                    *std::min_element(rounds.begin(), rounds.end()) - 1
+                                          : 0;
+  if (rounds.size() > 1)
+    out += say("the recipe's %zu rounds differed by %.1f %%: gains within that are the machine's noise\n", rounds.size(),
+               100 * spread);
   const char* by = r.objective == TuneObjective::Speed ? "samples/s" : "samples/J";
   if (r.best == 0) {
     out += say("best (%s): the recipe; no setting tried here beat it\n", by);
   } else {
     const double g = r.objective == TuneObjective::Speed ? best.gain : best.energy_gain.value_or(0);
-    out += say("best (%s): %s, %.2fx the recipe's\n  %s\n", by, best.setting.c_str(), g, r.best_command.c_str());
+    out += say("best (%s): %s, %.2fx the recipe's%s\n  %s\n", by, best.setting.c_str(), g,
+               g - 1 < spread ? " (within the noise: more --rounds or --min-seconds)" : "", r.best_command.c_str());
     if (!best.note.empty()) out += "  " + best.note + "\n";
     if (std::find(best.options.begin(), best.options.end(), "--precision") != best.options.end())
       out += "  another precision rounds differently: check the accuracy (--target-acc)\n";

@@ -29,6 +29,7 @@ struct TuneRow {
   RunConfig config;                  // the run measured
   std::string skipped;               // why it could not run here ("": it ran)
   std::optional<instrument::EpochReport> report;  // its fastest round
+  std::vector<double> rounds;        // every round's samples/s
   double gain = 0;                   // samples/s over the recipe's
   std::optional<double> energy_gain;  // samples/J over the recipe's
   std::string note;                  // "linear scaling's rate: --lr 0.004"

@@ -222,6 +222,34 @@ double EpochMonitor::waited() {
   return run_delay_between(delay0_.get(), delay_end_.get());
 }
 
+void EpochMonitor::fill_gpu(EpochReport& r, double t0, double t1) const {
+  r.nvml_why = r.gpm_why = nvml_why_;
+  if (nvml_) {
+    GpuSummary g = nvml_->summarize(t0, t1);
+    r.nvml_samples = g.samples;
+    if (g.samples == 0) r.nvml_why = "no NVML sample fell inside the window (it was shorter than the sampling period)";
+    r.gpu_util_mean = g.gpu_util_mean;
+    r.gpu_util_max = g.gpu_util_max;
+    r.mem_util_mean = g.mem_util_mean;
+    r.mem_used_max_bytes = g.mem_used_max;
+    r.mem_total_bytes = g.mem_total;
+    r.power_mean_w = g.power_mean_w;
+    r.power_max_w = g.power_max_w;
+    r.energy_j = g.energy_j;
+    r.temp_max_c = g.temp_max_c;
+    r.sm_clock_mean_mhz = g.sm_clock_mean_mhz;
+    r.throttle = g.throttle;
+    r.gpu_sm_active = g.sm_active;
+    r.gpu_sm_occupancy = g.sm_occupancy;
+    r.gpu_tensor_active = g.tensor_active;
+    r.gpu_dram_active = g.dram_active;
+    r.gpu_graphics_active = g.graphics_active;
+    r.gpm_why = g.gpm_why;
+  }
+  r.samples_per_joule.reset();
+  if (r.energy_j && *r.energy_j > 0) r.samples_per_joule = double(r.samples) / *r.energy_j;
+}
+
 void EpochMonitor::fill(EpochReport& r) {
   double wall = t_end_ - t0_;
   r.precision = opt_.precision;
@@ -252,29 +280,7 @@ void EpochMonitor::fill(EpochReport& r) {
     r.peak_source = "no peak table for CPUs";
   }
 
-  r.nvml_why = r.gpm_why = nvml_why_;
-  if (nvml_) {
-    GpuSummary g = nvml_->summarize(t0_, t_end_);
-    r.nvml_samples = g.samples;
-    if (g.samples == 0) r.nvml_why = "no NVML sample fell inside the epoch (it was shorter than the sampling period)";
-    r.gpu_util_mean = g.gpu_util_mean;
-    r.gpu_util_max = g.gpu_util_max;
-    r.mem_util_mean = g.mem_util_mean;
-    r.mem_used_max_bytes = g.mem_used_max;
-    r.mem_total_bytes = g.mem_total;
-    r.power_mean_w = g.power_mean_w;
-    r.power_max_w = g.power_max_w;
-    r.energy_j = g.energy_j;
-    r.temp_max_c = g.temp_max_c;
-    r.sm_clock_mean_mhz = g.sm_clock_mean_mhz;
-    r.throttle = g.throttle;
-    r.gpu_sm_active = g.sm_active;
-    r.gpu_sm_occupancy = g.sm_occupancy;
-    r.gpu_tensor_active = g.tensor_active;
-    r.gpu_dram_active = g.dram_active;
-    r.gpu_graphics_active = g.graphics_active;
-    r.gpm_why = g.gpm_why;
-  }
+  fill_gpu(r, t0_, t_end_);
   r.busy_why = busy_why_;
   if (busy_ && busy_t1_ > busy_t0_) fill_busy(r);
   if (cpu0_ >= 0 && cpu_end_ >= 0 && wall > 0) r.host_cpu_util = (cpu_end_ - cpu0_) / wall;

@@ -56,6 +56,12 @@ class EpochMonitor {
   void end_train();
   // Fills the measured fields of r (time, learning and identity fields are the caller's).
   void fill(EpochReport& r);
+  // The GPU's figures (NVML's and GPM's, samples/J from r.samples) over [t0, t1] on
+  // NvmlSampler::now()'s clock, in place of the epoch's: a stretch of several epochs
+  // (run::Run::measure). The last epoch's training began at train_begin() and ended at train_end().
+  void fill_gpu(EpochReport& r, double t0, double t1) const;
+  double train_begin() const { return t0_; }
+  double train_end() const { return t_end_; }
 
   BusyTracker* busy_tracker() { return busy_.get(); }
   const std::string& nvml_why() const { return nvml_why_; }
