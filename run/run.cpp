@@ -290,7 +290,7 @@ train::EpochStats Run::train_epoch(int e) {
              : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, c_.max_steps);
 }
 
-instrument::EpochReport Run::measure(int e, int64_t steps) {
+instrument::EpochReport Run::measure(int e, int64_t steps, bool evaluate) {
   std::vector<instrument::EpochReport> parts;
   double t0 = -1;
   for (int64_t done = 0; done < steps && e <= c_.epochs; ++e) {
@@ -303,6 +303,7 @@ instrument::EpochReport Run::measure(int e, int64_t steps) {
     if (t0 < 0) t0 = monitor_->train_begin();
     if (st.steps == 0) break;
     done += st.steps;
+    if (evaluate && done < steps) trainer().evaluate(data_.test, kEvalBatch, c_.max_steps);
   }
   if (parts.empty()) throw Error("measure: epoch " + std::to_string(e) + " is past the run's " + std::to_string(c_.epochs));
   instrument::EpochReport r = stretch_report(parts);

@@ -152,11 +152,12 @@ class Run {
   // One epoch's training alone, without evaluation or report (loupe profile's window).
   train::EpochStats train_epoch(int epoch);
   // A measured stretch (loupe tune's, run/tune.h): `steps` steps from the start of epoch e on, in
-  // epochs as run() trains them (each next one prepared by the loader meanwhile) but without
-  // evaluation or the observers' epoch_end; fewer where the run's epochs end first. One report:
-  // the time and host figures over its epochs, the GPU's over the whole stretch, the advice; its
-  // `epoch` is the last one begun. Throws train::Interrupted.
-  instrument::EpochReport measure(int e, int64_t steps);
+  // epochs as run() trains them (each next one prepared by the loader meanwhile; with `evaluate`,
+  // each that ends within the stretch evaluated, as run() does), without the observers' epoch_end;
+  // fewer where the run's epochs end first. One report: the time and host figures over its epochs'
+  // training, the GPU's over the whole stretch (its evaluations too), the advice; its `epoch` is
+  // the last one begun. Throws train::Interrupted.
+  instrument::EpochReport measure(int e, int64_t steps, bool evaluate = false);
   // Stops the loader's workers (a run that ends early).
   void stop_feed();
 

@@ -166,7 +166,9 @@ struct Measured {
 };
 
 // A row's run: a warm-up (the first steps choose algorithms and capture the graph), ten steps that
-// size the stretch, then the stretch: `seconds` of steps, in epochs as `loupe train` runs them.
+// size the stretch, then the stretch: `seconds` of steps. One that spans epochs runs them as
+// `loupe train` does, each after an evaluation, and after one whole epoch more of warm-up (its
+// last, smaller batch has shapes of its own, whose algorithms are chosen on first use).
 Measured measure(const RunConfig& rc, double seconds) {
   RunConfig r = rc;
   r.epochs = 1000000;  // every window is followed by another: the loader prepares the next epoch
@@ -183,7 +185,10 @@ Measured measure(const RunConfig& rc, double seconds) {
   const instrument::EpochReport probe = run.measure(2, cuda ? 10 : 2);
   const double per_step = probe.train_seconds / double(std::max<int64_t>(1, probe.steps));
   const int64_t need = std::clamp<int64_t>(int64_t(std::ceil(seconds / std::max(per_step, 1e-7))), 5, 10000000);
-  instrument::EpochReport stretch = run.measure(probe.epoch + 1, need);
+  const int64_t epoch = run.epoch_steps();
+  int e = probe.epoch + 1;
+  if (need > epoch) e = run.measure(e, epoch, true).epoch + 1;
+  instrument::EpochReport stretch = run.measure(e, need, need > epoch);
   run.stop_feed();
   return {stretch, run.config()};
 }
@@ -208,14 +213,21 @@ void measure_row(TuneRow& row, double seconds, TuneObjective o, RunConfig* resol
   }
 }
 
-// The best row of each kind that beat the recipe by 2 %, together: one row, or none when fewer
-// than two kinds gained.
+// How far the recipe's rounds differed (max over min, less one): the noise a gain must exceed.
+double spread(const TuneRow& recipe) {
+  const std::vector<double>& v = recipe.rounds;
+  return v.size() > 1 ? *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end()) - 1 : 0;
+}
+
+// The best row of each kind that beat the recipe by more than 2 % and the recipe's own spread,
+// together: one row, or none when fewer than two kinds gained.
 std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective o) {
+  const double least = 1 + std::max(0.02, spread(rows.front()));
   std::map<std::string, const TuneRow*> best;
   for (const TuneRow& r : rows) {
     if (r.kind == "recipe" || !r.report) continue;
     const double g = o == TuneObjective::Speed ? r.gain : r.energy_gain.value_or(0);
-    if (g < 1.02) continue;
+    if (g <= least) continue;
     const TuneRow*& b = best[r.kind];
     const double bg = b ? (o == TuneObjective::Speed ? b->gain : b->energy_gain.value_or(0)) : 0;
     if (g > bg) b = &r;
@@ -337,20 +349,18 @@ std::string tune_table(const TuneResult& r) {
   for (const TuneRow& row : r.rows) out += table_row(row, r.cuda, width);
   out += "(* the recipe's advice named this change)\n";
   const TuneRow& best = r.rows[r.best];
-  const std::vector<double>& rounds = r.rows[0].rounds;
-  const double spread = rounds.size() > 1 ? *std::max_element(rounds.begin(), rounds.end()) /
-                                                    *std::min_element(rounds.begin(), rounds.end()) - 1
-                                          : 0;
-  if (rounds.size() > 1)
-    out += say("the recipe's %zu rounds differed by %.1f %%: gains within that are the machine's noise\n", rounds.size(),
-               100 * spread);
+  const size_t rounds = r.rows[0].rounds.size();
+  const double noise = spread(r.rows[0]);
+  if (rounds > 1)
+    out += say("the recipe's %zu rounds differed by %.1f %%: gains within that are the machine's noise\n", rounds,
+               100 * noise);
   const char* by = r.objective == TuneObjective::Speed ? "samples/s" : "samples/J";
   if (r.best == 0) {
     out += say("best (%s): the recipe; no setting tried here beat it\n", by);
   } else {
     const double g = r.objective == TuneObjective::Speed ? best.gain : best.energy_gain.value_or(0);
     out += say("best (%s): %s, %.2fx the recipe's%s\n  %s\n", by, best.setting.c_str(), g,
-               g - 1 < spread ? " (within the noise: more --rounds or --min-seconds)" : "", r.best_command.c_str());
+               g - 1 < noise ? " (within the noise: more --rounds or --min-seconds)" : "", r.best_command.c_str());
     if (!best.note.empty()) out += "  " + best.note + "\n";
     if (std::find(best.options.begin(), best.options.end(), "--precision") != best.options.end())
       out += "  another precision rounds differently: check the accuracy (--target-acc)\n";
