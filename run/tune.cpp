@@ -25,7 +25,7 @@ namespace {
 
 // printf into a string (the table's rows).
 template <typename... A>
-std::string say(const char* f, A... a) {
+std::string printed(const char* f, A... a) {
   std::string out(size_t(std::snprintf(nullptr, 0, f, a...)), '\0');
   std::snprintf(out.data(), out.size() + 1, f, a...);
   return out;
@@ -34,10 +34,10 @@ std::string say(const char* f, A... a) {
 // A rate as a command line gives it: the shortest of %g's forms that reads back the same.
 std::string rate(double v) {
   for (int digits = 6; digits <= 17; ++digits) {
-    std::string s = say("%.*g", digits, v);
+    std::string s = printed("%.*g", digits, v);
     if (std::stod(s) == v) return s;
   }
-  return say("%.17g", v);
+  return printed("%.17g", v);
 }
 
 // A word as a POSIX shell reads it back.
@@ -100,7 +100,7 @@ std::string advice_kinds(const std::string& line) {
   return kinds;
 }
 
-TuneRow row(const RunConfig& base, const std::string& kind, std::vector<std::string> options) {
+TuneRow tune_row(const RunConfig& base, const std::string& kind, std::vector<std::string> options) {
   TuneRow r;
   r.kind = kind;
   r.config = base;
@@ -121,33 +121,33 @@ std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::
   // fp16, bf16 and tf32 are GPU modes (tensor cores): the CPU runs fp32.
   for (Precision q : {Precision::BF16, Precision::FP16, Precision::TF32}) {
     if (q == p || !cuda) continue;
-    TuneRow r = row(recipe, "precision", {"--precision", precision_name(q)});
+    TuneRow r = tune_row(recipe, "precision", {"--precision", precision_name(q)});
     r.config.trainer.precision = q;
     rows.push_back(r);
   }
   const double lr = recipe.lr.value_or(recipe.model.recipe.lr);
   for (int64_t k : {2, 4}) {
     const int64_t b = recipe.batch * k;
-    TuneRow r = row(recipe, "batch", {"--batch", std::to_string(b), "--lr", rate(lr * double(k))});
+    TuneRow r = tune_row(recipe, "batch", {"--batch", std::to_string(b), "--lr", rate(lr * double(k))});
     r.config.batch = b;
     r.note = "the rate linear scaling gives: --lr " + rate(lr * double(k)) + " (measured at it; check the accuracy)";
     rows.push_back(r);
   }
   if (!recipe.feed.resident) {
-    TuneRow res = row(recipe, "feed", {"--resident"});
+    TuneRow res = tune_row(recipe, "feed", {"--resident"});
     res.config.feed.resident = true;
     rows.push_back(res);
-    TuneRow w = row(recipe, "feed", {"--workers", std::to_string(recipe.feed.workers * 2)});
+    TuneRow w = tune_row(recipe, "feed", {"--workers", std::to_string(recipe.feed.workers * 2)});
     w.config.feed.workers *= 2;
     rows.push_back(w);
-    TuneRow pf = row(recipe, "feed", {"--prefetch", std::to_string(recipe.feed.prefetch * 2)});
+    TuneRow pf = tune_row(recipe, "feed", {"--prefetch", std::to_string(recipe.feed.prefetch * 2)});
     pf.config.feed.prefetch *= 2;
     rows.push_back(pf);
   }
   if (!cuda)
     for (int t : std::set<int>{1, threads / 2})
       if (t >= 1 && t < threads) {
-        TuneRow r = row(recipe, "threads", {"--threads", std::to_string(t)});
+        TuneRow r = tune_row(recipe, "threads", {"--threads", std::to_string(t)});
         r.config.threads = t;
         rows.push_back(r);
       }
@@ -214,7 +214,7 @@ void measure_row(TuneRow& row, double seconds, TuneObjective o, RunConfig* resol
 }
 
 // How far the recipe's rounds differed (max over min, less one): the noise a gain must exceed.
-double spread(const TuneRow& recipe) {
+double round_spread(const TuneRow& recipe) {
   const std::vector<double>& v = recipe.rounds;
   return v.size() > 1 ? *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end()) - 1 : 0;
 }
@@ -222,7 +222,7 @@ double spread(const TuneRow& recipe) {
 // The best row of each kind that beat the recipe by more than 2 % and the recipe's own spread,
 // together: one row, or none when fewer than two kinds gained.
 std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective o) {
-  const double least = 1 + std::max(0.02, spread(rows.front()));
+  const double least = 1 + std::max(0.02, round_spread(rows.front()));
   std::map<std::string, const TuneRow*> best;
   for (const TuneRow& r : rows) {
     if (r.kind == "recipe" || !r.report) continue;
@@ -268,7 +268,7 @@ std::vector<std::string> advice_measured(const std::vector<TuneRow>& rows) {
     std::string measured;
     for (const TuneRow& r : rows)
       if (r.kind != "recipe" && r.kind != "combined" && r.report && kinds.find(" " + r.kind) != std::string::npos)
-        measured += (measured.empty() ? "" : ", ") + r.setting + " " + say("%.2fx", r.gain);
+        measured += (measured.empty() ? "" : ", ") + r.setting + " " + printed("%.2fx", r.gain);
     out.push_back(line + (measured.empty() ? "" : "\n    measured: " + measured));
   }
   return out;
@@ -285,7 +285,7 @@ TuneResult tune(const TuneConfig& c) {
   const double seconds = c.seconds > 0 ? c.seconds : res.cuda ? 2.0 : 1.0;
   RunConfig base = c.base;
   if (!res.cuda && !base.threads) base.threads = num_threads();  // every row at a count it names
-  TuneRow recipe = row(base, "recipe", {});
+  TuneRow recipe = tune_row(base, "recipe", {});
   recipe.setting = "recipe";
   RunConfig resolved = base;
   measure_row(recipe, seconds, c.objective, &resolved);
@@ -321,21 +321,21 @@ TuneResult tune(const TuneConfig& c) {
 
 namespace {
 
-std::string opt(const instrument::Opt& v, const char* f, double scale = 1) { return v ? say(f, *v * scale) : "n/a"; }
+std::string opt(const instrument::Opt& v, const char* f, double scale = 1) { return v ? printed(f, *v * scale) : "n/a"; }
 
 std::string table_row(const TuneRow& r, bool cuda, size_t width) {
   std::string setting = r.setting + (r.advised ? " *" : "");
-  if (!r.report) return say("%-*s  skipped: %s\n", int(width), setting.c_str(), r.skipped.c_str());
+  if (!r.report) return printed("%-*s  skipped: %s\n", int(width), setting.c_str(), r.skipped.c_str());
   const instrument::EpochReport& m = *r.report;
   const double ms = m.steps > 0 ? 1e3 * m.train_seconds / double(m.steps) : 0;
-  std::string line = say("%-*s %11s %6.2fx %8.3f", int(width), setting.c_str(), instrument::thousands(m.samples_per_sec).c_str(),
+  std::string line = printed("%-*s %11s %6.2fx %8.3f", int(width), setting.c_str(), instrument::thousands(m.samples_per_sec).c_str(),
                          r.gain, ms);
   if (cuda)
-    line += say(" %10s %6s %5s %5s", m.samples_per_joule ? instrument::thousands(*m.samples_per_joule).c_str() : "n/a",
-                r.energy_gain ? say("%.2fx", *r.energy_gain).c_str() : "n/a", opt(m.gpu_util_mean, "%.0f").c_str(),
+    line += printed(" %10s %6s %5s %5s", m.samples_per_joule ? instrument::thousands(*m.samples_per_joule).c_str() : "n/a",
+                r.energy_gain ? printed("%.2fx", *r.energy_gain).c_str() : "n/a", opt(m.gpu_util_mean, "%.0f").c_str(),
                 opt(m.gpu_sm_active, "%.0f").c_str());
   else
-    line += say(" %7d %6s", r.config.threads.value_or(0), opt(m.host_cpu_wait_share, "%.0f%%", 100).c_str());
+    line += printed(" %7d %6s", r.config.threads.value_or(0), opt(m.host_cpu_wait_share, "%.0f%%", 100).c_str());
   return line + "\n";
 }
 
@@ -344,22 +344,22 @@ std::string table_row(const TuneRow& r, bool cuda, size_t width) {
 std::string tune_table(const TuneResult& r) {
   size_t width = 8;
   for (const TuneRow& row : r.rows) width = std::max(width, row.setting.size() + 2);
-  std::string out = say("%-*s %11s %7s %8s", int(width), "setting", "samples/s", "gain", "ms/step");
-  out += r.cuda ? say(" %10s %6s %5s %5s\n", "samples/J", "gain", "util%", "SM%") : say(" %7s %6s\n", "threads", "waited");
+  std::string out = printed("%-*s %11s %7s %8s", int(width), "setting", "samples/s", "gain", "ms/step");
+  out += r.cuda ? printed(" %10s %6s %5s %5s\n", "samples/J", "gain", "util%", "SM%") : printed(" %7s %6s\n", "threads", "waited");
   for (const TuneRow& row : r.rows) out += table_row(row, r.cuda, width);
   out += "(* the recipe's advice named this change)\n";
   const TuneRow& best = r.rows[r.best];
   const size_t rounds = r.rows[0].rounds.size();
-  const double noise = spread(r.rows[0]);
+  const double noise = round_spread(r.rows[0]);
   if (rounds > 1)
-    out += say("the recipe's %zu rounds differed by %.1f %%: gains within that are the machine's noise\n", rounds,
+    out += printed("the recipe's %zu rounds differed by %.1f %%: gains within that are the machine's noise\n", rounds,
                100 * noise);
   const char* by = r.objective == TuneObjective::Speed ? "samples/s" : "samples/J";
   if (r.best == 0) {
-    out += say("best (%s): the recipe; no setting tried here beat it\n", by);
+    out += printed("best (%s): the recipe; no setting tried here beat it\n", by);
   } else {
     const double g = r.objective == TuneObjective::Speed ? best.gain : best.energy_gain.value_or(0);
-    out += say("best (%s): %s, %.2fx the recipe's%s\n  %s\n", by, best.setting.c_str(), g,
+    out += printed("best (%s): %s, %.2fx the recipe's%s\n  %s\n", by, best.setting.c_str(), g,
                g - 1 < noise ? " (within the noise: more --rounds or --min-seconds)" : "", r.best_command.c_str());
     if (!best.note.empty()) out += "  " + best.note + "\n";
     if (std::find(best.options.begin(), best.options.end(), "--precision") != best.options.end())

@@ -22,11 +22,19 @@ std::optional<double> percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
 }
 
+namespace {
+// samples/J from the report's samples and energy; none without an energy.
+void set_samples_per_joule(EpochReport& r) {
+  r.samples_per_joule.reset();
+  if (r.energy_j && *r.energy_j > 0) r.samples_per_joule = double(r.samples) / *r.energy_j;
+}
+}  // namespace
+
 void derive_figures(EpochReport& r, double flops, double wall, double price_per_hour) {
   if (r.samples > 0 && flops > 0) r.flops_per_sample = flops / double(r.samples);
   if (wall > 0 && flops > 0) r.achieved_tflops = flops / wall / 1e12;
   if (r.achieved_tflops && r.peak_tflops) r.mfu = *r.achieved_tflops / *r.peak_tflops;
-  if (r.energy_j && *r.energy_j > 0) r.samples_per_joule = double(r.samples) / *r.energy_j;
+  set_samples_per_joule(r);
   if (price_per_hour >= 0) {
     r.cost_epoch = price_per_hour * r.epoch_seconds / 3600.0;
     if (r.samples > 0 && r.train_seconds > 0)
@@ -246,8 +254,7 @@ void EpochMonitor::fill_gpu(EpochReport& r, double t0, double t1) const {
     r.gpu_graphics_active = g.graphics_active;
     r.gpm_why = g.gpm_why;
   }
-  r.samples_per_joule.reset();
-  if (r.energy_j && *r.energy_j > 0) r.samples_per_joule = double(r.samples) / *r.energy_j;
+  set_samples_per_joule(r);
 }
 
 void EpochMonitor::fill(EpochReport& r) {
