@@ -14,8 +14,9 @@ int cmd_tune(const Options& o) {
   if (o.model.empty()) throw Error("loupe tune needs a model name, e.g. `loupe tune mnist_mlp` (see loupe models)");
   run::TuneConfig c;
   c.base = run_config(o, model_with_flags(o.model, o), nullptr);
+  c.model = o.model;  // a model file by its path
   c.args = o.args;
-  c.args.erase(std::find(c.args.begin(), c.args.end(), "tune"));  // the command's word
+  if (auto it = std::find(c.args.begin(), c.args.end(), "tune"); it != c.args.end()) c.args.erase(it);  // the command
   c.seconds = o.min_seconds.value_or(-1);
   c.rounds = o.has("rounds") ? o.rounds : 2;
   c.objective = run::parse_objective(o.objective);

@@ -314,7 +314,7 @@ TuneResult tune(const TuneConfig& c) {
   for (size_t i = 0; i < res.rows.size(); ++i)
     if (res.rows[i].report && figure(*res.rows[i].report, c.objective) > figure(*res.rows[res.best].report, c.objective))
       res.best = i;
-  res.best_command = tune_command(c.base.model.name, c.args, res.rows[res.best].options);
+  res.best_command = tune_command(c.model.empty() ? c.base.model.name : c.model, c.args, res.rows[res.best].options);
   res.advice = advice_measured(res.rows);
   return res;
 }

@@ -38,6 +38,7 @@ struct TuneRow {
 struct TuneConfig {
   RunConfig base;                 // the run as `loupe train` would start it (its zeros: the recipe's)
   std::vector<std::string> args;  // the words after `loupe train` that start it (the model's, its options)
+  std::string model;              // the model as those words name it (a file's path); "": base.model.name
   double seconds = -1;            // each row's measured stretch: < 0 is 2 s on a GPU, 1 s on the CPU
   int rounds = 2;                 // every row this often, in turn; each keeps its fastest round
   TuneObjective objective = TuneObjective::Speed;
