@@ -290,6 +290,10 @@ TuneResult tune(const TuneConfig& c) {
   RunConfig resolved = base;
   measure_row(recipe, seconds, c.objective, &resolved);
   if (!recipe.report) throw Error("the recipe's run could not be measured: " + recipe.skipped);
+  if (c.objective == TuneObjective::Energy && !recipe.report->samples_per_joule)
+    throw Error("--objective energy: the recipe's run measured no energy (" +
+                (recipe.report->nvml_why.empty() ? std::string("no reading of the energy counter") : recipe.report->nvml_why) +
+                "); --objective speed needs none");
   res.rows.push_back(recipe);
   if (c.on_row) c.on_row(res.rows.back());
   // The grid around the recipe as it ran: its batch and precision, named.
