@@ -136,6 +136,7 @@ std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::
   if (!recipe.feed.resident) {
     TuneRow res = tune_row(recipe, "feed", {"--resident"});
     res.config.feed.resident = true;
+    if (recipe.data.augment) res.note = "resident data trains without the recipe's augmentation (the loader's workers apply it)";
     rows.push_back(res);
     TuneRow w = tune_row(recipe, "feed", {"--workers", std::to_string(recipe.feed.workers * 2)});
     w.config.feed.workers *= 2;
@@ -241,7 +242,7 @@ std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective 
   for (const auto& [kind, r] : best) {
     c.options.insert(c.options.end(), r->options.begin(), r->options.end());
     c.setting += (c.setting.empty() ? "" : " ") + r->setting;
-    if (!r->note.empty()) c.note = r->note;
+    if (!r->note.empty()) c.note += (c.note.empty() ? "" : "\n  ") + r->note;
     if (kind == "precision") c.config.trainer.precision = r->config.trainer.precision;
     if (kind == "batch") c.config.batch = r->config.batch;
     if (kind == "feed") c.config.feed = r->config.feed;
@@ -352,6 +353,9 @@ std::string tune_table(const TuneResult& r) {
   out += r.cuda ? printed(" %10s %6s %5s %5s\n", "samples/J", "gain", "util%", "SM%") : printed(" %7s %6s\n", "threads", "waited");
   for (const TuneRow& row : r.rows) out += table_row(row, r.cuda, width);
   out += "(* the recipe's advice named this change)\n";
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    if (i != r.best && r.rows[i].kind != "batch" && !r.rows[i].note.empty())
+      out += r.rows[i].setting + ": " + r.rows[i].note + "\n";
   const TuneRow& best = r.rows[r.best];
   const size_t rounds = r.rows[0].rounds.size();
   const double noise = round_spread(r.rows[0]);

@@ -51,6 +51,7 @@ TEST(TuneCandidates, CpuGridAroundTheRecipe) {
   EXPECT_EQ(b.options, (std::vector<std::string>{"--batch", "512", "--lr", "0.004"}));
   EXPECT_NE(b.note.find("--lr 0.004"), std::string::npos);
   EXPECT_TRUE(find(rows, "--resident").config.feed.resident);
+  EXPECT_TRUE(find(rows, "--resident").note.empty());  // mnist_mlp's recipe does not augment
   EXPECT_EQ(find(rows, "--workers 8").config.feed.workers, 8);
   EXPECT_EQ(find(rows, "--threads 1").config.threads, 1);
   for (const run::TuneRow& r : rows) EXPECT_FALSE(r.advised) << r.setting;
@@ -68,6 +69,13 @@ TEST(TuneCandidates, GpuTriesPrecisionsAndTheAdvisedChangeFirst) {
   EXPECT_TRUE(rows[0].advised);
   EXPECT_FALSE(rows[3].advised);
   EXPECT_EQ(*rows[1].config.trainer.precision, Precision::FP16);
+}
+
+TEST(TuneCandidates, ResidentDataSaysItDropsTheAugmentation) {
+  run::RunConfig c = recipe(kCPU);
+  c.data.augment = true;
+  const std::vector<run::TuneRow> rows = run::tune_candidates(c, instrument::EpochReport{}, 2);
+  EXPECT_NE(find(rows, "--resident").note.find("without the recipe's augmentation"), std::string::npos);
 }
 
 TEST(TuneCommand, ReplacesTheOptionsARowSets) {
