@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/op_record.h"
 #include "core/precision.h"
+#include "core/text.h"
 #include "core/thread_pool.h"
 #include "instrument/busy_tracker.h"
 #include "instrument/counters.h"
@@ -67,18 +68,10 @@ instrument::Ceilings measure_ceilings(Device dev, Precision prec) {
 namespace {
 // printf into a string: the report's lines, which the command prints.
 void say(std::string& out, const char* format, ...) {
-  va_list args, again;
+  va_list args;
   va_start(args, format);
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, format, args);
+  out += vprinted(format, args);
   va_end(args);
-  if (n > 0) {
-    std::string line(size_t(n) + 1, '\0');
-    std::vsnprintf(line.data(), line.size(), format, again);
-    line.resize(size_t(n));
-    out += line;
-  }
-  va_end(again);
 }
 
 // The hardware's view beside the analytic one.

@@ -285,18 +285,18 @@ void Run::stop_feed() {
   if (dl_) dl_->stop();
 }
 
-train::EpochStats Run::train_epoch(int e) {
-  return dl_ ? trainer().train_epoch(*dl_, e, c_.max_steps, e < c_.epochs)
-             : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, c_.max_steps);
+train::EpochStats Run::train_epoch(int e) { return train_epoch(e, c_.max_steps); }
+
+train::EpochStats Run::train_epoch(int e, int64_t max_steps) {
+  return dl_ ? trainer().train_epoch(*dl_, e, max_steps, e < c_.epochs)
+             : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, max_steps);
 }
 
 instrument::EpochReport Run::measure(int e, int64_t steps, bool evaluate) {
   std::vector<instrument::EpochReport> parts;
   double t0 = -1;
   for (int64_t done = 0; done < steps && e <= c_.epochs; ++e) {
-    const int64_t n = steps - done;
-    train::EpochStats st = dl_ ? trainer().train_epoch(*dl_, e, n, e < c_.epochs)
-                               : trainer().train_epoch(data_.train, c_.batch, session_->seed(), e, n);
+    train::EpochStats st = train_epoch(e, steps - done);
     if (st.interrupted) throw train::Interrupted();
     parts.push_back(epoch_report(c_.model.name, c_.device, c_.batch, st, c_.epochs));
     monitor_->fill(parts.back());

@@ -162,6 +162,8 @@ class Run {
   void stop_feed();
 
  private:
+  // Epoch e's training through the feed, at most max_steps steps (< 0: the whole epoch).
+  train::EpochStats train_epoch(int e, int64_t max_steps);
   void load_input();
   void make_session();
   void install_schedule();

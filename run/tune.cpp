@@ -23,14 +23,6 @@ TuneObjective parse_objective(const std::string& name) {
 
 namespace {
 
-// printf into a string (the table's rows).
-template <typename... A>
-std::string printed(const char* f, A... a) {
-  std::string out(size_t(std::snprintf(nullptr, 0, f, a...)), '\0');
-  std::snprintf(out.data(), out.size() + 1, f, a...);
-  return out;
-}
-
 // A rate as a command line gives it: the shortest of %g's forms that reads back the same.
 std::string rate(double v) {
   for (int digits = 6; digits <= 17; ++digits) {
@@ -194,6 +186,9 @@ Measured measure(const RunConfig& rc, double seconds) {
   return {stretch, run.config()};
 }
 
+// A row's gain over the recipe by the objective (0 where unmeasured).
+double objective_gain(const TuneRow& r, TuneObjective o) { return o == TuneObjective::Speed ? r.gain : r.energy_gain.value_or(0); }
+
 double figure(const instrument::EpochReport& r, TuneObjective o) {
   if (o == TuneObjective::Speed) return r.samples_per_sec;
   return r.samples_per_joule.value_or(0);
@@ -227,11 +222,10 @@ std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective 
   std::map<std::string, const TuneRow*> best;
   for (const TuneRow& r : rows) {
     if (r.kind == "recipe" || !r.report) continue;
-    const double g = o == TuneObjective::Speed ? r.gain : r.energy_gain.value_or(0);
+    const double g = objective_gain(r, o);
     if (g <= least) continue;
     const TuneRow*& b = best[r.kind];
-    const double bg = b ? (o == TuneObjective::Speed ? b->gain : b->energy_gain.value_or(0)) : 0;
-    if (g > bg) b = &r;
+    if (!b || g > objective_gain(*b, o)) b = &r;
   }
   if (best.size() < 2) return std::nullopt;
   TuneRow c = rows.front();
@@ -366,7 +360,7 @@ std::string tune_table(const TuneResult& r) {
   if (r.best == 0) {
     out += printed("best (%s): the recipe; no setting tried here beat it\n", by);
   } else {
-    const double g = r.objective == TuneObjective::Speed ? best.gain : best.energy_gain.value_or(0);
+    const double g = objective_gain(best, r.objective);
     out += printed("best (%s): %s, %.2fx the recipe's%s\n  %s\n", by, best.setting.c_str(), g,
                g - 1 < noise ? " (within the noise: more --rounds or --min-seconds)" : "", r.best_command.c_str());
     if (!best.note.empty()) out += "  " + best.note + "\n";
