@@ -96,8 +96,9 @@ void Module::regularize(const std::string& param, double l2) {
 
 Tensor Module::penalty() const {
   Tensor total;
-  for (const auto& [name, l2] : l2_) {
+  for (const auto& [key, l2] : l2_) {
     if (l2 == 0) continue;
+    const std::string& name = key;  // a lambda may not capture a structured binding (C++17)
     const Tensor& p = std::find_if(params_.begin(), params_.end(), [&](const auto& q) { return q.first == name; })->second;
     const Tensor term = mul(sum(mul(p, p)), l2);
     total = total.defined() ? add(total, term) : term;
