@@ -17,6 +17,7 @@ namespace loupe::cli {
 namespace {
 int write_profile(const Options& o, const instrument::Profile& p) {
   std::printf("%s", run::profile_report(p, o.profile_steps.first, o.profile_steps.second).c_str());
+  if (o.has("predict")) std::printf("%s", run::predict_report(p, o.predict).c_str());
   std::string csv = output_path(o, "csv");
   write_whole_file(csv, instrument::profile_csv(p));
   std::printf("table written to %s\n", csv.c_str());
@@ -49,6 +50,8 @@ int cmd_profile(const Options& o) {
   po.threads = po.threads.value_or(num_threads());  // a profile's steps at one count throughout
   run::install_interrupt_handlers();  // before loading data: Ctrl-C stops within a second anywhere
   run::Run run(run_config(po, model_with_flags(o.model, po), nullptr));
+  if (o.has("predict") && !run.config().device.is_cuda())
+    throw Error("--predict scales a GPU profile's rows to another GPU; this profile would be of the CPU");
   run::ReportPrinter().run_begin(run.info());
   run::ProfileRequest r;
   std::tie(r.first, r.last) = po.profile_steps;

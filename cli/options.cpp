@@ -16,6 +16,7 @@
 #include "core/file_check.h"
 #include "cli/cli_numbers.h"
 #include "run/controls.h"
+#include "run/profile.h"
 #include "run/target.h"
 #include "run/tune.h"
 #include "train/lr_schedule.h"
@@ -143,6 +144,7 @@ const std::map<std::string, Spec> kSpecs = {
        else for (const std::string& p : parse_list(v)) o.price_per_hour.push_back(above(p, "--price-per-hour", 0, 1e6));
      }}},
     {"counters", {true, "profile", [](Options& o, const std::string&) { o.counters = true; }}},
+    {"predict", {false, "profile", [](Options& o, const std::string& v) { o.predict = run::known_gpu(v); }}},
     {"busy", {true, "train bench sweep", [](Options& o, const std::string&) { o.busy = true; }}},
     {"no-nvml", {true, "train bench sweep profile tune", [](Options& o, const std::string&) { o.nvml = false; }}},
     {"plain", {true, "train", [](Options& o, const std::string&) { o.plain = true; }}},

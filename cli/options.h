@@ -61,6 +61,7 @@ struct Options {
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (10:19 with --trace alone)
   bool busy = false, nvml = true, plain = false;
   bool counters = false;  // profile: hardware counters of one more step
+  std::string predict;    // profile: the GPU to predict the step on (instrument/peak.h's table)
   // Data parallelism (train): GPUs on this host, hosts, this host's place, rank 0's address.
   // --gpus: train's one count (empty: 1, gpu_count()), bench's LIST of world sizes (empty: none).
   std::vector<int> gpus;

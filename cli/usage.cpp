@@ -351,6 +351,8 @@ options:
   --graph auto|on|off off (default): the eager step; on or auto: the step as loupe train runs it,
                       one CUDA graph replayed, each kernel tied to the op that captured it through
                       its graph node (CUPTI), and the gaps between kernels as boundary time
+  --predict GPU       the step predicted on another GPU (H100, H200, A100, L4, ...): each row at
+                      that GPU's datasheet peak and bandwidth, its efficiency held; the gaps kept
   --device cpu|cuda   where to train (default: cuda when a GPU is present)
   --batch N           batch size (default: the recipe's)
   --lr X              learning rate

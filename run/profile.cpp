@@ -16,6 +16,7 @@
 #include "instrument/host_stats.h"
 #include "instrument/monitor.h"
 #include "instrument/peak.h"
+#include "instrument/predict.h"
 #include "ops/linalg.h"
 #include "ops/view.h"
 #include "train/profile_window.h"
@@ -209,7 +210,23 @@ std::optional<instrument::Profile> profile(Run& run, const ProfileRequest& r) {
       std::printf("note    no step of the window ran as a graph: %s\n", run.trainer().step_mode().c_str());
   }
   counters->fill(in);
-  return instrument::build_profile(in);
+  instrument::Profile p = instrument::build_profile(in);
+  if (dev.is_cuda()) p.device = cuda_runtime()->device_name();
+  return p;
+}
+
+const std::string& known_gpu(const std::string& name) {
+  if (!instrument::datasheet(name))
+    throw Error("--predict knows the GPUs " + instrument::datasheet_names() + "; not '" + name + "'");
+  return name;
+}
+
+std::string predict_report(const instrument::Profile& p, const std::string& target) {
+  if (!p.gpu) throw Error("--predict needs a GPU profile: the CPU's op table has no GPU ceilings to scale");
+  known_gpu(p.device);
+  return instrument::prediction_text(
+      instrument::predict(p, *instrument::datasheet(p.device), *instrument::datasheet(known_gpu(target)),
+                          p.ceilings.precision));
 }
 
 }  // namespace loupe::run

@@ -30,6 +30,13 @@ instrument::Ceilings measure_ceilings(Device dev, Precision prec);
 // without CUPTI, or a graphed profile that cannot tie kernels to ops here.
 std::optional<instrument::Profile> profile(Run& run, const ProfileRequest& r);
 
+// `loupe profile --predict GPU`'s lines: the step predicted on `target` (a name of the datasheet
+// table, instrument/peak.h) from a GPU profile (instrument/predict.h). An Error naming the table's
+// GPUs where the profile's GPU or the target is not in it, or for a CPU profile.
+std::string predict_report(const instrument::Profile& p, const std::string& target);
+// `name` where the datasheet table has it; else an Error naming the GPUs it has.
+const std::string& known_gpu(const std::string& name);
+
 // The report's lines: the window, the ceilings, the table, the step's time split, the FLOPs, the
 // counters where read, and the targets.
 std::string profile_report(const instrument::Profile& p, int64_t first, int64_t last);

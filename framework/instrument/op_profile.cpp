@@ -370,6 +370,8 @@ Json row_json(const ProfileRow& r) {
 std::string profile_json(const Profile& p) {
   Json j{{"steps", p.steps},
          {"gpu", p.gpu},
+         {"device", p.device},
+         {"precision", precision_name(p.ceilings.precision)},
          {"wall_us_per_step", json_number(p.wall * 1e6)},
          {"busy_us_per_step", json_number(p.busy * 1e6)},
          {"idle_us_per_step", json_number(p.idle * 1e6)},

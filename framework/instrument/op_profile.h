@@ -77,6 +77,7 @@ struct Profile {
   std::vector<ProfileRow> rows;  // by time, longest first
   int64_t steps = 0;
   bool gpu = false;
+  std::string device;                   // CUDA's name of the GPU ("NVIDIA H200"); "" on the CPU
   double wall = 0, busy = 0, idle = 0;  // per step, seconds
   // Per step: the gaps under 5 us between the GPU's work (kernel boundaries, part of idle above:
   // instrument/intervals.h) and the GPU activity records (kernels, copies, memsets).

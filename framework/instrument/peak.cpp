@@ -10,29 +10,26 @@
 namespace loupe::instrument {
 
 namespace {
-struct Row {
-  const char* match;  // substring of the CUDA device name
-  const char* label;
-  double fp32, tf32, fp16;  // dense TFLOP/s (fp16 and bf16 alike, fp32 accumulation)
-};
-// NVIDIA datasheets, dense (no sparsity). More specific names first.
-const std::vector<Row>& datasheet_table() {
-  static const std::vector<Row> rows{
-      {"H200", "NVIDIA H200 SXM", 67, 494.7, 989.4},
-      {"H100 PCIe", "NVIDIA H100 PCIe", 51, 378, 756},
-      {"H100 NVL", "NVIDIA H100 NVL", 60, 417.5, 835},
-      {"H100", "NVIDIA H100 SXM", 67, 494.7, 989.4},
-      {"GH200", "NVIDIA GH200", 67, 494.7, 989.4},
-      {"A100", "NVIDIA A100", 19.5, 156, 312},
-      {"A10G", "NVIDIA A10G", 31.2, 62.5, 125},
-      {"A10", "NVIDIA A10", 31.2, 62.5, 125},
-      {"L40S", "NVIDIA L40S", 91.6, 183, 362},
-      {"L4", "NVIDIA L4", 30.3, 60, 121},
-      {"V100", "NVIDIA V100 SXM2", 15.7, 15.7, 125},
-      {"T4", "NVIDIA T4", 8.1, 8.1, 65},
-      {"RTX 4090", "NVIDIA GeForce RTX 4090", 82.6, 82.6, 165.2},
-      {"P100", "NVIDIA P100 SXM2", 10.6, 10.6, 21.2},
-      {"K80", "NVIDIA K80 (one GPU of two)", 4.37, 4.37, 4.37},
+// NVIDIA datasheets: dense peaks (no sparsity) and the memory's bandwidth. More specific names
+// first ("GH200" before "H200"). Where one name covers several memories (A100 40 and 80 GB), the
+// row is the larger one's.
+const std::vector<GpuSheet>& datasheet_table() {
+  static const std::vector<GpuSheet> rows{
+      {"GH200", "NVIDIA GH200", 67, 494.7, 989.4, 4000},
+      {"H200", "NVIDIA H200 SXM", 67, 494.7, 989.4, 4800},
+      {"H100 PCIe", "NVIDIA H100 PCIe", 51, 378, 756, 2000},
+      {"H100 NVL", "NVIDIA H100 NVL", 60, 417.5, 835, 3900},
+      {"H100", "NVIDIA H100 SXM", 67, 494.7, 989.4, 3350},
+      {"A100", "NVIDIA A100", 19.5, 156, 312, 2039},
+      {"A10G", "NVIDIA A10G", 31.2, 62.5, 125, 600},
+      {"A10", "NVIDIA A10", 31.2, 62.5, 125, 600},
+      {"L40S", "NVIDIA L40S", 91.6, 183, 362, 864},
+      {"L4", "NVIDIA L4", 30.3, 60, 121, 300},
+      {"V100", "NVIDIA V100 SXM2", 15.7, 15.7, 125, 900},
+      {"T4", "NVIDIA T4", 8.1, 8.1, 65, 320},
+      {"RTX 4090", "NVIDIA GeForce RTX 4090", 82.6, 82.6, 165.2, 1008},
+      {"P100", "NVIDIA P100 SXM2", 10.6, 10.6, 21.2, 732},
+      {"K80", "NVIDIA K80 (one GPU of two)", 4.37, 4.37, 4.37, 240},
   };
   return rows;
 }
@@ -43,13 +40,26 @@ MeasurePeakFn& measurer() {
 }
 }  // namespace
 
-std::optional<Peak> datasheet_peak(const std::string& name, Precision precision) {
-  for (const Row& r : datasheet_table()) {
-    if (name.find(r.match) == std::string::npos) continue;
-    const double v = precision == Precision::TF32 ? r.tf32 : is_16bit(precision) ? r.fp16 : r.fp32;
-    return Peak{v, std::string("datasheet: ") + r.label + ", " + precision_name(precision)};
-  }
+double GpuSheet::tflops(Precision precision) const {
+  return precision == Precision::TF32 ? tf32 : is_16bit(precision) ? fp16 : fp32;
+}
+
+std::optional<GpuSheet> datasheet(const std::string& name) {
+  for (const GpuSheet& r : datasheet_table())
+    if (name.find(r.match) != std::string::npos) return r;
   return std::nullopt;
+}
+
+std::string datasheet_names() {
+  std::string out;
+  for (const GpuSheet& r : datasheet_table()) out += (out.empty() ? "" : ", ") + std::string(r.match);
+  return out;
+}
+
+std::optional<Peak> datasheet_peak(const std::string& name, Precision precision) {
+  auto r = datasheet(name);
+  if (!r) return std::nullopt;
+  return Peak{r->tflops(precision), "datasheet: " + r->label + ", " + precision_name(precision)};
 }
 
 void register_gpu_peak_measurer(MeasurePeakFn f) { measurer() = f; }

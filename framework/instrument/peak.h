@@ -15,6 +15,21 @@ struct Peak {
   std::string source;  // "datasheet: NVIDIA H100 SXM, fp32"
 };
 
+// A GPU's datasheet ceilings: its dense peaks (fp16 and bf16 share the 16-bit tensor-core peak)
+// and its memory's bandwidth.
+struct GpuSheet {
+  std::string match;  // a substring of the CUDA device name ("H100 PCIe")
+  std::string label;  // "NVIDIA H100 PCIe"
+  double fp32 = 0, tf32 = 0, fp16 = 0;  // dense TFLOP/s
+  double gbs = 0;                       // memory bandwidth, GB/s
+  double tflops(Precision precision) const;
+};
+
+// The first row whose `match` the name contains (CUDA's "NVIDIA H100 80GB HBM3", or a user's
+// "H100"); empty when none does. datasheet_names(): the rows' `match`es, comma-separated.
+std::optional<GpuSheet> datasheet(const std::string& device_name);
+std::string datasheet_names();
+
 // The dense peak of a GPU by its name (as CUDA reports it) at a precision (fp16 and bf16 share the
 // 16-bit tensor-core peak); empty when the GPU is not in the table.
 std::optional<Peak> datasheet_peak(const std::string& device_name, Precision precision);
