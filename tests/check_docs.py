@@ -2,7 +2,7 @@
 """The documentation against the tree it describes (docs/plans/heart_on_one_screen.md, steps 5
 and 7).
 
-usage: check_docs.py LOUPE ROOT [--write]
+usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
 - README.md onboards in at most 250 lines, and its map of docs/ names every page there (and only
   pages that exist);
 - the README's library example is tests/consumer/main.cpp word for word (install_consumer builds
@@ -11,7 +11,11 @@ usage: check_docs.py LOUPE ROOT [--write]
   regenerates those blocks in place (between their markers) instead of failing;
 - docs/testing.md's mutation table (written by `dev/mutation_check.py --doc`) has a row for every
   entry of dev/mutations.txt and no other, each KILLED or an expected survivor: a list that grew
-  or changed since the table was generated fails here until the check is run again.
+  or changed since the table was generated fails here until the check is run again;
+- every file of the tree that README.md and the pages of docs/ name exists (a path under one of
+  the tree's folders, ending in a source, script, doc or data extension; a placeholder in
+  capitals, `models/keras/NAME.json`, is no file). `--self-test` plants a dead path in a scratch
+  tree and fails unless it is caught.
 """
 import pathlib
 import re
@@ -81,6 +85,48 @@ def check_readme(root):
     return errors
 
 
+PATH_RE = re.compile(r"(?<![\w./~-])((?:framework|run|cli|models|data|tests|scripts|dev|tools|docs|cmake|"
+                     r"third_party)/[\w./+@-]*[\w+@-])")
+PATH_EXTENSIONS = {".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".md", ".txt", ".cmake", ".png", ".csv", ".json"}
+
+
+def check_paths(root):
+    """Each file path README.md and docs/*.md name, against the tree. A path ending in - or _ is
+    a prefix (`tests/check_*.sh` reads tests/check_): some file must start with it."""
+    errors = []
+    for page in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
+        for number, line in enumerate(page.read_text().split("\n"), 1):
+            for path in PATH_RE.findall(line):
+                parts = pathlib.PurePosixPath(path)
+                prefix = path.endswith(("-", "_"))
+                if parts.suffix not in PATH_EXTENSIONS and not prefix:
+                    continue
+                if any(pathlib.PurePosixPath(p).stem.isupper() for p in parts.parts):
+                    continue
+                if (root / path).exists() or (prefix and any(root.glob(path + "*"))):
+                    continue
+                errors.append(f"{page.relative_to(root)}:{number} names {path}, which does not exist")
+    return errors
+
+
+def self_test():
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        root = pathlib.Path(d)
+        (root / "docs").mkdir()
+        (root / "framework").mkdir()
+        (root / "framework" / "live.cpp").write_text("")
+        (root / "framework" / "step_a.cpp").write_text("")
+        (root / "README.md").write_text("See framework/live.cpp and models/keras/NAME.json.\n")
+        (root / "docs" / "a.md").write_text("Moved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n")
+        errors = check_paths(root)
+    expected = ["docs/a.md:1 names framework/gone.cpp, which does not exist",
+                "docs/a.md:1 names tests/x_, which does not exist"]
+    if errors != expected:
+        sys.exit(f"check_paths on a planted tree: {errors}, expected {expected}")
+    print("check_docs self-test: the planted dead paths are caught, the live ones pass")
+
+
 def check_mutation_table(root):
     text = (root / "docs" / "testing.md").read_text()
     m = re.search(r"<!-- mutation-check: begin -->\n(.*?)<!-- mutation-check: end -->", text, re.S)
@@ -100,16 +146,18 @@ def check_mutation_table(root):
 
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     loupe, root = sys.argv[1], pathlib.Path(sys.argv[2])
     write = "--write" in sys.argv[3:]
-    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root)
+    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root)
     for e in errors:
         print("FAIL:", e)
     if errors:
         sys.exit(1)
-    print("docs: README.md, docs/cli.md and docs/testing.md's mutation table agree with the tree")
+    print("docs: README.md, docs/cli.md, docs/testing.md's mutation table and the paths docs name agree with the tree")
 
 
 if __name__ == "__main__":
