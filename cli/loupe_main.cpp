@@ -23,7 +23,7 @@ namespace {
 // sleep while they wait, and libgomp reads that count once, as it loads, before main(). With
 // another process on one of the 2 cores, mnist_mlp's two threads spent their time spinning for
 // each other: 2,293 samples/s, against 23,892 with --threads 1; with 3,000 spins 19,863, and on
-// the idle machine 40,511 against 40,946 (docs/benchmarks.md). So the command starts itself again,
+// the idle machine 40,511 against 40,946 (lab/benchmarks.md). So the command starts itself again,
 // once, with GOMP_SPINCOUNT=3000, unless the user set it or OMP_WAIT_POLICY (or it cannot).
 void spin_less(char** argv) {
   if (cpu::dnnl_version().empty() || std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;

@@ -147,7 +147,7 @@ instrumentation (every epoch prints GPU utilisation, MFU, memory, power, timings
                       for the --profile-steps window (default steps 10:19)
   --plain             no progress bar (it is also off when stdout is not a terminal)
 
-data parallelism (NCCL; docs/plans/data_parallel.md):
+data parallelism (NCCL; docs/multi-gpu.md):
   --gpus N            one process per GPU on this host, started by loupe; --batch is per GPU, the
                       gradients are averaged in buckets during backward, evaluation is sharded;
                       rank 0 prints the run, every rank appends its records to --metrics
@@ -252,7 +252,8 @@ const char* const kRooflineUsage = R"(usage: loupe roofline [options]
 
 The matrix-vector roofline study: y = A x by cuBLAS sgemv, a naive kernel, loupe's, and the CPU
 (one thread, all threads, the BLAS), in GFLOP/s and as a fraction of the measured copy bandwidth;
-each checked against float64. Written as CSV and plotted (docs/benchmarks.md).
+each checked against float64. Written as CSV and plotted (docs/performance.md, "The matrix-vector
+roofline").
 
 options:
   --sizes LIST        comma-separated matrix sizes n (n x n) (default 1024,2048,4096,8192,16384)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/plans/cuda_graphs.md's table on a GPU machine: loupe's fastest precision (fp32, tf32, fp16,
+# lab/plans/cuda_graphs.md's table on a GPU machine: loupe's fastest precision (fp32, tf32, fp16,
 # bf16; the whole step one CUDA graph) against PyTorch's strongest mode without hand-written kernels
 # (scripts/compare_pytorch.py --mode compiled: torch.compile + the whole step in a CUDA graph + fp16
 # autocast), per model and batch, in one call on one GPU. Writes a markdown table to

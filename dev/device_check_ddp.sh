@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/plans/data_parallel.md on a two-GPU host: the GPU suites, then the data-parallel targets on
+# lab/plans/data_parallel.md on a two-GPU host: the GPU suites, then the data-parallel targets on
 # real Fashion-MNIST through the loader. Parts by PARTS (default: all), logs and a summary in $OUT.
 #   tests     ctest -L '^gpu$' and ctest -L multigpu (LOUPE_DATA=D's parent, which holds fashion-mnist/)
 #   accuracy  mnist_cnn, 12 epochs (the recipe): --gpus 2 --batch 64 against one GPU at --batch 128

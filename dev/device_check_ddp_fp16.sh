@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-GPU suite's `mlp fp16` bound (docs/plans/toward_the_floor.md): the world of two
+# The two-GPU suite's `mlp fp16` bound (lab/plans/toward_the_floor.md): the world of two
 # against one process, 50 steps, under each way of taking the Linear's bias (LOUPE_GEMM_EPILOGUE:
 # never, always the heuristic's first, timed), with test_ddp's own printout of every case. If `off`
 # passes and `on`/`auto` do not, the epilogue's path moves the 16-bit run; then compare its

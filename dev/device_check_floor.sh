@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The floor table (docs/plans/toward_the_floor.md) on one GPU: the graphed profile of every
+# The floor table (lab/plans/toward_the_floor.md) on one GPU: the graphed profile of every
 # reference model at batch 128 and 1024 (fp16; the JSON that scripts/floor_table.py reads), tarred
 # into $OUT/floor.tgz with a summary of each step's line. PyTorch's compiled step comes from
 # dev/device_check_compiled.sh in the same or the next call on the same machine (torch.compile takes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/plans/keras_and_numpy.md on the device: each Keras model file in models/keras beside the
+# lab/plans/keras_and_numpy.md on the device: each Keras model file in models/keras beside the
 # built-in model it describes, on the GPU (step mode, graph kernels, samples/s of the last epoch),
 # and a file trained on real Fashion-MNIST as .npy arrays (made here from the carried IDX files,
 # when numpy is there).

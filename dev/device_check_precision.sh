@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks on a GPU machine (docs/plans/mixed_precision.md; logs under $OUT): fp32, fp16 and bf16 on
+# Checks on a GPU machine (lab/plans/mixed_precision.md; logs under $OUT): fp32, fp16 and bf16 on
 # the same recipe (final and best test accuracy, seconds, the fp16 loss scale and skipped steps),
 # then speed and peak memory with `loupe bench`.
 #   MODELS="mnist_mlp mnist_cnn cifar10_cnn imdb_bilstm" CIFAR_EPOCHS=20 dev/device_check_precision.sh

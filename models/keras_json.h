@@ -1,5 +1,5 @@
 // A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (see
-// docs/plans/keras_and_numpy.md, step 3). Both layouts: Keras 2 (`config` a list of layers or
+// lab/plans/keras_and_numpy.md, step 3). Both layouts: Keras 2 (`config` a list of layers or
 // {"layers": [...]}, the input in `batch_input_shape`) and Keras 3 (`module` / `registered_name`,
 // an InputLayer with `batch_shape`, `build_config`, `compile_config`). The layers loupe has:
 // InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, BatchNormalization, Dropout, Flatten,

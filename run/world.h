@@ -1,4 +1,4 @@
-// A data-parallel rank's membership of its world (docs/plans/data_parallel.md): the communicator,
+// A data-parallel rank's membership of its world (lab/plans/data_parallel.md): the communicator,
 // the watchdog that ends a rank whose peer is lost, and the world's figures and lines per epoch.
 // The processes are started by `loupe train --gpus N` (cli/data_parallel.h) or torchrun.
 #pragma once

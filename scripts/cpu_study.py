@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CPU studies (docs/plans/cpu_backend.md, docs/benchmarks.md): threads scaling against PyTorch,
+"""The CPU studies (lab/plans/cpu_backend.md, lab/benchmarks.md): threads scaling against PyTorch,
 and the same training on one CPU thread, on all of them and on the GPU, with energy and cost.
 
 usage: scripts/cpu_study.py scaling --loupe BIN [--models LIST] [--threads 1,2,4,8,16] [--batch 128]

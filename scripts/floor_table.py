@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The step's floor against the step (docs/plans/toward_the_floor.md, point 4): from `loupe profile
+"""The step's floor against the step (lab/plans/toward_the_floor.md, point 4): from `loupe profile
 MODEL --graph on --json F` runs, per model and batch, the analytic floors at the ceilings the
 profile measured (a GEMM at the precision in use, a device copy) beside the measured graphed step,
 its busy time, its boundaries and its kernels, and, where given, PyTorch's step from its samples/s.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The links study (docs/plans/data_parallel.md, section 6): data-parallel throughput on one GPU and
+"""The links study (lab/plans/data_parallel.md, section 6): data-parallel throughput on one GPU and
 on each of --gpus (2; e.g. 2,4,8 for the scaling curve) with NCCL over each intra-node transport,
 for loupe and (with --pytorch) PyTorch DDP.
 

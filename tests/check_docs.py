@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The documentation against the tree it describes (docs/plans/heart_on_one_screen.md, steps 5
+"""The documentation against the tree it describes (lab/plans/heart_on_one_screen.md, steps 5
 and 7).
 
 usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
@@ -14,8 +14,9 @@ usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
   or changed since the table was generated fails here until the check is run again;
 - every file of the tree that README.md and the pages of docs/ name exists (a path under one of
   the tree's folders, ending in a source, script, doc or data extension; a placeholder in
-  capitals, `models/keras/NAME.json`, is no file). `--self-test` plants a dead path in a scratch
-  tree and fails unless it is caught.
+  capitals, `models/keras/NAME.json`, is no file), and none cites a tracker number (the word
+  "issue" and a number: the tracker is not in the repository; the lab notebook is). `--self-test` plants both in a scratch
+  tree and fails unless they are caught.
 """
 import pathlib
 import re
@@ -87,6 +88,7 @@ def check_readme(root):
 
 PATH_RE = re.compile(r"(?<![\w./~-])((?:framework|run|cli|models|data|tests|scripts|dev|tools|docs|cmake|"
                      r"third_party)/[\w./+@-]*[\w+@-])")
+ISSUE_RE = re.compile(r"\bissues? #?\d+(?![\d.%])", re.I)  # not a time or a share: "host issue 0.02 ms"
 PATH_EXTENSIONS = {".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".md", ".txt", ".cmake", ".png", ".csv", ".json"}
 
 
@@ -106,7 +108,13 @@ def check_paths(root):
                 if (root / path).exists() or (prefix and any(root.glob(path + "*"))):
                     continue
                 errors.append(f"{page.relative_to(root)}:{number} names {path}, which does not exist")
+            if ISSUE_RE.search(line):
+                errors.append(f"{page.relative_to(root)}:{number} cites a tracker number ('{ISSUE_RE.search(line).group(0)}'): "
+                              "say what it is, or cite the lab notebook (lab/README.md)")
     return errors
+
+
+TRACKED = "issue" + " 12"  # spelled apart, so that this file cites no tracker number itself
 
 
 def self_test():
@@ -118,13 +126,16 @@ def self_test():
         (root / "framework" / "live.cpp").write_text("")
         (root / "framework" / "step_a.cpp").write_text("")
         (root / "README.md").write_text("See framework/live.cpp and models/keras/NAME.json.\n")
-        (root / "docs" / "a.md").write_text("Moved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n")
+        (root / "docs" / "a.md").write_text("Moved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n"
+                                            "Done in " + TRACKED + "; the host issue 0.5 ms and an issue share of 81% stay.\n")
         errors = check_paths(root)
     expected = ["docs/a.md:1 names framework/gone.cpp, which does not exist",
-                "docs/a.md:1 names tests/x_, which does not exist"]
+                "docs/a.md:1 names tests/x_, which does not exist",
+                f"docs/a.md:2 cites a tracker number ('{TRACKED}'): say what it is, or cite the lab notebook "
+                "(lab/README.md)"]
     if errors != expected:
         sys.exit(f"check_paths on a planted tree: {errors}, expected {expected}")
-    print("check_docs self-test: the planted dead paths are caught, the live ones pass")
+    print("check_docs self-test: the planted dead paths and tracker number are caught, the live paths pass")
 
 
 def check_mutation_table(root):

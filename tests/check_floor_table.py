@@ -9,7 +9,7 @@ import sys
 
 src = sys.argv[1]
 script = os.path.join(src, "scripts", "floor_table.py")
-profile = os.path.join(src, "docs", "results", "h100-graphprof-2026-11-27", "profile-mnist_mlp@128-graph.json")
+profile = os.path.join(src, "lab", "results", "h100-graphprof-2026-11-27", "profile-mnist_mlp@128-graph.json")
 p = json.load(open(profile))
 peak, bw = p["ceiling_tflops"] * 1e12, p["ceiling_gbs"] * 1e9
 want = sum(max(r["flops_per_step"] / peak, r["bytes_per_step"] / bw) for r in p["rows"]) * 1e6

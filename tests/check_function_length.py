@@ -109,7 +109,7 @@ def functions(text):
 
 # Known and bounded: functions allowed past the limit, each at most its length here, until split.
 # None now: the persistent LSTM kernels, the last two, are split into parts that leave their PTX as
-# it was (docs/benchmarks.md).
+# it was (lab/benchmarks.md).
 PENDING = {}
 FILE_LIMIT = 800
 

@@ -16,7 +16,7 @@
 # invented H100/H200 figures (one group per run; two models per run, as from bench --json).
 # profile_sample.csv is a real `loupe profile cifar10_cnn --counters` on an H100 (2026-11-24),
 # profile_sample_cpu.csv a real CPU run of mnist_mlp. cpu_scaling_sample.csv and cpu_gpu_sample.csv
-# are scripts/cpu_study.py's real runs on the GPU host (docs/results/cpu-2026-11-24b).
+# are scripts/cpu_study.py's real runs on the GPU host (lab/results/cpu-2026-11-24b).
 # compare_sample_cpu.csv is `loupe compare --csv` of two real CPU `loupe bench --json` runs
 # (mnist_mlp and mnist_cnn, --threads 1 and 2, on a 2-core machine under load, 2026-11-26).
 set -uo pipefail

@@ -2,7 +2,7 @@
 # CTest roofline_cli / roofline_gpu: `loupe roofline` through the command at small sizes (one of
 # them not a multiple of 4): every implementation that should be there is, each agrees with the
 # float64 reference (max relative error under 1e-5), and the CSV and the PNG are written.
-# Speed is not checked here (benchmarks run on the device; docs/benchmarks.md).
+# Speed is not checked here (benchmarks run on the device; lab/benchmarks.md).
 #   check_roofline.sh LOUPE_BINARY cpu|gpu      (gpu: exit 77, a skip, only in a CPU-only build or
 #   where nvidia-smi lists no GPU; with a GPU every failure, a crash included, is a failure)
 set -uo pipefail

@@ -1,4 +1,4 @@
-// Data parallelism (docs/plans/data_parallel.md). On the CPU: the gradient reducer's buckets with a
+// Data parallelism (lab/plans/data_parallel.md). On the CPU: the gradient reducer's buckets with a
 // communicator that records what it is asked (every bucket once, in plan order, the first while
 // backward is still running, unused parameters at the end), and the trainer's shard of each
 // epoch. On GPUs, real ranks started through the launcher (as test_comm): W ranks at batch b end

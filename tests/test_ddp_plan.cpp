@@ -1,4 +1,4 @@
-// Data parallelism's pure parts (docs/plans/data_parallel.md, steps 2 and 3): the ranks' shards of
+// Data parallelism's pure parts (lab/plans/data_parallel.md, steps 2 and 3): the ranks' shards of
 // an epoch and the buckets of the gradient arena, checked on the CPU.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// `loupe eval` and `loupe generate` through the command (docs/plans/cpu_real_machine.md, item 6): a
+// `loupe eval` and `loupe generate` through the command (lab/plans/cpu_real_machine.md, item 6): a
 // char_lstm checkpoint stores its character table and is refused, in one sentence, with a text of
 // other characters (it used to generate garbage with exit 0 when the count matched); generate needs
 // no corpus with --prompt; a checkpoint without a table (an older loupe's) still loads, saying so;

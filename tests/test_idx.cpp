@@ -242,7 +242,7 @@ Bytes noise(size_t n) {
   return b;
 }
 
-// The hostile-input round (docs/plans/cpu_real_machine.md, item 4): a 2.1 MB gzip IDX file, valid
+// The hostile-input round (lab/plans/cpu_real_machine.md, item 4): a 2.1 MB gzip IDX file, valid
 // in every byte, declaring 2^31 bytes of images (the most the header may) and inflating to them,
 // all zeros. It took 3.4 GB and trained to "test accuracy 100.00 %". Now its declared size, 1,000
 // times its compressed size, is refused before anything is allocated for it: in a child allowed

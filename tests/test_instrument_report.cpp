@@ -862,7 +862,7 @@ TEST(Advice, CommBoundThreshold) {
   }, "", "communication-bound");
 }
 
-// A busy machine (docs/plans/cpu_real_machine.md, item 2): loupe's threads waited for a core 20% of
+// A busy machine (lab/plans/cpu_real_machine.md, item 2): loupe's threads waited for a core 20% of
 // their ready time or more; the advice names the share and, where the process got at least half a
 // core, --threads at the cores it got. On a CPU run and a GPU run alike, first.
 // NVML's utilisation far above GPM's SM activity: the GPU is not saturated, its kernels are too

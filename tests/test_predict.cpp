@@ -123,7 +123,7 @@ TEST(Predict, ProfileReadsBackFromItsJson) {
 
 // H100 profiles of the six models (fp16, a CUDA graph, docs/profiling.md "Predicting another GPU")
 // predicted on an H200, against the H200/H100 samples/s measured on the two GPUs with one build at
-// the same batches (docs/results/h100-h200-2026-11-24/compare.csv): within 15 %.
+// the same batches (lab/results/h100-h200-2026-11-24/compare.csv): within 15 %.
 TEST(Predict, StoredH100ProfilesAgainstTheMeasuredH200) {
   const struct {
     const char* model;

@@ -1,4 +1,4 @@
-// `loupe profile` (docs/plans/profile.md, step 1), the parts visible without a GPU: every op of the
+// `loupe profile` (lab/plans/profile.md, step 1), the parts visible without a GPU: every op of the
 // table records its name, FLOPs and bytes (the records' FLOPs add up exactly to core/flops.h's
 // count, forward and backward; a single op's bytes are the op table's analytic count), the join of
 // op records with activity records into rows, and the command on the CPU end to end.
@@ -267,7 +267,7 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
       << out;
 }
 
-// A graphed window (docs/plans/graph_profile.md): records that a graph ran carry its node, not an
+// A graphed window (lab/plans/graph_profile.md): records that a graph ran carry its node, not an
 // op; the map from nodes to the ops that captured them names their op, and the capture's records
 // count once per replay, beside the window's own host-side ops. Nodes with no op stay unattributed,
 // never dropped.
@@ -318,7 +318,7 @@ TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
   EXPECT_GT(p.boundary, 0.0);
 }
 
-// loupe profile --graph on (docs/plans/graph_profile.md): the step users run, replayed from its
+// loupe profile --graph on (lab/plans/graph_profile.md): the step users run, replayed from its
 // graph, its kernels tied to the ops that captured them. Every replay counted, the kernels in rows
 // named by ops (only the graph's own bookkeeping unattributed), and the same ops as the eager
 // profile of the step.

@@ -1,5 +1,5 @@
 // The lines `loupe sweep` prints under its table (run::sweep_summary), on rows shaped like the
-// H100 cifar10_cnn sweep of docs/benchmarks.md, and on a CPU run with no GPU figures.
+// H100 cifar10_cnn sweep of lab/benchmarks.md, and on a CPU run with no GPU figures.
 #include <gtest/gtest.h>
 
 #include "run/bench.h"

@@ -236,7 +236,7 @@ TEST_F(Imdb, Errors) {
   expect_error([&] { load_aclimdb(root_.string()); }, (root_ / "aclImdb/test/pos").string(), "no .txt");
 }
 
-// docs/plans/cpu_real_machine.md, item 4: one 200 MB review took 4.5 GB (the tokenizer holds a
+// lab/plans/cpu_real_machine.md, item 4: one 200 MB review took 4.5 GB (the tokenizer holds a
 // string per word). A review is read only when its size (stat) is within 1 MiB: exactly 1 MiB is
 // read, a byte more is refused, and a 1.5 GB one ends with that error in a child allowed 1 GiB more
 // address space (the reader read it whole, which ran out of memory there).
@@ -319,7 +319,7 @@ TEST_F(Imdb, Sequences) {
   // Test review 1 [1 2 2 2 2 7]: (1,2) 15 and (2,7) 21 are known, (2,2) is not.
   EXPECT_EQ(Ids(f.test_x.begin() + 10, f.test_x.end()), (Ids{0, 0, 1, 2, 2, 2, 2, 7, 15, 21}));
   EXPECT_NE(f.description.find("16 training bigrams"), std::string::npos) << f.description;
-  // What checkpoints store of the ids (docs/plans/cpu_real_machine.md, item 6): the words in id
+  // What checkpoints store of the ids (lab/plans/cpu_real_machine.md, item 6): the words in id
   // order, then the bigrams.
   EXPECT_EQ(s.vocab_fingerprint.rfind("5 words ('bad', 'plot', 'good', ...), crc32 ", 0), 0u) << s.vocab_fingerprint;
   EXPECT_EQ(f.vocab_fingerprint.rfind(s.vocab_fingerprint + ", 16 bigrams, crc32 ", 0), 0u) << f.vocab_fingerprint;
@@ -429,7 +429,7 @@ TEST(CharCorpus, FromFile) {
   fs::remove_all(d);
 }
 
-// docs/plans/cpu_real_machine.md, item 4: char_lstm's text is read only when its size (stat) is
+// lab/plans/cpu_real_machine.md, item 4: char_lstm's text is read only when its size (stat) is
 // within 64 MiB; a 1.5 GB one ends with that error in a child allowed 1 GiB more address space (the
 // reader read it whole first).
 TEST(CharCorpus, TextOverItsCapIsRefusedBeforeReading) {

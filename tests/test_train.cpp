@@ -759,7 +759,7 @@ TEST(TrainCpu, CtrlCStopsWithin2sWhileTrainingAndEvaluating) {
 }
 
 // Paths that are not regular files are refused at once, in one sentence, and never replaced
-// (docs/plans/cpu_real_machine.md, items 3 and 4): a FIFO as the data (it blocked forever),
+// (lab/plans/cpu_real_machine.md, items 3 and 4): a FIFO as the data (it blocked forever),
 // /dev/zero as the char corpus (read until 7.8 GB and bad_alloc), --save onto a device node (the
 // rename replaced it), a FIFO as --metrics (the open blocked). Each run has 20 s; a blocked one
 // fails here instead of hanging the suite.
@@ -792,7 +792,7 @@ TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
 }
 
 // A file size limit below the checkpoint's size (ulimit -f): one sentence naming the file and the
-// reason, exit 1, instead of death by SIGXFSZ with no message (docs/plans/cpu_real_machine.md).
+// reason, exit 1, instead of death by SIGXFSZ with no message (lab/plans/cpu_real_machine.md).
 TEST(DataFiles, FileSizeLimitIsAnErrorNotASignal) {
   const std::string ck = test::temp_path("loupe_fsize.ckpt").string();
   auto [rc, out] = test::run_command("ulimit -f 64 && " + std::string(LOUPE_CLI) + " train mnist_mlp --device cpu --plain "
@@ -833,7 +833,7 @@ TEST(TrainCpu, InterruptSignalsReachOnlyTheSignalThread) {
   EXPECT_NE(c.text.find("interrupted in epoch 1 after"), std::string::npos) << c.text;
 }
 
-// A machine shared with other processes (docs/plans/cpu_real_machine.md, item 2): OpenMP's threads
+// A machine shared with other processes (lab/plans/cpu_real_machine.md, item 2): OpenMP's threads
 // spin little before they sleep (the command restarts itself once with GOMP_SPINCOUNT=3000 where
 // oneDNN brings OpenMP, unless the user set it), and the default thread count is the cores the
 // process may use (its affinity mask here; a cgroup quota likewise), not the machine's.

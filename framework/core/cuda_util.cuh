@@ -201,7 +201,7 @@ namespace loupe::cuda {
 // It does not trigger its dependents early (griddepcontrol.launch_dependents at entry): that let
 // the next kernel's blocks take SM slots at once and wait there, which cost 2.4 % a step at
 // mnist_mlp 1024 on an H200 and put the wait into each kernel's profiled time. As it is, PDL
-// changed no reference step by more than 0.5 % there (docs/benchmarks.md): graph replays already
+// changed no reference step by more than 0.5 % there (lab/benchmarks.md): graph replays already
 // run kernels ~0.15 us apart. Both are no-ops for a kernel launched without the attribute and
 // below sm_90. tests/check_pdl.py checks that every kernel of core/, ops/ and optim/ begins with it
 // and is launched through cuda::launch.

@@ -1,7 +1,7 @@
 // Flush-to-zero (FTZ) and denormals-are-zero (DAZ) for the CPU's float work. A float below 2^-126
 // (a denormal) takes the slow path of the SSE/AVX units, about 100 cycles an operation: mnist_mlp's
 // weights and gradients drift into that range as it trains, and its CPU epochs slowed from 40,000
-// to 19,000 samples/s over 12 epochs on the 2-core machine (docs/benchmarks.md). Flushing them
+// to 19,000 samples/s over 12 epochs on the 2-core machine (lab/benchmarks.md). Flushing them
 // to zero is what cuDNN, cuBLAS and oneDNN's defaults and the GPU's own float32 do.
 //
 // The setting is process-wide; the x86 control register (MXCSR) that holds it is per thread, so

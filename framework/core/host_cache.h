@@ -1,4 +1,4 @@
-// Large host blocks kept for reuse (docs/plans/cpu_backend.md). A CPU training step frees and
+// Large host blocks kept for reuse (lab/plans/cpu_backend.md). A CPU training step frees and
 // allocates the same large activations every step; glibc hands such blocks back to the kernel
 // (mmap/munmap, or trimming the heap) and the next step pays a page fault per 4 KiB touched, on a
 // VM several microseconds each: mnist_cnn's CPU step spent half its time there (431 vs 853

@@ -66,7 +66,7 @@ std::pair<int64_t, int64_t> chunk(int64_t begin, int64_t n, int64_t nchunks, int
 // other needed after every hand-over (a convolution, then loupe's bias + ReLU): in a cifar10_cnn
 // step at 16 threads on the GPU host, conv3's forward took 11.2 ms, against 4.1 ms at 2 threads on
 // the 2-core VM. One pool has no such hand-over; it is also how PyTorch's CPU ops thread
-// (at::parallel_for on OpenMP). docs/benchmarks.md has the before and after.
+// (at::parallel_for on OpenMP). lab/benchmarks.md has the before and after.
 std::atomic<int> g_threads{0};
 std::mutex g_call;  // held by the one parallel_for that owns the team
 
@@ -210,7 +210,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
   // Always the whole team, even for fewer chunks (the threads past them skip): libgomp re-forms
   // its team whenever the size asked for changes, and a step whose ops asked for different sizes
   // ran mnist_mlp at 11,925 samples/s on 16 threads, against 67,148 with the whole team each time
-  // (GPU host, docs/benchmarks.md). OpenMP may also start fewer threads than asked
+  // (GPU host, lab/benchmarks.md). OpenMP may also start fewer threads than asked
   // (OMP_THREAD_LIMIT, OMP_DYNAMIC): each thread takes every team-size-th chunk, so every chunk
   // still runs once.
 #pragma omp parallel num_threads(threads_now())

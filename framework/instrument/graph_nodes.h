@@ -1,4 +1,4 @@
-// Which op captured each node of a CUDA graph (docs/plans/graph_profile.md): a replayed
+// Which op captured each node of a CUDA graph (lab/plans/graph_profile.md): a replayed
 // graph runs without its ops on the host, so its kernels' activity records carry no op's
 // correlation id, only the graph node that ran them (ActivityRecord::graph_node). While a map
 // lives, CUPTI's resource callbacks report every node a stream capture creates, inside the call

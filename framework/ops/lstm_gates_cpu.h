@@ -1,6 +1,6 @@
 // The CPU LSTM's gate math, one row (H units) of one time step at a time; float32 vectorised.
 // At one thread this elementwise work took about 40 % of imdb_bilstm's and char_lstm's training
-// step through glibc's scalar expf (perf, docs/benchmarks.md); here exp is a polynomial the
+// step through glibc's scalar expf (perf, lab/benchmarks.md); here exp is a polynomial the
 // compiler vectorises, compiled for SSE (the x86-64-v2 baseline), AVX2 + FMA and AVX-512, the
 // widest the CPU runs chosen at run time. float64 (the gradient checks) keeps std::exp.
 #pragma once

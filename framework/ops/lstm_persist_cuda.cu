@@ -630,7 +630,7 @@ void weight_gemms(const ExecContext& ctx, const LstmParams& p, const Layout& lay
 // the SMs left (cuda::comm_sms(): 24 beside NCCL, none beside the copy engines), or a grid sized for every SM runs a second, nearly empty
 // wave (two H200s, imdb_bilstm: the weight GEMMs took 38 -> 56 and 50 -> 58 us a step beside
 // NCCL's 24-channel kernel; carving out 24 SMs raised scaling from 91.9 % to 94.0 %, seven and
-// eight alternating benches: docs/benchmarks.md).
+// eight alternating benches: lab/benchmarks.md).
 // h: the handle the GEMMs run on (their context's lane's).
 class SmCarveout {
  public:

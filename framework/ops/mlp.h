@@ -8,7 +8,7 @@
 // distributed shared memory (ops/mlp_cuda.cu). Separately the same
 // stack is a GEMM and an epilogue kernel per layer each way, each a kernel boundary and a round
 // trip of its activation through memory: on an H200, mnist_mlp's three layers took 34 us of a
-// 58 us step at batch 128 (docs/benchmarks.md). Elsewhere, and where the shapes do not fit, mlp
+// 58 us step at batch 128 (lab/benchmarks.md). Elsewhere, and where the shapes do not fit, mlp
 // runs linear_act per layer. Both give the same dropout masks (the same draws, element i of a
 // layer's [rows, width] output kept when philox_uniform(seed, offset, i) >= p); the sums' order
 // differs, so they agree to float tolerance, not bit for bit.

@@ -39,7 +39,7 @@ bool tiles(const Pool2dParams& p) {
 
 // One plane's windows; K x K fixed at compile time for the common 2x2 and 3x3 windows (K = 0: the
 // runtime kh x kw), which lets the compiler unroll them: the runtime-sized loops cost ~20 cycles an
-// output, a few times the memory traffic's time (ops_perf, docs/benchmarks.md).
+// output, a few times the memory traffic's time (ops_perf, lab/benchmarks.md).
 template <class T, int K>
 void forward_plane(const T* xp, T* yp, int64_t W, int64_t P, int64_t Q, int64_t kh_rt, int64_t kw_rt,
                    const PoolDropout& d, DropoutMask& keep, uint64_t first, T scale) {

@@ -1,4 +1,4 @@
-// The learning rate as the update kernels compute it on the device (docs/plans/the_run.md,
+// The learning rate as the update kernels compute it on the device (lab/plans/the_run.md,
 // "Learning rate on the device"): a curve of the updates issued, evaluated in each update from the
 // optimizer's base rate and its update count, both device scalars, so that a step captured in a
 // CUDA graph follows the schedule as it replays. train::lr_at evaluates this same function on the

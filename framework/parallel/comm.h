@@ -1,4 +1,4 @@
-// Collectives between the ranks of a data-parallel run (docs/plans/data_parallel.md): NCCL's, on
+// Collectives between the ranks of a data-parallel run (lab/plans/data_parallel.md): NCCL's, on
 // the GPU each rank owns. The interface is plain C++; the NCCL implementation (comm_nccl.cu) is
 // built where CMake finds NCCL (`loupe: NCCL: ON`) and registers itself at load time.
 #pragma once

@@ -1,4 +1,4 @@
-// Data parallelism's gradient all-reduce (docs/plans/data_parallel.md, step 3): the gradient
+// Data parallelism's gradient all-reduce (lab/plans/data_parallel.md, step 3): the gradient
 // arena cut into buckets (parallel/ddp_plan.h), each all-reduced (averaged) in place on the
 // communication stream as soon as backward has finished its last gradient, so communication
 // overlaps the rest of the backward pass as in PyTorch's DDP. Buckets go strictly in plan order
@@ -21,7 +21,7 @@ namespace loupe::parallel {
 
 // Who averages the buckets: NCCL's collectives, or the copy engines between GPUs of one host
 // (parallel/peer_reduce.h; no faster on two H200s for imdb_bilstm, slower for cifar10_cnn:
-// docs/benchmarks.md, so not the default).
+// lab/benchmarks.md, so not the default).
 enum class Transport { Nccl, CopyEngines };
 
 struct ReducerOptions {

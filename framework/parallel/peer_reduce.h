@@ -3,7 +3,7 @@
 // peer (cudaMemcpyAsync, a copy engine: no SM), says so with a flag in the peer's memory, waits
 // for its peers' copies, and one small kernel averages the ranks' values in rank order (so every
 // rank computes the same bits). NCCL's kernels did the same with 24 SMs held beside the backward
-// pass (docs/benchmarks.md, "imdb_bilstm on two GPUs"). Buffers are exchanged once, by CUDA IPC
+// pass (lab/benchmarks.md, "imdb_bilstm on two GPUs"). Buffers are exchanged once, by CUDA IPC
 // handles over the communicator; the flags are counters, so a captured step replays correctly.
 #pragma once
 #include <cstdint>

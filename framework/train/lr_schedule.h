@@ -1,5 +1,5 @@
 // Learning-rate schedules with Keras's and PyTorch's formulas, and Keras's ReduceLROnPlateau
-// (docs/plans/the_run.md). A schedule is a function of `t`: the updates issued before this one
+// (lab/plans/the_run.md). A schedule is a function of `t`: the updates issued before this one
 // (Keras's optimizer.iterations), or the epochs completed for a schedule stepped per epoch
 // (PyTorch's StepLR).
 #pragma once
