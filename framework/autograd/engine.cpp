@@ -109,9 +109,10 @@ FreshGrads* fresh_grads() { return g_fresh; }
 
 namespace {
 // A backward pass's additions into the leaves' .grad on a GPU, made at its end in one launch
-// (CopyKernels::add_many) instead of one small kernel per leaf: mnist_mlp's six were 14 % of its
-// graphed step on an H100 (loupe profile --graph on). Only where nobody waits for a leaf's
-// gradient as it completes (data parallelism's buckets do) and the gradient is laid out as .grad.
+// (CopyKernels::add_many) instead of one small kernel per leaf: mnist_mlp's six were a large share
+// of its graphed step (lab/benchmarks.md, "A backward pass's gradient additions in one launch").
+// Only where nobody waits for a leaf's gradient as it completes (data parallelism's buckets do) and
+// the gradient is laid out as .grad.
 thread_local std::vector<std::pair<Tensor, Tensor>> g_deferred;
 thread_local int g_backward_depth = 0;
 

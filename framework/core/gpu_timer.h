@@ -10,8 +10,8 @@ namespace loupe::cuda {
 
 // Microseconds per call of `run` (which queues work on s and returns false if it could not):
 // `runs` calls in a row queued behind a kernel that holds s for `hold_cycles` clock ticks, so that
-// they run back to back whatever each launch costs the host. The hold must outlast queueing them
-// (400,000 ticks: ~200 us on an H100). Negative when a call returns false. Not inside a capture.
+// they run back to back whatever each launch costs the host. The hold, in GPU clock ticks, must
+// outlast queueing them. Negative when a call returns false. Not inside a capture.
 float time_on_gpu(cudaStream_t s, int runs, long long hold_cycles, const std::function<bool()>& run);
 
 }  // namespace loupe::cuda

@@ -209,9 +209,9 @@ Bounds bounds(const EpochReport& r) {
   // bounds them (and the launch queue's back-pressure makes its issue time equal the step's).
   b.graphed = r.graph_steps && r.steps > 0 && *r.graph_steps * 2 >= double(r.steps);
   // A GPU that stayed busy hid the wait, so waiting for data is the bottleneck only when it did not.
-  // NVML's utilisation alone cannot tell: it counts a 1/6 s period busy if any kernel ran in it, and
-  // graphed steps of 0.1 ms that waited for their batch 74 % of the time read 98 % (mnist_mlp on an
-  // H100): with NVML only, a step that waited for data that long is data-bound.
+  // NVML's utilisation alone cannot tell: it counts a 1/6 s period busy if any kernel ran in it, so
+  // short graphed steps that mostly waited for their batch read nearly full (docs/profiling.md,
+  // "GPM"): with NVML only, a step that waited for data kDataBound or more is data-bound.
   b.gpu_bound = b.util && *b.util >= kGpuBound && (r.gpu_busy_share || !data_bound_seen);
   b.data_bound = data_bound_seen && !b.gpu_bound;
   b.launch_bound = !b.graphed && b.util && *b.util < kLaunchBound && b.wait && *b.wait < kDataBound &&
@@ -246,8 +246,8 @@ void advise_world(const EpochReport& r, const AdviceInputs& in, std::vector<std:
                   "where a link's latency dominates" +
                   (r.bus_gbps ? "; the all-reduces moved " + fmt1(*r.bus_gbps) + " GB/s on the bus" : std::string()));
   // A data set small for the world: what comes once an epoch weighs on few steps, and a larger
-  // batch makes them fewer (four H200s, mnist_mlp: 4 x 4096, three steps an epoch, scaled 34 %
-  // against 62 % at 4 x 1024; docs/multi-gpu.md).
+  // batch makes them fewer, so it scales worse (mnist_mlp on four GPUs at 4 x 4096:
+  // docs/multi-gpu.md, "Past two GPUs: the 1-2-4 curve on one host").
   if (short_epochs)
     out.push_back("short epochs: each is only " + std::to_string(r.steps) + " global steps of " +
                   std::to_string(r.world_size) + " GPUs" +
@@ -324,8 +324,9 @@ void advise_capacity(const EpochReport& r, const AdviceInputs& in, const Bounds&
 
   // Lower precision speeds up the GPU's arithmetic; it cannot help a step limited by the host or
   // the data, so it is not suggested then.
-  // Nor one that does little arithmetic: imdb_fasttext (Adam over a 60M-entry table, MFU 0.5 %)
-  // ran 0.89x as fast in fp16 on an H100, loss scaling adding a pass over every gradient.
+  // Nor one that does little arithmetic: imdb_fasttext (Adam over a 60M-entry table) ran slower in
+  // fp16, loss scaling adding a pass over every gradient (lab/benchmarks.md, "`loupe bench`: every
+  // model, fp32 and fp16").
   const Precision p = in.precision.value_or(r.precision);
   const std::string prec = precision_name(p);
   if (in.tensor_cores && !is_16bit(p) && !b.launch_bound && !b.data_bound) {

@@ -105,9 +105,9 @@ const char* memcpy_name(uint8_t kind) {
 }
 
 // CUPTI wants zeroed buffers. Left to CUPTI, it zeroes each new buffer itself, on the launching
-// thread: measured on an H200, a 4 ms stall in the first launch after every flush. So we say that
-// ours come zeroed (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER), hand out calloc'd ones and
-// re-zero used ones on the completion side, off the launch path.
+// thread, stalling the first launch after every flush. So we say that ours come zeroed
+// (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER), hand out calloc'd ones and re-zero used ones on
+// the completion side, off the launch path.
 struct BufferPool {
   std::mutex mu;  // not State::mu: a launch must not wait while a full buffer is parsed
   std::vector<uint8_t*> spare;

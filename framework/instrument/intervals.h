@@ -25,10 +25,10 @@ struct TimeSplit {
 };
 TimeSplit split_time(std::vector<Interval> v, uint64_t clip_begin, uint64_t clip_end, uint64_t boundary_max);
 
-// The threshold between a boundary and an idle gap. On an H100 (2026-11-27, `--busy --trace` of
-// five models, graphed and eager): inside a replayed graph 97-99 % of the gaps between kernels are
-// under 3 us (most under 0.5 us); between two replays the device waits 5-10 us for the host's next
-// launch; an eager step's queued kernels are 1-3 us apart, its host-bound gaps 3-50 us.
+// The threshold between a boundary and an idle gap: above nearly all the gaps between kernels inside
+// a replayed graph and between an eager step's queued kernels, and at or below the device's wait for
+// the host's next launch between two replays (`--busy --trace` of five models, graphed and eager:
+// lab/benchmarks.md, "The graphed step's boundaries, measured").
 constexpr uint64_t kBoundaryMaxNs = 5000;
 
 }  // namespace loupe::instrument

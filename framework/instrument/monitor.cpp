@@ -177,12 +177,12 @@ void EpochMonitor::begin_epoch() {
   t0_ = NvmlSampler::now();
 }
 
-// On a GPU, on a thread of its own: a process of loupe on a 64-core host has 131 threads (OpenBLAS's
-// and OpenMP's pools, CUDA's, NCCL's), whose reading took 0.3-0.6 ms. On the epoch's edge that held
-// each rank's first step by amounts that differed between ranks, and the rank that started first
-// waited the difference in its first all-reduce (a world's epoch of imdb_bilstm on two H200s: 11.9 ms
-// for 11.5 ms of steps); read after the first step, it starved a short step (mnist_mlp: 3 % on one
-// GPU). A CPU's steps are the host's own work: read there, at the edge itself.
+// On a GPU, on a thread of its own: a process of loupe on a 64-core host has over a hundred threads
+// (OpenBLAS's and OpenMP's pools, CUDA's, NCCL's), slow to read. On the epoch's edge that held each
+// rank's first step by amounts that differed between ranks, and the rank that started first waited
+// the difference in its first all-reduce (imdb_bilstm on two H200s); read after the first step, it
+// starved a short step (mnist_mlp on one GPU). Both in lab/benchmarks.md, "The epoch's edge: the
+// ranks start together". A CPU's steps are the host's own work: read there, at the edge itself.
 std::future<std::map<int, double>> EpochMonitor::read_delays() const {
   if (device_.is_cuda()) return std::async(std::launch::async, read_thread_run_delays);
   std::promise<std::map<int, double>> now;

@@ -81,7 +81,8 @@ Tensor Linear::forward_fused(const Tensor& x, const Epilogue& e) {
   // Tensor cores take a GEMM from 8 outputs on (their narrowest tile): narrower, a 16-bit GEMM is
   // a GEMV on CUDA cores as float32's is, and the casts into and out of 16 bits only cost. So such
   // a layer fed float32 stays float32 (imdb_fasttext's Dense(50 -> 1) after its float32 embedding
-  // mean: 14 us a step of casts and loss scaling, measured, for nothing).
+  // mean: casts and loss scaling for nothing; lab/benchmarks.md, "The step as one CUDA graph, and
+  // fewer kernels").
   const bool narrow = out_features < 8 && x.dtype() == DType::f32;
   auto cast = [&](const Tensor& t) { return narrow ? t : autocast(t); };
   return linear_act(cast(x), cast(weight), cast(bias), e.act, e.dropout, true);
@@ -279,7 +280,8 @@ Embedding::Embedding(int64_t v, int64_t dim) : num_embeddings(v), embedding_dim(
 // The lookup reads the float32 table (a 1.2M-row table is never cast whole), and its output stays
 // float32: the next layer casts what it reads (an LSTM its input, fastText's Dense the mean over
 // the sequence). Cast here, fastText's [N, 400, 50] activation took a cast each way, its gradient
-// written out whole by the backward cast: 143 us of a 1.4 ms fp16 step on an H100.
+// written out whole by the backward cast, a sizeable share of the fp16 step (lab/benchmarks.md,
+// "The step as one CUDA graph, and fewer kernels").
 Tensor Embedding::forward(const Tensor& ids) { return embedding(ids, weight); }
 
 std::string Embedding::type_name() const {

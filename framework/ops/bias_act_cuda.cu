@@ -176,7 +176,8 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
 
 // gb[c] = the blocks' partial sums of channel c: one block a channel, its threads each summing
 // every kSumThreads-th partial, then a fixed-order tree (a thread looping over hundreds of
-// partials alone waits on each load in turn: 100 us for 512 of them).
+// partials alone waits on each load in turn: lab/benchmarks.md, "The step as one CUDA graph, and
+// fewer kernels").
 constexpr int kSumThreads = 128;
 template <class T>
 __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {

@@ -102,10 +102,10 @@ using cpu::detail::ConvPath;
 std::atomic<ConvPath> g_path{ConvPath::Auto};
 
 // Auto: oneDNN in its own layouts (`any` + reorders) where built. On the 2-core AVX-512 VM, quiet,
-// it beat oneDNN on plain NCHW (1.5-6x; there oneDNN runs GEMM-based kernels) and im2col (1.7-7x)
-// in every convolution of mnist_cnn and cifar10_cnn, both directions, the first layers (C = 1, 3)
-// included, but for mnist_cnn's first forward where plain was as fast (0.5 ms; lab/benchmarks.md),
-// so there is no per-shape choice.
+// it beat oneDNN on plain NCHW (there oneDNN runs GEMM-based kernels) and im2col in every
+// convolution of mnist_cnn and cifar10_cnn, both directions, the first layers (C = 1, 3) included,
+// but for mnist_cnn's first forward where plain was as fast (lab/benchmarks.md, "oneDNN
+// convolutions on the CPU"), so there is no per-shape choice.
 template <class Run>
 void run_path(const Run& run) {
   ConvPath path = g_path.load();

@@ -1,10 +1,10 @@
 // cuDNN convolution. For each distinct problem (shapes, stride, padding, memory format and
 // precision) the forward, backward-data and backward-filter kernels are chosen once by timing the
 // candidates, as PyTorch's cudnn.benchmark does, then cached: a step only looks the plan up.
-// The plans are cuDNN backend-API execution plans: the legacy cudnnConvolution* calls cost 25 to
-// 45 us of host time each in cuDNN 9 (dev/bench_host), which at batch 128 made the step
-// launch-bound; executing a finalized plan costs a fraction of that. The legacy API remains the
-// fallback where no backend plan can be built. Workspaces come from loupe's stream-ordered pool.
+// The plans are cuDNN backend-API execution plans: a legacy cudnnConvolution* call costs enough host
+// time in cuDNN 9 to make the step launch-bound at batch 128 (dev/bench_host, docs/profiling.md);
+// executing a finalized plan costs a fraction of that. The legacy API remains the fallback where no
+// backend plan can be built. Workspaces come from loupe's stream-ordered pool.
 // NCHW tensors take NCHW filters; channels-last (NHWC) tensors take KRSC filters, the layout of
 // cuDNN's tensor-core kernels, which then need no transposes.
 // Data types: x, w and y (and their gradients) all float32, all float16 or all bfloat16; the
@@ -13,10 +13,10 @@
 // One exception: bfloat16 channels-last convolutions whose filter holds at most 16 values (C*R*S:
 // a 3x3 first layer over 1 channel) run as im2col + one cuBLAS GEMM each way (the data gradient,
 // rarely needed there, stays cuDNN's). cuDNN 9.14 has tensor-core kernels for such shapes in
-// float16 but not in bfloat16, where mnist_cnn's 1-channel first convolution took 238 us a step
-// at batch 1024 against 139 in float16; an im2col row of 16 values and GEMMs with K = 16 are what
-// tensor cores take (measured: mnist_cnn bf16 1.138 -> 1.041 ms a step at 1024, 0.285 -> 0.270 at
-// 128). Not for float16, whose cuDNN kernels are as fast, nor for cifar10_cnn's 27 values (3
+// float16 but not in bfloat16, where mnist_cnn's 1-channel first convolution was far slower than
+// in float16; an im2col row of 16 values and GEMMs with K = 16 are what tensor cores take (bf16
+// then nearly matched fp16: lab/benchmarks.md, "The step as one CUDA graph, and fewer kernels",
+// item 7). Not for float16, whose cuDNN kernels are as fast, nor for cifar10_cnn's 27 values (3
 // channels), where it gained nothing. LOUPE_CONV_GEMM=0 turns this off.
 #include <algorithm>
 #include <cstdio>
@@ -429,8 +429,8 @@ const Plan& plan_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, c
   auto pl = std::make_unique<Plan>();
   const Legacy t = find_legacy(h, *pl, set_descriptors(*pl, x, w, y, p, nhwc, ctx.precision));
   // The backend plan wins unless the legacy algorithm is faster on the GPU by more than the
-  // ~20 us of host time the legacy call costs extra (strict fp32 often has FFT or Winograd
-  // algorithms that the backend heuristics do not offer).
+  // extra host time the legacy call costs (the margin below; dev/bench_host measures it). Strict
+  // fp32 often has FFT or Winograd algorithms that the backend heuristics do not offer.
   auto keep = [](be::BePlan bp, bool legacy_ok, float legacy_ms) {
     if (legacy_ok && bp.plan && bp.ms > legacy_ms + 0.02f) bp.plan.reset();
     return bp;
@@ -490,7 +490,8 @@ struct Im2col {
 
 // cols [N*P*Q, Kc]: row (n, p, q) holds x's window at output (p, q) of image n. A thread makes
 // 8 values (one 16-byte store) with 32-bit index arithmetic: the first version, a thread a value
-// with 64-bit divisions, took 95 us for mnist_cnn's 11M values at batch 1024.
+// with 64-bit divisions, was slow enough to cancel the GEMMs' gain (lab/benchmarks.md, "The step
+// as one CUDA graph, and fewer kernels").
 template <class T>
 __global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
   cuda::pdl_entry();

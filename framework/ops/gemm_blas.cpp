@@ -6,7 +6,7 @@
 // splits a large GEMM into row or column blocks, one OpenBLAS call each. With OpenBLAS's own
 // threads, which wait for work by spinning and yielding, a machine whose cores were busy with
 // another process made every small GEMM wait for time slices: imdb_bilstm on two cores beside two
-// busy loops ran 20x slower (17.4 s an epoch against 0.8 s with OPENBLAS_NUM_THREADS=1).
+// busy loops ran many times slower than with OPENBLAS_NUM_THREADS=1.
 #include <cblas.h>
 #if LOUPE_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>

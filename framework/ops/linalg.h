@@ -62,10 +62,10 @@ constexpr int64_t kNarrowShareRows = 32;
 inline int64_t narrow_backward_work(int64_t rows, int64_t in, int64_t out) {
   return (rows + kNarrowShareRows - 1) / kNarrowShareRows * out * (in + 1);
 }
-// The cases narrow_backward takes: up to 16 outputs and 1024 rows (the most measured). On an H200
-// in fp16, mnist_mlp's fc3 (512 -> 10) took 5.2 us against cuBLAS's 10.0 at 128 rows and 12.3
-// against 12.3 at 1024; at 1024 rows the CNNs' heads, 6.1 against 30.1 (mnist_cnn, 128 -> 10) and
-// 12.3 against 31.7 (cifar10_cnn, 512 -> 10), where cuBLASLt's bias-gradient GEMM is slow.
+// The cases narrow_backward takes: up to 16 outputs and 1024 rows (the most measured). There it
+// beats or ties cuBLAS on mnist_mlp's fc3 (512 -> 10), and at 1024 rows beats it well on the CNNs'
+// heads (128 -> 10, 512 -> 10), where cuBLASLt's bias-gradient GEMM is slow (lab/benchmarks.md,
+// "A classifier head's backward up to 1024 rows").
 inline bool narrow_backward_fits(int64_t rows, int64_t in, int64_t out) {
   return out >= 1 && out <= 16 && rows >= 1 && rows <= 1024 && in >= 1;
 }

@@ -225,10 +225,10 @@ bool linear_bias(const ExecContext& ctx, const BiasGemmArgs& g) { return lt_gemm
 bool weight_grad_bias(const ExecContext& ctx, const BiasGemmArgs& g) { return lt_gemm(ctx, g, true); }
 
 // A classifier head's backward (out <= 16) in two launches instead of two GEMMs and a sum: products
-// this narrow run on cuBLAS at a few percent of the GPU (mnist_mlp's fc3 backward was 10 us of a
-// 64 us step at batch 128 on an H200, the step's largest row). The first launch computes gx = gy w,
-// one element a thread, and beside it each 32 rows' share of gw = gy^T x and of gb, 64 columns a
-// block; the second adds the shares in row order, so every run gives the same bits.
+// this narrow use little of the GPU on cuBLAS (mnist_mlp's fc3 backward was its step's largest
+// row: lab/benchmarks.md, "A classifier head's backward in two launches"). The first launch
+// computes gx = gy w, one element a thread, and beside it each 32 rows' share of gw = gy^T x and of
+// gb, 64 columns a block; the second adds the shares in row order, so every run gives the same bits.
 using cuda::from_float;
 using cuda::to_float;
 constexpr int kNarrowRows = int(kNarrowShareRows), kNarrowCols = 64;
@@ -293,7 +293,8 @@ __global__ void narrow_shares_kernel(NarrowBackwardArgs g, int64_t share_blocks,
 
 // gw and gb, a warp an element: lane l adds the shares of chunks l, l + 32, ... (one coalesced read
 // each), then the warp adds its lanes in a fixed tree, so every run gives the same bits. (A thread an
-// element, reading its shares one after another, took 17 us at 1024 rows where cuBLAS took 12.)
+// element, reading its shares one after another, lost to cuBLAS at 1024 rows: lab/benchmarks.md,
+// "A classifier head's backward in two launches".)
 template <class T>
 __global__ void narrow_sums_kernel(NarrowBackwardArgs g, int64_t chunks) {
   cuda::pdl_entry();

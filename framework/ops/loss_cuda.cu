@@ -1,7 +1,7 @@
 // Losses and the correct count, each summed over the batch on the device (no read-back inside a
-// step). Rows of several classes go one warp a row, lanes over the classes, eight rows a block
-// (char_lstm's 1024 x 57 logits took 20-40 us a kernel with a thread a row), and every sum is
-// taken in a fixed order: the same run after run.
+// step). Rows of several classes go one warp a row, lanes over the classes, eight rows a block (a
+// thread a row was slow on char_lstm's 57 classes: lab/benchmarks.md, "The step as one CUDA graph,
+// and fewer kernels"), and every sum is taken in a fixed order: the same run after run.
 #include <algorithm>
 
 #include "core/cuda_util.cuh"
@@ -34,7 +34,8 @@ __device__ __forceinline__ float warp_lse(const T* x, int64_t C) {
 
 // A row's loss (or correct flag) per warp, a block's rows summed in warp order into partial[block];
 // then one block adds the partials in block order. Two small launches that spread the rows over
-// the GPU: one block walking 1024 rows took 25 us for mnist_mlp's 10 classes.
+// the GPU: one block walking a large batch's rows alone was slow (lab/benchmarks.md, "The step as
+// one CUDA graph, and fewer kernels").
 constexpr int kRowWarps = 8, kSumThreads = 256;
 
 // The trailing barrier lets a kernel call it again (its shared array is one).

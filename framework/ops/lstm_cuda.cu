@@ -14,9 +14,10 @@
 // (CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, one persistent kernel for the whole recurrence where
 // the hidden size allows it, or STANDARD, a GEMM and a pointwise kernel per step and direction) and
 // the layout x and y reach it in (batch-major as loupe holds them, which cuDNN rearranges itself
-// with padded I/O, or sequence-major packed, transposed here around the calls). On an H200 the
-// persistent kernel took imdb_bilstm's forward + backward at batch 32 from 8.0 ms to 0.5 ms
-// (dev/bench_lstm). LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
+// with padded I/O, or sequence-major packed, transposed here around the calls). The persistent
+// kernel cut imdb_bilstm's forward + backward at batch 32 many times over
+// (dev/bench_lstm; docs/performance.md, "Precision and memory format").
+// LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
 // LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
 // prints the timings and the choice.
 //
@@ -62,8 +63,8 @@ struct Choice {
 };
 
 // The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
-// win (the persistent STATIC and DYNAMIC ones were 9-90x slower than the fastest choice at every
-// reference shape, dev/bench_lstm on an H200) in both layouts, unless forced. loupe16 and loupe8
+// win (the persistent STATIC and DYNAMIC ones were far slower than the fastest choice at every
+// reference shape: dev/bench_lstm prints each) in both layouts, unless forced. loupe16 and loupe8
 // force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
 bool forced_first = false;  // take the first supported choice, untimed
 bool forced_step = false;   // LOUPE_LSTM_ALGO=step: the stepwise kernels for sigmoid gates too

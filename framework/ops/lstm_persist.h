@@ -1,11 +1,12 @@
 // loupe's own persistent LSTM kernels for float16 and bfloat16 (ops/lstm_persist_cuda.cu), one
 // of the ways ops/lstm_cuda.cu times and picks from (the other ways are cuDNN's).
 //
-// Why: cuDNN (9.14, 9.19) has persistent RNN kernels for float16 and float32 but not bfloat16, where
-// it falls back to a GEMM and a pointwise kernel per step: imdb_bilstm's LSTM took 7.7 ms forward +
-// backward at batch 1024 in bfloat16 against 2.0 in float16. The recurrence is independent across
-// batch rows, so one block can carry 16 rows through every time step with R in registers and no
-// grid-wide synchronisation; the input projections and every weight gradient are large GEMMs.
+// Why: cuDNN (9.14, 9.19) has persistent RNN kernels for float16 and float32 but not bfloat16,
+// where it falls back to a GEMM and a pointwise kernel per step, several times slower than in
+// float16 (lab/benchmarks.md, "The step as one CUDA graph, and fewer kernels"). The recurrence is
+// independent across batch rows, so one block can carry 16 rows through every time step with R in
+// registers and no grid-wide synchronisation; the input projections and every weight gradient are
+// large GEMMs.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -626,11 +626,11 @@ void weight_gemms(const ExecContext& ctx, const LstmParams& p, const Layout& lay
 }  // namespace
 
 // The second round runs only under data parallelism, beside NCCL's all-reduce of the gradients
-// before it (parallel/ddp.h), whose kernels hold SMs of their own: cuBLAS plans these split-K GEMMs for
-// the SMs left (cuda::comm_sms(): 24 beside NCCL, none beside the copy engines), or a grid sized for every SM runs a second, nearly empty
-// wave (two H200s, imdb_bilstm: the weight GEMMs took 38 -> 56 and 50 -> 58 us a step beside
-// NCCL's 24-channel kernel; carving out 24 SMs raised scaling from 91.9 % to 94.0 %, seven and
-// eight alternating benches: lab/benchmarks.md).
+// before it (parallel/ddp.h), whose kernels hold SMs of their own: cuBLAS plans these split-K GEMMs
+// for the SMs left (cuda::comm_sms(): 24 beside NCCL, none beside the copy engines), or a grid sized
+// for every SM runs a second, nearly empty wave that slows the GEMMs and the world's scaling
+// (imdb_bilstm on two H200s: lab/benchmarks.md, "imdb_bilstm on two GPUs: the weight GEMMs planned
+// for the SMs NCCL leaves").
 // h: the handle the GEMMs run on (their context's lane's).
 class SmCarveout {
  public:

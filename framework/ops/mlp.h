@@ -7,8 +7,8 @@
 // input, an eighth of the first layer's k), and the blocks exchange their slices through
 // distributed shared memory (ops/mlp_cuda.cu). Separately the same
 // stack is a GEMM and an epilogue kernel per layer each way, each a kernel boundary and a round
-// trip of its activation through memory: on an H200, mnist_mlp's three layers took 34 us of a
-// 58 us step at batch 128 (lab/benchmarks.md). Elsewhere, and where the shapes do not fit, mlp
+// trip of its activation through memory: mnist_mlp's three layers took most of its step at batch
+// 128 (lab/benchmarks.md, "The fused MLP"). Elsewhere, and where the shapes do not fit, mlp
 // runs linear_act per layer. Both give the same dropout masks (the same draws, element i of a
 // layer's [rows, width] output kept when philox_uniform(seed, offset, i) >= p); the sums' order
 // differs, so they agree to float tolerance, not bit for bit.

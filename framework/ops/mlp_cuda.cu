@@ -23,8 +23,9 @@
 // column sums), so no partial sums cross blocks and the result is the same every run; where x needs
 // a gradient, dx = dz0 W0 as more tiles of the same kernel.
 // A batch takes the fused kernels only if its clusters fit on the GPU at once (one block an SM:
-// 15 clusters, 240 rows, on an H200); past that a second wave doubled the time, and cuBLAS's
-// GEMMs over the whole GPU do better (mnist_mlp at 512 and 1024 rows).
+// 15 clusters, 240 rows, on an H200); past that a second wave runs after the first, and cuBLAS's
+// GEMMs over the whole GPU do better (mnist_mlp at 512 and 1024 rows: lab/benchmarks.md, "The fused
+// MLP").
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -716,8 +717,8 @@ int resident_clusters(size_t fwd_smem) {
   return fwd_smem == kWideSmem ? wide : streamed;
 }
 
-// The batch must fit in one wave of clusters: a second wave doubles the kernels' time (an H200
-// holds 15 clusters, 240 rows), where cuBLAS's GEMMs over the whole GPU do better.
+// The batch must fit in one wave of clusters: a second wave runs after the first (an H200 holds
+// 15 clusters, 240 rows), where cuBLAS's GEMMs over the whole GPU do better.
 bool fits(const ExecContext&, const MlpArgs& a) {
   const int clusters = (a.rows + kRows - 1) / kRows;
   const size_t smem = mlp_forward_smem(a);

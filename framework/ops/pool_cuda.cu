@@ -1,9 +1,10 @@
 // cuDNN pooling (max: padding ignored; average: padding excluded from the count), except the
-// max-pooling backward pass: cuDNN's deterministic one took 3.5x the memory traffic's time in
-// mnist_cnn at batch 1024 (343 us a step on an H200), so it is a kernel of ours that gives each
-// window's gradient to the first element equal to the window's max, as the CPU does. Max pooling
-// of disjoint windows in channels-last memory (the CNNs' 2x2 pools in fp16/bf16) has kernels of
-// its own that also apply the dropout after it, 16 bytes of channels a thread (below).
+// max-pooling backward pass: cuDNN's deterministic one took several times the memory traffic's time
+// in mnist_cnn (lab/benchmarks.md, "The step as one CUDA graph, and fewer kernels"), so it is a
+// kernel of ours that gives each window's gradient to the first element equal to the window's max,
+// as the CPU does. Max pooling of disjoint windows in channels-last memory (the CNNs' 2x2 pools in
+// fp16/bf16) has kernels of its own that also apply the dropout after it, 16 bytes of channels a
+// thread (below).
 // float32, float16 and bfloat16 (cuDNN's descriptors in the storage type, its arithmetic and ours
 // in float).
 #include "core/cuda_util.cuh"

@@ -89,8 +89,8 @@ __device__ __forceinline__ void update_one(const Step& op, float* p, const float
 }
 
 // The update over the whole arena, four elements a thread through 16-byte accesses (the updates are
-// memory-bound: mnist_mlp's RMSprop moves 13 MB a step, at 36 % of an H200's bandwidth one element
-// a thread; imdb_fasttext's Adam 1.7 GB), the last n % 4 one a thread.
+// memory-bound, and one element a thread left much of the bandwidth unused: lab/benchmarks.md,
+// "The optimizer in 16-byte accesses"), the last n % 4 one a thread.
 template <int S, class Step>
 __global__ void update4_kernel(float* p, const float* g, float* s0, float* s1, int64_t n, UpdateArgs a, Step op) {
   cuda::pdl_entry();

@@ -60,9 +60,10 @@ __global__ void loupe_peer_signal(Ptrs flags, int slot) {
   for (int k = 0; k < flags.n; ++k) atomicAdd_system(flags.p[k] + slot, 1u);
 }
 
-// A small bucket, copied by the SMs instead (a copy engine's start-up costs more than the copy: 8 us
-// for 0.4 MiB on two H200s): dst[k][i] = src[i] for each peer k, then the last block to finish adds
-// 1 to each peer's counter `slot`, so a bucket counts one arrival per step either way.
+// A small bucket, copied by the SMs instead (a copy engine's start-up costs more than the copy:
+// lab/benchmarks.md, "imdb_bilstm on two GPUs: the copy engines, and the epoch's end"): dst[k][i] =
+// src[i] for each peer k, then the last block to finish adds 1 to each peer's counter `slot`, so a
+// bucket counts one arrival per step either way.
 struct Dests {
   float* d[kMaxRanks];
   int n;
@@ -311,8 +312,9 @@ class CopyEngineReduce final : public PeerReduce {
     bool vec = n % 4 == 0;
     for (int k = 0; k < src.n; ++k) vec = vec && reinterpret_cast<uintptr_t>(src.s[k]) % 16 == 0;
     const int64_t items = vec ? n / 4 : n;
-    // Two blocks an SM: on two H200s half as many took 59 us for 9.8 MiB beside backward's GEMMs,
-    // and everything after backward waited for it.
+    // Two blocks an SM: half as many ran slowly beside backward's GEMMs, and everything after
+    // backward waited for them (lab/benchmarks.md, "imdb_bilstm on two GPUs: the copy engines, and
+    // the epoch's end").
     const int blocks = int(std::max<int64_t>(1, std::min<int64_t>((items + 255) / 256, 2 * sms_)));
     if (vec) loupe_peer_sum<<<blocks, 256, 0, st>>>(src, out, items, float(world_));
     else loupe_peer_sum1<<<blocks, 256, 0, st>>>(src, out, items, float(world_));

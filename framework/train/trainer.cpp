@@ -573,9 +573,10 @@ bool Trainer::device_done_or_stop() const {
   void* e = rt->event_record_on(nullptr);
   bool done = false;
   // Spinning (yielding the core) as cudaStreamSynchronize does for one process: the epoch's end
-  // waits here once per epoch for what the host issued ahead (10 ms and more of graphs), and a
-  // 50 us sleep's wake-up (often twice that) would be 0.5-1 % of a 12-step epoch of imdb_bilstm on
-  // two GPUs. Sleeping only after 200 ms: a peer that never comes does not hold a core for long.
+  // waits here once per epoch for what the host issued ahead, and a 50 us sleep's late wake-up would
+  // weigh on imdb_bilstm's short epochs on two GPUs (lab/benchmarks.md, "imdb_bilstm on two GPUs: no
+  // host work between epochs"). Sleeping only after 200 ms: a peer that never comes does not hold a
+  // core for long.
   const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   while (!(done = rt->event_done(e)) && !stop_requested()) {
     if (std::chrono::steady_clock::now() < spin_until) std::this_thread::yield();
