@@ -16,7 +16,8 @@ usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
   the tree's folders, ending in a source, script, doc or data extension; a placeholder in
   capitals, `models/keras/NAME.json`, is no file), and none cites a tracker number (the word
   "issue" and a number: the tracker is not in the repository; the lab notebook is). `--self-test` plants both in a scratch
-  tree and fails unless they are caught.
+  tree and fails unless they are caught;
+- dev/README.md names every file of dev/ (and no file that is not there).
 """
 import pathlib
 import re
@@ -138,6 +139,17 @@ def self_test():
     print("check_docs self-test: the planted dead paths and tracker number are caught, the live paths pass")
 
 
+def check_dev_readme(root):
+    """dev/README.md names every file of dev/, and only files that are there."""
+    readme = root / "dev" / "README.md"
+    if not readme.exists():
+        return ["dev/README.md is missing: it lists each developer tool and what it is for"]
+    named = set(re.findall(r"`([\w.-]+\.(?:py|sh|cpp|txt))`", readme.read_text()))
+    present = {p.name for p in (root / "dev").iterdir() if p.is_file() and p.name != "README.md"}
+    return ([f"dev/{f} is missing from dev/README.md" for f in sorted(present - named)] +
+            [f"dev/README.md names dev/{f}, which does not exist" for f in sorted(named - present)])
+
+
 def check_mutation_table(root):
     text = (root / "docs" / "testing.md").read_text()
     m = re.search(r"<!-- mutation-check: begin -->\n(.*?)<!-- mutation-check: end -->", text, re.S)
@@ -163,7 +175,7 @@ def main():
         sys.exit(__doc__)
     loupe, root = sys.argv[1], pathlib.Path(sys.argv[2])
     write = "--write" in sys.argv[3:]
-    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root)
+    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root) + check_dev_readme(root)
     for e in errors:
         print("FAIL:", e)
     if errors:
