@@ -11,7 +11,7 @@
 #include "instrument/report_io.h"
 #include "instrument/tensorboard.h"
 #include "ops/conv_cpu.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 #include "cli/commands.h"
 #include "models/keras_json.h"
 #include "run/interrupt.h"

@@ -1,7 +1,7 @@
 // Host and device cost of one LSTM forward + backward on the GPU, at the reference models' shapes:
 // the time until the calls return (host issue time) and until the GPU finishes (wall), each the
 // median of the iterations, with the GPU drained before each one. LOUPE_LSTM_ALGO and
-// LOUPE_LSTM_LAYOUT (ops/lstm_cuda.cu) select how cuDNN is called.
+// LOUPE_LSTM_LAYOUT (ops/lstm/lstm_cuda.cu) select how cuDNN is called.
 //   bench_lstm [iterations]
 #include <algorithm>
 #include <chrono>

@@ -3,7 +3,7 @@
 # REV (default HEAD) and as it is in the working tree (sm_90, the build's flags; no GPU needed),
 # and compares each kernel's PTX, line info aside. Identical PTX means ptxas gives identical SASS.
 # Each side is compiled against its own tree's headers (REV's from git archive).
-# usage: dev/ptx_diff.sh FILE.cu [REV]     e.g. dev/ptx_diff.sh framework/ops/lstm_persist_cuda.cu
+# usage: dev/ptx_diff.sh FILE.cu [REV]     e.g. dev/ptx_diff.sh framework/ops/lstm/lstm_persist_cuda.cu
 set -eu
 file=$1 rev=${2:-HEAD}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)

@@ -16,7 +16,7 @@
 #include "data/npy.h"
 #include "models/keras_json.h"
 #include "models/keras_layers.h"
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 #include "ops/view.h"
 
 namespace loupe::models {

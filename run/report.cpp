@@ -4,7 +4,7 @@
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 #include "core/thread_pool.h"
 #include "instrument/monitor.h"
 #include "instrument/run_stamp.h"

@@ -95,7 +95,7 @@ std::string hard_sigmoid_lstms(const nn::Module& m) {
   return out;
 }
 
-// What ran the LSTMs on the GPU: the CUDA backend's plans (ops/lstm.h), each named once.
+// What ran the LSTMs on the GPU: the CUDA backend's plans (ops/lstm/lstm.h), each named once.
 std::string lstm_plans_text() {
   std::string out;
   for (const std::string& p : lstm_cuda_plans())

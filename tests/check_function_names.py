@@ -40,7 +40,7 @@ ALTERNATIVES = [
      "image folders with stb_image or without (LOUPE_WITH_STB)"),
     ({"framework/instrument/tensorboard.cpp", "framework/instrument/tensorboard_none.cpp"},
      "TensorBoard event files with protobuf or without (LOUPE_WITH_TENSORBOARD)"),
-    ({"framework/ops/gemm_blas.cpp", "framework/ops/gemm_default.cpp"},
+    ({"framework/ops/backend/gemm_blas.cpp", "framework/ops/backend/gemm_default.cpp"},
      "the CPU GEMM with OpenBLAS or without (LOUPE_WITH_BLAS)"),
 ]
 

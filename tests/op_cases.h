@@ -19,9 +19,9 @@
 
 #include "loupe.h"
 #include "ops/bias_act.h"
-#include "ops/linear_act.h"
-#include "ops/lstm.h"
-#include "ops/mlp.h"
+#include "ops/fused/linear_act.h"
+#include "ops/lstm/lstm.h"
+#include "ops/fused/mlp.h"
 #include "nn/graph.h"
 
 namespace loupe::test {
@@ -485,7 +485,7 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(ba_flops(Act::Sigmoid, 0.0, true)).with_perf({{1023, 1023}, {1023}});
   add("bias_act_dropout_no_bias", {{{6, 9}}}, ba(std::nullopt, 0.4, false))
       .with_flops(ba_flops(std::nullopt, 0.4, false)).with_perf({M});
-  // A Linear layer with its epilogue in one op (ops/linear_act.h): the product, the bias (in the
+  // A Linear layer with its epilogue in one op (ops/fused/linear_act.h): the product, the bias (in the
   // GEMM's epilogue where the backend has one) and the activation and dropout; the counts are the
   // separate ops' (ba_flops above).
   auto la = [](std::optional<Act> act, double p) {
@@ -511,7 +511,7 @@ inline std::vector<OpCase> op_cases() {
       .with_flops(la_flops(std::nullopt, 0.0, true)).with_perf({{1024, 128}, {10, 128}, {10}});
   add("linear_act_tanh_no_bias", {{{4, 6}}, {{5, 6}}}, la(Act::Tanh, 0.0))
       .with_flops(la_flops(Act::Tanh, 0.0, false)).with_perf({{1024, 512}, {512, 512}});
-  // A stack of Linear layers as one op (ops/mlp.h): on CUDA in 16 bits the fused kernels (here x has
+  // A stack of Linear layers as one op (ops/fused/mlp.h): on CUDA in 16 bits the fused kernels (here x has
   // no gradient, as a model's input: Targets01, values in [0, 1) as images'; an input with one, a
   // dense head's, is test_mlp's), elsewhere linear_act per layer; the counts are linear_act's.
   // 3 rows: one cluster, partly empty.
@@ -571,7 +571,7 @@ inline std::vector<OpCase> op_cases() {
       })
       .with_perf({{512, 784}, {512, 784}, {512}, {10, 512}, {512}});
   // LSTM: every output feeds the loss, so the gradient flows through y, h and c alike. flops.h
-  // has no LSTM entry; ops/lstm.cpp counts by its conventions, per pseudo-layer (layer, direction):
+  // has no LSTM entry; ops/lstm/lstm.cpp counts by its conventions, per pseudo-layer (layer, direction):
   // the GEMMs 2*N*T*4H*(in + H), and 32H per row and step besides (30H in the backward, which
   // runs the GEMMs twice: the data and the weight gradients). The loss: y*y and c*c (1 each, 2 in
   // the backward and the two gradients added), three sums (1) and two scalar adds.

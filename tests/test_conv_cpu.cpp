@@ -1,4 +1,4 @@
-// The CPU's float32 convolution through oneDNN (ops/conv_dnnl.cpp) against the im2col + GEMM
+// The CPU's float32 convolution through oneDNN (ops/backend/conv_dnnl.cpp) against the im2col + GEMM
 // reference (ops/conv_cpu.cpp), forward and both backward passes, on random inputs: the float64
 // gradient checks (test_ops_grad) never reach oneDNN. Both of oneDNN's layouts (its own with
 // reorders, and plain NCHW), and the op itself as the table dispatches it. Without oneDNN the

@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 
 namespace loupe {
 namespace {

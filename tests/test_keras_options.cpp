@@ -451,7 +451,7 @@ TEST(KerasOptions, ReturnSequencesFeedsTheNextLayerAtItsWidth) {
 }
 
 namespace {
-// Keras's LSTM over one sample x [T, F], gates i, f, g, o from the flat weights of ops/lstm.h's
+// Keras's LSTM over one sample x [T, F], gates i, f, g, o from the flat weights of ops/lstm/lstm.h's
 // layout (W [4H, F], R [4H, H], b_W, b_R: b_W + b_R is Keras's bias) at `at`: the state after each
 // step, indexed by the step's time; `backwards` reads x from T-1 down to 0 (go_backwards).
 std::vector<std::vector<double>> keras_lstm_states(const std::vector<float>& w, size_t at, const float* x, int64_t T,

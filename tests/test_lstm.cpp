@@ -7,8 +7,8 @@
 #include "loupe.h"
 #include "core/thread_pool.h"
 #include "nn/recurrent.h"
-#include "ops/lstm.h"
-#include "ops/lstm_gates_cpu.h"
+#include "ops/lstm/lstm.h"
+#include "ops/lstm/lstm_gates_cpu.h"
 
 using namespace loupe;
 
@@ -22,11 +22,11 @@ std::vector<double> values(int64_t n, uint64_t seed, double scale = 1.0) {
 }
 
 double sigm(double a) { return 1.0 / (1.0 + std::exp(-a)); }
-// The gates i, f, o as ops/lstm.h defines them: the sigmoid, or Keras's hard_sigmoid.
+// The gates i, f, o as ops/lstm/lstm.h defines them: the sigmoid, or Keras's hard_sigmoid.
 double gate(double a, double slope) { return slope == 0 ? sigm(a) : std::min(1.0, std::max(0.0, slope * a + 0.5)); }
 double gate_slope(double y, double slope) { return slope == 0 ? y * (1 - y) : y > 0 && y < 1 ? slope : 0.0; }
 
-// A naive LSTM straight from the equations in ops/lstm.h (no dropout), in double.
+// A naive LSTM straight from the equations in ops/lstm/lstm.h (no dropout), in double.
 struct Ref {
   std::vector<double> y, h, c;
 };
@@ -317,7 +317,7 @@ TEST(Lstm, ThreadsSplittingTheBatchChangeNothing) {
   set_num_threads(before);
 }
 
-// The float32 gate kernels (ops/lstm_gates_cpu.h), every variant this CPU runs, against the same
+// The float32 gate kernels (ops/lstm/lstm_gates_cpu.h), every variant this CPU runs, against the same
 // math in float64: exp over its whole range, then one forward and one backward row with ordinary
 // values, saturating values and (H = 37) a length that leaves a tail after every vector width.
 TEST(LstmGates, EveryVariantMatchesFloat64) {

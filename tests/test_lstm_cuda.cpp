@@ -1,4 +1,4 @@
-// The LSTM on the GPU (ops/lstm_cuda.cu: cuDNN's algorithms, loupe's persistent and stepwise
+// The LSTM on the GPU (ops/lstm/lstm_cuda.cu: cuDNN's algorithms, loupe's persistent and stepwise
 // kernels) against the CPU's, in float32 and 16-bit, with sigmoid and hard_sigmoid gates. Skips
 // with a message where there is no GPU (or no CUDA build).
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "autograd/node.h"
 #include "core/knobs.h"
 #include "loupe.h"
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 
 using namespace loupe;
 
@@ -26,7 +26,7 @@ using namespace loupe;
 // 57 -> 128). The algorithm and layout are those timed fastest, or forced by LOUPE_LSTM_ALGO and
 // LOUPE_LSTM_LAYOUT (CTest runs this once per forced choice, see tests/CMakeLists.txt).
 // What LOUPE_LSTM_ALGO and LOUPE_LSTM_LAYOUT force (CTest runs the LSTM parity once per choice)
-// is what ran: every plan the process made (ops/lstm.h's lstm_cuda_plans). Without the check a
+// is what ran: every plan the process made (ops/lstm/lstm.h's lstm_cuda_plans). Without the check a
 // choice that was silently ignored, or refused and replaced, passed its test under the other's name.
 namespace {
 void expect_forced_plans() {

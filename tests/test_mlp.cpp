@@ -1,4 +1,4 @@
-// The fused MLP (ops/mlp.h) on CUDA, in float16 and bfloat16, against the same stack in float32
+// The fused MLP (ops/fused/mlp.h) on CUDA, in float16 and bfloat16, against the same stack in float32
 // (linear_act per layer, from the same 16-bit values): the output and every parameter's gradient,
 // to a few 16-bit half-ulps of the largest magnitude or twice the unfused 16-bit stack's own error,
 // whichever is larger. With dropout in training (the same draws give the same masks: a mask off by
@@ -15,8 +15,8 @@
 
 #include "loupe.h"
 #include "models/registry.h"
-#include "ops/linear_act.h"
-#include "ops/mlp.h"
+#include "ops/fused/linear_act.h"
+#include "ops/fused/mlp.h"
 
 using namespace loupe;
 

@@ -8,7 +8,7 @@
 #include "loupe.h"
 #include "core/dropout_mask.h"
 #include "ops/bias_act.h"
-#include "ops/linear_act.h"
+#include "ops/fused/linear_act.h"
 
 using namespace loupe;
 

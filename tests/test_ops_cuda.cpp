@@ -19,7 +19,7 @@
 #include "ops/bias_act.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
-#include "ops/linear_act.h"
+#include "ops/fused/linear_act.h"
 #include "ops/mask.h"
 #include "ops/norm.h"
 #include "op_cases.h"

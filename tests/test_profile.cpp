@@ -355,7 +355,7 @@ TEST(ProfileGpu, TheGraphedStepNodeByNode) {
   EXPECT_NE(out.find(", eager (--graph on"), std::string::npos) << out;
   // The eager profile's ops are the graph's: each (module, op, phase) of one is in the other.
   const std::string eager_csv = test::slurp(csv);
-  // mnist_mlp's layers: one op, mlp, where the fused kernels take them (ops/mlp.h), else linear's
+  // mnist_mlp's layers: one op, mlp, where the fused kernels take them (ops/fused/mlp.h), else linear's
   const std::string layers = graphed_csv.find("\"mlp\",forward") != std::string::npos ? "\"mlp\"" : "\"linear\"";
   for (const std::string& key : {layers + ",forward", layers + ",backward", std::string("\"RMSprop\",optimizer")}) {
     EXPECT_NE(graphed_csv.find(key), std::string::npos) << key << "\n" << graphed_csv;

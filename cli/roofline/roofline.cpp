@@ -14,7 +14,7 @@
 #include "instrument/host_stats.h"
 #include "core/thread_pool.h"
 #include "instrument/peak.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 
 namespace loupe::cli {
 

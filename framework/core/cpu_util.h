@@ -19,7 +19,7 @@ void dispatch_floating(DType t, const char* op, F&& f) {
 }
 
 // What the CPU runs beyond the x86-64-v2 baseline the library is built for: the kernels compiled
-// for wider vectors (ops/gemm_builtin.cpp, ops/lstm_gates_cpu.cpp) are chosen by these.
+// for wider vectors (ops/backend/gemm_builtin.cpp, ops/lstm/lstm_gates_cpu.cpp) are chosen by these.
 inline bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 inline bool has_avx512() {
   return has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&

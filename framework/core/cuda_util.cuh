@@ -44,7 +44,7 @@ struct ExecLane {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  cudnnContext* cudnn = nullptr;    // made at the lane's first cuDNN call (ops/cudnn_util.cu)
+  cudnnContext* cudnn = nullptr;    // made at the lane's first cuDNN call (ops/backend/cudnn_util.cu)
   std::once_flag cudnn_once;
 };
 }  // namespace loupe

@@ -10,7 +10,7 @@
 //   conv2d 2*N*K*P*Q*C*R*S forward, the same for each of the data and filter gradients;
 //   pooling kernel_h*kernel_w per output, forward and backward. Gathers and copies move data and count 0.
 //   batch norm 6 (training) or 2 (evaluation) forward, 8 backward; an LSTM's GEMMs as GEMMs plus,
-//   per row, time step and direction, 32H forward and 30H backward for its gates (ops/lstm.cpp).
+//   per row, time step and direction, 32H forward and 30H backward for its gates (ops/lstm/lstm.cpp).
 //
 // The count belongs to a run: a trainer holds a FlopCounter and opens a FlopScope on the thread
 // that dispatches its ops (as it opens its PrecisionScope), so two trainers in one process, or a

@@ -127,7 +127,7 @@ std::vector<Knob> library_knobs() {
                 "0: no fused bias + activation + dropout in `Sequential` and `Graph` (for comparison)"),
       flag_knob("LOUPE_FUSE_MLP", "the library (GPU)", true, "1",
                 "0: no fused MLP (a `Sequential` stack of Linear + ReLU layers and a narrow head in one kernel "
-                "forward, two backward, mnist_mlp's and the CNNs' dense heads; `ops/mlp.h`) (for comparison)"),
+                "forward, two backward, mnist_mlp's and the CNNs' dense heads; `ops/fused/mlp.h`) (for comparison)"),
       flag_knob("LOUPE_COMPUTE_COPY", "the library", true, "1",
                 "0: fp16/bf16 cast weights on the fly instead of keeping one 16-bit copy"),
       flag_knob("LOUPE_CONV_GEMM", "the library (GPU)", true, "1",

@@ -2,7 +2,7 @@
 // cp.async) rather than through WMMA: the accumulator's layout is then known, so a lane finds its
 // outputs in its own registers and applies an epilogue there, with no round trip through shared
 // memory (WMMA's m8n32k16, not a native shape, also cost extra moves per product). Used by the
-// persistent LSTM (ops/lstm_persist_cuda.cu) and the fused MLP (ops/mlp_cuda.cu).
+// persistent LSTM (ops/lstm/lstm_persist_cuda.cu) and the fused MLP (ops/fused/mlp_cuda.cu).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -12,8 +12,8 @@
 #include "core/precision.h"
 #include "core/random.h"
 #include "ops/bias_act.h"
-#include "ops/linear_act.h"
-#include "ops/mlp.h"
+#include "ops/fused/linear_act.h"
+#include "ops/fused/mlp.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -215,7 +215,7 @@ size_t Sequential::epilogue_after(size_t i, Epilogue& e) const {
   return j;
 }
 
-// A stack from layer i that ops/mlp.h fuses (one to three Linear + ReLU (+ Dropout), then a Linear
+// A stack from layer i that ops/fused/mlp.h fuses (one to three Linear + ReLU (+ Dropout), then a Linear
 // with nothing folded into it), run as one op where its kernels take it: then h is its output and
 // the result the layer after it. Otherwise i, having run nothing (h may now be autocast, as the
 // stack's first Linear would have it).

@@ -14,7 +14,7 @@ class Linear : public Module {
   Linear(int64_t in, int64_t out, bool bias = true);
   Tensor forward(const Tensor& x) override;
   // The GEMM, then the bias, an activation and dropout in one fused pass: one op, linear_act
-  // (ops/linear_act.h), whose GEMMs may take the bias in their epilogues.
+  // (ops/fused/linear_act.h), whose GEMMs may take the bias in their epilogues.
   bool accepts(const Epilogue&) const override { return true; }
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
@@ -137,7 +137,7 @@ class Reshape : public Module {
 // Runs its layers in order. A layer that accepts an epilogue gets the activation and dropout
 // layers that follow it folded into its own pass (Module::accepts; LOUPE_FUSE=0 turns this off,
 // for comparison). On CUDA a stack of Linear + ReLU (+ Dropout) layers ending in a narrow Linear
-// runs as one op, ops/mlp.h, where its kernels take it (LOUPE_FUSE_MLP=0 turns that off).
+// runs as one op, ops/fused/mlp.h, where its kernels take it (LOUPE_FUSE_MLP=0 turns that off).
 class Sequential : public Module {
  public:
   Sequential() = default;

@@ -14,9 +14,9 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/elementwise.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 #include "ops/linalg.h"
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -286,7 +286,7 @@ bool Recurrent::takes(size_t n) const {
 
 namespace {
 // Keras's GRU tensors (gates z, r, h; kernel [in, 3u], recurrent_kernel [u, 3u], bias [2, 3u]) as
-// cuDNN's flat weights (ops/lstm.h: W [3u, in], R [3u, u], b_W, b_R, gates r, z, n), through
+// cuDNN's flat weights (ops/lstm/lstm.h: W [3u, in], R [3u, u], b_W, b_R, gates r, z, n), through
 // differentiable ops: the gradient reaches Keras's tensors.
 Tensor cudnn_gru_weights(const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias, int64_t u) {
   auto gates = [u](const Tensor& t, int dim) {  // z, r, h -> r, z, h along dim

@@ -1,4 +1,4 @@
-// Recurrent layers over batch-first sequences: LSTM (its own op, ops/lstm.h), and Keras's GRU and
+// Recurrent layers over batch-first sequences: LSTM (its own op, ops/lstm/lstm.h), and Keras's GRU and
 // SimpleRNN composed of loupe's ops step by step.
 #pragma once
 #include <cstdint>
@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 
 namespace loupe::nn {
 
-// An LSTM (ops/lstm.h) with one parameter, "weight": the flat vector in cuDNN's layout. Zero
+// An LSTM (ops/lstm/lstm.h) with one parameter, "weight": the flat vector in cuDNN's layout. Zero
 // initial state; dropout (PyTorch's semantics) acts between layers, in training only.
 //
 // Initialised like Keras' LSTM defaults, all from the global generator, pseudo-layer by
@@ -24,7 +24,7 @@ namespace loupe::nn {
 class LSTM : public Module {
  public:
   LSTM(int64_t input_size, int64_t hidden, int num_layers = 1, bool bidirectional = false, double dropout = 0);
-  // Every option of ops/lstm.h's LstmParams (the gates' hard_slope, single_bias).
+  // Every option of ops/lstm/lstm.h's LstmParams (the gates' hard_slope, single_bias).
   explicit LSTM(const LstmParams& p);
   // All outputs: y [N, T, D*H] and the final states h, c [L*D, N, H].
   LstmResult run(const Tensor& x);
@@ -82,7 +82,7 @@ RnnResult rnn_states(const Tensor& x, const Tensor& kernel, const Tensor& recurr
                      const RnnParams& p, bool training = false, const Tensor& mask = Tensor(),
                      const std::vector<Tensor>& initial = {});
 
-// Whether a Recurrent runs as cuDNN's GRU on x (ops/lstm.h, LstmParams::gru): on the GPU, a GRU
+// Whether a Recurrent runs as cuDNN's GRU on x (ops/lstm/lstm.h, LstmParams::gru): on the GPU, a GRU
 // with reset_after, the sigmoid and tanh, a bias, no dropout, without a mask or an initial state
 // (read backwards: on the sequence reversed); the rest is rnn()'s composition of loupe's ops,
 // which is also the CPU's.

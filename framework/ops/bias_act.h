@@ -45,7 +45,7 @@ struct BiasActKernels {
 };
 
 // bias_act's parts without its autograd record, for an op that owns the backward of a product and
-// its epilogue (ops/linear_act.cpp). Each counts its FLOPs.
+// its epilogue (ops/fused/linear_act.cpp). Each counts its FLOPs.
 // The epilogue's checks, in `op`'s name: b [C] (or undefined) in x's dtype and device, p in [0, 1),
 // dropout only after relu or no activation. Returns whether dropout applies (training and p > 0).
 bool check_epilogue(const char* op, const Tensor& x, const Tensor& b, int64_t C, std::optional<Act> act, double p,

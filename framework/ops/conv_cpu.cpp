@@ -8,7 +8,7 @@
 #include "core/dispatch.h"
 #include "ops/conv.h"
 #include "ops/conv_cpu.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 #include "ops/view.h"
 
 namespace loupe {

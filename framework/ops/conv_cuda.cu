@@ -32,7 +32,7 @@
 #include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/conv.h"
-#include "ops/cudnn_util.cuh"
+#include "ops/backend/cudnn_util.cuh"
 #include "ops/linalg.h"
 
 namespace loupe {

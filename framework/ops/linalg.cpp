@@ -7,7 +7,7 @@
 #include "core/flops.h"
 #include "core/op_record.h"
 #include "ops/elementwise.h"
-#include "ops/linear_act.h"
+#include "ops/fused/linear_act.h"
 #include "ops/view.h"
 
 namespace loupe {

@@ -13,7 +13,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x [N, in] @ w[out, in]^T + b[out]: a Linear layer (b may be undefined).
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // a [M, K] @ b [K, N] with no autograd record: the GEMM that matmul and its backward run (for ops
-// that own their backward, ops/linear_act.cpp). Counts its FLOPs.
+// that own their backward, ops/fused/linear_act.cpp). Counts its FLOPs.
 Tensor matmul_nograd(const Tensor& a, const Tensor& b);
 
 struct GemmArgs {

@@ -1,5 +1,5 @@
 #include "core/dispatch.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 #include "ops/linalg.h"
 
 namespace loupe {

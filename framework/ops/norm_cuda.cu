@@ -2,7 +2,7 @@
 // their gradients are float32, float16 or bfloat16; the weight, bias, running and saved statistics
 // and their gradients are float32 whatever x is (cuDNN's rule for half data).
 #include "core/dispatch.h"
-#include "ops/cudnn_util.cuh"
+#include "ops/backend/cudnn_util.cuh"
 #include "ops/norm.h"
 
 namespace loupe {

@@ -10,7 +10,7 @@
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "core/philox.h"
-#include "ops/cudnn_util.cuh"
+#include "ops/backend/cudnn_util.cuh"
 #include "ops/pool.h"
 
 namespace loupe {

@@ -34,7 +34,7 @@ struct LstmParams {
   double dropout = 0;  // on the outputs of every layer but the last, in training only
   // The gates i, f, o: the logistic sigmoid (0), or Keras's hard_sigmoid clip(slope x + 0.5, 0, 1)
   // with this slope (Keras 2: 0.2; Keras 3: 1/6; docs/keras.md). cuDNN has only the sigmoid:
-  // ops/lstm_cuda.cu runs a hard one on loupe's kernels.
+  // ops/lstm/lstm_cuda.cu runs a hard one on loupe's kernels.
   float hard_slope = 0;
   // Keras's one bias per gate: b_R is held at zero (its gradient is zero), so b_W is the bias and
   // the trained parameters are Keras's.

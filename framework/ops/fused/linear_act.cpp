@@ -1,4 +1,4 @@
-#include "ops/linear_act.h"
+#include "ops/fused/linear_act.h"
 
 #include "autograd/node.h"
 #include "core/dispatch.h"

@@ -1,4 +1,4 @@
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 
 #include <mutex>
 

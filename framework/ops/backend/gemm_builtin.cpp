@@ -11,7 +11,7 @@
 #include "core/cpu_util.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 
 namespace loupe::cpu {
 namespace {

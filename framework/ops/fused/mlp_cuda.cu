@@ -1,4 +1,4 @@
-// The fused MLP on CUDA (ops/mlp.h): three kernels on tensor cores (mma.sync m16n8k16, core/mma.cuh).
+// The fused MLP on CUDA (ops/fused/mlp.h): three kernels on tensor cores (mma.sync m16n8k16, core/mma.cuh).
 //
 // forward, one launch: a cluster of 8 blocks per 16 batch rows. Block c of a cluster owns columns
 // [c S, c S + S) of every hidden layer (S = width / 8): it computes its 16 x S slice from the
@@ -38,7 +38,7 @@
 #include "core/dispatch.h"
 #include "core/mma.cuh"
 #include "core/philox.h"
-#include "ops/mlp.h"
+#include "ops/fused/mlp.h"
 
 namespace loupe {
 namespace {

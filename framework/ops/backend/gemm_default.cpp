@@ -1,5 +1,5 @@
 // gemm() without a BLAS library: the builtin kernel (CMake compiles this file or gemm_blas.cpp).
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 
 namespace loupe::cpu {
 

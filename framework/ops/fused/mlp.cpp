@@ -1,4 +1,4 @@
-#include "ops/mlp.h"
+#include "ops/fused/mlp.h"
 
 #include <array>
 
@@ -7,7 +7,7 @@
 #include "core/flops.h"
 #include "core/knobs.h"
 #include "core/op_record.h"
-#include "ops/linear_act.h"
+#include "ops/fused/linear_act.h"
 #include "ops/view.h"
 
 namespace loupe {

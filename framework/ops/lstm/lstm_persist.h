@@ -1,5 +1,5 @@
-// loupe's own persistent LSTM kernels for float16 and bfloat16 (ops/lstm_persist_cuda.cu), one
-// of the ways ops/lstm_cuda.cu times and picks from (the other ways are cuDNN's).
+// loupe's own persistent LSTM kernels for float16 and bfloat16 (ops/lstm/lstm_persist_cuda.cu), one
+// of the ways ops/lstm/lstm_cuda.cu times and picks from (the other ways are cuDNN's).
 //
 // Why: cuDNN (9.14, 9.19) has persistent RNN kernels for float16 and float32 but not bfloat16,
 // where it falls back to a GEMM and a pointwise kernel per step, several times slower than in
@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "ops/lstm.h"
+#include "ops/lstm/lstm.h"
 
 namespace loupe::lstm_persist {
 
@@ -22,10 +22,10 @@ namespace loupe::lstm_persist {
 // not, *why says why.
 bool supports(const LstmParams& p, DType dtype, int rows, std::string* why);
 
-// LstmKernels' forward and backward (ops/lstm.h), same contract: y becomes a sequence-major view;
+// LstmKernels' forward and backward (ops/lstm/lstm.h), same contract: y becomes a sequence-major view;
 // the returned buffer is what the backward needs (undefined unless training). The backward takes
 // the forward's `rows`.
-// `ctx`: the op's (ops/lstm.cpp), for the GEMMs around the recurrence.
+// `ctx`: the op's (ops/lstm/lstm.cpp), for the GEMMs around the recurrence.
 Tensor persist_forward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, Tensor& y, const Tensor& h,
                        const Tensor& c, bool training, int rows, cudaStream_t stream);
 void persist_backward(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& saved,
@@ -35,7 +35,7 @@ void persist_backward(const ExecContext& ctx, const LstmParams& p, const Tensor&
 void persist_backward_weights(const ExecContext& ctx, const LstmParams& p, const Tensor& x, const Tensor& y, const Tensor& saved, const Tensor& dw,
                               cudaStream_t stream);
 
-// Shared with ops/lstm_cuda.cu's cuDNN path, which keeps its buffers the same way:
+// Shared with ops/lstm/lstm_cuda.cu's cuDNN path, which keeps its buffers the same way:
 // A tensor of shape s and dtype t at byte `at` of the byte buffer buf (at aligned to t).
 Tensor typed_view(const Tensor& buf, size_t at, const Shape& s, DType t);
 // [N, T, F] <-> [T, N, F] as a contiguous copy into dst (an existing buffer).

@@ -1,6 +1,6 @@
-// The LSTM's gate math (ops/lstm_gates_cpu.h): one body, compiled for three instruction sets in
+// The LSTM's gate math (ops/lstm/lstm_gates_cpu.h): one body, compiled for three instruction sets in
 // float32 and once, through std::exp, in float64.
-#include "ops/lstm_gates_cpu.h"
+#include "ops/lstm/lstm_gates_cpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,7 +51,7 @@ template <class T>
 LOUPE_INLINE T tanh_(T a) { return T(2) / (T(1) + exp_of(T(-2) * a)) - T(1); }
 
 // The gates i, f, o: the sigmoid, or with Hard Keras's hard_sigmoid clip(slope a + 0.5, 0, 1)
-// (ops/lstm.h), whose derivative is read from its value as the sigmoid's is.
+// (ops/lstm/lstm.h), whose derivative is read from its value as the sigmoid's is.
 template <class T, bool Hard>
 LOUPE_INLINE T gate_of(T a, T slope) {
   if constexpr (Hard) return std::min(std::max(slope * a + T(0.5), T(0)), T(1));
@@ -63,7 +63,7 @@ LOUPE_INLINE T gate_slope(T y, T slope) {
   else return y * (T(1) - y);
 }
 
-// The cell's equations, the one copy of them (ops/lstm.h); First: the first step, c_{t-1} = 0.
+// The cell's equations, the one copy of them (ops/lstm/lstm.h); First: the first step, c_{t-1} = 0.
 template <class T, bool First, bool Hard>
 LOUPE_INLINE void forward_loop(T* g, const T* bias, const T* cp, T* c, T* h, int64_t H, T slope) {
   T* gi = g;

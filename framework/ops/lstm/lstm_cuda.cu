@@ -1,6 +1,6 @@
 // LSTM through cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8, cudnnRNNBackwardWeights_v8).
 // When a problem is first seen, cudnnGetRNNWeightParams is asked where every matrix and bias
-// lives in cuDNN's weight space. Where that is loupe's layout (ops/lstm.h; one unidirectional
+// lives in cuDNN's weight space. Where that is loupe's layout (ops/lstm/lstm.h; one unidirectional
 // layer, measured on cuDNN 9.14) the flat weights are passed as they are; otherwise (a
 // bidirectional or stacked LSTM, whose biases cuDNN keeps after all the layer's matrices) a
 // permutation computed from those answers gathers the weights into cuDNN's order before each call
@@ -9,7 +9,7 @@
 // once per problem and cached; a step allocates only its work and reserve space.
 //
 // How it runs is chosen per problem by timing, as the convolutions' algorithms are: in float16 and
-// bfloat16 loupe's own persistent kernels (ops/lstm_persist.h, 16 or 8 batch rows a block; cuDNN
+// bfloat16 loupe's own persistent kernels (ops/lstm/lstm_persist.h, 16 or 8 batch rows a block; cuDNN
 // has no persistent bfloat16 kernels) are candidates beside cuDNN's. cuDNN's are the algorithm
 // (CUDNN_RNN_ALGO_PERSIST_STATIC_SMALL_H, one persistent kernel for the whole recurrence where
 // the hidden size allows it, or STANDARD, a GEMM and a pointwise kernel per step and direction) and
@@ -23,7 +23,7 @@
 //
 // cuDNN's LSTM has only the sigmoid gates: one with Keras's hard_sigmoid (LstmParams::hard_slope)
 // runs on loupe's persistent kernels where they apply, else on loupe's stepwise ones
-// (ops/lstm_step.h: a GEMM and a pointwise kernel per step, any dtype and size), never on cuDNN.
+// (ops/lstm/lstm_step.h: a GEMM and a pointwise kernel per step, any dtype and size), never on cuDNN.
 // LOUPE_LSTM_ALGO=step forces the stepwise kernels (sigmoid gates too: the parity tests).
 //
 // Data types: x, the weights, y, h, c and every gradient share one dtype: float32, float16, or
@@ -45,11 +45,11 @@
 #include "core/gpu_timer.h"
 #include "core/knobs.h"
 #include "core/precision.h"
-#include "ops/cudnn_util.cuh"
+#include "ops/backend/cudnn_util.cuh"
 #include "ops/index.h"
-#include "ops/lstm.h"
-#include "ops/lstm_persist.h"
-#include "ops/lstm_step.h"
+#include "ops/lstm/lstm.h"
+#include "ops/lstm/lstm_persist.h"
+#include "ops/lstm/lstm_step.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -58,8 +58,8 @@ namespace {
 struct Choice {
   cudnnRNNAlgo_t algo = CUDNN_RNN_ALGO_STANDARD;
   bool seq_major = false;
-  int own = 0;  // loupe's persistent kernels (ops/lstm_persist.h) with this many rows a block, not cuDNN
-  bool step = false;  // loupe's stepwise kernels (ops/lstm_step.h), not cuDNN
+  int own = 0;  // loupe's persistent kernels (ops/lstm/lstm_persist.h) with this many rows a block, not cuDNN
+  bool step = false;  // loupe's stepwise kernels (ops/lstm/lstm_step.h), not cuDNN
 };
 
 // The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
@@ -143,7 +143,7 @@ struct Plan {
   }
 };
 
-// Where cuDNN keeps each matrix and bias of the weight space, against ops/lstm.h's layout: fills
+// Where cuDNN keeps each matrix and bias of the weight space, against ops/lstm/lstm.h's layout: fills
 // the permutations when they differ (the matrices themselves are [H, in] row-major in both).
 // cuDNN answers with addresses; element offsets are those over the dtype's size.
 void map_layout(cudnnHandle_t h, Plan& pl, const LstmParams& p) {

@@ -1,4 +1,4 @@
-// The stepwise CUDA LSTM (ops/lstm_step.h), ops/lstm_cpu.cpp's algorithm step for step: per
+// The stepwise CUDA LSTM (ops/lstm/lstm_step.h), ops/lstm/lstm_cpu.cpp's algorithm step for step: per
 // pseudo-layer one GEMM x W^T over all N*T rows, then per time step a GEMM h_{t-1} R^T accumulated
 // into that step's rows and a pointwise kernel for the gates and the cell. Backward is BPTT: per
 // step a pointwise kernel for the gate gradients and a GEMM for the gradient reaching h_{t-1}
@@ -23,12 +23,12 @@
 
 #include "core/cuda_util.cuh"
 #include "ops/linalg.h"
-#include "ops/lstm_step.h"
+#include "ops/lstm/lstm_step.h"
 
 namespace loupe::lstm_step {
 namespace {
 
-// The gates i, f, o: the logistic sigmoid, or with a slope Keras's hard_sigmoid (ops/lstm.h).
+// The gates i, f, o: the logistic sigmoid, or with a slope Keras's hard_sigmoid (ops/lstm/lstm.h).
 __device__ __forceinline__ float step_gate(float v, float slope) {
   return slope != 0.f ? fminf(fmaxf(slope * v + 0.5f, 0.f), 1.f) : 1.f / (1.f + expf(-v));
 }
@@ -111,7 +111,7 @@ struct CellBwd {
 };
 
 // The gate gradients of step t (tp: the step before, < 0 at the first; `last`: the direction's
-// last step, where the final states' gradients come in), the equations of ops/lstm_gates_cpu.cpp.
+// last step, where the final states' gradients come in), the equations of ops/lstm/lstm_gates_cpu.cpp.
 template <class T>
 __global__ void step_cell_backward(const CellBwd<T> a, int64_t t, int64_t tp, bool last) {
   cuda::pdl_entry();

@@ -1,4 +1,4 @@
-// oneDNN's thread count, for the files that call it (ops/conv_dnnl.cpp, ops/gemm_blas.cpp); only
+// oneDNN's thread count, for the files that call it (ops/backend/conv_dnnl.cpp, ops/backend/gemm_blas.cpp); only
 // in builds with oneDNN (LOUPE_WITH_DNNL).
 #pragma once
 #include <omp.h>

@@ -1,4 +1,4 @@
-// loupe's persistent LSTM (ops/lstm_persist.h): per layer, one GEMM for every step's input
+// loupe's persistent LSTM (ops/lstm/lstm_persist.h): per layer, one GEMM for every step's input
 // projections, one kernel for the whole recurrence of both directions, and GEMMs for the weight
 // and input gradients.
 //
@@ -25,7 +25,7 @@
 #include "core/dispatch.h"
 #include "core/mma.cuh"
 #include "ops/linalg.h"
-#include "ops/lstm_persist.h"
+#include "ops/lstm/lstm_persist.h"
 #include "ops/view.h"
 
 namespace loupe::lstm_persist {
@@ -40,7 +40,7 @@ using cuda::pack2;
 // 2 sigmoid(2v) - 1 is accurate to ~1e-7 absolute, far below 16-bit storage's rounding.
 __device__ __forceinline__ float sigmoid_fast(float v) { return __fdividef(1.f, 1.f + __expf(-v)); }
 __device__ __forceinline__ float tanh_fast(float v) { return 2.f * sigmoid_fast(2.f * v) - 1.f; }
-// The gates i, f, o: the sigmoid, or with Hard Keras's hard_sigmoid of slope `hard` (ops/lstm.h);
+// The gates i, f, o: the sigmoid, or with Hard Keras's hard_sigmoid of slope `hard` (ops/lstm/lstm.h);
 // and their derivative from their value. A template parameter, so that the sigmoid's kernels
 // are the code they were without the option.
 template <bool Hard>

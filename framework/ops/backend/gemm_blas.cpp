@@ -11,7 +11,7 @@
 #if LOUPE_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>
 
-#include "ops/dnnl_threads.h"
+#include "ops/backend/dnnl_threads.h"
 #endif
 
 #include <algorithm>
@@ -31,7 +31,7 @@ extern "C" void dorgqr_(const int* m, const int* n, const int* k, double* a, con
                         double* work, const int* lwork, int* info) __attribute__((weak));
 
 #include "core/error.h"
-#include "ops/gemm_cpu.h"
+#include "ops/backend/gemm_cpu.h"
 
 namespace loupe::cpu {
 namespace {
@@ -51,7 +51,7 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, floa
 // float32 through oneDNN's sgemm where the build has oneDNN: its JIT kernels use the CPU's widest
 // vectors (AVX-512 here), where Debian's OpenBLAS ran its AVX2 kernels on the same VM: 2.0-2.9x
 // single-threaded at the models' shapes (lab/benchmarks.md). oneDNN threads the whole product
-// itself (ops/dnnl_threads.h).
+// itself (ops/backend/dnnl_threads.h).
 bool dnnl_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   match_dnnl_threads();

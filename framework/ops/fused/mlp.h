@@ -5,7 +5,7 @@
 // and the backward two, with the activations kept on chip between layers: a cluster of 8 blocks
 // takes 16 rows of the batch, each block an eighth of every hidden layer's columns (or, for a wide
 // input, an eighth of the first layer's k), and the blocks exchange their slices through
-// distributed shared memory (ops/mlp_cuda.cu). Separately the same
+// distributed shared memory (ops/fused/mlp_cuda.cu). Separately the same
 // stack is a GEMM and an epilogue kernel per layer each way, each a kernel boundary and a round
 // trip of its activation through memory: mnist_mlp's three layers took most of its step at batch
 // 128 (lab/benchmarks.md, "The fused MLP"). Elsewhere, and where the shapes do not fit, mlp

@@ -21,9 +21,9 @@
 #include "core/dispatch.h"
 #include "core/dropout_mask.h"
 #include "core/thread_pool.h"
-#include "ops/gemm_cpu.h"
-#include "ops/lstm.h"
-#include "ops/lstm_gates_cpu.h"
+#include "ops/backend/gemm_cpu.h"
+#include "ops/lstm/lstm.h"
+#include "ops/lstm/lstm_gates_cpu.h"
 #include "ops/view.h"
 
 namespace loupe {

@@ -16,7 +16,7 @@
 #include <optional>
 
 #include "core/thread_pool.h"
-#include "ops/dnnl_threads.h"
+#include "ops/backend/dnnl_threads.h"
 
 namespace loupe::cpu {
 namespace {

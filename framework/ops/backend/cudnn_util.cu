@@ -1,7 +1,7 @@
 #include <mutex>
 #include <string>
 
-#include "ops/cudnn_util.cuh"
+#include "ops/backend/cudnn_util.cuh"
 
 namespace loupe::cuda {
 
