@@ -17,7 +17,8 @@ usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
   capitals, `models/keras/NAME.json`, is no file), and none cites a tracker number (the word
   "issue" and a number: the tracker is not in the repository; the lab notebook is). `--self-test` plants both in a scratch
   tree and fails unless they are caught;
-- dev/README.md names every file of dev/ (and no file that is not there).
+- dev/README.md names every file of dev/ (and no file that is not there);
+- docs/design.md's complexity budget names every variable of framework/core/knobs.cpp's table.
 """
 import pathlib
 import re
@@ -150,6 +151,17 @@ def check_dev_readme(root):
             [f"dev/README.md names dev/{f}, which does not exist" for f in sorted(named - present)])
 
 
+def check_budget_names_every_knob(root):
+    """docs/design.md's complexity budget names every variable of core/knobs.cpp's table."""
+    knobs = set(re.findall(r'_knob\("(LOUPE_\w+)"', (root / "framework" / "core" / "knobs.cpp").read_text()))
+    design = (root / "docs" / "design.md").read_text()
+    m = re.search(r"### The complexity budget\n(.*?)(?=\n## |\Z)", design, re.S)
+    if not m:
+        return ["docs/design.md has no '### The complexity budget' section"]
+    return [f"docs/design.md's complexity budget does not name {k} (each variable: its A/B or its kind)"
+            for k in sorted(knobs) if k not in m.group(1)]
+
+
 def check_mutation_table(root):
     text = (root / "docs" / "testing.md").read_text()
     m = re.search(r"<!-- mutation-check: begin -->\n(.*?)<!-- mutation-check: end -->", text, re.S)
@@ -175,7 +187,8 @@ def main():
         sys.exit(__doc__)
     loupe, root = sys.argv[1], pathlib.Path(sys.argv[2])
     write = "--write" in sys.argv[3:]
-    errors = check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root) + check_dev_readme(root)
+    errors = (check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root) +
+              check_dev_readme(root) + check_budget_names_every_knob(root))
     for e in errors:
         print("FAIL:", e)
     if errors:
