@@ -1,5 +1,5 @@
-// `loupe train --gpus N` (lab/plans/data_parallel.md): the launcher, a process that starts the
-// ranks. A rank's side (joining the world, the world's line per epoch) is run/world.h's.
+// `loupe train --gpus N` (docs/multi-gpu.md): the launcher, a process that starts the ranks. A
+// rank's side (joining the world, the world's line per epoch) is run/world.h's.
 #pragma once
 #include "cli/options.h"
 

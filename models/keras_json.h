@@ -1,10 +1,10 @@
-// A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (see
-// lab/plans/keras_and_numpy.md, step 3). Both layouts: Keras 2 (`config` a list of layers or
-// {"layers": [...]}, the input in `batch_input_shape`) and Keras 3 (`module` / `registered_name`,
-// an InputLayer with `batch_shape`, `build_config`, `compile_config`). The layers loupe has:
-// InputLayer, Dense, Conv2D, MaxPooling2D, AveragePooling2D, BatchNormalization, Dropout, Flatten,
-// Reshape, Activation, Embedding, LSTM, Bidirectional(LSTM), GlobalAveragePooling1D. Every option
-// loupe cannot honour is refused by name in one sentence (an Error), never replaced silently.
+// A Sequential model as Keras's `model.to_json()` writes it, as a loupe model (see docs/keras.md,
+// "What is read"). Both layouts: Keras 2 (`config` a list of layers or {"layers": [...]}, the input
+// in `batch_input_shape`) and Keras 3 (`module` / `registered_name`, an InputLayer with
+// `batch_shape`, `build_config`, `compile_config`). The layers loupe has: InputLayer, Dense,
+// Conv2D, MaxPooling2D, AveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape,
+// Activation, Embedding, LSTM, Bidirectional(LSTM), GlobalAveragePooling1D. Every option loupe
+// cannot honour is refused by name in one sentence (an Error), never replaced silently.
 //
 // Keras's layout is channels-last; loupe's convolutions are channels-first, so an image is
 // transposed once before the first layer that needs it (or arrives channels-first from loupe's

@@ -1,6 +1,6 @@
-// A data-parallel rank's membership of its world (lab/plans/data_parallel.md): the communicator,
-// the watchdog that ends a rank whose peer is lost, and the world's figures and lines per epoch.
-// The processes are started by `loupe train --gpus N` (cli/data_parallel.h) or torchrun.
+// A data-parallel rank's membership of its world (docs/multi-gpu.md): the communicator, the
+// watchdog that ends a rank whose peer is lost, and the world's figures and lines per epoch. The
+// processes are started by `loupe train --gpus N` (cli/data_parallel.h) or torchrun.
 #pragma once
 #include <atomic>
 #include <memory>

@@ -21,7 +21,7 @@ autocast in --amp-dtype; no loss scaling, since GradScaler's step waits for the 
 optimizers and cannot be captured). With --loupe, `compiled` is compared with loupe's fastest
 precision of fp32, tf32, fp16 and bf16.
 
-Data parallel (lab/plans/data_parallel.md): started by torchrun (WORLD_SIZE set; `--ddp` insists on
+Data parallel (docs/multi-gpu.md): started by torchrun (WORLD_SIZE set; `--ddp` insists on
 it), each process trains on cuda:LOCAL_RANK (NCCL; gloo with --device cpu) through
 DistributedDataParallel, `--batch` per GPU, the data sharded as loupe shards it, e.g.
     torchrun --standalone --nproc-per-node 2 scripts/compare_pytorch.py --model cifar10_cnn \

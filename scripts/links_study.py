@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The links study (lab/plans/data_parallel.md, section 6): data-parallel throughput on one GPU and
-on each of --gpus (2; e.g. 2,4,8 for the scaling curve) with NCCL over each intra-node transport,
-for loupe and (with --pytorch) PyTorch DDP.
+"""The links study (docs/multi-gpu.md): data-parallel throughput on one GPU and on each of --gpus
+(2; e.g. 2,4,8 for the scaling curve) with NCCL over each intra-node transport, for loupe and
+(with --pytorch) PyTorch DDP.
 
 usage: scripts/links_study.py --loupe build-gpu/loupe [--models cifar10_cnn,imdb_bilstm,mnist_mlp]
            [--batch 1024] [--precision fp32] [--epochs 3] [--transports nvlink,shm,socket]

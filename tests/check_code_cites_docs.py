@@ -58,7 +58,7 @@ def main():
                     bad += 1
     if bad:
         print(f"FAIL: {bad} line(s) cite a tracker number no reader can open; cite the docs page "
-              "or section that holds the reasoning (docs/, lab/plans/), or drop the citation")
+              "or section that holds the reasoning (docs/; the lab notebook for a record), or drop the citation")
         return 1
     print("code_cites_docs: no comment cites a tracker number")
     return 0

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""The documentation against the tree it describes (lab/plans/heart_on_one_screen.md, steps 5
-and 7).
+"""The documentation against the tree it describes (docs/testing.md, "What each test checks").
 
 usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
 - README.md onboards in at most 250 lines, and its map of docs/ names every page there (and only

@@ -131,8 +131,8 @@ TEST_F(Cifar, ClassNamesFromMeta) {
   std::ofstream(d / "batches.meta.txt") << "a\nb\nc\n";
   expect_error([&] { loupe::data::load_cifar10(d.string()); }, "batches.meta.txt",
                "holds 3 class names, expected 10");
-  // lab/plans/cpu_real_machine.md, item 4: a list of names is read only when its size (stat) is
-  // within 64 KiB; the reader read a line of any length whole.
+  // docs/fuzzing.md, "Size caps": a list of names is read only when its size (stat) is within
+  // 64 KiB; the reader read a line of any length whole.
   fs::resize_file(d / "batches.meta.txt", (64 << 10) + 1);
   expect_error([&] { loupe::data::load_cifar10(d.string()); }, (d / "batches.meta.txt").string(),
                ": 65,537 bytes, more than the 65,536 (64 KiB) loupe reads for a list of class names");

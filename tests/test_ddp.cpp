@@ -1,9 +1,9 @@
-// Data parallelism (lab/plans/data_parallel.md). On the CPU: the gradient reducer's buckets with a
+// Data parallelism (docs/multi-gpu.md). On the CPU: the gradient reducer's buckets with a
 // communicator that records what it is asked (every bucket once, in plan order, the first while
-// backward is still running, unused parameters at the end), and the trainer's shard of each
-// epoch. On GPUs, real ranks started through the launcher (as test_comm): W ranks at batch b end
-// 50 steps with the parameters one process has at batch W*b (dropout off), every step checked
-// for identical weights across ranks (LOUPE_DDP_CHECK); a world of one must match exactly.
+// backward is still running, unused parameters at the end), and the trainer's shard of each epoch.
+// On GPUs, real ranks started through the launcher (as test_comm): W ranks at batch b end 50 steps
+// with the parameters one process has at batch W*b (dropout off), every step checked for identical
+// weights across ranks (LOUPE_DDP_CHECK); a world of one must match exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>

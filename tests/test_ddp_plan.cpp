@@ -1,5 +1,5 @@
-// Data parallelism's pure parts (lab/plans/data_parallel.md, steps 2 and 3): the ranks' shards of
-// an epoch and the buckets of the gradient arena, checked on the CPU.
+// Data parallelism's pure parts (docs/multi-gpu.md): the ranks' shards of an epoch and the buckets
+// of the gradient arena, checked on the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
-// `loupe eval` and `loupe generate` through the command (lab/plans/cpu_real_machine.md, item 6): a
-// char_lstm checkpoint stores its character table and is refused, in one sentence, with a text of
-// other characters (it used to generate garbage with exit 0 when the count matched); generate needs
-// no corpus with --prompt; a checkpoint without a table (an older loupe's) still loads, saying so;
-// and Ctrl-C ends both within a second with status 130, generate having printed its text so far.
+// `loupe eval` and `loupe generate` through the command (docs/data.md, "Checkpoints"): a char_lstm
+// checkpoint stores its character table and is refused, in one sentence, with a text of other
+// characters (it used to generate garbage with exit 0 when the count matched); generate needs no
+// corpus with --prompt; a checkpoint without a table (an older loupe's) still loads, saying so; and
+// Ctrl-C ends both within a second with status 130, generate having printed its text so far.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>

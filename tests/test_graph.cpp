@@ -1,7 +1,8 @@
-// The training step as one CUDA graph (train/trainer.h, lab/plans/cuda_graphs.md): a graphed run
-// and an eager run from the same seed end with the same parameters, optimizer state, loss scaler
-// and test accuracy, bit for bit where two eager runs agree bit for bit, otherwise within the
-// spread of two eager runs. On the CPU, --graph on is refused and auto runs eagerly, saying why.
+// The training step as one CUDA graph (train/trainer.h; docs/performance.md, "The step as one CUDA
+// graph"): a graphed run and an eager run from the same seed end with the same parameters,
+// optimizer state, loss scaler and test accuracy, bit for bit where two eager runs agree bit for
+// bit, otherwise within the spread of two eager runs. On the CPU, --graph on is refused and auto
+// runs eagerly, saying why.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -255,9 +256,10 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   EXPECT_EQ(t2.step_mode(), "eager: --graph off");
 }
 
-// --busy's split of a graphed epoch (lab/plans/graph_profile.md): the GPU ran the graph's kernels
-// each step (and at most the one-thread kernel that advances the dropout's random base, outside the
-// graph), the gaps between them are there and short, and busy + boundaries never exceed the window.
+// --busy's split of a graphed epoch (docs/profiling.md, "The graphed step, node by node: `loupe
+// profile MODEL --graph on`"): the GPU ran the graph's kernels each step (and at most the
+// one-thread kernel that advances the dropout's random base, outside the graph), the gaps between
+// them are there and short, and busy + boundaries never exceed the window.
 TEST(GraphGpu, BusySplitsAGraphedEpochIntoWorkAndBoundaries) {
   REQUIRE_GPU();
   models::SessionOptions so;

@@ -242,11 +242,11 @@ Bytes noise(size_t n) {
   return b;
 }
 
-// The hostile-input round (lab/plans/cpu_real_machine.md, item 4): a 2.1 MB gzip IDX file, valid
-// in every byte, declaring 2^31 bytes of images (the most the header may) and inflating to them,
-// all zeros. It took 3.4 GB and trained to "test accuracy 100.00 %". Now its declared size, 1,000
-// times its compressed size, is refused before anything is allocated for it: in a child allowed
-// 1 GiB more address space, the reader ends with that error rather than bad_alloc.
+// The hostile-input round (docs/fuzzing.md, "Size caps"): a 2.1 MB gzip IDX file, valid in every
+// byte, declaring 2^31 bytes of images (the most the header may) and inflating to them, all zeros.
+// It took 3.4 GB and trained to "test accuracy 100.00 %". Now its declared size, 1,000 times its
+// compressed size, is refused before anything is allocated for it: in a child allowed 1 GiB more
+// address space, the reader ends with that error rather than bad_alloc.
 TEST_F(Idx, GzipDeclaringFarMoreThanItsSizeIsRefusedBeforeInflating) {
   const fs::path p = dir_ / "train-images-idx3-ubyte.gz";
   write_raw(p, gzip_with_zeros(idx_bytes({32768, 256, 256}, {}), 2048));

@@ -313,10 +313,10 @@ TEST_F(ImageFolder, HugePngHeaderIsRefusedBeforeDecoding) {
   expect_refused(root, "wide.png", png_raw(20000, 1, 8, 0, 0, Bytes(20001, 0)), "20000x1 pixels, more than loupe decodes");
 }
 
-// lab/plans/cpu_real_machine.md, item 4: an image file is read only when its size (stat) is within
-// 288 MiB, the most a PNG of the largest image loupe decodes takes; the reader read it whole first
-// and refused it after. A sparse file of a PNG's first bytes, one byte over, is refused naming it;
-// one of 1.5 GB ends with that error in a child allowed 1 GiB more address space.
+// docs/fuzzing.md, "Size caps": an image file is read only when its size (stat) is within 288 MiB,
+// the most a PNG of the largest image loupe decodes takes; the reader read it whole first and
+// refused it after. A sparse file of a PNG's first bytes, one byte over, is refused naming it; one
+// of 1.5 GB ends with that error in a child allowed 1 GiB more address space.
 TEST_F(ImageFolder, ImageFileOverItsCapIsRefusedBeforeReading) {
   SKIP_WITHOUT_STB();
   const fs::path dir = root / "set", huge = dir / "cat" / "huge.png";

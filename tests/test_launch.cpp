@@ -1,6 +1,6 @@
-// Data parallelism's processes (lab/plans/data_parallel.md, step 1): the launcher gives each rank
-// torchrun's environment and stops every rank when one fails, and the rendezvous hands rank 0's id
-// to the others or says clearly why it could not. CPU only: the ranks here are shell scripts.
+// Data parallelism's processes (docs/multi-gpu.md): the launcher gives each rank torchrun's
+// environment and stops every rank when one fails, and the rendezvous hands rank 0's id to the
+// others or says clearly why it could not. CPU only: the ranks here are shell scripts.
 #include <gtest/gtest.h>
 
 #include <chrono>

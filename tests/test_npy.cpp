@@ -471,7 +471,7 @@ TEST(NpyFeatures, ALossFromTheCommandLineForALinearLastLayer) {
   fs::remove_all(dir);
 }
 
-// A regression (lab/plans/keras_and_numpy.md): a linear last layer trained with --loss mse on
+// A regression (docs/keras.md, "What is read"): a linear last layer trained with --loss mse on
 // float targets of its two outputs, held out by --val-split; the data line says float targets and
 // resident, the epoch line and the records have no accuracy, and the run's end names the test loss.
 // Targets that do not fit the outputs, or that are not finite, are refused by file and place.

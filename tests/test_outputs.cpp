@@ -1,7 +1,7 @@
 // Every file a command writes is checked before any data is loaded or step run
-// (lab/plans/cpu_real_machine.md): a --trace into a missing directory had failed only when its
-// window closed, minutes into the run. And a write that fails mid-run ends with one sentence naming
-// the file and the reason, status 1.
+// (docs/reliability.md): a --trace into a missing directory had failed only when its window closed,
+// minutes into the run. And a write that fails mid-run ends with one sentence naming the file and
+// the reason, status 1.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // data/paths.h: one search order for every data set ($LOUPE_DATA, ~/.cache/loupe, ./data), the
 // readers' own differences on top of it, and the errors that list the places looked in
 // (docs/design.md, "Knobs and paths"). And core/file_check.h's capped read, which every reader of a
-// whole file uses (lab/plans/cpu_real_machine.md, item 4).
+// whole file uses (docs/fuzzing.md, "Size caps").
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,7 +1,8 @@
-// `loupe profile` (lab/plans/profile.md, step 1), the parts visible without a GPU: every op of the
-// table records its name, FLOPs and bytes (the records' FLOPs add up exactly to core/flops.h's
-// count, forward and backward; a single op's bytes are the op table's analytic count), the join of
-// op records with activity records into rows, and the command on the CPU end to end.
+// `loupe profile` (docs/profiling.md, "Where the time goes, op by op: `loupe profile`"), the parts
+// visible without a GPU: every op of the table records its name, FLOPs and bytes (the records'
+// FLOPs add up exactly to core/flops.h's count, forward and backward; a single op's bytes are the
+// op table's analytic count), the join of op records with activity records into rows, and the
+// command on the CPU end to end.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -267,10 +268,10 @@ TEST(ProfileCli, CpuRunWritesTheTable) {
       << out;
 }
 
-// A graphed window (lab/plans/graph_profile.md): records that a graph ran carry its node, not an
-// op; the map from nodes to the ops that captured them names their op, and the capture's records
-// count once per replay, beside the window's own host-side ops. Nodes with no op stay unattributed,
-// never dropped.
+// A graphed window (docs/profiling.md, "The graphed step, node by node: `loupe profile MODEL
+// --graph on`"): records that a graph ran carry its node, not an op; the map from nodes to the ops
+// that captured them names their op, and the capture's records count once per replay, beside the
+// window's own host-side ops. Nodes with no op stay unattributed, never dropped.
 TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
   struct FakeMap : instrument::GraphNodeMap {
     uint64_t op_of(uint64_t node) override { return node == 101 ? 7 : node == 102 ? 8 : 0; }
@@ -318,10 +319,10 @@ TEST(GraphProfile, NodesNameTheirOpsAndTheCaptureCountsEveryReplay) {
   EXPECT_GT(p.boundary, 0.0);
 }
 
-// loupe profile --graph on (lab/plans/graph_profile.md): the step users run, replayed from its
-// graph, its kernels tied to the ops that captured them. Every replay counted, the kernels in rows
-// named by ops (only the graph's own bookkeeping unattributed), and the same ops as the eager
-// profile of the step.
+// loupe profile --graph on (docs/profiling.md, "The graphed step, node by node: `loupe profile
+// MODEL --graph on`"): the step users run, replayed from its graph, its kernels tied to the ops
+// that captured them. Every replay counted, the kernels in rows named by ops (only the graph's own
+// bookkeeping unattributed), and the same ops as the eager profile of the step.
 TEST(ProfileGpu, TheGraphedStepNodeByNode) {
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   const auto json = test::temp_path("gprofile.json"), csv = test::temp_path("gprofile.csv"),

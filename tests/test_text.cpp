@@ -236,10 +236,10 @@ TEST_F(Imdb, Errors) {
   expect_error([&] { load_aclimdb(root_.string()); }, (root_ / "aclImdb/test/pos").string(), "no .txt");
 }
 
-// lab/plans/cpu_real_machine.md, item 4: one 200 MB review took 4.5 GB (the tokenizer holds a
-// string per word). A review is read only when its size (stat) is within 1 MiB: exactly 1 MiB is
-// read, a byte more is refused, and a 1.5 GB one ends with that error in a child allowed 1 GiB more
-// address space (the reader read it whole, which ran out of memory there).
+// docs/fuzzing.md, "Size caps": one 200 MB review took 4.5 GB (the tokenizer holds a string per
+// word). A review is read only when its size (stat) is within 1 MiB: exactly 1 MiB is read, a byte
+// more is refused, and a 1.5 GB one ends with that error in a child allowed 1 GiB more address
+// space (the reader read it whole, which ran out of memory there).
 TEST_F(Imdb, AReviewOverItsCapIsRefusedBeforeReading) {
   const fs::path big = root_ / "aclImdb/train/pos/5_9.txt";
   sparse_file(big, 1 << 20);
@@ -319,8 +319,8 @@ TEST_F(Imdb, Sequences) {
   // Test review 1 [1 2 2 2 2 7]: (1,2) 15 and (2,7) 21 are known, (2,2) is not.
   EXPECT_EQ(Ids(f.test_x.begin() + 10, f.test_x.end()), (Ids{0, 0, 1, 2, 2, 2, 2, 7, 15, 21}));
   EXPECT_NE(f.description.find("16 training bigrams"), std::string::npos) << f.description;
-  // What checkpoints store of the ids (lab/plans/cpu_real_machine.md, item 6): the words in id
-  // order, then the bigrams.
+  // What checkpoints store of the ids (docs/data.md, "Checkpoints"): the words in id order, then
+  // the bigrams.
   EXPECT_EQ(s.vocab_fingerprint.rfind("5 words ('bad', 'plot', 'good', ...), crc32 ", 0), 0u) << s.vocab_fingerprint;
   EXPECT_EQ(f.vocab_fingerprint.rfind(s.vocab_fingerprint + ", 16 bigrams, crc32 ", 0), 0u) << f.vocab_fingerprint;
   EXPECT_NE(make_imdb_sequences(t, 7, 5, false).vocab_fingerprint, s.vocab_fingerprint);
@@ -429,8 +429,8 @@ TEST(CharCorpus, FromFile) {
   fs::remove_all(d);
 }
 
-// lab/plans/cpu_real_machine.md, item 4: char_lstm's text is read only when its size (stat) is
-// within 64 MiB; a 1.5 GB one ends with that error in a child allowed 1 GiB more address space (the
+// docs/fuzzing.md, "Size caps": char_lstm's text is read only when its size (stat) is within
+// 64 MiB; a 1.5 GB one ends with that error in a child allowed 1 GiB more address space (the
 // reader read it whole first).
 TEST(CharCorpus, TextOverItsCapIsRefusedBeforeReading) {
   const fs::path p = fs::temp_directory_path() / ("loupe_text_big_" + std::to_string(getpid()) + ".txt");

@@ -759,10 +759,10 @@ TEST(TrainCpu, CtrlCStopsWithin2sWhileTrainingAndEvaluating) {
 }
 
 // Paths that are not regular files are refused at once, in one sentence, and never replaced
-// (lab/plans/cpu_real_machine.md, items 3 and 4): a FIFO as the data (it blocked forever),
-// /dev/zero as the char corpus (read until 7.8 GB and bad_alloc), --save onto a device node (the
-// rename replaced it), a FIFO as --metrics (the open blocked). Each run has 20 s; a blocked one
-// fails here instead of hanging the suite.
+// (docs/reliability.md): a FIFO as the data (it blocked forever), /dev/zero as the char corpus
+// (read until 7.8 GB and bad_alloc), --save onto a device node (the rename replaced it), a FIFO as
+// --metrics (the open blocked). Each run has 20 s; a blocked one fails here instead of hanging the
+// suite.
 TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
   const std::string fifo = test::temp_path("loupe_fifo").string();
   std::remove(fifo.c_str());
@@ -792,7 +792,7 @@ TEST(DataFiles, DevicesAndFifosAreRefusedAtOnce) {
 }
 
 // A file size limit below the checkpoint's size (ulimit -f): one sentence naming the file and the
-// reason, exit 1, instead of death by SIGXFSZ with no message (lab/plans/cpu_real_machine.md).
+// reason, exit 1, instead of death by SIGXFSZ with no message (docs/reliability.md).
 TEST(DataFiles, FileSizeLimitIsAnErrorNotASignal) {
   const std::string ck = test::temp_path("loupe_fsize.ckpt").string();
   auto [rc, out] = test::run_command("ulimit -f 64 && " + std::string(LOUPE_CLI) + " train mnist_mlp --device cpu --plain "

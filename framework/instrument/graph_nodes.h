@@ -1,10 +1,11 @@
-// Which op captured each node of a CUDA graph (lab/plans/graph_profile.md): a replayed
-// graph runs without its ops on the host, so its kernels' activity records carry no op's
-// correlation id, only the graph node that ran them (ActivityRecord::graph_node). While a map
-// lives, CUPTI's resource callbacks report every node a stream capture creates, inside the call
-// that launched it, so the op scope open on that thread then (core/op_record.h, recording on) is
-// the node's op; and the nodes instantiation clones from them, whose ids the replays' records
-// carry. The interface is plain C++; graph_nodes_cuda.cu implements it with CUPTI's callback API.
+// Which op captured each node of a CUDA graph (docs/profiling.md, "The graphed step, node by node:
+// `loupe profile MODEL --graph on`"): a replayed graph runs without its ops on the host, so its
+// kernels' activity records carry no op's correlation id, only the graph node that ran them
+// (ActivityRecord::graph_node). While a map lives, CUPTI's resource callbacks report every node a
+// stream capture creates, inside the call that launched it, so the op scope open on that thread
+// then (core/op_record.h, recording on) is the node's op; and the nodes instantiation clones from
+// them, whose ids the replays' records carry. The interface is plain C++; graph_nodes_cuda.cu
+// implements it with CUPTI's callback API.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
-// Which run a record belongs to (lab/plans/heart_on_one_screen.md, step 6): every record of one
-// process carries the same id and start time, so that records of two runs appended to one file can
-// be told apart (loupe compare groups by it), and the host's CPU model, so that a figure can be
-// traced to its machine.
+// Which run a record belongs to (docs/profiling.md, "Metrics files"): every record of one process
+// carries the same id and start time, so that records of two runs appended to one file can be told
+// apart (loupe compare groups by it), and the host's CPU model, so that a figure can be traced to
+// its machine.
 #pragma once
 #include <string>
 

@@ -29,9 +29,9 @@ struct LoaderOptions {
   bool shuffle = true;
   uint64_t seed = 1;
   Device device = kCPU;
-  // This process's part of each global step (lab/plans/data_parallel.md, section 2). With
-  // world > 1 the tail that does not fill a step of world*batch is dropped, whatever drop_last
-  // says, so that every rank runs the same number of equal batches.
+  // This process's part of each global step (docs/multi-gpu.md). With world > 1 the tail that does
+  // not fill a step of world*batch is dropped, whatever drop_last says, so that every rank runs the
+  // same number of equal batches.
   Shard shard;
 };
 

@@ -10,10 +10,10 @@ namespace loupe::loader {
 
 std::vector<int32_t> epoch_permutation(int64_t n, uint64_t seed, int epoch);
 
-// Data parallelism (lab/plans/data_parallel.md): rank `rank` of `world` processes, each with a
-// per-rank batch. Global step s takes the world*batch entries [s*world*batch, (s+1)*world*batch)
-// of the epoch's order and rank r the `batch` of them from r*batch, so `world` ranks at batch b
-// train on exactly the batches one process sees at batch world*b.
+// Data parallelism (docs/multi-gpu.md): rank `rank` of `world` processes, each with a per-rank
+// batch. Global step s takes the world*batch entries [s*world*batch, (s+1)*world*batch) of the
+// epoch's order and rank r the `batch` of them from r*batch, so `world` ranks at batch b train on
+// exactly the batches one process sees at batch world*b.
 struct Shard {
   int rank = 0, world = 1;
 };

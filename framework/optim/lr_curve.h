@@ -1,9 +1,9 @@
-// The learning rate as the update kernels compute it on the device (lab/plans/the_run.md,
-// "Learning rate on the device"): a curve of the updates issued, evaluated in each update from the
-// optimizer's base rate and its update count, both device scalars, so that a step captured in a
-// CUDA graph follows the schedule as it replays. train::lr_at evaluates this same function on the
-// host (train/lr_schedule.h turns Keras's and PyTorch's schedules into curves): one formula for
-// the host, the CPU kernels and the CUDA kernels.
+// The learning rate as the update kernels compute it on the device (docs/cli.md, "Training
+// controls"): a curve of the updates issued, evaluated in each update from the optimizer's base
+// rate and its update count, both device scalars, so that a step captured in a CUDA graph follows
+// the schedule as it replays. train::lr_at evaluates this same function on the host
+// (train/lr_schedule.h turns Keras's and PyTorch's schedules into curves): one formula for the
+// host, the CPU kernels and the CUDA kernels.
 #pragma once
 #include <math.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
-// Collectives between the ranks of a data-parallel run (lab/plans/data_parallel.md): NCCL's, on
-// the GPU each rank owns. The interface is plain C++; the NCCL implementation (comm_nccl.cu) is
-// built where CMake finds NCCL (`loupe: NCCL: ON`) and registers itself at load time.
+// Collectives between the ranks of a data-parallel run (docs/multi-gpu.md): NCCL's, on the GPU each
+// rank owns. The interface is plain C++; the NCCL implementation (comm_nccl.cu) is built where
+// CMake finds NCCL (`loupe: NCCL: ON`) and registers itself at load time.
 #pragma once
 #include <memory>
 #include <string>

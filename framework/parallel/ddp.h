@@ -1,10 +1,10 @@
-// Data parallelism's gradient all-reduce (lab/plans/data_parallel.md, step 3): the gradient
-// arena cut into buckets (parallel/ddp_plan.h), each all-reduced (averaged) in place on the
-// communication stream as soon as backward has finished its last gradient, so communication
-// overlaps the rest of the backward pass as in PyTorch's DDP. Buckets go strictly in plan order
-// (NCCL needs every rank to issue its collectives in one order); a bucket that is ready before
-// the one before it waits for it. Nothing here waits on the host, and a step with a reducer can
-// be captured in a CUDA graph like any other (the side stream joins the capture by its events).
+// Data parallelism's gradient all-reduce (docs/multi-gpu.md): the gradient arena cut into buckets
+// (parallel/ddp_plan.h), each all-reduced (averaged) in place on the communication stream as soon
+// as backward has finished its last gradient, so communication overlaps the rest of the backward
+// pass as in PyTorch's DDP. Buckets go strictly in plan order (NCCL needs every rank to issue its
+// collectives in one order); a bucket that is ready before the one before it waits for it. Nothing
+// here waits on the host, and a step with a reducer can be captured in a CUDA graph like any other
+// (the side stream joins the capture by its events).
 #pragma once
 #include <cstdint>
 #include <string>

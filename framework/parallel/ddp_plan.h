@@ -1,9 +1,9 @@
 // Data parallelism: which stretches of the gradient arena are all-reduced together
-// (lab/plans/data_parallel.md, step 3). The arena holds the parameters' gradients contiguously in
-// registration order (nn/arena.h); backward finishes them roughly in reverse, so buckets are cut
-// from the last parameters to the first, and each bucket is one contiguous slice of the arena (the
-// alignment padding between parameters included: averaging zeros costs nothing), all-reduced in
-// place with no copies as soon as its last parameter's gradient is in.
+// (docs/multi-gpu.md). The arena holds the parameters' gradients contiguously in registration order
+// (nn/arena.h); backward finishes them roughly in reverse, so buckets are cut from the last
+// parameters to the first, and each bucket is one contiguous slice of the arena (the alignment
+// padding between parameters included: averaging zeros costs nothing), all-reduced in place with no
+// copies as soon as its last parameter's gradient is in.
 #pragma once
 #include <cstddef>
 #include <cstdint>

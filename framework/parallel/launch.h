@@ -1,7 +1,7 @@
-// Data parallelism's processes (lab/plans/data_parallel.md, step 1): the launcher that starts one
-// process per GPU with torchrun's environment, and the rendezvous through which rank 0 hands the
-// other ranks NCCL's unique id (nothing else crosses it). Both are plain POSIX; the launcher never
-// lets a run hang on a dead rank: the first rank to fail stops the others.
+// Data parallelism's processes (docs/multi-gpu.md): the launcher that starts one process per GPU
+// with torchrun's environment, and the rendezvous through which rank 0 hands the other ranks NCCL's
+// unique id (nothing else crosses it). Both are plain POSIX; the launcher never lets a run hang on
+// a dead rank: the first rank to fail stops the others.
 #pragma once
 #include <string>
 #include <vector>

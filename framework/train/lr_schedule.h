@@ -1,6 +1,6 @@
 // Learning-rate schedules with Keras's and PyTorch's formulas, and Keras's ReduceLROnPlateau
-// (lab/plans/the_run.md). A schedule is a function of `t`: the updates issued before this one
-// (Keras's optimizer.iterations), or the epochs completed for a schedule stepped per epoch
+// (docs/cli.md, "Training controls"). A schedule is a function of `t`: the updates issued before
+// this one (Keras's optimizer.iterations), or the epochs completed for a schedule stepped per epoch
 // (PyTorch's StepLR).
 #pragma once
 #include <cstdint>

@@ -1,9 +1,9 @@
 // A training (or evaluation) step recorded once as a CUDA graph and replayed: one launch instead of
-// one per kernel (lab/plans/cuda_graphs.md). The step must be graph-safe: nothing it passes to a
-// kernel may change from step to step except through device memory that device work inside the
-// step updates. loupe's step is written so (the optimizer's count, the loss scaler and the
-// accumulated loss live on the device); dropout's draws are the one thing this class handles:
-// inside the capture they read a device word that each replay advances.
+// one per kernel (docs/performance.md, "The step as one CUDA graph"). The step must be graph-safe:
+// nothing it passes to a kernel may change from step to step except through device memory that
+// device work inside the step updates. loupe's step is written so (the optimizer's count, the loss
+// scaler and the accumulated loss live on the device); dropout's draws are the one thing this class
+// handles: inside the capture they read a device word that each replay advances.
 #pragma once
 #include <functional>
 #include <string>

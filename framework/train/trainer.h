@@ -1,7 +1,7 @@
 // The training loop: one step = gather batch -> forward -> loss -> backward -> fused update, with
 // no host synchronisation inside a step (docs/design.md principle 3). Loss sums and correct counts
 // accumulate on the device and are read once per epoch. On the GPU the step is recorded once as a
-// CUDA graph and replayed for every full batch (lab/plans/cuda_graphs.md).
+// CUDA graph and replayed for every full batch (docs/performance.md, "The step as one CUDA graph").
 #pragma once
 #include <atomic>
 #include <functional>
@@ -70,10 +70,10 @@ struct TrainerOptions {
   // End the epoch as soon as the loss is seen to be non-finite (EpochStats::diverged). Benchmarks
   // turn it off: they time a fixed number of steps and report a divergence instead.
   bool stop_on_divergence = true;
-  // Data parallelism (lab/plans/data_parallel.md): this process is one rank of comm's world. The
-  // weights start as rank 0's, each rank trains on its shard of every global step (the batch is
-  // per rank), the gradients are averaged in buckets during backward (parallel/ddp.h), the epoch's
-  // loss and accuracy and the evaluation are the whole world's. Null: one process, as ever.
+  // Data parallelism (docs/multi-gpu.md): this process is one rank of comm's world. The weights
+  // start as rank 0's, each rank trains on its shard of every global step (the batch is per rank),
+  // the gradients are averaged in buckets during backward (parallel/ddp.h), the epoch's loss and
+  // accuracy and the evaluation are the whole world's. Null: one process, as ever.
   Communicator* comm = nullptr;
 };
 

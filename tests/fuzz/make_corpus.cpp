@@ -1,6 +1,6 @@
 // Writes the seed corpora of the fuzz targets: small valid files of each format, and the crafted
-// bad ones of lab/plans/hardening.md (a checkpoint whose tensor record is shorter than its shape,
-// an IDX .gz that inflates far beyond its header, checkpoint epochs "abc", 2147483647 and -5, PNGs
+// bad ones of docs/reliability.md (a checkpoint whose tensor record is shorter than its shape, an
+// IDX .gz that inflates far beyond its header, checkpoint epochs "abc", 2147483647 and -5, PNGs
 // with a bad CRC or Adler-32, images of the wrong size, ...). The committed corpora in
 // tests/fuzz/corpus were made with it (plus what the fuzzers found, in files named crash-* or
 // slow-*):
@@ -95,10 +95,9 @@ void idx_corpora() {
   Bytes bomb1 = idx({1}, 0);
   bomb1.resize(bomb1.size() + (4 << 20), 7);
   write("idx_gz", "bomb_1_declared_4MiB_inflated.gz", gzip(bomb1));
-  // A header declaring 2^31 bytes of images, the most it may, in a 4 KB file
-  // (lab/plans/cpu_real_machine.md, item 4): over 50 times the file's size and 64 MiB, so refused
-  // before inflating (the 4 MiB of zeros after it stand for the 2 GiB a hostile file of 2.1 MB
-  // holds).
+  // A header declaring 2^31 bytes of images, the most it may, in a 4 KB file (docs/fuzzing.md,
+  // "Size caps"): over 50 times the file's size and 64 MiB, so refused before inflating (the 4 MiB
+  // of zeros after it stand for the 2 GiB a hostile file of 2.1 MB holds).
   Bytes huge = idx({32768, 256, 256}, 0);
   huge.resize(huge.size() + (4 << 20), 0);
   write("idx_gz", "declares_2GiB_in_4KB.gz", gzip(huge));
