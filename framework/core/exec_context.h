@@ -1,8 +1,10 @@
 // What a kernel runs under, handed to it by the op that dispatches it (docs/design.md, "The op
 // pattern"): every kernel table's function takes it as its first argument, so that no kernel reads
 // the thread's or the process's state itself. An op makes it once, where it dispatches
-// (current_context(): the thread's innermost PrecisionScope), and a backward node keeps its
-// forward's, so a layer's backward runs in the precision its forward ran in.
+// (current_context(): the thread's innermost PrecisionScope). A backward node makes its own when it
+// runs, but for the convolution's, the LSTM's and the embedding's, which keep their forward's; the
+// trainer holds one precision scope over forward and backward, so a layer's backward runs in the
+// precision its forward ran in.
 //
 // The precision decides cuBLAS's and cuDNN's math (TF32 tensor operations for float32 data only
 // under tf32) and is part of the cached cuDNN plans' keys. The lane is where CUDA kernels go.
