@@ -17,7 +17,9 @@ usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
   "issue" and a number: the tracker is not in the repository; the lab notebook is). `--self-test` plants both in a scratch
   tree and fails unless they are caught;
 - dev/README.md names every file of dev/ (and no file that is not there);
-- docs/design.md's complexity budget names every variable of framework/core/knobs.cpp's table.
+- docs/design.md's complexity budget names every variable of framework/core/knobs.cpp's table;
+- no tracked file names a path outside the repository (`../shared/`, the machine's `/work/`): the
+  tree stands alone (lab/results/, raw logs, aside). `--self-test` plants one.
 """
 import pathlib
 import re
@@ -130,13 +132,19 @@ def self_test():
         (root / "docs" / "a.md").write_text("Moved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n"
                                             "Done in " + TRACKED + "; the host issue 0.5 ms and an issue share of 81% stay.\n")
         errors = check_paths(root)
+        (root / "framework" / "x.cpp").write_text("// the recipe: " + "../" + "shared/RECIPES.md\n")
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        subprocess.run(["git", "-C", str(root), "add", "."], check=True)
+        outside = check_stands_alone(root)
     expected = ["docs/a.md:1 names framework/gone.cpp, which does not exist",
                 "docs/a.md:1 names tests/x_, which does not exist",
                 f"docs/a.md:2 cites a tracker number ('{TRACKED}'): say what it is, or cite the lab notebook "
                 "(lab/README.md)"]
     if errors != expected:
         sys.exit(f"check_paths on a planted tree: {errors}, expected {expected}")
-    print("check_docs self-test: the planted dead paths and tracker number are caught, the live paths pass")
+    if len(outside) != 1 or not outside[0].startswith("framework/x.cpp:1 names a path outside"):
+        sys.exit(f"check_stands_alone on a planted tree: {outside}")
+    print("check_docs self-test: the planted dead paths, tracker number and outside path are caught, the live paths pass")
 
 
 def check_dev_readme(root):
@@ -159,6 +167,28 @@ def check_budget_names_every_knob(root):
         return ["docs/design.md has no '### The complexity budget' section"]
     return [f"docs/design.md's complexity budget does not name {k} (each variable: its A/B or its kind)"
             for k in sorted(knobs) if k not in m.group(1)]
+
+
+OUTSIDE_RE = re.compile(r"\.\./shared/|(?<![\w.])\.\./\.\./|/work/")
+
+
+def check_stands_alone(root):
+    """No tracked file names a path outside the repository (a shared folder beside the clone, the
+    machine it was written on): a user who clones it has only the tree."""
+    files = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True).stdout.split()
+    errors = []
+    for name in files:
+        path = root / name
+        if name.startswith("lab/results/") or not path.is_file() or path.suffix in (".png", ".gz", ".npy", ".npz", ".h5"):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for number, line in enumerate(text.split("\n"), 1):
+            if OUTSIDE_RE.search(line) and name != "tests/check_docs.py":
+                errors.append(f"{name}:{number} names a path outside the repository: {line.strip()[:80]}")
+    return errors
 
 
 def check_mutation_table(root):
@@ -187,7 +217,7 @@ def main():
     loupe, root = sys.argv[1], pathlib.Path(sys.argv[2])
     write = "--write" in sys.argv[3:]
     errors = (check_readme(root) + check_cli(loupe, root, write) + check_mutation_table(root) + check_paths(root) +
-              check_dev_readme(root) + check_budget_names_every_knob(root))
+              check_dev_readme(root) + check_budget_names_every_knob(root) + check_stands_alone(root))
     for e in errors:
         print("FAIL:", e)
     if errors:
