@@ -152,7 +152,7 @@ def check_dev_readme(root):
     readme = root / "dev" / "README.md"
     if not readme.exists():
         return ["dev/README.md is missing: it lists each developer tool and what it is for"]
-    named = set(re.findall(r"`([\w.-]+\.(?:py|sh|cpp|txt))`", readme.read_text()))
+    named = set(re.findall(r"`([\w.-]+\.(?:py|sh|cpp|cu|txt))`", readme.read_text()))
     present = {p.name for p in (root / "dev").iterdir() if p.is_file() and p.name != "README.md"}
     return ([f"dev/{f} is missing from dev/README.md" for f in sorted(present - named)] +
             [f"dev/README.md names dev/{f}, which does not exist" for f in sorted(named - present)])
