@@ -1,13 +1,18 @@
 // A reproducer, outside loupe, of the slowdown docs/performance.md describes under "Tuning a run":
-// in one process, CUDA graphs replay slower after a cuDNN convolution in NCHW float32 has run.
+// in one process, CUDA graphs replay slower after one of cuDNN's FFT convolutions has run.
 // It times one graph of many small dependent kernels, runs a convolution (forward and the filter's
 // gradient) in the layout and type asked for, and times a fresh capture of the same graph again.
 //
 //   nvcc -O2 -arch=sm_90 dev/repro_graph_gaps.cu -lcudnn -o /tmp/repro_graph_gaps
-//   /tmp/repro_graph_gaps none | nchw-f32 | nhwc-f32 | nhwc-f16
+//   /tmp/repro_graph_gaps none | nchw-f32 | nhwc-f32 | nhwc-f16 [find] [alloc]
 //
-// Prints the microseconds per replay before and after, and their ratio; with `none` the two
-// should agree within the machine's noise.
+// `find`: the algorithms cudnnFind* times (every candidate run, as loupe chooses) instead of the
+// heuristics' first. FWD_ALGO=N and FILTER_ALGO=N force one algorithm; FWD_ONLY=1 runs only the
+// forward. On one H200 (cuDNN 9.14): forward algorithms 4 and 5 (FFT, FFT_TILING) and the
+// filter's 2 (FFT) slow every later graph node; the others and the heuristics' choices do not. `alloc`: the graph also allocates and frees a buffer from the stream-ordered
+// pool every ten kernels (graph memory nodes, as loupe's captured step has). Prints the
+// microseconds per replay before and after, and their ratio; with `none` the two should agree
+// within the machine's noise.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -31,11 +36,19 @@ __global__ void tick(float* x, int n) {
 }
 
 // One capture of `nodes` dependent kernels, replayed `reps` times after a warm-up: us per replay.
-double time_graph(cudaStream_t s, float* buf, int nodes, int reps) {
+double time_graph(cudaStream_t s, float* buf, int nodes, int reps, bool alloc) {
   cudaGraph_t g;
   cudaGraphExec_t e;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int k = 0; k < nodes; ++k) tick<<<64, 256, 0, s>>>(buf, 64 * 256);
+  for (int k = 0; k < nodes; ++k) {
+    if (alloc && k % 10 == 0) {
+      void* p = nullptr;
+      CHECK(cudaMallocAsync(&p, size_t(1) << 20, s));
+      tick<<<64, 256, 0, s>>>(static_cast<float*>(p), 64 * 256);
+      CHECK(cudaFreeAsync(p, s));
+    }
+    tick<<<64, 256, 0, s>>>(buf, 64 * 256);
+  }
   CHECK(cudaStreamEndCapture(s, &g));
   CHECK(cudaGraphInstantiate(&e, g, 0));
   for (int k = 0; k < 50; ++k) CHECK(cudaGraphLaunch(e, s));
@@ -55,7 +68,7 @@ double time_graph(cudaStream_t s, float* buf, int nodes, int reps) {
 
 // cifar10_cnn's first convolution (128 x 3 x 32 x 32, 32 filters of 3 x 3, padding 1): forward and
 // the filter's gradient, with the algorithms cuDNN's heuristics rank first.
-void run_conv(cudaStream_t s, bool nhwc, cudnnDataType_t type) {
+void run_conv(cudaStream_t s, bool nhwc, cudnnDataType_t type, bool find) {
   cudnnHandle_t h;
   CHECK(cudnnCreate(&h));
   CHECK(cudnnSetStream(h, s));
@@ -81,11 +94,25 @@ void run_conv(cudaStream_t s, bool nhwc, cudnnDataType_t type) {
   CHECK(cudaMalloc(&ws, ws_bytes));
   int n = 0;
   cudnnConvolutionFwdAlgoPerf_t fp[8];
-  CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &n, fp));
   cudnnConvolutionBwdFilterAlgoPerf_t bp[8];
   int m = 0;
-  CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &m, bp));
+  if (find) {
+    CHECK(cudnnFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, 8, &n, fp));
+    CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, xd, yd, cd, wd, 8, &m, bp));
+  } else {
+    CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &n, fp));
+    CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, xd, yd, cd, wd, 8, &m, bp));
+  }
   const float one = 1, zero = 0;
+  if (const char* a = std::getenv("FWD_ALGO")) fp[0].algo = cudnnConvolutionFwdAlgo_t(std::atoi(a));
+  if (const char* a = std::getenv("FILTER_ALGO")) bp[0].algo = cudnnConvolutionBwdFilterAlgo_t(std::atoi(a));
+  if (std::getenv("FWD_ONLY")) {
+    for (int k = 0; k < 20; ++k)
+      CHECK(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, fp[0].algo, ws, ws_bytes, &zero, yd, y));
+    CHECK(cudaStreamSynchronize(s));
+    std::printf("conv: forward algo %d only\n", int(fp[0].algo));
+    return;
+  }
   for (int k = 0; k < 20; ++k) {
     CHECK(cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, fp[0].algo, ws, ws_bytes, &zero, yd, y));
     CHECK(cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, y, cd, bp[0].algo, ws, ws_bytes, &zero, wd, w));
@@ -101,18 +128,23 @@ void run_conv(cudaStream_t s, bool nhwc, cudnnDataType_t type) {
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "none";
+  bool find = false, alloc = false;
+  for (int i = 2; i < argc; ++i) {
+    find = find || std::strcmp(argv[i], "find") == 0;
+    alloc = alloc || std::strcmp(argv[i], "alloc") == 0;
+  }
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   float* buf;
   CHECK(cudaMalloc(&buf, 64 * 256 * sizeof(float)));
   CHECK(cudaMemset(buf, 0, 64 * 256 * sizeof(float)));
   const int nodes = 200, reps = 2000;
-  const double before = time_graph(s, buf, nodes, reps);
-  if (std::strcmp(mode, "nchw-f32") == 0) run_conv(s, false, CUDNN_DATA_FLOAT);
-  if (std::strcmp(mode, "nhwc-f32") == 0) run_conv(s, true, CUDNN_DATA_FLOAT);
-  if (std::strcmp(mode, "nhwc-f16") == 0) run_conv(s, true, CUDNN_DATA_HALF);
-  const double after = time_graph(s, buf, nodes, reps);
-  std::printf("%s: %.2f us a replay before, %.2f after (%.3fx; %d kernels a graph)\n", mode, before, after,
-              after / before, nodes);
+  const double before = time_graph(s, buf, nodes, reps, alloc);
+  if (std::strcmp(mode, "nchw-f32") == 0) run_conv(s, false, CUDNN_DATA_FLOAT, find);
+  if (std::strcmp(mode, "nhwc-f32") == 0) run_conv(s, true, CUDNN_DATA_FLOAT, find);
+  if (std::strcmp(mode, "nhwc-f16") == 0) run_conv(s, true, CUDNN_DATA_HALF, find);
+  const double after = time_graph(s, buf, nodes, reps, alloc);
+  std::printf("%s%s%s: %.2f us a replay before, %.2f after (%.3fx; %d kernels a graph)\n", mode,
+              find ? " find" : "", alloc ? " alloc" : "", before, after, after / before, nodes);
   return 0;
 }
