@@ -9,8 +9,9 @@
 #   published checksum: checked to be non-empty UTF-8 text).
 # all (the default): all five, each on its own, so one failed download does not stop the others.
 # DIR defaults to ${LOUPE_DATA:-$HOME/.cache/loupe}, where loupe looks without --data.
-# LOUPE_CIFAR10_URL, LOUPE_IMDB_URL and LOUPE_NIETZSCHE_URL may name a mirror or a local copy of
-# cifar-10-binary.tar.gz, aclImdb_v1.tar.gz or nietzsche.txt (checked all the same).
+# --from SRC, with one set: for cifar10, imdb or nietzsche a mirror's URL or a local copy of
+#   cifar-10-binary.tar.gz, aclImdb_v1.tar.gz or nietzsche.txt (checked all the same); for
+#   fashion-mnist a folder holding its four .gz files in place of Debian's package's.
 set -euo pipefail
 
 FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
@@ -39,25 +40,37 @@ declare -A RAW_MD5=(
 # yann.lecun.com went offline in 2023; torchvision switched to the ossci mirror.
 MNIST_URLS=(https://ossci-datasets.s3.amazonaws.com/mnist/ http://yann.lecun.com/exdb/mnist/)
 FASHION_URLS=(http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/)
-# Overridable so the tests can pretend the package is absent.
-DEBIAN_FASHION=${LOUPE_DEBIAN_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
+DEBIAN_FASHION=/usr/share/datasets/fashion-mnist
+FASHION_FROM="Debian's copy in $DEBIAN_FASHION (package dataset-fashion-mnist)"
+FASHION_FIX="reinstall it with 'sudo apt-get install --reinstall dataset-fashion-mnist'"
 
 die() { echo "fetch.sh: error: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; }
 
 what=all
+from=
 dir=${LOUPE_DATA:-$HOME/.cache/loupe}
 while (($#)); do
   case $1 in
     mnist|fashion-mnist|cifar10|imdb|nietzsche|all) what=$1 ;;
     --dir) (($# >= 2)) || die "--dir needs a directory"; dir=$2; shift ;;
     --dir=*) dir=${1#--dir=} ;;
+    --from) (($# >= 2)) || die "--from needs a URL, a file or a folder"; from=$2; shift ;;
+    --from=*) from=${1#--from=} ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
   shift
 done
 command -v md5sum >/dev/null || die "md5sum not found; install coreutils"
+if [[ -n $from ]]; then
+  case $what in
+    fashion-mnist) [[ -d $from ]] || die "--from for fashion-mnist names a folder of its four .gz files; '$from' is not a folder"
+                   DEBIAN_FASHION=$from FASHION_FROM="the copy in $from (--from)" FASHION_FIX="replace it" ;;
+    cifar10|imdb|nietzsche) ;;
+    *) die "--from takes one set: cifar10, imdb, nietzsche (a URL or a file) or fashion-mnist (a folder), not '$what'" ;;
+  esac
+fi
 
 # verify SET FILE PATH: true when PATH is the official .gz or a recompression of the same data.
 verify() {
@@ -92,10 +105,10 @@ fetch_set() {
     fi
     if [[ $set == fashion-mnist && -f $DEBIAN_FASHION/$f.gz ]]; then
       verify "$set" "$f" "$DEBIAN_FASHION/$f.gz" ||
-        die "$DEBIAN_FASHION/$f.gz (package dataset-fashion-mnist) has the wrong contents; reinstall it with 'sudo apt-get install --reinstall dataset-fashion-mnist'"
+        die "$DEBIAN_FASHION/$f.gz ($FASHION_FROM) has the wrong contents; $FASHION_FIX"
       rm -f "$out"
       ln -s "$DEBIAN_FASHION/$f.gz" "$out" 2>/dev/null || cp "$DEBIAN_FASHION/$f.gz" "$out"
-      echo "$out: linked to Debian's copy in $DEBIAN_FASHION (package dataset-fashion-mnist), contents checked"
+      echo "$out: linked to $FASHION_FROM, contents checked"
       continue
     fi
     ok=
@@ -125,7 +138,8 @@ fetch_set() {
 # records of 3,073 bytes, batches.meta.txt, readme.html). Extracted, then the tarball is deleted.
 CIFAR_TAR=cifar-10-binary.tar.gz
 CIFAR_MD5=c32a1d4ab5d03f1284b67883e8d87530
-CIFAR_URL=${LOUPE_CIFAR10_URL:-https://www.cs.toronto.edu/~kriz/$CIFAR_TAR}
+CIFAR_URL=https://www.cs.toronto.edu/~kriz/$CIFAR_TAR
+[[ $what == cifar10 && -n $from ]] && CIFAR_URL=$from
 CIFAR_BATCHES=(data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin data_batch_5.bin test_batch.bin)
 
 # cifar_complete DIR: true when DIR holds the six batch files at their exact size.
@@ -146,7 +160,7 @@ fetch_cifar10() {
   [[ -d $dest ]] || made=1
   mkdir -p "$dest" || die "cannot create $dest"
   local tar=$dest/$CIFAR_TAR
-  local help="Download $CIFAR_TAR (170 MB, MD5 $CIFAR_MD5) by hand and run LOUPE_CIFAR10_URL=/path/to/$CIFAR_TAR data/fetch.sh cifar10, or extract it so that $bin exists"
+  local help="Download $CIFAR_TAR (170 MB, MD5 $CIFAR_MD5) by hand and run data/fetch.sh cifar10 --from /path/to/$CIFAR_TAR, or extract it so that $bin exists"
   fetch_tarball "$CIFAR_URL" "$CIFAR_MD5" "$tar" "$dest" "$made" "$help"
   extract_tarball "$tar" "$dest" cifar-10-batches-bin cifar_complete "$bin" "six complete batch files"
   echo "$bin: extracted, six batch files checked"
@@ -212,7 +226,8 @@ extract_tarball() {
 # whole, then the tarball is deleted.
 IMDB_TAR=aclImdb_v1.tar.gz
 IMDB_MD5=7c2ac02c03563afcf9b574c7e56c153a
-IMDB_URL=${LOUPE_IMDB_URL:-https://ai.stanford.edu/~amaas/data/sentiment/$IMDB_TAR}
+IMDB_URL=https://ai.stanford.edu/~amaas/data/sentiment/$IMDB_TAR
+[[ $what == imdb && -n $from ]] && IMDB_URL=$from
 
 # imdb_complete DIR: true when DIR (an aclImdb folder) holds 12,500 reviews in each folder.
 imdb_complete() {
@@ -232,7 +247,7 @@ fetch_imdb() {
   [[ -d $dest ]] || made=1
   mkdir -p "$dest" || die "cannot create $dest"
   local tar=$dest/$IMDB_TAR
-  local help="Download $IMDB_TAR (84 MB, MD5 $IMDB_MD5) by hand and run LOUPE_IMDB_URL=/path/to/$IMDB_TAR data/fetch.sh imdb, or extract it so that $top exists"
+  local help="Download $IMDB_TAR (84 MB, MD5 $IMDB_MD5) by hand and run data/fetch.sh imdb --from /path/to/$IMDB_TAR, or extract it so that $top exists"
   fetch_tarball "$IMDB_URL" "$IMDB_MD5" "$tar" "$dest" "$made" "$help"
   extract_tarball "$tar" "$dest" aclImdb imdb_complete "$top" \
     "12500 reviews in each of train/neg, train/pos, test/neg and test/pos"
@@ -241,7 +256,8 @@ fetch_imdb() {
 }
 
 # The Nietzsche text of Keras' examples/lstm_text_generation.py (about 600 kB of English).
-NIETZSCHE_URL=${LOUPE_NIETZSCHE_URL:-https://s3.amazonaws.com/text-datasets/nietzsche.txt}
+NIETZSCHE_URL=https://s3.amazonaws.com/text-datasets/nietzsche.txt
+[[ $what == nietzsche && -n $from ]] && NIETZSCHE_URL=$from
 
 # text_problem FILE: what is wrong with FILE as a text corpus; prints nothing when it looks right.
 # With no published checksum, this catches the likely failures: an empty or binary file, another
@@ -270,7 +286,7 @@ fetch_nietzsche() {
   fi
   [[ -d $dest ]] || made=1
   mkdir -p "$dest" || die "cannot create $dest"
-  local help="Download nietzsche.txt (about 600 kB) by hand and run LOUPE_NIETZSCHE_URL=/path/to/nietzsche.txt data/fetch.sh nietzsche, or copy it to $out"
+  local help="Download nietzsche.txt (about 600 kB) by hand and run data/fetch.sh nietzsche --from /path/to/nietzsche.txt, or copy it to $out"
   echo "getting $NIETZSCHE_URL"
   if ! obtain "$NIETZSCHE_URL" "$out.part"; then
     [[ -z $made ]] || rmdir "$dest" 2>/dev/null || true  # leave no empty directory behind

@@ -200,15 +200,6 @@ std::vector<Knob> tool_knobs() {
                   "set by CTest for the `gpu` and `multigpu` labels: on a machine with the GPUs (one; two) a "
                   "skipped case fails the test; `cpu` (CI) fails every skip but a case's not-here one "
                   "(docs/testing.md)"),
-      text_knob("LOUPE_CIFAR10_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at cs.toronto.edu",
-                "where `data/fetch.sh cifar10` gets CIFAR-10 (a mirror or a local copy)"),
-      text_knob("LOUPE_IMDB_URL", "`data/fetch.sh`", "a URL or a local file", "the archive at ai.stanford.edu",
-                "where `data/fetch.sh imdb` gets aclImdb (a mirror or a local copy)"),
-      text_knob("LOUPE_NIETZSCHE_URL", "`data/fetch.sh`", "a URL or a local file", "Keras' copy on S3",
-                "where `data/fetch.sh nietzsche` gets the text (a mirror or a local copy)"),
-      text_knob("LOUPE_DEBIAN_FASHION_DIR", "`data/fetch.sh`", "a directory", "`/usr/share/datasets/fashion-mnist`",
-                "where `data/fetch.sh fashion-mnist` looks for Debian's copy (loupe's own search always looks "
-                "in the default)"),
   };
 }
 }  // namespace
