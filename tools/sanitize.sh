@@ -21,7 +21,7 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache 
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "${launcher[@]}" \
   -DLOUPE_CUDA=OFF -DLOUPE_DNNL=OFF -DLOUPE_SANITIZE=address,undefined > "$dir/configure.log" 2>&1 \
   || { cat "$dir/configure.log"; exit 1; }
-cmake --build "$dir" -j "${LOUPE_BUILD_JOBS:-$(nproc)}"
+cmake --build "$dir" -j "${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"  # CMake's own variable, as it reads it
 
 logs="$PWD/$dir/sanitizer-logs"
 rm -rf "$logs"

@@ -188,11 +188,6 @@ std::vector<Knob> tool_knobs() {
   return {
       text_knob("LOUPE_CUDA_ARCH", "`tools/setup.sh`", "CUDA architectures (`90`, `80;90`)", "90",
                 "the GPU architectures to build for"),
-      text_knob("LOUPE_BUILD_JOBS", "`tools/sanitize.sh`", "a whole number", "all cores", "parallel compile jobs"),
-      flag_knob("LOUPE_FUZZ_VERBOSE", "the fuzz replay tests", false, "0",
-                "1: say why each corpus file is refused or accepted"),
-      text_knob("LOUPE_FUZZ_WORK", "`tests/fuzz/fuzz.sh`", "a directory", "`/tmp/loupe-fuzz`",
-                "where fuzzing writes new inputs and findings (`docs/fuzzing.md`)"),
       text_knob("LOUPE_NVTX_LOG", "`tests/nvtx_recorder.cpp` (`test_nvtx`)", "a file", "nothing is recorded",
                 "where the NVTX recorder that `test_nvtx` injects writes the ranges"),
       choice_knob("LOUPE_TEST_REQUIRE", "`tests/gtest_main.cpp` (every GoogleTest binary)", {"cpu", "gpu", "multigpu"},

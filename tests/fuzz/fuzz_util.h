@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "core/knobs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -37,18 +36,22 @@ inline std::vector<Outcome>*& outcomes() {
   return o;
 }
 
-// A clean rejection: recorded for a replay with expectations, and printed when
-// LOUPE_FUZZ_VERBOSE=1 (to see, when replaying a corpus, what each file is refused for).
+// Whether each outcome is printed: a replay's --verbose (to see what each file is refused for);
+// never under libFuzzer.
+inline bool& verbose() {
+  static bool v = false;
+  return v;
+}
+
+// A clean rejection: recorded for a replay with expectations, and printed under --verbose.
 inline void rejected(const std::exception& e) {
-  static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
-  if (verbose) std::fprintf(stderr, "  rejected: %s\n", e.what());
+  if (verbose()) std::fprintf(stderr, "  rejected: %s\n", e.what());
   if (outcomes()) outcomes()->push_back({false, e.what()});
 }
 
 // The same for an accepted input.
 inline void accepted(const char* what) {
-  static const bool verbose = loupe::knobs::flag("LOUPE_FUZZ_VERBOSE");
-  if (verbose) std::fprintf(stderr, "  accepted: %s\n", what);
+  if (verbose()) std::fprintf(stderr, "  accepted: %s\n", what);
   if (outcomes()) outcomes()->push_back({true, what});
 }
 

@@ -3,7 +3,8 @@
 // any compiler. A crash or an escaping exception fails it, as it would fail the fuzzer; so does
 // an empty corpus (a wrong path must not pass for a clean run).
 //
-// With --expect FILE CORPUS_DIR (the CTest tests), not crashing is not enough: each input's
+// --verbose prints each outcome (what each file is refused for). With --expect FILE CORPUS_DIR
+// (the CTest tests), not crashing is not enough: each input's
 // outcomes (every accepted() and rejected() of the target, in order) must match FILE's line for
 // it, so that a check that stops refusing a bad file fails the test (format: docs/fuzzing.md).
 // Every mismatch, input without a line and line without an input is one line of output and
@@ -168,15 +169,19 @@ int main(int argc, char** argv) {
   std::string expect_file;
   std::map<std::string, Expectation> expect;
   int first = 1;
-  if (argc > 1 && std::strcmp(argv[1], "--expect") == 0) {
+  if (argc > 1 && std::strcmp(argv[1], "--verbose") == 0) {
+    loupe::fuzz::verbose() = true;
+    first = 2;
+  }
+  if (argc > first && std::strcmp(argv[first], "--expect") == 0) {
     std::error_code ec;
-    if (argc != 4 || !fs::is_directory(argv[3], ec)) {
-      std::fprintf(stderr, "replay: usage: %s --expect EXPECT_FILE CORPUS_DIR\n", argv[0]);
+    if (argc != first + 3 || !fs::is_directory(argv[first + 2], ec)) {
+      std::fprintf(stderr, "replay: usage: %s [--verbose] --expect EXPECT_FILE CORPUS_DIR\n", argv[0]);
       return 1;
     }
-    expect_file = argv[2];
+    expect_file = argv[first + 1];
     if (!parse_expectations(expect_file, &expect)) return 1;
-    first = 3;
+    first += 2;  // the corpus directory is the input
   }
   std::vector<fs::path> files;
   for (int i = first; i < argc; ++i) {
@@ -193,7 +198,8 @@ int main(int argc, char** argv) {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    std::fprintf(stderr, "replay: no inputs (usage: %s [--expect EXPECT_FILE] CORPUS_DIR_OR_FILE...)\n", argv[0]);
+    std::fprintf(stderr, "replay: no inputs (usage: %s [--verbose] [--expect EXPECT_FILE] CORPUS_DIR_OR_FILE...)\n",
+                 argv[0]);
     return 1;
   }
   std::vector<Outcome> got;
