@@ -1,4 +1,4 @@
-// The run's report (docs/profiling.md, "What the report shows"): an EpochReport from an epoch's
+// The run's report (docs/profiling.md, "The epoch report"): an EpochReport from an epoch's
 // statistics, and the standard observers (train/observer.h) that show it: the printer of the
 // header, epoch lines and events; the progress line; the JSON Lines and CSV records; TensorBoard.
 // `loupe train` adds them from its flags; a C++ user adds those it wants to a run::Run.

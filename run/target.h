@@ -1,4 +1,4 @@
-// Time and energy to a test accuracy (docs/cli.md, "Time to accuracy"): each run stops at the
+// Time and energy to a test accuracy (docs/cli.md, "Training controls"): each run stops at the
 // first epoch whose test accuracy reaches the target, and the runs of several seeds are summed
 // up as the speed-run reports do, the mean and spread of the seconds, joules and cost they took.
 #pragma once

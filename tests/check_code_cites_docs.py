@@ -6,7 +6,9 @@ Scans cli/, framework/, data/, models/, run/, tests/, tools/, scripts/, dev/, cm
 CMakeLists.txt (C++, CUDA, Python, shell and CMake files; tests/data/ and tests/fuzz/corpus/ are
 data, not code) for the word "issue" or "issues" followed by a number. Allowed: another
 project's tracker, named right before the word (THIRD_PARTY, e.g. "oneDNN issue #4845"), and a
-figure such as "host issue 0.25 ms" (a decimal number).
+figure such as "host issue 0.25 ms" (a decimal number). And a section a comment cites by title,
+`(docs/profiling.md, "GPM")`, must be in its page (its text, backticks aside): a page renamed or
+a heading reworded leaves no citation pointing nowhere.
 
 Usage: check_code_cites_docs.py SOURCE_DIR
 Prints FILE:LINE: TEXT for each citation and exits 1.
@@ -45,6 +47,40 @@ def citations(line):
     return out
 
 
+SECTION = re.compile(r"((?:docs|lab)/[\w./-]+\.md),?\s*\"([^\"]{3,120})\"")
+
+
+def comment_text(path):
+    """The file's comments, each run of comment lines joined by spaces, with the first line of each."""
+    marker = "//" if path.endswith((".cpp", ".h", ".cu", ".cuh")) else "#"
+    runs, cur, start = [], [], 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            i = line.find(marker)
+            if i >= 0 and (marker == "#" or '"' not in line[:i]):
+                if not cur:
+                    start = n
+                cur.append(line[i + len(marker):].strip())
+            elif cur:
+                runs.append((start, " ".join(cur)))
+                cur = []
+    if cur:
+        runs.append((start, " ".join(cur)))
+    return runs
+
+
+def dead_sections(root, path):
+    """Each (page, "title") a comment cites whose page is missing or does not hold the title."""
+    out = []
+    for n, text in comment_text(path):
+        for page, title in SECTION.findall(text):
+            full = os.path.join(root, page)
+            body = open(full, encoding="utf-8").read().replace("`", "") if os.path.isfile(full) else None
+            if body is None or title.replace("`", "") not in body:
+                out.append(f"{os.path.relpath(path, root)}:{n}: cites {page}, \"{title}\", which it does not hold")
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -56,6 +92,12 @@ def main():
                 if citations(line):
                     print(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
                     bad += 1
+    dead = [d for path in sources(root) for d in dead_sections(root, path)]
+    for d in dead:
+        print(d)
+    if dead:
+        print(f"FAIL: {len(dead)} comment(s) cite a section their page does not hold; name it as the page does")
+        return 1
     if bad:
         print(f"FAIL: {bad} line(s) cite a tracker number no reader can open; cite the docs page "
               "or section that holds the reasoning (docs/; the lab notebook for a record), or drop the citation")
