@@ -11,7 +11,8 @@ usage: check_docs.py LOUPE ROOT [--write] | check_docs.py --self-test
 - docs/testing.md's mutation table (written by `dev/mutation_check.py --doc`) has a row for every
   entry of dev/mutations.txt and no other, each KILLED or an expected survivor: a list that grew
   or changed since the table was generated fails here until the check is run again;
-- every file of the tree that README.md and the pages of docs/ name exists (a path under one of
+- every file of the tree that README.md and the pages of docs/ name exists, and every section they
+  cite by title (`docs/keras.md, "Weights out"`) is in its page (a path under one of
   the tree's folders, ending in a source, script, doc or data extension; a placeholder in
   capitals, `models/keras/NAME.json`, is no file), and none cites a tracker number (the word
   "issue" and a number: the tracker is not in the repository; the lab notebook is). `--self-test` plants both in a scratch
@@ -91,6 +92,7 @@ def check_readme(root):
 
 PATH_RE = re.compile(r"(?<![\w./~-])((?:framework|run|cli|models|data|tests|scripts|dev|tools|docs|cmake|"
                      r"third_party)/[\w./+@-]*[\w+@-])")
+SECTION_RE = re.compile(r"((?:docs|lab)/[\w./-]+\.md),?\s*\"([^\"]{3,120})\"")
 ISSUE_RE = re.compile(r"\bissues? #?\d+(?![\d.%])", re.I)  # not a time or a share: "host issue 0.02 ms"
 PATH_EXTENSIONS = {".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".md", ".txt", ".cmake", ".png", ".csv", ".json"}
 
@@ -100,6 +102,10 @@ def check_paths(root):
     a prefix (`tests/check_*.sh` reads tests/check_): some file must start with it."""
     errors = []
     for page in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
+        for cited, title in SECTION_RE.findall(page.read_text().replace("\n", " ")):
+            target = root / cited
+            if not target.exists() or title.replace("`", "") not in target.read_text().replace("`", ""):
+                errors.append(f"{page.relative_to(root)} cites {cited}, \"{title}\", which it does not hold")
         for number, line in enumerate(page.read_text().split("\n"), 1):
             for path in PATH_RE.findall(line):
                 parts = pathlib.PurePosixPath(path)
@@ -129,16 +135,19 @@ def self_test():
         (root / "framework" / "live.cpp").write_text("")
         (root / "framework" / "step_a.cpp").write_text("")
         (root / "README.md").write_text("See framework/live.cpp and models/keras/NAME.json.\n")
-        (root / "docs" / "a.md").write_text("Moved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n"
-                                            "Done in " + TRACKED + "; the host issue 0.5 ms and an issue share of 81% stay.\n")
+        (root / "docs" / "a.md").write_text("# A\nMoved: `framework/gone.cpp`; prefixes framework/step_ and tests/x_.\n"
+                                            "Done in " + TRACKED + "; the host issue 0.5 ms and an issue share of 81% stay.\n"
+                                            "See docs/b.md, \"B\" and docs/b.md, \"Nowhere\".\n")
+        (root / "docs" / "b.md").write_text("# B\n")
         errors = check_paths(root)
         (root / "framework" / "x.cpp").write_text("// the recipe: " + "../" + "shared/RECIPES.md\n")
         subprocess.run(["git", "init", "-q", str(root)], check=True)
         subprocess.run(["git", "-C", str(root), "add", "."], check=True)
         outside = check_stands_alone(root)
-    expected = ["docs/a.md:1 names framework/gone.cpp, which does not exist",
-                "docs/a.md:1 names tests/x_, which does not exist",
-                f"docs/a.md:2 cites a tracker number ('{TRACKED}'): say what it is, or cite the lab notebook "
+    expected = ["docs/a.md cites docs/b.md, \"Nowhere\", which it does not hold",
+                "docs/a.md:2 names framework/gone.cpp, which does not exist",
+                "docs/a.md:2 names tests/x_, which does not exist",
+                f"docs/a.md:3 cites a tracker number ('{TRACKED}'): say what it is, or cite the lab notebook "
                 "(lab/README.md)"]
     if errors != expected:
         sys.exit(f"check_paths on a planted tree: {errors}, expected {expected}")
