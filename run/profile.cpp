@@ -215,18 +215,24 @@ std::optional<instrument::Profile> profile(Run& run, const ProfileRequest& r) {
   return p;
 }
 
+namespace {
+// The datasheet row of a GPU, or an Error naming the GPUs the table has.
+instrument::GpuSheet sheet_of(const std::string& name) {
+  std::optional<instrument::GpuSheet> sheet = instrument::datasheet(name);
+  if (!sheet) throw Error("--predict knows the GPUs " + instrument::datasheet_names() + "; not '" + name + "'");
+  return *sheet;
+}
+}  // namespace
+
 const std::string& known_gpu(const std::string& name) {
-  if (!instrument::datasheet(name))
-    throw Error("--predict knows the GPUs " + instrument::datasheet_names() + "; not '" + name + "'");
+  sheet_of(name);
   return name;
 }
 
 std::string predict_report(const instrument::Profile& p, const std::string& target) {
   if (!p.gpu) throw Error("--predict needs a GPU profile: the CPU's op table has no GPU ceilings to scale");
-  known_gpu(p.device);
   return instrument::prediction_text(
-      instrument::predict(p, *instrument::datasheet(p.device), *instrument::datasheet(known_gpu(target)),
-                          p.ceilings.precision));
+      instrument::predict(p, sheet_of(p.device), sheet_of(target), p.ceilings.precision));
 }
 
 }  // namespace loupe::run

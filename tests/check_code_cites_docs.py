@@ -69,16 +69,22 @@ def comment_text(path):
     return runs
 
 
+def missing_sections(root, text):
+    """Each (page, title) that `text` cites as `page, "title"` and that the page (under root) does
+    not hold: the page is missing, or its text, backticks aside, lacks the title."""
+    out = []
+    for page, title in SECTION.findall(text):
+        full = os.path.join(root, page)
+        body = open(full, encoding="utf-8").read().replace("`", "") if os.path.isfile(full) else None
+        if body is None or title.replace("`", "") not in body:
+            out.append((page, title))
+    return out
+
+
 def dead_sections(root, path):
     """Each (page, "title") a comment cites whose page is missing or does not hold the title."""
-    out = []
-    for n, text in comment_text(path):
-        for page, title in SECTION.findall(text):
-            full = os.path.join(root, page)
-            body = open(full, encoding="utf-8").read().replace("`", "") if os.path.isfile(full) else None
-            if body is None or title.replace("`", "") not in body:
-                out.append(f"{os.path.relpath(path, root)}:{n}: cites {page}, \"{title}\", which it does not hold")
-    return out
+    return [f"{os.path.relpath(path, root)}:{n}: cites {page}, \"{title}\", which it does not hold"
+            for n, text in comment_text(path) for page, title in missing_sections(root, text)]
 
 
 def main():

@@ -27,6 +27,8 @@ import re
 import subprocess
 import sys
 
+from check_code_cites_docs import missing_sections  # the same section check as comments get
+
 COMMANDS = ["train", "eval", "generate", "bench", "sweep", "profile", "models", "peak", "roofline",
             "compare", "copybench"]
 MAX_README_LINES = 250
@@ -92,7 +94,6 @@ def check_readme(root):
 
 PATH_RE = re.compile(r"(?<![\w./~-])((?:framework|run|cli|models|data|tests|scripts|dev|tools|docs|cmake|"
                      r"third_party)/[\w./+@-]*[\w+@-])")
-SECTION_RE = re.compile(r"((?:docs|lab)/[\w./-]+\.md),?\s*\"([^\"]{3,120})\"")
 ISSUE_RE = re.compile(r"\bissues? #?\d+(?![\d.%])", re.I)  # not a time or a share: "host issue 0.02 ms"
 PATH_EXTENSIONS = {".cpp", ".h", ".cu", ".cuh", ".py", ".sh", ".md", ".txt", ".cmake", ".png", ".csv", ".json"}
 
@@ -102,11 +103,10 @@ def check_paths(root):
     a prefix (`tests/check_*.sh` reads tests/check_): some file must start with it."""
     errors = []
     for page in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
-        for cited, title in SECTION_RE.findall(page.read_text().replace("\n", " ")):
-            target = root / cited
-            if not target.exists() or title.replace("`", "") not in target.read_text().replace("`", ""):
-                errors.append(f"{page.relative_to(root)} cites {cited}, \"{title}\", which it does not hold")
-        for number, line in enumerate(page.read_text().split("\n"), 1):
+        text = page.read_text()
+        for cited, title in missing_sections(str(root), text.replace("\n", " ")):
+            errors.append(f"{page.relative_to(root)} cites {cited}, \"{title}\", which it does not hold")
+        for number, line in enumerate(text.split("\n"), 1):
             for path in PATH_RE.findall(line):
                 parts = pathlib.PurePosixPath(path)
                 prefix = path.endswith(("-", "_"))
