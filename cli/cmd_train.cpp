@@ -1,16 +1,12 @@
 // loupe train: a model with its recipe (the command line overrides it) as a run (run/run.h): the
 // options become a RunConfig, the report's observers are added by flag, and the run's end becomes
 // the exit status. Checkpoints, resume, Ctrl-C and divergence are the run's.
-#include <chrono>
 #include <cstdio>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 
 #include "core/cuda_runtime.h"
 #include "core/error.h"
-#include "core/knobs.h"
 #include "core/thread_pool.h"
 #include "instrument/tensorboard.h"
 #include "cli/commands.h"
@@ -33,60 +29,9 @@ namespace {
 // diverged, stops with this status (1 is an error, 130 Ctrl-C).
 constexpr int kExitDiverged = 3;
 
-// LOUPE_DDP_FAULT=R:S: rank R throws at step S of an epoch, for the tests of a failure on one rank
-// (check_ddp): the error must be reported, naming the rank, and every rank must end within seconds.
-class FaultInjection final : public train::Observer {
- public:
-  explicit FaultInjection(int64_t step) : step_(step) {}
-  void step_end(const train::StepInfo& info, train::Control&) override {
-    if (info.epoch_step == step_) throw Error("a fault injected at step " + std::to_string(step_) + " (LOUPE_DDP_FAULT)");
-  }
-
- private:
-  int64_t step_;
-};
-
-std::unique_ptr<train::Observer> inject_fault(const run::World* world) {
-  const std::optional<std::string> f = knobs::text("LOUPE_DDP_FAULT");
-  if (!f || !world) return nullptr;
-  int rank = -1;
-  long long step = -1;
-  if (std::sscanf(f->c_str(), "%d:%lld", &rank, &step) != 2 || rank < 0 || step < 1)
-    throw Error("LOUPE_DDP_FAULT takes RANK:STEP (e.g. 1:20), got '" + *f + "'");
-  if (rank != world->rank()) return nullptr;
-  return std::make_unique<FaultInjection>(step);
-}
-
-// LOUPE_DDP_DELAY=R:MS: rank R sleeps MS ms as each training step begins, for the tests of a
-// straggler (check_ddp). The sleep comes before the batch is fetched, so the rank's data wait holds
-// it as a slow input pipeline's would: resident data's wait is the host's own time, which judges the
-// straggler without --busy too (after the step it would fall outside every measured part of it);
-// with --busy its peers' GPUs show the wait in NCCL.
-class DelayInjection final : public train::Observer {
- public:
-  explicit DelayInjection(double ms) : ms_(ms) {}
-  void fetch_begin(const train::StepInfo&) override {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms_));
-  }
-
- private:
-  double ms_;
-};
-
-std::unique_ptr<train::Observer> inject_delay(const run::World* world) {
-  const std::optional<std::string> d = knobs::text("LOUPE_DDP_DELAY");
-  if (!d || !world) return nullptr;
-  int rank = -1;
-  double ms = -1;
-  char extra = 0;
-  // At most a second, so that Ctrl-C still stops a rank within one.
-  if (std::sscanf(d->c_str(), "%d:%lf%c", &rank, &ms, &extra) != 2 || rank < 0 || !(ms > 0) || ms > 1000)
-    throw Error("LOUPE_DDP_DELAY takes RANK:MS (e.g. 1:5; 0 < MS <= 1000), got '" + *d + "'");
-  if (rank >= world->size())
-    throw Error("LOUPE_DDP_DELAY names rank " + std::to_string(rank) + " of a world of " +
-                std::to_string(world->size()) + " (ranks 0.." + std::to_string(world->size() - 1) + ")");
-  if (rank != world->rank()) return nullptr;
-  return std::make_unique<DelayInjection>(ms);
+TestObservers& test_observers() {
+  static TestObservers f;  // empty in the product: only a test binary sets it, before main
+  return f;
 }
 
 // --timeline: the line under the header with the command that draws the CSV, titled with the
@@ -148,8 +93,8 @@ void print_done(const run::RunResult& r, const std::string& save) {
 }
 
 // The run's warnings, said once, then the report's observers, by flag: the progress line, the
-// printer, TensorBoard, the records, the training controls (run/controls.h), and the tests' fault
-// and delay.
+// printer, TensorBoard, the records, the training controls (run/controls.h), and a test build's own
+// (set_test_observers).
 void add_observers(run::Run& run, const Options& o) {
   for (const std::string& w : run.info().warnings) std::fprintf(stderr, "loupe: note: %s\n", w.c_str());
   run.add(std::make_shared<run::ProgressLine>(!o.plain && instrument::ProgressBar::stdout_is_tty()));
@@ -161,8 +106,8 @@ void add_observers(run::Run& run, const Options& o) {
   if (o.has("csv")) run.add(std::make_shared<run::RecordFile>(o.csv, run::RecordFile::Format::Csv, "--csv"));
   if (train::is_plateau(o.lr_schedule)) run.add(std::make_shared<run::LrPlateau>(train::parse_plateau(o.lr_schedule)));
   if (!o.early_stop.empty()) run.add(std::make_shared<run::EarlyStopping>(run::parse_early_stop(o.early_stop)));
-  if (auto f = inject_fault(run.config().world)) run.add(std::move(f));
-  if (auto d = inject_delay(run.config().world)) run.add(std::move(d));
+  if (test_observers())
+    for (std::unique_ptr<train::Observer>& t : test_observers()(run.config().world)) run.add(std::move(t));
 }
 
 // --target-acc: the runs of --seeds seeds, each stopped at the target (run/target.h), then the
@@ -187,6 +132,8 @@ int train_to_target(const Options& o, const run::RunConfig& c) {
 }
 
 }  // namespace
+
+void set_test_observers(TestObservers f) { test_observers() = std::move(f); }
 
 run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::World* world) {
   run::RunConfig c;

@@ -1,6 +1,8 @@
 // The `loupe` subcommands, one file each (cli/cmd_*.cpp), and what they share. Each takes the
 // parsed command line (cli/options.h) and returns the process's exit status.
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,11 @@ models::ModelInfo model_with_flags(const std::string& name, const Options& o);
 run::DataRequest data_request(const Options& o, const models::ModelInfo& info, bool augment, bool resident);
 // The run the options describe (cli/cmd_train.cpp): train's, and profile's with its own options.
 run::RunConfig run_config(const Options& o, const models::ModelInfo& info, run::World* world);
+// A test seam: observers that every run of `loupe train` adds, made for the run's world (nullptr
+// outside one). Only a test build of the command sets it (tests/seams.cpp, before main); the
+// product's has none, so that no fault a test injects is in the product's code path.
+using TestObservers = std::function<std::vector<std::unique_ptr<train::Observer>>(const run::World*)>;
+void set_test_observers(TestObservers f);  // cli/cmd_train.cpp
 // --precision and --graph as the trainer takes them, checked against the device.
 train::TrainerOptions trainer_options(const Options& o, Device dev);
 // After a checkpoint is loaded: the note, on stderr, that its vocabulary could not be checked

@@ -228,7 +228,7 @@ const char* const kBenchUsage = "usage: loupe bench [MODEL,MODEL...] [options]\n
     "  --batch LIST        comma-separated batch sizes (default: each model's recipe batch)\n"
     LOUPE_BENCH_OPTIONS
     "  --csv FILE          the rows as CSV, each row added as it finishes\n"
-    "\ndata parallelism (NCCL, or the copy engines between GPUs of one host):\n"
+    "\ndata parallelism (NCCL):\n"
     "  --gpus LIST         world sizes, e.g. 1,2: each one a `loupe train MODEL --synthetic --resident\n"
     "                      --gpus N` run; prints samples/s, per GPU, scaling efficiency against the\n"
     "                      smallest size, the all-reduce's share of the time (from one more run with\n"

@@ -107,10 +107,10 @@ std::string world_line(const instrument::EpochReport& r, const std::vector<doubl
                                      "` measures it; or --baseline X, one GPU's samples/s at this batch)";
   std::snprintf(buf, sizeof buf, "  all-reduce %.1f MiB/step in ", double(red.bytes_per_step()) / (1 << 20));
   line += buf + red.describe();
-  if (!r.nccl_share) return line + "  " + red.transport() + " time n/a (--busy measures it)";
+  if (!r.nccl_share) return line + "  NCCL time n/a (--busy measures it)";
   std::snprintf(buf, sizeof buf, " %.1f%% of the time (%.1f%% not hidden)", 100 * *r.nccl_share,
                 100 * r.nccl_exposed_share.value_or(0));
-  line += "  " + red.transport() + buf;
+  line += std::string("  NCCL") + buf;
   if (r.bus_gbps) {
     std::snprintf(buf, sizeof buf, ", bus %.1f GB/s", *r.bus_gbps);
     line += buf;
@@ -144,9 +144,7 @@ std::string World::fill(instrument::EpochReport& r, const parallel::GradReducer&
   if (slowest > 0) r.world_samples_per_sec = samples / slowest;
   if (baseline && r.world_samples_per_sec) r.scaling_efficiency = *r.world_samples_per_sec / (size() * *baseline);
   // NCCL's bus bandwidth: what each rank all-reduced, times 2(W-1)/W, over its time in NCCL kernels.
-  // None for the copy engines: CUPTI records no activity for their peer copies inside a CUDA graph
-  // (two H200s), so their share is the kernels and waits around the copies only.
-  if (red.transport() == "NCCL" && r.nccl_share && *r.nccl_share > 0 && size() > 1 && r.steps > 0)
+  if (r.nccl_share && *r.nccl_share > 0 && size() > 1 && r.steps > 0)
     r.bus_gbps = double(allreduce_bytes) * double(r.steps) * 2.0 * (size() - 1) / size() /
                  (*r.nccl_share * r.train_seconds) / 1e9;
   // The rank the others wait for: every rank judges the same figures alike.

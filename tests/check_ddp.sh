@@ -5,14 +5,16 @@
 #   3. a rank killed mid-run: the launcher stops the other and exits non-zero within seconds;
 #   4. a lost peer across "hosts": the surviving host's rank sees NCCL's error and ends, no hang;
 #   5. the loader path on IDX files written here, fp32 and fp16, 1 and 4 workers, to the end;
-#   6. an error on one rank (LOUPE_DDP_FAULT): named, and every rank ends within seconds;
-#   7. a straggler (LOUPE_DDP_DELAY): rank 0's world line, records and advice name it;
+#   6. an error on one rank (LOUPE_TEST_FAULT=throw:...): named, and every rank ends within seconds;
+#   7. a straggler (LOUPE_TEST_FAULT=delay:...): rank 0's world line, records and advice name it;
 #   8. on a host of more than 2 GPUs, a world of all of them (up to 8): the loader path to the end
 #      and a straggler named among them.
-# (5 to 8 run before 4.)
-# usage: check_ddp.sh LOUPE
+# (5 to 8 run before 4.) The injected fault and straggler are the test build of the command's
+# (SEAMS: loupe_test_seams, tests/seams.cpp); the product's `loupe` has no such seam.
+# usage: check_ddp.sh LOUPE SEAMS
 set -u
 LOUPE=$1
+SEAMS=$2
 source "$(dirname "$0")/multigpu_common.sh"
 work=$(mktemp -d)
 # The processes started in the background here, ended at exit with their children (the ranks).
@@ -106,25 +108,25 @@ for prec in fp32 fp16; do
   done
 done
 
-# 6. an error on one rank mid-epoch (LOUPE_DDP_FAULT): reported with its rank and message, and the
+# 6. an error on one rank mid-epoch (LOUPE_TEST_FAULT): reported with its rank and message, and the
 # whole world ends within seconds (the failing rank aborts its communicator instead of waiting in
 # ncclCommDestroy for peers that wait for it).
 t0=$(date +%s.%N)
-LOUPE_DDP_FAULT=1:20 timeout -k 5 60 "$LOUPE" train "${common[@]}" --gpus 2 --epochs 100 > "$work/f.txt" 2>&1
+LOUPE_TEST_FAULT=throw:1:20 timeout -k 5 60 "$SEAMS" train "${common[@]}" --gpus 2 --epochs 100 > "$work/f.txt" 2>&1
 rc=$?; t1=$(date +%s.%N)
 echo "== 6. a fault on rank 1: exit $rc after $(python3 -c "print(round($t1-$t0,1))") s"; grep "^loupe" "$work/f.txt"
 [ $rc != 0 ] && [ $rc != 124 ] || { cat "$work/f.txt"; fail "a fault on one rank: exit $rc (124: the world hung)"; }
 grep -q "rank 1 of 2 failed" "$work/f.txt" || fail "the failing rank was not named"
-grep -q "a fault injected at step 20 (LOUPE_DDP_FAULT)" "$work/f.txt" || fail "the failing rank's error was not printed"
+grep -q "a fault injected at step 20 (LOUPE_TEST_FAULT)" "$work/f.txt" || fail "the failing rank's error was not printed"
 python3 -c "import sys; sys.exit(0 if $t1 - $t0 < 30 else 1)" || fail "the world took 30 s or more to end"
 
-# 7. a straggler: rank 1 sleeps 5 ms as each step begins (LOUPE_DDP_DELAY, before its batch, so in
+# 7. a straggler: rank 1 sleeps 5 ms as each step begins (LOUPE_TEST_FAULT, before its batch, so in
 # its data wait), and rank 0's GPU waits for it in NCCL. Rank 0's second world line, its records and
 # its advice must name rank 1: with --busy from the unhidden NCCL shares, without it from the data
 # waits (resident data, where the wait for a batch is the host's own time).
 for busy in --busy ""; do
   rm -f "$work/g.jsonl"
-  LOUPE_DDP_DELAY=1:5 timeout -k 5 120 "$LOUPE" train "${common[@]}" --gpus 2 --epochs 2 $busy \
+  LOUPE_TEST_FAULT=delay:1:5 timeout -k 5 120 "$SEAMS" train "${common[@]}" --gpus 2 --epochs 2 $busy \
     --metrics "$work/g.jsonl" > "$work/g.txt" 2>&1
   rc=$?
   how=${busy:-without --busy}
@@ -159,7 +161,7 @@ if [ "$all" -gt 2 ]; then
   [ "$(grep -c "\"world_size\":$all" "$work/h.jsonl")" = $((2 * all)) ] || fail "$all GPUs: want $((2 * all)) records"
   grep -qE "^done in .*final test accuracy (9[0-9]|100)\." "$work/h.txt" || fail "$all GPUs did not learn two classes"
   last=$((all - 1))
-  LOUPE_DDP_DELAY=$last:5 timeout -k 5 120 "$LOUPE" train "${common[@]}" --gpus $all --epochs 2 --busy \
+  LOUPE_TEST_FAULT=delay:$last:5 timeout -k 5 120 "$SEAMS" train "${common[@]}" --gpus $all --epochs 2 --busy \
     > "$work/i.txt" 2>&1 || { cat "$work/i.txt"; fail "the straggler run on $all GPUs exited $?"; }
   echo "== 8. a straggler (rank $last of $all)"; grep -E "slowest rank|advice: straggler" "$work/i.txt"
   grep -q "^  slowest rank $last: " "$work/i.txt" || { cat "$work/i.txt"; fail "$all GPUs: rank $last not named slowest"; }

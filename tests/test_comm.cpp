@@ -1,12 +1,11 @@
 // NCCL collectives between real processes: the test starts itself through the launcher
 // (parallel/launch.h), each copy a rank on its own GPU that joins the world by the rendezvous and
-// checks an all-reduce (sum and average), a broadcast, and the copy engines' all-reduce
-// (parallel/peer_reduce.h). test_comm_gpu runs a world of one (label gpu), test_comm_multigpu two ranks
-// and, on a host of more, every GPU (label multigpu); each skips, saying why, without GPUs or NCCL.
+// checks an all-reduce (sum and average) and a broadcast. test_comm_gpu runs a world of one (label
+// gpu), test_comm_multigpu two ranks and, on a host of more, every GPU (label multigpu); each skips,
+// saying why, without GPUs or NCCL.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,7 +14,6 @@
 #include "loupe.h"
 #include "parallel/comm.h"
 #include "parallel/launch.h"
-#include "parallel/peer_reduce.h"
 #include "skip.h"
 
 using namespace loupe;
@@ -24,12 +22,11 @@ namespace {
 bool is_rank() { return std::getenv("WORLD_SIZE") != nullptr; }
 }  // namespace
 
-// The parent: `procs` ranks of this same binary running only CommRank.* (and CommPeers.*).
+// The parent: `procs` ranks of this same binary running only CommRank.*.
 int run_ranks(int procs) {
   parallel::LaunchOptions o;
   o.exe = "/proc/self/exe";
-  // CommPeers.* need a peer: a world of one would skip them, which LOUPE_TEST_REQUIRE counts as a failure.
-  o.args = {procs > 1 ? "--gtest_filter=CommRank.*:CommPeers.*" : "--gtest_filter=CommRank.*"};
+  o.args = {"--gtest_filter=CommRank.*"};
   o.procs = procs;
   return parallel::run_ranks(o);
 }
@@ -90,96 +87,4 @@ TEST(CommRank, AllReduceAndBroadcast) {
     expect_all(b, per_element(n, 1), "broadcast from rank 0");
   }
   EXPECT_EQ(comm->async_error(), "");
-}
-
-// The all-reduce carried in 16 bits (LOUPE_DDP_GRAD_DTYPE): every element within a few roundings
-// of the exact float32 average (the inputs rounded once, NCCL's partial sums in the wire's type,
-// the result widened), in worlds of one and more; a wrong offset, a dropped chunk or an element
-// left unwidened is off by far more. Values of mixed sign and magnitude, as gradients are.
-TEST(CommRank, SixteenBitAllReduceAveragesWithinItsRounding) {
-  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
-  std::string why;
-  auto comm = parallel::join_world(&why);
-  ASSERT_TRUE(comm) << why;
-  const int r = comm->rank(), w = comm->world();
-  auto value = [](int64_t i, int rank) {
-    const double m = (i % 251 + 1) * (rank + 1) * 0.013 * std::pow(2.0, double(i % 17) - 8);
-    return float(i % 3 == 1 ? -m : m);
-  };
-  for (const auto& [wire, eps] : {std::pair{DType::bf16, std::ldexp(1.0, -8)}, std::pair{DType::f16, std::ldexp(1.0, -11)}}) {
-    for (int64_t n : {int64_t(7), int64_t(1000003)}) {
-      std::vector<float> mine(size_t(n), 0.f);
-      std::vector<double> want(size_t(n), 0.0);
-      for (int64_t i = 0; i < n; ++i) {
-        mine[size_t(i)] = value(i, r);
-        for (int k = 0; k < w; ++k) want[size_t(i)] += double(value(i, k)) / w;
-      }
-      Tensor t = to(from_vector(mine, Shape{n}), kCUDA);
-      Tensor buf = empty(Shape{n}, wire, kCUDA);
-      comm->all_reduce_async_16(t, buf, parallel::ReduceOp::Avg);
-      comm->join();
-      const std::vector<float> got = t.to_vector<float>();
-      int64_t bad = 0, first = -1;
-      for (int64_t i = 0; i < n; ++i) {
-        const double tol = (w + 2) * eps * std::fabs(want[size_t(i)]) + 1e-6;  // float16 subnormals: 6e-8 apart
-        if (!(std::fabs(got[size_t(i)] - want[size_t(i)]) <= tol) && bad++ == 0) first = i;
-      }
-      EXPECT_EQ(bad, 0) << dtype_name(wire) << ", " << n << " elements: " << bad << " off, the first at " << first
-                        << " (" << (first >= 0 ? got[size_t(first)] : 0.f) << ", want "
-                        << (first >= 0 ? want[size_t(first)] : 0.0) << ")";
-    }
-  }
-  EXPECT_EQ(comm->async_error(), "");
-}
-
-// The copy-engine all-reduce (parallel/peer_reduce.h) against the exact average, over the buckets of
-// one arena (a float4-aligned one, an odd one, a tiny one), for eager steps and then for replays
-// of one captured step: its waits count on the device, so a replay that reused a count would hang
-// or read a peer's previous step. Each step's values differ, so a stale inbox shows.
-TEST(CommPeers, CopyEnginesAverageEveryStep) {
-  if (!is_rank()) LOUPE_SKIP_NOT_HERE << "run by Comm.TwoRanksAndEveryGpu as a rank";
-  std::string why;
-  auto comm = parallel::join_world(&why);
-  ASSERT_TRUE(comm) << why;
-  const int r = comm->rank(), w = comm->world();
-  ASSERT_GE(w, 2) << "run in worlds of two or more";
-  const int64_t n = 1000003;
-  Tensor grads = zeros(Shape{n}, DType::f32, kCUDA);
-  auto peer = parallel::make_peer_reduce(grads, 4, *comm, &why);
-  ASSERT_TRUE(peer) << why;
-  const std::vector<std::pair<int64_t, int64_t>> buckets = {{0, 1 << 18}, {1 << 18, 7}, {(1 << 18) + 7, n - (1 << 18) - 7}};
-  auto issue = [&] {
-    int slot = 0;
-    for (auto [off, len] : buckets) peer->reduce_async(off, len, slot++);
-    peer->join();
-  };
-  std::vector<float> mine(static_cast<size_t>(n)), want(static_cast<size_t>(n));
-  void* graph = nullptr;
-  for (int step = 0; step < 12; ++step) {
-    for (int64_t i = 0; i < n; ++i) {
-      mine[size_t(i)] = float((i % 251 + 1) * (r + 1) + step);
-      want[size_t(i)] = float((i % 251 + 1) * (w + 1) / 2.0 + step);
-    }
-    cuda_runtime()->copy(grads.data_ptr(), mine.data(), size_t(n) * sizeof(float), CopyKind::HostToDevice);
-    if (step < 4) {
-      issue();
-    } else {
-      if (!graph) {
-        cuda_runtime()->capture_begin();
-        issue();
-        GraphCapture c = cuda_runtime()->capture_end();
-        ASSERT_TRUE(c.exec) << c.error;
-        graph = c.exec;
-      }
-      cuda_runtime()->graph_launch(graph);
-    }
-    const std::vector<float> got = grads.to_vector<float>();
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < n; ++i)
-      if (got[size_t(i)] != want[size_t(i)] && bad++ == 0) first = i;
-    ASSERT_EQ(bad, 0) << "step " << step << (step < 4 ? " (eager)" : " (graph)") << ": " << bad << " of " << n
-                      << " wrong, the first at " << first << " (" << got[size_t(first)] << ", want "
-                      << want[size_t(first)] << ")";
-  }
-  cuda_runtime()->graph_destroy(graph);
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/cuda_runtime.h"
+#include "core/knobs.h"
 #include "loupe.h"
 #include "loader/sampler.h"
 #include "nn/layers.h"
@@ -331,6 +332,19 @@ TEST(Reducer, AnEmbeddingsInPlaceGradientSendsItsBucketDuringBackward) {
   }
 }
 
+// The SMs left to NCCL are data parallelism's knob, read with the reducer's options (core, where
+// the LSTM reads the figure, reads no knob of data parallelism's); unset, the runtime keeps its own.
+TEST(Reducer, OptionsCarryTheSmCarveoutOnlyWhereSet) {
+  unsetenv("LOUPE_DDP_SM_CARVEOUT");
+  knobs::reload();
+  EXPECT_EQ(parallel::reducer_options_from_knobs().sm_carveout, std::nullopt);
+  setenv("LOUPE_DDP_SM_CARVEOUT", "0", 1);
+  knobs::reload();
+  EXPECT_EQ(parallel::reducer_options_from_knobs().sm_carveout, 0);
+  unsetenv("LOUPE_DDP_SM_CARVEOUT");
+  knobs::reload();
+}
+
 TEST(TrainerShard, AnEpochIsOneRanksPartOfEachGlobalStep) {
   manual_seed(1);
   auto m = mlp(784, 16, 10);
@@ -571,7 +585,6 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   auto comm = parallel::join_world(&why);
   ASSERT_TRUE(comm) << why;
   const int w = comm->world();
-  const bool wire16 = w > 1 && parallel::reducer_options_from_knobs().wire != DType::f32;  // LOUPE_DDP_GRAD_DTYPE
   struct Case {
     const char* name;
     std::function<std::shared_ptr<nn::Sequential>()> make;
@@ -588,8 +601,8 @@ TEST(DdpRank, MatchesOneProcessAtWorldTimesTheBatch) {
   const int64_t b = 64;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    // 16 bits, and float32 carried in 16 bits (test_ddp_multigpu_bf16): as far as the formats are.
-    if (c.p != Precision::FP32 || wire16) {
+    // 16 bits: as far as the formats are.
+    if (c.p != Precision::FP32) {
       expect_16bit_agrees(c.make, comm.get(), b, c.p, c.exact, c.name);
       continue;
     }

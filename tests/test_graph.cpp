@@ -244,12 +244,7 @@ TEST(GraphGpu, OnAndAutoSayWhatTheyDid) {
   train::EpochStats st = t.train_epoch(set, 128, 1, 1);
   EXPECT_EQ(st.graph_steps, 2);
   EXPECT_NE(st.graph_event.find("CUDA graph captured at step 3"), std::string::npos) << st.graph_event;
-  // On Hopper, loupe's kernels that follow a kernel wait on it programmatically (PDL): the gather
-  // of the batch, the loss, the gradient additions and the optimizer's kernels at least.
-  if (cuda_runtime()->compute_capability() >= 90) EXPECT_GE(st.graph_pdl_edges, 4) << st.graph_event;
-  EXPECT_NE(st.graph_event.find(std::to_string(st.graph_pdl_edges) + " launched during the one before"),
-            std::string::npos)
-      << st.graph_event;
+  EXPECT_NE(st.graph_event.find(std::to_string(st.graph_kernels) + " kernels)"), std::string::npos) << st.graph_event;
   train::TrainerOptions off;
   off.graph = train::GraphMode::Off;
   train::Trainer t2(session.model(), session.optimizer(), kCUDA, off);

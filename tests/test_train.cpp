@@ -900,7 +900,7 @@ TEST(TrainCpu, AnOrderMadeAheadServesOnlyItsEpoch) {
 }
 
 // An observer's fetch_begin runs as each step begins, before its batch is fetched, so the monitor counts
-// what it takes as the step's data wait (LOUPE_DDP_DELAY's straggler; instrument/advice.h's rule
+// what it takes as the step's data wait (LOUPE_TEST_FAULT's straggler; instrument/advice.h's rule
 // without --busy reads it there), not as time outside the step's measured parts.
 TEST(TrainCpu, BeforeBatchIsTheStepsDataWait) {
   train::TensorDataset set{from_vector(std::vector<float>(7840, 0.5f), Shape{10, 28, 28}),

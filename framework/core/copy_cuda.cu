@@ -58,7 +58,6 @@ Dims<I> dims_except(const CopyPlan& p, int skip0, int skip1 = -1, int64_t per = 
 template <class U, int K, class I>
 __global__ void copy_rows_kernel(U* __restrict__ dst, const U* __restrict__ src, I rows, I len,
                                  const __grid_constant__ Dims<I> outer) {
-  cuda::pdl_entry();
   const I step = I(gridDim.x) * blockDim.x * K;
   for (I r = I(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += I(gridDim.y) * blockDim.y) {
     I od, os;
@@ -93,7 +92,6 @@ struct TransposeArgs {
 template <class E, class I>
 __global__ void copy_transpose_kernel(E* __restrict__ dst, const E* __restrict__ src,
                                       const __grid_constant__ TransposeArgs<I> a) {
-  cuda::pdl_entry();
   __shared__ E tile[kTile][kTile + 1];  // + 1: a column of the tile lies in 32 different banks
   I tj = blockIdx.x / a.tiles_c, tc = blockIdx.x - tj * a.tiles_c;
   I j0 = tj * kTile, c0 = tc * kTile;
@@ -128,7 +126,6 @@ __global__ void copy_transpose_kernel(E* __restrict__ dst, const E* __restrict__
 template <class E, int K, class I>
 __global__ void copy_general_kernel(E* __restrict__ dst, const E* __restrict__ src, I n,
                                     const __grid_constant__ Dims<I> dims) {
-  cuda::pdl_entry();
   for (I i0 = I(blockIdx.x) * blockDim.x * K + threadIdx.x; i0 < n; i0 += I(gridDim.x) * blockDim.x * K) {
     E v[K];
     I od[K];
@@ -231,13 +228,11 @@ template <> __device__ void st(float* p, int64_t i, double v) { p[i] = float(v);
 
 template <class D, class S>
 __global__ void cast_kernel(D* dst, const S* src, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) st(dst, i, ld(src, i));
 }
 
 template <class D>
 __global__ void fill_kernel(D* dst, double v, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) st(dst, i, v);
 }
 
@@ -287,7 +282,6 @@ __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <class T, class U>
 __global__ void add_kernel(T* __restrict__ dst, const T* a, const U* b, int64_t n) {
-  cuda::pdl_entry();
   using C = typename Compute<T>::type;
   LOUPE_KERNEL_LOOP(i, n) dst[i] = T(C(widen(a[i])) + C(widen(b[i])));
 }
@@ -331,7 +325,6 @@ struct ManyPairs {
 };
 
 __global__ void add_many_kernel(ManyPairs p) {
-  cuda::pdl_entry();
   int k = 0;
   while (k + 1 < p.n && int64_t(blockIdx.x) >= p.first_block[k + 1]) ++k;
   const int64_t base = (int64_t(blockIdx.x) - p.first_block[k]) * kManyChunk, n = p.numel[k];

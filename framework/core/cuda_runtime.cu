@@ -6,12 +6,10 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include "core/cuda_runtime.h"
 #include "core/cuda_util.cuh"
-#include "core/knobs.h"
 
 namespace loupe::cuda {
 
@@ -110,59 +108,16 @@ ExecLane* new_lane() {
 namespace {
 std::atomic<int> g_comm_sms{24};
 }  // namespace
-int comm_sms() {
-  static const std::optional<int64_t> knob = knobs::integer("LOUPE_DDP_SM_CARVEOUT");
-  return knob ? int(*knob) : g_comm_sms.load();
-}
-void set_comm_sms(int sms) { g_comm_sms = sms; }
-bool pdl_enabled() {
-  static const bool on = [] {
-    if (knobs::choice("LOUPE_PDL").value_or("on") == "off") return false;
-    int dev = 0, major = 0;
-    LOUPE_CUDA_CHECK(cudaGetDevice(&dev));
-    LOUPE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
-  return on;
-}
+int comm_sms() { return g_comm_sms.load(); }
 cublasHandle_t cublas() { return state().cublas; }
 cublasHandle_t cublas(const ExecContext& c) { return lane(c).cublas; }
 
 namespace {
 __global__ void u64_set_kernel(uint64_t* w, uint64_t v) {
-  cuda::pdl_entry();
   *w = v;
 }
 __global__ void u64_add_kernel(uint64_t* w, uint64_t v) {
-  cuda::pdl_entry();
   *w += v;
-}
-
-// The graph's edges of programmatic dependent launch (core/cuda_util.cuh): a kernel launched with
-// it right after another kernel in the stream. Edge types are readable from CUDA 12.3 on.
-int programmatic_edges(cudaGraph_t g) {
-#if CUDART_VERSION >= 12030
-#if CUDART_VERSION >= 13000
-  auto get = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* d, size_t* n) {
-    return cudaGraphGetEdges(g, from, to, d, n);
-  };
-#else
-  auto get = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* d, size_t* n) {
-    return cudaGraphGetEdges_v2(g, from, to, d, n);
-  };
-#endif
-  size_t n = 0;
-  LOUPE_CUDA_CHECK(get(nullptr, nullptr, nullptr, &n));
-  std::vector<cudaGraphNode_t> from(n), to(n);
-  std::vector<cudaGraphEdgeData> data(n);
-  if (n) LOUPE_CUDA_CHECK(get(from.data(), to.data(), data.data(), &n));
-  int k = 0;
-  for (size_t i = 0; i < n; ++i) k += data[i].type == cudaGraphDependencyTypeProgrammatic;
-  return k;
-#else
-  (void)g;
-  return 0;
-#endif
 }
 
 cudaMemcpyKind memcpy_kind(CopyKind k) {
@@ -351,7 +306,6 @@ class Runtime final : public CudaRuntime {
       out.alloc_nodes += t == cudaGraphNodeTypeMemAlloc;
       out.free_nodes += t == cudaGraphNodeTypeMemFree;
     }
-    out.programmatic_edges = programmatic_edges(graph);
     if (out.error.empty()) {
       cudaGraphExec_t exec = nullptr;
       e = cudaGraphInstantiate(&exec, graph, 0);
@@ -389,6 +343,7 @@ class Runtime final : public CudaRuntime {
   }
   void profiler_start() override { LOUPE_CUDA_CHECK(cudaProfilerStart()); }
   void profiler_stop() override { LOUPE_CUDA_CHECK(cudaProfilerStop()); }
+  void set_comm_sms(int sms) override { g_comm_sms = sms; }
   void reset_peak() override {
     uint64_t zero = 0;
     LOUPE_CUDA_CHECK(cudaMemPoolSetAttribute(mem_pool(), cudaMemPoolAttrUsedMemHigh, &zero));

@@ -17,7 +17,6 @@ struct GraphCapture {
   void* exec = nullptr;   // the instantiated graph, or null when the capture failed
   std::string error;      // why it failed
   int kernels = 0;
-  int programmatic_edges = 0;  // kernel-to-kernel edges of programmatic dependent launch (cuda::launch)
   int alloc_nodes = 0, free_nodes = 0;  // stream-ordered allocations made and freed inside
 };
 
@@ -86,6 +85,10 @@ class CudaRuntime {
   // Brackets for `nsys --capture-range=cudaProfilerApi` and `ncu --profile-from-start off`.
   virtual void profiler_start() = 0;
   virtual void profiler_stop() = 0;
+  // The SMs the gradient all-reduce holds while backward runs beside it (24 until set): the LSTM's
+  // weight GEMMs of the second round are planned for the others. Data parallelism sets it from its
+  // own knob (parallel/ddp.h); core reads none of them.
+  virtual void set_comm_sms(int sms) = 0;
 };
 
 // nullptr when loupe was built without CUDA.

@@ -62,10 +62,9 @@ cudaStream_t stream(const ExecContext& c);
 cublasHandle_t cublas(const ExecContext& c);
 
 // The SMs that the gradient all-reduce of data parallelism holds while backward runs beside it:
-// NCCL's 24 collective channels between NVLink-4 GPUs by default, none once the copy engines
-// carry it (parallel/peer_reduce.cu sets 0). LOUPE_DDP_SM_CARVEOUT, where set, wins.
+// NCCL's 24 collective channels between NVLink-4 GPUs unless CudaRuntime::set_comm_sms said
+// otherwise (core/cuda_runtime.h).
 int comm_sms();
-void set_comm_sms(int sms);
 
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
@@ -193,33 +192,10 @@ struct StridedPair {
 
 namespace loupe::cuda {
 
-// Programmatic dependent launch (Hopper and newer). A kernel launched through cuda::launch after
-// another kernel in its stream gets a programmatic edge from it (kept as such by stream capture):
-// the GPU may launch it as that kernel's blocks finish, without the full completion handshake in
-// between. Each of loupe's kernels begins with pdl_entry(), where its threads wait until the grids
-// they depend on have completed and their writes are visible, so no kernel reads or writes early.
-// It does not trigger its dependents early (griddepcontrol.launch_dependents at entry): that let
-// the next kernel's blocks take SM slots at once and wait there, which cost 2.4 % a step at
-// mnist_mlp 1024 on an H200 and put the wait into each kernel's profiled time. As it is, PDL
-// changed no reference step by more than 0.5 % there (lab/benchmarks.md): graph replays already
-// run kernels ~0.15 us apart. Both are no-ops for a kernel launched without the attribute and
-// below sm_90. tests/check_pdl.py checks that every kernel of core/, ops/ and optim/ begins with it
-// and is launched through cuda::launch.
-__device__ __forceinline__ void pdl_entry() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-// Whether cuda::launch asks for programmatic dependent launch: compute capability 9.0 or newer and
-// LOUPE_PDL not off.
-bool pdl_enabled();
-
-// A launch's configuration for cudaLaunchKernelEx and the occupancy queries, its attributes in
-// `attrs`: thread-block clusters of `cluster` blocks along x (0: none), then programmatic
-// dependent launch (`pdl`).
-inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster, bool pdl,
-                                        cudaLaunchAttribute (&attrs)[2]) {
+// A launch's configuration for cudaLaunchKernelEx and the occupancy queries, its attribute in
+// `attrs`: thread-block clusters of `cluster` blocks along x (0: none).
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster,
+                                        cudaLaunchAttribute (&attrs)[1]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -232,20 +208,15 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, cuda
     a.val.clusterDim.x = cluster;
     a.val.clusterDim.y = a.val.clusterDim.z = 1;
   }
-  if (pdl) {
-    cudaLaunchAttribute& a = attrs[cfg.numAttrs++] = cudaLaunchAttribute{};
-    a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    a.val.programmaticStreamSerializationAllowed = 1;
-  }
   return cfg;
 }
 
-// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch where enabled; the
-// arguments convert to the kernel's parameter types as in a <<<>>> launch. Checked at once.
+// kernel<<<grid, block, smem, s>>>(args...): the arguments convert to the kernel's parameter types
+// as in a <<<>>> launch. Checked at once.
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
-  cudaLaunchAttribute attrs[2];
-  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, 0, pdl_enabled(), attrs);
+  cudaLaunchAttribute attrs[1];
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, 0, attrs);
   LOUPE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 
@@ -255,8 +226,8 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream
 template <class... P, class... A>
 void launch_clustered(void (*kernel)(P...), unsigned cluster, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                       A&&... args) {
-  cudaLaunchAttribute attrs[2];
-  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, cluster, pdl_enabled(), attrs);
+  cudaLaunchAttribute attrs[1];
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem, s, cluster, attrs);
   LOUPE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
 }
 

@@ -132,15 +132,10 @@ std::vector<Knob> library_knobs() {
                 "0: fp16/bf16 cast weights on the fly instead of keeping one 16-bit copy"),
       flag_knob("LOUPE_CONV_GEMM", "the library (GPU)", true, "1",
                 "0: bf16 convolutions with at most 16 filter values through cuDNN instead of im2col + GEMM"),
-      flag_knob("LOUPE_CONV_VERBOSE", "the library (GPU)", false, "0",
-                "1: print each convolution's cuDNN candidates and what was kept"),
       choice_knob("LOUPE_GEMM_EPILOGUE", "the library (GPU)", {"auto", "on", "off"},
                   "`auto`: timed per shape",
                   "a Linear's bias in cuBLASLt's GEMM epilogues: where timed faster than cuBLAS's GEMM (`auto`), "
                   "always (`on`: the heuristic's first algorithm) or never (`off`)"),
-      choice_knob("LOUPE_PDL", "the library (GPU)", {"on", "off"}, "`on` (compute capability 9.0 or newer)",
-                  "programmatic dependent launch of loupe's kernels: each may be placed on the GPU while the "
-                  "kernel before it finishes, and waits for it before touching memory"),
       choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
                   {"loupe", "loupe16", "loupe8", "step", "standard", "static", "small_h", "dynamic"},
                   "the fastest, timed per shape",
@@ -148,18 +143,14 @@ std::vector<Knob> library_knobs() {
                   "`loupe8`), its stepwise ones (`step`), or one of cuDNN's algorithms"),
       choice_knob("LOUPE_LSTM_LAYOUT", "the library (GPU), `bench_lstm`", {"batch", "seq"},
                   "the fastest, timed per shape", "force cuDNN's LSTM layout"),
-      flag_knob("LOUPE_LSTM_VERBOSE", "the library (GPU)", false, "0",
-                "1: print the LSTM candidates' times and the choice"),
+      choice_knob("LOUPE_VERBOSE", "the library (GPU)", {"conv", "lstm", "all"}, "nothing is printed",
+                  "print to stderr how a kernel was chosen: each convolution's cuDNN candidates and what was kept "
+                  "(`conv`), the LSTM candidates' times and the choice (`lstm`), or both (`all`)"),
   };
 }
 
 std::vector<Knob> ddp_knobs() {
   return {
-      text_knob("LOUPE_DDP_FAULT", "`loupe train --gpus N`", "RANK:STEP", "no fault",
-                "a test's fault: that rank throws an error at that step of an epoch (`tests/check_ddp.sh`)"),
-      text_knob("LOUPE_DDP_DELAY", "`loupe train --gpus N`", "RANK:MS (MS up to 1000)", "no delay",
-                "a test's straggler: that rank sleeps MS milliseconds as each training step begins, before its "
-                "batch is fetched, so the sleep is its data wait (`tests/check_ddp.sh`)"),
       integer_knob("LOUPE_RDZV_PORT", "the library (`--gpus N`, torchrun, srun)", 1, 65535,
                    "MASTER_PORT (under torchrun MASTER_PORT + 1)",
                    "the port rank 0 listens on for loupe's rendezvous (torchrun's store holds MASTER_PORT)"),
@@ -168,15 +159,8 @@ std::vector<Knob> ddp_knobs() {
       flag_knob("LOUPE_DDP_SPLIT_BACKWARD", "the library (`--gpus N`)", true, "1",
                 "0: the LSTM's weight gradient comes with its input's (one round), and the buckets keep the cut "
                 "made before the first step (to compare)"),
-      choice_knob("LOUPE_DDP_ALLREDUCE", "the library (`--gpus N`)", {"nccl", "copy"},
-                  "nccl",
-                  "how the gradients are averaged: NCCL's kernels, or the GPUs' copy engines and one small kernel "
-                  "(`copy`: every rank's GPU on one host, reaching the others directly; refuses to start otherwise)"),
-      choice_knob("LOUPE_DDP_GRAD_DTYPE", "the library (`--gpus N`)", {"f32", "bf16", "fp16"}, "f32",
-                  "what the gradients cross the links in: float32, or bfloat16 / float16 (half the bytes, each "
-                  "average rounded to 16 bits once more; NCCL only)"),
       integer_knob("LOUPE_DDP_SM_CARVEOUT", "the library (`--gpus N`, GPU LSTM)", 0, 1024,
-                   "24 beside NCCL, 0 beside the copy engines",
+                   "24",
                    "the SMs left to the all-reduce (24: NCCL's collective channels between NVLink-4 GPUs; 0: none): "
                    "the LSTM's weight GEMMs that run beside it are planned for the others"),
       flag_knob("LOUPE_DDP_CHECK", "the library (`--gpus N`)", false, "0",
@@ -190,6 +174,12 @@ std::vector<Knob> tool_knobs() {
                 "the GPU architectures to build for"),
       text_knob("LOUPE_NVTX_LOG", "`tests/nvtx_recorder.cpp` (`test_nvtx`)", "a file", "nothing is recorded",
                 "where the NVTX recorder that `test_nvtx` injects writes the ranges"),
+      text_knob("LOUPE_TEST_FAULT", "`loupe_test_seams` (`tests/seams.cpp`, `check_ddp`)",
+                "throw:RANK:STEP or delay:RANK:MS (MS up to 1000)", "no fault",
+                "a test's fault in a data-parallel world, read by the test build of the command only: that rank "
+                "throws an error at that step of an epoch (`throw`), or sleeps MS milliseconds as each training "
+                "step begins, before its batch is fetched, so the sleep is its data wait (`delay`; "
+                "`tests/check_ddp.sh`)"),
       choice_knob("LOUPE_TEST_REQUIRE", "`tests/gtest_main.cpp` (every GoogleTest binary)", {"cpu", "gpu", "multigpu"},
                   "a skipped case is a skip",
                   "set by CTest for the `gpu` and `multigpu` labels: on a machine with the GPUs (one; two) a "
@@ -250,6 +240,11 @@ std::optional<std::string> text(const std::string& name) { return read(name, Kin
 void reload() {
   std::lock_guard<std::mutex> lock(g_mutex);
   readings_cache().clear();
+}
+
+bool verbose(const std::string& what) {
+  const std::optional<std::string> v = choice("LOUPE_VERBOSE");
+  return v && (*v == what || *v == "all");
 }
 
 std::string markdown_table() {

@@ -51,6 +51,8 @@ bool flag(const std::string& name);
 std::optional<int64_t> integer(const std::string& name);
 std::optional<std::string> choice(const std::string& name);
 std::optional<std::string> text(const std::string& name);
+// Whether LOUPE_VERBOSE asks for `what`'s choices ("conv", "lstm"): its value is `what` or "all".
+bool verbose(const std::string& what);
 // Forgets every value read, so that the next read sees the environment as it is now (for tests
 // that set variables; sites that copied a value into a static keep their copy).
 void reload();

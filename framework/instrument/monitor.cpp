@@ -324,12 +324,8 @@ void EpochMonitor::fill_busy(EpochReport& r) {
   busy_->discard_before(busy_t1_);
 }
 
-// The all-reduce's work: NCCL's kernels, or the copy engines' peer copies and the kernels of
-// parallel/peer_reduce.cu (named loupe_peer_*).
-static bool all_reduce_work(const ActivityRecord& a) {
-  if (a.kind == 1) return a.name == "memcpy PtoP";
-  return a.kind == 0 && (a.name.rfind("nccl", 0) == 0 || a.name.find("loupe_peer_") != std::string::npos);
-}
+// The all-reduce's work: NCCL's kernels.
+static bool all_reduce_work(const ActivityRecord& a) { return a.kind == 0 && a.name.rfind("nccl", 0) == 0; }
 
 // The all-reduce's work against the rest, from the window's records (fetched once, by fill_busy):
 // the time it ran, and the time only it ran (the busy time less the union of everything else).

@@ -16,12 +16,10 @@ __device__ __forceinline__ float act_bwd(Act a, float y, float g) {
 }
 
 __global__ void fwd_kernel(Act a, float* y, const float* x, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = act_fwd(a, x[i]);
 }
 
 __global__ void fwd_kernel4(Act a, float4* y, const float4* x, int64_t n4) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = x[i];
     y[i] = make_float4(act_fwd(a, v.x), act_fwd(a, v.y), act_fwd(a, v.z), act_fwd(a, v.w));
@@ -29,12 +27,10 @@ __global__ void fwd_kernel4(Act a, float4* y, const float4* x, int64_t n4) {
 }
 
 __global__ void bwd_kernel(Act a, float* gx, const float* y, const float* gy, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) gx[i] = act_bwd(a, y[i], gy[i]);
 }
 
 __global__ void bwd_kernel4(Act a, float4* gx, const float4* y, const float4* gy, int64_t n4) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = y[i], g = gy[i];
     gx[i] = make_float4(act_bwd(a, v.x, g.x), act_bwd(a, v.y, g.y), act_bwd(a, v.z, g.z), act_bwd(a, v.w, g.w));
@@ -50,13 +46,11 @@ struct alignas(4 * sizeof(T)) Pack4 {
 
 template <class T>
 __global__ void fwd_kernel_t(Act a, T* y, const T* x, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<T>(act_fwd(a, cuda::to_float(x[i])));
 }
 
 template <class T>
 __global__ void fwd_kernel_p4(Act a, Pack4<T>* y, const Pack4<T>* x, int64_t n4) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     Pack4<T> v = x[i], r;
 #pragma unroll
@@ -67,13 +61,11 @@ __global__ void fwd_kernel_p4(Act a, Pack4<T>* y, const Pack4<T>* x, int64_t n4)
 
 template <class T>
 __global__ void bwd_kernel_t(Act a, T* gx, const T* y, const T* gy, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) gx[i] = cuda::from_float<T>(act_bwd(a, cuda::to_float(y[i]), cuda::to_float(gy[i])));
 }
 
 template <class T>
 __global__ void bwd_kernel_p4(Act a, Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     Pack4<T> v = y[i], g = gy[i], r;
 #pragma unroll

@@ -68,7 +68,6 @@ __device__ __forceinline__ void fwd4(T (&v)[4], const T* b, int64_t i, const Bia
 
 template <class T>
 __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4, BiasActArgs a) {
-  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
@@ -81,7 +80,6 @@ __global__ void fwd_pack(Pack4<T>* y, const Pack4<T>* x, const T* b, int64_t n4,
 // Any alignment: four elements a thread, the last group partial.
 template <class T>
 __global__ void fwd_any(T* y, const T* x, const T* b, int64_t n, BiasActArgs a) {
-  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
@@ -112,7 +110,6 @@ __device__ __forceinline__ void bwd4(T (&g)[4], const T (&y)[4], int64_t i, cons
 
 template <class T>
 __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, int64_t n4, BiasActArgs a) {
-  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, n4) {
@@ -125,7 +122,6 @@ __global__ void bwd_pack(Pack4<T>* gx, const Pack4<T>* y, const Pack4<T>* gy, in
 
 template <class T>
 __global__ void bwd_any(T* gx, const T* y, const T* gy, int64_t n, BiasActArgs a) {
-  cuda::pdl_entry();
   const float scale = 1.f / (1.f - a.p);
   const uint64_t c0 = a.dropout ? cuda::first_counter(a.rng) : 0;
   LOUPE_KERNEL_LOOP(q, (n + 3) / 4) {
@@ -148,7 +144,6 @@ constexpr int kRowThreads = 256;
 template <class T>
 __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const Pack4<T>* gy, int64_t rows,
                          int64_t rows_per_block, BiasActArgs a) {
-  cuda::pdl_entry();
   __shared__ float sums[kRowThreads * 4];
   const int P = int(a.C / 4), lane = threadIdx.x / P, pack = threadIdx.x % P, L = kRowThreads / P;
   const float scale = 1.f / (1.f - a.p);
@@ -181,7 +176,6 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
 constexpr int kSumThreads = 128;
 template <class T>
 __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
-  cuda::pdl_entry();
   __shared__ float s[kSumThreads];
   const int64_t c = blockIdx.x;
   float t = 0.f;

@@ -316,9 +316,9 @@ struct Plan {
 // Shapes, stride, padding, precision, channels-last and dtype.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool, int>;
 
-// LOUPE_CONV_VERBOSE=1 prints each problem's legacy candidates and what was kept.
+// LOUPE_VERBOSE=conv prints each problem's legacy candidates and what was kept.
 bool conv_verbose() {
-  static const bool on = knobs::flag("LOUPE_CONV_VERBOSE");
+  static const bool on = knobs::verbose("conv");
   return on;
 }
 
@@ -494,7 +494,6 @@ struct Im2col {
 // as one CUDA graph, and fewer kernels").
 template <class T>
 __global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
-  cuda::pdl_entry();
   const int chunks = g.Kc / 8, RSC = g.R * g.S * g.C;
   const T zero = cuda::from_float<T>(0.f);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks_total; i += blockDim.x * gridDim.x) {
@@ -520,7 +519,6 @@ __global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
 // dst [rows, ld_dst] <- src [rows, ld_src], the first `n` columns, zeros after them (to ld_dst).
 template <class T>
 __global__ void copy_cols_kernel(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t n, int64_t total) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, total) {
     const int64_t r = i / ld_dst, k = i % ld_dst;
     dst[i] = k < n ? src[r * ld_src + k] : cuda::from_float<T>(0.f);

@@ -8,7 +8,6 @@ namespace {
 
 // One thread per group of four elements: one Philox call serves all four, as on the CPU.
 __global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, float scale, RngDraw rng) {
-  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -22,7 +21,6 @@ __global__ void dropout_kernel(float* o, const float* x, int64_t n, float p, flo
 
 // The same mask as dropout_kernel, with one float4 load and store per group (aligned, n % 4 == 0).
 __global__ void dropout_kernel4(float4* o, const float4* x, int64_t n4, float p, float scale, RngDraw rng) {
-  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -42,7 +40,6 @@ struct alignas(4 * sizeof(T)) Pack4 {
 
 template <class T>
 __global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float scale, RngDraw rng) {
-  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, (n + 3) / 4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);
@@ -56,7 +53,6 @@ __global__ void dropout_kernel_t(T* o, const T* x, int64_t n, float p, float sca
 
 template <class T>
 __global__ void dropout_kernel_p4(Pack4<T>* o, const Pack4<T>* x, int64_t n4, float p, float scale, RngDraw rng) {
-  cuda::pdl_entry();
   const uint64_t seed = rng.seed, offset = cuda::first_counter(rng);
   LOUPE_KERNEL_LOOP(c, n4) {
     Philox4 r = philox(seed, offset + uint64_t(c), 0);

@@ -17,13 +17,11 @@ __device__ __forceinline__ float op_apply(BinaryOp op, float a, float b) {
 // T: float, __half or __nv_bfloat16 (stored in T, computed in float; the identity for float).
 template <class T>
 __global__ void binary_contig(BinaryOp op, T* o, const T* a, const T* b, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(op_apply(op, cuda::to_float(a[i]), cuda::to_float(b[i])));
 }
 
 template <class T>
 __global__ void binary_bcast(BinaryOp op, T* o, const T* a, const T* b, int64_t n, cuda::StridedPair g) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     int64_t oa, ob;
     g.offsets(i, oa, ob);
@@ -51,7 +49,6 @@ void binary(const ExecContext& ctx, BinaryOp op, const Tensor& out, const Tensor
 
 template <class T>
 __global__ void affine_kernel(T* o, const T* a, float m, float c, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(a[i]) * m + c);
 }
 
@@ -68,7 +65,6 @@ void affine(const ExecContext& ctx, const Tensor& out, const Tensor& a, double m
 }
 
 __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] += alpha * x[i];
 }
 
@@ -76,7 +72,6 @@ __global__ void axpy_kernel(float* y, float alpha, const float* x, int64_t n) {
 // (half gradients added into float32 parameter gradients).
 template <class Y, class X>
 __global__ void axpy_kernel_t(Y* y, float alpha, const X* x, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<Y>(cuda::to_float(y[i]) + alpha * cuda::to_float(x[i]));
 }
 
@@ -103,14 +98,12 @@ void axpy(const ExecContext& ctx, const Tensor& y, double alpha, const Tensor& x
 
 template <class T>
 __global__ void bias_add_kernel(T* o, const T* x, const T* b, int64_t n, int64_t C, int64_t inner) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(i / inner) % C]));
 }
 
 // n < 2^31: 32-bit division is several times cheaper than 64-bit.
 template <class T>
 __global__ void bias_add_kernel32(T* o, const T* x, const T* b, uint32_t n, uint32_t C, uint32_t inner) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     o[i] = cuda::from_float<T>(cuda::to_float(x[i]) + cuda::to_float(b[(uint32_t(i) / inner) % C]));
   }
@@ -119,7 +112,6 @@ __global__ void bias_add_kernel32(T* o, const T* x, const T* b, uint32_t n, uint
 // inner == 1 (channels-last, or a Linear's [N, C]) with C % 4 == 0: one float4 of x takes the
 // float4 of four consecutive channels.
 __global__ void bias_add_rows4(float4* o, const float4* x, const float4* b, uint32_t n4, uint32_t C4) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float4 v = x[i], bv = b[uint32_t(i) % C4];
     o[i] = make_float4(v.x + bv.x, v.y + bv.y, v.z + bv.z, v.w + bv.w);
@@ -129,7 +121,6 @@ __global__ void bias_add_rows4(float4* o, const float4* x, const float4* b, uint
 // inner % 4 == 0 and n < 2^31: four elements share a channel, and 32-bit division is cheap.
 __global__ void bias_add_kernel4(float4* o, const float4* x, const float* b, uint32_t n4, uint32_t C,
                                  uint32_t inner) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n4) {
     float bv = b[(uint32_t(i) * 4 / inner) % C];
     float4 v = x[i];

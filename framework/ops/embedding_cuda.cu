@@ -63,7 +63,6 @@ void with_vec(int w, F&& f) {
 // EV = E / W Vecs per row.
 template <class I, class Vec>
 __global__ void forward_kernel(Vec* out, const I* ids, const Vec* w, int64_t n, int64_t EV, int64_t V) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * EV) {
     int64_t i = k / EV, j = k - i * EV;
     int64_t r = row_of(ids[i], V);
@@ -74,7 +73,6 @@ __global__ void forward_kernel(Vec* out, const I* ids, const Vec* w, int64_t n, 
 // Sort keys: the row of each position, or V (sorted last, then skipped) for an id that selects none.
 template <class I>
 __global__ void keys_kernel(int32_t* keys, int32_t* pos, const I* ids, int64_t n, int64_t V) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) {
     int64_t r = row_of(ids[i], V);
     keys[i] = int32_t(r >= 0 ? r : V);
@@ -101,7 +99,6 @@ struct Runs {
 
 // multi[r] = the chunks of run r where two or more, else 0; is_multi[r] = (multi[r] > 0).
 __global__ void chunks_kernel(int32_t* multi, int32_t* is_multi, const int32_t* run_len, int64_t R) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(r, R) {
     int32_t c = (run_len[r] + kChunk - 1) / kChunk;
     multi[r] = c > 1 ? c : 0;
@@ -167,7 +164,6 @@ __global__ void __launch_bounds__(32 * kWarps, 4) chunk_sums_kernel(float* gw, f
                                                                     GyRows gr, const int32_t* pos, Runs rs, int64_t R,
                                                                     int64_t E, int64_t V, bool accumulate,
                                                                     float* found_inf) {
-  cuda::pdl_entry();
   constexpr int W = kWidth<Vec>;
   const int EV = int(E / W);
   const int runs = *rs.num_runs;
@@ -206,7 +202,6 @@ template <class Vec>
 __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* gw, const float* partial, Runs rs,
                                                                      int64_t R, int64_t E, int64_t V, bool accumulate,
                                                                      float* found_inf) {
-  cuda::pdl_entry();
   constexpr int W = kWidth<Vec>;
   __shared__ Vec part[kCombineLanes][32];
   const int x = threadIdx.x, y = threadIdx.y;
@@ -254,7 +249,6 @@ __global__ void __launch_bounds__(32 * kCombineLanes, 2) combine_kernel(float* g
 // Float16 / bfloat16 tables: a copy of T, one element per thread.
 template <class I, class T>
 __global__ void forward_kernel_t(T* out, const I* ids, const T* w, int64_t n, int64_t E, int64_t V) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * E) {
     int64_t i = k / E, j = k - i * E;
     int64_t r = row_of(ids[i], V);
@@ -265,7 +259,6 @@ __global__ void forward_kernel_t(T* out, const I* ids, const T* w, int64_t n, in
 // Eight 2-byte elements per uint4 (E % 8 == 0, both buffers 16-byte aligned): E8 = E / 8 per row.
 template <class I>
 __global__ void forward_kernel_x8(uint4* out, const I* ids, const uint4* w, int64_t n, int64_t E8, int64_t V) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * E8) {
     int64_t i = k / E8, j = k - i * E8;
     int64_t r = row_of(ids[i], V);
@@ -395,7 +388,6 @@ void embedding_backward(const ExecContext& ctx, const Tensor& gw, const Tensor& 
 
 template <class I, class T>
 __global__ void one_hot_kernel(T* out, const I* ids, int64_t n, int64_t C) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * C) {
     out[k] = cuda::from_float<T>(row_of(ids[k / C], C) == k % C ? 1.f : 0.f);
   }

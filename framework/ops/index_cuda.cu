@@ -21,7 +21,6 @@ __device__ __forceinline__ int32_t store_as<int32_t>(float v) { return int32_t(v
 
 template <class S, class D>
 __global__ void gather_kernel(D* out, const S* src, const int32_t* idx, int64_t n, int64_t row, float scale) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, n * row) {
     int64_t i = k / row, j = k % row;
     out[k] = store_as<D>(load_float(src[int64_t(idx[i]) * row + j]) * scale);

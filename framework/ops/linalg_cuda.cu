@@ -236,7 +236,6 @@ constexpr int kNarrowLanes = cuda::kThreads / (kNarrowCols / 2);  // row lanes: 
 
 template <class T, int NP>  // NP: out rounded up to 4, 8 or 16
 __global__ void narrow_shares_kernel(NarrowBackwardArgs g, int64_t share_blocks, int64_t tiles) {
-  cuda::pdl_entry();
   const int N = int(g.out);
   const int64_t R = g.rows, K = g.in;
   const T* gy = static_cast<const T*>(g.gy);
@@ -297,7 +296,6 @@ __global__ void narrow_shares_kernel(NarrowBackwardArgs g, int64_t share_blocks,
 // "A classifier head's backward in two launches".)
 template <class T>
 __global__ void narrow_sums_kernel(NarrowBackwardArgs g, int64_t chunks) {
-  cuda::pdl_entry();
   const int64_t N = g.out, K = g.in, per = N * (K + 1);
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;  // the same for the warp
   if (i >= per) return;

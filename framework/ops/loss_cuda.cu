@@ -70,7 +70,6 @@ __device__ float fixed_sum(const float* partial, int64_t n) {
 }
 
 __global__ void sum_partials(float* out, const float* partial, int64_t n, float scale, bool accumulate) {
-  cuda::pdl_entry();
   const float t = fixed_sum(partial, n);
   if (threadIdx.x == 0) *out = accumulate ? *out + t * scale : t * scale;
 }
@@ -84,7 +83,6 @@ __device__ __forceinline__ float row_loss(const T* xr, int32_t label, int64_t C,
 
 template <class T>
 __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N, int64_t C) {
-  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) {
@@ -99,7 +97,6 @@ __global__ void ce_rows(float* partial, const T* x, const int32_t* y, int64_t N,
 // gx in the logits' type: the float32 value rounded once, as a cast of a float32 gradient would.
 template <class T>
 __global__ void ce_bwd(T* gx, const T* x, const int32_t* y, const float* gloss, int64_t N, int64_t C) {
-  cuda::pdl_entry();
   const float scale = *gloss / float(N);
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
   for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < N; r += warps) {
@@ -111,7 +108,6 @@ __global__ void ce_bwd(T* gx, const T* x, const int32_t* y, const float* gloss, 
 }
 
 __global__ void bce_fwd(float* loss, const float* x, const float* t, int64_t n) {
-  cuda::pdl_entry();
   float acc = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     acc += fmaxf(x[i], 0.f) - x[i] * t[i] + log1pf(expf(-fabsf(x[i])));
@@ -120,13 +116,11 @@ __global__ void bce_fwd(float* loss, const float* x, const float* t, int64_t n) 
 }
 
 __global__ void bce_bwd(float* gx, const float* x, const float* t, const float* gloss, int64_t n) {
-  cuda::pdl_entry();
   float scale = *gloss / float(n);
   LOUPE_KERNEL_LOOP(i, n) gx[i] = (1.f / (1.f + expf(-x[i])) - t[i]) * scale;
 }
 
 __global__ void correct_binary(float* out, const float* x, const float* labels, int64_t N, bool accumulate) {
-  cuda::pdl_entry();
   float acc = 0.f;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) acc += (x[r] > 0.f) == (labels[r] > 0.5f) ? 1.f : 0.f;
   acc = cuda::block_sum(acc);
@@ -154,7 +148,6 @@ __device__ __forceinline__ bool warp_correct(const T* xr, int64_t C, int32_t lab
 // Classes: one warp a row.
 template <class T>
 __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, int64_t N, int64_t C) {
-  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float acc = 0.f;
   if (r < N) acc = warp_correct(x + r * C, C, labels[r]) ? 1.f : 0.f;  // lane 0's counts
@@ -167,7 +160,6 @@ __global__ void correct_rows(float* partial, const T* x, const int32_t* labels, 
 template <class T>
 __global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const T* x, const int32_t* y, int64_t N,
                                 int64_t C) {
-  cuda::pdl_entry();
   const int64_t r = int64_t(blockIdx.x) * kRowWarps + threadIdx.x / 32;
   float loss = 0.f, hit = 0.f;
   if (r < N) {
@@ -189,7 +181,6 @@ __global__ void ce_counted_rows(float* partial, T* gx, const float* seed, const 
 // The loss (its partials' sum over N, as sum_partials gives it), then the running sums.
 __global__ void ce_counted_sums(float* loss, float* loss_sum, float* correct, const float* partial, int64_t blocks,
                                 float inv_n, float weight) {
-  cuda::pdl_entry();
   const float l = fixed_sum(partial, blocks) * inv_n;
   const float hits = fixed_sum(partial + blocks, blocks);
   if (threadIdx.x == 0) {

@@ -8,7 +8,6 @@ namespace {
 // One thread a row: the rows are a batch's steps, their features few.
 template <class T>
 __global__ void any_not_equal_kernel(T* out, const T* x, int64_t rows, int64_t features, float value) {
-  cuda::pdl_entry();
   const float v = cuda::to_float(cuda::from_float<T>(value));  // the padding value as T holds it
   LOUPE_KERNEL_LOOP(r, rows) {
     bool any = false;

@@ -52,13 +52,11 @@ __device__ __forceinline__ float nl_bwd(Nonlin f, float x, float g, float slope)
 // Stored in T (float, float16, bfloat16), computed in float; one element per thread.
 template <class T>
 __global__ void nl_fwd_kernel(Nonlin f, float slope, T* y, const T* x, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) y[i] = cuda::from_float<T>(nl_fwd(f, cuda::to_float(x[i]), slope));
 }
 
 template <class T>
 __global__ void nl_bwd_kernel(Nonlin f, float slope, T* gx, const T* x, const T* gy, int64_t n) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, n) gx[i] = cuda::from_float<T>(nl_bwd(f, cuda::to_float(x[i]), cuda::to_float(gy[i]), slope));
 }
 

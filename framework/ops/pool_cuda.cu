@@ -95,7 +95,6 @@ __device__ __forceinline__ void first_max(const T* x, const Geometry& g, int64_t
 // elements no window covers were zeroed before.
 template <class T>
 __global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
-  cuda::pdl_entry();
   int64_t total = int64_t(g.N) * g.C * g.P * g.Q;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -116,7 +115,6 @@ __global__ void max_bwd_disjoint(T* gx, const T* x, const T* y, const T* gy, Geo
 // atomics, so the sums are deterministic); the sum is float whatever T is.
 template <class T>
 __global__ void max_bwd_overlap(T* gx, const T* x, const T* y, const T* gy, Geometry g) {
-  cuda::pdl_entry();
   int64_t total = int64_t(g.N) * g.C * g.H * g.W;
   LOUPE_KERNEL_LOOP(k, total) {
     int64_t n;
@@ -224,7 +222,6 @@ __device__ __forceinline__ void window_max(float (&m)[Vec<T>::V], const Vec<T>* 
 
 template <class T>
 __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint64_t packs, PoolDropout d) {
-  cuda::pdl_entry();
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
@@ -249,7 +246,6 @@ __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint6
 template <class T>
 __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, FusedGeometry g, uint64_t packs,
                               PoolDropout d) {
-  cuda::pdl_entry();
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);

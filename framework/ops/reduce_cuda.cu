@@ -17,7 +17,6 @@ constexpr int kBlock = 256;
 // partial sums land in `partial` (for one long row such as a full reduction).
 template <class X, class Y>
 __global__ void sum_rows_kernel(Y* out, const X* x, int64_t n, float scale, int splits) {
-  cuda::pdl_entry();
   int64_t row = blockIdx.x / splits;
   int part = blockIdx.x % splits;
   int64_t chunk = (n + splits - 1) / splits;
@@ -37,7 +36,6 @@ constexpr int kTileX = 32, kTileY = 8;
 template <class X, class Y>
 __global__ void sum_strided_kernel(Y* out, const X* x, int64_t outer, int64_t n, int64_t inner, float scale,
                                    int64_t chunk) {
-  cuda::pdl_entry();
   __shared__ float tile[kTileY][kTileX + 1];
   int64_t col = int64_t(blockIdx.x) * kTileX + threadIdx.x;
   int64_t begin = int64_t(blockIdx.z) * chunk, end = min(n, begin + chunk);
@@ -59,7 +57,6 @@ __global__ void sum_strided_kernel(Y* out, const X* x, int64_t outer, int64_t n,
 // out[k] = sum over s of partial[s][k] (splits rows of m).
 template <class Y>
 __global__ void sum_splits_kernel(Y* out, const float* partial, int64_t m, int splits) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(k, m) {
     float acc = 0.f;
     for (int s = 0; s < splits; ++s) acc += partial[s * m + k];
@@ -143,7 +140,6 @@ void sum_dim(const ExecContext& ctx, const Tensor& out, const Tensor& x, int64_t
 template <class X>
 __global__ void sum_middle_kernel(float* partial, const X* x, uint32_t outer, uint32_t C, uint32_t inner,
                                   uint32_t chunk) {
-  cuda::pdl_entry();
   uint32_t c = blockIdx.x, split = blockIdx.y;
   uint32_t begin = split * chunk, end = min(outer, begin + chunk);
   uint32_t count = end > begin ? (end - begin) * inner : 0;
@@ -192,7 +188,6 @@ void sum_keep_middle(const ExecContext& ctx, const Tensor& out, const Tensor& x,
 
 template <class T>
 __global__ void argmax_kernel(int32_t* out, const T* x, int64_t rows, int64_t cols) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(r, rows) {
     const T* p = x + r * cols;
     int64_t best = 0;

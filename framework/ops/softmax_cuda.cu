@@ -12,7 +12,6 @@ using cuda::warp_sum;
 // float whatever T is.
 template <class T>
 __global__ void softmax_fwd(bool log, T* y, const T* x, int64_t rows, int64_t cols) {
-  cuda::pdl_entry();
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -33,7 +32,6 @@ __global__ void softmax_fwd(bool log, T* y, const T* x, int64_t rows, int64_t co
 
 template <class T>
 __global__ void softmax_bwd(bool log, T* gx, const T* y, const T* gy, int64_t rows, int64_t cols) {
-  cuda::pdl_entry();
   int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (row >= rows) return;

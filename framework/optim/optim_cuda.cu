@@ -93,7 +93,6 @@ __device__ __forceinline__ void update_one(const Step& op, float* p, const float
 // "The optimizer in 16-byte accesses"), the last n % 4 one a thread.
 template <int S, class Step>
 __global__ void update4_kernel(float* p, const float* g, float* s0, float* s1, int64_t n, UpdateArgs a, Step op) {
-  cuda::pdl_entry();
   if (skipped(a)) return;
   op.bind(a);
   const int64_t n4 = n / 4;
@@ -117,7 +116,6 @@ __global__ void update4_kernel(float* p, const float* g, float* s0, float* s1, i
 // One element a thread: for ranges that are not 16-byte aligned.
 template <int S, class Step>
 __global__ void update1_kernel(float* p, const float* g, float* s0, float* s1, int64_t n, UpdateArgs a, Step op) {
-  cuda::pdl_entry();
   if (skipped(a)) return;
   op.bind(a);
   LOUPE_KERNEL_LOOP(i, n) update_one<S>(op, p, g, s0, s1, i);
@@ -163,7 +161,6 @@ void adadelta(const ExecContext& ctx, const Tensor& p, const Tensor& g, const Te
 }
 
 __global__ void count_kernel(double* c) {
-  cuda::pdl_entry();
   *c += 1.0;
 }
 
@@ -177,7 +174,6 @@ void count(const ExecContext& ctx, const Tensor& c) {
 // loads where the range is aligned (an arena's ranges start so; GradScaler::check_), the last
 // n % 4 one a thread; one a thread otherwise.
 __global__ void check_kernel4(const float* g, int64_t n, float* state) {
-  cuda::pdl_entry();
   bool bad = false;
   int64_t n4 = n / 4;
   LOUPE_KERNEL_LOOP(i, n4) {
@@ -190,14 +186,12 @@ __global__ void check_kernel4(const float* g, int64_t n, float* state) {
 }
 
 __global__ void check_kernel(const float* g, int64_t n, float* state) {
-  cuda::pdl_entry();
   bool bad = false;
   LOUPE_KERNEL_LOOP(i, n) bad |= !isfinite(g[i]);
   if (bad) state[kFoundInf] = 1.f;
 }
 
 __global__ void update_kernel(float* s, float growth, float backoff, int interval) {
-  cuda::pdl_entry();
   scaler_update(s, growth, backoff, interval);
 }
 

@@ -25,11 +25,6 @@ class Communicator {
   // Overlapping the backward pass (parallel/ddp.h): an all-reduce on the communication stream, after
   // the work issued so far on the compute stream, which does not wait for it...
   virtual void all_reduce_async(const Tensor& t, ReduceOp op) = 0;
-  // The same, carried in 16 bits (LOUPE_DDP_GRAD_DTYPE): t (float32) is rounded into `wire`
-  // (bfloat16 or float16, t's size) on the communication stream, reduced there, and widened back
-  // into t: half the bytes on the links, each value rounded once more. Where a communicator cannot,
-  // it says so.
-  virtual void all_reduce_async_16(const Tensor& t, const Tensor& wire, ReduceOp op);
   // ...until join(): the compute stream then waits, on the device, for all of them.
   virtual void join() = 0;
   // NCCL's asynchronous error, if any ("" when none): for a watchdog.
@@ -42,9 +37,6 @@ class Communicator {
   // Ends the communicator without waiting for peers (ncclCommAbort): a rank that stops while
   // others may still be in a collective (an error, Ctrl-C) must never hang in a clean teardown.
   virtual void abort() = 0;
-  // A word the GPU can read (mapped host memory) that abort() sets to 1: kernels that wait for a
-  // peer outside NCCL (parallel/peer_reduce.h) poll it and give up. nullptr where there is none.
-  virtual const int* abort_word() { return nullptr; }
 };
 
 // Joins the world this process's environment describes (parallel/launch.h's rank_env): makes the

@@ -2,12 +2,9 @@
 // LOCAL_RANK, made current before any other CUDA work; the unique id crosses the rendezvous
 // (parallel/launch.h), everything else is NCCL's. Collectives run on loupe's compute stream.
 #if LOUPE_WITH_NCCL
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -37,20 +34,6 @@ ncclDataType_t nccl_type(DType t) {
   }
 }
 
-// The 16-bit all-reduce's rounding and widening, on the communication stream (grid-stride).
-__device__ inline void store16(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
-__device__ inline void store16(__half* p, float v) { *p = __float2half_rn(v); }
-template <typename H>
-__global__ void narrow_kernel(const float* x, H* w, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    store16(w + i, x[i]);
-}
-template <typename H>
-__global__ void widen_kernel(const H* w, float* x, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    x[i] = float(w[i]);
-}
-
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(int rank, int world, ncclComm_t c, std::unique_ptr<Lifelines> lifelines)
@@ -62,17 +45,9 @@ class NcclCommunicator final : public Communicator {
     LOUPE_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, hi));
     LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     LOUPE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    void* host = nullptr;
-    void* device = nullptr;
-    LOUPE_CUDA_CHECK(cudaHostAlloc(&host, sizeof(int), cudaHostAllocMapped));
-    LOUPE_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
-    abort_host_ = static_cast<volatile int*>(host);
-    *abort_host_ = 0;
-    abort_device_ = static_cast<const int*>(device);
   }
   ~NcclCommunicator() override {
     if (!aborted_) ncclCommDestroy(comm_);
-    cudaFreeHost(const_cast<int*>(abort_host_));
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(side_);
@@ -99,25 +74,6 @@ class NcclCommunicator final : public Communicator {
     reduce_on(t, op, side_);
     pending_ = true;
   }
-  void all_reduce_async_16(const Tensor& t, const Tensor& wire, ReduceOp op) override {
-    LOUPE_CHECK(t.is_cuda() && wire.is_cuda() && t.is_contiguous() && wire.is_contiguous() && t.dtype() == DType::f32 &&
-                    (wire.dtype() == DType::bf16 || wire.dtype() == DType::f16) && wire.numel() == t.numel(),
-                "a 16-bit all-reduce takes a contiguous float32 CUDA tensor and a bfloat16 or float16 one of its size");
-    LOUPE_CUDA_CHECK(cudaEventRecord(ready_, cuda::stream()));
-    LOUPE_CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
-    const int64_t n = t.numel();
-    const int threads = 256, blocks = int(std::min<int64_t>((n + threads - 1) / threads, 1024));
-    float* x = static_cast<float*>(t.data_ptr());
-    auto carry = [&](auto* w) {  // w: the wire's element type, bfloat16 or half
-      narrow_kernel<<<blocks, threads, 0, side_>>>(x, w, n);
-      reduce_on(wire, op, side_);
-      widen_kernel<<<blocks, threads, 0, side_>>>(w, x, n);
-    };
-    if (wire.dtype() == DType::bf16) carry(static_cast<__nv_bfloat16*>(wire.data_ptr()));
-    else carry(static_cast<__half*>(wire.data_ptr()));
-    LOUPE_CUDA_CHECK(cudaGetLastError());
-    pending_ = true;
-  }
   void join() override {
     if (!pending_) return;  // nothing on the side stream (and in a capture, nothing to join)
     LOUPE_CUDA_CHECK(cudaEventRecord(done_, side_));
@@ -134,10 +90,8 @@ class NcclCommunicator final : public Communicator {
   void abort() override {
     if (aborted_) return;
     aborted_ = true;
-    *abort_host_ = 1;  // first: the peer all-reduce's waits end, then NCCL's kernels
     ncclCommAbort(comm_);
   }
-  const int* abort_word() override { return abort_device_; }
 
  private:
   void reduce_on(const Tensor& t, ReduceOp op, cudaStream_t s) {
@@ -151,8 +105,6 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t side_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   bool pending_ = false, aborted_ = false;
-  volatile int* abort_host_ = nullptr;
-  const int* abort_device_ = nullptr;
 };
 
 std::unique_ptr<Communicator> join_nccl(std::string* why) {

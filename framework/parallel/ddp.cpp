@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "core/cuda_runtime.h"
 #include "core/error.h"
 #include "core/knobs.h"
 #include "core/nvtx.h"
@@ -12,8 +13,7 @@ namespace loupe::parallel {
 ReducerOptions reducer_options_from_knobs() {
   ReducerOptions o;
   if (auto mb = knobs::integer("LOUPE_DDP_BUCKET_MB")) o.bucket_cap_bytes = *mb << 20;
-  if (auto t = knobs::choice("LOUPE_DDP_ALLREDUCE")) o.transport = *t == "copy" ? Transport::CopyEngines : Transport::Nccl;
-  if (auto w = knobs::choice("LOUPE_DDP_GRAD_DTYPE")) o.wire = *w == "bf16" ? DType::bf16 : *w == "fp16" ? DType::f16 : DType::f32;
+  if (auto sms = knobs::integer("LOUPE_DDP_SM_CARVEOUT")) o.sm_carveout = int(*sms);
   return o;
 }
 
@@ -33,19 +33,10 @@ GradReducer::GradReducer(const nn::ParameterArena& arena, Communicator& comm, Re
     slot_of_[g.data_ptr()] = int(slots_.size());
     slots_.push_back({off, g.numel()});
   }
-  LOUPE_CHECK(o.wire == DType::f32 || o.transport == Transport::Nccl,
-              "LOUPE_DDP_GRAD_DTYPE=", o.wire == DType::bf16 ? "bf16" : "fp16",
-              " carries NCCL's all-reduce in 16 bits; the copy engines' (LOUPE_DDP_ALLREDUCE=copy) is float32 only");
-  if (o.wire != DType::f32 && comm.world() > 1) wire_ = empty(Shape{grads.numel()}, o.wire, grads.device());
   adopt(plan_buckets(slots_, int64_t(sizeof(float)), o.bucket_cap_bytes, o.first_bucket_bytes));
   in_.assign(slots_.size(), 0);
-  if (o.transport == Transport::CopyEngines && comm.world() > 1) {
-    // Collective (every rank constructs its reducer at the same point, and every rank that cannot
-    // take part makes all refuse); a bucket per parameter at most.
-    std::string why;
-    peer_ = make_peer_reduce(grads, int(slots_.size()), comm, &why);
-    LOUPE_CHECK(peer_, "LOUPE_DDP_ALLREDUCE=copy, but the copy engines cannot carry this world's all-reduce: ", why);
-  }
+  // Set here, not read by core: the carve-out is data parallelism's knob, its users are core's.
+  if (o.sm_carveout && cuda_runtime()) cuda_runtime()->set_comm_sms(*o.sm_carveout);
 }
 
 void GradReducer::adopt(std::vector<Bucket> buckets) {
@@ -55,7 +46,7 @@ void GradReducer::adopt(std::vector<Bucket> buckets) {
   bytes_ = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int i : buckets_[b].params) bucket_of_[size_t(i)] = int(b);
-    bytes_ += buckets_[b].numel * (wire_.defined() ? int64_t(2) : int64_t(sizeof(float)));
+    bytes_ += buckets_[b].numel * int64_t(sizeof(float));
     range_names_.push_back("all-reduce bucket " + std::to_string(b));
   }
 }
@@ -126,11 +117,7 @@ void GradReducer::send_ready() {
   while (next_ < buckets_.size() && waiting_[next_] == 0) {
     const Bucket& b = buckets_[next_];
     NvtxRange r(range_names_[next_].c_str());
-    if (peer_) peer_->reduce_async(b.offset, b.numel, int(next_));
-    else if (wire_.defined())
-      comm_.all_reduce_async_16(slice(grads, 0, b.offset, b.offset + b.numel), slice(wire_, 0, b.offset, b.offset + b.numel),
-                                ReduceOp::Avg);
-    else comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
+    comm_.all_reduce_async(slice(grads, 0, b.offset, b.offset + b.numel), ReduceOp::Avg);
     ++next_;
   }
 }
@@ -141,8 +128,7 @@ void GradReducer::end() {
   open_ = false;
   for (int& w : waiting_) w = 0;  // parameters without a gradient this pass: their zeros are averaged
   send_ready();
-  if (peer_) peer_->join();
-  else comm_.join();
+  comm_.join();
   if (!planned_) replan();
 }
 
@@ -153,8 +139,7 @@ std::string GradReducer::describe() const {
     std::snprintf(buf, sizeof buf, "%s%.1f", b ? ", " : "", double(buckets_[b].numel) * 4.0 / (1 << 20));
     s += buf;
   }
-  return s + " MiB) by " + (peer_ ? peer_->describe() : "NCCL") +
-         (wire_.defined() ? wire_.dtype() == DType::bf16 ? " in bfloat16" : " in float16" : "");
+  return s + " MiB) by NCCL";
 }
 
 }  // namespace loupe::parallel

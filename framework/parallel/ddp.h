@@ -7,6 +7,7 @@
 // (the side stream joins the capture by its events).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,26 +16,18 @@
 #include "nn/arena.h"
 #include "parallel/comm.h"
 #include "parallel/ddp_plan.h"
-#include "parallel/peer_reduce.h"
 
 namespace loupe::parallel {
-
-// Who averages the buckets: NCCL's collectives, or the copy engines between GPUs of one host
-// (parallel/peer_reduce.h; no faster on two H200s for imdb_bilstm, slower for cifar10_cnn:
-// lab/benchmarks.md, so not the default).
-enum class Transport { Nccl, CopyEngines };
 
 struct ReducerOptions {
   int64_t bucket_cap_bytes = 25 << 20;  // PyTorch DDP's default bucket_cap_mb = 25
   int64_t first_bucket_bytes = 1 << 20;  // and its small first bucket, to start early
-  Transport transport = Transport::Nccl;
-  // What the gradients cross the links in (LOUPE_DDP_GRAD_DTYPE): float32, or bfloat16 / float16
-  // (half the bytes; each average rounded to 16 bits once more). NCCL only.
-  DType wire = DType::f32;
+  // The SMs left to NCCL's kernels beside backward: the LSTM's second-round weight GEMMs are
+  // planned for the rest (CudaRuntime::set_comm_sms). Unset: the runtime's default, 24.
+  std::optional<int> sm_carveout;
 };
 
-// Reads LOUPE_DDP_BUCKET_MB, LOUPE_DDP_ALLREDUCE and LOUPE_DDP_GRAD_DTYPE (core/knobs.cpp) over the
-// defaults.
+// Reads LOUPE_DDP_BUCKET_MB and LOUPE_DDP_SM_CARVEOUT (core/knobs.cpp) over the defaults.
 ReducerOptions reducer_options_from_knobs();
 
 class GradReducer final : public autograd::GradReadyHook {
@@ -59,10 +52,8 @@ class GradReducer final : public autograd::GradReadyHook {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Bytes all-reduced per step (the buckets' slices, alignment padding included).
   int64_t bytes_per_step() const { return bytes_; }
-  // "3 buckets (1.0, 25.0, 12.3 MiB) by copy engines (2 GPUs of one host, P2P)", for the run's header.
+  // "3 buckets (1.0, 25.0, 12.3 MiB) by NCCL", for the run's header.
   std::string describe() const;
-  // "NCCL" or "copy engines": whose time the report's all-reduce share is.
-  std::string transport() const { return peer_ ? "copy engines" : "NCCL"; }
 
  private:
   void send_ready();  // every bucket whose turn has come and whose gradients are all in
@@ -81,7 +72,6 @@ class GradReducer final : public autograd::GradReadyHook {
   std::vector<char> in_;                           // per parameter: in this pass
   size_t next_ = 0;                                // the next bucket to send
   int64_t bytes_ = 0;
-  Tensor wire_;  // the 16-bit copy of the gradient arena the buckets cross in (ReducerOptions::wire)
   bool open_ = false;
   autograd::GradReadyHook* prev_ = nullptr;
   std::vector<ParamSlot> slots_;
@@ -90,7 +80,6 @@ class GradReducer final : public autograd::GradReadyHook {
   std::vector<size_t> pauses_;  // and the lengths of seen_ at which backward paused
   bool planned_ = false;        // replan() has run
   bool split_ = true;           // LOUPE_DDP_SPLIT_BACKWARD: two rounds and the buckets cut again
-  std::unique_ptr<PeerReduce> peer_;  // the copy engines, where they carry the buckets
 };
 
 }  // namespace loupe::parallel

@@ -42,9 +42,7 @@ struct EpochStats {
   int64_t skipped_steps = 0;         // and the steps it skipped in this epoch
   int64_t graph_steps = 0;           // steps replayed from the captured CUDA graph
   int graph_kernels = 0;             // kernels in that graph (0: none)
-  int graph_pdl_edges = 0;           // of them, launched during the kernel before (core/cuda_util.cuh)
-  std::string graph_event;           // "CUDA graph captured at step 3 (58 kernels, 30 launched during the one
-                                     // before: PDL)", or why a capture failed
+  std::string graph_event;           // "CUDA graph captured at step 3 (58 kernels)", or why a capture failed
   std::string precision_event;       // fp16/bf16 where nothing computed in 16 bits: what was dropped
   std::string graph_why;             // why full batches ran eagerly ("" when they went through a graph)
   double samples_per_sec() const { return train_seconds > 0 ? double(samples) / train_seconds : 0; }

@@ -48,7 +48,6 @@ bool StepGraph::capture(Device d, const std::function<void()>& fn, std::string* 
   }
   exec_ = g.exec;
   kernels_ = g.kernels;
-  programmatic_edges_ = g.programmatic_edges;
   return true;
 }
 

@@ -32,12 +32,11 @@ class StepGraph {
   void replay();
   bool ready() const { return exec_ != nullptr; }
   int kernels() const { return kernels_; }
-  int programmatic_edges() const { return programmatic_edges_; }  // core/cuda_runtime.h
   void reset();  // forgets the graph
 
  private:
   void* exec_ = nullptr;
-  int kernels_ = 0, programmatic_edges_ = 0;
+  int kernels_ = 0;
   Tensor base_;             // the device word dropout adds to its offsets (8 bytes)
   uint64_t draws_ = 0;      // Philox counters one run of fn takes
   uint64_t base_value_ = 0; // what the device word holds once the queued work has run

@@ -450,8 +450,7 @@ bool Trainer::graphed_step(Graphed& g, const std::vector<Tensor>& raw, const std
     }
     if (st && training)
       st->graph_event = "CUDA graph captured at step " + std::to_string(global_step_) + " (" +
-                        std::to_string(g.graph.kernels()) + " kernels, " +
-                        std::to_string(g.graph.programmatic_edges()) + " launched during the one before: PDL)";
+                        std::to_string(g.graph.kernels()) + " kernels)";
   }
   {
     NvtxRange r("graph replay");
@@ -634,7 +633,6 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
   }
   if (train_graph_.graph.ready()) {
     st.graph_kernels = train_graph_.graph.kernels();
-    st.graph_pdl_edges = train_graph_.graph.programmatic_edges();
   }
   st.precision_event = std::move(precision_event_);
   precision_event_.clear();

@@ -213,7 +213,6 @@ struct WeightTiles {
 
 template <class T>
 __global__ void __launch_bounds__(kThreads) mlp_weight_grad_kernel(MlpArgs a, WeightTiles t) {
-  cuda::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   T* stage = reinterpret_cast<T*>(smem);
   // The tile's list entry, found with fixed indices (a loop over a parameter array with a variable
@@ -572,7 +571,6 @@ __device__ void head_forward(const MlpArgs& a, int c, int row0, const T* in_buf,
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) mlp_forward_kernel(MlpArgs a) {
-  cuda::pdl_entry();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   const Smem<T> sm(smem);
@@ -656,7 +654,6 @@ __device__ void hidden_backward(const MlpArgs& a, int l, int c, int row0, const 
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) mlp_backward_data_kernel(MlpArgs a) {
-  cuda::pdl_entry();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
   const Smem<T> sm(smem);
@@ -701,9 +698,8 @@ int resident_clusters(size_t fwd_smem) {
     const std::pair<void (*)(MlpArgs), size_t> kernels[] = {{mlp_forward_kernel<T>, fwd},
                                                             {mlp_backward_data_kernel<T>, kClusterSmem}};
     for (auto [kernel, smem] : kernels) {
-      cudaLaunchAttribute attrs[2];
-      const cudaLaunchConfig_t cfg =
-          cuda::launch_config(dim3(kCluster), dim3(kThreads), smem, nullptr, kCluster, false, attrs);
+      cudaLaunchAttribute attrs[1];
+      const cudaLaunchConfig_t cfg = cuda::launch_config(dim3(kCluster), dim3(kThreads), smem, nullptr, kCluster, attrs);
       int n = 0;
       if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();  // clear it: the stack runs unfused

@@ -18,7 +18,7 @@
 // kernel cut imdb_bilstm's forward + backward at batch 32 many times over
 // (dev/bench_lstm; docs/performance.md, "Precision and memory format").
 // LOUPE_LSTM_ALGO=loupe|loupe16|loupe8|standard|static|small_h|dynamic and
-// LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_LSTM_VERBOSE=1
+// LOUPE_LSTM_LAYOUT=batch|seq force a choice (the parity tests run each); LOUPE_VERBOSE=lstm
 // prints the timings and the choice.
 //
 // cuDNN's LSTM has only the sigmoid gates: one with Keras's hard_sigmoid (LstmParams::hard_slope)
@@ -423,7 +423,7 @@ Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int6
   std::unique_ptr<Plan> best;
   double best_ms = 0;
   std::string why;  // the last refusal, reported if every choice is refused
-  static const bool verbose = knobs::flag("LOUPE_LSTM_VERBOSE");
+  static const bool verbose = knobs::verbose("lstm");
   for (const Choice& ch : cands) {
     if (ch.step && p.hard_slope == 0 && !forced_step) continue;  // only where cuDNN's gates differ
     const char* name = choice_name(ch);

@@ -179,7 +179,6 @@ __device__ __forceinline__ void store_final_states(const FwdDir<T>& d, const flo
 // other half of a double buffer in shared memory, one __syncthreads.
 template <class T, int H, int ROWS, bool Hard>
 __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a) {
-  cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
   constexpr int G = 4 * H, NT = ROWS / 8, LH = Pad<H>::h;
   const FwdDir<T> d = blockIdx.y ? a.dir[1] : a.dir[0];
@@ -330,7 +329,6 @@ struct BwdLoads {
 // Lane mapping of the cell updates: unit 8 warp + lane % 8, rows lane / 8 + 4 k.
 template <class T, int H, int ROWS, bool Hard>
 __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a) {
-  cuda::pdl_entry();
 #if __CUDA_ARCH__ >= 800
   constexpr int G = 4 * H, NT = ROWS / 8, CELLS = ROWS / 4;
   constexpr int LG = Pad<H>::gates, LD = Pad<H>::dh;
@@ -414,7 +412,6 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
 template <class T>
 __global__ void bias_grad_kernel(const float* db, int blocks, int G, T* dw0, T* dw1, int64_t bias_w_at,
                                  int64_t bias_r_at, int D) {
-  cuda::pdl_entry();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= D * G) return;
   const int dir = i / G, col = i % G;
@@ -627,7 +624,7 @@ void weight_gemms(const ExecContext& ctx, const LstmParams& p, const Layout& lay
 
 // The second round runs only under data parallelism, beside NCCL's all-reduce of the gradients
 // before it (parallel/ddp.h), whose kernels hold SMs of their own: cuBLAS plans these split-K GEMMs
-// for the SMs left (cuda::comm_sms(): 24 beside NCCL, none beside the copy engines), or a grid sized
+// for the SMs left (cuda::comm_sms(): 24 by default, LOUPE_DDP_SM_CARVEOUT), or a grid sized
 // for every SM runs a second, nearly empty wave that slows the GEMMs and the world's scaling
 // (imdb_bilstm on two H200s: lab/benchmarks.md, "imdb_bilstm on two GPUs: the weight GEMMs planned
 // for the SMs NCCL leaves").

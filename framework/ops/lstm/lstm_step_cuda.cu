@@ -69,7 +69,6 @@ struct CellFwd {
 // One step t of one direction (tp: the step before, < 0 at the first): every (row, unit).
 template <class T>
 __global__ void step_cell_forward(const CellFwd<T> a, int64_t t, int64_t tp, bool last) {
-  cuda::pdl_entry();
   const int64_t H = a.H;
   LOUPE_KERNEL_LOOP(i, a.N * H) {
     const int64_t n = i / H, j = i % H, row = n * a.steps + t;
@@ -114,7 +113,6 @@ struct CellBwd {
 // last step, where the final states' gradients come in), the equations of ops/lstm/lstm_gates_cpu.cpp.
 template <class T>
 __global__ void step_cell_backward(const CellBwd<T> a, int64_t t, int64_t tp, bool last) {
-  cuda::pdl_entry();
   const int64_t H = a.H;
   LOUPE_KERNEL_LOOP(i, a.N * H) {
     const int64_t n = i / H, j = i % H, row = n * a.steps + t;
@@ -141,7 +139,6 @@ __global__ void step_cell_backward(const CellBwd<T> a, int64_t t, int64_t tp, bo
 // column, row stride ld.
 template <class T>
 __global__ void step_shift_hidden(const T* out, int64_t ld, T* hprev, int64_t N, int64_t Tn, int64_t H, int dir) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(i, N * Tn * H) {
     const int64_t j = i % H, row = i / H, t = row % Tn, tp = dir == 0 ? t - 1 : t + 1;
     hprev[i] = tp >= 0 && tp < Tn ? out[(row - t + tp) * ld + j] : cuda::from_float<T>(0.f);
@@ -153,7 +150,6 @@ __global__ void step_shift_hidden(const T* out, int64_t ld, T* hprev, int64_t N,
 constexpr int kBiasRowsLanes = 8;
 template <class T>
 __global__ void step_bias_partial(const T* dg, int64_t rows, int64_t G, int64_t chunk, float* part) {
-  cuda::pdl_entry();
   __shared__ float sums[kBiasRowsLanes][33];
   const int64_t col = int64_t(blockIdx.x) * 32 + threadIdx.x;
   const int64_t r0 = int64_t(blockIdx.y) * chunk, r1 = min(rows, r0 + chunk);
@@ -173,7 +169,6 @@ __global__ void step_bias_partial(const T* dg, int64_t rows, int64_t G, int64_t 
 // Both bias gradients of one pseudo-layer: b_W and b_R enter the gates identically.
 template <class T>
 __global__ void step_bias_finish(const float* part, int64_t chunks, int64_t G, T* db_w, T* db_r) {
-  cuda::pdl_entry();
   LOUPE_KERNEL_LOOP(col, G) {
     float s = 0.f;
     for (int64_t k = 0; k < chunks; ++k) s += part[k * G + col];
