@@ -62,10 +62,11 @@ struct Choice {
   bool step = false;  // loupe's stepwise kernels (ops/lstm/lstm_step.h), not cuDNN
 };
 
-// The choices to time: loupe's kernels (16 or 8 rows a block) and every cuDNN algorithm that can
-// win (the persistent STATIC and DYNAMIC ones were far slower than the fastest choice at every
-// reference shape: dev/bench_lstm prints each) in both layouts, unless forced. loupe16 and loupe8
-// force loupe's kernels with that many rows, or 16 where 8 cannot run (the tests' hidden size 16).
+// The choices to time, in order: loupe's kernels (16 or 8 rows a block), then, where those refuse,
+// every cuDNN algorithm that can win (the persistent STATIC and DYNAMIC ones were far slower than
+// the fastest choice at every reference shape: dev/bench_lstm prints each) in both layouts, unless
+// forced. loupe16 and loupe8 force loupe's kernels with that many rows, or 16 where 8 cannot run
+// (the tests' hidden size 16).
 bool forced_first = false;  // take the first supported choice, untimed
 bool forced_step = false;   // LOUPE_LSTM_ALGO=step: the stepwise kernels for sigmoid gates too
 const std::vector<Choice>& lstm_candidates() {
@@ -426,6 +427,10 @@ Plan& lstm_plan_for(const ExecContext& ctx, const LstmParams& p, int64_t N, int6
   static const bool verbose = knobs::verbose("lstm");
   for (const Choice& ch : cands) {
     if (ch.step && p.hard_slope == 0 && !forced_step) continue;  // only where cuDNN's gates differ
+    // cuDNN's candidates only where loupe's kernels refuse: running cuDNN's RNN once slows every
+    // later step of the process, and loupe's kernels won at every shape timed (docs/performance.md,
+    // "Precision and memory format").
+    if (best && best->choice.own && !ch.own) break;
     const char* name = choice_name(ch);
     try {
       std::unique_ptr<Plan> pl = make_plan(ctx, p, N, T, seed, ch, dtype);
