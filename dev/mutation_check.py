@@ -14,7 +14,7 @@ again, so its build stays warm.
   dev/mutation_check.py                 # the whole list
   dev/mutation_check.py --only sampler-shard-offset,advice-data-bound
   dev/mutation_check.py --list          # the list, nothing run
-  dev/mutation_check.py --in-place build-asan --doc docs/testing.md   # CI (.ci/run): its own clone
+  dev/mutation_check.py --in-place build-asan --share 2/8   # CI (.ci/run): its own clone, an eighth
 
 --in-place BUILD mutates the checkout itself and rebuilds in BUILD, an existing build of it (CI's
 disposable clone: no third build); --doc writes the whole list's summary and table into the doc.
@@ -443,6 +443,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="ID[,ID...]: only these mutations")
+    ap.add_argument("--share", metavar="K/N",
+                    help="only the K-th of N shares of the list: entries K, K+N, K+2N, ... (CI's bounded run)")
     ap.add_argument("--list", action="store_true", help="print the list and exit")
     ap.add_argument("--check-list", action="store_true",
                     help="only check that every entry still applies (its file exists, its original text "
@@ -476,6 +478,12 @@ def main():
         if unknown:
             die(f"no mutation with id {', '.join(unknown)} (see --list)")
         ms = [m for m in ms if m.id in want]
+    if a.share:
+        got = re.fullmatch(r"(\d+)/(\d+)", a.share)
+        if not got or not 1 <= int(got.group(1)) <= int(got.group(2)):
+            die(f"--share takes K/N with 1 <= K <= N, got '{a.share}'")
+        k, n = int(got.group(1)), int(got.group(2))
+        ms = [m for i, m in enumerate(ms) if i % n == k - 1]
     if a.list:
         for m in ms:
             log(f"{m.id}: {m.file}: {m.does}")
@@ -486,8 +494,8 @@ def main():
 
     if a.check_list:
         return check_list(ms, os.path.abspath(a.src))
-    if a.doc and a.only:
-        die("--doc writes the whole list's result: leave out --only")
+    if a.doc and (a.only or a.share):
+        die("--doc writes the whole list's result: leave out --only and --share")
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGINT, interrupt)  # also where started with SIGINT ignored (a background job)
     start = time.time()
