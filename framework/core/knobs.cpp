@@ -138,7 +138,7 @@ std::vector<Knob> library_knobs() {
                   "always (`on`: the heuristic's first algorithm) or never (`off`)"),
       choice_knob("LOUPE_LSTM_ALGO", "the library (GPU), `bench_lstm`",
                   {"loupe", "loupe16", "loupe8", "step", "standard", "static", "small_h", "dynamic"},
-                  "the fastest, timed per shape",
+                  "loupe's kernels (16 or 8 rows, timed); cuDNN's algorithms, timed, where those refuse",
                   "force the GPU LSTM: loupe's persistent kernels (`loupe`: 16 or 8 rows a block, `loupe16`, "
                   "`loupe8`), its stepwise ones (`step`), or one of cuDNN's algorithms"),
       choice_knob("LOUPE_LSTM_LAYOUT", "the library (GPU), `bench_lstm`", {"batch", "seq"},
