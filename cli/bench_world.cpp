@@ -1,5 +1,7 @@
 #include "cli/bench_world.h"
 
+#include "cli/child.h"
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,47 +35,6 @@ struct Config {
   std::string model, precision;
   int64_t batch = 0;
 };
-
-// Runs this binary with args, its output into log; returns its exit status (128 + signal if killed).
-int run_child(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  static char self[] = "loupe";
-  argv.push_back(self);
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  run::SignalsUnblocked child_takes_ctrl_c;  // the child inherits this thread's signal mask
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("loupe bench --gpus: cannot start a run: ") + std::strerror(errno));
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string text_or_empty(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The last lines of a failed run's log, for the reason beside n/a.
-std::string tail_of(const std::string& path, int lines) {
-  const std::string t = text_or_empty(path);
-  size_t pos = t.size();
-  for (int n = 0; n <= lines && pos > 0; ++n) pos = t.rfind('\n', pos - 1);
-  return t.substr(pos == std::string::npos ? 0 : pos + 1);
-}
 
 // `loupe train` for one size: the timing run (no CUPTI: --busy slows the step) or the --busy run.
 std::vector<std::string> train_args(const Options& o, const Config& c, int gpus, int epochs, bool busy,

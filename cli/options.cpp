@@ -124,7 +124,7 @@ const std::map<std::string, Spec> kSpecs = {
      }}},
     {"resume", {false, "train", [](Options& o, const std::string& v) { o.resume = v; }}},
     {"weights", {false, "train eval", [](Options& o, const std::string& v) { o.weights = v; }}},
-    {"metrics", {false, "train", [](Options& o, const std::string& v) { o.metrics = v; }}},
+    {"metrics", {false, "train tune", [](Options& o, const std::string& v) { o.metrics = v; }}},
     {"tensorboard", {false, "train", [](Options& o, const std::string& v) {
        if (v.empty()) throw Error("--tensorboard needs a directory for the event files, e.g. --tensorboard runs/mlp");
        o.tensorboard = v;
@@ -169,6 +169,7 @@ const std::map<std::string, Spec> kSpecs = {
        run::parse_objective(v);
        o.objective = v;
      }}},
+    {"recipe-only", {true, "tune", [](Options& o, const std::string&) { o.recipe_only = true; }}},
     {"min-seconds", {false, "bench sweep roofline tune", [](Options& o, const std::string& v) {
        o.min_seconds = above(v, "--min-seconds", 0, 3600);
      }}},

@@ -83,6 +83,7 @@ struct Options {
 
   // tune
   std::string objective = "speed";  // --objective speed|energy
+  bool recipe_only = false;         // tune --recipe-only
 
   // compare
   std::vector<std::string> labels;   // --labels a,b,...

@@ -52,15 +52,15 @@ std::string option_name(const std::string& w) {
 
 }  // namespace
 
-std::string tune_command(const std::string& model, const std::vector<std::string>& args,
-                         const std::vector<std::string>& row) {
+std::vector<std::string> tune_words(const std::string& model, const std::vector<std::string>& args,
+                                    const std::vector<std::string>& row) {
   // tune's own options, and the flags among the options a row sets (the others take a value).
-  const std::set<std::string> own{"--rounds", "--min-seconds", "--objective"};
-  const std::set<std::string> flags{"--resident"};
+  const std::set<std::string> own{"--rounds", "--min-seconds", "--objective", "--metrics", "--recipe-only"};
+  const std::set<std::string> flags{"--resident", "--recipe-only"};
   std::set<std::string> drop = own;
   for (const std::string& w : row)
     if (w.rfind("--", 0) == 0) drop.insert(w);
-  std::string out = "loupe train " + shell_word(model);
+  std::vector<std::string> out{model};
   bool named = false;  // the model's own word
   for (size_t i = 0; i < args.size(); ++i) {
     if (!named && args[i] == model) {
@@ -73,9 +73,16 @@ std::string tune_command(const std::string& model, const std::vector<std::string
       if (has_value) ++i;  // its value goes with it
       continue;
     }
-    out += " " + shell_word(args[i]);
+    out.push_back(args[i]);
   }
-  for (const std::string& w : row) out += " " + shell_word(w);
+  out.insert(out.end(), row.begin(), row.end());
+  return out;
+}
+
+std::string tune_command(const std::string& model, const std::vector<std::string>& args,
+                         const std::vector<std::string>& row) {
+  std::string out = "loupe train";
+  for (const std::string& w : tune_words(model, args, row)) out += " " + shell_word(w);
   return out;
 }
 
@@ -151,18 +158,10 @@ std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::
   return rows;
 }
 
-namespace {
-
-struct Measured {
-  instrument::EpochReport report;
-  RunConfig config;  // as the run resolved it (the recipe's batch and precision)
-};
-
-// A row's run: a warm-up (the first steps choose algorithms and capture the graph), ten steps that
-// size the stretch, then the stretch: `seconds` of steps. One that spans epochs runs them as
-// `loupe train` does, each after an evaluation, and after one whole epoch more of warm-up (its
-// last, smaller batch has shapes of its own, whose algorithms are chosen on first use).
-Measured measure(const RunConfig& rc, double seconds) {
+// One that spans epochs runs them as `loupe train` does, each after an evaluation, and after one
+// whole epoch more of warm-up (its last, smaller batch has shapes of its own, whose algorithms are
+// chosen on first use).
+instrument::EpochReport measure_stretch(const RunConfig& rc, double seconds) {
   RunConfig r = rc;
   r.epochs = 1000000;  // every window is followed by another: the loader prepares the next epoch
   r.max_steps = -1;
@@ -183,8 +182,10 @@ Measured measure(const RunConfig& rc, double seconds) {
   if (need > epoch) e = run.measure(e, epoch, true).epoch + 1;
   instrument::EpochReport stretch = run.measure(e, need, need > epoch);
   run.stop_feed();
-  return {stretch, run.config()};
+  return stretch;
 }
+
+namespace {
 
 // A row's gain over the recipe by the objective (0 where unmeasured).
 double objective_gain(const TuneRow& r, TuneObjective o) { return o == TuneObjective::Speed ? r.gain : r.energy_gain.value_or(0); }
@@ -195,13 +196,12 @@ double figure(const instrument::EpochReport& r, TuneObjective o) {
 }
 
 // Measures `row` once more; keeps the faster round (by the objective).
-void measure_row(TuneRow& row, double seconds, TuneObjective o, RunConfig* resolved = nullptr) {
+void measure_row(TuneRow& row, double seconds, const TuneConfig& c) {
   if (!row.skipped.empty()) return;
   try {
-    Measured m = measure(row.config, seconds);
-    if (resolved) *resolved = m.config;
-    row.rounds.push_back(m.report.samples_per_sec);
-    if (!row.report || figure(m.report, o) > figure(*row.report, o)) row.report = m.report;
+    instrument::EpochReport m = c.measure ? c.measure(row, seconds) : measure_stretch(row.config, seconds);
+    row.rounds.push_back(m.samples_per_sec);
+    if (!row.report || figure(m, c.objective) > figure(*row.report, c.objective)) row.report = std::move(m);
   } catch (const train::Interrupted&) {
     throw;
   } catch (const std::exception& e) {  // does not fit, not on this device: the row says why
@@ -282,8 +282,7 @@ TuneResult tune(const TuneConfig& c) {
   if (!res.cuda && !base.threads) base.threads = num_threads();  // every row at a count it names
   TuneRow recipe = tune_row(base, "recipe", {});
   recipe.setting = "recipe";
-  RunConfig resolved = base;
-  measure_row(recipe, seconds, c.objective, &resolved);
+  measure_row(recipe, seconds, c);
   if (!recipe.report) throw Error("the recipe's run could not be measured: " + recipe.skipped);
   if (c.objective == TuneObjective::Energy && !recipe.report->samples_per_joule)
     throw Error("--objective energy: the recipe's run measured no energy (" +
@@ -293,20 +292,21 @@ TuneResult tune(const TuneConfig& c) {
   if (c.on_row) c.on_row(res.rows.back());
   // The grid around the recipe as it ran: its batch and precision, named.
   RunConfig grid = base;
-  grid.batch = resolved.batch;
-  grid.trainer.precision = resolved.trainer.precision;
-  for (TuneRow& r : tune_candidates(grid, *recipe.report, base.threads.value_or(num_threads()))) {
-    res.rows.push_back(r);
-    measure_row(res.rows.back(), seconds, c.objective);
-    if (c.on_row) c.on_row(res.rows.back());
-  }
+  grid.batch = recipe.report->batch;
+  grid.trainer.precision = recipe.report->precision;
+  if (!c.recipe_only)
+    for (TuneRow& r : tune_candidates(grid, *recipe.report, base.threads.value_or(num_threads()))) {
+      res.rows.push_back(r);
+      measure_row(res.rows.back(), seconds, c);
+      if (c.on_row) c.on_row(res.rows.back());
+    }
   for (int round = 2; round <= c.rounds; ++round)
-    for (TuneRow& r : res.rows) measure_row(r, seconds, c.objective);
+    for (TuneRow& r : res.rows) measure_row(r, seconds, c);
   gains(res.rows);
   if (std::optional<TuneRow> both = combined(res.rows, c.objective)) {
     res.rows.push_back(*both);
     // Against the recipe's figure that chose it: the table's gains stay those it was chosen by.
-    for (int round = 1; round <= c.rounds; ++round) measure_row(res.rows.back(), seconds, c.objective);
+    for (int round = 1; round <= c.rounds; ++round) measure_row(res.rows.back(), seconds, c);
     if (c.on_row) c.on_row(res.rows.back());
     gains(res.rows);
   }

@@ -42,7 +42,12 @@ struct TuneConfig {
   double seconds = -1;            // each row's measured stretch: < 0 is 2 s on a GPU, 1 s on the CPU
   int rounds = 2;                 // every row this often, in turn; each keeps its fastest round
   TuneObjective objective = TuneObjective::Speed;
+  bool recipe_only = false;       // the recipe's row alone: no grid, no combination
   std::function<void(const TuneRow&)> on_row;  // after each row's first measurement
+  // How a row is measured once: a report of `seconds` of its steady steps. Empty: measure_stretch
+  // on row.config, in this process. `loupe tune` measures each in a process of its own instead
+  // (docs/performance.md, "Tuning a run", says why), from row.options.
+  std::function<instrument::EpochReport(const TuneRow& row, double seconds)> measure;
 };
 
 struct TuneResult {
@@ -55,6 +60,10 @@ struct TuneResult {
   bool cuda = false;
 };
 
+// A run's steady speed: a warm-up (the first steps choose algorithms and capture the graph), ten
+// steps that size the stretch, then the stretch: `seconds` of steps, whose report this is.
+instrument::EpochReport measure_stretch(const RunConfig& rc, double seconds);
+
 // Measures every row; throws train::Interrupted when config.base.interrupt is set meanwhile.
 TuneResult tune(const TuneConfig& c);
 
@@ -65,9 +74,12 @@ std::string tune_table(const TuneResult& r);
 // changes its advice names first, then the grid. Pure (tests/test_tune.cpp).
 std::vector<TuneRow> tune_candidates(const RunConfig& recipe, const instrument::EpochReport& measured, int threads);
 
-// `loupe train MODEL` with `args` (the model's own word left out), less tune's own options and
-// those `row` sets (with their values; -b and -j are --batch and --workers), then `row`'s; words
-// quoted for a POSIX shell.
+// The words after `loupe train` that run `row`: the model, then `args` (the model's own word left
+// out) less tune's own options and those `row` sets (with their values; -b and -j are --batch and
+// --workers), then `row`'s.
+std::vector<std::string> tune_words(const std::string& model, const std::vector<std::string>& args,
+                                    const std::vector<std::string>& row);
+// `loupe train` and tune_words, quoted for a POSIX shell.
 std::string tune_command(const std::string& model, const std::vector<std::string>& args,
                          const std::vector<std::string>& row);
 

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "instrument/report_io.h"
 #include "instrument/tensorboard.h"
 #include "ops/conv_cpu.h"
 #include "test_util.h"
@@ -368,4 +369,73 @@ TEST(Cli, BenchStoppedBySignalKeepsTheFinishedRows) {
     fs::remove(json);
     fs::remove(csv);
   }
+}
+
+// tune measures each row in a loupe process of its own (docs/performance.md, "Tuning a run"): every
+// row's record carries another process's run id, and --metrics holds one record per row, in the
+// table's order, which the reader gives back whole.
+TEST(Cli, TuneMeasuresEachRowInAProcessOfItsOwn) {
+  namespace fs = std::filesystem;
+  const fs::path metrics = loupe::test::temp_path("loupe_tune.jsonl");
+  fs::remove(metrics);
+  auto [rc, out] = run_cli("tune mnist_mlp --synthetic --device cpu --threads 1 --workers 1 --min-seconds 0.05 "
+                           "--rounds 1 --metrics " + metrics.string());
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\nrecipe "), std::string::npos) << out;
+  EXPECT_NE(out.find("\nbest (samples/s): "), std::string::npos) << out;
+  std::istringstream lines(loupe::test::slurp(metrics));
+  std::vector<loupe::instrument::EpochReport> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(loupe::instrument::report_from_json(line));
+  ASSERT_GE(rows.size(), 5u) << out;
+  std::vector<std::string> ids;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.model, "mnist_mlp");
+    EXPECT_GT(r.samples_per_sec, 0);
+    ids.push_back(r.run_id);
+  }
+  EXPECT_EQ(rows[0].batch, 128);  // the recipe's row first
+  EXPECT_EQ(rows[0].threads, 1);  // at the count the user named
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end()) << "two rows measured in one process";
+  fs::remove(metrics);
+
+  // --recipe-only: the one row each of those processes measured, here.
+  auto [rc1, out1] = run_cli("tune mnist_mlp --synthetic --device cpu --threads 1 --min-seconds 0.05 --recipe-only "
+                             "--batch 64 --metrics " + metrics.string());
+  ASSERT_EQ(rc1, 0) << out1;
+  const std::string one = loupe::test::slurp(metrics);
+  ASSERT_EQ(std::count(one.begin(), one.end(), '\n'), 1) << one;
+  EXPECT_EQ(loupe::instrument::report_from_json(one.substr(0, one.size() - 1)).batch, 64);
+  EXPECT_NE(out1.find("best (samples/s): the recipe"), std::string::npos) << out1;
+  fs::remove(metrics);
+}
+
+// A signal to tune alone (not its process group) ends it and the row's process it waits for.
+TEST(Cli, TuneStoppedBySignalLeavesNoRowRunning) {
+  namespace fs = std::filesystem;
+  const fs::path tmp = loupe::test::temp_path("tune_tmp");
+  fs::create_directories(tmp);
+  loupe::test::CliChild run(std::string(LOUPE_CLI) + " tune mnist_mlp --synthetic --device cpu --threads 1 --min-seconds 30",
+                            "env TMPDIR=" + tmp.string() + " ");
+  // The first row's process has made its files in TMPDIR.
+  const double t0 = loupe::test::CliChild::now();
+  while (loupe::test::CliChild::now() < t0 + 60 && std::distance(fs::directory_iterator(tmp), fs::directory_iterator{}) < 2)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ(std::distance(fs::directory_iterator(tmp), fs::directory_iterator{}), 2);
+  kill(run.pid, SIGINT);
+  int status = 0;
+  const double t1 = loupe::test::CliChild::now();
+  while (loupe::test::CliChild::now() < t1 + 10 && waitpid(run.pid, &status, WNOHANG) != run.pid)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  run.pid = -1;
+  run.drain();
+  EXPECT_LT(loupe::test::CliChild::now() - t1, 3.0) << run.text;
+  ASSERT_TRUE(WIFEXITED(status)) << run.text;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << run.text;
+  // No process holds the row's files open: pgrep finds no command line naming them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto [rc, out] = loupe::test::run_command("pgrep -f '" + tmp.string() + "/[l]oupe-tune-row'");  // [l]: not this shell
+  EXPECT_EQ(rc, 1) << "a row's process outlived tune: " << out;
+  fs::remove_all(tmp);
 }

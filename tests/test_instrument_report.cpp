@@ -208,6 +208,44 @@ TEST(ReportJson, StringsEscapedAndNonFiniteNull) {
   EXPECT_EQ(json_value(j, "achieved_tflops"), "null");
 }
 
+// The reader gives back every field the writer wrote: its JSON again is the same line.
+TEST(ReportJson, ReadBackWhole) {
+  EpochReport r = full_report();
+  r.seed = 18446744073709551557ull;  // past 2^53: exact
+  r.precision = Precision::BF16;
+  r.train_loss = std::numeric_limits<double>::quiet_NaN();  // written as null, back as NaN
+  const EpochReport back = report_from_json(to_json(r));
+  EXPECT_EQ(to_json(back), to_json(r));
+  EXPECT_EQ(back.seed, r.seed);
+  EXPECT_EQ(back.precision, Precision::BF16);
+  EXPECT_EQ(back.model, r.model);
+  EXPECT_EQ(back.eval_seconds, r.eval_seconds);
+  EXPECT_TRUE(std::isnan(back.train_loss));
+  EXPECT_FALSE(back.skipped_steps.has_value());
+  EXPECT_EQ(back.advice, r.advice);
+  EXPECT_EQ(to_json(report_from_json(to_json(EpochReport{}))), to_json(EpochReport{}));
+}
+
+TEST(ReportJson, ReaderSaysWhatIsWrong) {
+  auto error_of = [](const std::string& line) {
+    try {
+      report_from_json(line);
+    } catch (const loupe::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(error_of("{\"epoch\": 1").find("not a JSON record"), std::string::npos);
+  EXPECT_NE(error_of("[1]").find("an object"), std::string::npos);
+  std::string j = to_json(full_report());
+  EXPECT_NE(error_of(std::string(j).replace(j.find("\"batch\":512"), 11, "\"batch\":\"x\"")).find("'batch' is not a whole number"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(j).replace(j.find("\"mfu\":"), 6, "\"mfx\":")).find("no field 'mfu'"), std::string::npos);
+  EXPECT_NE(error_of(std::string(j).replace(j.find("\"fp32\""), 6, "\"fp8\"")).find("fp8"), std::string::npos);
+  EXPECT_NE(error_of(std::string(j).replace(j.find("\"advice\":["), 10, "\"advice\":7,\"x\":[")).find("'advice' is not a list"),
+            std::string::npos);
+}
+
 TEST(ReportCsv, HeaderAndRowsAgree) {
   const auto header = split_csv(csv_header());
   ASSERT_EQ(header, kFields);

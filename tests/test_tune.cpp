@@ -87,6 +87,43 @@ TEST(TuneCommand, ReplacesTheOptionsARowSets) {
   // A path a shell would split is quoted; a flag takes no value with it.
   EXPECT_EQ(run::tune_command("my model.json", {"my model.json", "--resident", "--data", "a b/it's"}, {"--resident"}),
             "loupe train 'my model.json' --data 'a b/it'\\''s' --resident");
+  // tune's own options are not train's: --metrics takes a value, --recipe-only none.
+  EXPECT_EQ(run::tune_words("mnist_mlp", {"mnist_mlp", "--recipe-only", "--metrics", "m.jsonl", "--seed", "3"}, {"--resident"}),
+            (std::vector<std::string>{"mnist_mlp", "--seed", "3", "--resident"}));
+}
+
+// Where each row is measured is the caller's (loupe tune: a process per row): the hook gets every
+// row, the seconds asked for, and its report is the row's; --recipe-only measures the recipe alone.
+TEST(Tune, AHookMeasuresEachRow) {
+  run::TuneConfig c;
+  c.base = recipe(kCPU);
+  c.seconds = 0.25;
+  c.rounds = 1;
+  std::vector<std::string> seen;
+  c.measure = [&seen](const run::TuneRow& row, double seconds) {
+    EXPECT_EQ(seconds, 0.25);
+    seen.push_back(row.setting);
+    instrument::EpochReport r;
+    r.batch = row.config.batch;
+    r.precision = Precision::FP32;
+    r.samples_per_sec = row.setting == "--resident" ? 3000 : 1000;  // the one change that gains
+    r.train_seconds = 1;
+    r.steps = 10;
+    return r;
+  };
+  const run::TuneResult r = run::tune(c);
+  ASSERT_EQ(seen.size(), r.rows.size());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], r.rows[i].setting);
+  EXPECT_EQ(r.rows[r.best].setting, "--resident");
+  EXPECT_DOUBLE_EQ(r.rows[r.best].gain, 3.0);
+  EXPECT_EQ(r.best_command, "loupe train mnist_mlp --resident");
+
+  c.recipe_only = true;
+  seen.clear();
+  const run::TuneResult one = run::tune(c);
+  EXPECT_EQ(seen, std::vector<std::string>{"recipe"});
+  ASSERT_EQ(one.rows.size(), 1u);
+  EXPECT_EQ(one.best, 0u);
 }
 
 TEST(TuneObjective, ParsesAndRefusesEnergyOnTheCpu) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "core/error.h"
@@ -21,15 +22,16 @@
 namespace loupe::instrument {
 namespace {
 
-// Calls f(name, value) for every scalar field of EpochReport, in declaration order. JSON and CSV
-// both walk this one list, so they cannot disagree; the macro keeps each name equal to its field.
-template <class F>
-void visit_fields(const EpochReport& r, F&& f) {
+// Calls f(name, field) for every scalar field of EpochReport, in declaration order. JSON, CSV and
+// the reader (report_from_json) all walk this one list, so they cannot disagree; the macro keeps
+// each name equal to its field. R is EpochReport or const EpochReport.
+template <class R, class F>
+void visit_fields(R& r, F&& f) {
 #define LOUPE_FIELD(x) f(#x, r.x)
   LOUPE_FIELD(run_id); LOUPE_FIELD(started_at); LOUPE_FIELD(seed); LOUPE_FIELD(lr); LOUPE_FIELD(threads);
   LOUPE_FIELD(cpu_model);
   LOUPE_FIELD(model); LOUPE_FIELD(device); LOUPE_FIELD(device_name);
-  f("precision", std::string(precision_name(r.precision)));  // its name in every format
+  LOUPE_FIELD(precision);  // its name in every format
   LOUPE_FIELD(batch); LOUPE_FIELD(epoch); LOUPE_FIELD(epochs); LOUPE_FIELD(steps); LOUPE_FIELD(samples);
   LOUPE_FIELD(train_loss); LOUPE_FIELD(train_acc); LOUPE_FIELD(test_acc); LOUPE_FIELD(test_loss);
   LOUPE_FIELD(loss_scale); LOUPE_FIELD(skipped_steps);
@@ -70,6 +72,8 @@ template <class T>
 std::string field_text(const T& v) {
   if constexpr (std::is_same_v<T, std::string>) {
     return csv_cell(v);
+  } else if constexpr (std::is_same_v<T, Precision>) {
+    return precision_name(v);
   } else if constexpr (std::is_same_v<T, Opt> || std::is_same_v<T, std::optional<uint64_t>>) {
     return v ? field_text(*v) : "";
   } else if constexpr (std::is_floating_point_v<T>) {
@@ -186,6 +190,8 @@ template <class T>
 nlohmann::ordered_json json_value(const T& v) {
   if constexpr (std::is_same_v<T, std::string>) {
     return v;
+  } else if constexpr (std::is_same_v<T, Precision>) {
+    return precision_name(v);
   } else if constexpr (std::is_same_v<T, Opt>) {
     return v ? json_number(*v) : nlohmann::ordered_json(nullptr);
   } else if constexpr (std::is_same_v<T, std::optional<uint64_t>>) {
@@ -205,9 +211,50 @@ std::string to_json(const EpochReport& r) {
   return json_text(j);
 }
 
+EpochReport report_from_json(const std::string& line) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("not a JSON record: ") + e.what());
+  }
+  if (!j.is_object()) throw Error("not a JSON record: a loupe metrics record is an object");
+  EpochReport r;
+  visit_fields(r, [&](const char* name, auto& v) {
+    using T = std::decay_t<decltype(v)>;
+    const auto it = j.find(name);
+    if (it == j.end()) throw Error(std::string("the record has no field '") + name + "'");
+    const auto wrong = [&](const char* what) { return Error(std::string("field '") + name + "' is not " + what); };
+    if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, Precision>) {
+      if (!it->is_string()) throw wrong("a string");
+      if constexpr (std::is_same_v<T, Precision>) v = parse_precision(it->template get<std::string>());
+      else v = it->template get<std::string>();
+    } else if constexpr (std::is_same_v<T, Opt> || std::is_same_v<T, std::optional<uint64_t>>) {
+      if (it->is_null()) v.reset();
+      else if (std::is_same_v<T, Opt> ? !it->is_number() : !it->is_number_unsigned()) throw wrong("a number or null");
+      else v = it->template get<typename T::value_type>();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (it->is_null()) v = std::numeric_limits<T>::quiet_NaN();  // to_json writes a non-finite figure as null
+      else if (!it->is_number()) throw wrong("a number");
+      else v = it->template get<T>();
+    } else {
+      if (!it->is_number_integer()) throw wrong("a whole number");
+      v = it->template get<T>();
+    }
+  });
+  const auto advice = j.find("advice");
+  if (advice == j.end() || !advice->is_array()) throw Error("the record's 'advice' is not a list");
+  for (const auto& a : *advice) {
+    if (!a.is_string()) throw Error("the record's 'advice' holds something other than text");
+    r.advice.push_back(a.get<std::string>());
+  }
+  return r;
+}
+
 std::string csv_header() {
   std::vector<std::string> names;
-  visit_fields(EpochReport{}, [&](const char* name, const auto&) { names.push_back(name); });
+  const EpochReport none;
+  visit_fields(none, [&](const char* name, const auto&) { names.push_back(name); });
   names.push_back("advice");
   return join(names, ",");
 }

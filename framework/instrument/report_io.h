@@ -18,6 +18,11 @@ namespace loupe::instrument {
 // in declaration order; empty optionals and non-finite numbers as null; advice as an array.
 std::string to_json(const EpochReport& r);
 
+// The record to_json wrote, back: every field as it was (a non-finite figure, written as null,
+// comes back NaN). Throws loupe::Error saying what is wrong: not JSON, a field missing or of
+// another type.
+EpochReport report_from_json(const std::string& line);
+
 // The same scalar fields as to_json, in the same order; advice joined with " | " in the last column.
 std::string csv_header();
 std::string to_csv_row(const EpochReport& r);  // empty cell for an unmeasured figure
