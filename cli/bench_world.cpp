@@ -1,9 +1,5 @@
 #include "cli/bench_world.h"
 
-#include "cli/child.h"
-
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +20,7 @@
 #include "models/keras_json.h"
 #include "models/registry.h"
 #include "run/interrupt.h"
+#include "run/process.h"
 #include "parallel/comm.h"
 #include "train/trainer.h"
 
@@ -57,13 +54,13 @@ instrument::WorldFigures run_size(const Options& o, const Config& c, int gpus, i
                            "gpu" + (busy ? "-busy" : "");
   const std::string metrics = dir + "/" + name + ".jsonl", log = dir + "/" + name + ".log";
   std::filesystem::remove(metrics);
-  const int rc = run_child(train_args(o, c, gpus, epochs, busy, metrics), log);
-  instrument::WorldFigures f = instrument::world_figures(text_or_empty(metrics), gpus);
+  const int rc = run::run_child("/proc/self/exe", train_args(o, c, gpus, epochs, busy, metrics), log);
+  instrument::WorldFigures f = instrument::world_figures(run::text_or_empty(metrics), gpus);
   if (rc != 0) {
     f = instrument::WorldFigures{};
     f.why = "the run exited " + std::to_string(rc) + "; its log: " + log;
     std::fprintf(stderr, "loupe bench: %s %d GPU(s) failed (exit %d):\n%s", c.model.c_str(), gpus, rc,
-                 tail_of(log, 4).c_str());
+                 run::tail_of(log, 4).c_str());
   }
   return f;
 }

@@ -12,6 +12,8 @@
 #include "core/text.h"
 #include "core/thread_pool.h"
 #include "instrument/report_io.h"
+#include "run/interrupt.h"
+#include "run/process.h"
 
 namespace loupe::run {
 
@@ -183,6 +185,31 @@ instrument::EpochReport measure_stretch(const RunConfig& rc, double seconds) {
   instrument::EpochReport stretch = run.measure(e, need, need > epoch);
   run.stop_feed();
   return stretch;
+}
+
+std::function<instrument::EpochReport(const TuneRow&, double)> measure_by_command(const std::string& exe,
+                                                                                 const TuneConfig& c) {
+  return [exe, model = c.model.empty() ? c.base.model.name : c.model, args = c.args](const TuneRow& row, double seconds) {
+    std::vector<std::string> words = tune_words(model, args, row.options);
+    // The CPU's rows run at the count tune named (the recipe's), not one the governor would change.
+    if (row.config.threads && std::find(words.begin(), words.end(), "--threads") == words.end())
+      words.insert(words.end(), {"--threads", std::to_string(*row.config.threads)});
+    TempFile metrics("loupe-tune-row"), log("loupe-tune-log");
+    std::vector<std::string> argv{"tune"};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), {"--recipe-only", "--rounds", "1", "--min-seconds", printed("%.17g", seconds), "--metrics",
+                             metrics.path()});
+    const int rc = run_child(exe, argv, log.path());
+    if (interrupt_requested()) throw train::Interrupted();
+    const std::string text = text_or_empty(metrics.path());
+    if (rc != 0 || text.empty()) {
+      std::string why = tail_of(log.path(), 1);
+      while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
+      if (why.rfind("loupe: ", 0) == 0) why.erase(0, 7);
+      throw Error(why.empty() ? printed("its process ended with status %d and said nothing", rc) : why);
+    }
+    return instrument::report_from_json(text.substr(0, text.find('\n')));
+  };
 }
 
 namespace {

@@ -64,6 +64,14 @@ struct TuneResult {
 // steps that size the stretch, then the stretch: `seconds` of steps, whose report this is.
 instrument::EpochReport measure_stretch(const RunConfig& rc, double seconds);
 
+// A TuneConfig::measure that measures each row in a process of its own: `EXE tune WORDS
+// --recipe-only --rounds 1 --min-seconds S --metrics FILE`, EXE a loupe command (`loupe tune`
+// gives /proc/self/exe), WORDS tune_words(c.model, c.args, row.options) and, on the CPU, the row's
+// thread count; the row's report is read back from FILE. A row whose process fails is skipped
+// with the last line it printed.
+std::function<instrument::EpochReport(const TuneRow& row, double seconds)> measure_by_command(const std::string& exe,
+                                                                                             const TuneConfig& c);
+
 // Measures every row; throws train::Interrupted when config.base.interrupt is set meanwhile.
 TuneResult tune(const TuneConfig& c);
 

@@ -2,7 +2,11 @@
 // tune of mnist_mlp on the CPU whose table holds what it measured.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -169,4 +173,25 @@ TEST(Tune, MeasuresEveryRowAndNamesTheBest) {
   const std::string table = run::tune_table(r);
   EXPECT_NE(table.find("best (samples/s)"), std::string::npos) << table;
   EXPECT_NE(table.find("--threads 1"), std::string::npos) << table;
+}
+
+// A row measured by a command that fails says why, in the command's own last words.
+TEST(Tune, ARowsProcessThatFailsSaysWhy) {
+  const std::string script = (std::filesystem::temp_directory_path() / ("loupe_tune_fails_" + std::to_string(getpid()))).string();
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\necho 'loading the data'\necho 'loupe: no MNIST-format data in /nowhere' >&2\nexit 1\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  run::TuneConfig c;
+  c.base = recipe(kCPU);
+  c.args = {"mnist_mlp", "--data", "/nowhere"};
+  c.measure = run::measure_by_command(script, c);
+  try {
+    run::tune(c);
+    FAIL() << "a recipe whose process failed was measured";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "the recipe's run could not be measured: no MNIST-format data in /nowhere");
+  }
+  std::filesystem::remove(script);
 }

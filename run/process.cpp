@@ -1,4 +1,4 @@
-#include "cli/child.h"
+#include "run/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,22 +9,23 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "run/interrupt.h"
 
-namespace loupe::cli {
+namespace loupe::run {
 
-int run_child(const std::vector<std::string>& args, const std::string& log) {
+int run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;
   static char self[] = "loupe";
   argv.push_back(self);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::fflush(stdout);
-  run::SignalsUnblocked child_takes_ctrl_c;  // the child inherits this thread's signal mask
+  SignalsUnblocked child_takes_ctrl_c;  // the child inherits this thread's signal mask
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error(std::string("cannot start a child process: ") + std::strerror(errno));
@@ -38,7 +39,7 @@ int run_child(const std::vector<std::string>& args, const std::string& log) {
       dup2(fd, 1);
       dup2(fd, 2);
     }
-    execv("/proc/self/exe", argv.data());
+    execv(exe.c_str(), argv.data());
     _exit(127);
   }
   int status = 0;
@@ -61,4 +62,15 @@ std::string tail_of(const std::string& path, int lines) {
   return t.substr(pos == std::string::npos ? 0 : pos + 1);
 }
 
-}  // namespace loupe::cli
+TempFile::TempFile(const std::string& stem) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  std::string p = (dir / (stem + "-XXXXXX")).string();
+  const int fd = mkstemp(p.data());
+  if (fd < 0) throw Error("cannot make a temporary file in " + dir.string() + ": " + std::strerror(errno));
+  close(fd);
+  path_ = p;
+}
+
+TempFile::~TempFile() { std::remove(path_.c_str()); }
+
+}  // namespace loupe::run
