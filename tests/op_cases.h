@@ -394,6 +394,25 @@ inline std::vector<OpCase> op_cases() {
   add("conv2d_bias_relu", {{{2, 2, 5, 4}}, {{3, 2, 3, 3}}, {{3}}},
       [](V x) { Conv2dParams p; p.pad_h = p.pad_w = 1; return relu(bias_add(conv2d(x[0], x[1], p), x[2])); })
       .with_flops(conv_bias_relu).with_perf({{32, 32, 32, 32}, {64, 32, 3, 3}, {64}});
+  // The same as one op (on CUDA one cuDNN kernel where its runtime fusion has one): NCHW and
+  // channels-last, with relu and with the bias alone.
+  add("conv2d_bias_act_relu", {{{2, 2, 5, 4}}, {{3, 2, 3, 3}}, {{3}}}, [](V x) {
+        Conv2dParams p; p.pad_h = p.pad_w = 1; return conv2d_bias_act(x[0], x[1], x[2], p, Act::Relu, 0.0, true); })
+      .with_flops(conv_bias_relu).with_perf({{32, 32, 32, 32}, {64, 32, 3, 3}, {64}});
+  add("conv2d_bias_act_channels_last", {{{2, 4, 5, 6}}, {{8, 4, 3, 3}}, {{8}}}, [](V x) {
+        Conv2dParams p; p.pad_h = p.pad_w = 1;
+        return conv2d_bias_act(contiguous(x[0], MemoryFormat::ChannelsLast), x[1], x[2], p, Act::Relu, 0.0, true); })
+      .with_flops(conv_bias_relu).with_perf({{32, 32, 32, 32}, {64, 32, 3, 3}, {64}});
+  add("conv2d_bias_act_no_activation", {{{2, 3, 6, 5}}, {{4, 3, 3, 3}}, {{4}}}, [](V x) {
+        Conv2dParams p; p.pad_h = 1;
+        return conv2d_bias_act(contiguous(x[0], MemoryFormat::ChannelsLast), x[1], x[2], p, std::nullopt, 0.0, true); })
+      .with_flops([=](S s) {
+        Conv2dParams p;
+        p.pad_h = 1;
+        Shape y;
+        Flops f = fl::conv(s[0], s[1], p, &y);
+        return f + Flops{n(y), n(y)};
+      }).with_perf({{32, 32, 32, 32}, {64, 32, 3, 3}, {64}});
   auto pool = [](bool max, int k, int s, int pad) {
     return [=](V x) {
       Pool2dParams p;

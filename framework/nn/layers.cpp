@@ -107,10 +107,11 @@ Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
   Tensor xc = autocast(x);
-  Tensor y = conv2d(memory_format() == MemoryFormat::ChannelsLast ? contiguous(xc, MemoryFormat::ChannelsLast) : xc,
-                    autocast(weight), p);
-  if (!bias.defined() && !e.act && e.dropout == 0) return y;
-  return bias_act(y, autocast(bias), e.act, e.dropout, true);
+  if (memory_format() == MemoryFormat::ChannelsLast) xc = contiguous(xc, MemoryFormat::ChannelsLast);
+  if (bias.defined()) return conv2d_bias_act(xc, autocast(weight), autocast(bias), p, e.act, e.dropout, true);
+  Tensor y = conv2d(xc, autocast(weight), p);
+  if (!e.act && e.dropout == 0) return y;
+  return bias_act(y, Tensor(), e.act, e.dropout, true);
 }
 
 std::string Conv2d::type_name() const {

@@ -3,7 +3,9 @@
 #include "autograd/node.h"
 #include "core/dispatch.h"
 #include "core/flops.h"
+#include "core/knobs.h"
 #include "core/op_record.h"
+#include "ops/bias_act.h"
 #include "ops/view.h"
 
 namespace loupe {
@@ -16,8 +18,9 @@ struct Conv2dBackward : autograd::Node {
   MemoryFormat format = MemoryFormat::Contiguous;
   bool need_x = false, need_w = false;
   const char* name() const override { return "Conv2dBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
-    Tensor gy = contiguous(g[0], format);
+  // The gradients of x and w from the output's, gy.
+  std::vector<Tensor> grads(const Tensor& gy_in) const {
+    Tensor gy = contiguous(gy_in, format);
     Tensor gx = need_x ? empty(x.shape(), x.dtype(), x.device(), format) : Tensor();
     Tensor gw = need_w ? empty(w.shape(), w.dtype(), w.device(), format) : Tensor();
     kernels<ConvKernels>(x.device()).backward(ctx, gx, gw, x, w, gy, p);
@@ -25,12 +28,30 @@ struct Conv2dBackward : autograd::Node {
     add_flops(2 * macs * ((need_x ? 1 : 0) + (need_w ? 1 : 0)));
     return {gx, gw};
   }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override { return grads(g[0]); }
   void release() override { x = w = Tensor(); }
 };
-}  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  OpScope scope_("conv2d", {&x, &w});
+// The fused forward's backward: bias_act's (from the saved output), then the convolution's.
+struct Conv2dBiasActBackward : Conv2dBackward {
+  Tensor y;
+  BiasActArgs a;
+  bool need_b = false;
+  const char* name() const override { return "Conv2dBiasActBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    BiasActGrads r = bias_act_grad(y, g[0], a, need_b);
+    std::vector<Tensor> out = need_x || need_w ? grads(r.gx) : std::vector<Tensor>{Tensor(), Tensor()};
+    out.push_back(r.gb);
+    return out;
+  }
+  void release() override {
+    Conv2dBackward::release();
+    y = Tensor();
+  }
+};
+
+// The output's shape, after the checks every convolution makes.
+Shape conv_output_shape(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   LOUPE_CHECK(x.dim() == 4 && w.dim() == 4, "conv2d needs x [N, C, H, W] and w [K, C, R, S], got ", x.shape().str(),
               " and ", w.shape().str());
   LOUPE_CHECK(x.size(1) == w.size(1), "conv2d: x has ", x.size(1), " channels but the filters expect ", w.size(1));
@@ -40,6 +61,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   int64_t Q = (x.size(3) + 2 * p.pad_w - w.size(3)) / p.stride_w + 1;
   LOUPE_CHECK(x.size(2) + 2 * p.pad_h >= w.size(2) && x.size(3) + 2 * p.pad_w >= w.size(3), "conv2d: a ",
               w.size(2), "x", w.size(3), " kernel does not fit the padded ", x.size(2), "x", x.size(3), " input");
+  return Shape{x.size(0), w.size(0), P, Q};
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  OpScope scope_("conv2d", {&x, &w});
+  const Shape out = conv_output_shape(x, w, p);
   // The output keeps the input's memory format; channels-last filters are KRSC (w restrided or copied).
   MemoryFormat f = x.memory_format();
   Tensor xc, wc;
@@ -48,7 +76,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
     xc = contiguous(x, f);
     wc = contiguous(w, f);
   }
-  Tensor y = empty(Shape{x.size(0), w.size(0), P, Q}, x.dtype(), x.device(), f);
+  Tensor y = empty(out, x.dtype(), x.device(), f);
   const ExecContext ctx = current_context();
   kernels<ConvKernels>(x.device()).forward(ctx, y, xc, wc, p);
   add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
@@ -64,6 +92,58 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
     autograd::record(n, {&x, &w}, {&y});
   }
   return scope_.result(y);
+}
+
+Tensor conv2d_bias_act(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                       std::optional<Act> act, double dropout, bool training) {
+  static const bool fuse = knobs::flag("LOUPE_FUSE");
+  const ConvKernels& k = kernels<ConvKernels>(x.device());
+  const bool fusable = fuse && k.forward_bias_act && b.defined() && (!act || *act == Act::Relu) &&
+                       !(training && dropout > 0) && x.dim() == 4 && w.dim() == 4 && b.dtype() == x.dtype();
+  Tensor y;
+  if (fusable) {
+    OpScope scope_("conv2d", {&x, &w, &b});
+    const Shape out = conv_output_shape(x, w, p);
+    LOUPE_CHECK(b.dim() == 1 && b.size(0) == w.size(0) && b.device() == x.device(), "conv2d: the bias must be [",
+                w.size(0), "] on the input's device, got ", b.shape().str());
+    const MemoryFormat f = x.memory_format();
+    Tensor xc, wc, bc;
+    {
+      NoGradGuard g;  // the node below records x, w and b themselves
+      xc = contiguous(x, f);
+      wc = contiguous(w, f);
+      bc = contiguous(b);
+    }
+    y = empty(out, x.dtype(), x.device(), f);
+    const ExecContext ctx = current_context();
+    const double macs = double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3));
+    BiasActArgs a = bias_act_args(y, act, false, 0);
+    if (k.forward_bias_act(ctx, y, xc, wc, bc, act ? int(*act) : -1, p)) {
+      add_flops(2.0 * macs + double(y.numel()) * (act ? 2 : 1));  // as conv2d and bias_act count them
+    } else {  // no faster kernel for this problem: the two kernels, with the separate ops' results
+      Tensor z = empty(out, x.dtype(), x.device(), f);
+      k.forward(ctx, z, xc, wc, p);
+      add_flops(2.0 * macs);
+      y = bias_act_apply(z, bc, a);
+    }
+    if (autograd::needs_grad({&x, &w, &b})) {
+      auto n = std::make_shared<Conv2dBiasActBackward>();
+      n->x = xc.detach();
+      n->w = wc.detach();
+      n->p = p;
+      n->ctx = ctx;
+      n->format = f;
+      n->need_x = x.requires_grad();
+      n->need_w = w.requires_grad();
+      n->need_b = b.requires_grad();
+      n->y = y.detach();
+      n->a = a;
+      autograd::record(n, {&x, &w, &b}, {&y});
+    }
+    return scope_.result(y);
+  }
+  // On the CPU, and where the epilogue does not fuse: the two ops, each with its own record.
+  return bias_act(conv2d(x, w, p), b, act, dropout, training);
 }
 
 }  // namespace loupe

@@ -1,12 +1,15 @@
 // 2-D convolution (cross-correlation, as every framework), NCHW. cuDNN on the GPU with the
 // algorithm chosen per shape by measuring once (like PyTorch's cudnn.benchmark) and cached;
 // on the CPU oneDNN (float32, where built) or im2col + GEMM (ops/conv_cpu.h).
-// The bias is a separate bias_add (its backward is a reduction).
+// A layer's bias and activation come through conv2d_bias_act, which fuses them into the
+// convolution's kernel where the backend has such a kernel and it is faster.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "core/exec_context.h"
 #include "core/tensor.h"
+#include "ops/activation.h"
 
 namespace loupe {
 
@@ -18,6 +21,14 @@ struct Conv2dParams {
 // x [N, C, H, W], w [K, C, R, S] -> [N, K, P, Q] with P = (H + 2 pad_h - R) / stride_h + 1.
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p);
 
+// drop(act(conv2d(x, w) + b)): bias_act's epilogue (ops/bias_act.h; b [K] or undefined) after the
+// convolution. On CUDA, with a bias, relu or no activation and no dropout, one cuDNN kernel where
+// its runtime fusion has one that ran faster than the two kernels (ConvKernels::forward_bias_act):
+// the sum is then rounded once, from float32, rather than after the convolution and again after
+// the bias. Elsewhere the separate ops, bit for bit.
+Tensor conv2d_bias_act(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                       std::optional<Act> act, double dropout, bool training);
+
 // "same" padding for stride 1 and an odd kernel; Keras' 'valid' is 0.
 inline int same_padding(int kernel) { return (kernel - 1) / 2; }
 
@@ -27,6 +38,11 @@ struct ConvKernels {
   // gx = conv_transpose(gy, w) (gx may be undefined: not needed); gw = correlation of x and gy.
   void (*backward)(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
                    const Tensor& gy, const Conv2dParams& p);
+  // y = act(conv(x, w) + b[k]) in one kernel (act: -1 none, or Act::Relu; b [K] contiguous in x's
+  // dtype), where the backend has one for this problem and it beat the separate kernels when timed.
+  // False, having done nothing, otherwise. Null where the backend has no such kernel.
+  bool (*forward_bias_act)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w,
+                           const Tensor& b, int act, const Conv2dParams& p) = nullptr;
 };
 
 }  // namespace loupe

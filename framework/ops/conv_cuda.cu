@@ -29,10 +29,12 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "core/gpu_timer.h"
 #include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/conv.h"
 #include "ops/backend/cudnn_util.cuh"
+#include "ops/bias_act.h"
 #include "ops/linalg.h"
 
 namespace loupe {
@@ -69,19 +71,21 @@ const auto kPlanHandle = cudnnBackendAttributeName_t(400);   // CUDNN_ATTR_EXECU
 
 constexpr int64_t kAlignment = 16;  // bytes; every pointer is checked against it at execution
 
-Desc tensor(const Tensor& t, int64_t uid) {
+// t's descriptor; a virtual one (an intermediate of a fused graph, never in memory) is float32.
+Desc tensor(const Tensor& t, int64_t uid, bool is_virtual = false) {
   int64_t dims[4], strides[4];
   for (int i = 0; i < 4; ++i) {
     dims[i] = t.size(i);
     strides[i] = t.strides()[i];
   }
-  cudnnDataType_t dt = cuda::cudnn_dtype(t.dtype(), "conv2d");
+  cudnnDataType_t dt = is_virtual ? CUDNN_DATA_FLOAT : cuda::cudnn_dtype(t.dtype(), "conv2d");
   Desc d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment)
+      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   LOUPE_CUDNN_CHECK(d.finalize());
   return d;
 }
@@ -94,7 +98,7 @@ Tensor fresh_like(const Tensor& t) {
 }
 
 enum class Op { Fwd, BwdData, BwdFilter };
-constexpr int64_t kX = 'x', kW = 'w', kY = 'y';
+constexpr int64_t kX = 'x', kW = 'w', kY = 'y', kB = 'b', kConv = 'c', kSum = 's';
 
 // A finalized execution plan for one operation, or none (plan == nullptr) where cuDNN has none.
 struct BePlan {
@@ -129,15 +133,24 @@ float time_plan(cudnnHandle_t h, Desc& plan, Desc& pack) {
   return best;
 }
 
-Desc variant_pack(void* x, void* w, void* y, void* ws) {
-  void* ptrs[3] = {x, w, y};
-  int64_t uids[3] = {kX, kW, kY};
-  Desc p(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  p.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs)
-      .set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids)
+// The pointers of one execution: uids[i] names ptrs[i] (x, w, y, and the bias of a fused forward).
+struct Pointers {
+  int64_t uids[4];
+  void* ptrs[4];
+  int n = 0;
+  void add(int64_t uid, void* p) {
+    uids[n] = uid;
+    ptrs[n++] = p;
+  }
+};
+
+Desc variant_pack(const Pointers& p, void* ws) {
+  Desc d(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  d.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, p.n, p.ptrs)
+      .set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, p.n, p.uids)
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-  LOUPE_CUDNN_CHECK(p.finalize());
-  return p;
+  LOUPE_CUDNN_CHECK(d.finalize());
+  return d;
 }
 
 // Candidates for an operation graph: the first few of heuristics mode A (ranked by expected
@@ -183,9 +196,16 @@ bool keeps_precision(const Desc& engine, DType dtype, Precision precision) {
 
 // The fastest of the candidates that finalize, keep the precision and fit the workspace cap, timed
 // on scratch buffers of the real sizes (outputs are overwritten, inputs left as they are), on h's stream.
-BePlan fastest(cudnnHandle_t h, std::vector<Desc> cfgs, const Tensor& x, const Tensor& w, const Tensor& y,
+// operands: each uid with a tensor of its shape, dtype and strides (4-D; x's first).
+BePlan fastest(cudnnHandle_t h, std::vector<Desc> cfgs, const std::vector<std::pair<int64_t, Tensor>>& operands,
                size_t max_ws, Precision precision) {
-  Tensor sx = fresh_like(x), sw = fresh_like(w), sy = fresh_like(y);
+  std::vector<Tensor> scratch;
+  Pointers ptrs;
+  for (const auto& [uid, t] : operands) {
+    scratch.push_back(fresh_like(t));
+    ptrs.add(uid, scratch.back().data_ptr());
+  }
+  const Tensor& x = operands.front().second;
   BePlan best;
   float best_ms = 1e30f;
   for (Desc& cfg : cfgs) {
@@ -204,7 +224,7 @@ BePlan fastest(cudnnHandle_t h, std::vector<Desc> cfgs, const Tensor& x, const T
         size_t(ws) > max_ws)
       continue;
     Tensor work = empty(Shape{std::max<int64_t>(ws, 1)}, DType::u8, x.device());
-    Desc pack = variant_pack(sx.data_ptr(), sw.data_ptr(), sy.data_ptr(), work.data_ptr());
+    Desc pack = variant_pack(ptrs, work.data_ptr());
     float ms = time_plan(h, *plan, pack);
     if (ms >= 0 && ms < best_ms) {
       best_ms = ms;
@@ -221,9 +241,17 @@ BePlan fastest(cudnnHandle_t h, std::vector<Desc> cfgs, const Tensor& x, const T
 // workspace cap and respect the precision (no tensor-core TF32 engines in strict fp32; for
 // float16/bfloat16 data tensor cores are the point, and only engines that down-convert the inputs
 // further are skipped, as PyTorch does), times them on scratch buffers and returns the fastest.
+// With b (a [1, K, 1, 1] view of the bias) a forward graph adds it to the convolution's float32
+// result, and with act == Act::Relu applies relu, before the one rounding to y's dtype: cuDNN's
+// runtime fusion makes that one kernel, the epilogue in registers.
 BePlan build(cudnnHandle_t h, Op op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
-             size_t max_ws, Precision precision) {
+             size_t max_ws, Precision precision, const Tensor& b = Tensor(), int act = -1) {
+  const bool epilogue = op == Op::Fwd && b.defined();
   Desc xd = tensor(x, kX), wd = tensor(w, kW), yd = tensor(y, kY);
+  // The epilogue's intermediates: the convolution's result and the sum, float32, never in memory.
+  Desc cd = epilogue ? tensor(y, kConv, true) : Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  Desc sd = epilogue && act >= 0 ? tensor(y, kSum, true) : Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  Desc bd = epilogue ? tensor(b, kB) : Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   int64_t dims = 2, pre[2] = {p.pad_h, p.pad_w}, dil[2] = {1, 1}, str[2] = {p.stride_h, p.stride_w};
   cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
@@ -241,7 +269,8 @@ BePlan build(cudnnHandle_t h, Op op, const Tensor& x, const Tensor& w, const Ten
   if (op == Op::Fwd) {
     o = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
     o->ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, xd).ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, wd)
-        .ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, yd).ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
+        .ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, epilogue ? cd : yd)
+        .ref(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
         .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &one)
         .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &zero);
   } else if (op == Op::BwdData) {
@@ -260,22 +289,55 @@ BePlan build(cudnnHandle_t h, Op op, const Tensor& x, const Tensor& w, const Ten
         .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &zero);
   }
   if (o->finalize() != CUDNN_STATUS_SUCCESS) return {};
+  std::vector<cudnnBackendDescriptor_t> ops{o->d};
+  std::vector<Desc> kept;  // the pointwise descriptors, alive until the graph is finalized
+  kept.reserve(4);
+  // One pointwise operation: out = mode(in, in2), in float32.
+  auto pointwise = [&](cudnnPointwiseMode_t mode, const Desc& in, const Desc* in2, const Desc& out) {
+    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    Desc& pw = kept.emplace_back(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (pw.finalize() != CUDNN_STATUS_SUCCESS) return false;
+    Desc& op = kept.emplace_back(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    op.ref(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).ref(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, in);
+    if (in2) op.ref(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *in2);
+    op.ref(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
+    if (op.finalize() != CUDNN_STATUS_SUCCESS) return false;
+    ops.push_back(op.d);
+    return true;
+  };
+  if (epilogue && !pointwise(CUDNN_POINTWISE_ADD, cd, &bd, act >= 0 ? sd : yd)) return {};
+  if (epilogue && act >= 0 && !pointwise(CUDNN_POINTWISE_RELU_FWD, sd, nullptr, yd)) return {};
   Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->d).set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()), ops.data())
+      .set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
   if (graph.finalize() != CUDNN_STATUS_SUCCESS) return {};
 
-  return fastest(h, candidates(graph), x, w, y, max_ws, precision);
+  std::vector<std::pair<int64_t, Tensor>> operands{{kX, x}, {kW, w}, {kY, y}};
+  if (epilogue) operands.emplace_back(kB, b);
+  return fastest(h, candidates(graph), operands, max_ws, precision);
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
 
 // Runs a plan on these pointers on ctx's lane; false (nothing run) when a pointer is not aligned for it.
-bool execute(const ExecContext& ctx, const BePlan& bp, void* x, void* w, void* y) {
-  if (!bp.plan || !aligned(x) || !aligned(w) || !aligned(y)) return false;
+bool execute(const ExecContext& ctx, const BePlan& bp, const Pointers& p) {
+  if (!bp.plan) return false;
+  for (int i = 0; i < p.n; ++i)
+    if (!aligned(p.ptrs[i])) return false;
   Tensor ws = empty(Shape{std::max<int64_t>(bp.workspace, 1)}, DType::u8, kCUDA);
-  Desc pack = variant_pack(x, w, y, ws.data_ptr());
+  Desc pack = variant_pack(p, ws.data_ptr());
   LOUPE_CUDNN_CHECK(cudnnBackendExecute(cuda::cudnn(ctx), bp.plan->d, pack.d));
   return true;
+}
+
+bool execute(const ExecContext& ctx, const BePlan& bp, void* x, void* w, void* y) {
+  Pointers p;
+  p.add(kX, x);
+  p.add(kW, w);
+  p.add(kY, y);
+  return execute(ctx, bp, p);
 }
 
 // Runs a plan whatever the alignment, for where no legacy algorithm can take over: a tensor at an
@@ -591,6 +653,73 @@ void conv_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, cons
                                             pl.conv, pl.fwd, ws.data_ptr(), pl.ws_fwd, &zero, pl.y->d, y.data_ptr()));
 }
 
+// ---- The forward with its epilogue: y = act(conv(x, w) + b) in one cuDNN kernel ----------------
+
+// A fused plan, kept only where it ran faster than the convolution followed by bias_act's kernel
+// (timed once per problem on scratch outputs, as the algorithms are).
+struct FusedForward {
+  be::BePlan plan;
+};
+
+const FusedForward& fused_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                              const Tensor& b4, const Tensor& y, const Conv2dParams& p, int act) {
+  static std::map<std::pair<Key, int>, std::unique_ptr<FusedForward>> cache;
+  const bool cl = x.memory_format() == MemoryFormat::ChannelsLast;
+  const std::pair<Key, int> k{Key{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3),
+                                  p.stride_h, p.stride_w, p.pad_h, p.pad_w, int(ctx.precision), cl, int(x.dtype())},
+                              act};
+  auto it = cache.find(k);
+  if (it != cache.end()) return *it->second;
+  auto f = std::make_unique<FusedForward>();
+  be::BePlan bp = be::build(cuda::cudnn(ctx), be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision, b4, act);
+  float fused = 0, pair = 0;
+  if (bp.plan) {
+    // Both on the GPU alone (queued behind a hold, as a replayed graph runs them), on scratch outputs.
+    Tensor sz = be::fresh_like(y), sy = be::fresh_like(y);
+    const BiasActArgs a = bias_act_args(sz, act >= 0 ? std::optional<Act>(Act(act)) : std::nullopt, false, 0);
+    const BiasActKernels& ba = kernels<BiasActKernels>(x.device());
+    be::Pointers ptrs;
+    ptrs.add(be::kX, x.data_ptr());
+    ptrs.add(be::kW, w.data_ptr());
+    ptrs.add(be::kY, sy.data_ptr());
+    ptrs.add(be::kB, b.data_ptr());
+    const cudaStream_t s = cuda::stream(ctx);
+    conv_forward(ctx, sz, x, w, p);  // the convolution's own plan, found and timed first
+    fused = cuda::time_on_gpu(s, 10, 2000000, [&] { return be::execute(ctx, bp, ptrs); });
+    pair = cuda::time_on_gpu(s, 10, 2000000, [&] {
+      conv_forward(ctx, sz, x, w, p);
+      ba.forward(ctx, sy, sz, b, a);
+      return true;
+    });
+    if (fused >= 0 && fused < pair) f->plan = std::move(bp);
+  }
+  if (conv_verbose())
+    std::fprintf(stderr, "loupe conv: x %s w %s %s: fused bias%s %s (%.4f ms) against the convolution and bias_act "
+                 "(%.4f ms): %s\n", x.shape().str().c_str(), w.shape().str().c_str(), dtype_name(x.dtype()),
+                 act >= 0 ? " + relu" : "", bp.plan || f->plan.plan ? "plan" : "no plan", fused / 1e3, pair / 1e3,
+                 f->plan.plan ? "fused" : "separate");
+  return *cache.emplace(k, std::move(f)).first->second;
+}
+
+bool conv_forward_bias_act(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w,
+                           const Tensor& b, int act, const Conv2dParams& p) {
+  if ((act >= 0 && act != int(Act::Relu)) || !b.defined() || !b.is_contiguous() || b.dtype() != x.dtype())
+    return false;
+  check_dtypes(x, w, y, "conv2d");
+  if (small_filter(x, w, y)) return false;
+  const int64_t K = w.size(0);
+  const bool cl = y.memory_format() == MemoryFormat::ChannelsLast;
+  const Tensor b4 = as_strided(b, Shape{1, K, 1, 1}, cl ? Shape{K, 1, K, K} : Shape{K, 1, 1, 1}, b.impl()->offset);
+  const FusedForward& f = fused_for(ctx, x, w, b, b4, y, p, act);
+  if (!f.plan.plan) return false;
+  be::Pointers ptrs;
+  ptrs.add(be::kX, x.data_ptr());
+  ptrs.add(be::kW, w.data_ptr());
+  ptrs.add(be::kY, y.data_ptr());
+  ptrs.add(be::kB, b.data_ptr());
+  return be::execute(ctx, f.plan, ptrs);
+}
+
 void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
                    const Tensor& gy, const Conv2dParams& p) {
   check_dtypes(x, w, gy, "conv2d backward");
@@ -626,7 +755,7 @@ void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, c
   }
 }
 
-const ConvKernels table{conv_forward, conv_backward};
+const ConvKernels table{conv_forward, conv_backward, conv_forward_bias_act};
 const RegisterBackend<ConvKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
