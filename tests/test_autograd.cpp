@@ -87,30 +87,39 @@ namespace {
 // two-layer model, stale (sevens) beforehand, after a pass that reaches `how` much of it (0: the
 // whole model; 1: fc1's weight alone, so the other three parameters get no gradient; 2: no pass),
 // and how many times the zeroing ran. With fresh false: zero_grad, then the same pass.
-std::vector<float> fresh_grads_after(Device d, bool fresh, int how, int* zeroings) {
+// conv: a channels-last convolution first, 3 -> 7 channels, its filter's gradient channels-last
+// (how 1 then reaches the convolution's filter alone).
+std::vector<float> fresh_grads_after(Device d, bool fresh, int how, int* zeroings, bool conv = false) {
   manual_seed(4);
   nn::Sequential m;
+  if (conv) {
+    m.add("conv", std::make_shared<nn::Conv2d>(3, 7, 3, 1, 0, true)).add("flat", std::make_shared<nn::Flatten>());
+    m.set_memory_format(MemoryFormat::ChannelsLast);
+  }
   m.add("fc1", std::make_shared<nn::Linear>(7, 5)).add("fc2", std::make_shared<nn::Linear>(5, 3));
   m.to(d);
   nn::ParameterArena& arena = m.arena();
   for (const Tensor& p : arena.params()) fill_(p.grad(), 7.0);  // a step's leftovers (the padding stays zero)
-  Tensor x = full(Shape{4, 7}, 0.3, DType::f32, d);
+  Tensor x = conv ? full(Shape{4, 3, 3, 3}, 0.3, DType::f32, d) : full(Shape{4, 7}, 0.3, DType::f32, d);
   {
     std::optional<autograd::FreshGrads> f;
     if (fresh) f.emplace([&] { ++*zeroings, arena.zero_grad(); }, arena.params());
     else arena.zero_grad();
     if (how == 0) backward(sum(relu(m(x))));
-    if (how == 1) backward(sum(matmul(x, transpose(arena.params()[0], 0, 1))));
+    if (how == 1 && conv)
+      backward(sum(conv2d(contiguous(x, MemoryFormat::ChannelsLast), arena.params()[0], Conv2dParams{})));
+    else if (how == 1)
+      backward(sum(matmul(x, transpose(arena.params()[0], 0, 1))));
   }
   return arena.grads().to_vector<float>();
 }
 
-void expect_fresh_grads_are_zero_grad_and_the_pass(Device d, int zeroings_for_the_whole_model) {
+void expect_fresh_grads_are_zero_grad_and_the_pass(Device d, int zeroings_for_the_whole_model, bool conv = false) {
   for (int how = 0; how < 3; ++how) {
-    SCOPED_TRACE(how == 0 ? "the whole model" : how == 1 ? "fc1's weight alone" : "no pass");
+    SCOPED_TRACE(how == 0 ? "the whole model" : how == 1 ? "the first weight alone" : "no pass");
     int zeroings = 0, unused = 0;
-    const std::vector<float> got = fresh_grads_after(d, true, how, &zeroings);
-    EXPECT_EQ(got, fresh_grads_after(d, false, how, &unused));  // bit for bit
+    const std::vector<float> got = fresh_grads_after(d, true, how, &zeroings, conv);
+    EXPECT_EQ(got, fresh_grads_after(d, false, how, &unused, conv));  // bit for bit
     EXPECT_EQ(zeroings, how == 0 ? zeroings_for_the_whole_model : 1);
     if (how == 2) EXPECT_EQ(got, std::vector<float>(got.size(), 0.f));
   }
@@ -125,4 +134,12 @@ TEST(FreshGrads, TheCpuZeroesBeforeItsFirstAddition) { expect_fresh_grads_are_ze
 TEST(CudaFreshGrads, APassOverEveryParameterWritesTheirGradients) {
   if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
   expect_fresh_grads_are_zero_grad_and_the_pass(kCUDA, 0);
+}
+
+// The same with a channels-last convolution, whose filter gradient comes channels-last into the
+// contiguous gradient arena: one launch with the others, written.
+TEST(FreshGrads, AChannelsLastConvolutionOnTheCpu) { expect_fresh_grads_are_zero_grad_and_the_pass(kCPU, 1, true); }
+TEST(CudaFreshGrads, AChannelsLastConvolutionsFilterGradientIsWrittenWithTheOthers) {
+  if (!cuda_available()) LOUPE_SKIP_NOT_HERE << "no CUDA device (or a CPU-only build)";
+  expect_fresh_grads_are_zero_grad_and_the_pass(kCUDA, 0, true);
 }

@@ -330,6 +330,39 @@ TEST(CudaCopy, AddOutMatchesTheCpu) {
   }
 }
 
+// A channels-last convolution's filter gradient ([K, R, S, C] in memory) into a contiguous float32
+// gradient, in the same launch as same-layout pairs: as the CPU's add_out (or cast, with `write`)
+// gives it, bit for bit, for 3x3, 1x1 and one-channel filters and chunk-crossing sizes.
+TEST(CudaCopy, AddManyTakesAChannelsLastFilterGradient) {
+  REQUIRE_GPU();
+  const Shape shapes[] = {{32, 3, 3, 3}, {64, 32, 3, 3}, {8, 5, 1, 1}, {7, 1, 3, 3}, {5, 3, 2, 5}};
+  for (bool write : {false, true})
+    for (DType st : {DType::f32, DType::f16, DType::bf16}) {
+      SCOPED_TRACE(std::string(write ? "write " : "add ") + dtype_name(st));
+      std::vector<std::pair<Tensor, Tensor>> gpu;
+      std::vector<Tensor> want;
+      uint64_t k = 0;
+      for (const Shape& sh : shapes) {
+        std::vector<float> d(size_t(sh.numel())), g(size_t(sh.numel()));
+        for (size_t i = 0; i < d.size(); ++i) {
+          d[i] = philox_uniform(5, k, i);
+          g[i] = philox_uniform(6, k, i) - 0.5f;
+        }
+        ++k;
+        Tensor dc = from_vector(d, sh), gc = to(from_vector(g, sh), st);  // g's values in logical order
+        Tensor w = empty(sh);
+        write ? copy_(w, to(gc, DType::f32)) : add_out(w, dc, to(gc, DType::f32));
+        want.push_back(w);
+        gpu.emplace_back(to(dc, kCUDA), contiguous(to(gc, kCUDA), MemoryFormat::ChannelsLast));
+        gpu.emplace_back(to(dc, kCUDA), to(gc, kCUDA));  // a same-layout pair beside it
+        want.push_back(w);
+      }
+      kernels<CopyKernels>(kCUDA).add_many(current_context(), gpu, write);
+      for (size_t i = 0; i < gpu.size(); ++i)
+        EXPECT_EQ(to(gpu[i].first, kCPU).to_vector<float>(), want[i].to_vector<float>()) << "pair " << i;
+    }
+}
+
 // The backward pass's one launch for every leaf's gradient (CopyKernels::add_many): each pair as
 // the CPU's add gives it, bit for bit, over more pairs than one launch takes (48), gradients of
 // every floating type into float32, sizes across the kernel's 1024-element chunks, and float64

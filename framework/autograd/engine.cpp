@@ -117,9 +117,12 @@ thread_local std::vector<std::pair<Tensor, Tensor>> g_deferred;
 thread_local int g_backward_depth = 0;
 
 bool defer_add(const Tensor& grad, const Tensor& g) {
+  // g in grad's layout, or a channels-last convolution's filter gradient for a contiguous filter.
+  const bool layout = g.strides() == grad.strides() ||
+                      (g.dim() == 4 && g.shape() == grad.shape() && g.is_contiguous(MemoryFormat::ChannelsLast));
   if (g_backward_depth == 0 || g_grad_ready || !grad.device().is_cuda() || grad.dtype() != DType::f32 ||
-      g.device() != grad.device() || !is_floating(g.dtype()) || g.dtype() == DType::f64 ||
-      g.strides() != grad.strides() || !grad.is_contiguous() || grad.numel() == 0)
+      g.device() != grad.device() || !is_floating(g.dtype()) || g.dtype() == DType::f64 || !layout ||
+      !grad.is_contiguous() || grad.numel() == 0)
     return false;
   g_deferred.emplace_back(grad, g);  // its FLOPs are counted where the launch is, at the pass's end
   return true;

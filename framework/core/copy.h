@@ -22,8 +22,9 @@ struct CopyKernels {
   void (*add)(const ExecContext& ctx, const Tensor& dst, const Tensor& a, const Tensor& b);
   // dst += src for every pair, as `add` does one: the gradients of a backward pass accumulated
   // into their leaves' .grad in one launch on a GPU (autograd/engine.cpp), not one per leaf. Each
-  // dst dense, each src dense with dst's strides and numel. `write`: dst = src instead, as `cast`
-  // does it (gradients that were to read zero: autograd::FreshGrads).
+  // dst dense, each src dense with dst's strides and numel, or (a channels-last convolution's
+  // filter gradient) 4-D channels-last into a contiguous dst. `write`: dst = src instead, as
+  // `cast` does it (gradients that were to read zero: autograd::FreshGrads).
   void (*add_many)(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor>>& pairs, bool write);
 };
 

@@ -321,7 +321,10 @@ struct ManyPairs {
   int64_t numel[kManyPairs];
   int64_t first_block[kManyPairs + 1] = {};
   int8_t src_type[kManyPairs];  // 0 float32, 1 float16, 2 bfloat16
-  bool write = false;           // dst = src (CopyKernels::add_many)
+  // A 4-D src in channels-last order ([K, R, S, C] in memory: a convolution's filter gradient) into
+  // a contiguous dst: its C and R*S; 0 where src has dst's strides.
+  int32_t cl_c[kManyPairs], cl_rs[kManyPairs];
+  bool write = false;  // dst = src (CopyKernels::add_many)
 };
 
 __global__ void add_many_kernel(ManyPairs p) {
@@ -329,10 +332,16 @@ __global__ void add_many_kernel(ManyPairs p) {
   while (k + 1 < p.n && int64_t(blockIdx.x) >= p.first_block[k + 1]) ++k;
   const int64_t base = (int64_t(blockIdx.x) - p.first_block[k]) * kManyChunk, n = p.numel[k];
   float* dst = p.dst[k];
+  const int64_t C = p.cl_c[k], RS = p.cl_rs[k];
   for (int64_t i = base + threadIdx.x; i < n && i < base + kManyChunk; i += blockDim.x) {
-    float b = p.src_type[k] == 0   ? static_cast<const float*>(p.src[k])[i]
-              : p.src_type[k] == 1 ? widen(static_cast<const __half*>(p.src[k])[i])
-                                   : widen(static_cast<const __nv_bfloat16*>(p.src[k])[i]);
+    int64_t j = i;
+    if (C > 0) {  // dst's (k, c, rs) is src's k * RS * C + rs * C + c
+      const int64_t rs = i % RS, kc = i / RS;
+      j = (kc / C) * RS * C + rs * C + kc % C;
+    }
+    float b = p.src_type[k] == 0   ? static_cast<const float*>(p.src[k])[j]
+              : p.src_type[k] == 1 ? widen(static_cast<const __half*>(p.src[k])[j])
+                                   : widen(static_cast<const __nv_bfloat16*>(p.src[k])[j]);
     dst[i] = p.write ? b : dst[i] + b;  // as cast_kernel / add_kernel<float, U>: the same rounding
   }
 }
@@ -363,6 +372,9 @@ void add_many(const ExecContext& ctx, const std::vector<std::pair<Tensor, Tensor
     p.src[p.n] = src.data_ptr();
     p.numel[p.n] = dst.numel();
     p.src_type[p.n] = int8_t(t == DType::f32 ? 0 : t == DType::f16 ? 1 : 2);
+    const bool cl = src.strides() != dst.strides();  // channels-last into contiguous (the header's)
+    p.cl_c[p.n] = cl ? int32_t(src.size(1)) : 0;
+    p.cl_rs[p.n] = cl ? int32_t(src.size(2) * src.size(3)) : 0;
     p.first_block[p.n + 1] = p.first_block[p.n] + (dst.numel() + kManyChunk - 1) / kManyChunk;
     ++p.n;
   }
