@@ -23,6 +23,7 @@
 #include "ops/fused/linear_act.h"
 #include "ops/mask.h"
 #include "ops/norm.h"
+#include "ops/pool.h"
 #include "op_cases.h"
 
 using namespace loupe;
@@ -436,6 +437,52 @@ TEST(CudaFusion, Conv2dBiasActMatchesConvAndBiasAct) {
         near(w[0].grad(), w[1].grad(), "weight grad");
         near(b[0].grad(), b[1].grad(), "bias grad");
       }
+}
+
+// conv2d_relu_max_pool (the relu's and the bias's backward in the pooling's pass) against
+// conv2d_bias_act and max_pool2d with its dropout, at the reference models' conv + pool pairs
+// (cifar10_cnn's second leaves a row and a column no window covers): the output and the input's
+// and filter's gradients bit for bit (the same kernels see the same values), the bias's to the
+// dtype's tolerance (another summation order).
+TEST(CudaFusion, Conv2dReluMaxPoolMatchesTheSeparateOps) {
+  REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    int64_t K;
+    double p;
+  };
+  const Case cases[] = {{{16, 32, 32, 32}, 32, 0.25}, {{16, 64, 15, 15}, 64, 0.25}, {{8, 32, 26, 26}, 64, 0.0},
+                        {{4, 8, 10, 12}, 16, 0.5}};
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  Pool2dParams pp;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (const Case& k : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " x " + k.x.str() + " K " + std::to_string(k.K));
+      Tensor x0 = contiguous(uniform_on_gpu(k.x, 1, dt), CL), w0 = uniform_on_gpu(Shape{k.K, k.x[1], 3, 3}, 2, dt);
+      Tensor b0 = uniform_on_gpu(Shape{k.K}, 3, dt);
+      Tensor x[2], w[2], b[2], y[2];
+      for (int j = 0; j < 2; ++j) {
+        x[j] = x0.detach().requires_grad_(true);
+        w[j] = w0.detach().requires_grad_(true);
+        b[j] = b0.detach().requires_grad_(true);
+      }
+      ASSERT_TRUE(conv2d_relu_max_pool_fits(x[0], w[0], b[0], pp));
+      manual_seed(5);
+      y[0] = conv2d_relu_max_pool(x[0], w[0], b[0], Conv2dParams{}, pp, k.p, true);
+      manual_seed(5);
+      y[1] = max_pool2d(conv2d_bias_act(x[1], w[1], b[1], Conv2dParams{}, Act::Relu, 0.0, true), pp, k.p, true);
+      ASSERT_TRUE(y[0].defined());
+      EXPECT_EQ(y[0].memory_format(), CL);
+      auto bits = [](const Tensor& t) { return to(t, DType::f32).to_vector<float>(); };
+      EXPECT_EQ(bits(y[0]), bits(y[1]));
+      Tensor gy = contiguous(uniform_on_gpu(y[1].shape(), 4, dt), CL);
+      for (int j = 0; j < 2; ++j) backward(sum(mul(y[j], gy)));
+      EXPECT_EQ(bits(x[0].grad()), bits(x[1].grad())) << "the input's gradient";
+      EXPECT_EQ(bits(w[0].grad()), bits(w[1].grad())) << "the filter's gradient";
+      std::vector<float> g0 = bits(b[0].grad()), g1 = bits(b[1].grad());
+      const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
+      for (size_t i = 0; i < g0.size(); ++i) ASSERT_NEAR(g0[i], g1[i], rel * (1 + std::abs(g1[i]))) << "bias grad " << i;
+    }
 }
 
 // In 16 bits the fused path must be as accurate as the unfused one: against float64 products of

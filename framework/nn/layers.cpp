@@ -134,6 +134,7 @@ Tensor MaxPool2d::forward_fused(const Tensor& x, const Epilogue& e) {
   return max_pool2d(x, pool_params(kernel_, stride_, padding_), e.dropout, true);
 }
 std::string MaxPool2d::type_name() const { return "MaxPool2d(" + std::to_string(kernel_) + ")"; }
+Pool2dParams MaxPool2d::params() const { return pool_params(kernel_, stride_, padding_); }
 
 AvgPool2d::AvgPool2d(int k, int s, int pad) : kernel_(k), stride_(s > 0 ? s : k), padding_(pad) {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, pool_params(kernel_, stride_, padding_)); }
@@ -254,11 +255,44 @@ size_t Sequential::run_mlp(size_t i, Tensor& h) {
   return j;
 }
 
+// Layer i a channels-last Conv2d with a bias and ReLU after it, then a MaxPool2d (and a Dropout
+// after that): run as conv2d_relu_max_pool where it takes them, the relu's and the bias's
+// backward in the pooling's pass; then h is the pooling's output and the result the layer after
+// it. Otherwise i, having run nothing (h may now be autocast and channels-last, as the Conv2d
+// would make it).
+size_t Sequential::run_conv_pool(size_t i, Tensor& h) {
+  static const bool fuse = knobs::flag("LOUPE_FUSE");
+  const auto& layers = children();
+  auto* conv = dynamic_cast<Conv2d*>(layers[i].second.get());
+  if (!fuse || !conv || !conv->bias.defined() || !h.device().is_cuda() ||
+      conv->memory_format() != MemoryFormat::ChannelsLast)
+    return i;
+  Epilogue e, pe;
+  const size_t j = epilogue_after(i, e);
+  auto* pool = j < layers.size() ? dynamic_cast<MaxPool2d*>(layers[j].second.get()) : nullptr;
+  if (e.act != Act::Relu || e.has_dropout || !pool) return i;
+  const size_t after = epilogue_after(j, pe);
+  Tensor x = contiguous(autocast(h), MemoryFormat::ChannelsLast), w = autocast(conv->weight), b = autocast(conv->bias);
+  h = x;
+  if (!conv2d_relu_max_pool_fits(x, w, b, pool->params())) return i;
+  Conv2dParams cp;
+  cp.stride_h = cp.stride_w = conv->stride;
+  cp.pad_h = cp.pad_w = conv->padding;
+  const std::string name = conv->range_name() + e.range_name + "+" + pool->range_name() + pe.range_name;
+  NvtxRange r(name.c_str(), RangeKind::Module);
+  h = conv2d_relu_max_pool(x, w, b, cp, pool->params(), pe.dropout, true);
+  return after;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   const auto& layers = children();
   for (size_t i = 0; i < layers.size();) {
     if (const size_t after = run_mlp(i, h); after != i) {
+      i = after;
+      continue;
+    }
+    if (const size_t after = run_conv_pool(i, h); after != i) {
       i = after;
       continue;
     }

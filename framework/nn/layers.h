@@ -4,6 +4,7 @@
 
 #include "nn/module.h"
 #include "ops/nonlinearity.h"
+#include "ops/pool.h"
 #include "ops/view.h"
 
 namespace loupe::nn {
@@ -94,6 +95,7 @@ class MaxPool2d : public Module {
   bool accepts(const Epilogue& e) const override { return !e.act; }
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
+  Pool2dParams params() const;
  private:
   int kernel_, stride_, padding_;
 };
@@ -149,6 +151,7 @@ class Sequential : public Module {
  private:
   size_t epilogue_after(size_t i, Epilogue& e) const;
   size_t run_mlp(size_t i, Tensor& h);
+  size_t run_conv_pool(size_t i, Tensor& h);
 };
 
 // Fills t (on the CPU) with U(-a, a), a = sqrt(6 / (fan_in + fan_out)), from the default generator.

@@ -10,6 +10,7 @@
 #include "core/cuda_util.cuh"
 #include "core/dispatch.h"
 #include "core/philox.h"
+#include "ops/backend/channel_sums.cuh"
 #include "ops/bias_act.h"
 
 namespace loupe {
@@ -169,25 +170,6 @@ __global__ void bwd_rows(Pack4<T>* gx, float* partial, const Pack4<T>* y, const 
   }
 }
 
-// gb[c] = the blocks' partial sums of channel c: one block a channel, its threads each summing
-// every kSumThreads-th partial, then a fixed-order tree (a thread looping over hundreds of
-// partials alone waits on each load in turn: lab/benchmarks.md, "The step as one CUDA graph, and
-// fewer kernels").
-constexpr int kSumThreads = 128;
-template <class T>
-__global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
-  __shared__ float s[kSumThreads];
-  const int64_t c = blockIdx.x;
-  float t = 0.f;
-  for (int k = threadIdx.x; k < blocks; k += kSumThreads) t += partial[int64_t(k) * C + c];
-  s[threadIdx.x] = t;
-  __syncthreads();
-  for (int half = kSumThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) gb[c] = round_to<T>(s[0]);
-}
 
 template <class T>
 void forward_t(const Tensor& y, const Tensor& x, const Tensor& b, const BiasActArgs& a, cudaStream_t stream) {
@@ -231,7 +213,7 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
                  partial.data<float>(), static_cast<const Pack4<T>*>(y.data_ptr()),
                  static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
     LOUPE_CUDA_LAUNCH_CHECK();
-    cuda::launch(sum_blocks<T>, unsigned(a.C), kSumThreads, 0, stream, gb.data<T>(), partial.data<float>(), int(blocks),
+    cuda::launch(cuda::sum_blocks<T>, unsigned(a.C), cuda::kSumThreads, 0, stream, gb.data<T>(), partial.data<float>(), int(blocks),
                  a.C);
     LOUPE_CUDA_LAUNCH_CHECK();
     return;

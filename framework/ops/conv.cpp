@@ -94,56 +94,102 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   return scope_.result(y);
 }
 
+namespace {
+// y = act(conv(xc, wc) + bc) (xc, wc dense in format f, bc contiguous; no autograd record): one
+// kernel where the backend has a faster one, else the convolution's and bias_act's. Counts the
+// FLOPs as the separate ops do; a: bias_act's arguments for the backward.
+Tensor conv_bias_act_forward(const ConvKernels& k, const Tensor& xc, const Tensor& wc, const Tensor& bc,
+                             std::optional<Act> act, const Conv2dParams& p, const Shape& out, MemoryFormat f,
+                             BiasActArgs& a) {
+  Tensor y = empty(out, xc.dtype(), xc.device(), f);
+  const ExecContext ctx = current_context();
+  const double macs = double(y.numel()) * double(wc.size(1) * wc.size(2) * wc.size(3));
+  a = bias_act_args(y, act, false, 0);
+  if (k.forward_bias_act(ctx, y, xc, wc, bc, act ? int(*act) : -1, p)) {
+    add_flops(2.0 * macs + double(y.numel()) * (act ? 2 : 1));  // as conv2d and bias_act count them
+    return y;
+  }
+  Tensor z = empty(out, xc.dtype(), xc.device(), f);  // no faster kernel: the two, as the separate ops
+  k.forward(ctx, z, xc, wc, p);
+  add_flops(2.0 * macs);
+  return bias_act_apply(z, bc, a);
+}
+
+// x, w and b dense in x's memory format (b contiguous), for the node below that records x and w.
+struct DenseOperands {
+  Tensor x, w, b;
+  MemoryFormat f;
+  DenseOperands(const Tensor& x0, const Tensor& w0, const Tensor& b0) : f(x0.memory_format()) {
+    NoGradGuard g;
+    x = contiguous(x0, f);
+    w = contiguous(w0, f);
+    b = contiguous(b0);
+  }
+};
+
+template <class N>
+std::shared_ptr<N> conv_node(const DenseOperands& o, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  auto n = std::make_shared<N>();
+  n->x = o.x.detach();
+  n->w = o.w.detach();
+  n->p = p;
+  n->ctx = current_context();
+  n->format = o.f;
+  n->need_x = x.requires_grad();
+  n->need_w = w.requires_grad();
+  return n;
+}
+
+bool fuses_epilogue(const ConvKernels& k, const Tensor& x, const Tensor& w, const Tensor& b, std::optional<Act> act) {
+  static const bool fuse = knobs::flag("LOUPE_FUSE");
+  return fuse && k.forward_bias_act && b.defined() && (!act || *act == Act::Relu) && x.dim() == 4 && w.dim() == 4 &&
+         b.dtype() == x.dtype() && b.dim() == 1 && b.size(0) == w.size(0) && b.device() == x.device();
+}
+}  // namespace
+
 Tensor conv2d_bias_act(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                        std::optional<Act> act, double dropout, bool training) {
-  static const bool fuse = knobs::flag("LOUPE_FUSE");
   const ConvKernels& k = kernels<ConvKernels>(x.device());
-  const bool fusable = fuse && k.forward_bias_act && b.defined() && (!act || *act == Act::Relu) &&
-                       !(training && dropout > 0) && x.dim() == 4 && w.dim() == 4 && b.dtype() == x.dtype();
-  Tensor y;
-  if (fusable) {
-    OpScope scope_("conv2d", {&x, &w, &b});
-    const Shape out = conv_output_shape(x, w, p);
-    LOUPE_CHECK(b.dim() == 1 && b.size(0) == w.size(0) && b.device() == x.device(), "conv2d: the bias must be [",
-                w.size(0), "] on the input's device, got ", b.shape().str());
-    const MemoryFormat f = x.memory_format();
-    Tensor xc, wc, bc;
-    {
-      NoGradGuard g;  // the node below records x, w and b themselves
-      xc = contiguous(x, f);
-      wc = contiguous(w, f);
-      bc = contiguous(b);
-    }
-    y = empty(out, x.dtype(), x.device(), f);
-    const ExecContext ctx = current_context();
-    const double macs = double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3));
-    BiasActArgs a = bias_act_args(y, act, false, 0);
-    if (k.forward_bias_act(ctx, y, xc, wc, bc, act ? int(*act) : -1, p)) {
-      add_flops(2.0 * macs + double(y.numel()) * (act ? 2 : 1));  // as conv2d and bias_act count them
-    } else {  // no faster kernel for this problem: the two kernels, with the separate ops' results
-      Tensor z = empty(out, x.dtype(), x.device(), f);
-      k.forward(ctx, z, xc, wc, p);
-      add_flops(2.0 * macs);
-      y = bias_act_apply(z, bc, a);
-    }
-    if (autograd::needs_grad({&x, &w, &b})) {
-      auto n = std::make_shared<Conv2dBiasActBackward>();
-      n->x = xc.detach();
-      n->w = wc.detach();
-      n->p = p;
-      n->ctx = ctx;
-      n->format = f;
-      n->need_x = x.requires_grad();
-      n->need_w = w.requires_grad();
-      n->need_b = b.requires_grad();
-      n->y = y.detach();
-      n->a = a;
-      autograd::record(n, {&x, &w, &b}, {&y});
-    }
-    return scope_.result(y);
-  }
   // On the CPU, and where the epilogue does not fuse: the two ops, each with its own record.
-  return bias_act(conv2d(x, w, p), b, act, dropout, training);
+  if (!fuses_epilogue(k, x, w, b, act) || (training && dropout > 0))
+    return bias_act(conv2d(x, w, p), b, act, dropout, training);
+  OpScope scope_("conv2d", {&x, &w, &b});
+  const Shape out = conv_output_shape(x, w, p);
+  const DenseOperands o(x, w, b);
+  BiasActArgs a;
+  Tensor y = conv_bias_act_forward(k, o.x, o.w, o.b, act, p, out, o.f, a);
+  if (autograd::needs_grad({&x, &w, &b})) {
+    auto n = conv_node<Conv2dBiasActBackward>(o, x, w, p);
+    n->need_b = b.requires_grad();
+    n->y = y.detach();
+    n->a = a;
+    autograd::record(n, {&x, &w, &b}, {&y});
+  }
+  return scope_.result(y);
+}
+
+bool conv2d_relu_max_pool_fits(const Tensor& x, const Tensor& w, const Tensor& b, const Pool2dParams& pp) {
+  return fuses_epilogue(kernels<ConvKernels>(x.device()), x, w, b, Act::Relu) &&
+         x.memory_format() == MemoryFormat::ChannelsLast && max_pool2d_of_relu_fits(x.device(), x.dtype(), w.size(0), pp);
+}
+
+Tensor conv2d_relu_max_pool(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& cp,
+                            const Pool2dParams& pp, double dropout, bool training) {
+  const ConvKernels& k = kernels<ConvKernels>(x.device());
+  if (!conv2d_relu_max_pool_fits(x, w, b, pp)) return Tensor();
+  Tensor y;
+  {
+    OpScope scope_("conv2d", {&x, &w, &b});
+    const Shape out = conv_output_shape(x, w, cp);
+    const DenseOperands o(x, w, b);
+    BiasActArgs a;
+    y = conv_bias_act_forward(k, o.x, o.w, o.b, Act::Relu, cp, out, o.f, a);
+    // The convolution's node takes the gradient at its sum, z's (max_pool2d_of_relu's backward
+    // gives it, and b's).
+    if (autograd::needs_grad({&x, &w})) autograd::record(conv_node<Conv2dBackward>(o, x, w, cp), {&x, &w}, {&y});
+    scope_.result(y);
+  }
+  return max_pool2d_of_relu(y, b, pp, dropout, training);
 }
 
 }  // namespace loupe

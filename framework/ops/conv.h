@@ -10,6 +10,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "ops/activation.h"
+#include "ops/pool.h"
 
 namespace loupe {
 
@@ -28,6 +29,15 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p);
 // the bias. Elsewhere the separate ops, bit for bit.
 Tensor conv2d_bias_act(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
                        std::optional<Act> act, double dropout, bool training);
+
+// relu(conv2d(x, w) + b), then max pooling and its dropout, as the convolution output's only
+// reader: the relu's and the bias's backward in the pooling's pass (max_pool2d_of_relu), the
+// forward as conv2d_bias_act's. x channels-last; undefined, having done nothing, where that
+// pooling has no kernel for the output (the caller then runs the ops apart). nn::Sequential runs
+// Conv2d + ReLU + MaxPool2d (+ Dropout) through it.
+Tensor conv2d_relu_max_pool(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& cp,
+                            const Pool2dParams& pp, double dropout, bool training);
+bool conv2d_relu_max_pool_fits(const Tensor& x, const Tensor& w, const Tensor& b, const Pool2dParams& pp);
 
 // "same" padding for stride 1 and an odd kernel; Keras' 'valid' is 0.
 inline int same_padding(int kernel) { return (kernel - 1) / 2; }

@@ -21,6 +21,15 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 // for it (CUDA, channels-last, windows that do not overlap; nn::Sequential uses it for MaxPool2d +
 // Dropout), else the two ops one after the other; the same result either way.
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p, double dropout, bool training);
+// Max pooling (and its dropout) as the one reader of x = relu(z + b), where x's gradient is
+// wanted only on the way to z's and b's: x's recorded gradient is z's (through the relu: where a
+// window's max is positive), and b's is that summed over each channel, both from the pooling's
+// backward pass, which on CUDA makes them in the same kernel; bias_act's pass over the activation
+// is gone (nn::Sequential: Conv2d + ReLU + MaxPool2d (+ Dropout)). Only where max_pool2d's fused
+// kernels take x (CUDA, channels-last, disjoint windows: max_pool2d_of_relu_fits); the result is
+// max_pool2d's. The caller's x must have no other reader, and its own node must take z's gradient.
+Tensor max_pool2d_of_relu(const Tensor& x, const Tensor& b, const Pool2dParams& p, double dropout, bool training);
+bool max_pool2d_of_relu_fits(Device d, DType t, int64_t channels, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 // Mean over H and W: [N, C, H, W] -> [N, C].
 Tensor global_avg_pool(const Tensor& x);
@@ -44,6 +53,10 @@ struct PoolKernels {
                             const PoolDropout& d);
   bool (*max_backward_fused)(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy,
                              const Pool2dParams& p, const PoolDropout& d);
+  // max_backward_fused for x = relu(z + b) (max_pool2d_of_relu): gz, z's gradient, and gb[c], its
+  // sum over channel c, in gb's dtype. False, having done nothing, where it has no kernel for them.
+  bool (*max_backward_relu_bias)(const ExecContext& ctx, const Tensor& gz, const Tensor& gb, const Tensor& x,
+                                 const Tensor& gy, const Pool2dParams& p, const PoolDropout& d) = nullptr;
 };
 
 }  // namespace loupe

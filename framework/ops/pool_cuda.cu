@@ -11,6 +11,7 @@
 #include "core/dispatch.h"
 #include "core/philox.h"
 #include "ops/backend/cudnn_util.cuh"
+#include "ops/backend/channel_sums.cuh"
 #include "ops/pool.h"
 
 namespace loupe {
@@ -243,13 +244,18 @@ __global__ void max_fused_fwd(Vec<T>* y, const Vec<T>* x, FusedGeometry g, uint6
   }
 }
 
-template <class T>
+// kReluBias: x is relu's output, and the gradient goes on through the relu (only where the window's
+// max is positive) and into the bias's: each thread sums its channels' gradients (its pack is
+// fixed: C / V divides the block), the block adds its lanes' sums in lane order into
+// partial[block * C + c], and cuda::sum_blocks adds the blocks'.
+template <class T, bool kReluBias>
 __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, FusedGeometry g, uint64_t packs,
-                              PoolDropout d) {
+                              PoolDropout d, float* partial) {
   constexpr int V = Vec<T>::V;
   const uint32_t CV = g.C / V;
   const float scale = 1.f / (1.f - d.p);
   const uint64_t c0 = d.on ? cuda::first_counter(d.rng) : 0;
+  float acc[V] = {};
   for (uint64_t q = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < packs; q += uint64_t(blockDim.x) * gridDim.x) {
     uint64_t n;
     uint32_t i, j, pack;
@@ -264,6 +270,10 @@ __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, Fus
       float gv = cuda::to_float(gin.v[v]);
       // Through dropout first, rounded as dropout's backward stores it.
       if (d.on) gv = keep(d, c0, q * V + v) ? cuda::to_float(cuda::from_float<T>(gv * scale)) : 0.f;
+      if (kReluBias) {  // relu's output is positive where the max is: the gradient passes there only
+        gv = m[v] > 0.f ? gv : 0.f;
+        acc[v] += gv;
+      }
       grad[v] = gv;
     }
     for (uint32_t a = 0; a < g.kh; ++a)
@@ -279,6 +289,18 @@ __global__ void max_fused_bwd(Vec<T>* gx, const Vec<T>* x, const Vec<T>* gy, Fus
         }
         gx[at] = out;
       }
+  }
+  if constexpr (kReluBias) {
+    __shared__ float sums[cuda::kThreads * 8];
+    const uint32_t lane = threadIdx.x / CV, pack = threadIdx.x % CV, lanes = blockDim.x / CV;
+#pragma unroll
+    for (int v = 0; v < V; ++v) sums[lane * g.C + pack * V + v] = acc[v];
+    __syncthreads();
+    for (uint32_t c = threadIdx.x; c < g.C; c += blockDim.x) {
+      float t = 0.f;
+      for (uint32_t l = 0; l < lanes; ++l) t += sums[l * g.C + c];
+      partial[uint64_t(blockIdx.x) * g.C + c] = t;
+    }
   }
 }
 
@@ -334,15 +356,44 @@ bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& 
   cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
-    cuda::launch(max_fused_bwd<T>, cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s,
+    cuda::launch(max_fused_bwd<T, false>, cuda::blocks_for(int64_t(packs)), cuda::kThreads, 0, s,
                  static_cast<Vec<T>*>(gx.data_ptr()), static_cast<const Vec<T>*>(x.data_ptr()),
-                 static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d);
+                 static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d, nullptr);
   });
   LOUPE_CUDA_LAUNCH_CHECK();
   return true;
 }
 
-const PoolKernels table{pool_forward, pool_backward, max_forward_fused, max_backward_fused};
+bool max_backward_relu_bias(const ExecContext& ctx, const Tensor& gz, const Tensor& gb, const Tensor& x,
+                            const Tensor& gy, const Pool2dParams& p, const PoolDropout& d) {
+  if (!fusable(x, {x.data_ptr(), gz.data_ptr(), gy.data_ptr()}, p) || gz.memory_format() != MemoryFormat::ChannelsLast ||
+      gy.memory_format() != MemoryFormat::ChannelsLast || !gb.defined() || gb.dtype() != x.dtype() ||
+      !gb.is_contiguous() || gb.numel() != x.size(1))
+    return false;
+  // A thread's channels stay the same across its windows only where C / V divides the block.
+  const int64_t CV = x.size(1) / (16 / int64_t(x.element_size()));
+  if (CV > cuda::kThreads || (CV & (CV - 1)) != 0) return false;
+  const cudaStream_t s = cuda::stream(ctx);
+  FusedGeometry g = fused_geometry(x, p);
+  if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(gz.data_ptr(), 0, gz.nbytes(), s));
+  cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
+    using T = decltype(tag);
+    const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
+    const unsigned blocks = cuda::blocks_for(int64_t(packs));
+    Tensor partial = empty(Shape{int64_t(blocks) * g.C}, DType::f32, x.device());
+    cuda::launch(max_fused_bwd<T, true>, blocks, cuda::kThreads, 0, s, static_cast<Vec<T>*>(gz.data_ptr()),
+                 static_cast<const Vec<T>*>(x.data_ptr()), static_cast<const Vec<T>*>(gy.data_ptr()), g, packs, d,
+                 partial.data<float>());
+    LOUPE_CUDA_LAUNCH_CHECK();
+    cuda::launch(cuda::sum_blocks<T>, unsigned(g.C), cuda::kSumThreads, 0, s, static_cast<T*>(gb.data_ptr()),
+                 partial.data<float>(), int(blocks), int64_t(g.C));
+  });
+  LOUPE_CUDA_LAUNCH_CHECK();
+  return true;
+}
+
+const PoolKernels table{pool_forward, pool_backward, max_forward_fused, max_backward_fused, max_backward_relu_bias};
 const RegisterBackend<PoolKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace
