@@ -442,8 +442,10 @@ TEST(CudaFusion, Conv2dBiasActMatchesConvAndBiasAct) {
 // conv2d_relu_max_pool (the relu's and the bias's backward in the pooling's pass) against
 // conv2d_bias_act and max_pool2d with its dropout, at the reference models' conv + pool pairs
 // (cifar10_cnn's second leaves a row and a column no window covers): the output and the input's
-// and filter's gradients bit for bit (the same kernels see the same values), the bias's to the
-// dtype's tolerance (another summation order).
+// gradient bit for bit (the same kernels see the same values); the filter's too in 16 bits, and
+// to float32's tolerance in float32, where cuDNN's filter-gradient kernels on an H200 add their
+// parts in an order that varies from run to run; the bias's to the dtype's tolerance (another
+// summation order).
 TEST(CudaFusion, Conv2dReluMaxPoolMatchesTheSeparateOps) {
   REQUIRE_GPU();
   struct Case {
@@ -478,10 +480,17 @@ TEST(CudaFusion, Conv2dReluMaxPoolMatchesTheSeparateOps) {
       Tensor gy = contiguous(uniform_on_gpu(y[1].shape(), 4, dt), CL);
       for (int j = 0; j < 2; ++j) backward(sum(mul(y[j], gy)));
       EXPECT_EQ(bits(x[0].grad()), bits(x[1].grad())) << "the input's gradient";
-      EXPECT_EQ(bits(w[0].grad()), bits(w[1].grad())) << "the filter's gradient";
-      std::vector<float> g0 = bits(b[0].grad()), g1 = bits(b[1].grad());
       const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
-      for (size_t i = 0; i < g0.size(); ++i) ASSERT_NEAR(g0[i], g1[i], rel * (1 + std::abs(g1[i]))) << "bias grad " << i;
+      auto near = [&](const Tensor& a, const Tensor& r, const char* what) {
+        std::vector<float> av = bits(a), rv = bits(r);
+        ASSERT_EQ(av.size(), rv.size()) << what;
+        for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], rv[i], rel * (1 + std::abs(rv[i]))) << what << " " << i;
+      };
+      if (dt == DType::f32)
+        near(w[0].grad(), w[1].grad(), "the filter's gradient");
+      else
+        EXPECT_EQ(bits(w[0].grad()), bits(w[1].grad())) << "the filter's gradient";
+      near(b[0].grad(), b[1].grad(), "bias grad");
     }
 }
 
