@@ -329,6 +329,13 @@ Tensor uniform_on_gpu(const Shape& s, uint64_t seed, DType dt) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = philox_uniform(seed, 0, i) * 2.f - 1.f;
   return to(from_vector(v, s, kCUDA), dt).detach();
 }
+
+// a against the reference r, element by element, within rel of 1 + |r| (the dtype's tolerance).
+void expect_close_to(const Tensor& a, const Tensor& r, double rel, const char* what) {
+  std::vector<float> av = to(a, DType::f32).to_vector<float>(), rv = to(r, DType::f32).to_vector<float>();
+  ASSERT_EQ(av.size(), rv.size()) << what;
+  for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], rv[i], rel * (1 + std::abs(rv[i]))) << what << " " << i;
+}
 }  // namespace
 
 // linear_act on CUDA (the bias in cuBLASLt's epilogues: BIAS forward with no activation, BGRADB in
@@ -367,11 +374,7 @@ TEST(CudaFusion, LinearActMatchesMatmulAndBiasAct) {
       if (k.bias || k.act || k.p > 0) y[1] = bias_act(y[1], b[1], k.act, k.p, true);
       for (int j = 0; j < 2; ++j) backward(sum(mul(y[j], gy)));
       const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
-      auto near = [&](const Tensor& a, const Tensor& r, const char* what) {
-        std::vector<float> av = to(a, DType::f32).to_vector<float>(), rv = to(r, DType::f32).to_vector<float>();
-        ASSERT_EQ(av.size(), rv.size()) << what;
-        for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], rv[i], rel * (1 + std::abs(rv[i]))) << what << " " << i;
-      };
+      auto near = [&](const Tensor& a, const Tensor& r, const char* what) { expect_close_to(a, r, rel, what); };
       near(y[0], y[1], "output");
       near(x[0].grad(), x[1].grad(), "the input's gradient");  // a narrow head's (out <= 16) is not cuBLAS's
       near(w[0].grad(), w[1].grad(), "weight grad");
@@ -417,11 +420,7 @@ TEST(CudaFusion, Conv2dBiasActMatchesConvAndBiasAct) {
         y[1] = bias_act(conv2d(x[1], w[1], p), b[1], k.act, 0.0, true);
         EXPECT_EQ(y[0].memory_format(), y[1].memory_format());
         const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
-        auto near = [&](const Tensor& a, const Tensor& r, const char* what) {
-          std::vector<float> av = to(a, DType::f32).to_vector<float>(), rv = to(r, DType::f32).to_vector<float>();
-          ASSERT_EQ(av.size(), rv.size()) << what;
-          for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], rv[i], rel * (1 + std::abs(rv[i]))) << what << " " << i;
-        };
+        auto near = [&](const Tensor& a, const Tensor& r, const char* what) { expect_close_to(a, r, rel, what); };
         near(y[0], y[1], "output");
         // The gradients: an output that rounds to either side of zero on the two paths passes the
         // gradient on one only, so the separate ops' relu takes the fused output's mask.
@@ -481,11 +480,7 @@ TEST(CudaFusion, Conv2dReluMaxPoolMatchesTheSeparateOps) {
       for (int j = 0; j < 2; ++j) backward(sum(mul(y[j], gy)));
       EXPECT_EQ(bits(x[0].grad()), bits(x[1].grad())) << "the input's gradient";
       const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
-      auto near = [&](const Tensor& a, const Tensor& r, const char* what) {
-        std::vector<float> av = bits(a), rv = bits(r);
-        ASSERT_EQ(av.size(), rv.size()) << what;
-        for (size_t i = 0; i < av.size(); ++i) ASSERT_NEAR(av[i], rv[i], rel * (1 + std::abs(rv[i]))) << what << " " << i;
-      };
+      auto near = [&](const Tensor& a, const Tensor& r, const char* what) { expect_close_to(a, r, rel, what); };
       if (dt == DType::f32)
         near(w[0].grad(), w[1].grad(), "the filter's gradient");
       else

@@ -343,16 +343,24 @@ bool max_forward_fused(const ExecContext& ctx, const Tensor& y, const Tensor& x,
   return ok;
 }
 
-bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy,
-                        const Pool2dParams& p, const PoolDropout& d) {
+// The fused backward kernels' shared start: whether they take gx, x and gy (false: nothing done);
+// then the geometry, and gx zeroed where no window covers it (an odd H or W gets no gradient there).
+bool backward_fits(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy, const Pool2dParams& p,
+                   FusedGeometry& g) {
   if (!fusable(x, {x.data_ptr(), gx.data_ptr(), gy.data_ptr()}, p) || gx.memory_format() != MemoryFormat::ChannelsLast ||
       gy.memory_format() != MemoryFormat::ChannelsLast)
     return false;
-  const cudaStream_t s = cuda::stream(ctx);
-  FusedGeometry g = fused_geometry(x, p);
-  // Rows and columns no window covers (an odd H or W) get no gradient.
+  g = fused_geometry(x, p);
   if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
-    LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), s));
+    LOUPE_CUDA_CHECK(cudaMemsetAsync(gx.data_ptr(), 0, gx.nbytes(), cuda::stream(ctx)));
+  return true;
+}
+
+bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& x, const Tensor& gy,
+                        const Pool2dParams& p, const PoolDropout& d) {
+  FusedGeometry g;
+  if (!backward_fits(ctx, gx, x, gy, p, g)) return false;
+  const cudaStream_t s = cuda::stream(ctx);
   cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
@@ -366,17 +374,13 @@ bool max_backward_fused(const ExecContext& ctx, const Tensor& gx, const Tensor& 
 
 bool max_backward_relu_bias(const ExecContext& ctx, const Tensor& gz, const Tensor& gb, const Tensor& x,
                             const Tensor& gy, const Pool2dParams& p, const PoolDropout& d) {
-  if (!fusable(x, {x.data_ptr(), gz.data_ptr(), gy.data_ptr()}, p) || gz.memory_format() != MemoryFormat::ChannelsLast ||
-      gy.memory_format() != MemoryFormat::ChannelsLast || !gb.defined() || gb.dtype() != x.dtype() ||
-      !gb.is_contiguous() || gb.numel() != x.size(1))
-    return false;
   // A thread's channels stay the same across its windows only where C / V divides the block.
   const int64_t CV = x.size(1) / (16 / int64_t(x.element_size()));
-  if (CV > cuda::kThreads || (CV & (CV - 1)) != 0) return false;
+  FusedGeometry g;
+  if (!gb.defined() || gb.dtype() != x.dtype() || !gb.is_contiguous() || gb.numel() != x.size(1) ||
+      CV > cuda::kThreads || (CV & (CV - 1)) != 0 || !backward_fits(ctx, gz, x, gy, p, g))
+    return false;
   const cudaStream_t s = cuda::stream(ctx);
-  FusedGeometry g = fused_geometry(x, p);
-  if (g.P * g.kh != g.H || g.Q * g.kw != g.W)
-    LOUPE_CUDA_CHECK(cudaMemsetAsync(gz.data_ptr(), 0, gz.nbytes(), s));
   cuda::dispatch_float(x.dtype(), "max pooling backward", [&](auto tag) {
     using T = decltype(tag);
     const uint64_t packs = uint64_t(gy.numel()) / Vec<T>::V;
