@@ -102,10 +102,15 @@ Conv2d::Conv2d(int64_t in, int64_t out, int k, int s, int pad, bool with_bias)
 
 Tensor Conv2d::forward(const Tensor& x) { return forward_fused(x, Epilogue{}); }
 
-Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
+Conv2dParams Conv2d::params() const {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = padding;
+  return p;
+}
+
+Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
+  const Conv2dParams p = params();
   Tensor xc = autocast(x);
   if (memory_format() == MemoryFormat::ChannelsLast) xc = contiguous(xc, MemoryFormat::ChannelsLast);
   if (bias.defined()) return conv2d_bias_act(xc, autocast(weight), autocast(bias), p, e.act, e.dropout, true);
@@ -274,13 +279,11 @@ size_t Sequential::run_conv_pool(size_t i, Tensor& h) {
   const size_t after = epilogue_after(j, pe);
   Tensor x = contiguous(autocast(h), MemoryFormat::ChannelsLast), w = autocast(conv->weight), b = autocast(conv->bias);
   h = x;
-  if (!conv2d_relu_max_pool_fits(x, w, b, pool->params())) return i;
-  Conv2dParams cp;
-  cp.stride_h = cp.stride_w = conv->stride;
-  cp.pad_h = cp.pad_w = conv->padding;
+  const Pool2dParams pp = pool->params();
+  if (!conv2d_relu_max_pool_fits(x, w, b, pp)) return i;
   const std::string name = conv->range_name() + e.range_name + "+" + pool->range_name() + pe.range_name;
   NvtxRange r(name.c_str(), RangeKind::Module);
-  h = conv2d_relu_max_pool(x, w, b, cp, pool->params(), pe.dropout, true);
+  h = conv2d_relu_max_pool(x, w, b, conv->params(), pp, pe.dropout, true);
   return after;
 }
 

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "ops/conv.h"
 #include "ops/nonlinearity.h"
 #include "ops/pool.h"
 #include "ops/view.h"
@@ -81,6 +82,7 @@ class Conv2d : public Module {
   bool accepts(const Epilogue&) const override { return true; }
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
+  Conv2dParams params() const;  // its stride and padding
   Tensor weight, bias;
   int64_t in_channels, out_channels;
   int kernel, stride, padding;

@@ -63,34 +63,43 @@ Shape conv_output_shape(const Tensor& x, const Tensor& w, const Conv2dParams& p)
               w.size(2), "x", w.size(3), " kernel does not fit the padded ", x.size(2), "x", x.size(3), " input");
   return Shape{x.size(0), w.size(0), P, Q};
 }
+
+// x and w dense in x's memory format (channels-last filters are KRSC: w restrided or copied), b
+// contiguous (or undefined), without a record: the convolution's node records x and w themselves.
+struct DenseOperands {
+  Tensor x, w, b;
+  MemoryFormat f;
+  DenseOperands(const Tensor& x0, const Tensor& w0, const Tensor& b0 = Tensor()) : f(x0.memory_format()) {
+    NoGradGuard g;
+    x = contiguous(x0, f);
+    w = contiguous(w0, f);
+    if (b0.defined()) b = contiguous(b0);
+  }
+};
+
+template <class N>
+std::shared_ptr<N> conv_node(const DenseOperands& o, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  auto n = std::make_shared<N>();
+  n->x = o.x.detach();
+  n->w = o.w.detach();
+  n->p = p;
+  n->ctx = current_context();
+  n->format = o.f;
+  n->need_x = x.requires_grad();
+  n->need_w = w.requires_grad();
+  return n;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   OpScope scope_("conv2d", {&x, &w});
   const Shape out = conv_output_shape(x, w, p);
-  // The output keeps the input's memory format; channels-last filters are KRSC (w restrided or copied).
-  MemoryFormat f = x.memory_format();
-  Tensor xc, wc;
-  {
-    NoGradGuard g;  // the node below records x and w themselves
-    xc = contiguous(x, f);
-    wc = contiguous(w, f);
-  }
-  Tensor y = empty(out, x.dtype(), x.device(), f);
-  const ExecContext ctx = current_context();
-  kernels<ConvKernels>(x.device()).forward(ctx, y, xc, wc, p);
+  const DenseOperands o(x, w);  // the output keeps the input's memory format
+  Tensor y = empty(out, x.dtype(), x.device(), o.f);
+  kernels<ConvKernels>(x.device()).forward(current_context(), y, o.x, o.w, p);
   add_flops(2.0 * double(y.numel()) * double(w.size(1) * w.size(2) * w.size(3)));
-  if (autograd::needs_grad({&x, &w})) {
-    auto n = std::make_shared<Conv2dBackward>();
-    n->x = xc.detach();
-    n->w = wc.detach();
-    n->p = p;
-    n->ctx = ctx;
-    n->format = f;
-    n->need_x = x.requires_grad();
-    n->need_w = w.requires_grad();
-    autograd::record(n, {&x, &w}, {&y});
-  }
+  if (autograd::needs_grad({&x, &w})) autograd::record(conv_node<Conv2dBackward>(o, x, w, p), {&x, &w}, {&y});
   return scope_.result(y);
 }
 
@@ -113,31 +122,6 @@ Tensor conv_bias_act_forward(const ConvKernels& k, const Tensor& xc, const Tenso
   k.forward(ctx, z, xc, wc, p);
   add_flops(2.0 * macs);
   return bias_act_apply(z, bc, a);
-}
-
-// x, w and b dense in x's memory format (b contiguous), for the node below that records x and w.
-struct DenseOperands {
-  Tensor x, w, b;
-  MemoryFormat f;
-  DenseOperands(const Tensor& x0, const Tensor& w0, const Tensor& b0) : f(x0.memory_format()) {
-    NoGradGuard g;
-    x = contiguous(x0, f);
-    w = contiguous(w0, f);
-    b = contiguous(b0);
-  }
-};
-
-template <class N>
-std::shared_ptr<N> conv_node(const DenseOperands& o, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  auto n = std::make_shared<N>();
-  n->x = o.x.detach();
-  n->w = o.w.detach();
-  n->p = p;
-  n->ctx = current_context();
-  n->format = o.f;
-  n->need_x = x.requires_grad();
-  n->need_w = w.requires_grad();
-  return n;
 }
 
 bool fuses_epilogue(const ConvKernels& k, const Tensor& x, const Tensor& w, const Tensor& b, std::optional<Act> act) {

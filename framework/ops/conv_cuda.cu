@@ -378,6 +378,11 @@ struct Plan {
 // Shapes, stride, padding, precision, channels-last and dtype.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool, int>;
 
+Key problem_key(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Conv2dParams& p, bool nhwc) {
+  return Key{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
+             p.pad_h, p.pad_w, int(ctx.precision), nhwc, int(x.dtype())};
+}
+
 // LOUPE_VERBOSE=conv prints each problem's legacy candidates and what was kept.
 bool conv_verbose() {
   static const bool on = knobs::verbose("conv");
@@ -481,8 +486,7 @@ Legacy find_legacy(cudnnHandle_t h, Plan& pl, cudnnMathType_t math) {
 const Plan& plan_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   static std::map<Key, std::unique_ptr<Plan>> cache;
   bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast || w.memory_format() == MemoryFormat::ChannelsLast;
-  Key k{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3), p.stride_h, p.stride_w,
-        p.pad_h, p.pad_w, int(ctx.precision), nhwc, int(x.dtype())};
+  const Key k = problem_key(ctx, x, w, p, nhwc);
   auto it = cache.find(k);
   if (it != cache.end()) return *it->second;
 
@@ -655,50 +659,50 @@ void conv_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, cons
 
 // ---- The forward with its epilogue: y = act(conv(x, w) + b) in one cuDNN kernel ----------------
 
-// A fused plan, kept only where it ran faster than the convolution followed by bias_act's kernel
-// (timed once per problem on scratch outputs, as the algorithms are).
-struct FusedForward {
-  be::BePlan plan;
-};
+// The pointers of a fused forward's execution.
+be::Pointers fused_pointers(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& b) {
+  be::Pointers ptrs;
+  ptrs.add(be::kX, x.data_ptr());
+  ptrs.add(be::kW, w.data_ptr());
+  ptrs.add(be::kY, y.data_ptr());
+  ptrs.add(be::kB, b.data_ptr());
+  return ptrs;
+}
 
-const FusedForward& fused_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
-                              const Tensor& b4, const Tensor& y, const Conv2dParams& p, int act) {
-  static std::map<std::pair<Key, int>, std::unique_ptr<FusedForward>> cache;
-  const bool cl = x.memory_format() == MemoryFormat::ChannelsLast;
-  const std::pair<Key, int> k{Key{x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2), w.size(3),
-                                  p.stride_h, p.stride_w, p.pad_h, p.pad_w, int(ctx.precision), cl, int(x.dtype())},
-                              act};
+// The fused plan of a problem, kept (plan non-null) only where it ran faster than the convolution
+// followed by bias_act's kernel: both timed once per problem on scratch outputs, as the algorithms
+// are, on the GPU alone (queued behind a hold, as a replayed graph runs them).
+const be::BePlan& fused_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
+                            const Tensor& b4, const Tensor& y, const Conv2dParams& p, int act) {
+  static std::map<std::pair<Key, int>, be::BePlan> cache;
+  const std::pair<Key, int> k{problem_key(ctx, x, w, p, x.memory_format() == MemoryFormat::ChannelsLast), act};
   auto it = cache.find(k);
-  if (it != cache.end()) return *it->second;
-  auto f = std::make_unique<FusedForward>();
+  if (it != cache.end()) return it->second;
   be::BePlan bp = be::build(cuda::cudnn(ctx), be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision, b4, act);
   float fused = 0, pair = 0;
   if (bp.plan) {
-    // Both on the GPU alone (queued behind a hold, as a replayed graph runs them), on scratch outputs.
+    constexpr long long kHoldCycles = 2000000;
     Tensor sz = be::fresh_like(y), sy = be::fresh_like(y);
     const BiasActArgs a = bias_act_args(sz, act >= 0 ? std::optional<Act>(Act(act)) : std::nullopt, false, 0);
     const BiasActKernels& ba = kernels<BiasActKernels>(x.device());
-    be::Pointers ptrs;
-    ptrs.add(be::kX, x.data_ptr());
-    ptrs.add(be::kW, w.data_ptr());
-    ptrs.add(be::kY, sy.data_ptr());
-    ptrs.add(be::kB, b.data_ptr());
+    const be::Pointers ptrs = fused_pointers(x, w, sy, b);
     const cudaStream_t s = cuda::stream(ctx);
     conv_forward(ctx, sz, x, w, p);  // the convolution's own plan, found and timed first
-    fused = cuda::time_on_gpu(s, 10, 2000000, [&] { return be::execute(ctx, bp, ptrs); });
-    pair = cuda::time_on_gpu(s, 10, 2000000, [&] {
+    fused = cuda::time_on_gpu(s, 10, kHoldCycles, [&] { return be::execute(ctx, bp, ptrs); });
+    pair = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
       conv_forward(ctx, sz, x, w, p);
       ba.forward(ctx, sy, sz, b, a);
       return true;
     });
-    if (fused >= 0 && fused < pair) f->plan = std::move(bp);
   }
+  const bool keep = bp.plan && fused >= 0 && fused < pair;
   if (conv_verbose())
     std::fprintf(stderr, "loupe conv: x %s w %s %s: fused bias%s %s (%.4f ms) against the convolution and bias_act "
                  "(%.4f ms): %s\n", x.shape().str().c_str(), w.shape().str().c_str(), dtype_name(x.dtype()),
-                 act >= 0 ? " + relu" : "", bp.plan || f->plan.plan ? "plan" : "no plan", fused / 1e3, pair / 1e3,
-                 f->plan.plan ? "fused" : "separate");
-  return *cache.emplace(k, std::move(f)).first->second;
+                 act >= 0 ? " + relu" : "", bp.plan ? "plan" : "no plan", fused / 1e3, pair / 1e3,
+                 keep ? "fused" : "separate");
+  if (!keep) bp = be::BePlan{};
+  return cache.emplace(k, std::move(bp)).first->second;
 }
 
 bool conv_forward_bias_act(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w,
@@ -710,14 +714,8 @@ bool conv_forward_bias_act(const ExecContext& ctx, const Tensor& y, const Tensor
   const int64_t K = w.size(0);
   const bool cl = y.memory_format() == MemoryFormat::ChannelsLast;
   const Tensor b4 = as_strided(b, Shape{1, K, 1, 1}, cl ? Shape{K, 1, K, K} : Shape{K, 1, 1, 1}, b.impl()->offset);
-  const FusedForward& f = fused_for(ctx, x, w, b, b4, y, p, act);
-  if (!f.plan.plan) return false;
-  be::Pointers ptrs;
-  ptrs.add(be::kX, x.data_ptr());
-  ptrs.add(be::kW, w.data_ptr());
-  ptrs.add(be::kY, y.data_ptr());
-  ptrs.add(be::kB, b.data_ptr());
-  return be::execute(ctx, f.plan, ptrs);
+  const be::BePlan& plan = fused_for(ctx, x, w, b, b4, y, p, act);
+  return plan.plan && be::execute(ctx, plan, fused_pointers(x, w, y, b));
 }
 
 void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, const Tensor& x, const Tensor& w,
