@@ -19,7 +19,7 @@ int cmd_tune(const Options& o) {
   c.args = o.args;
   if (auto it = std::find(c.args.begin(), c.args.end(), "tune"); it != c.args.end()) c.args.erase(it);  // the command
   c.seconds = o.min_seconds.value_or(-1);
-  c.rounds = o.has("rounds") ? o.rounds : 2;
+  c.rounds = o.has("rounds") ? o.rounds : 0;  // 2 on a GPU, 3 on the CPU
   c.objective = run::parse_objective(o.objective);
   c.recipe_only = o.recipe_only;
   // --recipe-only measures here: it is the process each row of the others runs in. One row's cuDNN

@@ -293,8 +293,9 @@ small grid around it: precision (bf16, fp16, tf32 on a GPU), two and four times 
 learning rate linear scaling gives it), the data resident on the device, twice the loader's workers
 and prefetch, fewer CPU threads. Each row is that run, warmed up, then timed for S seconds of steps
 in epochs as `loupe train` runs them, in a loupe process of its own (one row's algorithm search
-cannot slow the next); R rounds in turn, the recipe in each, every row its fastest. Then the best change of each kind together. Prints samples/s, the gain over the recipe, ms/step,
-samples/J, NVML utilisation and SM activity (the CPU: threads and their wait for a core), the best
+cannot slow the next); R rounds in turn, the recipe in each, every row its median round (a rerun is
+a typical round, not the luckiest). Then the best change of each kind together. Prints samples/s,
+the gain over the recipe, ms/step, samples/J, NVML utilisation and SM activity (the CPU: threads and their wait for a core), the best
 command line, and each piece of the recipe's advice with the gains measured for it.
 
 options: MODEL and train's --data, --synthetic, --device, --batch, --precision, --lr, --optimizer,
@@ -302,9 +303,9 @@ options: MODEL and train's --data, --synthetic, --device, --batch, --precision, 
 --graph, --seed and --no-nvml give the run that is tuned (default: the recipe), and
   --objective O       speed (samples/s, default) or energy (samples/J; a GPU's energy counter)
   --min-seconds S     each row's timed stretch (default 2 on a GPU, 1 on the CPU)
-  --rounds R          measure every row R times in turn (default 2)
+  --rounds R          measure every row R times in turn (default 2 on a GPU, 3 on the CPU)
   --recipe-only       measure the recipe's row alone (its steady speed; no grid)
-  --metrics FILE      append each row's fastest report to FILE, one JSON line per row in the
+  --metrics FILE      append each row's median report to FILE, one JSON line per row in the
                       table's order (the fields of train's --metrics)
 
 example: loupe tune mnist_mlp --data /usr/share/datasets/fashion-mnist

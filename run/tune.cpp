@@ -222,13 +222,15 @@ double figure(const instrument::EpochReport& r, TuneObjective o) {
   return r.samples_per_joule.value_or(0);
 }
 
-// Measures `row` once more; keeps the faster round (by the objective).
+// Measures `row` once more; its report becomes the median of its rounds (by the objective).
 void measure_row(TuneRow& row, double seconds, const TuneConfig& c) {
   if (!row.skipped.empty()) return;
   try {
-    instrument::EpochReport m = c.measure ? c.measure(row, seconds) : measure_stretch(row.config, seconds);
-    row.rounds.push_back(m.samples_per_sec);
-    if (!row.report || figure(m, c.objective) > figure(*row.report, c.objective)) row.report = std::move(m);
+    row.rounds.push_back(c.measure ? c.measure(row, seconds) : measure_stretch(row.config, seconds));
+    std::vector<const instrument::EpochReport*> by;
+    for (const instrument::EpochReport& m : row.rounds) by.push_back(&m);
+    std::stable_sort(by.begin(), by.end(), [&c](const auto* a, const auto* b) { return figure(*a, c.objective) < figure(*b, c.objective); });
+    row.report = *by[(by.size() - 1) / 2];
   } catch (const train::Interrupted&) {
     throw;
   } catch (const std::exception& e) {  // does not fit, not on this device: the row says why
@@ -238,8 +240,10 @@ void measure_row(TuneRow& row, double seconds, const TuneConfig& c) {
 
 // How far the recipe's rounds differed (max over min, less one): the noise a gain must exceed.
 double round_spread(const TuneRow& recipe) {
-  const std::vector<double>& v = recipe.rounds;
-  return v.size() > 1 ? *std::max_element(v.begin(), v.end()) / *std::min_element(v.begin(), v.end()) - 1 : 0;
+  const auto [lo, hi] = std::minmax_element(recipe.rounds.begin(), recipe.rounds.end(), [](const auto& a, const auto& b) {
+    return a.samples_per_sec < b.samples_per_sec;
+  });
+  return recipe.rounds.size() > 1 ? hi->samples_per_sec / lo->samples_per_sec - 1 : 0;
 }
 
 // The best row of each kind that beat the recipe by more than 2 % and the recipe's own spread,
@@ -258,6 +262,7 @@ std::optional<TuneRow> combined(const std::vector<TuneRow>& rows, TuneObjective 
   TuneRow c = rows.front();
   c.kind = "combined";
   c.report.reset();
+  c.rounds.clear();
   c.setting.clear();
   c.options.clear();
   for (const auto& [kind, r] : best) {
@@ -305,6 +310,8 @@ TuneResult tune(const TuneConfig& c) {
   if (c.objective == TuneObjective::Energy && !res.cuda)
     throw Error("--objective energy needs a GPU's energy counter; on the CPU loupe measures no energy (--objective speed)");
   const double seconds = c.seconds > 0 ? c.seconds : res.cuda ? 2.0 : 1.0;
+  // A GPU's rounds agree within a per cent; a CPU's drift with what else the machine runs.
+  const int rounds = c.rounds > 0 ? c.rounds : res.cuda ? 2 : 3;
   RunConfig base = c.base;
   if (!res.cuda && !base.threads) base.threads = num_threads();  // every row at a count it names
   TuneRow recipe = tune_row(base, "recipe", {});
@@ -327,13 +334,13 @@ TuneResult tune(const TuneConfig& c) {
       measure_row(res.rows.back(), seconds, c);
       if (c.on_row) c.on_row(res.rows.back());
     }
-  for (int round = 2; round <= c.rounds; ++round)
+  for (int round = 2; round <= rounds; ++round)
     for (TuneRow& r : res.rows) measure_row(r, seconds, c);
   gains(res.rows);
   if (std::optional<TuneRow> both = combined(res.rows, c.objective)) {
     res.rows.push_back(*both);
     // Against the recipe's figure that chose it: the table's gains stay those it was chosen by.
-    for (int round = 1; round <= c.rounds; ++round) measure_row(res.rows.back(), seconds, c);
+    for (int round = 1; round <= rounds; ++round) measure_row(res.rows.back(), seconds, c);
     if (c.on_row) c.on_row(res.rows.back());
     gains(res.rows);
   }

@@ -28,8 +28,10 @@ struct TuneRow {
   std::vector<std::string> options;  // the words it adds: {"--batch", "512", "--lr", "0.004"}
   RunConfig config;                  // the run measured
   std::string skipped;               // why it could not run here ("": it ran)
-  std::optional<instrument::EpochReport> report;  // its fastest round
-  std::vector<double> rounds;        // every round's samples/s
+  // Its median round by the objective (of an even count, the slower middle one): a rerun of the
+  // row's command is a typical round, not its luckiest (docs/performance.md, "Tuning a run").
+  std::optional<instrument::EpochReport> report;
+  std::vector<instrument::EpochReport> rounds;  // every round's report, in the order measured
   double gain = 0;                   // samples/s over the recipe's
   std::optional<double> energy_gain;  // samples/J over the recipe's
   std::string note;                  // "linear scaling's rate: --lr 0.004"
@@ -40,7 +42,7 @@ struct TuneConfig {
   std::vector<std::string> args;  // the words after `loupe train` that start it (the model's, its options)
   std::string model;              // the model as those words name it (a file's path); "": base.model.name
   double seconds = -1;            // each row's measured stretch: < 0 is 2 s on a GPU, 1 s on the CPU
-  int rounds = 2;                 // every row this often, in turn; each keeps its fastest round
+  int rounds = 0;                 // every row this often, in turn; 0: 2 on a GPU, 3 on the CPU
   TuneObjective objective = TuneObjective::Speed;
   bool recipe_only = false;       // the recipe's row alone: no grid, no combination
   std::function<void(const TuneRow&)> on_row;  // after each row's first measurement

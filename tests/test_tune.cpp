@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,48 @@ TEST(Tune, AHookMeasuresEachRow) {
   EXPECT_EQ(seen, std::vector<std::string>{"recipe"});
   ASSERT_EQ(one.rows.size(), 1u);
   EXPECT_EQ(one.best, 0u);
+}
+
+// A row is its median round, not its fastest: a rerun of its command is a typical round. The CPU's
+// default is three rounds; of two, the slower; the combined row's rounds are its own.
+TEST(Tune, EachRowIsItsMedianRound) {
+  run::TuneConfig c;
+  c.base = recipe(kCPU);
+  c.base.threads = 2;
+  c.seconds = 0.25;
+  std::map<std::string, int> calls;
+  const std::map<std::string, std::vector<double>> speeds{
+      {"recipe", {1000, 1600, 1100}}, {"--resident", {3000, 1300, 2400}}, {"--threads 1", {2600, 2800, 2200}}};
+  c.measure = [&](const run::TuneRow& row, double) {
+    const int n = calls[row.setting]++;
+    instrument::EpochReport r;
+    r.batch = row.config.batch;
+    r.precision = Precision::FP32;
+    auto it = speeds.find(row.setting);
+    r.samples_per_sec = it == speeds.end() ? 500 : it->second[n % 3];
+    r.train_seconds = 1;
+    r.steps = 10;
+    return r;
+  };
+  const run::TuneResult r = run::tune(c);
+  EXPECT_EQ(calls["recipe"], 3);  // the CPU's default
+  ASSERT_EQ(r.rows[0].rounds.size(), 3u);
+  EXPECT_EQ(r.rows[0].rounds[1].samples_per_sec, 1600);  // in the order measured
+  EXPECT_EQ(r.rows[0].report->samples_per_sec, 1100);
+  const run::TuneRow* resident = nullptr;
+  for (const run::TuneRow& row : r.rows)
+    if (row.setting == "--resident") resident = &row;
+  ASSERT_NE(resident, nullptr);
+  EXPECT_EQ(resident->report->samples_per_sec, 2400);
+  EXPECT_DOUBLE_EQ(resident->gain, 2400.0 / 1100);
+  ASSERT_EQ(r.rows.back().kind, "combined");  // --resident with --threads 1 (2600)
+  EXPECT_EQ(r.rows.back().rounds.size(), 3u);
+  EXPECT_NE(run::tune_table(r).find("3 rounds differed by 60.0 %"), std::string::npos) << run::tune_table(r);
+
+  c.rounds = 2;
+  calls.clear();
+  const run::TuneResult two = run::tune(c);
+  EXPECT_EQ(two.rows[0].report->samples_per_sec, 1000);  // the slower of 1000 and 1600
 }
 
 TEST(TuneObjective, ParsesAndRefusesEnergyOnTheCpu) {
