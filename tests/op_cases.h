@@ -413,6 +413,20 @@ inline std::vector<OpCase> op_cases() {
         Flops f = fl::conv(s[0], s[1], p, &y);
         return f + Flops{n(y), n(y)};
       }).with_perf({{32, 32, 32, 32}, {64, 32, 3, 3}, {64}});
+  // A first layer: x (an image, [0, 1)) needs no gradient, so the backward is the filter's and the
+  // bias's alone (on CUDA one pass over the output's gradient where it times faster).
+  add("conv2d_bias_act_first_layer", {{{2, 3, 9, 10}, Kind::Targets01}, {{8, 3, 3, 3}}, {{8}}}, [](V x) {
+        Conv2dParams p; p.pad_h = p.pad_w = 1;
+        // the image in the layer's dtype, as a model's input is cast before its first layer
+        const Tensor img = contiguous(to(x[0], x[1].dtype()), MemoryFormat::ChannelsLast);
+        return conv2d_bias_act(img, x[1], x[2], p, Act::Relu, 0.0, true); })
+      .with_flops([](S s) {
+        Conv2dParams p;
+        p.pad_h = p.pad_w = 1;
+        Shape y;
+        Flops f = fl::conv(s[0], s[1], p, &y);
+        return Flops{f.forward + 2 * n(y), f.backward / 2 + 2 * n(y)};  // no data gradient
+      }).with_perf({{128, 3, 32, 32}, {32, 3, 3, 3}, {32}});
   auto pool = [](bool max, int k, int s, int pad) {
     return [=](V x) {
       Pool2dParams p;

@@ -438,6 +438,57 @@ TEST(CudaFusion, Conv2dBiasActMatchesConvAndBiasAct) {
       }
 }
 
+// A first layer's filter and bias gradients in one pass (ConvKernels::filter_bias_act_backward,
+// run whether or not it timed faster) against bias_act's backward and cuDNN's filter gradient,
+// at the reference models' first layers and odd ones (strides, an output height not a multiple
+// of the block's rows, more than 32 and fewer than 32 filters, 1, 2 and 4 channels, no
+// activation), in every precision: the same sums in another order, to the dtype's tolerance.
+TEST(CudaFusion, FirstLayerGradientsMatchTheSeparateOps) {
+  REQUIRE_GPU();
+  struct Case {
+    Shape x;
+    int64_t K;
+    int pad, stride;
+    std::optional<Act> act;
+  };
+  const Case cases[] = {{{64, 3, 32, 32}, 32, 1, 1, Act::Relu}, {{32, 1, 28, 28}, 32, 0, 1, Act::Relu},
+                        {{4, 3, 17, 13}, 48, 1, 2, Act::Relu},  {{3, 2, 9, 40}, 8, 0, 1, std::nullopt},
+                        {{2, 4, 70, 50}, 64, 1, 1, Act::Relu},  {{5, 3, 11, 7}, 20, 0, 2, std::nullopt}};
+  const MemoryFormat CL = MemoryFormat::ChannelsLast;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (const Case& k : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " x " + k.x.str() + " K " + std::to_string(k.K));
+      Conv2dParams p;
+      p.pad_h = p.pad_w = k.pad;
+      p.stride_h = p.stride_w = k.stride;
+      const Tensor x = contiguous(uniform_on_gpu(k.x, 1, dt), CL);
+      const Tensor w0 = contiguous(uniform_on_gpu(Shape{k.K, k.x[1], 3, 3}, 2, dt), CL);
+      const Tensor b0 = uniform_on_gpu(Shape{k.K}, 3, dt);
+      const Tensor w = w0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+      Tensor y;
+      {
+        NoGradGuard g;
+        y = bias_act(conv2d(x, w0, p), b0, k.act, 0.0, true);
+      }
+      const Tensor gy = contiguous(uniform_on_gpu(y.shape(), 4, dt), CL);
+      Tensor gw = empty(w0.shape(), dt, kCUDA, CL), gb = empty(Shape{k.K}, dt, kCUDA);
+      ASSERT_TRUE(kernels<ConvKernels>(kCUDA).filter_bias_act_backward(current_context(), gw, gb, x, w0, y, gy,
+                                                                     k.act ? int(*k.act) : -1, p, true));
+      // The reference: the separate ops' backward, the relu's mask taken from y.
+      std::vector<float> m = to(y, DType::f32).to_vector<float>();
+      for (float& v : m) v = !k.act || v > 0 ? 1.f : 0.f;
+      const Tensor mask = contiguous(to(from_vector(m, y.shape(), kCUDA), dt), CL);
+      backward(sum(mul(mul(bias_act(conv2d(x, w, p), b, std::nullopt, 0.0, true), mask), gy)));
+      const double rel = dt == DType::f32 ? 1e-4 : 2e-2;
+      expect_close_to(gw, w.grad(), rel, "the filter's gradient");
+      expect_close_to(gb, b.grad(), rel, "the bias's gradient");
+      Tensor none;  // without the bias's
+      ASSERT_TRUE(kernels<ConvKernels>(kCUDA).filter_bias_act_backward(current_context(), gw, none, x, w0, y, gy,
+                                                                     k.act ? int(*k.act) : -1, p, true));
+      expect_close_to(gw, w.grad(), rel, "the filter's gradient, no bias");
+    }
+}
+
 // conv2d_relu_max_pool (the relu's and the bias's backward in the pooling's pass) against
 // conv2d_bias_act and max_pool2d with its dropout, at the reference models' conv + pool pairs
 // (cifar10_cnn's second leaves a row and a column no window covers): the output and the input's

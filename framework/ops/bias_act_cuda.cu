@@ -214,7 +214,7 @@ void backward_t(const Tensor& gx, const Tensor& gb, const Tensor& y, const Tenso
                  static_cast<const Pack4<T>*>(gy.data_ptr()), rows, per, a);
     LOUPE_CUDA_LAUNCH_CHECK();
     cuda::launch(cuda::sum_blocks<T>, unsigned(a.C), cuda::kSumThreads, 0, stream, gb.data<T>(), partial.data<float>(), int(blocks),
-                 a.C);
+                 a.C, a.C, static_cast<T*>(nullptr));
     LOUPE_CUDA_LAUNCH_CHECK();
     return;
   }

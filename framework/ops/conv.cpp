@@ -39,6 +39,18 @@ struct Conv2dBiasActBackward : Conv2dBackward {
   bool need_b = false;
   const char* name() const override { return "Conv2dBiasActBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>& g) override {
+    const ConvKernels& k = kernels<ConvKernels>(x.device());
+    if (!need_x && need_w && k.filter_bias_act_backward) {  // a first layer: one pass, where faster
+      Tensor gy = contiguous(g[0], format);
+      Tensor gw = empty(w.shape(), w.dtype(), w.device(), format);
+      Tensor gb = need_b ? empty(Shape{w.size(0)}, y.dtype(), y.device()) : Tensor();
+      if (k.filter_bias_act_backward(ctx, gw, gb, x, w, y, gy, a.act, p, false)) {
+        // as bias_act's backward and the filter gradient count them
+        const double n = double(y.numel());
+        add_flops(n * ((a.act == int(Act::Relu) ? 1 : 0) + (need_b ? 1 : 0)) + 2 * n * double(w.size(1) * w.size(2) * w.size(3)));
+        return {Tensor(), gw, gb};
+      }
+    }
     BiasActGrads r = bias_act_grad(y, g[0], a, need_b);
     std::vector<Tensor> out = need_x || need_w ? grads(r.gx) : std::vector<Tensor>{Tensor(), Tensor()};
     out.push_back(r.gb);

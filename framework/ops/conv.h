@@ -53,6 +53,14 @@ struct ConvKernels {
   // False, having done nothing, otherwise. Null where the backend has no such kernel.
   bool (*forward_bias_act)(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w,
                            const Tensor& b, int act, const Conv2dParams& p) = nullptr;
+  // A first layer's backward (x needs no gradient): gw and gb (or undefined) of y =
+  // act(conv(x, w) + b) from gy, the gradient at y, and y, in one pass that never writes the
+  // activation's gradient, where the backend has a kernel for the problem and it beat bias_act's
+  // backward followed by the filter gradient when timed (or `always`: the tests). False, having
+  // done nothing, otherwise. Null where the backend has no such kernel.
+  bool (*filter_bias_act_backward)(const ExecContext& ctx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+                                   const Tensor& w, const Tensor& y, const Tensor& gy, int act, const Conv2dParams& p,
+                                   bool always) = nullptr;
 };
 
 }  // namespace loupe

@@ -18,6 +18,11 @@
 // then nearly matched fp16: lab/benchmarks.md, "The step as one CUDA graph, and fewer kernels",
 // item 7). Not for float16, whose cuDNN kernels are as fast, nor for cifar10_cnn's 27 values (3
 // channels), where it gained nothing. LOUPE_CONV_GEMM=0 turns this off.
+//
+// And a first layer (its input needs no gradient; a 3x3 filter over 1-4 channels) with a bias
+// and relu or no activation takes its filter's and bias's gradients in one pass of loupe's own
+// over the output's gradient, where that timed faster than bias_act's backward followed by the
+// filter gradient. Both kernels live in ops/conv_direct_cuda.cu.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -33,12 +38,21 @@
 #include "core/knobs.h"
 #include "core/precision.h"
 #include "ops/conv.h"
+#include "ops/backend/conv_direct.h"
 #include "ops/backend/cudnn_util.cuh"
 #include "ops/bias_act.h"
 #include "ops/linalg.h"
 
 namespace loupe {
 namespace {
+
+using conv_direct::FirstLayer;
+using conv_direct::first_layer_fits;
+using conv_direct::first_layer_run;
+using conv_direct::nhwc;
+using conv_direct::small_filter;
+using conv_direct::forward_gemm;
+using conv_direct::filter_gemm;
 
 // A workspace cap keeps algorithm choice from claiming most of the GPU.
 constexpr size_t kMaxWorkspace = size_t(512) << 20;
@@ -533,117 +547,6 @@ void check_dtypes(const Tensor& x, const Tensor& w, const Tensor& y, const char*
               dtype_name(y.dtype()));
 }
 
-// ---- Small filters in 16 bits: im2col + GEMM ----------------------------------------------------
-
-constexpr int64_t kGemmMaxK = 16;
-
-// [N, C, H, W] laid out densely as [N, H, W, C] (C == 1 is both layouts).
-bool nhwc(const Tensor& t) { return t.is_contiguous(MemoryFormat::ChannelsLast); }
-
-bool small_filter(const Tensor& x, const Tensor& w, const Tensor& y) {
-  static const bool on = knobs::flag("LOUPE_CONV_GEMM");
-  return on && x.dtype() == DType::bf16 && w.size(1) * w.size(2) * w.size(3) <= kGemmMaxK && nhwc(x) && nhwc(w) &&
-         nhwc(y);
-}
-
-// The im2col row: C*R*S values in the filter's KRSC order, zero-padded to a multiple of 8 (16-byte
-// rows for tensor cores).
-int64_t row_length(const Tensor& w) { return (w.size(1) * w.size(2) * w.size(3) + 7) / 8 * 8; }
-
-struct Im2col {
-  int C, H, W, R, S, P, Q, sh, sw, ph, pw, Kc;
-};
-
-// cols [N*P*Q, Kc]: row (n, p, q) holds x's window at output (p, q) of image n. A thread makes
-// 8 values (one 16-byte store) with 32-bit index arithmetic: the first version, a thread a value
-// with 64-bit divisions, was slow enough to cancel the GEMMs' gain (lab/benchmarks.md, "The step
-// as one CUDA graph, and fewer kernels").
-template <class T>
-__global__ void im2col_kernel(T* cols, const T* x, int chunks_total, Im2col g) {
-  const int chunks = g.Kc / 8, RSC = g.R * g.S * g.C;
-  const T zero = cuda::from_float<T>(0.f);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < chunks_total; i += blockDim.x * gridDim.x) {
-    const int row = i / chunks, j = i - row * chunks;
-    const int q = row % g.Q, pq = row / g.Q, p = pq % g.P, n = pq / g.P;
-    const int h0 = p * g.sh - g.ph, w0 = q * g.sw - g.pw;
-    const T* xn = x + int64_t(n) * g.H * g.W * g.C;
-    alignas(16) T v[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int k = j * 8 + e;
-      T val = zero;
-      if (k < RSC) {
-        const int c = k % g.C, rs = k / g.C, s = rs % g.S, r = rs / g.S, h = h0 + r, w = w0 + s;
-        if (h >= 0 && h < g.H && w >= 0 && w < g.W) val = xn[(h * g.W + w) * g.C + c];
-      }
-      v[e] = val;
-    }
-    *reinterpret_cast<uint4*>(cols + int64_t(i) * 8) = *reinterpret_cast<const uint4*>(v);
-  }
-}
-
-// dst [rows, ld_dst] <- src [rows, ld_src], the first `n` columns, zeros after them (to ld_dst).
-template <class T>
-__global__ void copy_cols_kernel(T* dst, int64_t ld_dst, const T* src, int64_t ld_src, int64_t n, int64_t total) {
-  LOUPE_KERNEL_LOOP(i, total) {
-    const int64_t r = i / ld_dst, k = i % ld_dst;
-    dst[i] = k < n ? src[r * ld_src + k] : cuda::from_float<T>(0.f);
-  }
-}
-
-Im2col geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
-  return Im2col{int(x.size(1)), int(x.size(2)), int(x.size(3)), int(w.size(2)), int(w.size(3)), int(y.size(2)),
-                int(y.size(3)), p.stride_h, p.stride_w, p.pad_h, p.pad_w, int(row_length(w))};
-}
-
-Tensor im2col(const Tensor& x, const Im2col& g, int64_t rows, cudaStream_t stream) {
-  Tensor cols = empty(Shape{rows, g.Kc}, x.dtype(), x.device());
-  const int64_t chunks = rows * (g.Kc / 8);
-  LOUPE_CHECK(chunks < INT32_MAX, "conv2d: ", rows, " output positions are too many for one im2col");
-  cuda::dispatch_float(x.dtype(), "conv2d", [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (sizeof(T) == 2)  // 16-bit only (small_filter): 8 values a 16-byte store
-      cuda::launch(im2col_kernel<T>, cuda::blocks_for(chunks), cuda::kThreads, 0, stream, cols.data<T>(), x.data<T>(),
-                   int(chunks), g);
-  });
-  LOUPE_CUDA_CHECK(cudaGetLastError());
-  return cols;
-}
-
-void copy_cols(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64_t n, int64_t rows, DType t,
-               cudaStream_t stream) {
-  const int64_t total = rows * ld_dst;
-  cuda::dispatch_float(t, "conv2d", [&](auto tag) {
-    using T = decltype(tag);
-    cuda::launch(copy_cols_kernel<T>, cuda::blocks_for(total), cuda::kThreads, 0, stream, static_cast<T*>(dst), ld_dst,
-                 static_cast<const T*>(src), ld_src, n, total);
-  });
-  LOUPE_CUDA_CHECK(cudaGetLastError());
-}
-
-// y [N*P*Q, K] (NHWC) = cols [N*P*Q, Kc] x w_pad^T, w_pad [K, Kc] the filters with zero columns.
-void forward_gemm(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p,
-                  cudaStream_t stream) {
-  const Im2col g = geometry(x, w, y, p);
-  const int64_t rows = y.size(0) * y.size(2) * y.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
-  Tensor cols = im2col(x, g, rows, stream);
-  Tensor wp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
-  copy_cols(wp.data_ptr(), g.Kc, w.data_ptr(), RSC, RSC, K, w.dtype(), stream);
-  gemm_raw(ctx, kCUDA, x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
-}
-
-// gw [K, RSC] = the first RSC columns of gy^T [K, N*P*Q] x cols [N*P*Q, Kc] (cols made again: a
-// few microseconds, against keeping them from the forward).
-void filter_gemm(const ExecContext& ctx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
-                 const Conv2dParams& p, cudaStream_t stream) {
-  const Im2col g = geometry(x, w, gy, p);
-  const int64_t rows = gy.size(0) * gy.size(2) * gy.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
-  Tensor cols = im2col(x, g, rows, stream);
-  Tensor gp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
-  gemm_raw(ctx, kCUDA, x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
-  copy_cols(gw.data_ptr(), RSC, gp.data_ptr(), g.Kc, RSC, K, w.dtype(), stream);
-}
-
 void conv_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   check_dtypes(x, w, y, "conv2d");
   const cudaStream_t s = cuda::stream(ctx);
@@ -753,7 +656,57 @@ void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, c
   }
 }
 
-const ConvKernels table{conv_forward, conv_backward, conv_forward_bias_act};
+// Whether the one pass ran faster than bias_act's backward and the filter gradient, on the GPU
+// alone, timed once per problem on scratch outputs (as fused_for times the forward's epilogue).
+// Where bias_act's backward does not sum the bias itself, the pair is timed without that sum.
+bool first_layer_wins(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& gy,
+                      int act, const Conv2dParams& p, const FirstLayer& g) {
+  static std::map<std::pair<Key, int>, bool> cache;
+  const std::pair<Key, int> key{problem_key(ctx, x, w, p, true), act};
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  constexpr long long kHoldCycles = 2000000;
+  const Tensor sw = be::fresh_like(w), sb = empty(Shape{w.size(0)}, x.dtype(), x.device()), sgz = be::fresh_like(y);
+  const BiasActArgs a = bias_act_args(y, act >= 0 ? std::optional<Act>(Act(act)) : std::nullopt, false, 0);
+  const BiasActKernels& ba = kernels<BiasActKernels>(x.device());
+  const cudaStream_t s = cuda::stream(ctx);
+  const bool sums_bias = bias_act_fuses_bias_grad(a.C, a.inner);
+  // Each side once first: the filter gradient's plan is found, and every kernel loaded (a kernel's
+  // first launch loads its module, longer than the timing's hold).
+  first_layer_run(ctx, sw, sb, x, y, gy, act, g);
+  ba.backward(ctx, sgz, sums_bias ? sb : Tensor(), y, gy, a);
+  conv_backward(ctx, Tensor(), sw, x, w, gy, p);
+  const float one = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
+    first_layer_run(ctx, sw, sb, x, y, gy, act, g);
+    return true;
+  });
+  const float pair = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
+    ba.backward(ctx, sgz, sums_bias ? sb : Tensor(), y, gy, a);
+    conv_backward(ctx, Tensor(), sw, x, w, sgz, p);
+    return true;
+  });
+  const bool wins = one >= 0 && (pair < 0 || one < pair);
+  if (conv_verbose())
+    std::fprintf(stderr, "loupe conv: x %s w %s %s: the first layer's gradients in one pass (%.4f ms) against bias_act's "
+                 "backward and the filter gradient (%.4f ms): %s\n", x.shape().str().c_str(), w.shape().str().c_str(),
+                 dtype_name(x.dtype()), one / 1e3, pair / 1e3, wins ? "one pass" : "separate");
+  return cache.emplace(key, wins).first->second;
+}
+
+bool conv_filter_bias_act_backward(const ExecContext& ctx, const Tensor& gw, const Tensor& gb, const Tensor& x,
+                                   const Tensor& w, const Tensor& y, const Tensor& gy, int act, const Conv2dParams& p,
+                                   bool always) {
+  FirstLayer g{};
+  if (!gw.defined() || !nhwc(gw) || !nhwc(w) || gw.dtype() != x.dtype() ||
+      (gb.defined() && (gb.dtype() != x.dtype() || !gb.is_contiguous())) || !first_layer_fits(x, w, y, gy, act, p, g))
+    return false;
+  check_dtypes(x, w, gy, "conv2d backward");
+  if (!always && !first_layer_wins(ctx, x, w, y, gy, act, p, g)) return false;
+  first_layer_run(ctx, gw, gb, x, y, gy, act, g);
+  return true;
+}
+
+const ConvKernels table{conv_forward, conv_backward, conv_forward_bias_act, conv_filter_bias_act_backward};
 const RegisterBackend<ConvKernels> reg(DeviceType::CUDA, &table);
 
 }  // namespace

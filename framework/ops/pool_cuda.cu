@@ -391,7 +391,7 @@ bool max_backward_relu_bias(const ExecContext& ctx, const Tensor& gz, const Tens
                  partial.data<float>());
     LOUPE_CUDA_LAUNCH_CHECK();
     cuda::launch(cuda::sum_blocks<T>, unsigned(g.C), cuda::kSumThreads, 0, s, static_cast<T*>(gb.data_ptr()),
-                 partial.data<float>(), int(blocks), int64_t(g.C));
+                 partial.data<float>(), int(blocks), int64_t(g.C), int64_t(g.C), static_cast<T*>(nullptr));
   });
   LOUPE_CUDA_LAUNCH_CHECK();
   return true;

@@ -9,10 +9,10 @@ namespace loupe::cuda {
 // gb[c] = the blocks' partial sums of channel c: one block a channel, its threads each summing
 // every kSumThreads-th partial, then a fixed-order tree (a thread looping over hundreds of
 // partials alone waits on each load in turn: lab/benchmarks.md, "The step as one CUDA graph, and
-// fewer kernels").
+// fewer kernels"). Channels from `head` on go to tail[c - head] instead (two outputs, one pass).
 constexpr int kSumThreads = 128;
 template <class T>
-__global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
+__global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C, int64_t head, T* tail) {
   __shared__ float s[kSumThreads];
   const int64_t c = blockIdx.x;
   float t = 0.f;
@@ -23,7 +23,7 @@ __global__ void sum_blocks(T* gb, const float* partial, int blocks, int64_t C) {
     if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) gb[c] = from_float<T>(s[0]);
+  if (threadIdx.x == 0) (c < head ? gb[c] : tail[c - head]) = from_float<T>(s[0]);
 }
 
 }  // namespace loupe::cuda
