@@ -74,12 +74,12 @@ __global__ void copy_cols_kernel(T* dst, int64_t ld_dst, const T* src, int64_t l
   }
 }
 
-Im2col geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+Im2col im2col_geometry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   return Im2col{int(x.size(1)), int(x.size(2)), int(x.size(3)), int(w.size(2)), int(w.size(3)), int(y.size(2)),
                 int(y.size(3)), p.stride_h, p.stride_w, p.pad_h, p.pad_w, int(row_length(w))};
 }
 
-Tensor im2col(const Tensor& x, const Im2col& g, int64_t rows, cudaStream_t stream) {
+Tensor im2col_matrix(const Tensor& x, const Im2col& g, int64_t rows, cudaStream_t stream) {
   Tensor cols = empty(Shape{rows, g.Kc}, x.dtype(), x.device());
   const int64_t chunks = rows * (g.Kc / 8);
   LOUPE_CHECK(chunks < INT32_MAX, "conv2d: ", rows, " output positions are too many for one im2col");
@@ -109,9 +109,9 @@ void copy_cols(void* dst, int64_t ld_dst, const void* src, int64_t ld_src, int64
 // y [N*P*Q, K] (NHWC) = cols [N*P*Q, Kc] x w_pad^T, w_pad [K, Kc] the filters with zero columns.
 void forward_gemm(const ExecContext& ctx, const Tensor& y, const Tensor& x, const Tensor& w, const Conv2dParams& p,
                   cudaStream_t stream) {
-  const Im2col g = geometry(x, w, y, p);
+  const Im2col g = im2col_geometry(x, w, y, p);
   const int64_t rows = y.size(0) * y.size(2) * y.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
-  Tensor cols = im2col(x, g, rows, stream);
+  Tensor cols = im2col_matrix(x, g, rows, stream);
   Tensor wp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
   copy_cols(wp.data_ptr(), g.Kc, w.data_ptr(), RSC, RSC, K, w.dtype(), stream);
   gemm_raw(ctx, kCUDA, x.dtype(), false, true, rows, K, g.Kc, cols.data_ptr(), g.Kc, wp.data_ptr(), g.Kc, y.data_ptr(), K);
@@ -121,9 +121,9 @@ void forward_gemm(const ExecContext& ctx, const Tensor& y, const Tensor& x, cons
 // few microseconds, against keeping them from the forward).
 void filter_gemm(const ExecContext& ctx, const Tensor& gw, const Tensor& x, const Tensor& w, const Tensor& gy,
                  const Conv2dParams& p, cudaStream_t stream) {
-  const Im2col g = geometry(x, w, gy, p);
+  const Im2col g = im2col_geometry(x, w, gy, p);
   const int64_t rows = gy.size(0) * gy.size(2) * gy.size(3), K = w.size(0), RSC = int64_t(g.R) * g.S * g.C;
-  Tensor cols = im2col(x, g, rows, stream);
+  Tensor cols = im2col_matrix(x, g, rows, stream);
   Tensor gp = empty(Shape{K, g.Kc}, w.dtype(), w.device());
   gemm_raw(ctx, kCUDA, x.dtype(), true, false, K, g.Kc, rows, gy.data_ptr(), K, cols.data_ptr(), g.Kc, gp.data_ptr(), g.Kc);
   copy_cols(gw.data_ptr(), RSC, gp.data_ptr(), g.Kc, RSC, K, w.dtype(), stream);
