@@ -27,6 +27,9 @@ std::vector<std::vector<float>> run(const test::OpCase& c, DType dt, DType round
     const Tensor& x = xs[k];
     Tensor t = to(x, kCUDA);
     if (is_floating(x.dtype()) && x.requires_grad() && !c.inputs[k].keep_f32) t = to(to(t, rounded), dt);
+    // An input without a gradient (targets, a first layer's image) keeps float32, on the rounded
+    // values too: the op may cast it to its own dtype, as a model's first layer does.
+    else if (is_floating(x.dtype()) && !x.requires_grad()) t = to(to(t, rounded), DType::f32);
     t = t.detach();
     if (x.requires_grad()) t.requires_grad_(true);
     on.push_back(t);
