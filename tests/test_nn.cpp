@@ -323,3 +323,38 @@ TEST(Regularize, PenaltyIsL2TimesTheSquaresAndItsGradient) {
   EXPECT_THROW(fc->regularize("kernel", 0.1), Error);
   EXPECT_THROW(fc->regularize("bias", -1), Error);
 }
+
+// A first layer says how it remakes its input (Module::input_layout), so the trainer's gather from
+// resident data writes the batch so at once: index_select into channels-last holds the values the
+// contiguous gather holds, in the order a channels-last convolution reads; one channel stays as it is.
+TEST(InputLayout, ChannelsLastGatherHoldsTheContiguousGathersValues) {
+  std::vector<uint8_t> v(5 * 3 * 4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t((i * 37) % 251);
+  const Tensor src = from_vector(v, Shape{5, 3, 4, 6});
+  const Tensor idx = from_vector(std::vector<int32_t>{3, 0, 4}, Shape{3});
+  const Tensor flat = index_select(src, idx, DType::f32, 1 / 255.0);
+  const Tensor cl = index_select(src, idx, DType::f32, 1 / 255.0, MemoryFormat::ChannelsLast);
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(cl.is_contiguous());
+  EXPECT_EQ(contiguous(cl).to_vector<float>(), flat.to_vector<float>());
+  // element (n, c, h, w) of the batch at ((n * 4 + h) * 6 + w) * 3 + c in memory
+  const float* raw = cl.data<float>();
+  EXPECT_EQ(raw[((1 * 4 + 2) * 6 + 5) * 3 + 2], float(double(v[((0 * 3 + 2) * 4 + 2) * 6 + 5]) / 255.0));
+  const Tensor one = index_select(reshape(src, Shape{15, 1, 4, 6}), idx, DType::f32, 1.0, MemoryFormat::ChannelsLast);
+  EXPECT_TRUE(one.is_contiguous());
+
+  nn::Sequential m;
+  auto conv = std::make_shared<nn::Conv2d>(3, 8, 3, 1, 1);
+  m.add("conv1", conv).add("relu1", std::make_shared<nn::ReLU>());
+  EXPECT_EQ(m.input_layout().dtype, DType::f32);
+  EXPECT_EQ(m.input_layout().format, MemoryFormat::Contiguous);
+  m.set_memory_format(MemoryFormat::ChannelsLast);
+  EXPECT_EQ(m.input_layout().format, MemoryFormat::ChannelsLast);
+  {
+    PrecisionScope half(Precision::FP16);  // on the CPU mixed precision casts nothing
+    EXPECT_EQ(m.input_layout().dtype, DType::f32);
+  }
+  nn::Sequential dense;
+  dense.add("fc", std::make_shared<nn::Linear>(4, 2));
+  EXPECT_EQ(dense.input_layout().format, MemoryFormat::Contiguous);
+}

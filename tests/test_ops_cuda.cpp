@@ -19,6 +19,7 @@
 #include "ops/bias_act.h"
 #include "ops/conv.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
 #include "ops/linalg.h"
 #include "ops/fused/linear_act.h"
 #include "ops/mask.h"
@@ -487,6 +488,27 @@ TEST(CudaFusion, FirstLayerGradientsMatchTheSeparateOps) {
                                                                      k.act ? int(*k.act) : -1, p, true));
       expect_close_to(gw, w.grad(), rel, "the filter's gradient, no bias");
     }
+}
+
+// index_select into a first layer's input on CUDA (the trainer's resident gather, Module::input_layout):
+// 16-bit and channels-last at once, bit for bit the cast of the float32 gather that the layer's
+// autocast and copy made before.
+TEST(CudaGather, WritesTheFirstLayersDtypeAndLayout) {
+  REQUIRE_GPU();
+  std::vector<uint8_t> v(40 * 3 * 9 * 7);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t((i * 131) % 256);
+  const Tensor src = to(from_vector(v, Shape{40, 3, 9, 7}), kCUDA);
+  std::vector<int32_t> ids(33);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7) % 40);
+  const Tensor idx = to(from_vector(ids, Shape{33}), kCUDA);
+  const Tensor ref = index_select(src, idx, DType::f32, 1 / 255.0);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const Tensor got = index_select(src, idx, dt, 1 / 255.0, MemoryFormat::ChannelsLast);
+    EXPECT_EQ(got.dtype(), dt);
+    EXPECT_TRUE(got.is_contiguous(MemoryFormat::ChannelsLast));
+    EXPECT_EQ(to(contiguous(got), DType::f32).to_vector<float>(), to(to(ref, dt), DType::f32).to_vector<float>())
+        << dtype_name(dt);
+  }
 }
 
 // conv2d_relu_max_pool (the relu's and the bias's backward in the pooling's pass) against

@@ -119,6 +119,10 @@ Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
   return bias_act(y, Tensor(), e.act, e.dropout, true);
 }
 
+Module::InputLayout Conv2d::input_layout() const {
+  return {weight.device().is_cuda() ? compute_dtype() : DType::f32, memory_format()};  // as forward_fused makes x
+}
+
 std::string Conv2d::type_name() const {
   return "Conv2d(" + std::to_string(in_channels) + " -> " + std::to_string(out_channels) + ", " +
          std::to_string(kernel) + "x" + std::to_string(kernel) + ", stride " + std::to_string(stride) + ", pad " +
@@ -285,6 +289,10 @@ size_t Sequential::run_conv_pool(size_t i, Tensor& h) {
   NvtxRange r(name.c_str(), RangeKind::Module);
   h = conv2d_relu_max_pool(x, w, b, conv->params(), pp, pe.dropout, true);
   return after;
+}
+
+Module::InputLayout Sequential::input_layout() const {
+  return children().empty() ? InputLayout{} : children().front().second->input_layout();
 }
 
 Tensor Sequential::forward(const Tensor& x) {

@@ -82,6 +82,7 @@ class Conv2d : public Module {
   bool accepts(const Epilogue&) const override { return true; }
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
+  InputLayout input_layout() const override;  // autocast's dtype, the layer's memory format
   Conv2dParams params() const;  // its stride and padding
   Tensor weight, bias;
   int64_t in_channels, out_channels;
@@ -149,6 +150,7 @@ class Sequential : public Module {
   Sequential& add(const std::string& name, std::shared_ptr<Module> m);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
+  InputLayout input_layout() const override;  // its first layer's
 
  private:
   size_t epilogue_after(size_t i, Epilogue& e) const;

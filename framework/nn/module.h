@@ -52,6 +52,15 @@ class Module {
   virtual std::vector<Tensor> forward_outputs(const std::vector<Tensor>& xs) { return {forward_many(xs)}; }
   // forward_outputs inside the module's NVTX range.
   std::vector<Tensor> call_outputs(const std::vector<Tensor>& xs);
+  // How the module's first op remakes a float32 input before reading it (mixed precision's cast,
+  // a channels-last copy): a feed that makes the input (the trainer's gather from resident data)
+  // makes it so at once, and the module's own cast and copy have nothing to do. As it comes:
+  // float32, contiguous.
+  struct InputLayout {
+    DType dtype = DType::f32;
+    MemoryFormat format = MemoryFormat::Contiguous;
+  };
+  virtual InputLayout input_layout() const { return {}; }
 
   // Parameters of this module and its children, by path ("fc1.weight"), in registration order.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;

@@ -133,10 +133,12 @@ std::string Trainer::step_mode() const {
 }
 
 namespace {
-// The samples at ids idx of a resident data set: x as float (scaled), labels as int32, float
-// targets (a regression's) as float32.
-void gather_resident(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y) {
-  x = index_select(data.x, idx, DType::f32, data.x_scale);
+// The samples at ids idx of a resident data set: x as float (scaled) in the dtype and memory
+// format the model's first layer reads, labels as int32, float targets (a regression's) as float32.
+void gather_resident(const TensorDataset& data, const Tensor& idx, Tensor& x, Tensor& y, const nn::Module& model) {
+  const bool floats = is_floating(data.x.dtype()) || data.x.dtype() == DType::u8;
+  const nn::Module::InputLayout in = floats ? model.input_layout() : nn::Module::InputLayout{};
+  x = index_select(data.x, idx, in.dtype, data.x_scale, in.format);
   y = index_select(data.y, idx, is_floating(data.y.dtype()) ? DType::f32 : DType::i32);
 }
 }  // namespace
@@ -175,7 +177,9 @@ EpochStats Trainer::train_epoch(const TensorDataset& data, int64_t batch, uint64
     b = end - first;
     return true;
   };
-  src.stage = [&data](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) { gather_resident(data, raw[0], x, y); };
+  src.stage = [&data, this](const std::vector<Tensor>& raw, Tensor& x, Tensor& y) {
+    gather_resident(data, raw[0], x, y, model_);
+  };
   src.done = [] {};
   src.full_batch = batch;
   src.key = data.x.data_ptr();
@@ -644,7 +648,7 @@ EpochStats Trainer::end_epoch(EpochStats st, double t0) {
 
 void Trainer::eval_step(const Tensor& idx, const TensorDataset& data) {
   Tensor x, y;
-  gather_resident(data, idx, x, y);
+  gather_resident(data, idx, x, y, model_);
   Tensor logits = loss_input(options_.loss, model_(x));
   check_logits(logits, options_.loss);
   classes_ = classes_of(options_.loss, logits);
