@@ -109,10 +109,14 @@ Conv2dParams Conv2d::params() const {
   return p;
 }
 
+Tensor Conv2d::input(const Tensor& x) const {
+  const Tensor xc = autocast(x);
+  return memory_format() == MemoryFormat::ChannelsLast ? contiguous(xc, MemoryFormat::ChannelsLast) : xc;
+}
+
 Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
   const Conv2dParams p = params();
-  Tensor xc = autocast(x);
-  if (memory_format() == MemoryFormat::ChannelsLast) xc = contiguous(xc, MemoryFormat::ChannelsLast);
+  const Tensor xc = input(x);
   if (bias.defined()) return conv2d_bias_act(xc, autocast(weight), autocast(bias), p, e.act, e.dropout, true);
   Tensor y = conv2d(xc, autocast(weight), p);
   if (!e.act && e.dropout == 0) return y;
@@ -120,7 +124,7 @@ Tensor Conv2d::forward_fused(const Tensor& x, const Epilogue& e) {
 }
 
 Module::InputLayout Conv2d::input_layout() const {
-  return {weight.device().is_cuda() ? compute_dtype() : DType::f32, memory_format()};  // as forward_fused makes x
+  return {weight.device().is_cuda() ? compute_dtype() : DType::f32, memory_format()};  // as input() makes x
 }
 
 std::string Conv2d::type_name() const {
@@ -281,7 +285,7 @@ size_t Sequential::run_conv_pool(size_t i, Tensor& h) {
   auto* pool = j < layers.size() ? dynamic_cast<MaxPool2d*>(layers[j].second.get()) : nullptr;
   if (e.act != Act::Relu || e.has_dropout || !pool) return i;
   const size_t after = epilogue_after(j, pe);
-  Tensor x = contiguous(autocast(h), MemoryFormat::ChannelsLast), w = autocast(conv->weight), b = autocast(conv->bias);
+  Tensor x = conv->input(h), w = autocast(conv->weight), b = autocast(conv->bias);
   h = x;
   const Pool2dParams pp = pool->params();
   if (!conv2d_relu_max_pool_fits(x, w, b, pp)) return i;

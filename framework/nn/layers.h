@@ -83,6 +83,7 @@ class Conv2d : public Module {
   Tensor forward_fused(const Tensor& x, const Epilogue& e) override;
   std::string type_name() const override;
   InputLayout input_layout() const override;  // autocast's dtype, the layer's memory format
+  Tensor input(const Tensor& x) const;          // x as the convolution reads it: autocast, in that format
   Conv2dParams params() const;  // its stride and padding
   Tensor weight, bias;
   int64_t in_channels, out_channels;
