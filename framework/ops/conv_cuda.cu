@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -562,6 +563,20 @@ void conv_forward(const ExecContext& ctx, const Tensor& y, const Tensor& x, cons
 
 // ---- The forward with its epilogue: y = act(conv(x, w) + b) in one cuDNN kernel ----------------
 
+// Whether `one` ran faster than `pair` (each queues its work on s, false where it could not), on
+// the GPU alone as a replayed graph runs them (queued behind a hold): each once first, so that
+// plans are found and every kernel's module is loaded (a first launch outlasts the hold), then
+// ten of each timed. Their microseconds a call in *t_one and *t_pair, for LOUPE_VERBOSE=conv.
+bool runs_faster(cudaStream_t s, const std::function<bool()>& one, const std::function<bool()>& pair, float* t_one,
+                 float* t_pair) {
+  constexpr long long kHoldCycles = 2000000;
+  one();
+  pair();
+  *t_one = cuda::time_on_gpu(s, 10, kHoldCycles, one);
+  *t_pair = cuda::time_on_gpu(s, 10, kHoldCycles, pair);
+  return *t_one >= 0 && (*t_pair < 0 || *t_one < *t_pair);
+}
+
 // The pointers of a fused forward's execution.
 be::Pointers fused_pointers(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& b) {
   be::Pointers ptrs;
@@ -574,7 +589,7 @@ be::Pointers fused_pointers(const Tensor& x, const Tensor& w, const Tensor& y, c
 
 // The fused plan of a problem, kept (plan non-null) only where it ran faster than the convolution
 // followed by bias_act's kernel: both timed once per problem on scratch outputs, as the algorithms
-// are, on the GPU alone (queued behind a hold, as a replayed graph runs them).
+// are (runs_faster).
 const be::BePlan& fused_for(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& b,
                             const Tensor& b4, const Tensor& y, const Conv2dParams& p, int act) {
   static std::map<std::pair<Key, int>, be::BePlan> cache;
@@ -583,22 +598,21 @@ const be::BePlan& fused_for(const ExecContext& ctx, const Tensor& x, const Tenso
   if (it != cache.end()) return it->second;
   be::BePlan bp = be::build(cuda::cudnn(ctx), be::Op::Fwd, x, w, y, p, kMaxWorkspace, ctx.precision, b4, act);
   float fused = 0, pair = 0;
+  bool keep = false;
   if (bp.plan) {
-    constexpr long long kHoldCycles = 2000000;
     Tensor sz = be::fresh_like(y), sy = be::fresh_like(y);
     const BiasActArgs a = bias_act_args(sz, act >= 0 ? std::optional<Act>(Act(act)) : std::nullopt, false, 0);
     const BiasActKernels& ba = kernels<BiasActKernels>(x.device());
     const be::Pointers ptrs = fused_pointers(x, w, sy, b);
-    const cudaStream_t s = cuda::stream(ctx);
-    conv_forward(ctx, sz, x, w, p);  // the convolution's own plan, found and timed first
-    fused = cuda::time_on_gpu(s, 10, kHoldCycles, [&] { return be::execute(ctx, bp, ptrs); });
-    pair = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
-      conv_forward(ctx, sz, x, w, p);
-      ba.forward(ctx, sy, sz, b, a);
-      return true;
-    });
+    keep = runs_faster(
+        cuda::stream(ctx), [&] { return be::execute(ctx, bp, ptrs); },
+        [&] {
+          conv_forward(ctx, sz, x, w, p);
+          ba.forward(ctx, sy, sz, b, a);
+          return true;
+        },
+        &fused, &pair);
   }
-  const bool keep = bp.plan && fused >= 0 && fused < pair;
   if (conv_verbose())
     std::fprintf(stderr, "loupe conv: x %s w %s %s: fused bias%s %s (%.4f ms) against the convolution and bias_act "
                  "(%.4f ms): %s\n", x.shape().str().c_str(), w.shape().str().c_str(), dtype_name(x.dtype()),
@@ -656,8 +670,8 @@ void conv_backward(const ExecContext& ctx, const Tensor& gx, const Tensor& gw, c
   }
 }
 
-// Whether the one pass ran faster than bias_act's backward and the filter gradient, on the GPU
-// alone, timed once per problem on scratch outputs (as fused_for times the forward's epilogue).
+// Whether the one pass ran faster than bias_act's backward and the filter gradient, timed once per
+// problem on scratch outputs (runs_faster, as fused_for times the forward's epilogue).
 // Where bias_act's backward does not sum the bias itself, the pair is timed without that sum.
 bool first_layer_wins(const ExecContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& gy,
                       int act, const Conv2dParams& p, const FirstLayer& g) {
@@ -665,27 +679,23 @@ bool first_layer_wins(const ExecContext& ctx, const Tensor& x, const Tensor& w, 
   const std::pair<Key, int> key{problem_key(ctx, x, w, p, true), act};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  constexpr long long kHoldCycles = 2000000;
   const Tensor sw = be::fresh_like(w), sb = empty(Shape{w.size(0)}, x.dtype(), x.device()), sgz = be::fresh_like(y);
   const BiasActArgs a = bias_act_args(y, act >= 0 ? std::optional<Act>(Act(act)) : std::nullopt, false, 0);
   const BiasActKernels& ba = kernels<BiasActKernels>(x.device());
-  const cudaStream_t s = cuda::stream(ctx);
   const bool sums_bias = bias_act_fuses_bias_grad(a.C, a.inner);
-  // Each side once first: the filter gradient's plan is found, and every kernel loaded (a kernel's
-  // first launch loads its module, longer than the timing's hold).
-  first_layer_run(ctx, sw, sb, x, y, gy, act, g);
-  ba.backward(ctx, sgz, sums_bias ? sb : Tensor(), y, gy, a);
-  conv_backward(ctx, Tensor(), sw, x, w, gy, p);
-  const float one = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
-    first_layer_run(ctx, sw, sb, x, y, gy, act, g);
-    return true;
-  });
-  const float pair = cuda::time_on_gpu(s, 10, kHoldCycles, [&] {
-    ba.backward(ctx, sgz, sums_bias ? sb : Tensor(), y, gy, a);
-    conv_backward(ctx, Tensor(), sw, x, w, sgz, p);
-    return true;
-  });
-  const bool wins = one >= 0 && (pair < 0 || one < pair);
+  float one = 0, pair = 0;
+  const bool wins = runs_faster(
+      cuda::stream(ctx),
+      [&] {
+        first_layer_run(ctx, sw, sb, x, y, gy, act, g);
+        return true;
+      },
+      [&] {
+        ba.backward(ctx, sgz, sums_bias ? sb : Tensor(), y, gy, a);
+        conv_backward(ctx, Tensor(), sw, x, w, sgz, p);
+        return true;
+      },
+      &one, &pair);
   if (conv_verbose())
     std::fprintf(stderr, "loupe conv: x %s w %s %s: the first layer's gradients in one pass (%.4f ms) against bias_act's "
                  "backward and the filter gradient (%.4f ms): %s\n", x.shape().str().c_str(), w.shape().str().c_str(),
