@@ -11,6 +11,7 @@
 //                   (`bytes`: ggml's op_size, every input read once and the output written once)
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -78,6 +79,9 @@ struct OpCase {
   // Float inputs are drawn this many times larger (make_inputs): hard_sigmoid's, across its clip
   // edges, and the large-magnitude variants at the end of op_cases().
   double scale = 1;
+  // Changes the drawn values (float inputs as doubles, labels as their integers) before they become
+  // tensors: relu_margin below.
+  std::function<void(std::vector<std::vector<double>>&)> adjust;
 
   // Builders, for the table below.
   OpCase& with_flops(std::function<Flops(const Shapes&)> fn) { flops = std::move(fn); return *this; }
@@ -85,6 +89,7 @@ struct OpCase {
   OpCase& with_tol(const Tolerances& t) { tol = t; return *this; }
   OpCase& with_scale(double s) { scale = s; return *this; }
   OpCase& with_bytes(std::function<double(const Shapes&, const Shape&, double)> fn) { bytes = std::move(fn); return *this; }
+  OpCase& with_adjust(std::function<void(std::vector<std::vector<double>>&)> fn) { adjust = std::move(fn); return *this; }
 
   Shapes shapes() const {
     Shapes s;
@@ -114,28 +119,60 @@ inline double op_bytes(const OpCase& c, const Shape& out, double elem) {
 // Random inputs, never zero: floats in +-[0.1, 1.1] (times the case's scale), positives in
 // [0.5, 1.5].
 inline std::vector<Tensor> make_inputs(const OpCase& c, DType dt, uint64_t seed) {
-  std::vector<Tensor> xs;
+  std::vector<std::vector<double>> vs;
   uint64_t off = 0;
   for (const InputSpec& s : c.inputs) {
     int64_t n = s.shape.numel();
-    if (s.kind == Kind::Labels) {
-      std::vector<int32_t> v(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) v[size_t(i)] = int32_t(philox(seed, off + uint64_t(i), 7).v[0] % uint32_t(s.classes));
-      xs.push_back(from_vector(v, s.shape));
-    } else {
-      std::vector<double> v(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        double u = philox_uniform(seed, off, uint64_t(i));
-        double sign = philox(seed, off + uint64_t(i), 9).v[1] & 1 ? 1.0 : -1.0;
-        v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) * c.scale : s.kind == Kind::Positive ? 0.5 + u : u;
+    std::vector<double>& v = vs.emplace_back(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (s.kind == Kind::Labels) {
+        v[size_t(i)] = double(philox(seed, off + uint64_t(i), 7).v[0] % uint32_t(s.classes));
+        continue;
       }
-      Tensor t = to(from_vector(v, s.shape), dt);
-      if (s.kind != Kind::Targets01) t.requires_grad_(true);
-      xs.push_back(t);
+      double u = philox_uniform(seed, off, uint64_t(i));
+      double sign = philox(seed, off + uint64_t(i), 9).v[1] & 1 ? 1.0 : -1.0;
+      v[size_t(i)] = s.kind == Kind::Float ? sign * (0.1 + u) * c.scale : s.kind == Kind::Positive ? 0.5 + u : u;
     }
     off += uint64_t(n);
   }
+  if (c.adjust) c.adjust(vs);
+  std::vector<Tensor> xs;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const InputSpec& s = c.inputs[k];
+    if (s.kind == Kind::Labels) {
+      std::vector<int32_t> v(vs[k].begin(), vs[k].end());
+      xs.push_back(from_vector(v, s.shape));
+      continue;
+    }
+    Tensor t = to(from_vector(vs[k], s.shape), dt);
+    if (s.kind != Kind::Targets01) t.requires_grad_(true);
+    xs.push_back(t);
+  }
   return xs;
+}
+
+// An adjust for a linear layer with relu, x [rows, K] @ w [N, K]^T + b [N]: shifts each b[j] by a
+// multiple of `margin` so that no row's pre-activation lies within `margin` of zero. There, 16-bit
+// arithmetic (which rounds the product, then the biased sum) may legitimately land on the other
+// side of relu's kink than float32 does, and with few rows one such element moves a whole row of
+// the weight's gradient: a difference of rounding, not of the kernels the tests compare.
+inline std::function<void(std::vector<std::vector<double>>&)> relu_margin(size_t x, size_t w, size_t b,
+                                                                          double margin = 0.1) {
+  return [=](std::vector<std::vector<double>>& v) {
+    const size_t N = v[b].size(), K = v[w].size() / N, rows = v[x].size() / K;
+    for (size_t j = 0; j < N; ++j) {
+      std::vector<double> h(rows, v[b][j]);
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t k = 0; k < K; ++k) h[r] += v[x][r * K + k] * v[w][j * K + k];
+      // Shifts 0, +m, -m, +2m, ...: each row rules out at most two of them (an open interval 2m wide).
+      for (int i = 0; i < int(2 * rows + 1); ++i) {
+        const double s = margin * ((i + 1) / 2) * (i % 2 ? 1 : -1);
+        bool clear = true;
+        for (double hr : h) clear = clear && std::abs(hr + s) >= margin;
+        if (clear) { v[b][j] += s; break; }
+      }
+    }
+  };
 }
 
 // ---- analytic FLOP counts (framework/core/flops.h's conventions) --------------------------
@@ -559,7 +596,7 @@ inline std::vector<OpCase> op_cases() {
         const Flops no_dx{0, -2.0 * double(s[0][0] * s[1][0] * s[0][1])};  // x needs no gradient
         return la_flops(Act::Relu, 0.3, true)({s[0], s[1]}) + no_dx + la_flops(std::nullopt, 0.0, true)({h, s[3]});
       })
-      .with_perf({{1024, 784}, {512, 784}, {512}, {10, 512}, {10}});
+      .with_perf({{1024, 784}, {512, 784}, {512}, {10, 512}, {10}}).with_adjust(relu_margin(0, 1, 2));
   // Max pooling with its dropout (the CUDA kernels for channels-last disjoint windows, the CPU's for
   // NCHW ones; elsewhere pool then dropout).
   auto pool_drop = [=](int C_last, double p) {

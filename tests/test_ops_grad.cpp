@@ -124,3 +124,28 @@ TEST(CrossEntropy, SixteenBitLogitsOnTheCpuAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("runs on CUDA only"), std::string::npos) << e.what();
   }
 }
+
+// The relu_margin adjust (op_cases.h) leaves every pre-activation at least its margin from zero,
+// by moving only the bias, and moves a bias only where a row needed it.
+TEST(OpCaseAdjust, ReluMarginKeepsPreActivationsOffTheKink) {
+  const size_t rows = 3, K = 4, N = 50;
+  std::vector<std::vector<double>> v{std::vector<double>(rows * K), std::vector<double>(N * K), std::vector<double>(N)};
+  for (size_t i = 0; i < v[0].size(); ++i) v[0][i] = 0.1 * double(i % 7);
+  for (size_t i = 0; i < v[1].size(); ++i) v[1][i] = 0.05 * double(int(i % 11) - 5);
+  for (size_t j = 0; j < N; ++j) v[2][j] = 0.02 * double(int(j) - 25);  // some columns sit on the kink
+  const std::vector<double> before = v[2];
+  test::relu_margin(0, 1, 2, 0.1)(v);
+  int moved = 0;
+  for (size_t j = 0; j < N; ++j) {
+    bool needed = false;
+    for (size_t r = 0; r < rows; ++r) {
+      double h0 = before[j], h = v[2][j];
+      for (size_t k = 0; k < K; ++k) { h0 += v[0][r * K + k] * v[1][j * K + k]; h += v[0][r * K + k] * v[1][j * K + k]; }
+      needed = needed || std::abs(h0) < 0.1;
+      EXPECT_GE(std::abs(h), 0.1 - 1e-12) << "column " << j << " row " << r;
+    }
+    EXPECT_EQ(v[2][j] != before[j], needed) << "column " << j;
+    moved += v[2][j] != before[j];
+  }
+  EXPECT_GT(moved, 0) << "the draw must put some column on the kink";
+}
