@@ -13,8 +13,11 @@
 //
 // Layouts: everything between the layers is sequence-major [T, N, F] (x is transposed once), so
 // that "every row at t >= 1" and "every row at t <= T-2" are plain matrices for dR's GEMM. Saved
-// for the backward, per layer and direction: the gate activations [T, N, 4H] (overwritten by the
-// gate gradients in the backward) and the cell states [T, N, H] in float32; the layers' outputs.
+// for the backward, per layer and direction: the gate activations [T, N, H, 4] (a cell's i, f, g, o
+// side by side: one 8-byte store in the forward and one load in the backward, where [T, N, 4H]
+// took four of each), overwritten by the gate gradients [T, N, 4H] in the backward; the cell states
+// [T, N, H] in float32; the layers' outputs. Each rewrites a step's region of the buffer only after
+// a barrier that follows every load from it (the loads run a step ahead).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -68,7 +71,7 @@ template <class T>
 struct FwdDir {
   const T* R;                // [4H, H]
   const T *b_w, *b_r;        // [4H]
-  T* gates;                  // [T, N, 4H]: the input projections in, the activations out (if c)
+  T* gates;                  // the input projections [T, N, 4H] in, the activations [T, N, H, 4] out (if c)
   float* c;                  // [T, N, H]: the cell states (training), or null
   T* y;                      // h_t at y + (t * N + n) * y_ld (already at the direction's column)
   int64_t y_ld;
@@ -147,11 +150,9 @@ __device__ __forceinline__ void forward_cells(const FwdDir<T>& d, const float (&
         const int64_t at = at0 + n;
         d.y[at * d.y_ld + u] = ht;
         if (d.c) {
-          T* p = d.gates + at * G + u;
-          p[0] = cuda::from_float<T>(gi);
-          p[H] = cuda::from_float<T>(gf);
-          p[2 * H] = cuda::from_float<T>(gg);
-          p[3 * H] = cuda::from_float<T>(go);
+          *reinterpret_cast<uint2*>(d.gates + at * G + 4 * u) =
+              make_uint2(pack2(cuda::from_float<T>(gi), cuda::from_float<T>(gf)),
+                         pack2(cuda::from_float<T>(gg), cuda::from_float<T>(go)));
           d.c[at * H + u] = c[nt][e];
         }
       }
@@ -224,6 +225,7 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
     if (s + 1 < steps) load(reverse ? t - 1 : t + 1);
     float acc[2][NT][4] = {};
     if (s > 0) recurrent_product<T, H, NT, LH>(acc, ra, hs + (s & 1) * ROWS * LH, lane);
+    else __syncthreads();  // every lane's first loads precede the first step's activations, stored over them
     T* hn = hs + ((s + 1) & 1) * ROWS * LH;  // h_t
     forward_cells<T, H, NT, LH, Hard>(d, acc, cur, bias, c, h, hn, zero, t, N, n0, q, u);
     __syncthreads();
@@ -235,7 +237,7 @@ __global__ void __launch_bounds__(4 * H) lstm_forward_kernel(const FwdArgs<T> a)
 template <class T>
 struct BwdDir {
   const T* R;            // [4H, H]
-  T* gates;              // [T, N, 4H]: the activations in, the gate gradients out
+  T* gates;              // the activations [T, N, H, 4] in, the gate gradients [T, N, 4H] out
   const float* c;        // [T, N, H]
   const T* dy;           // dL/dh_t at dy + t * dy_t + n * dy_n (the direction's column), or null
   int64_t dy_t, dy_n;
@@ -356,9 +358,9 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
 #pragma unroll
     for (int k = 0; k < CELLS; ++k) {
       const int n = min(n0 + r + 4 * k, N - 1);
-      const T* p = d.gates + (int64_t(t) * N + n) * G + u;
-#pragma unroll
-      for (int g = 0; g < 4; ++g) l.gate[k][g] = p[g * H];
+      // The cell's activations, side by side (the forward's layout): one 8-byte load.
+      const uint2 v = *reinterpret_cast<const uint2*>(d.gates + (int64_t(t) * N + n) * G + 4 * u);
+      memcpy(l.gate[k], &v, sizeof v);
       if (d.dy) l.dy[k] = d.dy[int64_t(t) * d.dy_t + int64_t(n) * d.dy_n + u];
       l.c_before[k] = c_at(s + 1, k);
     }
@@ -366,6 +368,7 @@ __global__ void __launch_bounds__(4 * H) lstm_backward_kernel(const BwdArgs<T> a
 #pragma unroll
   for (int k = 0; k < CELLS; ++k) ct[k] = c_at(0, k);
   load(next, 0);
+  __syncthreads();  // every lane's first loads precede the gate gradients stored over them
   for (int s = 0; s < steps; ++s) {
     const int t = time_of(s);
     cur = next;
