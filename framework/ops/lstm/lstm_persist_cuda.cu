@@ -14,8 +14,8 @@
 // Layouts: everything between the layers is sequence-major [T, N, F] (x is transposed once), so
 // that "every row at t >= 1" and "every row at t <= T-2" are plain matrices for dR's GEMM. Saved
 // for the backward, per layer and direction: the gate activations [T, N, H, 4] (a cell's i, f, g, o
-// side by side: one 8-byte store in the forward and one load in the backward, where [T, N, 4H]
-// took four of each), overwritten by the gate gradients [T, N, 4H] in the backward; the cell states
+// side by side: one 8-byte store in the forward and one load in the backward), overwritten by the
+// gate gradients [T, N, 4H] in the backward (the weight GEMMs read that layout); the cell states
 // [T, N, H] in float32; the layers' outputs. Each rewrites a step's region of the buffer only after
 // a barrier that follows every load from it (the loads run a step ahead).
 #include <algorithm>
